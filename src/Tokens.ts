@@ -1,0 +1,303 @@
+/**
+ * Token estimation, used only to place cuts. The compaction trigger uses provider-reported usage, never this.
+ *
+ * About 4 characters per token over text, thinking, tool calls (name + input JSON size), tool results and unknown
+ * blocks, plus a fixed per-message overhead. Images cost what the provider charges for their pixel size (read from the
+ * image header); documents cost a per-page estimate. Each message's estimate is computed once and cached by identity,
+ * so re-estimating a growing conversation costs O(new messages).
+ *
+ * @since 0.1.0
+ */
+import type { ContentBlock, DocumentBlock, ImageBlock, Message } from "./Message.ts"
+
+// ============================================================================
+// Constants
+// ============================================================================
+
+/** Characters per token of the estimate. @category constants */
+export const CHARS_PER_TOKEN = 4
+
+/** Fixed tokens added per message for the role and framing. @category constants */
+export const MESSAGE_OVERHEAD_TOKENS = 4
+
+/**
+ * Tokens charged for an image whose size cannot be read (a URL or file source, or an unrecognised header). It is the
+ * cost of the largest image the API accepts without downscaling (~1.15 megapixels / 750), so the estimate errs high.
+ * @category constants
+ */
+export const UNKNOWN_IMAGE_TOKENS = 1600
+
+/**
+ * Tokens per PDF page. Anthropic charges each page's text (1,500–3,000 tokens for a dense page) plus the page as an
+ * image (~1,500 tokens at the downscaled size): 3,000 is the middle of that range.
+ * @category constants
+ */
+export const PDF_PAGE_TOKENS = 3000
+
+/** Longest image edge the API keeps before downscaling, in pixels. @category constants */
+export const IMAGE_MAX_EDGE = 1568
+
+/** Most pixels the API keeps before downscaling (about 1.15 megapixels). @category constants */
+export const IMAGE_MAX_PIXELS = 1_150_000
+
+// ============================================================================
+// Images
+// ============================================================================
+
+/** Width and height of an image, in pixels. @category models */
+export interface ImageSize {
+  readonly width: number
+  readonly height: number
+}
+
+/**
+ * Anthropic's published image cost: `width * height / 750` tokens, after the API scales the image down so that its
+ * long edge is at most 1568 px and it has at most ~1.15 megapixels.
+ * @category estimation
+ */
+export const imageTokens = ({ height, width }: ImageSize): number => {
+  if (width <= 0 || height <= 0) return UNKNOWN_IMAGE_TOKENS
+  const edgeScale = Math.min(1, IMAGE_MAX_EDGE / Math.max(width, height))
+  const pixelScale = Math.min(1, Math.sqrt(IMAGE_MAX_PIXELS / (width * height)))
+  const scale = Math.min(edgeScale, pixelScale)
+  return Math.ceil((width * scale) * (height * scale) / 750)
+}
+
+const decodeBase64Prefix = (data: string, bytes: number): string => {
+  const chars = Math.min(data.length - (data.length % 4), Math.ceil(bytes / 3) * 4)
+  try {
+    return atob(data.slice(0, chars))
+  } catch {
+    return ""
+  }
+}
+
+const u16be = (s: string, i: number): number => (s.charCodeAt(i) << 8) | s.charCodeAt(i + 1)
+const u16le = (s: string, i: number): number => s.charCodeAt(i) | (s.charCodeAt(i + 1) << 8)
+const u24le = (s: string, i: number): number => u16le(s, i) | (s.charCodeAt(i + 2) << 16)
+const u32be = (s: string, i: number): number => ((u16be(s, i) << 16) >>> 0) + u16be(s, i + 2)
+
+const jpegSize = (bin: string): ImageSize | undefined => {
+  let i = 2
+  while (i + 9 < bin.length) {
+    if (bin.charCodeAt(i) !== 0xff) return undefined
+    const marker = bin.charCodeAt(i + 1)
+    if (marker === 0xff) {
+      i++
+      continue
+    }
+    const isFrame = marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc
+    if (isFrame) return { height: u16be(bin, i + 5), width: u16be(bin, i + 7) }
+    i += 2 + u16be(bin, i + 2)
+  }
+  return undefined
+}
+
+const headerSize = (bin: string): ImageSize | undefined => {
+  if (bin.startsWith("\x89PNG") && bin.length >= 24) return { width: u32be(bin, 16), height: u32be(bin, 20) }
+  if (bin.startsWith("GIF8") && bin.length >= 10) return { width: u16le(bin, 6), height: u16le(bin, 8) }
+  if (bin.startsWith("RIFF") && bin.slice(8, 12) === "WEBP" && bin.length >= 30) {
+    const chunk = bin.slice(12, 16)
+    if (chunk === "VP8X") return { width: u24le(bin, 24) + 1, height: u24le(bin, 27) + 1 }
+    if (chunk === "VP8 ") return { width: u16le(bin, 26) & 0x3fff, height: u16le(bin, 28) & 0x3fff }
+    if (chunk === "VP8L") {
+      const bits = (bin.charCodeAt(21) | (bin.charCodeAt(22) << 8) | (bin.charCodeAt(23) << 16) |
+        (bin.charCodeAt(24) << 24)) >>> 0
+      return { width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Reads the pixel size of a base64 PNG, GIF, WebP or JPEG from its header, decoding only the first bytes (JPEG may
+ * need more, up to its frame marker). Returns `undefined` for any other or truncated data.
+ * @category estimation
+ */
+export const imageSize = (base64: string): ImageSize | undefined => {
+  const head = decodeBase64Prefix(base64, 32)
+  if (head.startsWith("\xff\xd8")) {
+    for (const bytes of [4096, 65536, Infinity]) {
+      const size = jpegSize(decodeBase64Prefix(base64, bytes))
+      if (size !== undefined || bytes * 4 / 3 >= base64.length) return size
+    }
+    return undefined
+  }
+  return headerSize(head)
+}
+
+const imageBlockTokens = (block: ImageBlock): number => {
+  const source = block.source
+  if (source.type !== "base64") return UNKNOWN_IMAGE_TOKENS
+  const size = imageSize(source.data)
+  return size === undefined ? UNKNOWN_IMAGE_TOKENS : imageTokens(size)
+}
+
+/** Counts `/Type /Page` objects in a PDF; falls back to one page per 100 kB when the page tree is compressed. */
+const pdfPages = (base64: string): number => {
+  const bin = decodeBase64Prefix(base64, Infinity)
+  const pages = bin.match(/\/Type\s*\/Page(?![a-zA-Z])/g)?.length ?? 0
+  return pages > 0 ? pages : Math.max(1, Math.ceil(bin.length / 100_000))
+}
+
+const documentBlockTokens = (block: DocumentBlock): { chars: number; tokens: number } => {
+  const source = block.source
+  const title = (block.title?.length ?? 0) + (block.context?.length ?? 0)
+  switch (source.type) {
+    case "base64":
+      return { chars: title, tokens: pdfPages(source.data) * PDF_PAGE_TOKENS }
+    case "text":
+      return { chars: title + source.data.length, tokens: 0 }
+    case "content":
+      return typeof source.content === "string"
+        ? { chars: title + source.content.length, tokens: 0 }
+        : blocksCost(source.content, title)
+    default:
+      return { chars: title, tokens: PDF_PAGE_TOKENS }
+  }
+}
+
+// ============================================================================
+// JSON size
+// ============================================================================
+
+/**
+ * The length of `JSON.stringify(value)` without building the string, except that string escapes are not counted (the
+ * provider tokenizes the characters, not their JSON escapes). `undefined`, functions and symbols count as in JSON.
+ * @category estimation
+ */
+export const jsonSize = (value: unknown): number => {
+  switch (typeof value) {
+    case "string":
+      return value.length + 2
+    case "number":
+      return Number.isFinite(value) ? String(value).length : 4
+    case "boolean":
+      return value ? 4 : 5
+    case "bigint":
+      return String(value).length
+    case "object": {
+      if (value === null) return 4
+      if (Array.isArray(value)) {
+        let size = 2 + Math.max(0, value.length - 1)
+        for (const item of value) size += item === undefined || typeof item === "function" ? 4 : jsonSize(item)
+        return size
+      }
+      let size = 2
+      let first = true
+      for (const key in value) {
+        if (!Object.hasOwn(value, key)) continue
+        const item = (value as Record<string, unknown>)[key]
+        if (item === undefined || typeof item === "function" || typeof item === "symbol") continue
+        size += (first ? 0 : 1) + key.length + 3 + jsonSize(item)
+        first = false
+      }
+      return size
+    }
+    default:
+      return 0
+  }
+}
+
+// ============================================================================
+// Estimation
+// ============================================================================
+
+const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): { chars: number; tokens: number } => {
+  let chars = initialChars
+  let tokens = 0
+  for (const block of blocks) {
+    switch (block.type) {
+      case "text":
+        chars += (block as { text: string }).text.length
+        break
+      case "thinking":
+        chars += (block as { thinking: string }).thinking.length
+        break
+      case "redacted_thinking":
+        chars += (block as { data: string }).data.length
+        break
+      case "tool_use":
+      case "server_tool_use": {
+        const call = block as { name: string; input: unknown }
+        chars += call.name.length + jsonSize(call.input)
+        break
+      }
+      case "tool_result": {
+        const content = (block as { content?: string | ReadonlyArray<ContentBlock> }).content
+        if (typeof content === "string") chars += content.length
+        else if (content !== undefined) {
+          const inner = blocksCost(content, 0)
+          chars += inner.chars
+          tokens += inner.tokens
+        }
+        break
+      }
+      case "image":
+        tokens += imageBlockTokens(block as ImageBlock)
+        break
+      case "document": {
+        const doc = documentBlockTokens(block as DocumentBlock)
+        chars += doc.chars
+        tokens += doc.tokens
+        break
+      }
+      default:
+        chars += jsonSize(block)
+    }
+  }
+  return { chars, tokens }
+}
+
+const cache = new WeakMap<Message, number>()
+
+const computeMessageTokens = (message: Message): number => {
+  if (typeof message.content === "string") {
+    return Math.ceil(message.content.length / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
+  }
+  const { chars, tokens } = blocksCost(message.content, 0)
+  return Math.ceil(chars / CHARS_PER_TOKEN) + tokens + MESSAGE_OVERHEAD_TOKENS
+}
+
+/**
+ * The estimated prompt tokens of one message. Messages are immutable, so the result is cached by identity: a second
+ * call on the same object is a lookup. Never throws on a decoded message.
+ * @category estimation
+ */
+export const estimateMessageTokens = (message: Message): number => {
+  let tokens = cache.get(message)
+  if (tokens === undefined) {
+    tokens = computeMessageTokens(message)
+    cache.set(message, tokens)
+  }
+  return tokens
+}
+
+/**
+ * The estimated prompt tokens of a conversation: exactly the sum of `estimateMessageTokens` over its messages.
+ * @category estimation
+ */
+export const estimateTokens = (messages: ReadonlyArray<Message>): number => {
+  let total = 0
+  for (let i = 0; i < messages.length; i++) total += estimateMessageTokens(messages[i]!)
+  return total
+}
+
+/**
+ * The estimate without the per-message cache. It always equals `estimateMessageTokens`; exported so tests and
+ * benchmarks can compare the cold path.
+ * @category estimation
+ */
+export const estimateMessageTokensUncached = (message: Message): number => computeMessageTokens(message)
+
+/**
+ * The ratio of the provider's reported input tokens for a prompt to our estimate of the same prompt. Multiply an
+ * estimate (or divide a token budget) by it to correct for a model's tokenizer. Pass the messages that made up the
+ * request, and `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` from its usage. Returns 1 when
+ * the estimate is zero.
+ * @category estimation
+ */
+export const calibrate = (messages: ReadonlyArray<Message>, reportedInputTokens: number): number => {
+  const estimate = estimateTokens(messages)
+  return estimate === 0 ? 1 : reportedInputTokens / estimate
+}
