@@ -164,8 +164,12 @@ export type KnownBlock =
 /** Any content block, known or not. Narrow it with the guards below (`isText`, `isToolUse`, …). @category models */
 export type ContentBlock = KnownBlock | UnknownBlock
 
-/** The two roles of the Messages API. @category models */
-export type Role = "user" | "assistant"
+/**
+ * The roles of the Messages API. `system` is the mid-conversation system message that `@anthropic-ai/sdk` 1.14 added
+ * to `MessageParam` (text only); it never starts a turn and never pairs with tools.
+ * @category models
+ */
+export type Role = "user" | "assistant" | "system"
 
 /** One message of a conversation. `@anthropic-ai/sdk`'s `MessageParam` is assignable to it. @category models */
 export interface Message {
@@ -173,14 +177,19 @@ export interface Message {
   readonly content: string | ReadonlyArray<ContentBlock>
 }
 
+/** A text block this library builds itself, with no extra fields. @category models */
+export interface BuiltTextBlock {
+  readonly type: "text"
+  readonly text: string
+}
+
 /**
- * A message this library builds itself (a summary, a repaired merge). Its content is a mutable array type so that it
- * is assignable to the SDK's `MessageParam` as well.
+ * A message this library builds itself (a summary). It is assignable to the SDK's `MessageParam`.
  * @category models
  */
 export interface BuiltMessage {
-  readonly role: Role
-  readonly content: Array<ContentBlock>
+  readonly role: "user" | "assistant"
+  readonly content: Array<BuiltTextBlock>
 }
 
 // ============================================================================
@@ -253,7 +262,8 @@ export const userText = (text: string): BuiltMessage => ({ role: "user", content
 // ============================================================================
 
 const Text = Schema.String
-const Id = Schema.String
+const NonEmpty = Schema.String.check(Schema.isMinLength(1, { message: "Expected a non-empty string" }))
+const Id = NonEmpty
 const Optional = Schema.optionalKey
 
 const TextBlockSchema = Schema.Struct({ type: Schema.Literal("text"), text: Text })
@@ -289,19 +299,19 @@ const BlockSchemas: Readonly<Record<string, Schema.Codec<unknown, unknown>>> = {
   redacted_thinking: Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String }),
   tool_use: Schema.Struct({
     type: Schema.Literal("tool_use"),
-    id: Id.check(Schema.isMinLength(1)),
-    name: Schema.String.check(Schema.isMinLength(1)),
+    id: Id,
+    name: NonEmpty,
     input: Schema.Record(Schema.String, Schema.Unknown)
   }),
   tool_result: Schema.Struct({
     type: Schema.Literal("tool_result"),
-    tool_use_id: Id.check(Schema.isMinLength(1)),
+    tool_use_id: Id,
     content: Optional(NestedBlocks),
     is_error: Optional(Schema.Boolean)
   }),
   server_tool_use: Schema.Struct({
     type: Schema.Literal("server_tool_use"),
-    id: Id.check(Schema.isMinLength(1)),
+    id: Id,
     name: Schema.String,
     input: Schema.Record(Schema.String, Schema.Unknown)
   }),
@@ -314,10 +324,10 @@ const BlockSchemas: Readonly<Record<string, Schema.Codec<unknown, unknown>>> = {
   )
 }
 
-const UnknownBlockSchema = Schema.Struct({ type: Schema.String.check(Schema.isMinLength(1)) })
+const UnknownBlockSchema = Schema.Struct({ type: NonEmpty })
 
 const MessageShape = Schema.Struct({
-  role: Schema.Literals(["user", "assistant"]),
+  role: Schema.Literals(["user", "assistant", "system"]),
   content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
 })
 
@@ -360,7 +370,7 @@ const describe = (issue: SchemaIssue.Issue): { readonly path: ReadonlyArray<Prop
       current = current.issue
     } else if (current._tag === "Composite" && current.issues.length > 0) {
       current = current.issues[0]!
-    } else if ((current._tag === "Filter" || current._tag === "Encoding") && "issue" in current) {
+    } else if (current._tag === "Encoding") {
       current = current.issue
     } else break
   }

@@ -1,0 +1,78 @@
+/**
+ * The token estimator on the real sessions and on generated sessions of 1k, 10k and 50k messages.
+ * - cold: every message estimated from scratch (no cache);
+ * - warm: `estimateTokens` on a session whose messages were estimated before, plus one new message;
+ * - floor: a bare loop that sums the string lengths of every text field (the least any estimator can do).
+ * Run: npx node --expose-gc bench/tokens.bench.ts
+ */
+import { bench, do_not_optimize, group, summary } from "mitata"
+import type { ContentBlock, Message } from "../src/Message.ts"
+import { estimateMessageTokensUncached, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { corpus } from "../test/fixtures/Corpus.ts"
+import { generateSession } from "../test/fixtures/Conversation.ts"
+import { runBenchmarks } from "./util.ts"
+
+const blockChars = (blocks: ReadonlyArray<ContentBlock>): number => {
+  let n = 0
+  for (const b of blocks) {
+    const r = b as { text?: string; thinking?: string; content?: string | ReadonlyArray<ContentBlock>; input?: unknown }
+    if (typeof r.text === "string") n += r.text.length
+    if (typeof r.thinking === "string") n += r.thinking.length
+    if (typeof r.content === "string") n += r.content.length
+    else if (Array.isArray(r.content)) n += blockChars(r.content)
+  }
+  return n
+}
+
+/** The floor: sum the string lengths, nothing else. */
+export const sumStringLengths = (messages: ReadonlyArray<Message>): number => {
+  let n = 0
+  for (const m of messages) n += typeof m.content === "string" ? m.content.length : blockChars(m.content)
+  return n
+}
+
+const coldEstimate = (messages: ReadonlyArray<Message>): number => {
+  let n = 0
+  for (const m of messages) n += estimateMessageTokensUncached(m)
+  return n
+}
+
+const sessions: Array<readonly [string, ReadonlyArray<Message>]> = [
+  ...corpus().map((s) => [s.name, s.messages] as const),
+  ...[1_000, 10_000, 50_000].map((n) => [`generated-${n / 1000}k`, generateSession(n, { messages: n })] as const)
+]
+
+for (const [name, messages] of sessions) {
+  estimateTokens(messages) // fill the cache: warm runs measure the appended-message path
+  const next: Message = { role: "user", content: "and one more question about the build" }
+  const grown = [...messages, next]
+  group(`${name} (${messages.length} messages)`, () => {
+    summary(() => {
+      bench("floor: sum string lengths", () => do_not_optimize(sumStringLengths(messages))).baseline(true)
+      bench("estimate cold (no cache)", () => do_not_optimize(coldEstimate(messages)))
+      bench("estimate warm (+1 message)", () => do_not_optimize(estimateTokens(grown)))
+    })
+  })
+}
+
+const inputs = generateSession(3, { messages: 5_000 }).flatMap((m) =>
+  typeof m.content === "string"
+    ? []
+    : m.content.flatMap((b) => b.type === "tool_use" ? [(b as { input: unknown }).input] : [])
+)
+group(`tool input JSON size (${inputs.length} inputs)`, () => {
+  summary(() => {
+    bench("JSON.stringify(input).length", () => {
+      let n = 0
+      for (const input of inputs) n += JSON.stringify(input).length
+      return do_not_optimize(n)
+    }).baseline(true)
+    bench("jsonSize(input)", () => {
+      let n = 0
+      for (const input of inputs) n += jsonSize(input)
+      return do_not_optimize(n)
+    })
+  })
+})
+
+await runBenchmarks()

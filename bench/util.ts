@@ -1,0 +1,34 @@
+/**
+ * Shared benchmark plumbing. `runBenchmarks()` prints mitata's report, or, when `BENCH_JSON=path` is set, writes a
+ * compact JSON of every run (`{ runtime, cpu, rows: [{ name, args, avg_ns, p50_ns, p99_ns }] }`) for CI budgets.
+ */
+import { writeFileSync } from "node:fs"
+import { run } from "mitata"
+
+/** One measured row of a benchmark run, in nanoseconds. */
+export interface BenchRow {
+  readonly name: string
+  readonly args: Record<string, unknown>
+  readonly avg_ns: number
+  readonly p50_ns: number
+  readonly p99_ns: number
+}
+
+/** Runs every registered mitata benchmark; see the module doc for `BENCH_JSON`. */
+export const runBenchmarks = async (): Promise<ReadonlyArray<BenchRow>> => {
+  const out = process.env.BENCH_JSON
+  if (out === undefined) {
+    await run()
+    return []
+  }
+  const { benchmarks, context } = await run({ format: "quiet" })
+  const rows: Array<BenchRow> = benchmarks.flatMap((trial) =>
+    trial.runs.flatMap((r) =>
+      r.stats === undefined
+        ? []
+        : [{ name: r.name, args: r.args, avg_ns: r.stats.avg, p50_ns: r.stats.p50, p99_ns: r.stats.p99 }]
+    )
+  )
+  writeFileSync(out, JSON.stringify({ runtime: context.runtime, cpu: context.cpu.name, rows }, null, 2))
+  return rows
+}
