@@ -1,0 +1,701 @@
+import { NodeFileSystem, NodePath } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import {
+  Arbitrary,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  FileSystem,
+  Layer,
+  Path,
+  PlatformError,
+  Result,
+  Schema
+} from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import process from "node:process"
+import { fileURLToPath } from "node:url"
+import type { Message } from "../src/Message.ts"
+import {
+  canonicalJson,
+  type Entry,
+  listSessions,
+  readJsonl,
+  rebuildView,
+  SessionLog,
+  SessionLogError,
+  type SessionLogShape,
+  validateSessionId,
+  viewHash
+} from "../src/SessionLog.ts"
+import { conversationArbitrary } from "./fixtures/Conversation.ts"
+import { crashScript } from "./fixtures/session-writer.ts"
+import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+const json = (view: ReadonlyArray<Message>) => JSON.stringify(view)
+
+const user = (text: string): Message => ({ role: "user", content: text })
+const call = (id: string): Message => ({
+  role: "assistant",
+  content: [{ type: "tool_use", id, name: "bash", input: {} }]
+})
+const result = (id: string, content: string): Message => ({
+  role: "user",
+  content: [{ type: "tool_result", tool_use_id: id, content }]
+})
+
+/** Opens a session on the real filesystem for the duration of `body`. */
+const withJsonl = <A, E>(
+  directory: string,
+  sessionId: string,
+  body: (log: SessionLogShape) => Effect.Effect<A, E>
+): Effect.Effect<A, E | SessionLogError> =>
+  Effect.flatMap(Effect.service(SessionLog), body).pipe(
+    Effect.provide(SessionLog.layerJsonl({ directory, sessionId }).pipe(Layer.provide(platform), Layer.fresh))
+  )
+
+const withMemory = <A, E>(
+  store: Map<string, string>,
+  body: (log: SessionLogShape) => Effect.Effect<A, E>
+): Effect.Effect<A, E | SessionLogError> =>
+  Effect.flatMap(Effect.service(SessionLog), body).pipe(
+    Effect.provide(SessionLog.layerMemory({ store }), { local: true })
+  )
+
+const tempDir = Effect.flatMap(Effect.service(FileSystem.FileSystem), (fs) => fs.makeTempDirectoryScoped()).pipe(
+  Effect.provide(platform)
+)
+
+const failure = <A>(exit: Exit.Exit<A, SessionLogError>): SessionLogError => {
+  assert.isTrue(Exit.isFailure(exit), "expected a failure")
+  const error = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail") : undefined
+  assert.isDefined(error)
+  return (error as { readonly error: SessionLogError }).error
+}
+
+const readText = (file: string) =>
+  Effect.flatMap(Effect.service(FileSystem.FileSystem), (fs) => fs.readFileString(file)).pipe(Effect.provide(platform))
+const writeText = (file: string, text: string) =>
+  Effect.flatMap(Effect.service(FileSystem.FileSystem), (fs) => fs.writeFileString(file, text)).pipe(
+    Effect.provide(platform)
+  )
+const read = (directory: string, sessionId: string, repair = false) =>
+  readJsonl({ directory, sessionId, repair }).pipe(Effect.provide(platform))
+
+// ============================================================================
+// Child processes (crash and lock tests), under the runtime running this test
+// ============================================================================
+
+const writerScript = fileURLToPath(new URL("./fixtures/session-writer.ts", import.meta.url))
+const isDeno = typeof (globalThis as { readonly Deno?: unknown }).Deno !== "undefined"
+
+const spawnWriter = (args: ReadonlyArray<string>): ChildProcess =>
+  isDeno
+    ? spawn(process.execPath, ["run", "-A", writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
+    : spawn(process.execPath, [writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
+
+/** Waits until the child has printed a line that satisfies `until`; returns that line. */
+const waitFor = (child: ChildProcess, until: (line: string) => boolean): Effect.Effect<string> =>
+  Effect.callback<string>((resume) => {
+    let buffer = ""
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString()
+      const lines = buffer.split("\n")
+      buffer = lines.pop()!
+      const hit = lines.find(until)
+      if (hit !== undefined) {
+        child.stdout!.off("data", onData)
+        resume(Effect.succeed(hit))
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.once("exit", (code) => resume(Effect.die(new Error(`child exited early with ${code}: ${buffer}`))))
+  })
+
+const kill = (child: ChildProcess) =>
+  Effect.callback<void>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+    child.once("exit", () => resume(Effect.void))
+    child.kill("SIGKILL")
+  })
+
+describe("SessionLog", () => {
+  it("runs under the runtime the suite expects", () => {
+    if (process.env["EXPECT_DENO"] === "1") assert.isTrue(isDeno)
+  })
+
+  // ==========================================================================
+  // The pure view
+  // ==========================================================================
+
+  describe("rebuildView", () => {
+    const header = (id: string, parentId: string | null) => ({ v: 1 as const, id, parentId, timestamp: 0 })
+    const evicted = { type: "tool_result" as const, tool_use_id: "t1", content: "[evicted t1]" }
+
+    it("is the latest summary plus the messages from the first kept entry, with earlier evictions applied", () => {
+      const messages = [user("a"), call("t1"), result("t1", "big output"), user("b"), call("t2"), result("t2", "x")]
+      const entries: Array<Entry> = messages.map((message, i) => ({
+        ...header(`m${i}`, i === 0 ? null : `m${i - 1}`),
+        type: "message",
+        message
+      }))
+      entries.push({ ...header("e1", "m5"), type: "eviction", evictions: [{ toolUseId: "t1", block: evicted }] })
+      const summary = user("summary of a")
+      const expected = [
+        summary,
+        call("t1"),
+        { role: "user", content: [evicted] },
+        user("b"),
+        call("t2"),
+        result("t2", "x")
+      ]
+      entries.push({
+        ...header("c1", "e1"),
+        type: "compaction",
+        summary,
+        firstKeptEntryId: "m1",
+        tokensBefore: 100,
+        tokensAfter: 50,
+        summarizer: "test",
+        viewHash: viewHash(expected as Array<Message>)
+      })
+      const rebuilt = rebuildView(entries)
+      assert.isTrue(Result.isSuccess(rebuilt))
+      if (Result.isSuccess(rebuilt)) {
+        assert.strictEqual(json(rebuilt.success.view), json(expected as Array<Message>))
+        assert.deepStrictEqual(rebuilt.success.entryIds, ["c1", "m1", "m2", "m3", "m4", "m5"])
+        assert.strictEqual(rebuilt.success.view[4], messages[4], "unchanged messages are shared, not copied")
+      }
+      const tampered = entries.map((e) => e.type === "compaction" ? { ...e, viewHash: "0".repeat(64) } : e)
+      const failed = rebuildView(tampered)
+      assert.isTrue(
+        Result.isFailure(failed) && failed.failure.reason === "HashMismatch" && failed.failure.entryId === "c1"
+      )
+    })
+
+    it("hashes the canonical JSON (sorted keys), so key order does not change the hash", () => {
+      assert.strictEqual(canonicalJson({ b: 1, a: [1, { d: undefined, c: "x" }] }), `{"a":[1,{"c":"x"}],"b":1}`)
+      const a: Message = { role: "user", content: [{ type: "text", text: "x" }] }
+      const b = { content: [{ text: "x", type: "text" }], role: "user" } as Message
+      assert.strictEqual(viewHash([a]), viewHash([b]))
+      assert.match(viewHash([a]), /^[0-9a-f]{64}$/)
+    })
+  })
+
+  // ==========================================================================
+  // Property tests: live view == model == load after a restart, at every step
+  // ==========================================================================
+
+  const Controls = Schema.Array(
+    Schema.Struct({
+      evict: Schema.Boolean,
+      compact: Schema.Boolean,
+      pick: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 }))
+    })
+  ).check(Schema.isMinLength(1), Schema.isMaxLength(8))
+
+  const scriptArbitrary = Arbitrary.all([conversationArbitrary(), Arbitrary.schema(Controls)]).pipe(
+    Arbitrary.map(([messages, controls]) => modelSteps(interleave(messages, (i) => controls[i % controls.length]!)))
+  )
+
+  const checkView = (label: string, actual: ReadonlyArray<Message>, expected: ReadonlyArray<Message>) =>
+    assert.strictEqual(json(actual), json(expected), label)
+
+  it.effect.prop(
+    "memory: after every step, the live view, the reopened view and load() all equal the model",
+    [scriptArbitrary],
+    ([{ steps, views }]) =>
+      Effect.gen(function* () {
+        const store = new Map<string, string>()
+        yield* withMemory(store, (log) =>
+          Effect.gen(function* () {
+            for (let i = 0; i < steps.length; i++) {
+              yield* performStep(log, steps[i]!)
+              checkView(`live after step ${i + 1}`, (yield* log.snapshot).view, views[i + 1]!)
+              assert.deepStrictEqual(prefixProblems(views[i + 1]!), [])
+            }
+          }))
+        // restart at every step: replay the stored text cut after each entry
+        const text = store.get("memory") ?? ""
+        const lines = text.split("\n").slice(0, -1)
+        assert.strictEqual(lines.length, steps.length, "one entry per step")
+        for (let k = 0; k <= steps.length; k++) {
+          const prefix = new Map([["memory", lines.slice(0, k).map((l) => `${l}\n`).join("")]])
+          yield* withMemory(prefix, (log) =>
+            Effect.gen(function* () {
+              checkView(`reopened after step ${k}`, (yield* log.snapshot).view, views[k]!)
+              const loaded = yield* log.load()
+              checkView(`load after step ${k}`, loaded.view, views[k]!)
+              assert.deepStrictEqual(loaded.issues, [])
+            }))
+        }
+      }),
+    { timeout: 60_000, arbitrary: { runs: 100 } }
+  )
+
+  it.live("real filesystem: restart after every step of seeded scripts, views equal the model", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      for (let seed = 0; seed < 3; seed++) {
+        const { steps, views } = crashScript(100 + seed)
+        const n = Math.min(steps.length, 60)
+        for (let i = 0; i < n; i++) {
+          yield* withJsonl(directory, `s${seed}`, (log) =>
+            Effect.gen(function* () {
+              checkView(`reopened before step ${i + 1}`, (yield* log.snapshot).view, views[i]!)
+              yield* performStep(log, steps[i]!)
+              checkView(`live after step ${i + 1}`, (yield* log.snapshot).view, views[i + 1]!)
+            }))
+          const loaded = yield* read(directory, `s${seed}`)
+          checkView(`load after step ${i + 1}`, loaded.view, views[i + 1]!)
+        }
+      }
+    }))
+
+  // ==========================================================================
+  // Crash tests
+  // ==========================================================================
+
+  it.live(
+    "SIGKILL while appending and compacting: the view is a valid prefix of the history",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDir
+        for (let round = 0; round < 2; round++) {
+          const seed = 7 + round
+          const sessionId = `crash${round}`
+          const child = spawnWriter(["loop", directory, sessionId, String(seed)])
+          const compactions = 2 + round * 4
+          let seen = 0
+          yield* waitFor(child, (line) => line.startsWith("compacted") && ++seen >= compactions)
+          yield* kill(child)
+          const { views } = crashScript(seed)
+          // read-only load: nothing before the torn line (if any) is lost
+          const loaded = yield* read(directory, sessionId)
+          assert.isAtLeast(loaded.entries.filter((e) => e.type === "compaction").length, compactions)
+          checkView(
+            `round ${round}: load is the model after ${loaded.entries.length} steps`,
+            loaded.view,
+            views[loaded.entries.length]!
+          )
+          assert.deepStrictEqual(prefixProblems(loaded.view), [])
+          assert.isTrue(loaded.issues.every((i) => i._tag === "TornTail"))
+          // reopening takes over the dead child's lock, cuts a torn tail and goes on appending
+          yield* withJsonl(directory, sessionId, (log) =>
+            Effect.gen(function* () {
+              checkView("reopened", (yield* log.snapshot).view, views[loaded.entries.length]!)
+              assert.deepStrictEqual(log.recovered, loaded.issues)
+              yield* log.append([user("after the crash")])
+            }))
+          const again = yield* read(directory, sessionId)
+          assert.deepStrictEqual(again.issues, [])
+          checkView("after appending", again.view, [...views[loaded.entries.length]!, user("after the crash")])
+        }
+      }),
+    60_000
+  )
+
+  const truncationCase = (lastStep: "compact" | "append" | "evict") =>
+    it.live(
+      `truncating the file at every byte of its last entry (a ${lastStep}) loses nothing before it`,
+      () =>
+        Effect.gen(function* () {
+          const directory = yield* tempDir
+          const { steps, views } = crashScript(3)
+          const last = steps.findIndex((s, i) => i > 20 && s._tag === lastStep)
+          const n = last + 1
+          yield* withJsonl(directory, "t", (log) => Effect.forEach(steps.slice(0, n), (s) => performStep(log, s)))
+          const path = yield* Effect.service(Path.Path).pipe(Effect.provide(platform))
+          const file = path.join(directory, "t.jsonl")
+          const full = yield* readText(file)
+          const bytes = new TextEncoder().encode(full)
+          const start = bytes.lastIndexOf(0x0a, bytes.length - 2) + 1
+          const decoder = new TextDecoder()
+          for (let offset = start; offset <= bytes.length; offset++) {
+            yield* writeText(file, decoder.decode(bytes.subarray(0, offset)))
+            const loaded = yield* read(directory, "t")
+            const complete = offset === bytes.length
+            assert.strictEqual(loaded.entries.length, complete ? n : n - 1, `offset ${offset}`)
+            checkView(`offset ${offset}`, loaded.view, views[complete ? n : n - 1]!)
+            assert.deepStrictEqual(
+              loaded.issues.map((i) => i._tag),
+              offset === start || complete ? [] : ["TornTail"],
+              `offset ${offset}`
+            )
+          }
+          // the writer cuts the torn tail before appending, so the next line never glues onto it
+          yield* writeText(file, decoder.decode(bytes.subarray(0, start + 5)))
+          yield* withJsonl(directory, "t", (log) => log.append([user("next")]))
+          const loaded = yield* read(directory, "t")
+          assert.deepStrictEqual(loaded.issues, [])
+          checkView("after the cut", loaded.view, applyStep(views[n - 1]!, { _tag: "append", message: user("next") }))
+        }),
+      60_000
+    )
+  truncationCase("compact")
+  truncationCase("append")
+  truncationCase("evict")
+
+  // ==========================================================================
+  // Concurrency
+  // ==========================================================================
+
+  it.live("two fibers append while a compaction is summarizing: nothing lost, order kept, all after the summary", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const base = [user("first"), call("t1"), result("t1", "out"), user("second"), call("t2"), result("t2", "out2")]
+      const summary = user("summary of the first turn")
+      const final = yield* withJsonl(directory, "c", (log) =>
+        Effect.gen(function* () {
+          yield* log.append(base)
+          const halfway = yield* Deferred.make<void>()
+          const snapshot = yield* log.snapshot
+          const compaction = yield* Effect.forkChild(
+            Effect.gen(function* () {
+              yield* Deferred.await(halfway) // "summarizing" while the fibers append
+              return yield* log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "test" })
+            })
+          )
+          const writer = (name: string) =>
+            Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) =>
+              Effect.gen(function* () {
+                yield* log.append([user(`${name}${i}`)])
+                if (name === "a" && i === 10) yield* Deferred.succeed(halfway, undefined)
+                yield* Effect.yieldNow
+              }))
+          yield* Effect.all([writer("a"), writer("b")], { concurrency: 2 })
+          yield* Fiber.join(compaction)
+          return yield* log.snapshot
+        }))
+      const texts = final.view.map((m) => typeof m.content === "string" ? m.content : "")
+      assert.strictEqual(final.view[0], summary)
+      checkView("kept part", final.view.slice(1, 4), base.slice(3))
+      const appended = texts.slice(4)
+      assert.strictEqual(appended.length, 40, "every appended message is in the view")
+      for (const name of ["a", "b"]) {
+        assert.deepStrictEqual(
+          appended.filter((t) => t.startsWith(name)),
+          Array.from({ length: 20 }, (_, i) => `${name}${i}`)
+        )
+      }
+      const loaded = yield* read(directory, "c")
+      checkView("load", loaded.view, final.view)
+      const compactionLine = loaded.entries.findIndex((e) => e.type === "compaction")
+      assert.isAbove(compactionLine, 6, "the boundary was written after some of the concurrent appends")
+      assert.isBelow(compactionLine, loaded.entries.length - 1, "and before others")
+    }))
+
+  it.live("a compaction recorded from a stale snapshot fails with Conflict, and the log is unchanged", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const exit = yield* withMemory(store, (log) =>
+        Effect.gen(function* () {
+          yield* log.append([user("a"), user("b"), call("t"), result("t", "x"), user("c")])
+          const snapshot = yield* log.snapshot
+          yield* log.recordCompaction({ summary: user("s1"), snapshot, cut: 2, summarizer: "x" })
+          return yield* Effect.exit(log.recordCompaction({ summary: user("s2"), snapshot, cut: 4, summarizer: "x" }))
+        }))
+      assert.strictEqual(failure(exit).reason, "Conflict")
+      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 6)
+    }))
+
+  it.live("expectedView: a boundary is written only when the log rebuilds the caller's view", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const base = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2"), result("t2", "y")]
+      yield* withMemory(store, (log) =>
+        Effect.gen(function* () {
+          yield* log.append(base)
+          const snapshot = yield* log.snapshot
+          yield* log.append([user("arrived while summarizing")])
+          const summary = user("s")
+          const repaired = [summary, base[3]!, base[4]!, result("t2", "changed by a repair")]
+          const refused = failure(
+            yield* Effect.exit(
+              log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "x", expectedView: repaired })
+            )
+          )
+          assert.strictEqual(refused.reason, "HashMismatch")
+          const expectedView = [summary, ...snapshot.view.slice(3)]
+          yield* log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "x", expectedView })
+          checkView("live", (yield* log.snapshot).view, [...expectedView, user("arrived while summarizing")])
+        }))
+      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 8)
+    }))
+
+  it.live("a second process opening the session gets Locked with the holder's pid", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const child = spawnWriter(["hold", directory, "shared", "0"])
+      yield* Effect.ensuring(
+        Effect.gen(function* () {
+          const ready = yield* waitFor(child, (line) => line.startsWith("ready"))
+          const exit = yield* Effect.exit(withJsonl(directory, "shared", () => Effect.void))
+          const error = failure(exit)
+          assert.strictEqual(error.reason, "Locked")
+          assert.strictEqual(error.pid, Number(ready.split(" ")[1]))
+          assert.strictEqual(ready.split(" ")[2], isDeno ? "deno" : "node", "the child runs under the test's runtime")
+          assert.isFalse(error.isRetryable)
+          assert.match(error.message, /Locked \(session shared\): process \d+ holds/)
+        }),
+        kill(child)
+      )
+      // the other way round: this process holds it, the child is refused and says why
+      yield* withJsonl(directory, "shared", () =>
+        Effect.gen(function* () {
+          const refused = spawnWriter(["hold", directory, "shared", "0"])
+          const line = yield* Effect.ensuring(waitFor(refused, (l) => l.startsWith("error")), kill(refused))
+          assert.deepStrictEqual(JSON.parse(line.slice("error ".length)), {
+            tag: "SessionLogError",
+            reason: "Locked",
+            pid: process.pid
+          })
+          const twice = yield* Effect.exit(withJsonl(directory, "shared", () => Effect.void))
+          assert.strictEqual(failure(twice).reason, "Locked", "a second open in the same process is refused too")
+        }))
+    }), 30_000)
+
+  // ==========================================================================
+  // Bad input
+  // ==========================================================================
+
+  const fileWithSteps = (sessionId: string, count: number) =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const { steps, views } = crashScript(5)
+      const n = steps.findIndex((s, i) => i >= count && s._tag === "compact") + 1
+      yield* withJsonl(directory, sessionId, (log) => Effect.forEach(steps.slice(0, n), (s) => performStep(log, s)))
+      const path = yield* Effect.service(Path.Path).pipe(Effect.provide(platform))
+      const file = path.join(directory, `${sessionId}.jsonl`)
+      const lines = (yield* readText(file)).split("\n").slice(0, -1)
+      return { directory, file, lines, steps: steps.slice(0, n), views: views.slice(0, n + 1) }
+    })
+
+  it.live("a corrupted line in the middle fails with Corrupt naming its line; repair skips it and reports it", () =>
+    Effect.gen(function* () {
+      const { directory, file, lines, steps } = yield* fileWithSteps("bad", 10)
+      const broken = [...lines]
+      broken[4] = `{${broken[4]!}`
+      broken[6] = JSON.stringify({
+        ...JSON.parse(broken[6]!),
+        type: "message",
+        message: { role: "robot", content: "x" }
+      })
+      yield* writeText(file, broken.map((l) => `${l}\n`).join(""))
+      const error = failure(yield* Effect.exit(read(directory, "bad")))
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.deepStrictEqual(error.lines, [5, 7])
+      assert.match(error.message, /line 5: not JSON/)
+      assert.match(error.message, /line 7: .*role/)
+      const opened = failure(yield* Effect.exit(withJsonl(directory, "bad", () => Effect.void)))
+      assert.strictEqual(opened.reason, "Corrupt", "the writer refuses to open a damaged log by default")
+      const repaired = yield* read(directory, "bad", true)
+      assert.deepStrictEqual(repaired.issues.slice(0, 2).map((i) => [i._tag, i.line]), [["CorruptLine", 5], [
+        "CorruptLine",
+        7
+      ]])
+      // the compaction's hash covers the view: it mismatches only if a skipped message was in the kept part
+      assert.isTrue(repaired.issues.slice(2).every((i) => i._tag === "HashMismatch" && i.line === steps.length))
+      assert.strictEqual(repaired.entries.length, steps.length - 2)
+    }))
+
+  it.live("an entry of a future version fails with FutureVersion naming the entry and line, even with repair", () =>
+    Effect.gen(function* () {
+      const { directory, file, lines } = yield* fileWithSteps("future", 5)
+      const future = { ...JSON.parse(lines[2]!), v: 2, newField: true }
+      yield* writeText(
+        file,
+        [...lines.slice(0, 2), JSON.stringify(future), ...lines.slice(3)].map((l) => `${l}\n`).join("")
+      )
+      for (const repair of [false, true]) {
+        const error = failure(yield* Effect.exit(read(directory, "future", repair)))
+        assert.strictEqual(error.reason, "FutureVersion")
+        assert.strictEqual(error.line, 3)
+        assert.strictEqual(error.entryId, future.id)
+        assert.match(error.message, /v2 is newer than this reader \(v1\)/)
+      }
+    }))
+
+  it.live("a hash mismatch fails with HashMismatch naming the compaction; repair accepts the rebuilt view", () =>
+    Effect.gen(function* () {
+      const { directory, file, lines, views } = yield* fileWithSteps("hash", 8)
+      const at = lines.findIndex((l) => l.includes(`"type":"compaction"`))
+      const entry = JSON.parse(lines[at]!)
+      const edited = lines.map((l, i) => {
+        if (i !== at) return l
+        return JSON.stringify({ ...entry, viewHash: "f".repeat(64) })
+      })
+      yield* writeText(file, edited.map((l) => `${l}\n`).join(""))
+      const error = failure(yield* Effect.exit(read(directory, "hash")))
+      assert.strictEqual(error.reason, "HashMismatch")
+      assert.strictEqual(error.entryId, entry.id)
+      assert.strictEqual(error.line, at + 1)
+      const repaired = yield* read(directory, "hash", true)
+      assert.deepStrictEqual(repaired.issues.map((i) => i._tag), ["HashMismatch"])
+      checkView("repaired view", repaired.view, views.at(-1)!)
+    }))
+
+  it.live("a session id that would escape the directory is rejected with InvalidId before any file is touched", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      for (const id of ["../escape", "a/b", "..", ".", "", "x\\y", ".hidden", "a\u0000b", "x".repeat(129)]) {
+        const error = failure(yield* Effect.exit(withJsonl(directory, id, () => Effect.void)))
+        assert.strictEqual(error.reason, "InvalidId", JSON.stringify(id))
+        assert.strictEqual(failure(yield* Effect.exit(read(directory, id))).reason, "InvalidId")
+      }
+      assert.deepStrictEqual(yield* listSessions(directory).pipe(Effect.provide(platform)), [])
+      assert.strictEqual(yield* validateSessionId("2026-11-30_abc.1"), "2026-11-30_abc.1")
+    }))
+
+  it.live("invalid appends, evictions and cuts fail with InvalidInput and write nothing", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      yield* withMemory(store, (log) =>
+        Effect.gen(function* () {
+          yield* log.append([user("a"), call("t"), result("t", "x")])
+          const bad: ReadonlyArray<Effect.Effect<unknown, SessionLogError>> = [
+            log.append([{ role: "robot", content: "x" } as unknown as Message]),
+            log.recordEviction([{
+              toolUseId: "t",
+              block: { type: "tool_result", tool_use_id: "other", content: "p" }
+            }]),
+            Effect.flatMap(
+              log.snapshot,
+              (snapshot) => log.recordCompaction({ summary: user("s"), snapshot, cut: 9, summarizer: "x" })
+            ),
+            Effect.flatMap(log.snapshot, (snapshot) =>
+              log.recordCompaction({
+                summary: { role: "user", content: [{ type: "text" }] } as unknown as Message,
+                snapshot,
+                cut: 1,
+                summarizer: "x"
+              }))
+          ]
+          for (const effect of bad) assert.strictEqual(failure(yield* Effect.exit(effect)).reason, "InvalidInput")
+        }))
+      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 3)
+    }))
+
+  // ==========================================================================
+  // Files, listing and retries
+  // ==========================================================================
+
+  it.live("files are created with mode 0600, sessions are listed by id, and the lock is released on close", () =>
+    Effect.gen(function* () {
+      const base = yield* tempDir
+      const path = yield* Effect.service(Path.Path).pipe(Effect.provide(platform))
+      const directory = path.join(base, "nested", "sessions")
+      yield* withJsonl(directory, "b-session", (log) => log.append([user("x")]))
+      yield* withJsonl(directory, "a-session", (log) => log.append([user("y")]))
+      const fs = yield* Effect.service(FileSystem.FileSystem).pipe(Effect.provide(platform))
+      const info = yield* fs.stat(path.join(directory, "a-session.jsonl"))
+      if (process.platform !== "win32") assert.strictEqual(info.mode & 0o777, 0o600)
+      assert.isFalse(yield* fs.exists(path.join(directory, "a-session.lock")))
+      yield* fs.writeFileString(path.join(directory, "notes.txt"), "")
+      assert.deepStrictEqual(yield* listSessions(directory).pipe(Effect.provide(platform)), ["a-session", "b-session"])
+    }).pipe(Effect.provide(platform)))
+
+  /** A FileSystem whose append handles fail as scripted (after writing part of the line). */
+  const flakyPlatform = (codes: Array<string | undefined>, attempts: { count: number }) =>
+    Layer.effect(
+      FileSystem.FileSystem,
+      Effect.gen(function* () {
+        const fs = yield* FileSystem.FileSystem
+        return {
+          ...fs,
+          open: (path: string, options?: Parameters<FileSystem.FileSystem["open"]>[1]) =>
+            Effect.map(fs.open(path, options), (file) => {
+              const flaky = Object.create(file) as FileSystem.File & { writeAll: FileSystem.File["writeAll"] }
+              flaky.writeAll = (buffer: Uint8Array) =>
+                Effect.gen(function* () {
+                  attempts.count++
+                  const code = codes.shift()
+                  if (code === undefined) return yield* file.writeAll(buffer)
+                  yield* file.writeAll(buffer.subarray(0, Math.floor(buffer.length / 2)))
+                  return yield* Effect.fail(
+                    PlatformError.systemError({
+                      _tag: "Unknown",
+                      module: "FileSystem",
+                      method: "writeAll",
+                      cause: Object.assign(new Error(code), { code })
+                    })
+                  )
+                })
+              return flaky
+            })
+        } satisfies FileSystem.FileSystem
+      })
+    ).pipe(Layer.provide(NodeFileSystem.layer))
+
+  const withFlaky = (
+    directory: string,
+    codes: Array<string | undefined>,
+    attempts: { count: number },
+    messages: Array<Message>
+  ) =>
+    Effect.flatMap(Effect.service(SessionLog), (log) => Effect.exit(log.append(messages))).pipe(
+      Effect.provide(
+        SessionLog.layerJsonl({ directory, sessionId: "flaky" }).pipe(
+          Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
+          Layer.fresh
+        )
+      )
+    )
+
+  it.live("transient EAGAIN/EBUSY are retried (partial lines cut first); ENOSPC/EACCES fail once, typed", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const attempts = { count: 0 }
+      const ok = yield* withFlaky(directory, ["EAGAIN", "EBUSY"], attempts, [user("one"), user("two")])
+      assert.isTrue(Exit.isSuccess(ok))
+      assert.strictEqual(attempts.count, 3)
+      for (const code of ["ENOSPC", "EACCES"]) {
+        attempts.count = 0
+        const error = failure(yield* withFlaky(directory, [code], attempts, [user(`lost ${code}`)]))
+        assert.strictEqual(error.reason, "Io")
+        assert.strictEqual(error.code, code)
+        assert.isFalse(error.isRetryable)
+        assert.strictEqual(attempts.count, 1)
+      }
+      attempts.count = 0
+      const exhausted = failure(yield* withFlaky(directory, Array(10).fill("EAGAIN"), attempts, [user("never")]))
+      assert.isTrue(exhausted.isRetryable)
+      assert.strictEqual(attempts.count, 6, "one attempt and five retries")
+      // every half-written line was cut: the file holds exactly the two acknowledged messages
+      const loaded = yield* read(directory, "flaky")
+      assert.deepStrictEqual(loaded.issues, [])
+      checkView("after failures", loaded.view, [user("one"), user("two")])
+      const fresh = yield* withJsonl(directory, "flaky", (log) => Effect.map(log.append([user("three")]), () => "ok"))
+      assert.strictEqual(fresh, "ok")
+    }))
+
+  it.live("a failed write leaves the live view unchanged and the next append cuts the partial line", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const attempts = { count: 0 }
+      const codes = [undefined, "ENOSPC"]
+      const views = yield* Effect.flatMap(Effect.service(SessionLog), (log) =>
+        Effect.gen(function* () {
+          yield* log.append([user("kept")])
+          const failed = yield* Effect.exit(log.append([user("failed")]))
+          assert.isTrue(Exit.isFailure(failed))
+          const afterFailure = (yield* log.snapshot).view
+          yield* log.append([user("next")])
+          return { afterFailure, end: (yield* log.snapshot).view }
+        })).pipe(
+          Effect.provide(
+            SessionLog.layerJsonl({ directory, sessionId: "partial" }).pipe(
+              Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
+              Layer.fresh
+            )
+          )
+        )
+      checkView("after the failure", views.afterFailure, [user("kept")])
+      const loaded = yield* read(directory, "partial")
+      assert.deepStrictEqual(loaded.issues, [])
+      checkView("stored", loaded.view, [user("kept"), user("next")])
+      checkView("live", views.end, loaded.view)
+    }))
+})
