@@ -1,0 +1,214 @@
+/**
+ * When to compact, and how much recent history to keep.
+ *
+ * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an
+ * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply, never an estimate; estimates
+ * only place the cut (`Cut.ts`).
+ *
+ * @since 0.1.0
+ */
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+
+// ============================================================================
+// Defaults
+// ============================================================================
+
+/**
+ * Recent context kept raw by default, in tokens: 20,000, the same as pi's `keepRecentTokens`. It holds the last few
+ * steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared with
+ * pi's real cuts. opencode keeps turns instead of tokens; we keep both (see `DEFAULT_KEEP_RECENT_TURNS`).
+ * @category constants
+ */
+export const DEFAULT_KEEP_RECENT_TOKENS = 20_000
+
+/**
+ * Whole turns always kept raw by default: 2, like opencode's tail of 2 turns. The latest turn holds the request being
+ * worked on; the one before it is what a follow-up ("now do the same for X") refers to. pi has no turn floor and
+ * cuts anywhere inside a turn; our floor gives way only through the oversized-turn rule (`maxTailTokens`).
+ * @category constants
+ */
+export const DEFAULT_KEEP_RECENT_TURNS = 2
+
+/**
+ * Tokens held free below the context window by default: 20,000, opencode's buffer. The room must take the next
+ * reply and the tool results that arrive before the next usage report. pi reserves 16,384, about one full-size reply;
+ * the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k reply plus one such result needs
+ * about 20,000.
+ * @category constants
+ */
+export const DEFAULT_MIN_REMAINING = 20_000
+
+/** The context window `defaultPolicy` assumes: 200,000 tokens, the standard Claude window. @category constants */
+export const DEFAULT_CONTEXT_WINDOW = 200_000
+
+// ============================================================================
+// Policy
+// ============================================================================
+
+/**
+ * A field of the policy was not a positive integer, or the fields contradict each other. `field` names the field and
+ * `reason` says what was expected.
+ * @category errors
+ */
+export class PolicyError extends Schema.TaggedError<PolicyError>()("PolicyError", {
+  field: Schema.String,
+  value: Schema.Unknown,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Invalid compaction policy: ${this.field} = ${String(this.value)}: ${this.reason}`
+  }
+}
+
+/** The fields of a `CompactionPolicy`. @category models */
+export interface PolicyFields {
+  /** Recent context kept raw, in estimated tokens. */
+  readonly keepRecentTokens: number
+  /** Whole turns always kept raw, whatever their size (up to `maxTailTokens`). */
+  readonly keepRecentTurns: number
+  /** Tokens held free below the context window: compaction fires once fewer remain. */
+  readonly minRemaining: number
+  /** The model's context window, in tokens. */
+  readonly contextWindow: number
+  /** The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns. */
+  readonly maxTailTokens: number
+}
+
+/**
+ * The default `maxTailTokens` for a window: half of the working room (`contextWindow - minRemaining`), and at least
+ * `keepRecentTokens`. After a compaction at most half the room is taken by the raw tail, so the summary, the system
+ * prompt and the next several steps fit before the trigger fires again: 90,000 on the default 200,000 window.
+ * @category constructors
+ */
+export const defaultMaxTailTokens = (
+  fields: Pick<PolicyFields, "contextWindow" | "minRemaining" | "keepRecentTokens">
+): number => Math.max(fields.keepRecentTokens, Math.floor((fields.contextWindow - fields.minRemaining) / 2))
+
+/**
+ * An immutable, validated compaction policy. Build it with `CompactionPolicy.make` (a `Result`) or
+ * `CompactionPolicy.makeUnsafe` (throws `PolicyError`); every instance satisfies:
+ *
+ * - every field is a positive integer;
+ * - `minRemaining < contextWindow`;
+ * - `keepRecentTokens <= maxTailTokens <= contextWindow - minRemaining`.
+ * @category models
+ */
+export class CompactionPolicy implements PolicyFields {
+  readonly keepRecentTokens: number
+  readonly keepRecentTurns: number
+  readonly minRemaining: number
+  readonly contextWindow: number
+  readonly maxTailTokens: number
+
+  private constructor(fields: PolicyFields) {
+    this.keepRecentTokens = fields.keepRecentTokens
+    this.keepRecentTurns = fields.keepRecentTurns
+    this.minRemaining = fields.minRemaining
+    this.contextWindow = fields.contextWindow
+    this.maxTailTokens = fields.maxTailTokens
+    Object.freeze(this)
+  }
+
+  /**
+   * Validates the fields; missing ones take the defaults (`maxTailTokens` from `defaultMaxTailTokens`). Fails with
+   * the first broken rule.
+   */
+  static make(options: Partial<PolicyFields> = {}): Result.Result<CompactionPolicy, PolicyError> {
+    const base = {
+      keepRecentTokens: options.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS,
+      keepRecentTurns: options.keepRecentTurns ?? DEFAULT_KEEP_RECENT_TURNS,
+      minRemaining: options.minRemaining ?? DEFAULT_MIN_REMAINING,
+      contextWindow: options.contextWindow ?? DEFAULT_CONTEXT_WINDOW
+    }
+    for (const [field, value] of Object.entries(base)) {
+      if (!Number.isSafeInteger(value) || value <= 0) {
+        return Result.fail(new PolicyError({ field, value, reason: "expected a positive integer" }))
+      }
+    }
+    const fields: PolicyFields = { ...base, maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base) }
+    const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
+      ok ? undefined : new PolicyError({ field, value: fields[field], reason })
+    const error = check(
+      "maxTailTokens",
+      Number.isSafeInteger(fields.maxTailTokens) && fields.maxTailTokens > 0,
+      "expected a positive integer"
+    ) ??
+      check("minRemaining", fields.minRemaining < fields.contextWindow, "must be below contextWindow") ??
+      check(
+        "maxTailTokens",
+        fields.maxTailTokens >= fields.keepRecentTokens,
+        `must be at least keepRecentTokens (${fields.keepRecentTokens})`
+      ) ??
+      check(
+        "maxTailTokens",
+        fields.maxTailTokens <= fields.contextWindow - fields.minRemaining,
+        `must be at most contextWindow - minRemaining (${fields.contextWindow - fields.minRemaining})`
+      )
+    return error === undefined ? Result.succeed(new CompactionPolicy(fields)) : Result.fail(error)
+  }
+
+  /** `make`, throwing the `PolicyError` instead of returning it. */
+  static makeUnsafe(options: Partial<PolicyFields> = {}): CompactionPolicy {
+    const result = CompactionPolicy.make(options)
+    if (Result.isFailure(result)) throw result.failure
+    return result.success
+  }
+}
+
+/**
+ * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 90,000.
+ * @category constructors
+ */
+export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
+
+// ============================================================================
+// Trigger
+// ============================================================================
+
+/**
+ * Usage as `@anthropic-ai/sdk` reports it on a `Message` (`message.usage`); the SDK's `Usage` is assignable to it.
+ * @category models
+ */
+export interface ReportedUsage {
+  readonly input_tokens: number
+  readonly output_tokens: number
+  readonly cache_read_input_tokens?: number | null
+  readonly cache_creation_input_tokens?: number | null
+}
+
+/**
+ * Which view a usage report belongs to. The caller keeps a compaction epoch that each compaction increments, and
+ * records the epoch a request was built from next to its usage. A report whose `requestEpoch` is older than
+ * `currentEpoch` describes a view that no longer exists.
+ * @category models
+ */
+export interface UsageEpoch {
+  readonly requestEpoch: number
+  readonly currentEpoch: number
+}
+
+/**
+ * The tokens the context holds after a reply: the prompt the provider saw (`input_tokens` plus cache reads and cache
+ * writes) plus the reply itself (`output_tokens`), which is now part of the context.
+ * @category trigger
+ */
+export const contextTokens = (usage: ReportedUsage): number =>
+  usage.input_tokens + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) +
+  usage.output_tokens
+
+/** Tokens left below the context window after that reply (negative when over). @category trigger */
+export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usage: ReportedUsage): number =>
+  policy.contextWindow - contextTokens(usage)
+
+/**
+ * The trigger: true once fewer than `policy.minRemaining` tokens remain, by the provider-reported usage of the latest
+ * reply. A report from a request made before the latest compaction (`requestEpoch < currentEpoch`) never triggers:
+ * it measured the old, longer view, and compacting again on it would compact twice for one overflow.
+ * @category trigger
+ */
+export const shouldCompact = (
+  policy: Pick<PolicyFields, "contextWindow" | "minRemaining">,
+  usage: ReportedUsage,
+  epoch: UsageEpoch
+): boolean => epoch.requestEpoch >= epoch.currentEpoch && remainingTokens(policy, usage) < policy.minRemaining

@@ -1,0 +1,140 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Result, Schema } from "effect"
+import {
+  CompactionPolicy,
+  contextTokens,
+  DEFAULT_CONTEXT_WINDOW,
+  DEFAULT_KEEP_RECENT_TOKENS,
+  DEFAULT_KEEP_RECENT_TURNS,
+  DEFAULT_MIN_REMAINING,
+  defaultMaxTailTokens,
+  defaultPolicy,
+  PolicyError,
+  remainingTokens,
+  type ReportedUsage,
+  shouldCompact
+} from "../src/Policy.ts"
+
+const usage = (input: number, output = 0, cacheRead = 0, cacheWrite = 0): ReportedUsage => ({
+  input_tokens: input,
+  output_tokens: output,
+  cache_read_input_tokens: cacheRead,
+  cache_creation_input_tokens: cacheWrite
+})
+const fresh = { requestEpoch: 3, currentEpoch: 3 }
+
+describe("CompactionPolicy", () => {
+  it("has documented defaults", () => {
+    assert.deepStrictEqual({ ...defaultPolicy }, {
+      keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
+      keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
+      minRemaining: DEFAULT_MIN_REMAINING,
+      contextWindow: DEFAULT_CONTEXT_WINDOW,
+      maxTailTokens: 90_000
+    })
+    assert.deepStrictEqual(
+      [DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS, DEFAULT_MIN_REMAINING],
+      [20_000, 2, 20_000]
+    )
+  })
+
+  it("is immutable", () => {
+    assert.isTrue(Object.isFrozen(defaultPolicy))
+    assert.throws(() => {
+      ;(defaultPolicy as { keepRecentTokens: number }).keepRecentTokens = 1
+    })
+  })
+
+  it("derives maxTailTokens from the window, and keeps retention absolute", () => {
+    const small = CompactionPolicy.makeUnsafe({ contextWindow: 8_000, minRemaining: 2_000, keepRecentTokens: 2_000 })
+    assert.strictEqual(small.maxTailTokens, 3_000)
+    const large = CompactionPolicy.makeUnsafe({ contextWindow: 1_000_000 })
+    assert.strictEqual(large.keepRecentTokens, DEFAULT_KEEP_RECENT_TOKENS)
+    assert.strictEqual(large.maxTailTokens, defaultMaxTailTokens(large))
+  })
+
+  it("rejects non-positive or non-integer fields with a clear PolicyError", () => {
+    for (
+      const [field, value] of [
+        ["keepRecentTokens", 0],
+        ["keepRecentTurns", -1],
+        ["minRemaining", 1.5],
+        ["contextWindow", Number.NaN],
+        ["maxTailTokens", 0]
+      ] as const
+    ) {
+      const result = CompactionPolicy.make({ [field]: value })
+      assert.isTrue(Result.isFailure(result), field)
+      if (Result.isFailure(result)) {
+        assert.instanceOf(result.failure, PolicyError)
+        assert.strictEqual(result.failure.field, field)
+        assert.match(result.failure.message, new RegExp(`^Invalid compaction policy: ${field} = .*positive integer`))
+      }
+    }
+  })
+
+  it("rejects contradictory fields", () => {
+    const fieldOf = (options: Parameters<typeof CompactionPolicy.make>[0]) => {
+      const result = CompactionPolicy.make(options)
+      return Result.isFailure(result) ? result.failure.field : "ok"
+    }
+    assert.strictEqual(fieldOf({ contextWindow: 10_000, minRemaining: 10_000 }), "minRemaining")
+    assert.strictEqual(fieldOf({ keepRecentTokens: 30_000, maxTailTokens: 20_000 }), "maxTailTokens")
+    assert.strictEqual(fieldOf({ maxTailTokens: 190_000 }), "maxTailTokens")
+    assert.strictEqual(fieldOf({ maxTailTokens: 180_000 }), "ok")
+    assert.throws(() => CompactionPolicy.makeUnsafe({ keepRecentTurns: 0 }), /keepRecentTurns/)
+  })
+
+  it("PolicyError encodes as a tagged value", () => {
+    const error = new PolicyError({ field: "keepRecentTurns", value: 0, reason: "expected a positive integer" })
+    assert.strictEqual(error._tag, "PolicyError")
+    assert.deepStrictEqual(Schema.encodeSync(PolicyError)(error), {
+      _tag: "PolicyError",
+      field: "keepRecentTurns",
+      value: 0,
+      reason: "expected a positive integer"
+    })
+  })
+})
+
+describe("shouldCompact", () => {
+  it("counts input, cache reads, cache writes and the reply itself", () => {
+    assert.strictEqual(contextTokens(usage(1_000, 500, 150_000, 2_000)), 153_500)
+    assert.strictEqual(contextTokens({ input_tokens: 10, output_tokens: 5, cache_read_input_tokens: null }), 15)
+    assert.strictEqual(remainingTokens(defaultPolicy, usage(100_000, 0, 50_000)), 50_000)
+  })
+
+  it("fires once fewer than minRemaining tokens remain, and not before", () => {
+    // 200,000 window, 20,000 held free: the line is 180,000 tokens in context
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 178_000), fresh))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_001, 178_000), fresh))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(5_000, 8_000, 170_000, 3_000), fresh))
+  })
+
+  it("never fires on usage from a request made before the latest compaction", () => {
+    const huge = usage(2_000, 4_000, 190_000)
+    assert.isTrue(shouldCompact(defaultPolicy, huge, { requestEpoch: 1, currentEpoch: 1 }))
+    assert.isFalse(shouldCompact(defaultPolicy, huge, { requestEpoch: 1, currentEpoch: 2 }))
+    assert.isTrue(shouldCompact(defaultPolicy, huge, { requestEpoch: 2, currentEpoch: 2 }))
+  })
+
+  it.prop(
+    "fires exactly when the reported context is past the line, for any window",
+    [
+      Schema.Int.check(Schema.isBetween({ minimum: 8_000, maximum: 1_000_000 })),
+      Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 })),
+      Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 64_000 }))
+    ],
+    ([contextWindow, prompt, output]) => {
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow,
+        minRemaining: 4_000,
+        keepRecentTokens: 1_000
+      })
+      const fires = shouldCompact(policy, usage(prompt, output), fresh)
+      assert.strictEqual(fires, contextWindow - prompt - output < 4_000)
+      assert.isFalse(shouldCompact(policy, usage(prompt, output), { requestEpoch: 0, currentEpoch: 1 }))
+    },
+    { arbitrary: { runs: 2000 } }
+  )
+})
