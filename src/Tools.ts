@@ -67,7 +67,7 @@ const viewRange = (input: unknown): LineRange | undefined => {
  *   reads, `create` / `str_replace` / `insert` / `undo_edit` write;
  * - pi: `read` (path, offset, limit), `write`, `edit`;
  * - plain `read_file` / `write_file` / `edit_file`;
- * - SWE-agent: `open` (a read of the file), `create` and `edit`.
+ * - SWE-agent: `open` (a read of the window around `line_number`), `create` and `edit`.
  *
  * Every other tool is `Other`.
  * @category classifiers
@@ -95,8 +95,11 @@ export const defaultToolClassifier: ToolClassifier = (toolUse) => {
     case "read":
     case "read_file":
       return read(str(input, "path", "file_path"), offsetLimit(input))
-    case "open":
-      return read(str(input, "path", "file"))
+    case "open": {
+      // SWE-agent shows a window around `line_number`: only an identical `open` (or a whole-file read) covers it
+      const line = Math.max(1, num(input, "line_number") ?? 1)
+      return read(str(input, "path", "file"), { start: line, end: line })
+    }
     case "write":
     case "edit":
     case "write_file":
@@ -125,13 +128,17 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
 export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
   const input = toolUse.input
   const key = str(input, "command", "cmd", "file_path", "path", "pattern", "query", "url", "notebook_path")
-  let text = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
-  text = text.replace(/\s+/g, " ").trim()
+  const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
+  let text = raw.slice(0, max * 4).replace(/\s+/g, " ").trim()
   if (key !== undefined && typeof input === "object" && input !== null) {
     const range = offsetLimit(input) ?? viewRange(input)
     if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`
   }
-  return text.length > max ? `${text.slice(0, Math.max(0, max - 1))}…` : text
+  if (text.length <= max) return text
+  let end = Math.max(0, max - 1)
+  const last = text.charCodeAt(end - 1)
+  if (last >= 0xd800 && last <= 0xdbff) end-- // never split a surrogate pair
+  return `${text.slice(0, end)}…`
 }
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */

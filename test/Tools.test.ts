@@ -1,0 +1,95 @@
+import { assert, describe, it } from "@effect/vitest"
+import type { Message, ToolUseBlock } from "../src/Message.ts"
+import { covers, defaultToolClassifier, filesTouched, shortInput } from "../src/Tools.ts"
+import type { ToolAction } from "../src/Tools.ts"
+
+const use = (name: string, input: unknown): ToolUseBlock => ({ type: "tool_use", id: "t", name, input })
+
+describe("defaultToolClassifier", () => {
+  it("classifies the common agent tools", () => {
+    const cases: ReadonlyArray<readonly [ToolUseBlock, ToolAction]> = [
+      [use("Read", { file_path: "/a.ts" }), { _tag: "Read", path: "/a.ts" }],
+      [use("Read", { file_path: "/a.ts", offset: 10, limit: 20 }), {
+        _tag: "Read",
+        path: "/a.ts",
+        range: { start: 10, end: 29 }
+      }],
+      [use("Read", { file_path: "/a.ts", offset: 10 }), { _tag: "Read", path: "/a.ts", range: { start: 10 } }],
+      [use("Write", { file_path: "/a.ts", content: "x" }), { _tag: "Write", path: "/a.ts" }],
+      [use("Edit", { file_path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("MultiEdit", { file_path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("str_replace_based_edit_tool", { command: "view", path: "/a.ts", view_range: [5, 9] }), {
+        _tag: "Read",
+        path: "/a.ts",
+        range: { start: 5, end: 9 }
+      }],
+      [use("str_replace_editor", { command: "view", path: "/a.ts", view_range: [5, -1] }), {
+        _tag: "Read",
+        path: "/a.ts",
+        range: { start: 5 }
+      }],
+      [use("str_replace_editor", { command: "str_replace", path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("str_replace_based_edit_tool", { command: "create", path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("str_replace_based_edit_tool", { command: "insert", path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("read", { path: "/a.ts", offset: 3, limit: 1 }), {
+        _tag: "Read",
+        path: "/a.ts",
+        range: { start: 3, end: 3 }
+      }],
+      [use("write", { path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("edit", { path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("read_file", { path: "/a.ts" }), { _tag: "Read", path: "/a.ts" }],
+      [use("write_file", { path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("open", { path: "setup.py" }), { _tag: "Read", path: "setup.py", range: { start: 1, end: 1 } }],
+      [use("open", { path: "a.py", line_number: 40 }), { _tag: "Read", path: "a.py", range: { start: 40, end: 40 } }],
+      [use("create", { filename: "reproduce.py" }), { _tag: "Write", path: "reproduce.py" }],
+      [use("bash", { command: "cat /a.ts" }), { _tag: "Other" }],
+      [use("Read", {}), { _tag: "Other" }],
+      [use("Read", { file_path: "" }), { _tag: "Other" }],
+      [use("read", "not an object"), { _tag: "Other" }],
+      [use("str_replace_editor", { command: "undo", path: "/a.ts" }), { _tag: "Other" }]
+    ]
+    for (const [toolUse, expected] of cases) {
+      assert.deepStrictEqual(defaultToolClassifier(toolUse), expected, toolUse.name)
+    }
+  })
+})
+
+describe("covers", () => {
+  it("treats an absent range as the whole file and compares bounds inclusively", () => {
+    assert.isTrue(covers(undefined, undefined))
+    assert.isTrue(covers(undefined, { start: 3, end: 4 }))
+    assert.isFalse(covers({ start: 1 }, undefined))
+    assert.isTrue(covers({ start: 1 }, { start: 7 }))
+    assert.isTrue(covers({ start: 1, end: 10 }, { start: 1, end: 10 }))
+    assert.isFalse(covers({ start: 1, end: 10 }, { start: 5 }))
+    assert.isFalse(covers({ start: 2, end: 10 }, { start: 1, end: 5 }))
+  })
+})
+
+describe("shortInput", () => {
+  it("prefers the command or path, collapses whitespace, adds the range and clips", () => {
+    assert.strictEqual(shortInput(use("bash", { command: "npm  test\n  -- --watch" })), "npm test -- --watch")
+    assert.strictEqual(shortInput(use("read", { path: "/a.ts", offset: 5, limit: 10 })), "/a.ts:5-14")
+    assert.strictEqual(shortInput(use("x", { a: 1 })), '{"a":1}')
+    const long = shortInput(use("bash", { command: "y".repeat(500) }), 20)
+    assert.strictEqual(long.length, 20)
+    assert.isTrue(long.endsWith("…"))
+  })
+})
+
+describe("filesTouched", () => {
+  it("lists reads and modifications in order of first appearance, a modified file only once", () => {
+    const messages: ReadonlyArray<Message> = [{
+      role: "assistant",
+      content: [
+        use("read", { path: "/b.ts" }),
+        use("read", { path: "/a.ts" }),
+        use("edit", { path: "/a.ts" }),
+        use("read", { path: "/b.ts" }),
+        use("write", { path: "/c.ts" })
+      ]
+    }]
+    assert.deepStrictEqual(filesTouched(messages), { read: ["/b.ts"], modified: ["/a.ts", "/c.ts"] })
+  })
+})
