@@ -1,0 +1,287 @@
+import Anthropic from "@anthropic-ai/sdk"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Tracer } from "effect"
+import {
+  compactContext,
+  CompactError,
+  type CompactOutcome,
+  SUMMARY_HEADER,
+  summaryMessage,
+  summaryText
+} from "../src/Compact.ts"
+import type { Message } from "../src/Message.ts"
+import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
+import { parseAppendix } from "../src/Render.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { AnthropicSummarizer, ExtractiveSummarizer, Summarizer, withFallback } from "../src/Summarizer.ts"
+import { estimateTokens } from "../src/Tokens.ts"
+import { filesTouched } from "../src/Tools.ts"
+import { countTurns, turnStarts } from "../src/Turns.ts"
+import { validate } from "../src/Validate.ts"
+import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
+
+const policy = (fields: Parameters<typeof CompactionPolicy.makeUnsafe>[0]) => CompactionPolicy.makeUnsafe(fields)
+const small = policy({ keepRecentTokens: 2_000, keepRecentTurns: 2, contextWindow: 50_000, minRemaining: 5_000 })
+
+const compactedInfo = (outcome: CompactOutcome) => {
+  assert.isTrue(
+    outcome._tag === "Compacted" || outcome._tag === "FellBack",
+    `expected a compaction, got ${outcome._tag}`
+  )
+  return outcome as Extract<CompactOutcome, { _tag: "Compacted" | "FellBack" }>
+}
+
+const anthropic = (url: string) =>
+  AnthropicSummarizer.make({
+    client: new Anthropic({ apiKey: "sk-test-key", baseURL: url, maxRetries: 0 }),
+    model: "test-summarizer",
+    timeout: "2 seconds",
+    retry: { base: "5 millis", maxDelay: "10 millis", retries: 1 }
+  })
+
+describe("Compact", () => {
+  it.effect("replaces the head with a summary message and keeps the tail verbatim", () =>
+    Effect.gen(function* () {
+      const session = generateSession(11, { messages: 300 })
+      const { messages, outcome } = yield* compactContext(session, small)
+      const info = compactedInfo(outcome)
+      assert.strictEqual(info.summarizer, "extractive")
+      assert.isBelow(info.tokensAfter, info.tokensBefore)
+      assert.strictEqual(info.tokensBefore, estimateTokens(session))
+      assert.strictEqual(info.tokensAfter, estimateTokens(messages))
+      const first = messages[0]!
+      assert.isDefined(summaryText(first))
+      const text = (first.content[0] as { text: string }).text
+      assert.isTrue(text.startsWith(SUMMARY_HEADER))
+      assert.match(text, /not a new instruction/)
+      // the tail is the input's own objects, in order
+      const tail = messages.slice(1)
+      const cut = session.length - tail.length
+      tail.forEach((m, i) => assert.strictEqual(m, session[cut + i]))
+      assert.deepStrictEqual(validate(messages), [])
+      assert.isAtLeast(countTurns(tail), 2)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("skips a conversation no longer than the turn floor, returning the same array", () =>
+    Effect.gen(function* () {
+      const short: ReadonlyArray<Message> = [
+        { role: "user", content: "hello" },
+        { role: "assistant", content: "hi" },
+        { role: "user", content: "again" }
+      ]
+      const result = yield* compactContext(short, defaultPolicy)
+      assert.strictEqual(result.messages, short)
+      assert.deepStrictEqual(result.outcome, { _tag: "Skipped", reason: "TooShort", tokens: estimateTokens(short) })
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("a second compaction with no new turns is skipped and never grows the context", () =>
+    Effect.gen(function* () {
+      const session = generateSession(12, { messages: 400 })
+      const first = yield* compactContext(session, small)
+      compactedInfo(first.outcome)
+      const second = yield* compactContext(first.messages, small)
+      assert.strictEqual(second.outcome._tag, "Skipped")
+      assert.strictEqual(second.messages, first.messages)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("updates an earlier summary and carries its file lists forward", () =>
+    Effect.gen(function* () {
+      const session = generateSession(13, { messages: 600 })
+      const half = turnStarts(session)[Math.floor(turnStarts(session).length / 2)]!
+      const first = yield* compactContext(session.slice(0, half), small)
+      compactedInfo(first.outcome)
+      const firstFiles = parseAppendix(summaryText(first.messages[0]!)!)!
+      const grown = [...first.messages, ...session.slice(half)]
+      const second = yield* compactContext(grown, small)
+      compactedInfo(second.outcome)
+      const secondFiles = parseAppendix(summaryText(second.messages[0]!)!)!
+      for (const path of firstFiles.modified) assert.include(secondFiles.modified, path)
+      for (const path of firstFiles.read) {
+        assert.isTrue(secondFiles.read.includes(path) || secondFiles.modified.includes(path), path)
+      }
+      assert.strictEqual(second.messages.filter((m) => summaryText(m) !== undefined).length, 1)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("sends the rendered head, the focus instructions and the earlier summary through the real SDK", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(MessagesApiServer.Reply.stream(["## Goal\nShip it.", "\n## Next steps\nRun the tests."]))
+      const session = generateSession(14, { messages: 200 })
+      const withEarlier = [summaryMessage("## Goal\nAn earlier goal."), ...session]
+      const { messages, outcome } = yield* compactContext(withEarlier, small, { instructions: "focus on the parser" })
+        .pipe(Effect.provideService(Summarizer, anthropic(server.url)))
+      const info = compactedInfo(outcome)
+      assert.strictEqual(outcome._tag, "Compacted")
+      assert.strictEqual(info.summarizer, "anthropic")
+      assert.strictEqual(server.requests.length, 1)
+      const body = JSON.stringify(server.requests[0]!.body)
+      assert.include(body, "focus on the parser")
+      assert.include(body, "An earlier goal.")
+      assert.include(body, "test-summarizer")
+      const text = summaryText(messages[0]!)!
+      assert.include(text, "Ship it.")
+      assert.deepStrictEqual(validate(messages), [])
+    }))
+
+  it.effect("a failed summary returns the caller's messages unchanged inside the error", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(MessagesApiServer.Reply.status(400, "invalid_request_error"))
+      const session = generateSession(15, { messages: 200 })
+      const snapshot = JSON.stringify(session)
+      const error = yield* Effect.flip(
+        compactContext(session, small).pipe(Effect.provideService(Summarizer, anthropic(server.url)))
+      )
+      assert.instanceOf(error, CompactError)
+      assert.strictEqual(error.reason, "Summarize")
+      assert.strictEqual(error.messages, session)
+      assert.strictEqual(JSON.stringify(session), snapshot)
+      assert.match(error.message, /compaction not applied/)
+    }))
+
+  it.effect("falls back to the extractive summarizer and says so", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(MessagesApiServer.Reply.status(401, "authentication_error"))
+      const session = generateSession(16, { messages: 200 })
+      const summarizer = withFallback(anthropic(server.url), ExtractiveSummarizer.make())
+      const { messages, outcome } = yield* compactContext(session, small).pipe(
+        Effect.provideService(Summarizer, summarizer)
+      )
+      assert.strictEqual(outcome._tag, "FellBack")
+      const info = outcome as Extract<CompactOutcome, { _tag: "FellBack" }>
+      assert.strictEqual(info.primary, "anthropic")
+      assert.strictEqual(info.summarizer, "extractive")
+      assert.deepStrictEqual(validate(messages), [])
+    }))
+
+  it.effect("wraps the pass in a span with token and turn attributes", () =>
+    Effect.gen(function* () {
+      const spans: Array<{ name: string; attributes: Map<string, unknown> }> = []
+      const tracer = Tracer.make({
+        span: (options) => {
+          const span = Tracer.nativeTracer.span(options)
+          const attributes = new Map<string, unknown>()
+          spans.push({ name: options.name, attributes })
+          const attribute = span.attribute.bind(span)
+          span.attribute = (key, value) => {
+            attributes.set(key, value)
+            attribute(key, value)
+          }
+          return span
+        }
+      })
+      const session = generateSession(17, { messages: 300 })
+      yield* compactContext(session, small).pipe(Effect.withTracer(tracer))
+      const span = spans.find((s) => s.name === "compactContext")
+      assert.isDefined(span)
+      assert.strictEqual(span!.attributes.get("compaction.tokens_before"), estimateTokens(session))
+      assert.isNumber(span!.attributes.get("compaction.tokens_after"))
+      assert.isNumber(span!.attributes.get("compaction.turns_summarized"))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("persists the boundary to the session log, and a resume rebuilds the same view", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const session = generateSession(18, { messages: 300 })
+      const live = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append(session)
+        const { messages } = yield* compactContext(session, small)
+        const more: ReadonlyArray<Message> = [{ role: "user", content: "next question" }]
+        yield* log.append(more)
+        return [...messages, ...more]
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s1", store })))
+      const loaded = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        return yield* log.load()
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s1", store })))
+      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("refuses to persist a compaction whose kept tail needed repair, leaving log and caller untouched", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const session: Array<Message> = [...generateSession(20, { messages: 300 })]
+      // an aborted reply in the kept tail: a tool_use that never got its result
+      session.splice(session.length - 1, 0, {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_aborted", name: "bash", input: { command: "sleep 100" } }]
+      })
+      const error = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append(session)
+        return yield* Effect.flip(compactContext(session, small))
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s3", store })))
+      assert.strictEqual(error.reason, "Persist")
+      assert.strictEqual(error.messages, session)
+      assert.match(error.message, /HashMismatch/)
+      const loaded = yield* Effect.flatMap(SessionLog, (log) => log.load()).pipe(
+        Effect.provide(SessionLog.layerMemory({ sessionId: "s3", store }))
+      )
+      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(session))
+      // without a log the same pass repairs the tail and returns a valid view
+      const { messages, outcome } = yield* compactContext(session, small)
+      assert.isAbove(compactedInfo(outcome).repairs.addedErrorResults.length, 0)
+      assert.deepStrictEqual(validate(messages), [])
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("a compaction that cannot be persisted is not reported as applied", () =>
+    Effect.gen(function* () {
+      const session = generateSession(19, { messages: 300 })
+      const error = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append(session.slice(0, 10)) // the log's view is not the caller's view
+        return yield* Effect.flip(compactContext(session, small))
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s2" })))
+      assert.strictEqual(error.reason, "Persist")
+      assert.strictEqual(error.messages, session)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect.prop(
+    "generated sessions: the output validates, keeps the floor, and never grows on a second pass",
+    [conversationArbitrary()],
+    ([session]) =>
+      Effect.gen(function* () {
+        const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
+        const first = yield* compactContext(session, p, { minFreedTokens: 1 })
+        assert.deepStrictEqual(validate(first.messages), [])
+        if (first.outcome._tag !== "Skipped") {
+          const info = compactedInfo(first.outcome)
+          const tail = first.messages.slice(1)
+          assert.isTrue(info.splitTurn || countTurns(tail) >= 1)
+          assert.isBelow(info.tokensAfter, info.tokensBefore)
+        } else assert.strictEqual(first.messages, session)
+        const second = yield* compactContext(first.messages, p, { minFreedTokens: 1 })
+        assert.isAtMost(estimateTokens(second.messages), estimateTokens(first.messages))
+        assert.deepStrictEqual(validate(second.messages), [])
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    { timeout: 60_000, arbitrary: { runs: 500 } }
+  )
+
+  it.effect("real sessions compacted at several points validate, and the appendix lists the files the head touched", () =>
+    Effect.gen(function* () {
+      let compactions = 0
+      for (const session of corpus()) {
+        const starts = turnStarts(session.messages)
+        const points = [0.25, 0.5, 0.75, 1].map((f) =>
+          f === 1 ? session.messages.length : starts[Math.floor(starts.length * f)] ?? session.messages.length
+        )
+        for (const end of points) {
+          const view = session.messages.slice(0, end)
+          const { messages, outcome } = yield* compactContext(view, small)
+          assert.deepStrictEqual(validate(messages), [], `${session.name} at ${end}`)
+          if (outcome._tag === "Skipped") continue
+          compactions++
+          const head = view.slice(0, view.length - (messages.length - 1))
+          const files = parseAppendix(summaryText(messages[0]!)!)!
+          const touched = filesTouched(head)
+          assert.deepStrictEqual([...files.modified].sort(), [...touched.modified].sort(), session.name)
+          assert.deepStrictEqual([...files.read].sort(), [...touched.read].sort(), session.name)
+        }
+      }
+      assert.isAtLeast(compactions, 10)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+})
