@@ -1,0 +1,538 @@
+/**
+ * `compaction inspect`: what a session holds and what compaction would do to it.
+ *
+ * `analyze` is pure: from an imported `Session` it computes the `InspectReport` (the `--json` output, described by a
+ * Schema so scripts and tests can decode it) and a per-message `TimelineEntry` list that the HTML report draws.
+ * `formatInspect` renders the report for a person, with a fixed-width composition bar.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+import { planForPolicy } from "../Cut.ts"
+import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS, evictStaleToolResults, type Offloaded } from "../Evict.ts"
+import { HotPaths } from "../HotPaths.ts"
+import type { Session } from "../Import.ts"
+import {
+  type ContentBlock,
+  isImage,
+  isRedactedThinking,
+  isServerToolUse,
+  isText,
+  isThinking,
+  isToolResult,
+  isToolUse,
+  type Message
+} from "../Message.ts"
+import { contextTokens, defaultPolicy } from "../Policy.ts"
+import {
+  CHARS_PER_TOKEN,
+  estimateMessageTokens,
+  estimateMessageTokensUncached,
+  MESSAGE_OVERHEAD_TOKENS
+} from "../Tokens.ts"
+import { turnStarts } from "../Turns.ts"
+import { validate, type Violation } from "../Validate.ts"
+
+// ============================================================================
+// Defaults
+// ============================================================================
+
+// ============================================================================
+// Report schema
+// ============================================================================
+
+/** What a content block mostly is. @category models */
+export const Kind = Schema.Literals(["prose", "tool-call", "tool-output", "thinking", "image", "other"])
+/** @category models */
+export type Kind = typeof Kind.Type
+
+/** Kinds in display order. @category constants */
+export const KINDS: ReadonlyArray<Kind> = ["prose", "tool-call", "tool-output", "thinking", "image", "other"]
+
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+const Composition = Schema.Struct({
+  prose: Count,
+  "tool-call": Count,
+  "tool-output": Count,
+  thinking: Count,
+  image: Count,
+  other: Count
+})
+
+/** One violation of `validate`, with a one-line description. @category models */
+export const ViolationReport = Schema.Struct({
+  _tag: Schema.String,
+  messageIndex: Count,
+  blockIndex: Schema.optionalKey(Count),
+  toolUseId: Schema.optionalKey(Schema.String),
+  description: Schema.String
+})
+
+/**
+ * The `compaction inspect --json` output. Token figures are `estimateTokens` estimates unless named `provider`.
+ * `composition` splits the estimated tokens of the content blocks (per-message overhead excluded) by kind; tool_result
+ * content counts as `tool-output` except its images, which count as `image`.
+ * @category models
+ */
+export const InspectReport = Schema.Struct({
+  file: Schema.String,
+  format: Schema.String,
+  messages: Count,
+  turns: Count,
+  estimatedTokens: Count,
+  /** The last provider-reported usage: the context after that reply, and our estimate of the same prefix. */
+  provider: Schema.NullOr(Schema.Struct({
+    messageIndex: Count,
+    contextTokens: Count,
+    inputTokens: Count,
+    outputTokens: Count,
+    cacheReadTokens: Count,
+    cacheWriteTokens: Count,
+    estimatedTokens: Count
+  })),
+  composition: Composition,
+  cut: Schema.Struct({
+    keepRecentTokens: Count,
+    keepRecentTurns: Count,
+    maxTailTokens: Count,
+    /** First kept message; 0 means nothing would be compacted. */
+    cut: Count,
+    summarizedMessages: Count,
+    summarizedTokens: Count,
+    summarizedTurns: Count,
+    keptMessages: Count,
+    keptTokens: Count,
+    keptTurns: Count,
+    splitTurn: Schema.Boolean,
+    oversizedTurn: Schema.Boolean,
+    overBudget: Schema.Boolean
+  }),
+  eviction: Schema.Struct({
+    keepRecent: Count,
+    minSavings: Count,
+    offloaded: Count,
+    tokensFreed: Count,
+    superseded: Count,
+    modified: Count,
+    stale: Count
+  }),
+  /** Reads a later read of the same file covers, grouped by path, largest first. */
+  supersededReads: Schema.Array(Schema.Struct({ path: Schema.String, reads: Count, tokens: Count })),
+  hotPaths: Schema.Array(Schema.String),
+  violations: Schema.Array(ViolationReport),
+  skippedLines: Count,
+  compactions: Count,
+  interrupted: Count,
+  warnings: Schema.Array(Schema.String)
+})
+/** @category models */
+export type InspectReport = typeof InspectReport.Type
+
+/** What happens to a message under the default policy. @category models */
+export type Fate = "hot" | "summarized" | "offloaded"
+
+/** One message of the timeline the HTML report draws. @category models */
+export interface TimelineEntry {
+  readonly index: number
+  readonly role: string
+  readonly tokens: number
+  readonly kind: Kind
+  readonly fate: Fate
+  /** Tokens eviction would free in this message. */
+  readonly offloadedTokens: number
+  /** A short, single-line preview of the message (text, tool names). */
+  readonly preview: string
+}
+
+/** The report and its timeline. @category models */
+export interface Analysis {
+  readonly report: InspectReport
+  readonly timeline: ReadonlyArray<TimelineEntry>
+}
+
+// ============================================================================
+// Analysis
+// ============================================================================
+
+const blockTokens = (block: ContentBlock): number =>
+  estimateMessageTokensUncached({ role: "user", content: [block] }) - MESSAGE_OVERHEAD_TOKENS
+
+const kindOf = (block: ContentBlock): Kind =>
+  isText(block)
+    ? "prose"
+    : isThinking(block) || isRedactedThinking(block)
+    ? "thinking"
+    : isToolUse(block) || isServerToolUse(block)
+    ? "tool-call"
+    : isImage(block)
+    ? "image"
+    : block.type.endsWith("_tool_result")
+    ? "tool-output"
+    : "other"
+
+type Tally = Record<Kind, number>
+
+const emptyTally = (): Tally => ({ prose: 0, "tool-call": 0, "tool-output": 0, thinking: 0, image: 0, other: 0 })
+
+const tallyMessage = (message: Message, into: Tally): void => {
+  if (typeof message.content === "string") {
+    into.prose += Math.ceil(message.content.length / CHARS_PER_TOKEN)
+    return
+  }
+  for (const block of message.content) {
+    if (isToolResult(block)) {
+      const content = block.content
+      if (typeof content === "string") into["tool-output"] += Math.ceil(content.length / CHARS_PER_TOKEN)
+      else if (content !== undefined) {
+        for (const inner of content) into[isImage(inner) ? "image" : "tool-output"] += blockTokens(inner)
+      }
+    } else into[kindOf(block)] += blockTokens(block)
+  }
+}
+
+const oneLine = (text: string, max: number): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
+}
+
+const previewOf = (message: Message): string => {
+  if (typeof message.content === "string") return oneLine(message.content, 100)
+  const parts: Array<string> = []
+  for (const block of message.content) {
+    if (isText(block)) parts.push(block.text)
+    else if (isToolUse(block) || isServerToolUse(block)) parts.push(`[${block.name}]`)
+    else if (isToolResult(block)) {
+      const c = block.content
+      parts.push(typeof c === "string" ? c : `[tool result${block.is_error === true ? ", error" : ""}]`)
+    } else if (isThinking(block)) parts.push("[thinking]")
+    else parts.push(`[${block.type}]`)
+  }
+  return oneLine(parts.join(" "), 100)
+}
+
+/** One line describing a violation. @category formatting */
+export const describeViolation = (v: Violation): string => {
+  switch (v._tag) {
+    case "OrphanedToolResult":
+      return `message ${v.messageIndex} block ${v.blockIndex}: tool_result ${v.toolUseId} answers no tool_use in the message before it`
+    case "DuplicateToolResult":
+      return `message ${v.messageIndex} block ${v.blockIndex}: a second tool_result for ${v.toolUseId}`
+    case "ToolResultNotFirst":
+      return `message ${v.messageIndex} block ${v.blockIndex}: tool_result ${v.toolUseId} comes after other content`
+    case "MissingToolResult":
+      return `message ${v.messageIndex} block ${v.blockIndex}: tool_use ${v.toolUseId} has no tool_result`
+    case "FirstMessageNotUser":
+      return `message ${v.messageIndex}: the conversation does not start with a user message`
+    case "EmptyMessage":
+      return `message ${v.messageIndex}: empty content`
+    case "EmptyTextBlock":
+      return `message ${v.messageIndex} block ${v.blockIndex}: empty text block`
+    case "ModifiedThinking":
+      return `message ${v.messageIndex} block ${v.blockIndex}: signed thinking block was modified`
+  }
+}
+
+/** A violation as the report lists it. @category formatting */
+export const violationReport = (v: Violation): typeof ViolationReport.Type => ({
+  _tag: v._tag,
+  messageIndex: v.messageIndex,
+  ...("blockIndex" in v ? { blockIndex: v.blockIndex } : {}),
+  ...("toolUseId" in v ? { toolUseId: v.toolUseId } : {}),
+  description: describeViolation(v)
+})
+
+/** Options of `analyze`. @category models */
+export interface AnalyzeOptions {
+  /** Shown as `file` in the report. */
+  readonly file: string
+  readonly keepRecent?: number
+  readonly minSavings?: number
+}
+
+/**
+ * Analyzes a session: size and composition, the default policy's cut, what eviction at the default settings would
+ * free, superseded reads, hot paths and `validate` violations. Pure; linear in the size of the session.
+ * @category analysis
+ */
+export const analyze = (session: Session, options: AnalyzeOptions): Analysis => {
+  const messages = session.messages
+  const n = messages.length
+  const keepRecent = options.keepRecent ?? DEFAULT_KEEP_RECENT
+  const minSavings = options.minSavings ?? DEFAULT_MIN_SAVINGS
+  const tokens = messages.map(estimateMessageTokens)
+  const estimatedTokens = tokens.reduce((a, b) => a + b, 0)
+  const starts = turnStarts(messages)
+
+  const composition = emptyTally()
+  const kinds: Array<Kind> = []
+  for (const message of messages) {
+    const own = emptyTally()
+    tallyMessage(message, own)
+    let kind: Kind = "prose"
+    for (const k of KINDS) {
+      composition[k] += own[k]
+      if (own[k] > own[kind]) kind = k
+    }
+    kinds.push(kind)
+  }
+
+  const plan = planForPolicy(messages, defaultPolicy)
+  const summarizedTokens = tokens.slice(0, plan.cut).reduce((a, b) => a + b, 0)
+
+  const hot = HotPaths.fromMessages(messages)
+  const evicted = evictStaleToolResults(messages, keepRecent, { minSavings, pinned: hot.pinned })
+  const byReason = { superseded: 0, modified: 0, stale: 0 }
+  const offloadedByMessage = new Map<number, number>()
+  const superseded = new Map<string, { reads: number; tokens: number }>()
+  for (const o of evicted.offloaded) {
+    byReason[o.reason]++
+    offloadedByMessage.set(o.messageIndex, (offloadedByMessage.get(o.messageIndex) ?? 0) + o.tokensFreed)
+    if (o.reason === "superseded" && o.ref._tag === "Read") addSuperseded(superseded, o)
+  }
+
+  let provider: InspectReport["provider"] = null
+  const last = session.usage.at(-1)
+  if (last !== undefined && last.messageIndex < n) {
+    const u = last.usage
+    provider = {
+      messageIndex: last.messageIndex,
+      contextTokens: contextTokens(u),
+      inputTokens: u.input_tokens,
+      outputTokens: u.output_tokens,
+      cacheReadTokens: u.cache_read_input_tokens,
+      cacheWriteTokens: u.cache_creation_input_tokens,
+      estimatedTokens: tokens.slice(0, last.messageIndex + 1).reduce((a, b) => a + b, 0)
+    }
+  }
+
+  const report: InspectReport = {
+    file: options.file,
+    format: session.format,
+    messages: n,
+    turns: starts.length,
+    estimatedTokens,
+    provider,
+    composition,
+    cut: {
+      keepRecentTokens: defaultPolicy.keepRecentTokens,
+      keepRecentTurns: defaultPolicy.keepRecentTurns,
+      maxTailTokens: defaultPolicy.maxTailTokens,
+      cut: plan.cut,
+      summarizedMessages: plan.cut,
+      summarizedTokens,
+      summarizedTurns: starts.filter((s) => s < plan.cut).length,
+      keptMessages: n - plan.cut,
+      keptTokens: plan.keptTokens,
+      keptTurns: plan.keptTurns,
+      splitTurn: plan.splitTurn,
+      oversizedTurn: plan.oversizedTurn,
+      overBudget: plan.overBudget
+    },
+    eviction: {
+      keepRecent,
+      minSavings,
+      offloaded: evicted.offloaded.length,
+      tokensFreed: evicted.tokensFreed,
+      ...byReason
+    },
+    supersededReads: [...superseded].map(([path, s]) => ({ path, ...s }))
+      .sort((a, b) => b.tokens - a.tokens || (a.path < b.path ? -1 : 1)),
+    hotPaths: hot.paths,
+    violations: validate(messages).map(violationReport),
+    skippedLines: session.skipped.total,
+    compactions: session.compactions.length,
+    interrupted: session.interrupted.length,
+    warnings: session.warnings
+  }
+
+  const timeline: Array<TimelineEntry> = messages.map((message, index) => {
+    const offloadedTokens = offloadedByMessage.get(index) ?? 0
+    const fate: Fate = index < plan.cut ? "summarized" : offloadedTokens > 0 ? "offloaded" : "hot"
+    return {
+      index,
+      role: message.role,
+      tokens: tokens[index]!,
+      kind: kinds[index]!,
+      fate,
+      offloadedTokens,
+      preview: previewOf(message)
+    }
+  })
+  return { report, timeline }
+}
+
+const addSuperseded = (into: Map<string, { reads: number; tokens: number }>, o: Offloaded): void => {
+  if (o.ref._tag !== "Read") return
+  const entry = into.get(o.ref.path) ?? { reads: 0, tokens: 0 }
+  into.set(o.ref.path, { reads: entry.reads + 1, tokens: entry.tokens + o.tokensFreed })
+}
+
+// ============================================================================
+// Terminal formatting
+// ============================================================================
+
+/** Labels of the kinds, padded for the legend. @category constants */
+export const KIND_LABELS: Readonly<Record<Kind, string>> = {
+  prose: "prose",
+  "tool-call": "tool calls",
+  "tool-output": "tool output",
+  thinking: "thinking",
+  image: "images",
+  other: "other"
+}
+
+const GLYPHS: Readonly<Record<Kind, string>> = {
+  prose: "█",
+  "tool-call": "▓",
+  "tool-output": "▒",
+  thinking: "░",
+  image: "▚",
+  other: "·"
+}
+
+const COLORS: Readonly<Record<Kind, number>> = {
+  prose: 34, // blue
+  "tool-call": 36, // cyan
+  "tool-output": 33, // yellow
+  thinking: 35, // magenta
+  image: 32, // green
+  other: 90 // grey
+}
+
+/**
+ * Splits `width` cells among `values` in proportion (largest remainder), so the cells always add up to `width`
+ * (or to 0 when every value is 0).
+ * @category formatting
+ */
+export const apportion = (values: ReadonlyArray<number>, width: number): Array<number> => {
+  const total = values.reduce((a, b) => a + Math.max(0, b), 0)
+  if (total <= 0) return values.map(() => 0)
+  const exact = values.map((v) => (Math.max(0, v) / total) * width)
+  const cells = exact.map(Math.floor)
+  let left = width - cells.reduce((a, b) => a + b, 0)
+  const order = exact.map((e, i) => [e - Math.floor(e), i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1])
+  for (const [, i] of order) {
+    if (left <= 0) break
+    cells[i]!++
+    left--
+  }
+  return cells
+}
+
+/** Bar width in cells. @category constants */
+export const BAR_WIDTH = 60
+
+/**
+ * The composition bar: `BAR_WIDTH` cells of █ blocks, one segment per kind. With `color`, segments are coloured █;
+ * without, each kind has its own shade glyph (the legend shows it), so the bar reads on any terminal.
+ * @category formatting
+ */
+export const compositionBar = (composition: Readonly<Record<Kind, number>>, color: boolean): string => {
+  const cells = apportion(KINDS.map((k) => composition[k]), BAR_WIDTH)
+  let bar = ""
+  KINDS.forEach((k, i) => {
+    const w = cells[i]!
+    if (w === 0) return
+    bar += color ? `\u001b[${COLORS[k]}m${"█".repeat(w)}\u001b[0m` : GLYPHS[k].repeat(w)
+  })
+  return bar.length === 0 ? "(empty)" : bar
+}
+
+const fmt = (n: number): string => n.toLocaleString("en-US")
+const pct = (part: number, whole: number): string =>
+  whole <= 0 || part <= 0 ? "0%" : `${(100 * part / whole).toFixed(part / whole < 0.1 ? 1 : 0)}%`
+
+/** Options of `formatInspect`. @category models */
+export interface FormatOptions {
+  /** ANSI colours (only when stdout is a TTY and NO_COLOR is unset). */
+  readonly color: boolean
+  /** Most superseded paths listed. Default 10. */
+  readonly maxRows?: number
+}
+
+/**
+ * The report for a person: size, composition bar with legend, the default cut, what eviction would free, superseded
+ * reads, hot paths and violations. Plain text plus optional ANSI colour; ends with a newline.
+ * @category formatting
+ */
+export const formatInspect = (report: InspectReport, options: FormatOptions): string => {
+  const bold = (s: string) => options.color ? `\u001b[1m${s}\u001b[0m` : s
+  const maxRows = options.maxRows ?? 10
+  const lines: Array<string> = []
+  lines.push(bold(`${report.file}`) + `  (${report.format})`)
+  lines.push(`  messages  ${fmt(report.messages)}    turns  ${fmt(report.turns)}`)
+  lines.push(`  tokens    ${fmt(report.estimatedTokens)} estimated`)
+  if (report.provider !== null) {
+    const p = report.provider
+    lines.push(
+      `            ${fmt(p.contextTokens)} reported by the provider after message ${p.messageIndex}` +
+        ` (system prompt and tools included; messages 0–${p.messageIndex} alone: ${fmt(p.estimatedTokens)} estimated)`
+    )
+  } else lines.push("            no provider-reported usage in this file")
+  if (report.skippedLines > 0 || report.compactions > 0 || report.interrupted > 0) {
+    lines.push(
+      `  skipped ${fmt(report.skippedLines)} lines · ${report.compactions} earlier compactions · ` +
+        `${report.interrupted} interrupted replies`
+    )
+  }
+
+  const c = report.composition
+  const total = KINDS.reduce((a, k) => a + c[k], 0)
+  lines.push("", bold("Composition") + " (estimated tokens)")
+  lines.push(`  ${compositionBar(c, options.color)}`)
+  for (const k of KINDS) {
+    if (c[k] === 0 && k === "other") continue
+    const swatch = options.color ? `\u001b[${COLORS[k]}m██\u001b[0m` : GLYPHS[k].repeat(2)
+    lines.push(`  ${swatch} ${KIND_LABELS[k].padEnd(12)} ${pct(c[k], total).padStart(6)}  ${fmt(c[k]).padStart(10)}`)
+  }
+
+  const cut = report.cut
+  lines.push(
+    "",
+    bold("Cut") +
+      ` (default policy: keep ${fmt(cut.keepRecentTokens)} tokens and ${cut.keepRecentTurns} turns,` +
+      ` tail at most ${fmt(cut.maxTailTokens)})`
+  )
+  if (cut.cut === 0) lines.push("  nothing to compact: the whole session fits the kept tail")
+  else {
+    lines.push(
+      `  summarize messages 0–${cut.cut - 1}: ${fmt(cut.summarizedMessages)} messages, ${cut.summarizedTurns} turns,` +
+        ` ${fmt(cut.summarizedTokens)} tokens`
+    )
+    lines.push(
+      `  keep messages ${cut.cut}–${report.messages - 1}: ${fmt(cut.keptMessages)} messages, ${cut.keptTurns} turns,` +
+        ` ${fmt(cut.keptTokens)} tokens` +
+        (cut.splitTurn ? " (the cut splits a turn)" : "") +
+        (cut.overBudget ? " (over the tail budget: the newest step alone is larger)" : "")
+    )
+  }
+
+  const e = report.eviction
+  lines.push("", bold("Eviction") + ` (keep ${e.keepRecent} recent tool results, min savings ${fmt(e.minSavings)})`)
+  if (e.offloaded === 0) lines.push("  nothing to offload")
+  else {
+    lines.push(
+      `  would offload ${fmt(e.offloaded)} tool results, freeing ${fmt(e.tokensFreed)} tokens` +
+        ` (${pct(e.tokensFreed, report.estimatedTokens)} of the session):` +
+        ` ${e.superseded} superseded, ${e.modified} modified, ${e.stale} stale`
+    )
+  }
+
+  lines.push("", bold("Superseded reads") + ` (${report.supersededReads.length} files)`)
+  if (report.supersededReads.length === 0) lines.push("  none")
+  for (const s of report.supersededReads.slice(0, maxRows)) {
+    lines.push(`  ${fmt(s.tokens).padStart(8)} tokens  ${String(s.reads).padStart(3)}×  ${s.path}`)
+  }
+  if (report.supersededReads.length > maxRows) lines.push(`  … ${report.supersededReads.length - maxRows} more`)
+
+  lines.push("", bold("Hot paths") + ` (${report.hotPaths.length})`)
+  lines.push(report.hotPaths.length === 0 ? "  none" : report.hotPaths.map((p) => `  ${p}`).join("\n"))
+
+  lines.push("", bold("Validation"))
+  if (report.violations.length === 0) lines.push("  valid: no violations")
+  for (const v of report.violations.slice(0, maxRows * 2)) lines.push(`  ${v._tag}: ${v.description}`)
+  if (report.violations.length > maxRows * 2) lines.push(`  … ${report.violations.length - maxRows * 2} more`)
+  for (const w of report.warnings.slice(0, 5)) lines.push(`  warning: ${w}`)
+  return `${lines.join("\n")}\n`
+}
