@@ -216,8 +216,17 @@ const describeFailure = (error: SummarizeError): string => {
   }
 }
 
-const describe = (cause: unknown): string =>
-  Predicate.hasProperty(cause, "message") && Predicate.isString(cause.message) ? cause.message : String(cause)
+/** The API's own error message when the body has one (not the SDK's "401 {json}"), without a trailing period. */
+const describe = (cause: unknown): string => {
+  const body = Predicate.hasProperty(cause, "error") ? cause.error : undefined
+  const inner = Predicate.hasProperty(body, "error") ? body.error : undefined
+  const text = Predicate.hasProperty(inner, "message") && Predicate.isString(inner.message)
+    ? inner.message
+    : Predicate.hasProperty(cause, "message") && Predicate.isString(cause.message)
+    ? cause.message
+    : String(cause)
+  return text.trim().replace(/\.+$/, "")
+}
 
 const errorType = (body: unknown): string | undefined => {
   if (!Predicate.hasProperty(body, "error")) return undefined
