@@ -1,14 +1,19 @@
 /**
  * The cut functions on generated sessions of 1k, 10k and 50k messages. Each function is its own summary with the 1k
- * session as the baseline, so the printed ratios show the growth: linear means about 10x at 10k and 50x at 50k.
- * Token estimates are cached by message identity, so `cutForPolicy` here measures the steady state of an agent that
- * re-plans a growing conversation (every message was estimated before).
+ * session as the baseline, so the printed ratios show the growth: linear means about 10x at 10k and 50x at 50k, flat
+ * means about 1x.
  * The "floor" rows touch every block once and do nothing else: their growth is what memory alone costs (a 50k
  * session does not fit the CPU caches a 1k one fits), the reference the other ratios should be read against.
+ * `safeCut`, `cutForPolicy` and `planForPolicy` walk back from the end (or look around the request) and read only the
+ * tail the policy keeps, whose size the policy fixes: they should stay flat. `plan` copies the list into head and tail
+ * (linear), `validate` reads everything (linear).
+ * Token estimates are cached by message identity. "warm" measures the steady state of an agent that re-plans a
+ * growing conversation (every message was estimated before); "cold" gets fresh message objects every iteration
+ * (shallow copies built outside the timed region), so every message the cut reads is estimated from scratch.
  * Run: npx node --expose-gc bench/cut.bench.ts
  */
 import { bench, do_not_optimize, summary } from "mitata"
-import { cutForPolicy, plan, safeCut } from "../src/Cut.ts"
+import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
 import type { Message } from "../src/Message.ts"
 import { defaultPolicy } from "../src/Policy.ts"
 import { validate } from "../src/Validate.ts"
@@ -44,7 +49,24 @@ measure("floor", touchEveryBlock)
 // a request in the middle of the session: the scan walks back over whatever pairs straddle it
 measure("safeCut", (messages) => safeCut(messages, messages.length >> 1))
 measure("plan", (messages) => plan(messages, 2))
-measure("cutForPolicy", (messages) => cutForPolicy(messages, defaultPolicy))
+measure("cutForPolicy warm", (messages) => cutForPolicy(messages, defaultPolicy))
+measure("planForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy))
+
+/** Fresh message objects (shallow copies, new identities, shared blocks): the estimate cache has none of them. */
+const fresh = (messages: ReadonlyArray<Message>): Array<Message> => messages.map((message) => ({ ...message }))
+
+summary(() => {
+  for (const size of sizes) {
+    const messages = sessions.get(size)!
+    const b = bench(`cutForPolicy cold ${label(size)}`, function* () {
+      yield {
+        [0]: () => fresh(messages),
+        bench: (copy: ReadonlyArray<Message>) => do_not_optimize(cutForPolicy(copy, defaultPolicy))
+      }
+    })
+    if (size === sizes[0]) b.baseline(true)
+  }
+})
 measure("validate", (messages) => validate(messages))
 
 await runBenchmarks()

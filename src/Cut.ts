@@ -6,7 +6,12 @@
  * call was cut off. Cuts only ever move earlier to stay safe: the library summarizes less rather than break a pair.
  * Token counts are estimates (`estimateMessageTokens`); they only place the cut.
  *
- * All functions are O(messages + blocks).
+ * Costs. Tool pairs only ever join an assistant turn (a maximal run of assistant messages) to the user turn right
+ * after it, so whether a cut is safe depends only on the messages around it: `safeCut` reads the assistant turn before
+ * the request and the turns up to the next assistant turn, and `planForPolicy` walks back from the end only over the
+ * tail it keeps (plus the assistant turn before the cut, the start of the turn the cut lies in, and the first human
+ * message of the list), estimating tokens only for the messages it walks over. Pathological inputs (no assistant
+ * turn, no human message, one turn spanning the whole list) degrade to O(messages + blocks), never worse.
  *
  * @since 0.1.0
  */
@@ -14,39 +19,63 @@ import * as Option from "effect/Option"
 import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
-import { turnStarts } from "./Turns.ts"
+import { isHumanMessage } from "./Turns.ts"
 import { forEachToolPair } from "./Validate.ts"
 
 // ============================================================================
 // Safe cut
 // ============================================================================
 
+/** True when an assistant turn (a maximal run of assistant messages, as the API merges them) starts at `i`. */
+const startsAssistantTurn = (messages: ReadonlyArray<Message>, i: number): boolean =>
+  messages[i]!.role === "assistant" && (i === 0 || messages[i - 1]!.role !== "assistant")
+
+/** Safe flags for the cuts `from..from + safe.length - 1`. */
+interface SafeWindow {
+  readonly from: number
+  readonly safe: Uint8Array
+}
+
 /**
- * `safe[c]` is true when no tool pair lies across cut `c` (for `c` in `0..n`): no pair has
- * `useIndex < c <= resultIndex`. A difference array over the pairs' spans makes this O(n).
+ * The safe cuts around a range: `safe[c - from]` is true when no tool pair lies across cut `c` (no pair has
+ * `useIndex < c <= resultIndex`), for every `c` in `from..to`, where `from` is the greatest assistant-turn start
+ * `<= lo` (or 0) and `to` the least assistant-turn start `> hi` (or `messages.length`).
+ *
+ * Exact because the pairing scan (`forEachToolPair`) restarts at every assistant turn: a pair joins an assistant turn
+ * to the user turn right after it. So the pairs of `messages.slice(from, to)` are exactly the list's pairs whose call
+ * lies in `from..to - 1`, every pair with a call before `from` is answered before `from`, and a cut at `from` is always
+ * safe. A difference array over the pairs' spans makes this O(to - from + blocks read).
  */
-const safeCuts = (messages: ReadonlyArray<Message>): Uint8Array => {
+const safeWindow = (messages: ReadonlyArray<Message>, lo: number, hi: number): SafeWindow => {
   const n = messages.length
-  const diff = new Int32Array(n + 2)
-  forEachToolPair(messages, (useIndex, resultIndex) => {
+  let from = Math.max(0, Math.min(lo, n - 1))
+  while (from > 0 && !startsAssistantTurn(messages, from)) from--
+  let to = Math.min(hi + 1, n)
+  while (to < n && !startsAssistantTurn(messages, to)) to++
+  const size = to - from
+  const diff = new Int32Array(size + 2)
+  forEachToolPair(messages.slice(from, to), (useIndex, resultIndex) => {
     diff[useIndex + 1]!++
     diff[resultIndex + 1]!--
   })
-  const safe = new Uint8Array(n + 1)
+  const safe = new Uint8Array(size + 1)
   let open = 0
-  for (let c = 0; c <= n; c++) {
+  for (let c = 0; c <= size; c++) {
     open += diff[c]!
     safe[c] = open === 0 ? 1 : 0
   }
-  return safe
+  return { from, safe }
 }
+
+const isSafe = (window: SafeWindow, c: number): boolean => window.safe[c - window.from] === 1
 
 const clampCut = (n: number, requested: number): number =>
   Number.isNaN(requested) ? 0 : Math.max(0, Math.min(n, Math.floor(requested)))
 
-const greatestSafe = (safe: Uint8Array, requested: number): number => {
+/** The greatest safe cut `<= requested`, for a `requested` inside the window (its `from` is always safe). */
+const greatestSafe = (window: SafeWindow, requested: number): number => {
   let c = requested
-  while (c > 0 && safe[c] === 0) c--
+  while (c > 0 && !isSafe(window, c)) c--
   return c
 }
 
@@ -55,18 +84,41 @@ const greatestSafe = (safe: Uint8Array, requested: number): number => {
  * `messages` itself does not have: it moves the cut earlier only as far as the pairing needs, and returns 0 when no
  * boundary pairs everything. `requested` is clamped to `0..messages.length`; `0` and `messages.length` are always
  * safe. Orphans already present in the input are left to `repair`.
+ *
+ * Reads only the assistant turn at or before `requested` and the messages up to the next assistant turn: O(1) turns
+ * on a well-formed list, whatever its length.
  * @category cutting
  */
 export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number => {
   const n = messages.length
   const at = clampCut(n, requested)
   if (at === 0 || at === n) return at
-  return greatestSafe(safeCuts(messages), at)
+  return greatestSafe(safeWindow(messages, at, at), at)
 }
 
 // ============================================================================
 // Turn plan
 // ============================================================================
+
+/** True when a turn starts at `i` (as `turnStarts` decides, reading only messages `i - 1` and `i`). */
+const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
+  isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
+
+/** The `k`-th turn start from the end, or -1 when there are fewer than `k`. Walks back only as far as that start. */
+const turnStartFromEnd = (messages: ReadonlyArray<Message>, k: number): number => {
+  let count = 0
+  for (let i = messages.length - 1; i >= 0 && count < k; i--) if (isTurnStart(messages, i) && ++count === k) return i
+  return -1
+}
+
+/**
+ * True when a turn starts before the turn start `start`. Any human message before it does: `start - 1` is not human,
+ * so that message's run of human messages ends earlier and begins a turn. Reads up to the first human message.
+ */
+const turnStartsBefore = (messages: ReadonlyArray<Message>, start: number): boolean => {
+  for (let i = 0; i < start; i++) if (isHumanMessage(messages[i]!)) return true
+  return false
+}
 
 /** A head to summarize and a tail to keep raw; `head.concat(tail)` is the input. @category models */
 export interface Split<M extends Message> {
@@ -83,16 +135,18 @@ export interface Split<M extends Message> {
  * it; the cut then moves back to that call, which only adds assistant and tool-result messages (no turn) to the
  * tail. Only a list the API rejects anyway (a tool result after human text in one merged user turn, with a second
  * turn start in between) can make the tail hold one turn more.
+ *
+ * Finds the turn walking back from the end and checks safety around it only; the returned slices copy the list, so
+ * the call is O(messages) for the copies and O(kept turns + blocks) for everything else.
  * @category cutting
  */
 export const plan = <M extends Message>(
   messages: ReadonlyArray<M>,
   keepRecentTurns: number
 ): Option.Option<Split<M>> => {
-  const starts = turnStarts(messages)
   const keep = Math.max(0, Math.floor(keepRecentTurns))
-  if (starts.length <= keep) return Option.none()
-  const requested = keep === 0 ? messages.length : starts[starts.length - keep]!
+  const requested = keep === 0 ? messages.length : turnStartFromEnd(messages, keep)
+  if (requested < 0 || !turnStartsBefore(messages, requested)) return Option.none()
   const cut = safeCut(messages, requested)
   if (cut === 0) return Option.none()
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
@@ -133,6 +187,19 @@ export interface CutPlan {
 export type CutPolicy = Pick<CompactionPolicy, "keepRecentTokens" | "keepRecentTurns" | "maxTailTokens">
 
 /**
+ * Estimated tokens of `messages.slice(i)`, estimating each message only when the walk back first reaches it. The sums
+ * run from the end in the order a full pass would add them, so they are the same numbers.
+ */
+const tailTokens = (messages: ReadonlyArray<Message>): (i: number) => number => {
+  const n = messages.length
+  const sums = [0] // sums[k]: the last k messages
+  return (i) => {
+    for (let k = sums.length; k <= n - i; k++) sums.push(sums[k - 1]! + estimateMessageTokens(messages[n - k]!))
+    return sums[n - i]!
+  }
+}
+
+/**
  * Chooses the cut for a policy:
  *
  * 1. keep the newest messages whose estimated tokens add up to at most `keepRecentTokens`,
@@ -145,29 +212,35 @@ export type CutPolicy = Pick<CompactionPolicy, "keepRecentTokens" | "keepRecentT
  *    (the newest step: the latest reply and the results that answer it stay raw, because the agent loop needs them
  *    to continue), or stays put when there is none after it; `overBudget` is set.
  *
- * The tail is never empty for a non-empty list whose last turn the floor keeps. O(messages + blocks).
+ * The tail is never empty for a non-empty list whose last turn the floor keeps.
+ *
+ * Cost: it walks back from the end, so it reads and estimates only the kept tail (and the turns the floor keeps, when
+ * they reach further), plus a few messages around the cut: the assistant turn before it, the start of the turn it lies
+ * in, and the list's first human message. That is O(tail + blocks in it), independent of the conversation's length,
+ * with tokens estimated only for the walked messages. Lists without an assistant turn or a human message before the
+ * cut degrade to O(messages + blocks).
  * @category cutting
  */
 export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): CutPlan => {
   const n = messages.length
-  const suffix = new Float64Array(n + 1)
-  for (let i = n - 1; i >= 0; i--) suffix[i] = suffix[i + 1]! + estimateMessageTokens(messages[i]!)
-  const starts = turnStarts(messages)
+  const tokens = tailTokens(messages)
   const floor = Math.max(1, Math.floor(policy.keepRecentTurns))
-  const floorCut = starts.length > floor ? starts[starts.length - floor]! : 0
+  const floorStart = turnStartFromEnd(messages, floor)
+  const floorCut = floorStart > 0 && turnStartsBefore(messages, floorStart) ? floorStart : 0
   let tokenCut = n
-  while (tokenCut > 0 && suffix[tokenCut - 1]! <= policy.keepRecentTokens) tokenCut--
-  const safe = safeCuts(messages)
-  let cut = greatestSafe(safe, Math.min(tokenCut, floorCut))
+  while (tokenCut > 0 && tokens(tokenCut - 1) <= policy.keepRecentTokens) tokenCut--
+  const requested = Math.min(tokenCut, floorCut)
+  const window = safeWindow(messages, requested, n)
+  let cut = greatestSafe(window, requested)
   let oversizedTurn = false
   let overBudget = false
-  if (suffix[cut]! > policy.maxTailTokens) {
+  if (tokens(cut) > policy.maxTailTokens) {
     oversizedTurn = true
     let fit = -1
     let newest = -1
     for (let c = cut + 1; c < n; c++) {
-      if (messages[c]!.role !== "assistant" || safe[c] === 0) continue
-      if (fit < 0 && suffix[c]! <= policy.maxTailTokens) fit = c
+      if (messages[c]!.role !== "assistant" || !isSafe(window, c)) continue
+      if (fit < 0 && tokens(c) <= policy.maxTailTokens) fit = c
       newest = c
     }
     if (fit >= 0) cut = fit
@@ -176,18 +249,21 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
       if (newest >= 0) cut = newest
     }
   }
-  let turnStart = cut
   let keptTurns = 0
-  for (const start of starts) {
-    if (start <= cut) turnStart = start
-    if (start >= cut) keptTurns++
+  for (let i = cut; i < n; i++) if (isTurnStart(messages, i)) keptTurns++
+  let turnStart = cut
+  for (let i = Math.min(cut, n - 1); i >= 0; i--) {
+    if (isTurnStart(messages, i)) {
+      turnStart = i
+      break
+    }
   }
   return {
     cut,
     turnStart,
     splitTurn: turnStart < cut,
     keptTurns,
-    keptTokens: suffix[cut]!,
+    keptTokens: tokens(cut),
     oversizedTurn,
     overBudget
   }

@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Schema } from "effect"
-import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
+import { cutForPolicy, type CutPlan, type CutPolicy, plan, planForPolicy, safeCut, type Split } from "../src/Cut.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { CompactionPolicy } from "../src/Policy.ts"
-import { estimateTokens } from "../src/Tokens.ts"
+import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
+import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
-import { hasOrphans, validate, type Violation } from "../src/Validate.ts"
+import { forEachToolPair, hasOrphans, validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 
@@ -293,5 +293,289 @@ describe("corpus", () => {
     }
     assert.strictEqual(compared, 3)
     console.log(rows.join("\n"))
+  })
+})
+
+// ============================================================================
+// The walk-back cut against the full-scan reference
+// ============================================================================
+
+/**
+ * The full-scan implementation the walk-back one replaced (suffix sums and safe flags over the whole list), kept as
+ * the oracle: the new `safeCut`, `plan` and `planForPolicy` must agree with it on every input, valid or not.
+ */
+const safeCutsReference = (messages: ReadonlyArray<Message>): Uint8Array => {
+  const n = messages.length
+  const diff = new Int32Array(n + 2)
+  forEachToolPair(messages, (useIndex, resultIndex) => {
+    diff[useIndex + 1]!++
+    diff[resultIndex + 1]!--
+  })
+  const safe = new Uint8Array(n + 1)
+  let open = 0
+  for (let c = 0; c <= n; c++) {
+    open += diff[c]!
+    safe[c] = open === 0 ? 1 : 0
+  }
+  return safe
+}
+
+const greatestSafeReference = (safe: Uint8Array, requested: number): number => {
+  let c = requested
+  while (c > 0 && safe[c] === 0) c--
+  return c
+}
+
+const safeCutReference = (messages: ReadonlyArray<Message>, requested: number): number => {
+  const n = messages.length
+  const at = Number.isNaN(requested) ? 0 : Math.max(0, Math.min(n, Math.floor(requested)))
+  if (at === 0 || at === n) return at
+  return greatestSafeReference(safeCutsReference(messages), at)
+}
+
+const planReference = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  keepRecentTurns: number
+): Option.Option<Split<M>> => {
+  const starts = turnStarts(messages)
+  const keep = Math.max(0, Math.floor(keepRecentTurns))
+  if (starts.length <= keep) return Option.none()
+  const requested = keep === 0 ? messages.length : starts[starts.length - keep]!
+  const cut = safeCutReference(messages, requested)
+  if (cut === 0) return Option.none()
+  return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
+}
+
+const planForPolicyReference = (messages: ReadonlyArray<Message>, policy: CutPolicy): CutPlan => {
+  const n = messages.length
+  const suffix = new Float64Array(n + 1)
+  for (let i = n - 1; i >= 0; i--) suffix[i] = suffix[i + 1]! + estimateMessageTokens(messages[i]!)
+  const starts = turnStarts(messages)
+  const floor = Math.max(1, Math.floor(policy.keepRecentTurns))
+  const floorCut = starts.length > floor ? starts[starts.length - floor]! : 0
+  let tokenCut = n
+  while (tokenCut > 0 && suffix[tokenCut - 1]! <= policy.keepRecentTokens) tokenCut--
+  const safe = safeCutsReference(messages)
+  let cut = greatestSafeReference(safe, Math.min(tokenCut, floorCut))
+  let oversizedTurn = false
+  let overBudget = false
+  if (suffix[cut]! > policy.maxTailTokens) {
+    oversizedTurn = true
+    let fit = -1
+    let newest = -1
+    for (let c = cut + 1; c < n; c++) {
+      if (messages[c]!.role !== "assistant" || safe[c] === 0) continue
+      if (fit < 0 && suffix[c]! <= policy.maxTailTokens) fit = c
+      newest = c
+    }
+    if (fit >= 0) cut = fit
+    else {
+      overBudget = true
+      if (newest >= 0) cut = newest
+    }
+  }
+  let turnStart = cut
+  let keptTurns = 0
+  for (const start of starts) {
+    if (start <= cut) turnStart = start
+    if (start >= cut) keptTurns++
+  }
+  return {
+    cut,
+    turnStart,
+    splitTurn: turnStart < cut,
+    keptTurns,
+    keptTokens: suffix[cut]!,
+    oversizedTurn,
+    overBudget
+  }
+}
+
+/**
+ * Raw message lists with every pairing defect: calls and results drawn from a few ids (so duplicates of both, orphans,
+ * results many messages after their call), consecutive same-role messages, mixed human text and results, empty
+ * content, assistant first.
+ */
+const RawMessage = Schema.Struct({
+  role: Schema.Literals(["user", "assistant"]),
+  form: Schema.Literals(["string", "text", "tools", "mixed", "empty"]),
+  ids: Schema.Array(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 5 }))).check(Schema.isMaxLength(3)),
+  size: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3000 }))
+})
+const RawConversation = Schema.Array(RawMessage).check(Schema.isMaxLength(40))
+
+const buildRaw = (script: typeof RawConversation.Type): Array<Message> =>
+  script.map(({ form, ids, role, size }): Message => {
+    const body = "w ".repeat(size >> 1)
+    if (form === "string") return { role, content: body }
+    if (form === "empty") return { role, content: [] }
+    const tools: Array<ContentBlock> = ids.map((id) =>
+      role === "assistant"
+        ? { type: "tool_use", id: `t${id}`, name: "bash", input: { body } }
+        : { type: "tool_result", tool_use_id: `t${id}`, content: body }
+    )
+    if (form === "tools" && tools.length > 0) return { role, content: tools }
+    const text: ContentBlock = { type: "text", text: `x ${body}` }
+    return { role, content: form === "mixed" ? [text, ...tools] : [text] }
+  })
+
+/** Policies from tiny to huge, including `maxTailTokens` below `keepRecentTokens` (not a valid policy, still defined). */
+const Budget = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 8000 }))
+const Policies = Schema.Array(
+  Schema.Struct({
+    keepRecentTokens: Budget,
+    keepRecentTurns: Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 5 })),
+    maxTailTokens: Budget
+  })
+).check(Schema.isMinLength(1), Schema.isMaxLength(6))
+
+/** Fixed policies that reach the other branches on every input: huge budgets, a turn floor of 1..4, tiny tails. */
+const fixedPolicies: ReadonlyArray<CutPolicy> = [1, 2, 3, 4].flatMap((keepRecentTurns) => [
+  { keepRecentTokens: 1_000_000, keepRecentTurns, maxTailTokens: 1_000_000 },
+  { keepRecentTokens: 50, keepRecentTurns, maxTailTokens: 1_000_000 },
+  { keepRecentTokens: 50, keepRecentTurns, maxTailTokens: 300 },
+  { keepRecentTokens: 2000, keepRecentTurns, maxTailTokens: 2500 }
+])
+
+const compared = { cases: 0, oversizedTurn: 0, overBudget: 0, splitTurn: 0, nothingToCut: 0, movedBySafety: 0 }
+
+const assertSameAsReference = (messages: ReadonlyArray<Message>, policy: CutPolicy, label = ""): void => {
+  const expected = planForPolicyReference(messages, policy)
+  assert.deepStrictEqual(planForPolicy(messages, policy), expected, `${label} ${JSON.stringify(policy)}`)
+  compared.cases++
+  if (expected.oversizedTurn) compared.oversizedTurn++
+  if (expected.overBudget) compared.overBudget++
+  if (expected.splitTurn) compared.splitTurn++
+  if (expected.cut === 0) compared.nothingToCut++
+}
+
+const assertCutsSameAsReference = (messages: ReadonlyArray<Message>): void => {
+  for (let requested = 0; requested <= messages.length; requested++) {
+    const cut = safeCut(messages, requested)
+    assert.strictEqual(cut, safeCutReference(messages, requested), `safeCut ${requested}`)
+    if (cut < requested) compared.movedBySafety++
+  }
+  for (const keep of [0, 1, 2, 3, 4, 6]) assert.deepStrictEqual(plan(messages, keep), planReference(messages, keep))
+}
+
+describe("walk-back cut equals the full-scan reference", () => {
+  it.prop(
+    "on generated conversations (aborted calls, consecutive assistant messages)",
+    [conversationArbitrary({ allowInvalid: true }), Policies],
+    ([messages, policies]) => {
+      for (const policy of [...policies, ...fixedPolicies]) assertSameAsReference(messages, policy)
+      assertCutsSameAsReference(messages)
+    },
+    { arbitrary: { runs: 3000 } }
+  )
+
+  it.prop(
+    "on raw lists with orphans, duplicates, far results and same-role runs",
+    [RawConversation, Policies],
+    ([script, policies]) => {
+      const messages = buildRaw(script)
+      for (const policy of [...policies, ...fixedPolicies]) assertSameAsReference(messages, policy)
+      assertCutsSameAsReference(messages)
+    },
+    { arbitrary: { runs: 3000 } }
+  )
+
+  it.prop(
+    "on generated conversations with messages deleted (orphaned results of their own)",
+    [conversationArbitrary({ allowInvalid: true }), Deletions, Policies],
+    ([conversation, seeds, policies]) => {
+      const messages = deleteAt(conversation, seeds)
+      for (const policy of [...policies, ...fixedPolicies]) assertSameAsReference(messages, policy)
+      assertCutsSameAsReference(messages)
+    },
+    { arbitrary: { runs: 2000 } }
+  )
+
+  it("on the edge policies: NaN, infinite and fractional fields", () => {
+    const messages = buildRaw([
+      { role: "user", form: "string", ids: [], size: 10 },
+      { role: "assistant", form: "tools", ids: [1], size: 400 },
+      { role: "user", form: "tools", ids: [1], size: 400 },
+      { role: "user", form: "text", ids: [], size: 10 },
+      { role: "assistant", form: "text", ids: [], size: 10 }
+    ])
+    for (const odd of [NaN, Infinity, -Infinity, 0, -1, 1.5, 2.7]) {
+      for (const list of [messages, [], messages.slice(1)]) {
+        assertSameAsReference(list, { keepRecentTokens: odd, keepRecentTurns: 1, maxTailTokens: 1000 })
+        assertSameAsReference(list, { keepRecentTokens: 100, keepRecentTurns: odd, maxTailTokens: 1000 })
+        assertSameAsReference(list, { keepRecentTokens: 100, keepRecentTurns: 1, maxTailTokens: odd })
+        assert.strictEqual(safeCut(list, odd), safeCutReference(list, odd))
+      }
+    }
+  })
+
+  it("on every prefix of every real session, at the default policy and at 20,000 tokens", () => {
+    const policies: ReadonlyArray<CutPolicy> = [
+      defaultPolicy,
+      CompactionPolicy.makeUnsafe({ keepRecentTokens: 20_000, keepRecentTurns: 1 })
+    ]
+    let prefixes = 0
+    for (const session of corpus()) {
+      for (let end = 0; end <= session.messages.length; end++) {
+        const view = session.messages.slice(0, end)
+        for (const policy of policies) assertSameAsReference(view, policy, `${session.name} view ${end}`)
+        prefixes++
+      }
+    }
+    assert.isAbove(prefixes, 2000)
+  })
+
+  it("the comparisons above reached every outcome", () => {
+    console.log(`planForPolicy compared with the reference: ${JSON.stringify(compared)}`)
+    for (const [outcome, count] of Object.entries(compared)) assert.isAbove(count, 100, outcome)
+  })
+})
+
+// ============================================================================
+// Cost: only the tail is read
+// ============================================================================
+
+/** A view of `messages` that records every index read through it. */
+const tracked = (messages: ReadonlyArray<Message>): { view: ReadonlyArray<Message>; read: Set<number> } => {
+  const read = new Set<number>()
+  const view = new Proxy(messages, {
+    get(target, key, receiver) {
+      if (typeof key === "string" && /^\d+$/.test(key)) read.add(Number(key))
+      return Reflect.get(target, key, receiver)
+    }
+  })
+  return { view, read }
+}
+
+describe("cost", () => {
+  it("planForPolicy reads only the kept tail, a few messages before it, and the first message", () => {
+    for (let seed = 1; seed <= 12; seed++) {
+      const messages = generateSession(seed, { messages: 4000 }).slice(0, 4000)
+      for (
+        const policy of [defaultPolicy, CompactionPolicy.makeUnsafe({ keepRecentTokens: 5000, keepRecentTurns: 2 })]
+      ) {
+        const { read, view } = tracked(messages)
+        const p = planForPolicy(view, policy)
+        assert.deepStrictEqual(p, planForPolicyReference(messages, policy))
+        assert.isAbove(p.cut, 0)
+        const before = [...read].filter((i) => i !== 0 && i < Math.min(p.cut, p.turnStart))
+        // the assistant turn before the cut and the message before a turn start: a handful, on any length
+        assert.isAtMost(
+          before.length,
+          4,
+          `seed ${seed}: read ${before.length} messages before cut ${p.cut}, from ${Math.min(...before)}`
+        )
+        assert.isAtMost(read.size, messages.length - p.turnStart + 6)
+      }
+    }
+  })
+
+  it("safeCut reads only the turns around the request", () => {
+    const messages = generateSession(3, { messages: 4000 }).slice(0, 4000)
+    for (const requested of [1, 1000, 2001, 3999]) {
+      const { read, view } = tracked(messages)
+      assert.strictEqual(safeCut(view, requested), safeCutReference(messages, requested))
+      assert.isAtMost(read.size, 12, `requested ${requested}`)
+    }
   })
 })
