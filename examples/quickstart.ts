@@ -1,0 +1,34 @@
+/**
+ * The README's quick start, runnable: `node examples/quickstart.ts` (Node 22) or `deno run -A examples/quickstart.ts`.
+ * With ANTHROPIC_API_KEY set it summarizes with Claude (falling back to the extractive summarizer on failure);
+ * without it, it uses the extractive summarizer and needs no network.
+ */
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { Compact, Cut, Evict, HotPaths, Message, Policy, Summarizer, Tokens, Validate } from "../src/index.ts"
+
+// 1. The pure core: plain arrays in, plain arrays out.
+const input: unknown = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8")).messages
+const messages = Message.decodeMessagesSync(input) // typed error with the path on bad input
+
+const hot = HotPaths.HotPaths.fromMessages(messages) // files the model re-read after an offload
+const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT, {
+  minSavings: Evict.DEFAULT_MIN_SAVINGS,
+  pinned: hot.pinned
+})
+const plan = Cut.planForPolicy(evicted.messages, Policy.defaultPolicy)
+console.log(`estimated tokens: ${Tokens.estimateTokens(messages)} -> ${Tokens.estimateTokens(evicted.messages)}`)
+console.log(`offloaded ${evicted.offloaded.length} stale tool results; the policy would cut at message ${plan.cut}`)
+console.log(`violations: ${Validate.validate(evicted.messages).length}`)
+
+// 2. The effectful shell: compact with a summarizer, as a typed Effect.
+const program = Effect.gen(function* () {
+  const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 8_000, keepRecentTurns: 2 })
+  const { messages: view, outcome } = yield* Compact.compactContext(evicted.messages, policy, {
+    instructions: "keep the file paths of the parser work"
+  })
+  console.log(`${outcome._tag}: ${messages.length} -> ${view.length} messages, valid: ${Validate.isValid(view)}`)
+  return view // pass straight to client.messages.create({ messages: view, ... })
+})
+
+await Effect.runPromise(program.pipe(Effect.provide(Summarizer.layerAuto())))
