@@ -22,8 +22,8 @@ const runExample = (file: string) => {
 
 describe("Examples", () => {
   it("runs on the runtime the suite claims to run on", () => {
-    if (process.env.EXPECT_DENO === "1") assert.isDefined(Deno, "EXPECT_DENO=1 but the suite is not running under Deno")
-    else assert.isUndefined(Deno)
+    const isDeno = typeof Deno !== "undefined"
+    assert.strictEqual(isDeno, process.env.EXPECT_DENO === "1", `EXPECT_DENO=${process.env.EXPECT_DENO}, Deno: ${isDeno}`)
   })
 
   it("the quick start runs offline and compacts the bundled session into a valid view", () => {
