@@ -23,7 +23,11 @@ const runExample = (file: string) => {
 describe("Examples", () => {
   it("runs on the runtime the suite claims to run on", () => {
     const isDeno = typeof Deno !== "undefined"
-    assert.strictEqual(isDeno, process.env.EXPECT_DENO === "1", `EXPECT_DENO=${process.env.EXPECT_DENO}, Deno: ${isDeno}`)
+    assert.strictEqual(
+      isDeno,
+      process.env.EXPECT_DENO === "1",
+      `EXPECT_DENO=${process.env.EXPECT_DENO}, Deno: ${isDeno}`
+    )
   })
 
   it("the quick start runs offline and compacts the bundled session into a valid view", () => {
