@@ -13,18 +13,8 @@ import type { Message } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import { corpus } from "../test/fixtures/Corpus.ts"
+import { visitBlocks } from "./baselines.ts"
 import { runBenchmarks } from "./util.ts"
-
-/** The baseline: visit every block once and look at its type. */
-const visitBlocks = (messages: ReadonlyArray<Message>): number => {
-  let n = 0
-  for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]!.content
-    if (typeof content === "string") continue
-    for (let j = 0; j < content.length; j++) if (content[j]!.type === "tool_result") n++
-  }
-  return n
-}
 
 const sessions: Array<readonly [string, ReadonlyArray<Message>]> = [
   ...corpus().map((s) => [s.name, s.messages] as const),

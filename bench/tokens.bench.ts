@@ -6,30 +6,12 @@
  * Run: npx node --expose-gc bench/tokens.bench.ts
  */
 import { bench, do_not_optimize, group, summary } from "mitata"
-import type { ContentBlock, Message } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import { estimateMessageTokensUncached, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { corpus } from "../test/fixtures/Corpus.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
+import { sumStringLengths } from "./baselines.ts"
 import { runBenchmarks } from "./util.ts"
-
-const blockChars = (blocks: ReadonlyArray<ContentBlock>): number => {
-  let n = 0
-  for (const b of blocks) {
-    const r = b as { text?: string; thinking?: string; content?: string | ReadonlyArray<ContentBlock>; input?: unknown }
-    if (typeof r.text === "string") n += r.text.length
-    if (typeof r.thinking === "string") n += r.thinking.length
-    if (typeof r.content === "string") n += r.content.length
-    else if (Array.isArray(r.content)) n += blockChars(r.content)
-  }
-  return n
-}
-
-/** The floor: sum the string lengths, nothing else. */
-export const sumStringLengths = (messages: ReadonlyArray<Message>): number => {
-  let n = 0
-  for (const m of messages) n += typeof m.content === "string" ? m.content.length : blockChars(m.content)
-  return n
-}
 
 const coldEstimate = (messages: ReadonlyArray<Message>): number => {
   let n = 0

@@ -1,0 +1,142 @@
+import { assert, describe, it } from "@effect/vitest"
+import {
+  attemptRatios,
+  type BenchRow,
+  type Budget,
+  budgets,
+  checkBudget,
+  formatTable,
+  M,
+  MAX_ATTEMPTS,
+  needRetry,
+  summaryLine,
+  violations
+} from "../bench/budgets.ts"
+
+const budget = (id: string, max: number): Budget => ({
+  id,
+  description: `${id} ratio`,
+  subject: `${id} subject`,
+  baseline: `${id} baseline`,
+  max,
+  why: "test"
+})
+
+const row = (name: string, attempt: number, p50_ns: number): BenchRow => ({
+  name,
+  attempt,
+  p50_ns,
+  avg_ns: p50_ns,
+  samples: 12
+})
+
+/** Rows for `b` giving `ratios[i]` at attempt i + 1 (baseline 100 ns). */
+const measured = (b: Budget, ratios: ReadonlyArray<number>): Array<BenchRow> =>
+  ratios.flatMap((ratio, i) => [row(b.baseline, i + 1, 100), row(b.subject, i + 1, 100 * ratio)])
+
+describe("attemptRatios", () => {
+  it("pairs subject and baseline of the same attempt, in attempt order", () => {
+    const b = budget("x", 2)
+    const rows = [
+      row(b.subject, 2, 300),
+      row(b.baseline, 1, 100),
+      row(b.subject, 1, 150),
+      row(b.baseline, 2, 200),
+      row("other", 1, 1)
+    ]
+    assert.deepStrictEqual(attemptRatios(b, rows), [1.5, 1.5])
+  })
+
+  it("never divides across attempts", () => {
+    const b = budget("x", 2)
+    assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, 100), row(b.baseline, 2, 100)]), [])
+  })
+
+  it("skips rows whose median is zero, negative or not finite", () => {
+    const b = budget("x", 2)
+    for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, 100), row(b.baseline, 1, bad)]), [])
+      assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, bad), row(b.baseline, 1, 100)]), [])
+    }
+  })
+})
+
+describe("checkBudget", () => {
+  it("passes at the limit and fails just over it", () => {
+    const b = budget("x", 2)
+    assert.isTrue(checkBudget(b, measured(b, [2])).pass)
+    assert.isFalse(checkBudget(b, measured(b, [2.01])).pass)
+  })
+
+  it("takes the best attempt: one good attempt passes, a regression in every attempt fails", () => {
+    const b = budget("x", 2)
+    const noisy = checkBudget(b, measured(b, [3, 1.8, 2.6]))
+    assert.isTrue(noisy.pass)
+    assert.strictEqual(noisy.best, 1.8)
+    assert.deepStrictEqual(noisy.ratios, [3, 1.8, 2.6])
+    const regressed = checkBudget(b, measured(b, [3, 2.2, 2.6]))
+    assert.isFalse(regressed.pass)
+    assert.strictEqual(regressed.best, 2.2)
+  })
+
+  it("fails a budget that was never measured", () => {
+    const b = budget("x", 2)
+    const result = checkBudget(b, [row(b.subject, 1, 100)])
+    assert.isFalse(result.pass)
+    assert.isUndefined(result.best)
+  })
+})
+
+describe("violations", () => {
+  it("lists broken budgets in table order, with the best ratio or the missing sides", () => {
+    const ok = budget("ok", 2)
+    const over = budget("over", 2)
+    const absent = budget("absent", 2)
+    const rows = [...measured(ok, [1]), ...measured(over, [5, 4]), row(absent.baseline, 1, 100)]
+    assert.deepStrictEqual(violations([absent, ok, over], rows), [
+      { _tag: "NotMeasured", id: "absent", missing: [absent.subject] },
+      { _tag: "OverBudget", id: "over", best: 4, max: 2 }
+    ])
+    assert.deepStrictEqual(violations([ok], rows), [])
+  })
+})
+
+describe("needRetry", () => {
+  it("measures again only the failing budgets, and stops after MAX_ATTEMPTS", () => {
+    const ok = budget("ok", 2)
+    const over = budget("over", 2)
+    const rows = [...measured(ok, [1]), ...measured(over, [3])]
+    assert.deepStrictEqual(needRetry([ok, over], rows, 1).map((b) => b.id), ["over"])
+    assert.deepStrictEqual(needRetry([ok, over], rows, MAX_ATTEMPTS), [])
+    assert.deepStrictEqual(needRetry([ok], rows, 1), [])
+  })
+})
+
+describe("report", () => {
+  it("ends with the summary line CI reads", () => {
+    const ok = budget("ok", 2)
+    const over = budget("over", 2)
+    const results = [ok, over].map((b) => checkBudget(b, [...measured(ok, [1]), ...measured(over, [3])]))
+    assert.strictEqual(summaryLine(results), "bench:ci: 1 passed, 1 failed")
+    const table = formatTable(results).split("\n")
+    assert.strictEqual(table.length, 4)
+    assert.match(table[2]!, /^ok\s+1\.00\s+1\.00\s+<= 2\s+pass$/)
+    assert.match(table[3]!, /^over\s+3\.00\s+3\.00\s+<= 2\s+FAIL$/)
+  })
+})
+
+describe("the budget table", () => {
+  it("has unique ids, positive finite limits, a documented reason, and sides the runner measures", () => {
+    const names = new Set<string>(Object.values(M))
+    assert.strictEqual(new Set(budgets.map((b) => b.id)).size, budgets.length)
+    for (const b of budgets) {
+      assert.isTrue(Number.isFinite(b.max) && b.max > 0, b.id)
+      assert.isTrue(names.has(b.subject) && names.has(b.baseline) && b.subject !== b.baseline, b.id)
+      assert.isTrue(b.why.length > 20, b.id)
+    }
+  })
+
+  it("growth budgets would catch quadratic growth (25x from 10k to 50k)", () => {
+    for (const b of budgets.filter((b) => b.id.startsWith("growth/"))) assert.isTrue(b.max < 25, b.id)
+  })
+})
