@@ -16,7 +16,7 @@ import {
   prepareWorkload
 } from "../bench/peers/adapters.ts"
 import { blockAsText, type PiMessage, toAiSdk, toLangChain, toPi } from "../bench/peers/convert.ts"
-import { countTokensApproximately } from "../bench/peers/langchain.ts"
+import { countTokensApproximately } from "langchain"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { isImage, isRedactedThinking, isText, isThinking, isToolResult, isToolUse } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"

@@ -17,7 +17,7 @@ import { estimateMessageTokensUncached, estimateTokens } from "../../src/Tokens.
 import { corpus } from "../../test/fixtures/Corpus.ts"
 import { generateSession } from "../../test/fixtures/Conversation.ts"
 import { type Converted, type PiConversation, toAiSdk, toLangChain, toPi } from "./convert.ts"
-import { countTokensApproximately } from "./langchain.ts"
+import { countTokensApproximately } from "langchain"
 
 // ============================================================================
 // Settings shared by every side
