@@ -803,10 +803,18 @@ const isAlive = (pid: number): boolean => {
   }
 }
 
-/** Takes `<id>.lock` with O_EXCL; takes over a lock whose pid is dead; released when the scope closes. */
+/**
+ * Takes `<id>.lock`; takes over a lock whose pid is dead; released when the scope closes. The lock is created with
+ * its pid already in it (written to a private temporary file, then hard-linked into place, which fails if the lock
+ * exists), so another process never sees an empty lock and mistakes a live holder for a dead one.
+ */
 const acquireLock = (fs: FileSystem.FileSystem, lockPath: string, sessionId: string) => {
   const io = ioError(sessionId, `lock ${lockPath}`)
-  const create = fs.writeFileString(lockPath, `${process.pid}\n`, { flag: "wx", mode: 0o600 })
+  const staging = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}`
+  const create = fs.writeFileString(staging, `${process.pid}\n`, { flag: "wx", mode: 0o600 }).pipe(
+    Effect.andThen(fs.link(staging, lockPath)),
+    Effect.ensuring(fs.remove(staging).pipe(Effect.ignore))
+  )
   const take: Effect.Effect<void, SessionLogError> = create.pipe(
     Effect.catchTag("PlatformError", (error) => {
       if (error.reason._tag !== "AlreadyExists") return Effect.fail(io(error))
