@@ -27,7 +27,9 @@ import {
 import type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier, shortInput } from "./Tools.ts"
 
+/** The tool classifier eviction uses, re-exported from `Tools` so `EvictOptions.classifier` is at hand. */
 export type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
+/** Range cover and the default classifier, re-exported from `Tools`. */
 export { covers, defaultToolClassifier } from "./Tools.ts"
 
 // ============================================================================
