@@ -5,7 +5,8 @@
  * head as a transcript, asks the `Summarizer` service for a summary (updating an earlier summary found in the head
  * rather than summarizing it again), and returns `[summaryMessage, ...tail]`: a list `validate` accepts. The summary
  * ends with a deterministic appendix of the files the summarized prefix read and modified, carried forward across
- * compactions. When a `SessionLog` is in the context, the boundary is persisted before the result is reported.
+ * compactions. When a `SessionLog` is in the context, the boundary is persisted before the result is reported (with
+ * the repaired kept messages, when `repair` had to change them, so a resume rebuilds exactly the returned view).
  *
  * Nothing is lost on failure: a failed summary or a failed persist returns the caller's messages unchanged inside
  * `CompactError`.
@@ -162,7 +163,8 @@ const unchanged = <M extends Message>(
  * Compacts `messages` per `policy`: keeps the newest messages per `planForPolicy` and replaces the rest with
  * `summaryMessage`. The result always passes `validate`. An earlier summary in the head is fed to the summarizer as
  * `previousSummary` and its file lists are carried forward. When a `SessionLog` is provided, the boundary is persisted
- * and a failed persist fails the pass: the result is never reported as applied unless it is stored.
+ * (a repaired tail included, so a resume rebuilds exactly the returned view) and a failed persist fails the pass: the
+ * result is never reported as applied unless it is stored.
  *
  * Guarantees: the input is never mutated; on failure `CompactError.messages` is the input; compacting again with no
  * new turns never makes the context larger (it is `Skipped`).
@@ -217,7 +219,8 @@ export const compactContext = <M extends Message>(
     const files = mergeFiles(earlier?.files ?? noFiles, filesTouched(fresh, options.classifier))
     const text = `${summary.text.trim()}\n\n${renderAppendix(files)}`
     const summaryMsg = summaryMessage(text)
-    const repaired = repair([summaryMsg, ...tail] as ReadonlyArray<M | BuiltMessage>)
+    const candidate: ReadonlyArray<M | BuiltMessage> = [summaryMsg, ...tail]
+    const repaired = repair(candidate)
     const next = repaired.messages as Array<M | BuiltMessage>
     const tokensAfter = estimateTokens(next)
     const minFreed = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
@@ -236,8 +239,12 @@ export const compactContext = <M extends Message>(
       repairs: repaired.report
     }
     if (Option.isSome(log) && snapshot !== undefined) {
+      // a repaired view (an aborted call answered, messages merged, possibly the summary with the first kept
+      // message) is stored as it is; an unrepaired one as "summary + kept entries", with ids only
+      const changed = next !== candidate
       yield* log.value.recordCompaction({
-        summary: summaryMsg,
+        summary: changed ? next[0]! : summaryMsg,
+        ...(changed ? { kept: next.slice(1) } : {}),
         snapshot,
         cut: plan.cut,
         summarizer: summary.summarizer,

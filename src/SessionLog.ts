@@ -3,10 +3,11 @@
  *
  * A session is a list of entries, one JSON object per line: `message` (one message, stored as it was given),
  * `eviction` (tool results replaced by their offload pointers) and `compaction` (a summary that replaces every view
- * message before the first kept entry). The view an agent sends to the model is *derived* from the entries by
- * `rebuildView`, a pure fold; the live service keeps the same fold up to date as entries are written, so the view a
- * resumed session rebuilds is the view the live session had, byte for byte. Every compaction entry stores the SHA-256
- * of the canonical JSON of the view it produced (`viewHash`), and loading checks it.
+ * message before the first kept entry; when the caller repaired the kept messages, it stores them too). The view an
+ * agent sends to the model is *derived* from the entries by `rebuildView`, a pure fold; the live service keeps the
+ * same fold up to date as entries are written, so the view a resumed session rebuilds is the view the live session
+ * had, byte for byte. Every compaction entry stores the SHA-256 of the canonical JSON of the view it produced
+ * (`viewHash`), and loading checks it.
  *
  * Layers: `SessionLog.layerMemory` (tests) and `SessionLog.layerJsonl({ directory, sessionId })`, one
  * `<sessionId>.jsonl` file per session written through Effect's `FileSystem` (mode 0600, whole-line appends, a torn
@@ -88,8 +89,23 @@ export const EvictionEntry = Schema.Struct({
 export type EvictionEntry = typeof EvictionEntry.Type
 
 /**
- * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept).
- * `viewHash` is `viewHash(view)` of that new view.
+ * The kept part of a compaction, stored explicitly because the caller changed it (a `repair` of an aborted reply):
+ * `messages` replace every view item up to and including the one from entry `through` (the last item of the snapshot
+ * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
+ * @category schemas
+ */
+export const KeptMessages = Schema.Struct({
+  through: Schema.NullOr(Schema.String),
+  messages: Schema.Array(MessageSchema)
+})
+/** @category models */
+export type KeptMessages = typeof KeptMessages.Type
+
+/**
+ * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
+ * with `kept`, `[summary, ...kept.messages, ...items after kept.through]`. `summary` is the message heading the new
+ * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
+ * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently.
  * @category schemas
  */
 export const CompactionEntry = Schema.Struct({
@@ -101,6 +117,7 @@ export const CompactionEntry = Schema.Struct({
   tokensAfter: Schema.Number,
   summarizer: Schema.String,
   turnsSummarized: Schema.optionalKey(Schema.Int),
+  kept: Schema.optionalKey(KeptMessages),
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 })
 /** @category models */
@@ -312,7 +329,15 @@ class ViewState {
       case "compaction": {
         const from = this.keptIndex(entry.firstKeptEntryId)
         if (from === -1) return `firstKeptEntryId ${entry.firstKeptEntryId} is not in the view`
-        this.items = [{ entryId: entry.id, message: entry.summary }, ...this.items.slice(from)]
+        const summary: Item = { entryId: entry.id, message: entry.summary }
+        if (entry.kept === undefined) {
+          this.items = [summary, ...this.items.slice(from)]
+        } else {
+          const end = entry.kept.through === null ? 0 : this.indexOf(entry.kept.through) + 1
+          if (end === 0 && entry.kept.through !== null) return `kept.through ${entry.kept.through} is not in the view`
+          const kept = entry.kept.messages.map((message, i): Item => ({ entryId: keptEntryId(entry.id, i), message }))
+          this.items = [summary, ...kept, ...this.items.slice(end)]
+        }
         this.byToolUse = new Map()
         for (const item of this.items) this.index(item)
         break
@@ -324,7 +349,11 @@ class ViewState {
 
   /** The index of the first kept item, `items.length` for `null`, or -1 when the id is not in the view. */
   keptIndex(firstKeptEntryId: string | null): number {
-    return firstKeptEntryId === null ? this.items.length : this.items.findIndex((i) => i.entryId === firstKeptEntryId)
+    return firstKeptEntryId === null ? this.items.length : this.indexOf(firstKeptEntryId)
+  }
+
+  indexOf(entryId: string): number {
+    return this.items.findIndex((i) => i.entryId === entryId)
   }
 
   view(): Array<Message> {
@@ -342,9 +371,13 @@ class ViewState {
   }
 }
 
+/** The id of the view item for `kept.messages[i]` of compaction entry `compactionId`. */
+const keptEntryId = (compactionId: string, i: number): string => `${compactionId}#${i + 1}`
+
 /**
  * A view with, for each message, the id of the entry it comes from (`entryIds[i]` for `view[i]`; a summary carries its
- * compaction entry's id), and the id of the last entry applied (`head`).
+ * compaction entry's id `c`, and the i-th message of its `kept` part (from 1) `c#i`), and the id of the last entry
+ * applied (`head`).
  * @category models
  */
 export interface Snapshot {
@@ -395,8 +428,10 @@ const mismatchError = (m: HashMismatch): SessionLogError =>
  * - `eviction`: each `{ toolUseId, block }` replaces, in the view message that holds it, the `tool_result` block with
  *   that `tool_use_id` by `block`. Evictions whose result is no longer in the view do nothing.
  * - `compaction`: the view becomes `[summary, ...view from the message of entry firstKeptEntryId on]` (just `[summary]`
- *   when it is `null`). Evicted messages in the kept part stay evicted. Then `viewHash(view)` must equal the entry's
- *   `viewHash`.
+ *   when it is `null`). Evicted messages in the kept part stay evicted. With `kept`, it becomes
+ *   `[summary, ...kept.messages, ...view after the message of entry kept.through]` instead (the stored messages
+ *   replace the snapshot's kept part; messages appended after the snapshot follow, evicted ones evicted). Then
+ *   `viewHash(view)` must equal the entry's `viewHash`.
  *
  * So the result is the latest summary plus the messages from its first kept entry on, with the evictions applied. It
  * fails with `HashMismatch` naming the first compaction whose hash does not match, or `Corrupt` when a compaction
@@ -452,10 +487,16 @@ const describeLine = (value: unknown): string => {
   const formatted = formatIssue(result.failure.issue).split("\n").slice(0, 2).join(" ")
   const message = Predicate.hasProperty(value, "message") ? value.message : undefined
   const summary = Predicate.hasProperty(value, "summary") ? value.summary : undefined
+  const kept = Predicate.hasProperty(value, "kept") && Predicate.hasProperty(value.kept, "messages") &&
+      Array.isArray(value.kept.messages)
+    ? value.kept.messages as ReadonlyArray<unknown>
+    : []
+  const compaction = Predicate.hasProperty(value, "type") && value.type === "compaction"
   const detail = Predicate.hasProperty(value, "type") && value.type === "message"
     ? validateMessage(message, 0)
-    : Predicate.hasProperty(value, "type") && value.type === "compaction" && summary !== undefined
-    ? validateMessage(summary, 0)
+    : compaction
+    ? (summary === undefined ? undefined : validateMessage(summary, 0)) ??
+      kept.map((m, i) => validateMessage(m, i)).find((e) => e !== undefined)
     : undefined
   return detail === undefined ? formatted : `${formatted} (${detail.message})`
 }
@@ -593,7 +634,7 @@ export const validateSessionId = (sessionId: string): Effect.Effect<string, Sess
 
 /** What `recordCompaction` needs. @category models */
 export interface CompactionInput {
-  /** The summary message that replaces `snapshot.view[0, cut)`. */
+  /** The summary message that replaces `snapshot.view[0, cut)` (with `kept`: the message heading the new view). */
   readonly summary: Message
   /** The snapshot that was summarized (from `SessionLog.snapshot`). Entries appended since are kept. */
   readonly snapshot: Snapshot
@@ -607,10 +648,18 @@ export interface CompactionInput {
   readonly tokensAfter?: number
   readonly turnsSummarized?: number
   /**
-   * The view the caller goes on with, built from `snapshot` (normally `[summary, ...snapshot.view.slice(cut)]`). When
-   * given, the boundary is written only if the log rebuilds exactly that (same `viewHash`); otherwise nothing is
-   * written and it fails with `HashMismatch`. Use it when the caller may have changed the kept messages (a repair):
-   * the log can only express "summary + kept entries", so a changed tail would otherwise diverge on resume.
+   * The messages that follow `summary` in place of `snapshot.view.slice(cut)`, when the caller changed them (a
+   * `repair` that answered an aborted tool call or merged messages). They are stored in the entry, so a resume rebuilds
+   * them; entries appended after the snapshot still follow them. Fails with `Conflict` when an eviction changed
+   * `snapshot.view.slice(cut)` since the snapshot (it would be undone). Leave it out when the kept messages are the
+   * snapshot's: the entry then stores only ids.
+   */
+  readonly kept?: ReadonlyArray<Message>
+  /**
+   * The view the caller goes on with, built from `snapshot` (`[summary, ...snapshot.view.slice(cut)]`, or
+   * `[summary, ...kept]`). When given, the boundary is written only if the log rebuilds exactly that (same
+   * `viewHash`); otherwise nothing is written and it fails with `HashMismatch`. A safety net: a caller that changed the
+   * kept messages without passing them as `kept` would otherwise diverge on resume.
    */
   readonly expectedView?: ReadonlyArray<Message>
 }
@@ -732,10 +781,28 @@ const make = Effect.fnUntraced(function* (
       }
       const firstKept = items[cut]?.entryId ?? null
       const before = state.view()
-      const after = [input.summary, ...before.slice(cut)]
+      const end = snapshot.entryIds.length
+      let kept: KeptMessages | undefined = undefined
+      if (input.kept !== undefined) {
+        for (let i = 0; i < input.kept.length; i++) {
+          const error = validateMessage(input.kept[i], i)
+          if (error !== undefined) return yield* invalid(sessionId, `kept: ${error.message}`)
+        }
+        if (viewHash(before.slice(cut, end)) !== viewHash(snapshot.view.slice(cut))) {
+          return yield* new SessionLogError({
+            reason: "Conflict",
+            sessionId,
+            detail: "an eviction changed the kept messages after this snapshot was taken; compact the new view"
+          })
+        }
+        kept = { through: snapshot.entryIds.at(-1) ?? null, messages: [...input.kept] }
+      }
+      const after = kept === undefined
+        ? [input.summary, ...before.slice(cut)]
+        : [input.summary, ...kept.messages, ...before.slice(end)]
       if (input.expectedView !== undefined) {
         const expected = viewHash(input.expectedView)
-        const actual = viewHash(after.slice(0, 1 + snapshot.entryIds.length - cut))
+        const actual = viewHash(after.slice(0, 1 + (kept === undefined ? end - cut : kept.messages.length)))
         if (expected !== actual) {
           return yield* new SessionLogError({
             reason: "HashMismatch",
@@ -754,6 +821,7 @@ const make = Effect.fnUntraced(function* (
         tokensAfter: input.tokensAfter ?? estimateTokens(after),
         summarizer: input.summarizer,
         ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
+        ...(kept === undefined ? {} : { kept }),
         viewHash: viewHash(after)
       }
       yield* write([entry], sync !== "never")

@@ -201,31 +201,85 @@ describe("Compact", () => {
       assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
-  it.effect("refuses to persist a compaction whose kept tail needed repair, leaving log and caller untouched", () =>
+  /** `session` with an aborted reply (a tool_use that never got its result) just before its last message. */
+  const withAbortedReply = (seed: number): Array<Message> => {
+    const session: Array<Message> = [...generateSession(seed, { messages: 300 })]
+    session.splice(session.length - 1, 0, {
+      role: "assistant",
+      content: [{ type: "tool_use", id: "toolu_aborted", name: "bash", input: { command: "sleep 100" } }]
+    })
+    return session
+  }
+
+  const loadView = (store: Map<string, string>, sessionId: string) =>
+    Effect.flatMap(SessionLog, (log) => log.load()).pipe(
+      Effect.provide(SessionLog.layerMemory({ sessionId, store }))
+    )
+
+  it.effect("persists a compaction whose kept tail needed repair, and a resume rebuilds the repaired view", () =>
     Effect.gen(function* () {
       const store = new Map<string, string>()
-      const session: Array<Message> = [...generateSession(20, { messages: 300 })]
-      // an aborted reply in the kept tail: a tool_use that never got its result
-      session.splice(session.length - 1, 0, {
-        role: "assistant",
-        content: [{ type: "tool_use", id: "toolu_aborted", name: "bash", input: { command: "sleep 100" } }]
-      })
-      const error = yield* Effect.gen(function* () {
+      const session = withAbortedReply(20)
+      const before = JSON.stringify(session)
+      const { live, outcome } = yield* Effect.gen(function* () {
         const log = yield* SessionLog
         yield* log.append(session)
-        return yield* Effect.flip(compactContext(session, small))
+        const { messages, outcome } = yield* compactContext(session, small)
+        assert.strictEqual(JSON.stringify((yield* log.snapshot).view), JSON.stringify(messages))
+        return { live: messages, outcome }
       }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s3", store })))
-      assert.strictEqual(error.reason, "Persist")
-      assert.strictEqual(error.messages, session)
-      assert.match(error.message, /HashMismatch/)
-      const loaded = yield* Effect.flatMap(SessionLog, (log) => log.load()).pipe(
-        Effect.provide(SessionLog.layerMemory({ sessionId: "s3", store }))
-      )
-      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(session))
-      // without a log the same pass repairs the tail and returns a valid view
-      const { messages, outcome } = yield* compactContext(session, small)
-      assert.isAbove(compactedInfo(outcome).repairs.addedErrorResults.length, 0)
-      assert.deepStrictEqual(validate(messages), [])
+      assert.strictEqual(JSON.stringify(session), before, "the input is not mutated")
+      assert.include(compactedInfo(outcome).repairs.addedErrorResults, "toolu_aborted")
+      assert.deepStrictEqual(validate(live), [])
+      assert.isDefined(summaryText(live[0]!))
+      const loaded = yield* loadView(store, "s3")
+      assert.deepStrictEqual(loaded.issues, [])
+      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
+      const entry = loaded.entries.at(-1)!
+      assert.isTrue(entry.type === "compaction" && entry.kept !== undefined, "the repaired tail is stored")
+      // without a log the same pass returns the same view
+      const alone = yield* compactContext(session, small)
+      assert.strictEqual(JSON.stringify(alone.messages), JSON.stringify(live))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("a turn appended while the summarizer runs lands after the repaired tail, live and after a resume", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const session = withAbortedReply(21)
+      const arrived: Message = { role: "user", content: "arrived while summarizing" }
+      const extractive = ExtractiveSummarizer.make()
+      const { live, returned } = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append(session)
+        const slow = Summarizer.of({
+          name: extractive.name,
+          summarize: (request) => Effect.andThen(Effect.orDie(log.append([arrived])), extractive.summarize(request))
+        })
+        const { messages } = yield* compactContext(session, small).pipe(Effect.provideService(Summarizer, slow))
+        return { live: (yield* log.snapshot).view, returned: messages }
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s4", store })))
+      assert.strictEqual(JSON.stringify(live), JSON.stringify([...returned, arrived]))
+      const loaded = yield* loadView(store, "s4")
+      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
+    }))
+
+  it.effect("compacting a repaired view again, after more turns, persists and resumes byte for byte", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const session = withAbortedReply(22)
+      const more = generateSession(23, { messages: 200 })
+      const live = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append(session)
+        compactedInfo((yield* compactContext(session, small)).outcome)
+        yield* log.append(more)
+        const second = yield* compactContext((yield* log.snapshot).view, small)
+        compactedInfo(second.outcome)
+        assert.deepStrictEqual(validate(second.messages), [])
+        return second.messages
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s5", store })))
+      const loaded = yield* loadView(store, "s5")
+      assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
   it.effect("a compaction that cannot be persisted is not reported as applied", () =>
@@ -260,6 +314,67 @@ describe("Compact", () => {
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
     { timeout: 60_000, arbitrary: { runs: 500 } }
   )
+
+  it.effect.prop(
+    "generated sessions with aborted replies: compacted through the log twice, a resume rebuilds the live view",
+    [conversationArbitrary({ allowInvalid: true })],
+    ([session]) =>
+      Effect.gen(function* () {
+        const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
+        const store = new Map<string, string>()
+        const half = turnStarts(session)[Math.floor(turnStarts(session).length / 2)] ?? session.length
+        const live = yield* Effect.gen(function* () {
+          const log = yield* SessionLog
+          for (const part of [session.slice(0, half), session.slice(half)]) {
+            yield* log.append(part)
+            const view = (yield* log.snapshot).view
+            const { messages, outcome } = yield* compactContext(view, p, { minFreedTokens: 1 })
+            if (outcome._tag === "Skipped") assert.strictEqual(messages, view)
+            else assert.deepStrictEqual(validate(messages), [])
+            assert.strictEqual(JSON.stringify((yield* log.snapshot).view), JSON.stringify(messages))
+          }
+          return (yield* log.snapshot).view
+        }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "prop", store })))
+        const loaded = yield* loadView(store, "prop")
+        assert.deepStrictEqual(loaded.issues, [])
+        assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    { timeout: 60_000, arbitrary: { runs: 300 } }
+  )
+
+  it.effect("real sessions compacted through the session log as they grow resume byte for byte", () =>
+    Effect.gen(function* () {
+      let compactions = 0
+      let repaired = 0
+      for (const session of corpus()) {
+        const store = new Map<string, string>()
+        const starts = turnStarts(session.messages)
+        // eight even points, and just after every aborted reply (so it lands in a kept tail)
+        const aborted = validate(session.messages).filter((v) => v._tag === "MissingToolResult")
+          .map((v) => v.messageIndex + 2)
+        const points = [...[1, 2, 3, 4, 5, 6, 7].map((k) => starts[Math.floor(starts.length * k / 8)] ?? 0), ...aborted]
+          .sort((a, b) => a - b)
+        const live = yield* Effect.gen(function* () {
+          const log = yield* SessionLog
+          let appended = 0
+          for (const end of [...points, session.messages.length]) {
+            const upTo = Math.min(Math.max(end, appended), session.messages.length)
+            yield* log.append(session.messages.slice(appended, upTo))
+            appended = upTo
+            const { messages, outcome } = yield* compactContext((yield* log.snapshot).view, small)
+            if (outcome._tag === "Skipped") continue
+            compactions++
+            assert.deepStrictEqual(validate(messages), [], session.name)
+          }
+          return (yield* log.snapshot).view
+        }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "corpus", store })))
+        const loaded = yield* loadView(store, "corpus")
+        assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live), session.name)
+        repaired += loaded.entries.filter((e) => e.type === "compaction" && e.kept !== undefined).length
+      }
+      assert.isAtLeast(compactions, 10)
+      assert.isAtLeast(repaired, 1, "some real compaction needed a repaired tail")
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
   it.effect("real sessions compacted at several points validate, and the appendix lists the files the head touched", () =>
     Effect.gen(function* () {

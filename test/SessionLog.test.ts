@@ -175,6 +175,76 @@ describe("SessionLog", () => {
       )
     })
 
+    it("a compaction with kept messages replaces the snapshot up to kept.through; later messages follow", () => {
+      const messages = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2"), user("late")]
+      const entries: Array<Entry> = messages.map((message, i) => ({
+        ...header(`m${i}`, i === 0 ? null : `m${i - 1}`),
+        type: "message",
+        message
+      }))
+      const summary = user("summary of a")
+      const kept = [user("b"), call("t2"), result("t2", "aborted")]
+      const expected = [summary, ...kept, user("late")]
+      const compaction = {
+        ...header("c1", "m5"),
+        type: "compaction" as const,
+        summary,
+        firstKeptEntryId: "m3",
+        tokensBefore: 100,
+        tokensAfter: 50,
+        summarizer: "test",
+        kept: { through: "m4", messages: kept },
+        viewHash: viewHash(expected)
+      }
+      const evict = { type: "tool_result" as const, tool_use_id: "t2", content: "[evicted t2]" }
+      const eviction: Entry = {
+        ...header("e1", "c1"),
+        type: "eviction",
+        evictions: [{ toolUseId: "t2", block: evict }]
+      }
+      const rebuilt = rebuildView([...entries, compaction, eviction])
+      assert.isTrue(Result.isSuccess(rebuilt))
+      if (Result.isSuccess(rebuilt)) {
+        const evicted = [summary, kept[0]!, kept[1]!, { role: "user", content: [evict] }, user("late")]
+        assert.strictEqual(json(rebuilt.success.view), json(evicted as Array<Message>))
+        assert.deepStrictEqual(rebuilt.success.entryIds, ["c1", "c1#1", "c1#2", "c1#3", "m5"])
+      }
+      // a later compaction may keep from inside the kept part
+      const second = {
+        ...header("c2", "e1"),
+        type: "compaction" as const,
+        summary: user("summary of b"),
+        firstKeptEntryId: "c1#2",
+        tokensBefore: 50,
+        tokensAfter: 40,
+        summarizer: "test",
+        viewHash: viewHash([user("summary of b"), kept[1]!, { role: "user", content: [evict] }, user("late")])
+      }
+      const again = rebuildView([...entries, compaction, eviction, second])
+      assert.isTrue(Result.isSuccess(again))
+      if (Result.isSuccess(again)) assert.deepStrictEqual(again.success.entryIds, ["c2", "c1#2", "c1#3", "m5"])
+      const third = {
+        ...header("c3", "e1"),
+        type: "compaction" as const,
+        summary: user("summary of all"),
+        firstKeptEntryId: null,
+        tokensBefore: 50,
+        tokensAfter: 40,
+        summarizer: "test",
+        kept: { through: "c1#3", messages: [user("b, repaired")] },
+        viewHash: viewHash([user("summary of all"), user("b, repaired"), user("late")])
+      }
+      const through = rebuildView([...entries, compaction, eviction, third])
+      assert.isTrue(Result.isSuccess(through))
+      if (Result.isSuccess(through)) assert.deepStrictEqual(through.success.entryIds, ["c3", "c3#1", "m5"])
+      const unknown = rebuildView([...entries, { ...compaction, kept: { through: "nope", messages: kept } }])
+      assert.isTrue(
+        Result.isFailure(unknown) && unknown.failure.reason === "Corrupt" && unknown.failure.entryId === "c1"
+      )
+      const ignored = rebuildView([...entries, { ...compaction, kept: undefined }] as Array<Entry>)
+      assert.isTrue(Result.isFailure(ignored) && ignored.failure.reason === "HashMismatch", "kept is not optional here")
+    })
+
     it("hashes the canonical JSON (sorted keys), so key order does not change the hash", () => {
       assert.strictEqual(canonicalJson({ b: 1, a: [1, { d: undefined, c: "x" }] }), `{"a":[1,{"c":"x"}],"b":1}`)
       const a: Message = { role: "user", content: [{ type: "text", text: "x" }] }
@@ -425,6 +495,88 @@ describe("SessionLog", () => {
       assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 8)
     }))
 
+  it.live("kept: a repaired tail is stored, appends made while summarizing follow it, and a resume rebuilds it", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      const base = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2")]
+      const late = user("arrived while summarizing")
+      const reopened = () => withMemory(new Map(store), (log) => Effect.map(log.load(), (l) => l.view))
+      const live = yield* withMemory(store, (log) =>
+        Effect.gen(function* () {
+          yield* log.append(base)
+          const snapshot = yield* log.snapshot
+          yield* log.append([late])
+          const summary = user("s")
+          const kept = [base[3]!, base[4]!, result("t2", "aborted")]
+          const entry = yield* log.recordCompaction({
+            summary,
+            kept,
+            snapshot,
+            cut: 3,
+            summarizer: "x",
+            expectedView: [summary, ...kept]
+          })
+          assert.deepStrictEqual(entry.kept?.through, snapshot.entryIds.at(-1))
+          assert.strictEqual(entry.firstKeptEntryId, snapshot.entryIds[3])
+          const after = yield* log.snapshot
+          checkView("live", after.view, [summary, ...kept, late])
+          checkView("reopened", yield* reopened(), after.view)
+          // an eviction finds the tool_result inside the kept messages, live and after a resume
+          const pointer = { type: "tool_result" as const, tool_use_id: "t2", content: "[evicted]" }
+          yield* log.recordEviction([{ toolUseId: "t2", block: pointer }])
+          checkView("evicted", (yield* log.snapshot).view, [
+            summary,
+            kept[0]!,
+            kept[1]!,
+            result("t2", "[evicted]"),
+            late
+          ])
+          checkView("evicted, reopened", yield* reopened(), (yield* log.snapshot).view)
+          // a second compaction from inside the first one's kept part, while another message arrives
+          const next = yield* log.snapshot
+          const later = user("arrived during the second summary")
+          yield* log.append([later])
+          const second = yield* log.recordCompaction({
+            summary: user("s2"),
+            kept: next.view.slice(2),
+            snapshot: next,
+            cut: 2,
+            summarizer: "x"
+          })
+          assert.strictEqual(second.firstKeptEntryId, `${entry.id}#2`)
+          assert.strictEqual(second.kept?.through, next.entryIds.at(-1))
+          return (yield* log.snapshot).view
+        }))
+      checkView("final, reopened", yield* reopened(), live)
+      checkView("final", live, [
+        user("s2"),
+        call("t2"),
+        result("t2", "[evicted]"),
+        late,
+        user("arrived during the second summary")
+      ])
+    }))
+
+  it.live("kept: an eviction of a kept message after the snapshot is a Conflict, and nothing is written", () =>
+    Effect.gen(function* () {
+      const store = new Map<string, string>()
+      yield* withMemory(store, (log) =>
+        Effect.gen(function* () {
+          yield* log.append([user("a"), call("t1"), result("t1", "x"), user("b"), call("t2")])
+          const snapshot = yield* log.snapshot
+          const pointer = { type: "tool_result" as const, tool_use_id: "t1", content: "[evicted]" }
+          yield* log.recordEviction([{ toolUseId: "t1", block: pointer }])
+          const kept = [...snapshot.view.slice(1), result("t2", "aborted")]
+          const exit = yield* Effect.exit(
+            log.recordCompaction({ summary: user("s"), kept, snapshot, cut: 1, summarizer: "x" })
+          )
+          assert.strictEqual(failure(exit).reason, "Conflict")
+          // the evicted message was summarized, not kept: no conflict
+          yield* log.recordCompaction({ summary: user("s"), kept: kept.slice(2), snapshot, cut: 3, summarizer: "x" })
+        }))
+      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 7)
+    }))
+
   it.live("a second process opening the session gets Locked with the holder's pid", () =>
     Effect.gen(function* () {
       const directory = yield* tempDir
@@ -568,6 +720,14 @@ describe("SessionLog", () => {
             Effect.flatMap(log.snapshot, (snapshot) =>
               log.recordCompaction({
                 summary: { role: "user", content: [{ type: "text" }] } as unknown as Message,
+                snapshot,
+                cut: 1,
+                summarizer: "x"
+              })),
+            Effect.flatMap(log.snapshot, (snapshot) =>
+              log.recordCompaction({
+                summary: user("s"),
+                kept: [user("fine"), { role: "robot", content: "x" }] as unknown as Array<Message>,
                 snapshot,
                 cut: 1,
                 summarizer: "x"
