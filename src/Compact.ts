@@ -192,7 +192,13 @@ export const compactContext = <M extends Message>(
     const head = messages.slice(0, plan.cut)
     const tail = messages.slice(plan.cut)
     const previous = head.length > 0 ? summaryText(head[0]!) : undefined
-    const fresh = previous === undefined ? head : head.slice(1)
+    // `repair` may have merged the next user message into the earlier summary: its other blocks are new content
+    const first = head[0]
+    const mergedIntoSummary = previous !== undefined && first !== undefined && typeof first.content !== "string" &&
+        first.content.length > 1
+      ? [{ role: first.role, content: first.content.slice(1) } as unknown as M]
+      : []
+    const fresh = previous === undefined ? head : [...mergedIntoSummary, ...head.slice(1)]
     if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
 
     const log = yield* Effect.serviceOption(SessionLog)

@@ -104,6 +104,24 @@ describe("Compact", () => {
       assert.strictEqual(second.messages.filter((m) => summaryText(m) !== undefined).length, 1)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("text that repair merged into an earlier summary message is summarized, not dropped", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(MessagesApiServer.Reply.stream(["## Goal\nUpdated."]))
+      const session = generateSession(21, { messages: 200 })
+      const summary = summaryMessage("## Goal\nAn earlier goal.")
+      // what repair makes of [summary, user text]: one user message, the summary block first
+      const merged: Message = {
+        role: "user",
+        content: [...summary.content, { type: "text", text: "please also rename parseConfig to loadConfig" }]
+      }
+      const rest = session[0]!.role === "user" ? session.slice(1) : session
+      yield* compactContext([merged, ...rest], small).pipe(Effect.provideService(Summarizer, anthropic(server.url)))
+      const body = JSON.stringify(server.requests[0]!.body)
+      assert.include(body, "An earlier goal.")
+      assert.include(body, "rename parseConfig to loadConfig")
+    }))
+
   it.effect("sends the rendered head, the focus instructions and the earlier summary through the real SDK", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
