@@ -330,7 +330,7 @@ describe("Compact", () => {
         assert.isAtMost(estimateTokens(second.messages), estimateTokens(first.messages))
         assert.deepStrictEqual(validate(second.messages), [])
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
-    { timeout: 60_000, arbitrary: { runs: 500 } }
+    { timeout: 60_000, arbitrary: { runs: 2000 } }
   )
 
   it.effect.prop(
@@ -357,7 +357,7 @@ describe("Compact", () => {
         assert.deepStrictEqual(loaded.issues, [])
         assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
-    { timeout: 60_000, arbitrary: { runs: 300 } }
+    { timeout: 60_000, arbitrary: { runs: 1000 } }
   )
 
   it.effect("real sessions compacted through the session log as they grow resume byte for byte", () =>

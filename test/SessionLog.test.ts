@@ -302,7 +302,7 @@ describe("SessionLog", () => {
             }))
         }
       }),
-    { timeout: 60_000, arbitrary: { runs: 100 } }
+    { timeout: 120_000, arbitrary: { runs: 1000 } }
   )
 
   it.live("real filesystem: restart after every step of seeded scripts, views equal the model", () =>
