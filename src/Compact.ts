@@ -191,14 +191,15 @@ export const compactContext = <M extends Message>(
     }
     const head = messages.slice(0, plan.cut)
     const tail = messages.slice(plan.cut)
-    const previous = head.length > 0 ? summaryText(head[0]!) : undefined
-    // `repair` may have merged the next user message into the earlier summary: its other blocks are new content
-    const first = head[0]
-    const mergedIntoSummary = previous !== undefined && first !== undefined && typeof first.content !== "string" &&
-        first.content.length > 1
-      ? [{ role: first.role, content: first.content.slice(1) } as unknown as M]
-      : []
-    const fresh = previous === undefined ? head : [...mergedIntoSummary, ...head.slice(1)]
+    const first = head[0]!
+    const previous = summaryText(first)
+    // an earlier summary is fed as `previousSummary`, not summarized again; blocks that `repair` merged into its
+    // message after the summary text are new content
+    const fresh = previous === undefined
+      ? head
+      : typeof first.content !== "string" && first.content.length > 1
+      ? [{ role: first.role, content: first.content.slice(1) } as unknown as M, ...head.slice(1)]
+      : head.slice(1)
     if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
 
     const log = yield* Effect.serviceOption(SessionLog)
