@@ -1,7 +1,16 @@
 /**
- * The floors the benchmarks compare against, shared so every run measures the same loops.
+ * The loops the benchmarks share, so every run measures the same thing: the floors they compare against, and the
+ * estimator's cold path.
  */
 import type { ContentBlock, Message } from "../src/Message.ts"
+import { estimateMessageTokensUncached } from "../src/Tokens.ts"
+
+/** The whole-conversation estimate with no cache at all: every message estimated from scratch. */
+export const coldEstimate = (messages: ReadonlyArray<Message>): number => {
+  let n = 0
+  for (const m of messages) n += estimateMessageTokensUncached(m)
+  return n
+}
 
 const blockChars = (blocks: ReadonlyArray<ContentBlock>): number => {
   let n = 0

@@ -18,9 +18,8 @@ import * as os from "node:os"
 import { do_not_optimize, measure } from "mitata"
 import { cutForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
-import type { Message } from "../src/Message.ts"
 import { defaultPolicy } from "../src/Policy.ts"
-import { estimateMessageTokensUncached, estimateTokens } from "../src/Tokens.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import {
@@ -34,17 +33,11 @@ import {
   summaryLine,
   violations
 } from "./budgets.ts"
-import { sumStringLengths, visitBlocks } from "./baselines.ts"
+import { coldEstimate, sumStringLengths, visitBlocks } from "./baselines.ts"
 import { ours, peers, prepareWorkload } from "./peers/adapters.ts"
 
 const started = performance.now()
 const loadBefore = os.loadavg()
-
-const coldEstimate = (messages: ReadonlyArray<Message>): number => {
-  let n = 0
-  for (const m of messages) n += estimateMessageTokensUncached(m)
-  return n
-}
 
 // ============================================================================
 // Inputs

@@ -7,17 +7,11 @@
  */
 import { bench, do_not_optimize, group, summary } from "mitata"
 import type { Message } from "../src/Message.ts"
-import { estimateMessageTokensUncached, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { corpus } from "../test/fixtures/Corpus.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
-import { sumStringLengths } from "./baselines.ts"
+import { coldEstimate, sumStringLengths } from "./baselines.ts"
 import { runBenchmarks } from "./util.ts"
-
-const coldEstimate = (messages: ReadonlyArray<Message>): number => {
-  let n = 0
-  for (const m of messages) n += estimateMessageTokensUncached(m)
-  return n
-}
 
 const sessions: Array<readonly [string, ReadonlyArray<Message>]> = [
   ...corpus().map((s) => [s.name, s.messages] as const),

@@ -18,12 +18,7 @@
  */
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "./Message.ts"
 import { isImage, isText, isToolResult, isToolUse } from "./Message.ts"
-import {
-  CHARS_PER_TOKEN,
-  estimateMessageTokens,
-  estimateMessageTokensUncached,
-  MESSAGE_OVERHEAD_TOKENS
-} from "./Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 import type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier, shortInput } from "./Tools.ts"
 
@@ -318,9 +313,7 @@ interface PathState {
 
 /** The estimated tokens of a result's payload, as the estimator counts its content inside a message. */
 const payloadTokens = (block: ToolResultBlock): number =>
-  block.content === undefined
-    ? 0
-    : estimateMessageTokensUncached({ role: "user", content: block.content }) - MESSAGE_OVERHEAD_TOKENS
+  block.content === undefined ? 0 : estimateContentTokens(block.content)
 
 const countImages = (content: ToolResultBlock["content"]): number => {
   if (content === undefined || typeof content === "string") return 0

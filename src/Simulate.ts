@@ -41,12 +41,7 @@ import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS, evictStaleToolResults } from 
 import type { EvictOptions } from "./Evict.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { render } from "./Render.ts"
-import {
-  CHARS_PER_TOKEN,
-  estimateMessageTokens,
-  estimateMessageTokensUncached,
-  MESSAGE_OVERHEAD_TOKENS
-} from "./Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 
 // ============================================================================
 // Prices
@@ -310,9 +305,7 @@ const payloadCache = new WeakMap<ToolResultBlock, number>()
 const payloadTokens = (block: ToolResultBlock): number => {
   let tokens = payloadCache.get(block)
   if (tokens === undefined) {
-    tokens = block.content === undefined
-      ? 0
-      : estimateMessageTokensUncached({ role: "user", content: block.content }) - MESSAGE_OVERHEAD_TOKENS
+    tokens = block.content === undefined ? 0 : estimateContentTokens(block.content)
     payloadCache.set(block, tokens)
   }
   return tokens

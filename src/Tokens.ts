@@ -251,13 +251,19 @@ const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): 
 
 const cache = new WeakMap<Message, number>()
 
-const computeMessageTokens = (message: Message): number => {
-  if (typeof message.content === "string") {
-    return Math.ceil(message.content.length / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
-  }
-  const { chars, tokens } = blocksCost(message.content, 0)
-  return Math.ceil(chars / CHARS_PER_TOKEN) + tokens + MESSAGE_OVERHEAD_TOKENS
+/**
+ * The estimated tokens of a message's (or a tool result's) content, without the per-message overhead and without the
+ * cache: what that content adds to any message that holds it.
+ * @category estimation
+ */
+export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlock>): number => {
+  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
+  const { chars, tokens } = blocksCost(content, 0)
+  return Math.ceil(chars / CHARS_PER_TOKEN) + tokens
 }
+
+const computeMessageTokens = (message: Message): number =>
+  estimateContentTokens(message.content) + MESSAGE_OVERHEAD_TOKENS
 
 /**
  * The estimated prompt tokens of one message. Messages are immutable, so the result is cached by identity: a second

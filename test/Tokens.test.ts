@@ -3,6 +3,7 @@ import { Arbitrary, Schema } from "effect"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import {
   calibrate,
+  estimateContentTokens,
   estimateMessageTokens,
   estimateMessageTokensUncached,
   estimateTokens,
@@ -174,6 +175,7 @@ describe("Tokens", () => {
       let sum = 0
       for (const message of whole) {
         const uncached = estimateMessageTokensUncached(message)
+        assert.strictEqual(estimateContentTokens(message.content) + MESSAGE_OVERHEAD_TOKENS, uncached)
         assert.strictEqual(estimateMessageTokens(message), uncached)
         assert.strictEqual(estimateMessageTokens(message), uncached)
         sum += uncached

@@ -13,11 +13,12 @@ import { cutForPolicy, type CutPolicy } from "../../src/Cut.ts"
 import { type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
 import type { Message } from "../../src/Message.ts"
 import { CompactionPolicy } from "../../src/Policy.ts"
-import { estimateMessageTokensUncached, estimateTokens } from "../../src/Tokens.ts"
+import { estimateTokens } from "../../src/Tokens.ts"
 import { corpus } from "../../test/fixtures/Corpus.ts"
 import { generateSession } from "../../test/fixtures/Conversation.ts"
 import { type Converted, type PiConversation, toAiSdk, toLangChain, toPi } from "./convert.ts"
 import { countTokensApproximately } from "langchain"
+import { coldEstimate } from "../baselines.ts"
 
 // ============================================================================
 // Settings shared by every side
@@ -101,11 +102,7 @@ export const ours = {
   /** Whole-conversation estimate through the identity cache (warm once the session was estimated before). */
   estimate: (s: PreparedSession): number => estimateTokens(s.messages),
   /** Whole-conversation estimate with no cache at all. */
-  estimateUncached: (s: PreparedSession): number => {
-    let total = 0
-    for (const message of s.messages) total += estimateMessageTokensUncached(message)
-    return total
-  },
+  estimateUncached: (s: PreparedSession): number => coldEstimate(s.messages),
   /** The first kept index for `CUT_POLICY`. */
   cut: (s: PreparedSession): number => cutForPolicy(s.messages, CUT_POLICY),
   /** Tool-output eviction with default options, keeping the newest `KEEP_RECENT_TOOL_RESULTS` results. */

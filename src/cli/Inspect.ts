@@ -24,12 +24,7 @@ import {
   type Message
 } from "../Message.ts"
 import { contextTokens, defaultPolicy } from "../Policy.ts"
-import {
-  CHARS_PER_TOKEN,
-  estimateMessageTokens,
-  estimateMessageTokensUncached,
-  MESSAGE_OVERHEAD_TOKENS
-} from "../Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
 import { turnStarts } from "../Turns.ts"
 import { validate, type Violation } from "../Validate.ts"
 
@@ -155,8 +150,7 @@ export interface Analysis {
 // Analysis
 // ============================================================================
 
-const blockTokens = (block: ContentBlock): number =>
-  estimateMessageTokensUncached({ role: "user", content: [block] }) - MESSAGE_OVERHEAD_TOKENS
+const blockTokens = (block: ContentBlock): number => estimateContentTokens([block])
 
 const kindOf = (block: ContentBlock): Kind =>
   isText(block)
