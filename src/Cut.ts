@@ -19,7 +19,7 @@ import * as Option from "effect/Option"
 import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
-import { isHumanMessage } from "./Turns.ts"
+import { isHumanMessage, isTurnStart } from "./Turns.ts"
 import { forEachToolPair } from "./Validate.ts"
 
 // ============================================================================
@@ -99,10 +99,6 @@ export const safeCut = (messages: ReadonlyArray<Message>, requested: number): nu
 // ============================================================================
 // Turn plan
 // ============================================================================
-
-/** True when a turn starts at `i` (as `turnStarts` decides, reading only messages `i - 1` and `i`). */
-const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
-  isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
 
 /** The `k`-th turn start from the end, or -1 when there are fewer than `k`. Walks back only as far as that start. */
 const turnStartFromEnd = (messages: ReadonlyArray<Message>, k: number): number => {
@@ -240,8 +236,11 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
     let newest = -1
     for (let c = cut + 1; c < n; c++) {
       if (messages[c]!.role !== "assistant" || !isSafe(window, c)) continue
-      if (fit < 0 && tokens(c) <= policy.maxTailTokens) fit = c
       newest = c
+      if (tokens(c) <= policy.maxTailTokens) {
+        fit = c
+        break
+      }
     }
     if (fit >= 0) cut = fit
     else {

@@ -22,11 +22,6 @@ import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from ".
 import type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier, shortInput } from "./Tools.ts"
 
-/** The tool classifier eviction uses, re-exported from `Tools` so `EvictOptions.classifier` is at hand. */
-export type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
-/** Range cover and the default classifier, re-exported from `Tools`. */
-export { covers, defaultToolClassifier } from "./Tools.ts"
-
 // ============================================================================
 // Pointers
 // ============================================================================
@@ -401,7 +396,7 @@ export const evictStaleToolResults = <M extends Message>(
     if (typeof message.content === "string") continue
     if (message.role === "assistant") {
       for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
-    } else {
+    } else if (message.role === "user") {
       for (const block of message.content) if (isToolResult(block)) resolved.push(calls.get(block.tool_use_id))
     }
   }

@@ -299,17 +299,9 @@ const CLEARED_TEXT = "[Tool result cleared.]"
 /** Blocks this module wrote: never rewritten again. */
 const placeholders = new WeakSet<ContentBlock>()
 
-const payloadCache = new WeakMap<ToolResultBlock, number>()
-
-/** Estimated tokens of a tool_result's content (cached by identity). */
-const payloadTokens = (block: ToolResultBlock): number => {
-  let tokens = payloadCache.get(block)
-  if (tokens === undefined) {
-    tokens = block.content === undefined ? 0 : estimateContentTokens(block.content)
-    payloadCache.set(block, tokens)
-  }
-  return tokens
-}
+/** Estimated tokens of a tool_result's content. */
+const payloadTokens = (block: ToolResultBlock): number =>
+  block.content === undefined ? 0 : estimateContentTokens(block.content)
 
 const replacementOf = (block: ToolResultBlock, text: string): ToolResultBlock => {
   const replaced: ToolResultBlock = { ...block, content: text }

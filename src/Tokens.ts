@@ -251,19 +251,33 @@ const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): 
 
 const cache = new WeakMap<Message, number>()
 
-/**
- * The estimated tokens of a message's (or a tool result's) content, without the per-message overhead and without the
- * cache: what that content adds to any message that holds it.
- * @category estimation
- */
-export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlock>): number => {
-  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
+const blocksTokens = (content: ReadonlyArray<ContentBlock>): number => {
   const { chars, tokens } = blocksCost(content, 0)
   return Math.ceil(chars / CHARS_PER_TOKEN) + tokens
 }
 
+const contentCache = new WeakMap<ReadonlyArray<ContentBlock>, number>()
+
+/**
+ * The estimated tokens of a message's (or a tool result's) content, without the per-message overhead: what that
+ * content adds to any message that holds it. A block list is estimated once and cached by identity (a string costs
+ * O(1) anyway), so eviction can price the same tool result on every turn for a lookup.
+ * @category estimation
+ */
+export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlock>): number => {
+  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
+  let tokens = contentCache.get(content)
+  if (tokens === undefined) {
+    tokens = blocksTokens(content)
+    contentCache.set(content, tokens)
+  }
+  return tokens
+}
+
 const computeMessageTokens = (message: Message): number =>
-  estimateContentTokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+  (typeof message.content === "string"
+    ? Math.ceil(message.content.length / CHARS_PER_TOKEN)
+    : blocksTokens(message.content)) + MESSAGE_OVERHEAD_TOKENS
 
 /**
  * The estimated prompt tokens of one message. Messages are immutable, so the result is cached by identity: a second

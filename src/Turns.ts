@@ -20,17 +20,20 @@ export const isHumanMessage = (message: Message): boolean => {
 }
 
 /**
+ * True when a turn starts at index `i`: the message is human and the one before it (if any) is not. Reads only
+ * messages `i - 1` and `i`, so a caller can walk back from the end.
+ * @category turns
+ */
+export const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
+  isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
+
+/**
  * The indices at which a turn starts, ascending.
  * @category turns
  */
 export const turnStarts = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
   const starts: Array<number> = []
-  let previousHuman = false
-  for (let i = 0; i < messages.length; i++) {
-    const human = isHumanMessage(messages[i]!)
-    if (human && !previousHuman) starts.push(i)
-    previousHuman = human
-  }
+  for (let i = 0; i < messages.length; i++) if (isTurnStart(messages, i)) starts.push(i)
   return starts
 }
 

@@ -28,7 +28,7 @@
  */
 import * as Data from "effect/Data"
 import type { ContentBlock, Message, Role, ThinkingBlock, ToolResultBlock } from "./Message.ts"
-import { isText, isThinking, isToolResult, isToolUse } from "./Message.ts"
+import { blocksOf, isText, isThinking, isToolResult, isToolUse, toolUseIds } from "./Message.ts"
 import { isHumanMessage } from "./Turns.ts"
 
 // ============================================================================
@@ -315,9 +315,6 @@ const EMPTY_REPORT: RepairReport = {
   insertedLeadingUser: false
 }
 
-const toBlocks = (content: Message["content"]): ReadonlyArray<ContentBlock> =>
-  typeof content === "string" ? [{ type: "text", text: content }] : content
-
 /**
  * The closest valid list, and what was changed to get it. A valid list (`validate(messages)` is empty) is returned
  * as is, the same array. Otherwise, in this order:
@@ -355,10 +352,10 @@ export const repair = <M extends Message>(messages: ReadonlyArray<M>): Repaired<
       }
       mergedMessages++
       if (owned.has(last)) {
-        ;(last as M & Built).content.push(...toBlocks(message.content))
+        ;(last as M & Built).content.push(...blocksOf(message))
         return
       }
-      const next = built<M>(last.role, [...toBlocks(last.content), ...toBlocks(message.content)])
+      const next = built<M>(last.role, [...blocksOf(last), ...blocksOf(message)])
       owned.add(next)
       list[list.length - 1] = next
     }
@@ -391,8 +388,7 @@ export const repair = <M extends Message>(messages: ReadonlyArray<M>): Repaired<
   for (const message of merged) {
     if (message.role === "assistant") {
       emit(message)
-      const content = out.at(-1)!.content
-      expected = typeof content === "string" ? [] : content.filter(isToolUse).map((b) => b.id)
+      expected = toolUseIds(out.at(-1)!)
       continue
     }
     const want = new Set(expected)
@@ -400,7 +396,7 @@ export const repair = <M extends Message>(messages: ReadonlyArray<M>): Repaired<
     const others: Array<ContentBlock> = []
     let changed = false
     let moved = false
-    for (const block of toBlocks(message.content)) {
+    for (const block of blocksOf(message)) {
       if (!isToolResult(block)) others.push(block)
       else if (want.delete(block.tool_use_id)) {
         if (others.length > 0) moved = true
