@@ -333,6 +333,20 @@ describe("evictStaleToolResults", () => {
     assert.deepStrictEqual(evictStaleToolResults(messages, 0).offloaded.map((o) => o.toolUseId), ["b2"])
   })
 
+  it("pairs results only from user messages: a tool_result block in a system message never shifts the pairing", () => {
+    const messages = [
+      user("go"),
+      ...step([read("r1", "/a.ts")], [result("r1", big("a"))]),
+      { role: "system", content: [result("b0", "stray")] } as Message,
+      ...step([call("b1", "bash", { command: "ls" })], [result("b1", big("ls"))]),
+      ...step([call("b2", "bash", { command: "pwd" })], [result("b2", "ok")])
+    ]
+    const refs = new Map(evictStaleToolResults(messages, 1).offloaded.map((o) => [o.toolUseId, o.ref]))
+    assert.strictEqual(refs.get("r1")?._tag, "Read")
+    assert.strictEqual(refs.get("b1")?._tag, "Output")
+    assert.isFalse(refs.has("b0"))
+  })
+
   it("uses a custom classifier", () => {
     const messages = [
       user("go"),
