@@ -189,6 +189,10 @@ export const compactContext = <M extends Message>(
         tokensBefore
       )
     }
+    // the new view holds the whole kept tail plus a summary, so it cannot free more than the head: skip before
+    // paying for a summary that would be thrown away
+    const minFreed = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
+    if (tokensBefore - plan.keptTokens < minFreed) return unchanged(messages, "TooLittleFreed", tokensBefore)
     const head = messages.slice(0, plan.cut)
     const tail = messages.slice(plan.cut)
     const first = head[0]!
@@ -202,15 +206,15 @@ export const compactContext = <M extends Message>(
       : head.slice(1)
     if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
 
-    const log = yield* Effect.serviceOption(SessionLog)
-    const snapshot = Option.isSome(log) ? yield* log.value.snapshot : undefined
-    if (snapshot !== undefined && snapshot.view.length !== messages.length) {
+    const log = Option.getOrUndefined(yield* Effect.serviceOption(SessionLog))
+    const snapshot = log === undefined ? undefined : yield* log.snapshot
+    if (log !== undefined && snapshot !== undefined && snapshot.view.length !== messages.length) {
       return yield* new CompactError({
         reason: "Persist",
         messages,
         cause: new SessionLogError({
           reason: "InvalidInput",
-          sessionId: log.pipe(Option.map((l) => l.sessionId), Option.getOrElse(() => "")),
+          sessionId: log.sessionId,
           detail: `compactContext got ${messages.length} messages but the session log's view has ` +
             `${snapshot.view.length}: pass the log's current view`
         })
@@ -230,7 +234,6 @@ export const compactContext = <M extends Message>(
     const repaired = repair(candidate)
     const next = repaired.messages as Array<M | BuiltMessage>
     const tokensAfter = estimateTokens(next)
-    const minFreed = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
     if (tokensBefore - tokensAfter < minFreed) return unchanged(messages, "TooLittleFreed", tokensBefore)
 
     const info: CompactedInfo = {
@@ -245,11 +248,11 @@ export const compactContext = <M extends Message>(
       summarizer: summary.summarizer,
       repairs: repaired.report
     }
-    if (Option.isSome(log) && snapshot !== undefined) {
+    if (log !== undefined && snapshot !== undefined) {
       // a repaired view (an aborted call answered, messages merged, possibly the summary with the first kept
       // message) is stored as it is; an unrepaired one as "summary + kept entries", with ids only
       const changed = next !== candidate
-      yield* log.value.recordCompaction({
+      yield* log.recordCompaction({
         summary: changed ? next[0]! : summaryMsg,
         ...(changed ? { kept: next.slice(1) } : {}),
         snapshot,

@@ -86,6 +86,19 @@ describe("Compact", () => {
       assert.strictEqual(second.messages, first.messages)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("a pass that cannot free enough is skipped before the summarizer is called", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const session = generateSession(22, { messages: 300 })
+      const result = yield* compactContext(session, small, { minFreedTokens: estimateTokens(session) }).pipe(
+        Effect.provideService(Summarizer, anthropic(server.url))
+      )
+      assert.strictEqual(result.outcome._tag, "Skipped")
+      assert.strictEqual((result.outcome as Extract<CompactOutcome, { _tag: "Skipped" }>).reason, "TooLittleFreed")
+      assert.strictEqual(result.messages, session)
+      assert.strictEqual(server.requests.length, 0)
+    }))
+
   it.effect("updates an earlier summary and carries its file lists forward", () =>
     Effect.gen(function* () {
       const session = generateSession(13, { messages: 600 })
