@@ -358,12 +358,9 @@ const resultsNewestFirst = (view: ReadonlyArray<Message>): Array<ResultRef> => {
   return out
 }
 
-/** Estimated tokens of a placeholder payload. */
-const textTokens = (text: string): number => Math.ceil(text.length / CHARS_PER_TOKEN)
-
 /** A placeholder only replaces a payload larger than itself (masking a two-word output would grow the prompt). */
 const shrinks = (block: ToolResultBlock, text: string): boolean =>
-  !placeholders.has(block) && payloadTokens(block) > textTokens(text)
+  !placeholders.has(block) && payloadTokens(block) > estimateContentTokens(text)
 
 const mask = (view: ReadonlyArray<Message>, window: number) => {
   const targets = resultsNewestFirst(view).filter((r, rank) => rank >= window && shrinks(r.result, MASKED_TEXT))
@@ -433,7 +430,7 @@ const clearToolUses = (
         !cleared.has(block.tool_use_id)
       ) {
         cleared.add(block.tool_use_id)
-        freed += payloadTokens(block) - textTokens(CLEARED_TEXT)
+        freed += payloadTokens(block) - estimateContentTokens(CLEARED_TEXT)
       }
     }
     out ??= view.slice()
@@ -563,7 +560,7 @@ const replay = (messages: ReadonlyArray<Message>, policy: SimPolicy, settings: S
       return false
     }
     const head = view.slice(0, plan.cut)
-    const transcript = Math.ceil(render(head).length / CHARS_PER_TOKEN)
+    const transcript = estimateContentTokens(render(head))
     const summary = Math.max(1, Math.min(settings.summaryMaxTokens, Math.ceil(transcript * settings.summaryRatio)))
     summarizerCalls++
     summarizerInput += transcript + settings.summarizerOverheadTokens
@@ -576,18 +573,19 @@ const replay = (messages: ReadonlyArray<Message>, policy: SimPolicy, settings: S
     const message = messages[index]!
     if (message.role === "assistant") {
       let prompt = act()
+      let total = sumTokens(prompt, 0, prompt.length)
       let compacted = false
-      if (strategy._tag !== "None" && systemTokens + sumTokens(prompt, 0, prompt.length) > trigger && compact()) {
+      if (strategy._tag !== "None" && systemTokens + total > trigger && compact()) {
         compacted = true
         prompt = strategy._tag === "ClearToolUses" ? act() : view
+        total = sumTokens(prompt, 0, prompt.length)
       }
       const snapshot = prompt
       const shared = previous === undefined ? 0 : sharedPrefix(previous, snapshot)
       const sharedTokens = sumTokens(snapshot, 0, shared)
-      const restTokens = sumTokens(snapshot, shared, snapshot.length)
       const first = previous === undefined
       const cacheRead = first ? 0 : systemTokens + sharedTokens
-      const promptTokens = systemTokens + sharedTokens + restTokens
+      const promptTokens = systemTokens + total
       const output = estimateMessageTokens(message)
       perRequest.push({
         index,

@@ -7,11 +7,9 @@
  */
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
-import * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Path from "effect/Path"
-import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import { Argument, Command, Flag } from "effect/cli"
 import type { CompactOutcome } from "../Compact.ts"
@@ -22,12 +20,13 @@ import { CompactionPolicy, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS
 import { canonicalJson, SessionLog } from "../SessionLog.ts"
 import { formatReport, simulate as simulateSession } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
-import { CHARS_PER_TOKEN, estimateTokens } from "../Tokens.ts"
+import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
 import { repair as repairMessages, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
 import { analyze, formatInspect, violationReport } from "./Inspect.ts"
 import {
   CliFailure,
+  describeUnknown,
   ExitCode,
   prettyJson,
   progressLine,
@@ -166,13 +165,10 @@ const sessionIdFor = (path: Path.Path, filePath: string): string => {
   return id.length > 0 ? id : "session"
 }
 
-const describeError = (error: unknown): string =>
-  Predicate.hasProperty(error, "message") && Predicate.isString(error.message) ? error.message : String(error)
-
 const persistFailure = (directory: string, error: unknown) =>
   new CliFailure({
     code: ExitCode.Persist,
-    message: `could not persist to --log ${directory}: ${describeError(error)}`
+    message: `could not persist to --log ${directory}: ${describeUnknown(error)}`
   })
 
 /**
@@ -208,9 +204,8 @@ const outcomeLine = (outcome: CompactOutcome): string => {
         `${fmt(outcome.tokensBefore)} → ${fmt(outcome.tokensAfter)} tokens, ` +
         `${outcome.turnsSummarized} turns summarized`
       if (outcome._tag === "Compacted") return `compacted with the ${outcome.summarizer} summarizer: ${figures}`
-      const primaryError: unknown = outcome.primaryError
       return `compacted with the ${outcome.summarizer} summarizer instead (--fallback): ${figures}. ` +
-        `The ${outcome.primary} summarizer failed: ${describeError(primaryError)}`
+        `The ${outcome.primary} summarizer failed: ${outcome.primaryError}`
     }
   }
 }
@@ -296,7 +291,7 @@ const compact = Command.make(
           Layer.effect(
             Summarizer,
             Effect.fail(
-              new CliFailure({ code: ExitCode.Summarizer, message: `summarizer configuration: ${describeError(e)}` })
+              new CliFailure({ code: ExitCode.Summarizer, message: `summarizer configuration: ${describeUnknown(e)}` })
             )
           ))
       )
@@ -426,7 +421,7 @@ const simulate = Command.make(
     const session = yield* readSession(input.file)
     const systemTokens = Option.isSome(input.systemTokens)
       ? yield* nonNegative("system-tokens", input.systemTokens.value)
-      : Math.ceil((session.system ?? "").length / CHARS_PER_TOKEN)
+      : estimateContentTokens(session.system ?? "")
     const report = simulateSession(session.messages, { systemTokens })
     if (input.json) {
       const policies = report.policies.map(({ perRequest: _, ...rest }) => rest)
@@ -448,6 +443,3 @@ export const compaction = Command.make("compaction").pipe(
   Command.withDescription("Inspect, evict, compact, validate and repair LLM agent sessions (Anthropic Messages API)"),
   Command.withSubcommands([inspect, evict, compact, validate, repair, simulate])
 )
-
-/** What the handlers need from the platform. @category commands */
-export type CommandServices = FileSystem.FileSystem | Path.Path

@@ -24,13 +24,9 @@ import {
   type Message
 } from "../Message.ts"
 import { contextTokens, defaultPolicy } from "../Policy.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
+import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
 import { turnStarts } from "../Turns.ts"
 import { validate, type Violation } from "../Validate.ts"
-
-// ============================================================================
-// Defaults
-// ============================================================================
 
 // ============================================================================
 // Report schema
@@ -171,13 +167,13 @@ const emptyTally = (): Tally => ({ prose: 0, "tool-call": 0, "tool-output": 0, t
 
 const tallyMessage = (message: Message, into: Tally): void => {
   if (typeof message.content === "string") {
-    into.prose += Math.ceil(message.content.length / CHARS_PER_TOKEN)
+    into.prose += estimateContentTokens(message.content)
     return
   }
   for (const block of message.content) {
     if (isToolResult(block)) {
       const content = block.content
-      if (typeof content === "string") into["tool-output"] += Math.ceil(content.length / CHARS_PER_TOKEN)
+      if (typeof content === "string") into["tool-output"] += estimateContentTokens(content)
       else if (content !== undefined) {
         for (const inner of content) into[isImage(inner) ? "image" : "tool-output"] += blockTokens(inner)
       }

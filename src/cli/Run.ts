@@ -207,7 +207,8 @@ export const prettyJson = (value: unknown): string => `${JSON.stringify(value, n
 // Runner
 // ============================================================================
 
-const describeUnknown = (error: unknown): string =>
+/** The first line of an error's `message`, or the value as a string. @category errors */
+export const describeUnknown = (error: unknown): string =>
   Predicate.hasProperty(error, "message") && Predicate.isString(error.message)
     ? firstLine(error.message)
     : String(error)
