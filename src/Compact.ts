@@ -230,9 +230,11 @@ export const compactContext = <M extends Message>(
     const files = mergeFiles(earlier?.files ?? noFiles, filesTouched(fresh, options.classifier))
     const text = `${summary.text.trim()}\n\n${renderAppendix(files)}`
     const summaryMsg = summaryMessage(text)
-    const candidate: ReadonlyArray<M | BuiltMessage> = [summaryMsg, ...tail]
-    const repaired = repair(candidate)
-    const next = repaired.messages as Array<M | BuiltMessage>
+    // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
+    // message gets no filler in front of it: the summary is its user message)
+    const repaired = repair(tail)
+    const keptTail = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+    const next: Array<M | BuiltMessage> = [summaryMsg, ...keptTail]
     const tokensAfter = estimateTokens(next)
     if (tokensBefore - tokensAfter < minFreed) return unchanged(messages, "TooLittleFreed", tokensBefore)
 
@@ -249,12 +251,11 @@ export const compactContext = <M extends Message>(
       repairs: repaired.report
     }
     if (log !== undefined && snapshot !== undefined) {
-      // a repaired view (an aborted call answered, messages merged, possibly the summary with the first kept
-      // message) is stored as it is; an unrepaired one as "summary + kept entries", with ids only
-      const changed = next !== candidate
+      // a repaired tail (an aborted call answered, messages merged) is stored as it is; an unrepaired one as
+      // "summary + kept entries", with ids only
       yield* log.recordCompaction({
-        summary: changed ? next[0]! : summaryMsg,
-        ...(changed ? { kept: next.slice(1) } : {}),
+        summary: summaryMsg,
+        ...(repaired.messages === tail ? {} : { kept: keptTail }),
         snapshot,
         cut: plan.cut,
         summarizer: summary.summarizer,
