@@ -197,8 +197,8 @@ export const compactContext = <M extends Message>(
     const tail = messages.slice(plan.cut)
     const first = head[0]!
     const previous = summaryText(first)
-    // an earlier summary is fed as `previousSummary`, not summarized again; blocks that `repair` merged into its
-    // message after the summary text are new content
+    // an earlier summary is fed as `previousSummary`, not summarized again; blocks merged into its message after the
+    // summary text (a caller's own `repair` merges consecutive user messages) are new content
     const fresh = previous === undefined
       ? head
       : typeof first.content !== "string" && first.content.length > 1
