@@ -19,6 +19,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { type ContentBlock, type Message, MessageDecodeError, validateMessage } from "./Message.ts"
+import type { Usage } from "./Policy.ts"
 
 // ============================================================================
 // Models
@@ -27,13 +28,8 @@ import { type ContentBlock, type Message, MessageDecodeError, validateMessage } 
 /** The formats `importSession` recognises. @category models */
 export type SessionFormat = "anthropic-request" | "messages" | "claude-code" | "pi"
 
-/** Provider-reported usage of one assistant reply, in the Anthropic SDK's field names. @category models */
-export interface ProviderUsage {
-  readonly input_tokens: number
-  readonly output_tokens: number
-  readonly cache_read_input_tokens: number
-  readonly cache_creation_input_tokens: number
-}
+/** Provider-reported usage of one assistant reply: the one `Policy.Usage` type, under its old name. @category models */
+export type ProviderUsage = Usage
 
 /** The usage the provider reported for `messages[messageIndex]` (an assistant reply). @category models */
 export interface MessageUsage {
