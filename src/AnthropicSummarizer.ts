@@ -46,13 +46,7 @@ import {
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
 /** The Anthropic summarizer's defaults, options and config. */
-export {
-  anthropicConfig,
-  type AnthropicLayerOptions,
-  type AnthropicSummarizerOptions,
-  DEFAULT_SUMMARIZER_MODEL,
-  DEFAULT_SUMMARIZER_TIMEOUT
-} from "./internal/anthropicConfig.ts"
+export * from "./internal/anthropicConfig.ts"
 
 /**
  * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status

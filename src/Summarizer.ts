@@ -423,13 +423,7 @@ export const summarizationPrompt = (request: SummarizeRequest): string => {
 // ============================================================================
 
 /** The defaults, options and config of the Anthropic summarizer (SDK-free, so re-exported here). */
-export {
-  anthropicConfig,
-  type AnthropicLayerOptions,
-  type AnthropicSummarizerOptions,
-  DEFAULT_SUMMARIZER_MODEL,
-  DEFAULT_SUMMARIZER_TIMEOUT
-} from "./internal/anthropicConfig.ts"
+export * from "./internal/anthropicConfig.ts"
 /** The longest summary, in tokens (`Summary.DEFAULT_SUMMARY_MAX_TOKENS`). */
 export { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 /** The extractive summarizer (`ExtractiveSummarizer`), re-exported under its old names. */

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
 import {
+  DEFAULT_MIN_SAVINGS,
   evictStaleToolResults,
   formatOffloadRef,
   isOffloaded,
@@ -315,6 +316,38 @@ describe("evictStaleToolResults", () => {
       "b"
     ])
   })
+
+  it("without minSavings, uses DEFAULT_MIN_SAVINGS (2,000): a smaller saving changes nothing", () => {
+    assert.strictEqual(DEFAULT_MIN_SAVINGS, 2_000)
+    const messages = [
+      user("go"),
+      ...step([call("b1", "bash", { command: "ls" })], [result("b1", big("x"))]),
+      ...step([call("b2", "bash", { command: "ls" })], [result("b2", "short")])
+    ]
+    const eager = evictStaleToolResults(messages, 0, { minSavings: 0 })
+    assert.isAbove(eager.tokensFreed, 0)
+    assert.isBelow(eager.tokensFreed, DEFAULT_MIN_SAVINGS)
+    assert.strictEqual(evictStaleToolResults(messages, 0).messages, messages)
+    const many = [
+      user("go"),
+      ...[1, 2, 3].flatMap((i) => step([call(`b${i}`, "bash", {})], [result(`b${i}`, big(`${i}`.repeat(3)))]))
+    ]
+    const defaulted = evictStaleToolResults(many, 0)
+    assert.isAtLeast(defaulted.tokensFreed, DEFAULT_MIN_SAVINGS, "a larger saving is still made")
+    assert.deepStrictEqual(defaulted, evictStaleToolResults(many, 0, { minSavings: DEFAULT_MIN_SAVINGS }))
+  })
+
+  it.prop(
+    "the default minSavings is DEFAULT_MIN_SAVINGS on generated conversations",
+    [conversationArbitrary(), Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 6 })))],
+    ([messages, keepRecent]) => {
+      assert.deepStrictEqual(
+        evictStaleToolResults(messages, keepRecent),
+        evictStaleToolResults(messages, keepRecent, { minSavings: DEFAULT_MIN_SAVINGS })
+      )
+    },
+    { arbitrary: { runs: 1000 } }
+  )
 
   it("returns the same array when the saving is below minSavings or nothing changes", () => {
     const messages = [
