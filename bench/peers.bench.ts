@@ -181,13 +181,15 @@ const memory = gc === undefined ? undefined : workloads.filter((w) => w.messageC
   const messages = session.messages
   const changedCount = (out: ReadonlyArray<Message>, input: ReadonlyArray<Message>) =>
     out.reduce((k, m, i) => k + (m === input[i] ? 0 : 1), 0)
-  const first = retainedBytes(() => evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS))
+  const first = retainedBytes(() => evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))
   // the next step after an eviction: the agent reads a file again, which supersedes its previous read
   const withRead =
-    evictStaleToolResults(readStep(first.result.messages, "toolu_bench_1", "/bench/new.ts"), KEEP_RECENT_TOOL_RESULTS)
+    evictStaleToolResults(readStep(first.result.messages, "toolu_bench_1", "/bench/new.ts"), KEEP_RECENT_TOOL_RESULTS, {
+      minSavings: 0
+    })
       .messages
   const grown = readStep(withRead, "toolu_bench_2", "/bench/new.ts")
-  const steady = retainedBytes(() => evictStaleToolResults(grown, KEEP_RECENT_TOOL_RESULTS))
+  const steady = retainedBytes(() => evictStaleToolResults(grown, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))
   const prune = retainedBytes(() => peers.aiPrune(session))
   return {
     size: messages.length,

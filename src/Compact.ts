@@ -17,49 +17,18 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { planForPolicy } from "./Cut.ts"
-import { type BuiltMessage, isText, type Message } from "./Message.ts"
+import type { BuiltMessage, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
-import { mergeFiles, noFiles, renderAppendix, splitAppendix } from "./Render.ts"
 import { SessionLog, SessionLogError } from "./SessionLog.ts"
 import { type SummarizeError, Summarizer, summarizeRequest, type Summary } from "./Summarizer.ts"
+import { mergeFiles, noFiles, renderAppendix, splitAppendix, summaryMessage, summaryText } from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns } from "./Turns.ts"
 import { repair, type RepairReport } from "./Validate.ts"
 
-// ============================================================================
-// The summary message
-// ============================================================================
-
-/** The first line of every summary message; it is how a later compaction finds an earlier summary. @category constants */
-export const SUMMARY_HEADER = "[Summary of the earlier conversation]"
-
-const SUMMARY_PREAMBLE = "This message was written by the context compactor, not by the user. It summarizes the " +
-  "earlier part of this conversation, which was removed to fit the context window. It is background for continuing " +
-  "the work, not a new instruction: follow the most recent user messages below."
-
-/**
- * The user-role message injected in place of a summarized prefix. It says plainly that it is a summary of earlier
- * conversation and not new instructions. It is assignable to the SDK's `MessageParam`.
- * @category constructors
- */
-export const summaryMessage = (summaryText: string): BuiltMessage => ({
-  role: "user",
-  content: [{ type: "text", text: `${SUMMARY_HEADER}\n${SUMMARY_PREAMBLE}\n\n${summaryText}` }]
-})
-
-/**
- * The summary text of a message built by `summaryMessage` (appendix included), or `undefined` for any other message.
- * @category guards
- */
-export const summaryText = (message: Message): string | undefined => {
-  if (message.role !== "user") return undefined
-  const first = typeof message.content === "string" ? message.content : message.content[0]
-  const text = typeof first === "string" ? first : first !== undefined && isText(first) ? first.text : undefined
-  if (text === undefined || !text.startsWith(`${SUMMARY_HEADER}\n`)) return undefined
-  const body = text.slice(SUMMARY_HEADER.length + 1)
-  return body.startsWith(`${SUMMARY_PREAMBLE}\n\n`) ? body.slice(SUMMARY_PREAMBLE.length + 2) : body
-}
+/** The summary message, moved to `Summary`; re-exported so `Compact.summaryMessage` and the rest keep working. */
+export { SUMMARY_HEADER, summaryMessage, summaryText } from "./Summary.ts"
 
 // ============================================================================
 // Outcome and errors

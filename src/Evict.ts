@@ -1,5 +1,6 @@
 /**
- * Relevance-first offloading of stale tool output.
+ * Eviction decisions: which tool_result payloads to offload, and `evictStaleToolResults`, which offloads them. The
+ * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload` and is re-exported here.
  *
  * Tool output is most of a coding agent's context, and most of it is stale: a file read that was read again later, a
  * test run from ten turns ago. `evictStaleToolResults` replaces the payload of such tool_result blocks with a short,
@@ -17,223 +18,24 @@
  * @since 0.1.0
  */
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "./Message.ts"
-import { isImage, isText, isToolResult, isToolUse } from "./Message.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
+import { isImage, isToolResult, isToolUse } from "./Message.ts"
+import type { Offloaded, OffloadReason, OffloadRef } from "./Offload.ts"
+import { formatOffloadRef, isOffloaded, payloadTokens, pointerBlock } from "./Offload.ts"
+import { CHARS_PER_TOKEN, estimateMessageTokens } from "./Tokens.ts"
 import type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier, shortInput } from "./Tools.ts"
 
-// ============================================================================
-// Pointers
-// ============================================================================
-
-/**
- * The legacy placeholder that older builds (the Go implementation) wrote instead of a typed pointer. `isOffloaded`
- * still recognises it, so such a block is never offloaded again.
- * @category constants
- */
-export const OMITTED_TOOL_RESULT = "[earlier tool output omitted to keep this turn within the context window]"
-
-/**
- * Why a result was offloaded: a later read covers it (`superseded`), a later write or edit changed the file
- * (`modified`), or it fell outside the `keepRecent` working set (`stale`).
- * @category models
- */
-export type OffloadReason = "superseded" | "modified" | "stale"
-
-/**
- * What an offload pointer records. A `Read` pointer is lossless: re-reading `path` (with `range`) restores the output.
- * An `Output` pointer names the tool and a short form of its input, so the call can be made again. `tokens` is the
- * estimated size of the removed payload and `images` the number of image blocks it held.
- * @category models
- */
-export type OffloadRef =
-  | {
-    readonly _tag: "Read"
-    readonly tool: string
-    readonly toolUseId: string
-    readonly path: string
-    readonly range?: LineRange
-    readonly reason: OffloadReason
-    readonly tokens: number
-    readonly images: number
-  }
-  | {
-    readonly _tag: "Output"
-    readonly tool: string
-    readonly toolUseId: string
-    readonly input: string
-    readonly reason: OffloadReason
-    readonly tokens: number
-    readonly images: number
-  }
-
-const PREFIX = "[offloaded "
-
-/** The fixed instruction after a pointer's header; the parser requires it, so stray text never parses as a pointer. */
-const instruction = (ref: OffloadRef): string => {
-  if (ref._tag === "Output") return "This tool output was removed to save context. Make the same call again to see it."
-  switch (ref.reason) {
-    case "superseded":
-      return "A later read of this file is further down. Re-read the file to restore this output."
-    case "modified":
-      return "The file was changed after this read. Re-read the file to see its current content."
-    case "stale":
-      return "This file read was removed to save context. Re-read the file to restore it."
-  }
-}
-
-const formatRange = (range: LineRange): string => `${range.start}-${range.end ?? ""}`
-
-/**
- * The pointer text of a ref: one line, a bracketed header of `key=value` fields (strings JSON-quoted) and a fixed
- * instruction. Deterministic: it holds no time and no message index, only what the ref holds.
- * @category pointers
- */
-export const formatOffloadRef = (ref: OffloadRef): string => {
-  let header = `${PREFIX}${ref._tag === "Read" ? "read" : "output"} tool=${JSON.stringify(ref.tool)}`
-  if (ref._tag === "Read") {
-    header += ` path=${JSON.stringify(ref.path)}`
-    if (ref.range !== undefined) header += ` lines=${formatRange(ref.range)}`
-  } else {
-    header += ` input=${JSON.stringify(ref.input)}`
-  }
-  header += ` id=${JSON.stringify(ref.toolUseId)} reason=${ref.reason} tokens=${ref.tokens}`
-  if (ref.images > 0) header += ` images=${ref.images}`
-  return `${header}] ${instruction(ref)}`
-}
-
-const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
-const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
-const NAT = /^(?:0|[1-9][0-9]*)$/
-
-const parseRange = (text: string): LineRange | undefined => {
-  const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
-  if (match === null) return undefined
-  const start = Number(match[1])
-  if (match[2] === undefined) return { start }
-  const end = Number(match[2])
-  return end >= start ? { start, end } : undefined
-}
-
-/**
- * Parses a pointer written by `formatOffloadRef`. Returns `undefined` for any other text, including the legacy
- * placeholder. `parseOffloadRef(formatOffloadRef(ref))` deep-equals `ref`.
- * @category pointers
- */
-export const parseOffloadRef = (text: string): OffloadRef | undefined => {
-  if (!text.startsWith(PREFIX)) return undefined
-  const kind = text.startsWith("read", PREFIX.length)
-    ? "read"
-    : text.startsWith("output", PREFIX.length)
-    ? "output"
-    : ""
-  if (kind === "") return undefined
-  let rest = text.slice(PREFIX.length + kind.length)
-  const fields = new Map<string, string>()
-  for (;;) {
-    const match = FIELD.exec(rest)
-    if (match === null) break
-    const key = match[1]!
-    if (fields.has(key)) return undefined
-    let value = match[2]!
-    if (value.startsWith('"')) {
-      try {
-        value = JSON.parse(value) as string
-      } catch {
-        return undefined
-      }
-    }
-    fields.set(key, value)
-    rest = rest.slice(match[0].length)
-  }
-  if (!rest.startsWith("] ")) return undefined
-  const tool = fields.get("tool")
-  const toolUseId = fields.get("id")
-  const reason = fields.get("reason")
-  const tokens = fields.get("tokens")
-  const images = fields.get("images") ?? "0"
-  if (tool === undefined || toolUseId === undefined || reason === undefined || !REASONS.has(reason)) return undefined
-  if (tokens === undefined || !NAT.test(tokens) || !NAT.test(images)) return undefined
-  const common = {
-    tool,
-    toolUseId,
-    reason: reason as OffloadReason,
-    tokens: Number(tokens),
-    images: Number(images)
-  }
-  const expected = kind === "read" ? ["tool", "path", "lines", "id", "reason", "tokens", "images"] : [
-    "tool",
-    "input",
-    "id",
-    "reason",
-    "tokens",
-    "images"
-  ]
-  for (const key of fields.keys()) if (!expected.includes(key)) return undefined
-  let ref: OffloadRef
-  if (kind === "read") {
-    const path = fields.get("path")
-    if (path === undefined) return undefined
-    const lines = fields.get("lines")
-    const range = lines === undefined ? undefined : parseRange(lines)
-    if (lines !== undefined && range === undefined) return undefined
-    ref = range === undefined ? { _tag: "Read", path, ...common } : { _tag: "Read", path, range, ...common }
-  } else {
-    const input = fields.get("input")
-    if (input === undefined) return undefined
-    ref = { _tag: "Output", input, ...common }
-  }
-  // the canonical form is the only accepted form: field order, spacing and instruction must match exactly
-  return formatOffloadRef(ref) === text ? ref : undefined
-}
-
-/** Pointers are short; longer text is never parsed, which keeps the check cheap on real tool output. */
-const MAX_POINTER_LENGTH = 2048
-
-const pointerText = (content: ToolResultBlock["content"]): string | undefined => {
-  if (typeof content === "string") return content
-  if (content !== undefined && content.length === 1) {
-    const only = content[0]!
-    if (isText(only)) return only.text
-  }
-  return undefined
-}
-
-/**
- * What each short tool_result block holds, by identity: our pointer, the legacy placeholder, or neither. Blocks are
- * immutable, so a block is parsed at most once; blocks this module builds are entered when built (the warm path).
- */
-const pointers = new WeakMap<ContentBlock, OffloadRef | "legacy" | "none">()
-
-const pointerOf = (block: ToolResultBlock): OffloadRef | "legacy" | "none" => {
-  let known = pointers.get(block)
-  if (known === undefined) {
-    const text = pointerText(block.content)
-    known = text === undefined || text.length > MAX_POINTER_LENGTH
-      ? "none"
-      : text === OMITTED_TOOL_RESULT
-      ? "legacy"
-      : parseOffloadRef(text) ?? "none"
-    pointers.set(block, known)
-  }
-  return known
-}
-
-/**
- * The pointer held by a tool_result block, if it holds one of ours (as a string or a single text block).
- * @category pointers
- */
-export const offloadRefOf = (block: ToolResultBlock): OffloadRef | undefined => {
-  const known = pointerOf(block)
-  return typeof known === "string" ? undefined : known
-}
-
-/**
- * True when a tool_result block was already offloaded: it holds one of our pointers or the legacy
- * `OMITTED_TOOL_RESULT` placeholder. Such a block is never offloaded again and never counted twice.
- * @category pointers
- */
-export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block) && pointerOf(block) !== "none"
+/** The pointer format, moved to `Offload`; re-exported so `Evict.formatOffloadRef` and the rest keep working. */
+export {
+  formatOffloadRef,
+  isOffloaded,
+  type Offloaded,
+  type OffloadReason,
+  type OffloadRef,
+  offloadRefOf,
+  OMITTED_TOOL_RESULT,
+  parseOffloadRef
+} from "./Offload.ts"
 
 // ============================================================================
 // Eviction
@@ -250,8 +52,9 @@ export const DEFAULT_KEEP_RECENT = 10
  * The recommended `minSavings` for an agent loop, in estimated tokens. Each eviction rewrites the prompt prefix, so
  * the provider re-writes its cache (1.25× input) instead of reading it (0.1×). With `minSavings` 0 the pi sessions
  * break the cache about every other request (179 breaks, 0.647× the cost of no eviction); from 2,000 evictions are
- * batched (39 breaks, 0.627×); up to 15,000 the corpus cost stays within 1.5% of its minimum. The function's own
- * default stays 0 (evict whatever is stale); pass this in a loop. @category constants
+ * batched (39 breaks, 0.627×); up to 15,000 the corpus cost stays within 1.5% of its minimum. It is what
+ * `evictStaleToolResults` uses when `minSavings` is absent; pass `minSavings: 0` to evict whatever is stale.
+ * @category constants
  */
 export const DEFAULT_MIN_SAVINGS = 2_000
 
@@ -263,25 +66,12 @@ export interface EvictOptions {
    */
   readonly pinned?: (path: string) => boolean
   /**
-   * Fewest estimated tokens worth an eviction (default 0). When the eviction would free fewer, nothing changes and
+   * Fewest estimated tokens worth an eviction (default `DEFAULT_MIN_SAVINGS`, 2,000). When the eviction would free fewer, nothing changes and
    * the input array itself is returned, so the provider's prompt cache stays valid.
    */
   readonly minSavings?: number
   /** Which tool reads or writes what (default `defaultToolClassifier`). */
   readonly classifier?: ToolClassifier
-}
-
-/** One offloaded tool_result. `block` is the complete replacement block. @category models */
-export interface Offloaded {
-  readonly messageIndex: number
-  readonly blockIndex: number
-  readonly toolUseId: string
-  /** The replacement: the original block with `content` set to the pointer; every other field is kept. */
-  readonly block: ToolResultBlock
-  readonly reason: OffloadReason
-  /** Estimated tokens of the payload minus those of the pointer (always positive). */
-  readonly tokensFreed: number
-  readonly ref: OffloadRef
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -305,10 +95,6 @@ interface PathState {
   /** A later successful read exists (so this one is not the path's latest). */
   readLater: boolean
 }
-
-/** The estimated tokens of a result's payload, as the estimator counts its content inside a message. */
-const payloadTokens = (block: ToolResultBlock): number =>
-  block.content === undefined ? 0 : estimateContentTokens(block.content)
 
 const countImages = (content: ToolResultBlock["content"]): number => {
   if (content === undefined || typeof content === "string") return 0
@@ -372,7 +158,7 @@ const isCovered = (state: PathState, range: LineRange | undefined): boolean =>
  * - superseded and modified reads go first; of the rest, the newest `keepRecent` stay verbatim; errors stay unless
  *   superseded; a pinned path's latest read stays; a result is offloaded only when its pointer is smaller;
  * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens`;
- * - when fewer than `minSavings` tokens would be freed (or nothing would change), the input array is returned;
+ * - when fewer than `minSavings` tokens (default `DEFAULT_MIN_SAVINGS`) would be freed (or nothing would change), the input array is returned;
  * - the input is never mutated; unchanged messages and blocks are shared by reference;
  * - pure and idempotent: the same input and options give byte-identical output, and a second application changes
  *   nothing. Tool results without a preceding tool_use, and blocks already offloaded, are left as they are.
@@ -442,14 +228,12 @@ export const evictStaleToolResults = <M extends Message>(
       const before = payloadTokens(block)
       if (before <= MIN_POINTER_TOKENS || tooSmall.get(block) === reason) continue
       const ref = makeRef(toolUse, action, block, reason, before)
-      const pointer = formatOffloadRef(ref)
-      const after = Math.ceil(pointer.length / CHARS_PER_TOKEN)
+      const replacement = pointerBlock(block, ref)
+      const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
       if (after >= before) {
         tooSmall.set(block, reason)
         continue
       }
-      const replacement: ToolResultBlock = { ...block, content: pointer }
-      pointers.set(replacement, ref)
       newContent ??= content.slice()
       newContent[j] = replacement
       offloaded.push({
@@ -469,7 +253,7 @@ export const evictStaleToolResults = <M extends Message>(
       out[i] = replaced
     }
   }
-  if (out === undefined || tokensFreed < (options.minSavings ?? 0)) {
+  if (out === undefined || tokensFreed < (options.minSavings ?? DEFAULT_MIN_SAVINGS)) {
     return { messages: messages as Array<M>, offloaded: [], tokensFreed: 0 }
   }
   offloaded.reverse()

@@ -17,8 +17,8 @@ import type { Message, ToolResultBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
 import type { LineRange, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier } from "./Tools.ts"
-import type { Offloaded } from "./Evict.ts"
-import { isOffloaded, offloadRefOf } from "./Evict.ts"
+import type { Offloaded } from "./Offload.ts"
+import { isOffloaded, offloadRefOf } from "./Offload.ts"
 
 interface ReadCall {
   readonly path: string

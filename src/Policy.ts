@@ -167,15 +167,34 @@ export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 // ============================================================================
 
 /**
- * Usage as `@anthropic-ai/sdk` reports it on a `Message` (`message.usage`); the SDK's `Usage` is assignable to it.
+ * Token usage of one Messages API call, in the API's field names, every count present (0 when not reported). It is
+ * the one usage type: a summary's usage (`Summarizer.SummaryUsage`) and an imported reply's (`Import.ProviderUsage`)
+ * are this type.
  * @category models
  */
-export interface ReportedUsage {
+export interface Usage {
   readonly input_tokens: number
   readonly output_tokens: number
-  readonly cache_read_input_tokens?: number | null
-  readonly cache_creation_input_tokens?: number | null
+  readonly cache_read_input_tokens: number
+  readonly cache_creation_input_tokens: number
 }
+
+/** A `Usage` of zero tokens (a summary made without a model). @category constants */
+export const zeroUsage: Usage = {
+  input_tokens: 0,
+  output_tokens: 0,
+  cache_read_input_tokens: 0,
+  cache_creation_input_tokens: 0
+}
+
+/**
+ * `Usage` as `@anthropic-ai/sdk` reports it on a `Message` (`message.usage`): the cache counts may be missing or
+ * null. The SDK's `Usage`, and every `Usage`, is assignable to it.
+ * @category models
+ */
+export type ReportedUsage =
+  & Pick<Usage, "input_tokens" | "output_tokens">
+  & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }
 
 /**
  * Which view a usage report belongs to. The caller keeps a compaction epoch that each compaction increments, and

@@ -1,6 +1,6 @@
 /**
- * Rendering a summarized head into a plain-text transcript for the summarizer, and the deterministic file appendix
- * that ends every summary message.
+ * The transcript for a summarizer: `render` turns a summarized head into plain text, bounded by `renderBound`. (The
+ * file appendix that ends a summary message lives in `Summary` and is re-exported here.)
  *
  * `render` is lossy in the safe direction: user and assistant prose is kept nearly whole, a tool call becomes a
  * one-liner, tool output is clipped (head and tail kept, the clip says how much was cut), thinking is left out, images
@@ -20,8 +20,9 @@
  *
  * @since 0.1.0
  */
-import { isOffloaded } from "./Evict.ts"
 import type { ContentBlock, Message } from "./Message.ts"
+import { clipEnd, headOf, LONE_SURROGATE, tailOf } from "./internal/text.ts"
+import { isOffloaded } from "./Offload.ts"
 import {
   blocksOf,
   isDocument,
@@ -34,8 +35,18 @@ import {
   isToolResult,
   isToolUse
 } from "./Message.ts"
-import type { FilesTouched } from "./Tools.ts"
 import { shortInput } from "./Tools.ts"
+
+/** The summary appendix, moved to `Summary`; re-exported so `Render.renderAppendix` and the rest keep working. */
+export {
+  APPENDIX_MAX_FILES,
+  mergeFiles,
+  noFiles,
+  parseAppendix,
+  renderAppendix,
+  splitAppendix,
+  stripAppendix
+} from "./Summary.ts"
 
 // ============================================================================
 // Options
@@ -105,7 +116,6 @@ const LINE_START_ESCAPE = /(^|\n)(?=[[\\])/g
 const NON_BLANK = /\S/
 const ANY_BREAK = /[\n\r\u2028\u2029\v\f\u0085]/
 const WHITESPACE_RUN = /[\s\u0085]+/g
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
 
 /**
  * Neutralises the reserved wrapper tags (`<transcript>`, `</instructions>`, …) in `text` by writing their `<` as
@@ -125,24 +135,6 @@ const escapeText = (text: string): string => {
     s = s.replace(LINE_START_ESCAPE, "$1\\")
   }
   return s
-}
-
-const isHigh = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
-const isLow = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff
-
-/** The first `n` code units of `s`, one fewer when that would end between the halves of a surrogate pair. */
-const headOf = (s: string, n: number): string => {
-  if (s.length <= n) return s
-  const end = n > 0 && isHigh(s.charCodeAt(n - 1)) && isLow(s.charCodeAt(n)) ? n - 1 : n
-  return s.slice(0, end)
-}
-
-/** The last `n` code units of `s`, one fewer when that would start between the halves of a surrogate pair. */
-const tailOf = (s: string, n: number): string => {
-  if (n <= 0) return ""
-  if (s.length <= n) return s
-  const start = s.length - n
-  return s.slice(isLow(s.charCodeAt(start)) && isHigh(s.charCodeAt(start - 1)) ? start + 1 : start)
 }
 
 const countBreaks = (s: string, from: number, to: number): number => {
@@ -196,7 +188,7 @@ const clipText = (text: string, budget: number): string => {
  */
 const label = (text: string, max: number): string => {
   const flat = neutralizeTags(text.replace(WHITESPACE_RUN, " ").trim()).replace(LONE_SURROGATE, "\ufffd")
-  return flat.length > max ? `${headOf(flat, max - 1)}…` : flat
+  return clipEnd(flat, max)
 }
 
 // ============================================================================
@@ -244,7 +236,7 @@ const safeJson = (value: unknown): string => {
   }
 }
 
-interface Context {
+interface RenderState {
   readonly options: Required<RenderOptions>
   readonly names: Map<string, string>
 }
@@ -254,7 +246,7 @@ const resultItem = (
   name: string | undefined,
   isError: boolean,
   raw: string,
-  ctx: Context,
+  ctx: RenderState,
   isPointer = false
 ): string => {
   const head = `[${kind}]${name === undefined ? "" : ` ${label(name, LABEL_MAX)}`}${isError ? " (error)" : ""}:`
@@ -270,7 +262,7 @@ const resultItem = (
   return `${head}\n${clipText(raw, ctx.options.toolResultChars)}`
 }
 
-const blockItem = (block: ContentBlock, role: Message["role"], ctx: Context): string | undefined => {
+const blockItem = (block: ContentBlock, role: Message["role"], ctx: RenderState): string | undefined => {
   if (isText(block)) {
     if (!NON_BLANK.test(block.text)) return undefined
     return `${role === "user" ? "[User]:" : "[Assistant]:"}\n${clipText(block.text, ctx.options.proseChars)}`
@@ -340,7 +332,7 @@ const FRONT_SHARE = 0.3
  * - text → `[User]:` / `[Assistant]:` then the text (clipped at `proseChars`);
  * - tool_use → `[Tool call] name: short input`; server_tool_use → `[Server tool call] …`;
  * - tool_result → `[Tool result] name (error):` then the output, clipped at `toolResultChars`; a short single-line
- *   output (up to `INLINE_RESULT_MAX`) and an offloaded pointer (`Evict.isOffloaded`, up to `toolResultChars +
+ *   output (up to `INLINE_RESULT_MAX`) and an offloaded pointer (`Offload.isOffloaded`, up to `toolResultChars +
  *   CLIP_MARKER_MAX + 2`) stay verbatim on the header line; server tool results likewise;
  * - image, document, unknown block → `[Image: image/png]`, `[Document: title]`, `[Block: type]`;
  * - thinking, redacted thinking → nothing (the reasoning's outcome is in the prose and calls that follow).
@@ -350,7 +342,7 @@ const FRONT_SHARE = 0.3
  * @category rendering
  */
 export const render = (messages: ReadonlyArray<Message>, options?: RenderOptions): string => {
-  const ctx: Context = { options: resolve(options), names: new Map() }
+  const ctx: RenderState = { options: resolve(options), names: new Map() }
   const items: Array<string> = []
   let total = 0
   for (const message of messages) {
@@ -406,89 +398,3 @@ export const renderBound = (messages: ReadonlyArray<Message>, options?: RenderOp
   }
   return Math.min(Math.max(resolved.maxChars, OMISSION_MARKER_MAX), sum)
 }
-
-// ============================================================================
-// Deterministic appendix
-// ============================================================================
-
-const APPENDIX_OPEN = '<compaction-files version="1">'
-const APPENDIX_CLOSE = "</compaction-files>"
-const APPENDIX_INTRO = "Files touched so far (computed from the conversation by code, not written by the model):"
-
-/** The most paths of each list an appendix keeps (the newest); the rest are counted. @category constants */
-export const APPENDIX_MAX_FILES = 300
-
-/** An empty `FilesTouched`. @category constructors */
-export const noFiles: FilesTouched = { read: [], modified: [] }
-
-/**
- * Merges an earlier summary's lists with the head's: order of first appearance, no duplicates, and a path modified in
- * either is listed under `modified` only. `mergeFiles(noFiles, x)` lists the same paths as `x`.
- * @category appendix
- */
-export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
-  const modified = new Set([...earlier.modified, ...later.modified])
-  const read = new Set([...earlier.read, ...later.read].filter((path) => !modified.has(path)))
-  return { read: [...read], modified: [...modified] }
-}
-
-/**
- * The deterministic appendix that ends a summary message: an intro line and a `<compaction-files version="1">` block
- * with one line per path, `read "<json string>"` or `modified "<json string>"`. Paths are JSON strings, so any path
- * (newlines, quotes, tags) fits on one line and `parseAppendix` gets it back exactly. At most `maxFiles` paths per
- * list are kept (the newest); the count of the others is written as `read-omitted N` / `modified-omitted N`.
- * @category appendix
- */
-export const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
-  const lines = [APPENDIX_INTRO, APPENDIX_OPEN]
-  for (const kind of ["read", "modified"] as const) {
-    const list = files[kind]
-    const kept = list.slice(Math.max(0, list.length - Math.max(0, maxFiles)))
-    if (kept.length < list.length) lines.push(`${kind}-omitted ${list.length - kept.length}`)
-    for (const path of kept) lines.push(`${kind} ${JSON.stringify(path)}`)
-  }
-  lines.push(APPENDIX_CLOSE)
-  return lines.join("\n")
-}
-
-const ENTRY = /^(read|modified) ("(?:[^"\\]|\\.)*")$/
-const OMITTED = /^(read|modified)-omitted \d+$/
-
-/**
- * Splits a summary text into its body and the lists of its appendix. Only an appendix at the very end counts (after
- * it, only whitespace), so a block the model imitated inside its own text is never read as the real one; when the end
- * is not a well-formed appendix, `files` is `undefined` and `body` is the whole text.
- * @category appendix
- */
-export const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
-  const trimmed = text.trimEnd()
-  if (!trimmed.endsWith(APPENDIX_CLOSE)) return { body: text, files: undefined }
-  const open = trimmed.lastIndexOf(`\n${APPENDIX_OPEN}\n`)
-  const start = open === -1 ? (trimmed.startsWith(`${APPENDIX_OPEN}\n`) ? 0 : -1) : open + 1
-  if (start === -1) return { body: text, files: undefined }
-  const inner = trimmed.slice(start + APPENDIX_OPEN.length + 1, trimmed.length - APPENDIX_CLOSE.length)
-  const read: Array<string> = []
-  const modified: Array<string> = []
-  for (const line of inner.split("\n")) {
-    if (line.length === 0 || OMITTED.test(line)) continue
-    const match = ENTRY.exec(line)
-    if (match === null) return { body: text, files: undefined }
-    let path: unknown
-    try {
-      path = JSON.parse(match[2]!)
-    } catch {
-      return { body: text, files: undefined }
-    }
-    if (typeof path !== "string") return { body: text, files: undefined }
-    ;(match[1] === "read" ? read : modified).push(path)
-  }
-  let body = trimmed.slice(0, start)
-  if (body.endsWith(`${APPENDIX_INTRO}\n`)) body = body.slice(0, body.length - APPENDIX_INTRO.length - 1)
-  return { body: body.trimEnd(), files: { read, modified } }
-}
-
-/** The file lists of the appendix that ends `summaryText`, or `undefined` when it has none. @category appendix */
-export const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
-
-/** `summaryText` without its trailing appendix (unchanged when it has none). @category appendix */
-export const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body

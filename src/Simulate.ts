@@ -17,7 +17,7 @@
  * **Compaction.** Every policy except `None` also compacts with a `CompactionPolicy` (default `defaultPolicy`) when the
  * prompt it leaves still exceeds `contextWindow - minRemaining`: the head that `planForPolicy` picks is replaced by
  * one summary message. No summarizer is called. The summary is `min(summaryMaxTokens, summaryRatio × transcript)`
- * tokens (defaults 4,000 and 10%), where the transcript is `render(head)` at 4 characters per token. The summarizer
+ * tokens (defaults `DEFAULT_SUMMARY_MAX_TOKENS`, 8,192, and 10%), where the transcript is `render(head)` at 4 characters per token. The summarizer
  * call is charged as `transcript + summarizerOverheadTokens` uncached input (the rendered transcript shares no prefix
  * with the agent's prompt) and the summary as its output. The check runs on the prompt about to be sent, which
  * already holds the last reply and the tool results since; the library's real trigger reads the provider's usage of
@@ -32,8 +32,9 @@
  *
  * @since 0.1.0
  */
-import type { ContentBlock, Message, ToolResultBlock } from "./Message.ts"
-import { isToolResult, isToolUse } from "./Message.ts"
+import { sharedPrefix, sumTokens } from "./internal/simulate/cache.ts"
+import { clearToolUses, mask, prune } from "./internal/simulate/strategies.ts"
+import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { defaultPolicy } from "./Policy.ts"
 import { planForPolicy } from "./Cut.ts"
@@ -41,6 +42,7 @@ import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS, evictStaleToolResults } from 
 import type { EvictOptions } from "./Evict.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { render } from "./Render.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 
 // ============================================================================
@@ -61,12 +63,8 @@ export const ANTHROPIC_PRICES: PriceTable = { input: 1, cacheWrite: 1.25, cacheR
 /** Dollars per million uncached input tokens by default: $3, Claude Sonnet's price. @category constants */
 export const DEFAULT_DOLLARS_PER_MTOK = 3
 
-/**
- * Largest simulated summary, in tokens: 4,000. Structured summaries (goal, decisions, files, next steps) of a
- * long coding head run 1,000–4,000 tokens; the cap keeps the largest heads at the top of that range.
- * @category constants
- */
-export const DEFAULT_SUMMARY_MAX_TOKENS = 4_000
+/** Largest simulated summary, in tokens: the summarizer's own cap, `Summary.DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
+export { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
 /** A simulated summary is this fraction of its transcript (then capped): 10%. @category constants */
 export const DEFAULT_SUMMARY_RATIO = 0.1
@@ -198,7 +196,7 @@ export interface SimulateOptions {
   readonly systemTokens?: number
   /** The compaction policy (default `defaultPolicy`); its `contextWindow` is the window `overWindow` checks. */
   readonly compaction?: CompactionPolicy
-  /** Cap on a simulated summary (default 4,000). */
+  /** Cap on a simulated summary (default `DEFAULT_SUMMARY_MAX_TOKENS`, 8,192). */
   readonly summaryMaxTokens?: number
   /** Summary size as a fraction of the transcript (default 0.1). */
   readonly summaryRatio?: number
@@ -286,204 +284,15 @@ const settingsOf = (options: SimulateOptions): Settings => ({
 })
 
 // ============================================================================
-// Block rewriting
-// ============================================================================
-
-/** The placeholder observation masking leaves. */
-const MASKED_TEXT = "[Old tool output omitted.]"
-/** opencode's placeholder for a pruned tool output. */
-const PRUNED_TEXT = "[Old tool result content cleared]"
-/** The placeholder of a result cleared by `clear_tool_uses`. */
-const CLEARED_TEXT = "[Tool result cleared.]"
-
-/** Blocks this module wrote: never rewritten again. */
-const placeholders = new WeakSet<ContentBlock>()
-
-/** Estimated tokens of a tool_result's content. */
-const payloadTokens = (block: ToolResultBlock): number =>
-  block.content === undefined ? 0 : estimateContentTokens(block.content)
-
-const replacementOf = (block: ToolResultBlock, text: string): ToolResultBlock => {
-  const replaced: ToolResultBlock = { ...block, content: text }
-  placeholders.add(replaced)
-  return replaced
-}
-
-/**
- * Rewrites the tool_result blocks at `targets` (message and block index) to `text`. Returns the view itself when
- * nothing changed, and the tokens removed.
- */
-const rewriteResults = (
-  view: ReadonlyArray<Message>,
-  targets: ReadonlyArray<{ readonly message: number; readonly block: number }>,
-  text: string
-): { readonly view: ReadonlyArray<Message>; readonly freed: number } => {
-  if (targets.length === 0) return { view, freed: 0 }
-  const byMessage = new Map<number, Array<number>>()
-  for (const t of targets) {
-    const list = byMessage.get(t.message)
-    if (list === undefined) byMessage.set(t.message, [t.block])
-    else list.push(t.block)
-  }
-  const out = view.slice()
-  let freed = 0
-  for (const [i, blocks] of byMessage) {
-    const message = view[i]!
-    const content = (message.content as ReadonlyArray<ContentBlock>).slice()
-    for (const j of blocks) content[j] = replacementOf(content[j] as ToolResultBlock, text)
-    const replaced: Message = { ...message, content }
-    freed += estimateMessageTokens(message) - estimateMessageTokens(replaced)
-    out[i] = replaced
-  }
-  return { view: out, freed }
-}
-
-interface ResultRef {
-  readonly message: number
-  readonly block: number
-  readonly result: ToolResultBlock
-}
-
-/** The tool_result blocks of user messages, newest first. */
-const resultsNewestFirst = (view: ReadonlyArray<Message>): Array<ResultRef> => {
-  const out: Array<ResultRef> = []
-  for (let i = view.length - 1; i >= 0; i--) {
-    const message = view[i]!
-    if (message.role !== "user" || typeof message.content === "string") continue
-    for (let j = message.content.length - 1; j >= 0; j--) {
-      const block = message.content[j]!
-      if (isToolResult(block)) out.push({ message: i, block: j, result: block })
-    }
-  }
-  return out
-}
-
-/** A placeholder only replaces a payload larger than itself (masking a two-word output would grow the prompt). */
-const shrinks = (block: ToolResultBlock, text: string): boolean =>
-  !placeholders.has(block) && payloadTokens(block) > estimateContentTokens(text)
-
-const mask = (view: ReadonlyArray<Message>, window: number) => {
-  const targets = resultsNewestFirst(view).filter((r, rank) => rank >= window && shrinks(r.result, MASKED_TEXT))
-  return rewriteResults(view, targets, MASKED_TEXT)
-}
-
-const prune = (view: ReadonlyArray<Message>, protectTokens: number, minimumTokens: number) => {
-  let total = 0
-  let pruned = 0
-  const targets: Array<ResultRef> = []
-  for (const r of resultsNewestFirst(view)) {
-    if (placeholders.has(r.result)) break
-    const tokens = payloadTokens(r.result)
-    total += tokens
-    if (total > protectTokens && shrinks(r.result, PRUNED_TEXT)) {
-      pruned += tokens
-      targets.push(r)
-    }
-  }
-  return pruned >= minimumTokens ? rewriteResults(view, targets, PRUNED_TEXT) : { view, freed: 0 }
-}
-
-/** Fully cleared forms of messages, so consecutive prompts share them by identity. */
-const clearedMessages = new WeakMap<Message, Message>()
-
-/** The prompt `clear_tool_uses` sends: every result but those of the newest `keep` tool uses cleared. */
-const clearToolUses = (
-  view: ReadonlyArray<Message>,
-  keep: number,
-  cleared: Set<string>
-): { readonly prompt: ReadonlyArray<Message>; readonly freed: number } => {
-  const kept = new Set<string>()
-  for (let i = view.length - 1; i >= 0 && kept.size < keep; i--) {
-    const message = view[i]!
-    if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (let j = message.content.length - 1; j >= 0 && kept.size < keep; j--) {
-      const block = message.content[j]!
-      if (isToolUse(block)) kept.add(block.id)
-    }
-  }
-  let out: Array<Message> | undefined
-  let freed = 0
-  for (let i = 0; i < view.length; i++) {
-    const message = view[i]!
-    if (message.role !== "user" || typeof message.content === "string") continue
-    let all = true
-    let any = false
-    for (const block of message.content) {
-      if (!isToolResult(block)) continue
-      if (kept.has(block.tool_use_id) || !shrinks(block, CLEARED_TEXT)) all = false
-      else any = true
-    }
-    if (!any) continue
-    let replaced = all ? clearedMessages.get(message) : undefined
-    if (replaced === undefined) {
-      const content = message.content.map((block) =>
-        isToolResult(block) && !kept.has(block.tool_use_id) && shrinks(block, CLEARED_TEXT)
-          ? replacementOf(block, CLEARED_TEXT)
-          : block
-      )
-      replaced = { ...message, content }
-      if (all) clearedMessages.set(message, replaced)
-    }
-    for (const block of message.content) {
-      if (
-        isToolResult(block) && !kept.has(block.tool_use_id) && shrinks(block, CLEARED_TEXT) &&
-        !cleared.has(block.tool_use_id)
-      ) {
-        cleared.add(block.tool_use_id)
-        freed += payloadTokens(block) - estimateContentTokens(CLEARED_TEXT)
-      }
-    }
-    out ??= view.slice()
-    out[i] = replaced
-  }
-  return { prompt: out ?? view, freed }
-}
-
-// ============================================================================
-// Cache prefix
-// ============================================================================
-
-const deepEqual = (a: unknown, b: unknown): boolean => {
-  if (a === b) return true
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false
-    for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], b[i])) return false
-    return true
-  }
-  if (Array.isArray(b)) return false
-  const ka = Object.keys(a)
-  if (ka.length !== Object.keys(b).length) return false
-  for (const key of ka) {
-    if (!Object.hasOwn(b, key)) return false
-    if (!deepEqual((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])) return false
-  }
-  return true
-}
-
-/** Same object, or the same role and content (what the provider sees). */
-const sameMessage = (a: Message, b: Message): boolean =>
-  a === b || (a.role === b.role && deepEqual(a.content, b.content))
-
-/** Number of leading messages `prompt` shares with `previous`. */
-const sharedPrefix = (previous: ReadonlyArray<Message>, prompt: ReadonlyArray<Message>): number => {
-  const n = Math.min(previous.length, prompt.length)
-  let i = 0
-  while (i < n && sameMessage(previous[i]!, prompt[i]!)) i++
-  return i
-}
-
-const sumTokens = (messages: ReadonlyArray<Message>, from: number, to: number): number => {
-  let total = 0
-  for (let i = from; i < to; i++) total += estimateMessageTokens(messages[i]!)
-  return total
-}
-
-// ============================================================================
 // Replay
 // ============================================================================
 
-const summaryMessage = (tokens: number, summarized: number): Message => {
+/**
+ * A stand-in for the summary message, `tokens` estimated tokens long (the simulated summarizer output, with no
+ * frame): only its size matters to the replay. It is not `Summary.summaryMessage`, whose fixed header and preamble
+ * would add about 75 tokens to every simulated summary.
+ */
+const simulatedSummary = (tokens: number, summarized: number): Message => {
   const header = `[Simulated summary of ${summarized} earlier messages]`
   const chars = Math.max(header.length, tokens * CHARS_PER_TOKEN)
   return { role: "user", content: [{ type: "text", text: header.padEnd(chars, " .") }] }
@@ -565,7 +374,7 @@ const replay = (messages: ReadonlyArray<Message>, policy: SimPolicy, settings: S
     summarizerCalls++
     summarizerInput += transcript + settings.summarizerOverheadTokens
     summarizerOutput += summary
-    view = [summaryMessage(summary, head.length), ...view.slice(plan.cut)]
+    view = [simulatedSummary(summary, head.length), ...view.slice(plan.cut)]
     return true
   }
 

@@ -1,34 +1,27 @@
 /**
- * The summarizer: turns the head of a conversation into a summary.
- *
- * - `Summarizer` is the service. `summarize(request)` takes the head's messages and their `render`ed transcript, the
- *   user's `/compact <focus>` instructions and the earlier summary (which it *updates*), and returns the summary text
- *   with the usage that produced it.
- * - `AnthropicSummarizer` streams the summary from the Messages API through `@anthropic-ai/sdk`, with a per-attempt
- *   timeout and bounded, jittered, `retry-after`-aware retries of retryable failures only.
- * - `ExtractiveSummarizer` needs no model: a deterministic summary from the messages themselves. It is the offline
- *   default, and the fallback of `AnthropicSummarizer.layerWithFallback` (the `Summary` then says `fellBackFrom`).
+ * The summarizer contract: the `Summarizer` service, what it is asked (`SummarizeRequest`, the prompt) and what it
+ * returns (`Summary`), its failures (`SummarizeError`, one class per reason), the retry policy, `withFallback` and
+ * `layerAuto`. The summarizers themselves live in `AnthropicSummarizer` and `ExtractiveSummarizer`; importing this
+ * module never loads `@anthropic-ai/sdk` (the Anthropic names here load it on first use).
  *
  * @since 0.1.0
  */
-import Anthropic from "@anthropic-ai/sdk"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Predicate from "effect/Predicate"
-import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import type { ContentBlock, Message } from "./Message.ts"
-import { blocksOf, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
+import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
+import type { AnthropicLayerOptions, AnthropicSummarizerOptions } from "./internal/anthropicConfig.ts"
+import { clipMiddle } from "./internal/text.ts"
+import type { Message } from "./Message.ts"
+import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
-import { neutralizeTags, render, stripAppendix } from "./Render.ts"
-import type { ToolClassifier } from "./Tools.ts"
-import { defaultToolClassifier, filesTouched, shortInput } from "./Tools.ts"
-import { isHumanMessage } from "./Turns.ts"
+import { neutralizeTags, render } from "./Render.ts"
+import { stripAppendix } from "./Summary.ts"
 
 // ============================================================================
 // Models
@@ -48,13 +41,8 @@ export interface SummarizeRequest {
   readonly previousSummary?: string
 }
 
-/** Token usage of the call that produced a summary, as the Messages API reports it (all zero without a model). @category models */
-export interface SummaryUsage {
-  readonly input_tokens: number
-  readonly output_tokens: number
-  readonly cache_read_input_tokens: number
-  readonly cache_creation_input_tokens: number
-}
+/** Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models */
+export type SummaryUsage = Usage
 
 /**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
@@ -70,13 +58,8 @@ export interface Summary {
   readonly fellBackFrom?: { readonly summarizer: string; readonly error: SummarizeError }
 }
 
-/** Usage of a summary made without a model. @category constants */
-export const zeroUsage: SummaryUsage = {
-  input_tokens: 0,
-  output_tokens: 0,
-  cache_read_input_tokens: 0,
-  cache_creation_input_tokens: 0
-}
+/** Usage of a summary made without a model (`Policy.zeroUsage`). @category constants */
+export { zeroUsage } from "./Policy.ts"
 
 /**
  * Builds a `SummarizeRequest` from the head: renders the transcript (with `render` options) and keeps the messages.
@@ -97,47 +80,129 @@ export const summarizeRequest = (
 // Errors
 // ============================================================================
 
-/** Why a summarization failed. @category errors */
-export const SummarizeErrorReason = Schema.Literals([
-  "RateLimited",
-  "Overloaded",
-  "Server",
-  "Connection",
-  "Timeout",
-  "BadRequest",
-  "Unauthorized",
-  "EmptySummary",
-  "StreamError"
+/** The fields of a failed HTTP exchange that a retry may fix: the status when there was one, the server's wait. */
+const RetryableFields = {
+  status: Schema.optionalKey(Schema.Int),
+  retryAfterMillis: Schema.optionalKey(Schema.Number),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}
+
+/** The fields of a request the API refused: its status (always present). */
+const RefusedFields = { status: Schema.Int, detail: Schema.String, cause: Schema.optionalKey(Schema.Defect()) }
+
+/** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
+export class RateLimited extends Schema.TaggedClass<RateLimited>()("RateLimited", RetryableFields) {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** 529, or an SSE `overloaded_error`. Retryable. @category errors */
+export class Overloaded extends Schema.TaggedClass<Overloaded>()("Overloaded", RetryableFields) {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** Another 5xx, or an SSE `api_error`. Retryable. @category errors */
+export class Server extends Schema.TaggedClass<Server>()("Server", RetryableFields) {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** No complete reply in time (our per-attempt timeout, the SDK's, a 408, an SSE `timeout_error`). Retryable. @category errors */
+export class Timeout extends Schema.TaggedClass<Timeout>()("Timeout", RetryableFields) {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** The API could not be reached, or the connection dropped mid-stream. Retryable. @category errors */
+export class Connection extends Schema.TaggedClass<Connection>()("Connection", {
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** The API rejected the request (a 4xx other than 401, 403, 408 and 429). Never retried. @category errors */
+export class BadRequest extends Schema.TaggedClass<BadRequest>()("BadRequest", RefusedFields) {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** The API refused the credentials (401, 403). Never retried. @category errors */
+export class Unauthorized extends Schema.TaggedClass<Unauthorized>()("Unauthorized", RefusedFields) {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** The reply held no summary text. Never retried. @category errors */
+export class EmptySummary extends Schema.TaggedClass<EmptySummary>()("EmptySummary", {
+  stopReason: Schema.optionalKey(Schema.String),
+  outputTokens: Schema.Int
+}) {
+  /** Always false. */
+  readonly isRetryable = false
+  /** The stop reason and the output tokens, as one line. */
+  get detail(): string {
+    return `stop reason ${this.stopReason ?? "unknown"}, ${this.outputTokens} output tokens`
+  }
+}
+
+/** The stream failed in a way no other reason covers (an SSE error event of another type). Never retried. @category errors */
+export class StreamError extends Schema.TaggedClass<StreamError>()("StreamError", {
+  errorType: Schema.optionalKey(Schema.String),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
+export const SummarizeErrorReason = Schema.Union([
+  RateLimited,
+  Overloaded,
+  Server,
+  Timeout,
+  Connection,
+  BadRequest,
+  Unauthorized,
+  EmptySummary,
+  StreamError
 ])
 /** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */
 export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
 
-const RETRYABLE: ReadonlySet<SummarizeErrorReason> = new Set([
-  "RateLimited",
-  "Overloaded",
-  "Server",
-  "Connection",
-  "Timeout"
-])
-
 /**
- * A summarization failure. `reason` classifies it; `status` is the HTTP status when there was one; `attempts` is how
- * many requests were made in all; `retryAfterMillis` is the server's `retry-after` (or `retry-after-ms`). Only
- * `RateLimited` (429), `Overloaded` (529), `Server` (5xx), `Connection` and `Timeout` are retryable (`isRetryable`);
- * a 400, a 401 and an empty summary never are. `message` is one line that says why and what to try.
+ * A summarization failure. `reason` says why (match on `reason._tag`); `attempts` is how many requests were made in
+ * all. `isRetryable`, `status`, `retryAfterMillis` and `detail` read the reason. Only `RateLimited`, `Overloaded`,
+ * `Server`, `Connection` and `Timeout` are retryable; a 400, a 401 and an empty summary never are. `message` is one
+ * line that says why and what to try.
  * @category errors
  */
 export class SummarizeError extends Schema.TaggedError<SummarizeError>()("SummarizeError", {
   reason: SummarizeErrorReason,
-  status: Schema.optionalKey(Schema.Int),
-  attempts: Schema.Int,
-  retryAfterMillis: Schema.optionalKey(Schema.Number),
-  detail: Schema.String,
-  cause: Schema.optionalKey(Schema.Defect())
+  attempts: Schema.Int
 }) {
   /** True for failures that a new attempt may fix: 429, 529, other 5xx, connection errors and timeouts. */
   get isRetryable(): boolean {
-    return RETRYABLE.has(this.reason)
+    return this.reason.isRetryable
+  }
+
+  /** The HTTP status, when the failure had one. */
+  get status(): number | undefined {
+    return "status" in this.reason ? this.reason.status : undefined
+  }
+
+  /** The server's `retry-after` (or `retry-after-ms`) in milliseconds, when it sent one. */
+  get retryAfterMillis(): number | undefined {
+    return "retryAfterMillis" in this.reason ? this.reason.retryAfterMillis : undefined
+  }
+
+  /** What went wrong, in the API's or the runtime's words. */
+  get detail(): string {
+    return this.reason.detail
   }
 
   override get message(): string {
@@ -146,46 +211,7 @@ export class SummarizeError extends Schema.TaggedError<SummarizeError>()("Summar
 
   /** The same error with `attempts` set. */
   withAttempts(attempts: number): SummarizeError {
-    return new SummarizeError({
-      reason: this.reason,
-      attempts,
-      detail: this.detail,
-      ...(this.status === undefined ? {} : { status: this.status }),
-      ...(this.retryAfterMillis === undefined ? {} : { retryAfterMillis: this.retryAfterMillis }),
-      ...(this.cause === undefined ? {} : { cause: this.cause })
-    })
-  }
-
-  /**
-   * Classifies anything a summarization attempt can throw: the SDK's status errors (by status), its connection and
-   * timeout errors, an SSE `error` event (by its error type: `overloaded_error`, `rate_limit_error` and `api_error`
-   * are retryable, any other type is a `StreamError`), and network failures while reading the body (`Connection`).
-   */
-  static fromUnknown(cause: unknown): SummarizeError {
-    if (cause instanceof SummarizeError) return cause
-    const detail = describe(cause)
-    if (cause instanceof Anthropic.APIConnectionTimeoutError) {
-      return new SummarizeError({ reason: "Timeout", attempts: 1, detail, cause })
-    }
-    if (cause instanceof Anthropic.APIConnectionError) {
-      return new SummarizeError({ reason: "Connection", attempts: 1, detail, cause })
-    }
-    if (cause instanceof Anthropic.APIError) {
-      const retryAfterMillis = retryAfter(cause.headers)
-      const extra = retryAfterMillis === undefined ? {} : { retryAfterMillis }
-      const status: number | undefined = cause.status
-      if (status === undefined) {
-        return new SummarizeError({
-          reason: byErrorType(cause.type ?? errorType(cause.error)),
-          attempts: 1,
-          detail,
-          cause
-        })
-      }
-      return new SummarizeError({ reason: byStatus(status), status, attempts: 1, detail, cause, ...extra })
-    }
-    if (isNetworkError(cause)) return new SummarizeError({ reason: "Connection", attempts: 1, detail, cause })
-    return new SummarizeError({ reason: "StreamError", attempts: 1, detail, cause })
+    return new SummarizeError({ reason: this.reason, attempts })
   }
 }
 
@@ -194,7 +220,7 @@ const describeFailure = (error: SummarizeError): string => {
   const status = error.status === undefined ? "" : ` (${error.status})`
   const detail = error.detail.replace(/\s+/g, " ").trim()
   const because = detail.length > 0 ? `: ${detail.length > 300 ? `${detail.slice(0, 299)}…` : detail}` : ""
-  switch (error.reason) {
+  switch (error.reason._tag) {
     case "RateLimited":
       return `The Messages API rate-limited the summarizer${status}${after}${because}. Wait a minute and retry.`
     case "Overloaded":
@@ -214,73 +240,6 @@ const describeFailure = (error: SummarizeError): string => {
     default:
       return `The summary stream failed${because}. Retry.`
   }
-}
-
-/** The API's own error message when the body has one (not the SDK's "401 {json}"), without a trailing period. */
-const describe = (cause: unknown): string => {
-  const body = Predicate.hasProperty(cause, "error") ? cause.error : undefined
-  const inner = Predicate.hasProperty(body, "error") ? body.error : undefined
-  const text = Predicate.hasProperty(inner, "message") && Predicate.isString(inner.message)
-    ? inner.message
-    : Predicate.hasProperty(cause, "message") && Predicate.isString(cause.message)
-    ? cause.message
-    : String(cause)
-  return text.trim().replace(/\.+$/, "")
-}
-
-const errorType = (body: unknown): string | undefined => {
-  if (!Predicate.hasProperty(body, "error")) return undefined
-  const error = body.error
-  return Predicate.hasProperty(error, "type") && Predicate.isString(error.type) ? error.type : undefined
-}
-
-const byErrorType = (type: string | null | undefined): SummarizeErrorReason =>
-  type === "overloaded_error"
-    ? "Overloaded"
-    : type === "rate_limit_error"
-    ? "RateLimited"
-    : type === "api_error"
-    ? "Server"
-    : type === "timeout_error"
-    ? "Timeout"
-    : "StreamError"
-
-const byStatus = (status: number): SummarizeErrorReason =>
-  status === 429
-    ? "RateLimited"
-    : status === 529
-    ? "Overloaded"
-    : status === 408
-    ? "Timeout"
-    : status >= 500
-    ? "Server"
-    : status === 401 || status === 403
-    ? "Unauthorized"
-    : "BadRequest"
-
-/** A network failure while the body streams in (undici's `TypeError: terminated`, a reset socket, …). */
-const isNetworkError = (cause: unknown): boolean => {
-  if (!(cause instanceof Error)) return false
-  const code = Predicate.hasProperty(cause, "code") ? cause.code : undefined
-  const inner = cause.cause
-  const innerCode = Predicate.hasProperty(inner, "code") ? inner.code : undefined
-  const codes = ["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET"]
-  return (cause.name === "TypeError" && /terminated|fetch failed|network|connection/i.test(cause.message)) ||
-    codes.includes(String(code)) || codes.includes(String(innerCode)) ||
-    /connection (reset|closed|error)|error reading a body|body stream|socket/i.test(cause.message)
-}
-
-/** The server's requested wait in milliseconds, from `retry-after-ms` or `retry-after` (seconds or an HTTP date). */
-const retryAfter = (headers: unknown): number | undefined => {
-  if (!(typeof Headers !== "undefined" && headers instanceof Headers)) return undefined
-  const ms = Number.parseFloat(headers.get("retry-after-ms") ?? "")
-  if (Number.isFinite(ms) && ms >= 0) return ms
-  const value = headers.get("retry-after")
-  if (value === null) return undefined
-  const seconds = Number.parseFloat(value)
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
-  const date = Date.parse(value)
-  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined
 }
 
 // ============================================================================
@@ -340,7 +299,11 @@ export const retrySummarize = (
       return attempt
     }).pipe(
       Effect.tapError((error) =>
-        Effect.logDebug("summarize attempt failed", { attempt: attempts, reason: error.reason, status: error.status })
+        Effect.logDebug("summarize attempt failed", {
+          attempt: attempts,
+          reason: error.reason._tag,
+          status: error.status
+        })
       ),
       Effect.retry(schedule),
       Effect.mapError((error) => error.withAttempts(attempts))
@@ -374,7 +337,7 @@ export const withFallback = (primary: SummarizerShape, fallback: SummarizerShape
         Effect.logWarning("summarizer failed, falling back", {
           from: primary.name,
           to: fallback.name,
-          reason: error.reason
+          reason: error.reason._tag
         })
           .pipe(
             Effect.andThen(fallback.summarize(request)),
@@ -429,19 +392,6 @@ Copy file paths, identifiers, commands and error messages exactly as they appear
  */
 export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
 
-/** `text` cut to its head and tail around a `[… N chars cut …]` line when longer than `max`; never splits a pair. */
-const clipMiddle = (text: string, max: number): string => {
-  if (text.length <= max) return text
-  let head = Math.ceil(max / 2)
-  let tail = text.length - Math.floor(max / 2)
-  if (isHighSurrogate(text.charCodeAt(head - 1))) head--
-  if (isLowSurrogate(text.charCodeAt(tail))) tail++
-  return `${text.slice(0, head)}\n[… ${tail - head} chars cut …]\n${text.slice(tail)}`
-}
-
-const isHighSurrogate = (code: number): boolean => code >= 0xd800 && code <= 0xdbff
-const isLowSurrogate = (code: number): boolean => code >= 0xdc00 && code <= 0xdfff
-
 /**
  * The user message of a summarization request: the earlier summary (when updating) in `<previous_summary>`, the
  * transcript in `<transcript>`, the user's focus in `<instructions>`, then what to do. Reserved tags inside each part
@@ -469,374 +419,58 @@ export const summarizationPrompt = (request: SummarizeRequest): string => {
 }
 
 // ============================================================================
-// AnthropicSummarizer
+// Layers
 // ============================================================================
 
-/**
- * The default summarizer model, used when `COMPACTION_SUMMARIZER_MODEL` is not set (so the CLI works out of the box).
- * A current Sonnet: it writes faithful structured summaries at a fraction of Opus's cost. Override it in config.
- * @category constants
- */
-export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
+/** The defaults, options and config of the Anthropic summarizer (SDK-free, so re-exported here). */
+export * from "./internal/anthropicConfig.ts"
+/** The longest summary, in tokens (`Summary.DEFAULT_SUMMARY_MAX_TOKENS`). */
+export { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
+/** The extractive summarizer (`ExtractiveSummarizer`), re-exported under its old names. */
+export {
+  EXTRACTIVE_LIMITS,
+  type ExtractiveOptions,
+  ExtractiveSummarizer,
+  extractiveSummary
+} from "./ExtractiveSummarizer.ts"
 
-/** Default `max_tokens` of the summary. @category constants */
-export const DEFAULT_SUMMARY_MAX_TOKENS = 8192
+type AnthropicModule = typeof import("./AnthropicSummarizer.ts")
 
-/** Default per-attempt timeout (opening the request and reading the whole stream). @category constants */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
+/** The Anthropic summarizer module, loaded (with the SDK) on first use only. */
+const loadAnthropic = (): Effect.Effect<AnthropicModule> => Effect.promise(() => import("./AnthropicSummarizer.ts"))
 
-/** Options of `AnthropicSummarizer.make`. @category models */
-export interface AnthropicSummarizerOptions {
-  /** The SDK client. Its own retries are not used (every request is sent with `maxRetries: 0`). */
-  readonly client: Anthropic
-  readonly model: string
-  readonly maxTokens?: number
-  /** Per-attempt timeout covering the request and the whole stream. Default 120 seconds. */
-  readonly timeout?: Duration.Input
-  readonly systemPrompt?: string
-  readonly retry?: RetryOptions
-  /**
-   * Called with the summary's length so far after each streamed text chunk (for a progress display). A retry starts
-   * a fresh stream, so the count starts again from zero.
-   */
-  readonly onProgress?: (charsSoFar: number) => void
-}
-
-interface Collected {
-  readonly text: string
-  readonly model: string
-  readonly usage: SummaryUsage
-  readonly stopReason: string | undefined
-}
-
-const num = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
-
-/** Reads one streamed response to the end, collecting text, usage, model and stop reason. */
-const collect = async (
-  stream: AsyncIterable<Anthropic.RawMessageStreamEvent>,
-  onProgress: ((chars: number) => void) | undefined
-): Promise<Collected> => {
-  let text = ""
-  let model = ""
-  let stopReason: string | undefined
-  let usage: Record<keyof SummaryUsage, number> = { ...zeroUsage }
-  for await (const event of stream) {
-    switch (event.type) {
-      case "message_start": {
-        model = event.message.model
-        const u = event.message.usage
-        usage = {
-          input_tokens: num(u.input_tokens),
-          output_tokens: num(u.output_tokens),
-          cache_read_input_tokens: num(u.cache_read_input_tokens),
-          cache_creation_input_tokens: num(u.cache_creation_input_tokens)
-        }
-        break
-      }
-      case "content_block_delta": {
-        if (event.delta.type === "text_delta") {
-          text += event.delta.text
-          onProgress?.(text.length)
-        }
-        break
-      }
-      case "message_delta": {
-        const u = event.usage as Partial<Record<keyof SummaryUsage, number | null>>
-        // message_delta usage is cumulative; input counts appear here only on some backends
-        usage = {
-          input_tokens: u.input_tokens == null ? usage.input_tokens : num(u.input_tokens),
-          output_tokens: u.output_tokens == null ? usage.output_tokens : num(u.output_tokens),
-          cache_read_input_tokens: u.cache_read_input_tokens == null
-            ? usage.cache_read_input_tokens
-            : num(u.cache_read_input_tokens),
-          cache_creation_input_tokens: u.cache_creation_input_tokens == null
-            ? usage.cache_creation_input_tokens
-            : num(u.cache_creation_input_tokens)
-        }
-        if (event.delta.stop_reason != null) stopReason = event.delta.stop_reason
-        break
-      }
-    }
-  }
-  return { text, model, usage, stopReason }
-}
-
-const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
-  const timeoutMillis = Duration.toMillis(timeout)
-  const maxTokens = options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS
-  const system = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT
-  const schedule = makeRetrySchedule(options.retry)
-
-  const attempt = (prompt: string): Effect.Effect<Collected, SummarizeError> =>
-    Effect.tryPromise({
-      try: async (signal) => {
-        const stream = await options.client.messages.create(
-          {
-            model: options.model,
-            max_tokens: maxTokens,
-            system,
-            messages: [{ role: "user", content: prompt }],
-            stream: true
-          },
-          // our timeout wraps the whole attempt; the SDK's is only a backstop
-          { signal, maxRetries: 0, timeout: timeoutMillis + 10_000 }
-        )
-        return await collect(stream, options.onProgress)
-      },
-      catch: SummarizeError.fromUnknown
-    }).pipe(
-      Effect.flatMap((collected) =>
-        collected.text.trim().length > 0 ? Effect.succeed(collected) : Effect.fail(
-          new SummarizeError({
-            reason: "EmptySummary",
-            attempts: 1,
-            detail: `stop reason ${collected.stopReason ?? "unknown"}, ${collected.usage.output_tokens} output tokens`
-          })
-        )
-      ),
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new SummarizeError({
-              reason: "Timeout",
-              attempts: 1,
-              detail: `no complete reply within ${Duration.format(timeout)}`
-            })
-          )
-      })
-    )
-
-  const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: SummarizeRequest) {
-    yield* Effect.annotateCurrentSpan({
-      "summarizer.model": options.model,
-      "summarizer.transcript_chars": request.transcript.length
-    })
-    const collected = yield* retrySummarize(schedule)(attempt(summarizationPrompt(request)))
-    return {
-      text: collected.text,
-      model: collected.model.length > 0 ? collected.model : options.model,
-      usage: collected.usage,
-      summarizer: "anthropic",
-      ...(collected.stopReason === undefined ? {} : { stopReason: collected.stopReason })
-    } satisfies Summary
-  })
-  return { name: "anthropic", summarize }
-}
-
-/** The configuration `AnthropicSummarizer.layer` reads. @category config */
-export const anthropicConfig = Config.all({
-  apiKey: Config.Redacted("ANTHROPIC_API_KEY"),
-  baseURL: Config.option(Config.String("ANTHROPIC_BASE_URL")),
-  model: Config.String("COMPACTION_SUMMARIZER_MODEL").pipe(Config.withDefault(DEFAULT_SUMMARIZER_MODEL)),
-  maxTokens: Config.Int("COMPACTION_SUMMARY_MAX_TOKENS").pipe(Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)),
-  timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(Config.withDefault(DEFAULT_SUMMARIZER_TIMEOUT)),
-  retries: Config.Int("COMPACTION_SUMMARIZER_RETRIES").pipe(Config.withDefault(4)),
-  systemPrompt: Config.option(Config.String("COMPACTION_SUMMARIZER_PROMPT"))
-})
-
-/** Options of the config-reading layers that cannot come from config. @category models */
-export interface AnthropicLayerOptions {
-  readonly onProgress?: (charsSoFar: number) => void
-}
-
-const fromConfig = (extra: AnthropicLayerOptions) =>
-  Effect.gen(function* () {
-    const config = yield* anthropicConfig
-    const client = new Anthropic({
-      apiKey: Redacted.value(config.apiKey),
-      maxRetries: 0,
-      ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
-    })
-    return makeAnthropic({
-      client,
-      model: config.model,
-      maxTokens: config.maxTokens,
-      timeout: config.timeout,
-      retry: { retries: config.retries },
-      ...(Option.isSome(config.systemPrompt) ? { systemPrompt: config.systemPrompt.value } : {}),
-      ...(extra.onProgress === undefined ? {} : { onProgress: extra.onProgress })
-    })
-  })
+const lazyLayer = <E>(pick: (module: AnthropicModule) => Layer.Layer<Summarizer, E>): Layer.Layer<Summarizer, E> =>
+  Layer.unwrap(Effect.map(loadAnthropic(), pick))
 
 /**
- * The Messages API summarizer. It sends one request (system prompt + the `summarizationPrompt`), streams the reply
- * and collects its text. Each attempt has a timeout covering the request and the whole stream; a failed attempt is
- * retried with `makeRetrySchedule` only when it is retryable, each time with a fresh request. A stream `error` event,
- * a reply with no text, or a timeout fails with a typed `SummarizeError`.
+ * `AnthropicSummarizer.AnthropicSummarizer` with the same members, for code that reaches it through this module: each
+ * member loads the `AnthropicSummarizer` module (and the SDK) when it is first built or run, not when this module is
+ * imported. `make` returns a summarizer at once and loads the module on its first `summarize`.
  * @category layers
  */
 export const AnthropicSummarizer = {
-  /** The summarizer from explicit options (tests pass a client whose `baseURL` is a local server). */
-  make: makeAnthropic,
+  /** The summarizer from explicit options; the module loads on its first `summarize`. */
+  make: (options: AnthropicSummarizerOptions): SummarizerShape => ({
+    name: "anthropic",
+    summarize: (request) =>
+      Effect.flatMap(loadAnthropic(), (module) => module.AnthropicSummarizer.make(options).summarize(request))
+  }),
   /** A layer from explicit options. */
   layerWith: (options: AnthropicSummarizerOptions): Layer.Layer<Summarizer> =>
-    Layer.succeed(Summarizer, makeAnthropic(options)),
-  /**
-   * A layer from config: `ANTHROPIC_API_KEY` (required, redacted), `ANTHROPIC_BASE_URL`, `COMPACTION_SUMMARIZER_MODEL`
-   * (default `DEFAULT_SUMMARIZER_MODEL`), `COMPACTION_SUMMARY_MAX_TOKENS` (8192), `COMPACTION_SUMMARIZER_TIMEOUT`
-   * (120 seconds), `COMPACTION_SUMMARIZER_RETRIES` (4) and `COMPACTION_SUMMARIZER_PROMPT` (the system prompt).
-   */
+    lazyLayer((module) => module.AnthropicSummarizer.layerWith(options)),
+  /** A layer from config (see `AnthropicSummarizer.layerConfig`). */
   layerConfig: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
-    Layer.effect(Summarizer, fromConfig(extra)),
+    lazyLayer((module) => module.AnthropicSummarizer.layerConfig(extra)),
   /** `layerConfig` whose failures (after retries) fall back to the extractive summarizer. */
   layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
-    Layer.effect(Summarizer, Effect.map(fromConfig(extra), (primary) => withFallback(primary, extractive()))),
+    lazyLayer((module) => module.AnthropicSummarizer.layerWithFallback(extra)),
   /** `layerConfig()`. */
-  layer: Layer.effect(Summarizer, fromConfig({})) as Layer.Layer<Summarizer, Config.ConfigError>
-} as const
-
-// ============================================================================
-// ExtractiveSummarizer
-// ============================================================================
-
-/** Options of the extractive summarizer. @category models */
-export interface ExtractiveOptions {
-  readonly classifier?: ToolClassifier
-}
-
-const clipLine = (text: string, max: number): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  if (flat.length <= max) return flat
-  let end = max - 1
-  if (isHighSurrogate(flat.charCodeAt(end - 1))) end--
-  return `${flat.slice(0, end)}…`
-}
-
-const quote = (text: string, max: number): string => {
-  let clipped = text.trim()
-  if (clipped.length > max) {
-    let end = max - 1
-    if (isHighSurrogate(clipped.charCodeAt(end - 1))) end--
-    clipped = `${clipped.slice(0, end)}…`
-  }
-  return clipped.split(/\r\n?|\n/).map((line) => `> ${line}`).join("\n")
-}
-
-const textOf = (content: unknown): string => {
-  if (typeof content === "string") return content
-  if (!Array.isArray(content)) return ""
-  return (content as ReadonlyArray<ContentBlock>).filter(isText).map((b) => b.text).join("\n")
-}
-
-/** How many of each list the extractive summary keeps. @category constants */
-export const EXTRACTIVE_LIMITS = {
-  requests: 20,
-  requestChars: 800,
-  errors: 5,
-  errorChars: 300,
-  statements: 3,
-  statementChars: 800,
-  previousChars: 8000,
-  files: 100
-} as const
-
-/**
- * The extractive summary: deterministic, bounded, no model. Sections: the requested focus, the earlier summary
- * (clipped), the user's requests verbatim (each clipped; the first 3 and the last 17 when there are more than 20),
- * files read and modified, the tools used with counts, the last errors seen, and the assistant's last statements.
- * @category extractive
- */
-export const extractiveSummary = (request: SummarizeRequest, options: ExtractiveOptions = {}): string => {
-  const L = EXTRACTIVE_LIMITS
-  const classifier = options.classifier ?? defaultToolClassifier
-  const sections: Array<string> = ["# Summary of the earlier conversation (extractive: written without a model)"]
-  const focus = request.instructions?.trim() ?? ""
-  if (focus.length > 0) sections.push(`## Focus requested\n${quote(focus, L.requestChars)}`)
-  const previous = request.previousSummary === undefined ? "" : stripAppendix(request.previousSummary).trim()
-  if (previous.length > 0) {
-    const clipped = clipMiddle(previous, L.previousChars)
-    sections.push(`## Earlier summary\n${clipped.split("\n").map((line) => `> ${line}`).join("\n")}`)
-  }
-
-  const requests: Array<string> = []
-  const names = new Map<string, ContentBlock>()
-  const toolCounts = new Map<string, number>()
-  const errors: Array<string> = []
-  const statements: Array<string> = []
-  for (const message of request.messages) {
-    const blocks = blocksOf(message)
-    if (message.role === "user" && isHumanMessage(message)) {
-      const text = blocks.filter(isText).map((b) => b.text).join("\n").trim()
-      if (text.length > 0) requests.push(text)
-    }
-    for (const block of blocks) {
-      if (isToolUse(block) || isServerToolUse(block)) {
-        names.set(block.id, block)
-        toolCounts.set(block.name, (toolCounts.get(block.name) ?? 0) + 1)
-      } else if (isToolResult(block) && block.is_error === true) {
-        const call = names.get(block.tool_use_id)
-        const what = call !== undefined && isToolUse(call)
-          ? `${clipLine(call.name, 64)}: ${shortInput(call, 120)}`
-          : "unknown call"
-        errors.push(`- [${what}] ${clipLine(textOf(block.content), L.errorChars)}`)
-      } else if (message.role === "assistant" && isText(block) && block.text.trim().length > 0) {
-        statements.push(block.text)
-      }
-    }
-  }
-
-  if (requests.length > 0) {
-    const omitted = Math.max(0, requests.length - L.requests)
-    const lines: Array<string> = []
-    requests.forEach((text, i) => {
-      if (omitted > 0 && i >= 3 && i < 3 + omitted) {
-        if (i === 3) lines.push(`(… ${omitted} requests omitted …)`)
-        return
-      }
-      lines.push(`${i + 1}.\n${quote(text, L.requestChars)}`)
-    })
-    sections.push(`## User requests (verbatim)\n${lines.join("\n")}`)
-  }
-  const files = filesTouched(request.messages, classifier)
-  const list = (paths: ReadonlyArray<string>) => {
-    const kept = paths.slice(Math.max(0, paths.length - L.files))
-    const more = paths.length - kept.length
-    return [...(more > 0 ? [`- (${more} earlier files)`] : []), ...kept.map((p) => `- ${clipLine(p, 300)}`)].join("\n")
-  }
-  if (files.read.length > 0) sections.push(`## Files read\n${list(files.read)}`)
-  if (files.modified.length > 0) sections.push(`## Files modified\n${list(files.modified)}`)
-  if (toolCounts.size > 0) {
-    const tools = [...toolCounts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 30)
-    sections.push(`## Tools used\n${tools.map(([name, n]) => `- ${clipLine(name, 64)} ×${n}`).join("\n")}`)
-  }
-  if (errors.length > 0) sections.push(`## Last errors\n${errors.slice(-L.errors).join("\n")}`)
-  if (statements.length > 0) {
-    sections.push(
-      `## Last assistant statements\n${
-        statements.slice(-L.statements).map((s) => quote(s, L.statementChars)).join("\n\n")
-      }`
-    )
-  }
-  return sections.join("\n\n")
-}
-
-const extractive = (options: ExtractiveOptions = {}): SummarizerShape => ({
-  name: "extractive",
-  summarize: (request) =>
-    Effect.sync((): Summary => ({
-      text: extractiveSummary(request, options),
-      model: "extractive",
-      usage: zeroUsage,
-      summarizer: "extractive"
-    })).pipe(Effect.withSpan("ExtractiveSummarizer.summarize"))
-})
-
-/**
- * The offline summarizer: `extractiveSummary` as a service. It never fails and needs no API key, so the library
- * works in tests and on a laptop.
- * @category layers
- */
-export const ExtractiveSummarizer = {
-  make: extractive,
-  layerWith: (options: ExtractiveOptions): Layer.Layer<Summarizer> => Layer.succeed(Summarizer, extractive(options)),
-  layer: Layer.succeed(Summarizer, extractive()) as Layer.Layer<Summarizer>
+  layer: lazyLayer((module) => module.AnthropicSummarizer.layer)
 } as const
 
 /**
  * The out-of-the-box summarizer: `AnthropicSummarizer.layerWithFallback` when `ANTHROPIC_API_KEY` is set, otherwise
- * `ExtractiveSummarizer.layer`.
+ * `ExtractiveSummarizer.layer`. The Anthropic module (and the SDK) is loaded only in the first case.
  * @category layers
  */
 export const layerAuto = (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>

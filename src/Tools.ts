@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import type { Message, ToolUseBlock } from "./Message.ts"
+import { clipEnd } from "./internal/text.ts"
 import { isToolUse } from "./Message.ts"
 
 /** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models */
@@ -134,11 +135,7 @@ export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
     const range = offsetLimit(input) ?? viewRange(input)
     if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`
   }
-  if (text.length <= max) return text
-  let end = Math.max(0, max - 1)
-  const last = text.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end-- // never split a surrogate pair
-  return `${text.slice(0, end)}…`
+  return clipEnd(text, max) // never splits a surrogate pair
 }
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */

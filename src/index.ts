@@ -1,12 +1,13 @@
 /**
  * effect-compaction: context compaction for LLM agents, on Effect 4.
  *
- * The pure core decides where to cut and what to offload; the effectful shell summarizes, persists and simulates.
- * See COMPACTION.md for the doctrine.
+ * The pure core decides where to cut and what to offload; the effectful shell summarizes and persists; the tools
+ * import recorded sessions and price policies over them. Importing this barrel never loads `@anthropic-ai/sdk`: only
+ * `AnthropicSummarizer` does, on first use. See COMPACTION.md for the doctrine.
  *
  * @since 0.1.0
  */
-// The pure core
+// The pure core: plain values in, plain values out; no services, no I/O
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"
 export * as Turns from "./Turns.ts"
@@ -14,12 +15,17 @@ export * as Tools from "./Tools.ts"
 export * as Cut from "./Cut.ts"
 export * as Policy from "./Policy.ts"
 export * as Validate from "./Validate.ts"
+export * as Offload from "./Offload.ts"
 export * as Evict from "./Evict.ts"
 export * as HotPaths from "./HotPaths.ts"
 export * as Render from "./Render.ts"
-// The effectful shell
+export * as Summary from "./Summary.ts"
+// The effectful shell: services, layers and typed errors
 export * as Summarizer from "./Summarizer.ts"
+export * as ExtractiveSummarizer from "./ExtractiveSummarizer.ts"
 export * as Compact from "./Compact.ts"
 export * as SessionLog from "./SessionLog.ts"
+// The tools: pure conversions and replays over recorded sessions (`Import.importSessionFile` reads a file through
+// `FileSystem`; everything else in both is pure)
 export * as Import from "./Import.ts"
 export * as Simulate from "./Simulate.ts"

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
 import {
+  DEFAULT_MIN_SAVINGS,
   evictStaleToolResults,
   formatOffloadRef,
   isOffloaded,
@@ -202,7 +203,7 @@ describe("evictStaleToolResults", () => {
       ...step([read("r1", "/a.ts")], [result("r1", big("a1"))]),
       ...step([read("r2", "/a.ts")], [result("r2", big("a2"))])
     ]
-    const out = evictStaleToolResults(messages, 10)
+    const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
     assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "superseded"]])
     const ref = out.offloaded[0]!.ref
     assert.deepStrictEqual(ref, {
@@ -226,7 +227,7 @@ describe("evictStaleToolResults", () => {
       ...step([read("n", "/a.ts", { offset: 10, limit: 20 })], [result("n", big("narrow"))]),
       ...step([read("m", "/a.ts", { offset: 5, limit: 50 })], [result("m", big("wider"))])
     ]
-    const out = evictStaleToolResults(messages, 10)
+    const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
     assert.deepStrictEqual(out.offloaded.map((o) => o.toolUseId), ["n"])
     assert.deepStrictEqual(out.offloaded[0]!.ref._tag === "Read" && out.offloaded[0]!.ref.range, { start: 10, end: 29 })
   })
@@ -241,7 +242,7 @@ describe("evictStaleToolResults", () => {
       ]),
       ...step([read("r3", "/b.ts")], [result("r3", "ENOENT", { is_error: true })])
     ]
-    const out = evictStaleToolResults(messages, 10)
+    const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
     assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "modified"]])
     assert.include(out.offloaded[0]!.block.content as string, "The file was changed after this read")
   })
@@ -254,7 +255,7 @@ describe("evictStaleToolResults", () => {
       ...step([call("b3", "bash", { command: "ls" })], [result("b3", big("t3"))]),
       ...step([call("b4", "bash", { command: "ls" })], [result("b4", big("t4"))])
     ]
-    const out = evictStaleToolResults(messages, 2)
+    const out = evictStaleToolResults(messages, 2, { minSavings: 0 })
     assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["b1", "stale"]])
     assert.deepStrictEqual(out.offloaded[0]!.ref, {
       _tag: "Output",
@@ -282,7 +283,7 @@ describe("evictStaleToolResults", () => {
       ...step([call("b", "bash", { command: "ls" })], [result("b", "x")])
     ]
     const snapshot = structuredClone(messages)
-    const out = evictStaleToolResults(messages, 1)
+    const out = evictStaleToolResults(messages, 1, { minSavings: 0 })
     assert.deepStrictEqual(messages, snapshot)
     const replaced = out.offloaded[0]!.block as ToolResultBlock & { extra: number }
     assert.strictEqual(replaced.tool_use_id, "s1")
@@ -302,12 +303,51 @@ describe("evictStaleToolResults", () => {
       ...step([call("b", "bash", { command: "ls" })], [result("b", big("b"))])
     ]
     const pinned = (p: string) => p === "/hot.ts"
-    assert.deepStrictEqual(evictStaleToolResults(messages, 0, { pinned }).offloaded.map((o) => o.toolUseId), [
+    assert.deepStrictEqual(
+      evictStaleToolResults(messages, 0, { pinned, minSavings: 0 }).offloaded.map((o) => o.toolUseId),
+      [
+        "r1",
+        "b"
+      ]
+    )
+    assert.deepStrictEqual(evictStaleToolResults(messages, 0, { minSavings: 0 }).offloaded.map((o) => o.toolUseId), [
       "r1",
+      "r2",
       "b"
     ])
-    assert.deepStrictEqual(evictStaleToolResults(messages, 0).offloaded.map((o) => o.toolUseId), ["r1", "r2", "b"])
   })
+
+  it("without minSavings, uses DEFAULT_MIN_SAVINGS (2,000): a smaller saving changes nothing", () => {
+    assert.strictEqual(DEFAULT_MIN_SAVINGS, 2_000)
+    const messages = [
+      user("go"),
+      ...step([call("b1", "bash", { command: "ls" })], [result("b1", big("x"))]),
+      ...step([call("b2", "bash", { command: "ls" })], [result("b2", "short")])
+    ]
+    const eager = evictStaleToolResults(messages, 0, { minSavings: 0 })
+    assert.isAbove(eager.tokensFreed, 0)
+    assert.isBelow(eager.tokensFreed, DEFAULT_MIN_SAVINGS)
+    assert.strictEqual(evictStaleToolResults(messages, 0).messages, messages)
+    const many = [
+      user("go"),
+      ...[1, 2, 3].flatMap((i) => step([call(`b${i}`, "bash", {})], [result(`b${i}`, big(`${i}`.repeat(3)))]))
+    ]
+    const defaulted = evictStaleToolResults(many, 0)
+    assert.isAtLeast(defaulted.tokensFreed, DEFAULT_MIN_SAVINGS, "a larger saving is still made")
+    assert.deepStrictEqual(defaulted, evictStaleToolResults(many, 0, { minSavings: DEFAULT_MIN_SAVINGS }))
+  })
+
+  it.prop(
+    "the default minSavings is DEFAULT_MIN_SAVINGS on generated conversations",
+    [conversationArbitrary(), Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 6 })))],
+    ([messages, keepRecent]) => {
+      assert.deepStrictEqual(
+        evictStaleToolResults(messages, keepRecent),
+        evictStaleToolResults(messages, keepRecent, { minSavings: DEFAULT_MIN_SAVINGS })
+      )
+    },
+    { arbitrary: { runs: 1000 } }
+  )
 
   it("returns the same array when the saving is below minSavings or nothing changes", () => {
     const messages = [
@@ -315,12 +355,12 @@ describe("evictStaleToolResults", () => {
       ...step([call("b1", "bash", { command: "ls" })], [result("b1", big("x"))]),
       ...step([call("b2", "bash", { command: "ls" })], [result("b2", "short")])
     ]
-    const full = evictStaleToolResults(messages, 0)
+    const full = evictStaleToolResults(messages, 0, { minSavings: 0 })
     assert.deepStrictEqual(full.offloaded.map((o) => o.toolUseId), ["b1"]) // "short" is smaller than any pointer
     assert.strictEqual(evictStaleToolResults(messages, 0, { minSavings: full.tokensFreed + 1 }).messages, messages)
     assert.notStrictEqual(evictStaleToolResults(messages, 0, { minSavings: full.tokensFreed }).messages, messages)
-    assert.strictEqual(evictStaleToolResults(messages, 5).messages, messages)
-    assert.strictEqual(evictStaleToolResults(full.messages, 0).messages, full.messages)
+    assert.strictEqual(evictStaleToolResults(messages, 5, { minSavings: 0 }).messages, messages)
+    assert.strictEqual(evictStaleToolResults(full.messages, 0, { minSavings: 0 }).messages, full.messages)
   })
 
   it("leaves results without a preceding tool_use and legacy placeholders alone", () => {
@@ -330,7 +370,9 @@ describe("evictStaleToolResults", () => {
       ...step([call("b1", "bash", { command: "ls" })], [result("b1", OMITTED_TOOL_RESULT)]),
       ...step([call("b2", "bash", { command: "ls" })], [result("b2", big("x"))])
     ]
-    assert.deepStrictEqual(evictStaleToolResults(messages, 0).offloaded.map((o) => o.toolUseId), ["b2"])
+    assert.deepStrictEqual(evictStaleToolResults(messages, 0, { minSavings: 0 }).offloaded.map((o) => o.toolUseId), [
+      "b2"
+    ])
   })
 
   it("pairs results only from user messages: a tool_result block in a system message never shifts the pairing", () => {
@@ -341,7 +383,9 @@ describe("evictStaleToolResults", () => {
       ...step([call("b1", "bash", { command: "ls" })], [result("b1", big("ls"))]),
       ...step([call("b2", "bash", { command: "pwd" })], [result("b2", "ok")])
     ]
-    const refs = new Map(evictStaleToolResults(messages, 1).offloaded.map((o) => [o.toolUseId, o.ref]))
+    const refs = new Map(
+      evictStaleToolResults(messages, 1, { minSavings: 0 }).offloaded.map((o) => [o.toolUseId, o.ref])
+    )
     assert.strictEqual(refs.get("r1")?._tag, "Read")
     assert.strictEqual(refs.get("b1")?._tag, "Output")
     assert.isFalse(refs.has("b0"))
@@ -355,8 +399,11 @@ describe("evictStaleToolResults", () => {
     ]
     const classifier: EvictOptions["classifier"] = (u) =>
       u.name === "cat" ? { _tag: "Read", path: String((u.input as { file: string }).file) } : { _tag: "Other" }
-    assert.deepStrictEqual(evictStaleToolResults(messages, 5, { classifier }).offloaded.map((o) => o.toolUseId), ["c1"])
-    assert.deepStrictEqual(evictStaleToolResults(messages, 5).offloaded, [])
+    assert.deepStrictEqual(
+      evictStaleToolResults(messages, 5, { classifier, minSavings: 0 }).offloaded.map((o) => o.toolUseId),
+      ["c1"]
+    )
+    assert.deepStrictEqual(evictStaleToolResults(messages, 5, { minSavings: 0 }).offloaded, [])
   })
 })
 
@@ -450,14 +497,14 @@ describe("evictStaleToolResults properties", () => {
       Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })))
     ],
     ([messages, keepRecent, cutSeed]) => {
-      const full = evictStaleToolResults(messages, keepRecent)
-      const summarized = evictStaleToolResults([user("summary"), ...messages], keepRecent)
+      const full = evictStaleToolResults(messages, keepRecent, { minSavings: 0 })
+      const summarized = evictStaleToolResults([user("summary"), ...messages], keepRecent, { minSavings: 0 })
       assert.deepStrictEqual(summarized.offloaded.map((o) => o.block), full.offloaded.map((o) => o.block))
       // cut at a user message that is not a tool_result message, so no pair is split
       const cuts = messages.flatMap((m, i) => m.role === "user" && typeof m.content === "string" ? [i] : [])
       if (cuts.length === 0) return
       const cut = cuts[cutSeed % cuts.length]!
-      const tail = evictStaleToolResults(messages.slice(cut), keepRecent)
+      const tail = evictStaleToolResults(messages.slice(cut), keepRecent, { minSavings: 0 })
       const supersededIn = (o: typeof full.offloaded) =>
         o.filter((x) => x.reason === "superseded").map((x) => x.toolUseId)
       const tailIds = new Set(resultsOf(messages.slice(cut)).map((r) => r.block.tool_use_id))

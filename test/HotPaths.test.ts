@@ -74,7 +74,7 @@ describe("HotPaths rule", () => {
     const seen = empty.observe(first)
     assert.notStrictEqual(seen, empty)
     assert.strictEqual(seen.observe([]), seen)
-    const out = evictStaleToolResults([{ role: "user", content: "go" }, ...first], 0)
+    const out = evictStaleToolResults([{ role: "user", content: "go" }, ...first], 0, { minSavings: 0 })
     const offloaded = seen.observeOffloads(out.offloaded)
     assert.notStrictEqual(offloaded, seen)
     const reread = step(read("r2", "/a.ts"), result("r2", big("a")))

@@ -7,19 +7,28 @@ import { renderAppendix } from "../src/Render.ts"
 import {
   AnthropicSummarizer,
   type AnthropicSummarizerOptions,
+  BadRequest,
+  Connection,
   DEFAULT_SYSTEM_PROMPT,
+  EmptySummary,
   ExtractiveSummarizer,
   extractiveSummary,
   layerAuto,
   makeRetrySchedule,
+  Overloaded,
   PROMPT_LIMITS,
+  RateLimited,
   retrySummarize,
+  Server,
+  StreamError,
   summarizationPrompt,
   SummarizeError,
   type SummarizeErrorReason,
   Summarizer,
   summarizeRequest,
   summarizeRetrySchedule,
+  Timeout,
+  Unauthorized,
   withFallback
 } from "../src/Summarizer.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
@@ -64,8 +73,24 @@ const failure = <A>(exit: Exit.Exit<A, SummarizeError>): SummarizeError => {
 const credential = (sent: MessagesApiServer.RecordedRequest): string =>
   String(sent.headers["x-api-key"] ?? sent.headers.authorization ?? "")
 
-const failWith = (reason: SummarizeErrorReason, extra: { status?: number; retryAfterMillis?: number } = {}) =>
-  new SummarizeError({ reason, attempts: 1, detail: "scripted", ...extra })
+type ReasonTag = SummarizeErrorReason["_tag"]
+
+/** A scripted failure of one attempt with the given reason (and, for the HTTP reasons, status and retry-after). */
+const failWith = (tag: ReasonTag, extra: { status?: number; retryAfterMillis?: number } = {}): SummarizeError => {
+  const detail = "scripted"
+  const reason: SummarizeErrorReason = tag === "EmptySummary"
+    ? new EmptySummary({ outputTokens: 0 })
+    : tag === "Connection"
+    ? new Connection({ detail })
+    : tag === "StreamError"
+    ? new StreamError({ detail })
+    : tag === "BadRequest"
+    ? new BadRequest({ status: extra.status ?? 400, detail })
+    : tag === "Unauthorized"
+    ? new Unauthorized({ status: extra.status ?? 401, detail })
+    : new { RateLimited, Overloaded, Server, Timeout }[tag]({ detail, ...extra })
+  return new SummarizeError({ reason, attempts: 1 })
+}
 
 // ============================================================================
 // Real SDK against the local server
@@ -125,7 +150,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
       assert.include(prompt, "Update the previous summary")
     }))
 
-  const retried: ReadonlyArray<readonly [string, Reply, SummarizeErrorReason]> = [
+  const retried: ReadonlyArray<readonly [string, Reply, ReasonTag]> = [
     ["429 with retry-after", Reply.status(429, "rate_limit_error", { "retry-after": "0.05" }), "RateLimited"],
     ["529 overloaded", Reply.status(529, "overloaded_error"), "Overloaded"],
     ["500", Reply.status(500, "api_error"), "Server"],
@@ -149,7 +174,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
         const failing = yield* MessagesApiServer.make
         failing.enqueue(reply, reply, reply, reply, Reply.stream(["too late"]))
         const error = failure(yield* Effect.exit(anthropic(failing).summarize(request)))
-        assert.strictEqual(error.reason, reason)
+        assert.strictEqual(error.reason._tag, reason)
         assert.isTrue(error.isRetryable)
         assert.strictEqual(error.attempts, 4)
         assert.strictEqual(failing.requests.length, 4)
@@ -159,7 +184,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
       }))
   }
 
-  const notRetried: ReadonlyArray<readonly [string, Reply, SummarizeErrorReason, number | undefined]> = [
+  const notRetried: ReadonlyArray<readonly [string, Reply, ReasonTag, number | undefined]> = [
     ["400", Reply.status(400, "invalid_request_error"), "BadRequest", 400],
     ["401", Reply.status(401, "authentication_error"), "Unauthorized", 401],
     ["403", Reply.status(403, "permission_error"), "Unauthorized", 403],
@@ -185,7 +210,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
         const server = yield* MessagesApiServer.make
         server.enqueue(reply, Reply.stream(["must not be requested"]))
         const error = failure(yield* Effect.exit(anthropic(server).summarize(request)))
-        assert.strictEqual(error.reason, reason)
+        assert.strictEqual(error.reason._tag, reason)
         assert.strictEqual(error.status, status)
         assert.strictEqual(error.attempts, 1)
         assert.strictEqual(server.requests.length, 1)
@@ -216,7 +241,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
       const summary = yield* summarizer.summarize(request)
       assert.strictEqual(summary.summarizer, "extractive")
       assert.strictEqual(summary.fellBackFrom?.summarizer, "anthropic")
-      assert.strictEqual(summary.fellBackFrom?.error.reason, "BadRequest")
+      assert.strictEqual(summary.fellBackFrom?.error.reason._tag, "BadRequest")
       assert.strictEqual(summary.text, extractiveSummary(request))
       assert.deepStrictEqual(head, snapshot)
     }))
@@ -298,7 +323,7 @@ describe("summarizeRetrySchedule (TestClock)", () => {
         assert.isAtMost(delays[i]!, base * 1.2)
       })
       const error = failure(exit)
-      assert.strictEqual(error.reason, "Overloaded")
+      assert.strictEqual(error.reason._tag, "Overloaded")
       assert.strictEqual(error.attempts, 5)
     }))
 
@@ -323,7 +348,7 @@ describe("summarizeRetrySchedule (TestClock)", () => {
         "10 minutes"
       )
       assert.strictEqual(times.length, 1)
-      assert.strictEqual(failure(exit).reason, "RateLimited")
+      assert.strictEqual(failure(exit).reason._tag, "RateLimited")
     }))
 
   it.effect("never retries 400, 401, an empty summary or a stream error", () =>

@@ -106,7 +106,8 @@ export const ours = {
   /** The first kept index for `CUT_POLICY`. */
   cut: (s: PreparedSession): number => cutForPolicy(s.messages, CUT_POLICY),
   /** Tool-output eviction with default options, keeping the newest `KEEP_RECENT_TOOL_RESULTS` results. */
-  evict: (s: PreparedSession): EvictResult<Message> => evictStaleToolResults(s.messages, KEEP_RECENT_TOOL_RESULTS)
+  evict: (s: PreparedSession): EvictResult<Message> =>
+    evictStaleToolResults(s.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
 }
 
 // ============================================================================

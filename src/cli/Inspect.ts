@@ -33,12 +33,12 @@ import { validate, type Violation } from "../Validate.ts"
 // ============================================================================
 
 /** What a content block mostly is. @category models */
-export const Kind = Schema.Literals(["prose", "tool-call", "tool-output", "thinking", "image", "other"])
+export const BlockKind = Schema.Literals(["prose", "tool-call", "tool-output", "thinking", "image", "other"])
 /** @category models */
-export type Kind = typeof Kind.Type
+export type BlockKind = typeof BlockKind.Type
 
 /** Kinds in display order. @category constants */
-export const KINDS: ReadonlyArray<Kind> = ["prose", "tool-call", "tool-output", "thinking", "image", "other"]
+export const KINDS: ReadonlyArray<BlockKind> = ["prose", "tool-call", "tool-output", "thinking", "image", "other"]
 
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
@@ -128,7 +128,7 @@ export interface TimelineEntry {
   readonly index: number
   readonly role: string
   readonly tokens: number
-  readonly kind: Kind
+  readonly kind: BlockKind
   readonly fate: Fate
   /** Tokens eviction would free in this message. */
   readonly offloadedTokens: number
@@ -148,7 +148,7 @@ export interface Analysis {
 
 const blockTokens = (block: ContentBlock): number => estimateContentTokens([block])
 
-const kindOf = (block: ContentBlock): Kind =>
+const kindOf = (block: ContentBlock): BlockKind =>
   isText(block)
     ? "prose"
     : isThinking(block) || isRedactedThinking(block)
@@ -161,7 +161,7 @@ const kindOf = (block: ContentBlock): Kind =>
     ? "tool-output"
     : "other"
 
-type Tally = Record<Kind, number>
+type Tally = Record<BlockKind, number>
 
 const emptyTally = (): Tally => ({ prose: 0, "tool-call": 0, "tool-output": 0, thinking: 0, image: 0, other: 0 })
 
@@ -255,11 +255,11 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
   const starts = turnStarts(messages)
 
   const composition = emptyTally()
-  const kinds: Array<Kind> = []
+  const kinds: Array<BlockKind> = []
   for (const message of messages) {
     const own = emptyTally()
     tallyMessage(message, own)
-    let kind: Kind = "prose"
+    let kind: BlockKind = "prose"
     for (const k of KINDS) {
       composition[k] += own[k]
       if (own[k] > own[kind]) kind = k
@@ -363,7 +363,7 @@ const addSuperseded = (into: Map<string, { reads: number; tokens: number }>, o: 
 // ============================================================================
 
 /** Labels of the kinds, padded for the legend. @category constants */
-export const KIND_LABELS: Readonly<Record<Kind, string>> = {
+export const KIND_LABELS: Readonly<Record<BlockKind, string>> = {
   prose: "prose",
   "tool-call": "tool calls",
   "tool-output": "tool output",
@@ -372,7 +372,7 @@ export const KIND_LABELS: Readonly<Record<Kind, string>> = {
   other: "other"
 }
 
-const GLYPHS: Readonly<Record<Kind, string>> = {
+const GLYPHS: Readonly<Record<BlockKind, string>> = {
   prose: "█",
   "tool-call": "▓",
   "tool-output": "▒",
@@ -381,7 +381,7 @@ const GLYPHS: Readonly<Record<Kind, string>> = {
   other: "·"
 }
 
-const COLORS: Readonly<Record<Kind, number>> = {
+const COLORS: Readonly<Record<BlockKind, number>> = {
   prose: 34, // blue
   "tool-call": 36, // cyan
   "tool-output": 33, // yellow
@@ -418,7 +418,7 @@ export const BAR_WIDTH = 60
  * without, each kind has its own shade glyph (the legend shows it), so the bar reads on any terminal.
  * @category formatting
  */
-export const compositionBar = (composition: Readonly<Record<Kind, number>>, color: boolean): string => {
+export const compositionBar = (composition: Readonly<Record<BlockKind, number>>, color: boolean): string => {
   const cells = apportion(KINDS.map((k) => composition[k]), BAR_WIDTH)
   let bar = ""
   KINDS.forEach((k, i) => {

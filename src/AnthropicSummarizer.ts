@@ -1,0 +1,248 @@
+/**
+ * The Messages API summarizer: streams a summary through `@anthropic-ai/sdk`, with a per-attempt timeout and bounded,
+ * jittered, `retry-after`-aware retries of retryable failures only. This module loads the SDK; `Summarizer` and the
+ * barrel do not, and reach it by dynamic import.
+ *
+ * @since 0.1.0
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import type * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
+import {
+  anthropicConfig,
+  type AnthropicLayerOptions,
+  type AnthropicSummarizerOptions,
+  DEFAULT_SUMMARIZER_TIMEOUT
+} from "./internal/anthropicConfig.ts"
+import {
+  connectionReason,
+  describeCause,
+  errorTypeOf,
+  isNetworkError,
+  reasonOfErrorType,
+  reasonOfStatus,
+  retryAfterOf
+} from "./internal/anthropicErrors.ts"
+import { type Usage, zeroUsage } from "./Policy.ts"
+import {
+  DEFAULT_SYSTEM_PROMPT,
+  EmptySummary,
+  makeRetrySchedule,
+  retrySummarize,
+  summarizationPrompt,
+  SummarizeError,
+  Summarizer,
+  type SummarizeRequest,
+  type SummarizerShape,
+  type Summary,
+  Timeout,
+  withFallback
+} from "./Summarizer.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
+
+/** The Anthropic summarizer's defaults, options and config. */
+export * from "./internal/anthropicConfig.ts"
+
+/**
+ * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status
+ * errors (by status, with `retry-after`), its connection and timeout errors, an SSE `error` event (by its error type:
+ * `overloaded_error`, `rate_limit_error` and `api_error` are retryable, any other type is a `StreamError`), and network
+ * failures while reading the body (`Connection`). A `SummarizeError` is returned as it is.
+ * @category errors
+ */
+export const summarizeErrorOf = (cause: unknown): SummarizeError => {
+  if (cause instanceof SummarizeError) return cause
+  return new SummarizeError({ reason: reasonOf(cause), attempts: 1 })
+}
+
+const reasonOf = (cause: unknown) => {
+  const detail = describeCause(cause)
+  if (cause instanceof Anthropic.APIConnectionTimeoutError) return new Timeout({ detail, cause })
+  if (cause instanceof Anthropic.APIConnectionError) return connectionReason(cause)
+  if (cause instanceof Anthropic.APIError) {
+    const status: number | undefined = cause.status
+    return status === undefined
+      ? reasonOfErrorType(cause.type ?? errorTypeOf(cause.error), detail, cause)
+      : reasonOfStatus(status, retryAfterOf(cause.headers), detail, cause)
+  }
+  if (isNetworkError(cause)) return connectionReason(cause)
+  return reasonOfErrorType(undefined, detail, cause)
+}
+
+interface Collected {
+  readonly text: string
+  readonly model: string
+  readonly usage: Usage
+  readonly stopReason: string | undefined
+}
+
+const num = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
+
+/** Reads one streamed response to the end, collecting text, usage, model and stop reason. */
+const collect = async (
+  stream: AsyncIterable<Anthropic.RawMessageStreamEvent>,
+  onProgress: ((chars: number) => void) | undefined
+): Promise<Collected> => {
+  let text = ""
+  let model = ""
+  let stopReason: string | undefined
+  let usage: Record<keyof Usage, number> = { ...zeroUsage }
+  for await (const event of stream) {
+    switch (event.type) {
+      case "message_start": {
+        model = event.message.model
+        const u = event.message.usage
+        usage = {
+          input_tokens: num(u.input_tokens),
+          output_tokens: num(u.output_tokens),
+          cache_read_input_tokens: num(u.cache_read_input_tokens),
+          cache_creation_input_tokens: num(u.cache_creation_input_tokens)
+        }
+        break
+      }
+      case "content_block_delta": {
+        if (event.delta.type === "text_delta") {
+          text += event.delta.text
+          onProgress?.(text.length)
+        }
+        break
+      }
+      case "message_delta": {
+        const u = event.usage as Partial<Record<keyof Usage, number | null>>
+        // message_delta usage is cumulative; input counts appear here only on some backends
+        usage = {
+          input_tokens: u.input_tokens == null ? usage.input_tokens : num(u.input_tokens),
+          output_tokens: u.output_tokens == null ? usage.output_tokens : num(u.output_tokens),
+          cache_read_input_tokens: u.cache_read_input_tokens == null
+            ? usage.cache_read_input_tokens
+            : num(u.cache_read_input_tokens),
+          cache_creation_input_tokens: u.cache_creation_input_tokens == null
+            ? usage.cache_creation_input_tokens
+            : num(u.cache_creation_input_tokens)
+        }
+        if (event.delta.stop_reason != null) stopReason = event.delta.stop_reason
+        break
+      }
+    }
+  }
+  return { text, model, usage, stopReason }
+}
+
+const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => {
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeoutMillis = Duration.toMillis(timeout)
+  const maxTokens = options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS
+  const system = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT
+  const schedule = makeRetrySchedule(options.retry)
+
+  const attempt = (prompt: string): Effect.Effect<Collected, SummarizeError> =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        const stream = await options.client.messages.create(
+          {
+            model: options.model,
+            max_tokens: maxTokens,
+            system,
+            messages: [{ role: "user", content: prompt }],
+            stream: true
+          },
+          // our timeout wraps the whole attempt; the SDK's is only a backstop
+          { signal, maxRetries: 0, timeout: timeoutMillis + 10_000 }
+        )
+        return await collect(stream, options.onProgress)
+      },
+      catch: summarizeErrorOf
+    }).pipe(
+      Effect.flatMap((collected) =>
+        collected.text.trim().length > 0 ? Effect.succeed(collected) : Effect.fail(
+          new SummarizeError({
+            reason: new EmptySummary({
+              outputTokens: collected.usage.output_tokens,
+              ...(collected.stopReason === undefined ? {} : { stopReason: collected.stopReason })
+            }),
+            attempts: 1
+          })
+        )
+      ),
+      Effect.timeoutOrElse({
+        duration: timeout,
+        orElse: () =>
+          Effect.fail(
+            new SummarizeError({
+              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
+              attempts: 1
+            })
+          )
+      })
+    )
+
+  const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: SummarizeRequest) {
+    yield* Effect.annotateCurrentSpan({
+      "summarizer.model": options.model,
+      "summarizer.transcript_chars": request.transcript.length
+    })
+    const collected = yield* retrySummarize(schedule)(attempt(summarizationPrompt(request)))
+    return {
+      text: collected.text,
+      model: collected.model.length > 0 ? collected.model : options.model,
+      usage: collected.usage,
+      summarizer: "anthropic",
+      ...(collected.stopReason === undefined ? {} : { stopReason: collected.stopReason })
+    } satisfies Summary
+  })
+  return { name: "anthropic", summarize }
+}
+
+const fromConfig = (extra: AnthropicLayerOptions) =>
+  Effect.gen(function* () {
+    const config = yield* anthropicConfig
+    const client = new Anthropic({
+      apiKey: Redacted.value(config.apiKey),
+      maxRetries: 0,
+      ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
+    })
+    return makeAnthropic({
+      client,
+      model: config.model,
+      maxTokens: config.maxTokens,
+      timeout: config.timeout,
+      retry: { retries: config.retries },
+      ...(Option.isSome(config.systemPrompt) ? { systemPrompt: config.systemPrompt.value } : {}),
+      ...(extra.onProgress === undefined ? {} : { onProgress: extra.onProgress })
+    })
+  })
+
+/**
+ * The Messages API summarizer. It sends one request (system prompt + the `summarizationPrompt`), streams the reply
+ * and collects its text. Each attempt has a timeout covering the request and the whole stream; a failed attempt is
+ * retried with `makeRetrySchedule` only when it is retryable, each time with a fresh request. A stream `error` event,
+ * a reply with no text, or a timeout fails with a typed `SummarizeError`.
+ * @category layers
+ */
+export const AnthropicSummarizer = {
+  /** The summarizer from explicit options (tests pass a client whose `baseURL` is a local server). */
+  make: makeAnthropic,
+  /** A layer from explicit options. */
+  layerWith: (options: AnthropicSummarizerOptions): Layer.Layer<Summarizer> =>
+    Layer.succeed(Summarizer, makeAnthropic(options)),
+  /**
+   * A layer from config: `ANTHROPIC_API_KEY` (required, redacted), `ANTHROPIC_BASE_URL`, `COMPACTION_SUMMARIZER_MODEL`
+   * (default `DEFAULT_SUMMARIZER_MODEL`), `COMPACTION_SUMMARY_MAX_TOKENS` (8192), `COMPACTION_SUMMARIZER_TIMEOUT`
+   * (120 seconds), `COMPACTION_SUMMARIZER_RETRIES` (4) and `COMPACTION_SUMMARIZER_PROMPT` (the system prompt).
+   */
+  layerConfig: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
+    Layer.effect(Summarizer, fromConfig(extra)),
+  /** `layerConfig` whose failures (after retries) fall back to the extractive summarizer. */
+  layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
+    Layer.effect(
+      Summarizer,
+      Effect.map(fromConfig(extra), (primary) => withFallback(primary, ExtractiveSummarizer.make()))
+    ),
+  /** `layerConfig()`. */
+  layer: Layer.effect(Summarizer, fromConfig({})) as Layer.Layer<Summarizer, Config.ConfigError>
+} as const

@@ -1,0 +1,55 @@
+/**
+ * What the Anthropic summarizer needs that does not load `@anthropic-ai/sdk`: its defaults, its options and the
+ * config it reads. Kept apart so `Summarizer` can re-export them (and read the key in `layerAuto`) without the SDK.
+ *
+ * @internal
+ */
+import type Anthropic from "@anthropic-ai/sdk"
+import * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import type { RetryOptions } from "../Summarizer.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
+
+/**
+ * The default summarizer model, used when `COMPACTION_SUMMARIZER_MODEL` is not set (so the CLI works out of the box).
+ * A current Sonnet: it writes faithful structured summaries at a fraction of Opus's cost. Override it in config.
+ * @category constants
+ */
+export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
+
+/** Default per-attempt timeout (opening the request and reading the whole stream). @category constants */
+export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
+
+/** Options of `AnthropicSummarizer.make`. @category models */
+export interface AnthropicSummarizerOptions {
+  /** The SDK client. Its own retries are not used (every request is sent with `maxRetries: 0`). */
+  readonly client: Anthropic
+  readonly model: string
+  /** `max_tokens` of the summary. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
+  readonly maxTokens?: number
+  /** Per-attempt timeout covering the request and the whole stream. Default 120 seconds. */
+  readonly timeout?: Duration.Input
+  readonly systemPrompt?: string
+  readonly retry?: RetryOptions
+  /**
+   * Called with the summary's length so far after each streamed text chunk (for a progress display). A retry starts
+   * a fresh stream, so the count starts again from zero.
+   */
+  readonly onProgress?: (charsSoFar: number) => void
+}
+
+/** Options of the config-reading layers that cannot come from config. @category models */
+export interface AnthropicLayerOptions {
+  readonly onProgress?: (charsSoFar: number) => void
+}
+
+/** The configuration `AnthropicSummarizer.layer` reads. @category config */
+export const anthropicConfig = Config.all({
+  apiKey: Config.Redacted("ANTHROPIC_API_KEY"),
+  baseURL: Config.option(Config.String("ANTHROPIC_BASE_URL")),
+  model: Config.String("COMPACTION_SUMMARIZER_MODEL").pipe(Config.withDefault(DEFAULT_SUMMARIZER_MODEL)),
+  maxTokens: Config.Int("COMPACTION_SUMMARY_MAX_TOKENS").pipe(Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)),
+  timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(Config.withDefault(DEFAULT_SUMMARIZER_TIMEOUT)),
+  retries: Config.Int("COMPACTION_SUMMARIZER_RETRIES").pipe(Config.withDefault(4)),
+  systemPrompt: Config.option(Config.String("COMPACTION_SUMMARIZER_PROMPT"))
+})

@@ -1,0 +1,96 @@
+/**
+ * The imported session's model (`Session` and its parts) and `ImportError`: what every converter returns.
+ *
+ * @internal
+ */
+import { type Message, MessageDecodeError } from "../../Message.ts"
+import type { Usage } from "../../Policy.ts"
+import * as Schema from "effect/Schema"
+
+// ============================================================================
+// Models
+// ============================================================================
+
+/** The formats `importSession` recognises. @category models */
+export type SessionFormat = "anthropic-request" | "messages" | "claude-code" | "pi"
+
+/** Provider-reported usage of one assistant reply: the one `Policy.Usage` type, under its old name. @category models */
+export type ProviderUsage = Usage
+
+/** The usage the provider reported for `messages[messageIndex]` (an assistant reply). @category models */
+export interface MessageUsage {
+  readonly messageIndex: number
+  readonly usage: ProviderUsage
+}
+
+/**
+ * A compaction the original agent performed (pi `compaction` entries, or `meta.compactions` of a corpus file). The
+ * messages are the full history; the compaction happened just before `messages[messageIndex]`.
+ * @category models
+ */
+export interface CompactionRecord {
+  readonly messageIndex: number
+  /** The first message the agent kept verbatim, when the entry says which one and it maps to a message. */
+  readonly firstKeptMessageIndex?: number
+  readonly tokensBefore?: number
+  /** Length of the summary text, in characters. */
+  readonly summaryChars?: number
+  /** 1-based line of the entry in a JSONL file. */
+  readonly line?: number
+}
+
+/** An assistant reply the provider ended abnormally (`aborted`, `error`); it is kept in `messages`. @category models */
+export interface Interruption {
+  readonly messageIndex: number
+  readonly stopReason: string
+}
+
+/** Lines (or entries) that did not become part of a message, counted by reason. @category models */
+export interface Skipped {
+  readonly total: number
+  readonly byReason: Readonly<Record<string, number>>
+}
+
+/**
+ * An imported session. `messages` pass `decodeMessages`. For JSONL formats the accounting is exact: every JSON object
+ * read either starts a message, is merged into one (`mergedLines`), or is counted in `skipped`; lines holding no object
+ * are counted there too (`blank-line`, `invalid-json`, `not-an-object`). So objects read =
+ * `messages.length + mergedLines + skipped.total − (those three line-level counts)`.
+ * @category models
+ */
+export interface Session {
+  readonly format: SessionFormat
+  readonly messages: ReadonlyArray<Message>
+  readonly system?: string
+  readonly usage: ReadonlyArray<MessageUsage>
+  readonly skipped: Skipped
+  readonly compactions: ReadonlyArray<CompactionRecord>
+  readonly interrupted: ReadonlyArray<Interruption>
+  /** Lines read (JSONL) or 1 (JSON). */
+  readonly lines: number
+  /** Lines merged into the message before them (Claude Code blocks, consecutive tool results). */
+  readonly mergedLines: number
+  /** Lines that held more than one JSON object and were split. */
+  readonly recoveredLines: number
+  /** Human-readable notes on anything unusual (recovered lines, invalid JSON, ignored system blocks). */
+  readonly warnings: ReadonlyArray<string>
+}
+
+/**
+ * Why an import failed. `message` is one line saying what was expected and what was found; `line` (1-based, JSONL)
+ * or `messageIndex` says where; `decodeError` is set when a message failed `decodeMessages`.
+ * @category errors
+ */
+export class ImportError extends Schema.TaggedError<ImportError>()("ImportError", {
+  reason: Schema.Literals(["empty", "binary", "unknown-format", "invalid-json", "invalid-message"]),
+  message: Schema.String,
+  line: Schema.optionalKey(Schema.Int),
+  messageIndex: Schema.optionalKey(Schema.Int),
+  decodeError: Schema.optionalKey(MessageDecodeError)
+}) {}
+
+/** What the importer accepts, as every format error says it. */
+export const EXPECTED = "expected a JSON message array, an Anthropic Messages request, Claude Code JSONL or pi JSONL"
+
+/** The first 40 characters of `text`, JSON-quoted, for an error message. */
+export const preview = (text: string): string => JSON.stringify(text.trimStart().slice(0, 40))

@@ -1,0 +1,188 @@
+/**
+ * Every public name of the modules this layout moved things out of (as of 56039b9) still imports from the same
+ * barrel namespace: the values at run time, the types at compile time.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Lib from "../src/index.ts"
+
+/** The value exports of each namespace before the split. */
+const VALUES_BEFORE: Readonly<Record<string, ReadonlyArray<string>>> = {
+  Tools: ["covers", "defaultToolClassifier", "filesTouched", "shortInput"],
+  Policy: [
+    "CompactionPolicy",
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_KEEP_RECENT_TOKENS",
+    "DEFAULT_KEEP_RECENT_TURNS",
+    "DEFAULT_MIN_REMAINING",
+    "PolicyError",
+    "contextTokens",
+    "defaultMaxTailTokens",
+    "defaultPolicy",
+    "remainingTokens",
+    "shouldCompact"
+  ],
+  Evict: [
+    "DEFAULT_KEEP_RECENT",
+    "DEFAULT_MIN_SAVINGS",
+    "OMITTED_TOOL_RESULT",
+    "evictStaleToolResults",
+    "formatOffloadRef",
+    "isOffloaded",
+    "offloadRefOf",
+    "parseOffloadRef"
+  ],
+  HotPaths: ["HotPaths"],
+  Render: [
+    "APPENDIX_MAX_FILES",
+    "CLIP_MARKER_MAX",
+    "DEFAULT_RENDER_OPTIONS",
+    "INLINE_RESULT_MAX",
+    "LABEL_MAX",
+    "MIN_PART_CHARS",
+    "OMISSION_MARKER_MAX",
+    "RESERVED_TAGS",
+    "mergeFiles",
+    "neutralizeTags",
+    "noFiles",
+    "parseAppendix",
+    "render",
+    "renderAppendix",
+    "renderBound",
+    "splitAppendix",
+    "stripAppendix"
+  ],
+  Summarizer: [
+    "AnthropicSummarizer",
+    "DEFAULT_SUMMARIZER_MODEL",
+    "DEFAULT_SUMMARIZER_TIMEOUT",
+    "DEFAULT_SUMMARY_MAX_TOKENS",
+    "DEFAULT_SYSTEM_PROMPT",
+    "EXTRACTIVE_LIMITS",
+    "ExtractiveSummarizer",
+    "PROMPT_LIMITS",
+    "SummarizeError",
+    "SummarizeErrorReason",
+    "Summarizer",
+    "anthropicConfig",
+    "extractiveSummary",
+    "layerAuto",
+    "makeRetrySchedule",
+    "retrySummarize",
+    "summarizationPrompt",
+    "summarizeRequest",
+    "summarizeRetrySchedule",
+    "withFallback",
+    "zeroUsage"
+  ],
+  Compact: [
+    "CompactError",
+    "CompactOutcome",
+    "DEFAULT_MIN_FREED_TOKENS",
+    "SUMMARY_HEADER",
+    "compactContext",
+    "summaryMessage",
+    "summaryText"
+  ],
+  Import: [
+    "ImportError",
+    "convertClaudeCode",
+    "convertJson",
+    "convertJsonl",
+    "convertPi",
+    "importSession",
+    "importSessionFile",
+    "normalizeUsage",
+    "parseJsonLine"
+  ],
+  Simulate: [
+    "ANTHROPIC_PRICES",
+    "CLEAR_TOOL_USES_DEFAULTS",
+    "DEFAULT_DOLLARS_PER_MTOK",
+    "DEFAULT_SUMMARIZER_OVERHEAD_TOKENS",
+    "DEFAULT_SUMMARY_MAX_TOKENS",
+    "DEFAULT_SUMMARY_RATIO",
+    "MASKING_WINDOW",
+    "OPENCODE_PRUNE",
+    "OURS_DEFAULTS",
+    "OURS_TUNED_MIN_SAVINGS",
+    "formatReport",
+    "requestCost",
+    "simulate",
+    "simulatePolicy",
+    "standardPolicies",
+    "summarizerCost"
+  ]
+}
+
+/** The type exports before the split; this list only compiles while each of them still exists. */
+export type TypesBefore = [
+  Lib.Tools.FilesTouched,
+  Lib.Tools.LineRange,
+  Lib.Tools.ToolAction,
+  Lib.Tools.ToolClassifier,
+  Lib.Policy.PolicyFields,
+  Lib.Policy.ReportedUsage,
+  Lib.Policy.UsageEpoch,
+  Lib.Evict.EvictOptions,
+  Lib.Evict.EvictResult<Lib.Message.Message>,
+  Lib.Evict.OffloadReason,
+  Lib.Evict.OffloadRef,
+  Lib.Evict.Offloaded,
+  Lib.Render.RenderOptions,
+  Lib.Summarizer.AnthropicLayerOptions,
+  Lib.Summarizer.AnthropicSummarizerOptions,
+  Lib.Summarizer.ExtractiveOptions,
+  Lib.Summarizer.RetryOptions,
+  Lib.Summarizer.SummarizeErrorReason,
+  Lib.Summarizer.SummarizeRequest,
+  Lib.Summarizer.SummarizerShape,
+  Lib.Summarizer.Summary,
+  Lib.Summarizer.SummaryUsage,
+  Lib.Compact.CompactOptions,
+  Lib.Compact.CompactOutcome,
+  Lib.Compact.CompactResult<Lib.Message.Message>,
+  Lib.Compact.CompactedInfo,
+  Lib.Compact.SkipReason,
+  Lib.Import.CompactionRecord,
+  Lib.Import.Interruption,
+  Lib.Import.JsonlEntry,
+  Lib.Import.JsonlLines,
+  Lib.Import.MessageUsage,
+  Lib.Import.ProviderUsage,
+  Lib.Import.Session,
+  Lib.Import.SessionFormat,
+  Lib.Import.Skipped,
+  Lib.Simulate.PolicyReport,
+  Lib.Simulate.PriceTable,
+  Lib.Simulate.RequestEvent,
+  Lib.Simulate.RequestFigures,
+  Lib.Simulate.SimPolicy,
+  Lib.Simulate.SimulateOptions,
+  Lib.Simulate.SimulationReport,
+  Lib.Simulate.Strategy
+]
+
+describe("public names", () => {
+  for (const [namespace, names] of Object.entries(VALUES_BEFORE)) {
+    it(`${namespace}: every value exported before still imports from the barrel`, () => {
+      const module = (Lib as unknown as Record<string, Record<string, unknown>>)[namespace]
+      assert.isDefined(module, namespace)
+      const missing = names.filter((name) => module![name] === undefined)
+      assert.deepStrictEqual(missing, [], `${namespace} lost ${missing.join(", ")}`)
+    })
+  }
+
+  it("the moved names are the same values as at their new homes", () => {
+    assert.strictEqual(Lib.Evict.parseOffloadRef, Lib.Offload.parseOffloadRef)
+    assert.strictEqual(Lib.Evict.isOffloaded, Lib.Offload.isOffloaded)
+    assert.strictEqual(Lib.Compact.summaryMessage, Lib.Summary.summaryMessage)
+    assert.strictEqual(Lib.Compact.SUMMARY_HEADER, Lib.Summary.SUMMARY_HEADER)
+    assert.strictEqual(Lib.Render.renderAppendix, Lib.Summary.renderAppendix)
+    assert.strictEqual(Lib.Render.stripAppendix, Lib.Summary.stripAppendix)
+    assert.strictEqual(Lib.Summarizer.ExtractiveSummarizer, Lib.ExtractiveSummarizer.ExtractiveSummarizer)
+    assert.strictEqual(Lib.Summarizer.extractiveSummary, Lib.ExtractiveSummarizer.extractiveSummary)
+    assert.strictEqual(Lib.Summarizer.zeroUsage, Lib.Policy.zeroUsage)
+    assert.strictEqual(Lib.Summarizer.DEFAULT_SUMMARY_MAX_TOKENS, Lib.Simulate.DEFAULT_SUMMARY_MAX_TOKENS)
+    assert.strictEqual(typeof Lib.Summarizer.AnthropicSummarizer.make, "function")
+  })
+})
