@@ -252,13 +252,15 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
       }
     }
 
-    const read = yield* readSession(input.file, { strict: input.strict })
-    const session = read.session
     // loaded on demand: the Anthropic SDK takes a while to load and only this command needs it
     const { compactContext } = yield* Effect.promise(() => import("../Compact.ts"))
-    const { AnthropicSummarizer, ExtractiveSummarizer, Summarizer } = yield* Effect.promise(() =>
+    const { AnthropicSummarizer, anthropicConfig, ExtractiveSummarizer, Summarizer } = yield* Effect.promise(() =>
       import("../Summarizer.ts")
     )
+    // a configuration error is reported before anything is read or sent
+    if (kind === "anthropic") yield* anthropicConfig.pipe(Effect.mapError(configFailure))
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const session = read.session
     const progress = progressLine("summarizing")
     const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
       ? ExtractiveSummarizer.layer

@@ -146,11 +146,12 @@ export const usageFailure = (command: string, problem: string): CliFailure =>
 
 const invocationProblem = (error: CliError.CliError): string => {
   if (error._tag === "InvalidValue") {
-    const expected = FLAG_EXPECTS[error.option] ??
+    const flag = error.option.startsWith("-") ? error.option : `--${error.option}`
+    const expected = FLAG_EXPECTS[flag] ??
       (/^Expected: /.test(error.expected)
         ? `one of ${error.expected.replace(/^Expected: /, "").split(" | ").join(", ")}`
         : error.expected.replace(/^Expected /, ""))
-    return flagValueProblem(error.option, error.value, expected)
+    return flagValueProblem(flag, error.value, expected)
   }
   return firstLine(error.message)
 }
@@ -327,7 +328,9 @@ export const readSession = (
       if (options.strict) {
         return yield* new CliFailure({
           code: ExitCode.CorruptInput,
-          message: `${name}: ${where}; fix or remove ${corrupt === 1 ? "it" : "them"}, or drop --strict to skip them`
+          message: `${name}: ${where}; fix or remove ${corrupt === 1 ? "it" : "them"}, or drop --strict to skip ${
+            corrupt === 1 ? "it" : "them"
+          }`
         })
       }
       yield* status(
