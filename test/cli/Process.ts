@@ -24,6 +24,8 @@ export const runner = (): { readonly command: string; readonly args: ReadonlyArr
 /** What a finished run printed, and its exit code. */
 export interface Run {
   readonly code: number | null
+  /** The signal that ended the process, when one did (the shell then reports 128 + its number). */
+  readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
 }
@@ -59,7 +61,7 @@ export const collect = (
       onStderr?.(stderr)
     })
     child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
   })
 
 /** Runs the CLI to completion. */

@@ -315,7 +315,8 @@ describe("compaction CLI, issue 17", () => {
 
   it("Ctrl-C says what was left untouched and exits 130", () => {
     const res = got("interrupted")
-    assert.strictEqual(res.code, 130, res.stderr)
+    // Node exits with 130; Deno ends itself with the signal, which a shell reports as the same 130
+    assert.isTrue(res.code === 130 || (res.code === null && res.signal === "SIGINT"), `${res.code} ${res.signal}`)
     const last = res.stderr.trim().split("\n").at(-1)!
     assert.match(last, /^compaction: interrupted; .*session\.json left untouched; nothing was written$/)
     assert.isFalse(existsSync(path("interrupted.json")))
