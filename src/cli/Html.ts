@@ -3,14 +3,16 @@
  *
  * The page draws the session as a timeline: one `<div class="msg k-… f-…">` per message, in order, its width
  * proportional to the message's estimated tokens, its colour by kind (`k-prose`, `k-tool-call`, `k-tool-output`,
- * `k-thinking`, `k-image`, `k-other`) and its style by fate under the default settings (`f-hot`: kept verbatim,
- * `f-summarized`: before the cut, `f-offloaded`: eviction would offload its tool output). A `<div class="cut">` marks
- * the cut. Inline CSS only: no scripts, no links, no `url(...)`, so opening the page makes no network request. All
+ * `k-thinking`, `k-image`, `k-other`, always at full strength so it matches the legend), a band above it for its fate
+ * under the default policy (`f-hot`: kept verbatim, solid; `f-summarized`: before the cut, hatched), and `off` when
+ * eviction would offload tool output in it (white stripes and a dashed outline, wherever the message is, the
+ * summarized part included). Every `numberEvery(n)`-th message carries its number (`<span class="num">`). A
+ * `<div class="cut">` marks the cut. Inline CSS only: no scripts, no links, no `url(...)`, so opening the page makes no network request. All
  * text is HTML-escaped, and void elements are self-closed, so the page also parses as XML.
  *
  * @since 0.1.0
  */
-import { type Analysis, type Fate, KIND_LABELS, KINDS, type TimelineEntry } from "./Inspect.ts"
+import { type Analysis, type Fate, groupViolations, KIND_LABELS, KINDS, type TimelineEntry } from "./Inspect.ts"
 
 /** Escapes text for HTML content and double- or single-quoted attribute values. @category formatting */
 export const escapeHtml = (text: string): string =>
@@ -34,8 +36,15 @@ export const MIN_MESSAGE_PIXELS = 3
 
 const FATE_LABELS: Readonly<Record<Fate, string>> = {
   hot: "kept verbatim",
-  summarized: "summarized",
-  offloaded: "offloaded by eviction"
+  summarized: "summarized"
+}
+
+/** Numbers shown on the strip: about 40 of them, at a round step (1, 2, 5, 10, 20, 50, …). @category formatting */
+export const numberEvery = (messages: number): number => {
+  const raw = Math.max(1, Math.ceil(messages / 40))
+  for (let scale = 1;; scale *= 10) {
+    for (const step of [1, 2, 5]) if (step * scale >= raw) return step * scale
+  }
 }
 
 const CSS = `
@@ -50,17 +59,20 @@ h2{font-size:16px;margin:28px 0 8px}
 .bar{display:flex;height:22px;border-radius:4px;overflow:hidden;border:1px solid #d1d9e0;max-width:900px}
 .legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin:8px 0}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-1px;margin-right:4px}
-.timeline{display:flex;flex-wrap:wrap;align-items:flex-end;gap:22px 1px;padding:20px 0 12px}
-.msg{height:34px;border-radius:2px;max-width:100%}
+.timeline{display:flex;flex-wrap:wrap;align-items:flex-end;gap:30px 1px;padding:20px 0 12px}
+.msg{height:34px;border-radius:2px;max-width:100%;position:relative}
+.msg::before{content:"";position:absolute;left:0;right:0;top:-7px;height:5px}
+.num{position:absolute;left:0;top:36px;font-size:10px;color:#59636e;white-space:nowrap;border-left:1px solid #8c959f;padding-left:2px}
 .k-prose{background:#3b82f6}
 .k-tool-call{background:#06b6d4}
 .k-tool-output{background:#f59e0b}
 .k-thinking{background:#a855f7}
 .k-image{background:#22c55e}
 .k-other{background:#9ca3af}
-.f-summarized{opacity:.3}
-.f-offloaded{background-image:repeating-linear-gradient(135deg,rgba(255,255,255,.75) 0 3px,transparent 3px 6px);outline:1px dashed #b45309}
-.f-hot{box-shadow:inset 0 -4px 0 rgba(0,0,0,.35)}
+.f-hot::before{background:#1f2328}
+.f-summarized::before{background:repeating-linear-gradient(90deg,#8c959f 0 2px,transparent 2px 4px)}
+.off{background-image:repeating-linear-gradient(135deg,rgba(255,255,255,.75) 0 3px,transparent 3px 6px);outline:1px dashed #1f2328}
+.sw.band{height:5px;vertical-align:3px}
 .role-user{height:26px}
 .cut{width:4px;height:46px;background:#dc2626;position:relative;margin:0 3px}
 .cut span{position:absolute;top:-18px;left:-12px;font-size:11px;color:#dc2626;white-space:nowrap;font-weight:600}
@@ -72,14 +84,16 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
 .muted{color:#59636e}
 `.trim()
 
-const messageDiv = (entry: TimelineEntry, scale: number): string => {
+const messageDiv = (entry: TimelineEntry, scale: number, numbered: boolean): string => {
   const width = Math.max(MIN_MESSAGE_PIXELS, Math.round(entry.tokens * scale))
+  const offloaded = entry.offloadedTokens > 0
   const title = `#${entry.index} · ${entry.role} · ${fmt(entry.tokens)} tokens · ${KIND_LABELS[entry.kind]} · ` +
-    `${FATE_LABELS[entry.fate]}${entry.offloadedTokens > 0 ? ` (frees ${fmt(entry.offloadedTokens)})` : ""}` +
+    `${FATE_LABELS[entry.fate]}${offloaded ? ` · eviction offloads ${fmt(entry.offloadedTokens)} tokens` : ""}` +
     (entry.preview.length > 0 ? ` — ${entry.preview}` : "")
-  return `<div class="msg k-${entry.kind} f-${entry.fate} role-${entry.role === "user" ? "user" : "assistant"}" ` +
-    `data-index="${entry.index}" data-tokens="${entry.tokens}" style="width:${width}px" ` +
-    `title="${escapeHtml(title)}"></div>`
+  return `<div class="msg k-${entry.kind} f-${entry.fate}${offloaded ? " off" : ""} role-${
+    entry.role === "user" ? "user" : "assistant"
+  }" data-index="${entry.index}" data-tokens="${entry.tokens}" style="width:${width}px" ` +
+    `title="${escapeHtml(title)}">${numbered ? `<span class="num">${entry.index}</span>` : ""}</div>`
 }
 
 /**
@@ -119,6 +133,17 @@ export const renderHtml = (analysis: Analysis): string => {
       }</span></div>`
     )
   stat("estimated tokens", fmt(report.estimatedTokens), "about 4 characters per token")
+  const ctx = report.context
+  stat(
+    "system prompt",
+    ctx.systemTokens === 0 ? "not in file" : fmt(ctx.systemTokens),
+    ctx.systemTokens === 0 ? "the file holds no system prompt" : "estimated tokens, sent with every request"
+  )
+  stat(
+    "tools",
+    ctx.tools === 0 ? "not in file" : fmt(ctx.toolsTokens),
+    ctx.tools === 0 ? "the file holds no tool definitions" : `${ctx.tools} definitions, estimated tokens`
+  )
   if (report.provider !== null) {
     stat(
       "provider-reported",
@@ -145,6 +170,9 @@ export const renderHtml = (analysis: Analysis): string => {
   )
   stat("violations", String(report.violations.length), report.violations.length === 0 ? "valid" : "see below")
   push("</div>")
+  if (report.providerNote !== undefined) {
+    push(`<p class="muted">Not reporting provider usage: ${escapeHtml(report.providerNote)}.</p>`)
+  }
 
   push("<h2>Composition</h2>")
   push('<div class="bar">')
@@ -169,15 +197,21 @@ export const renderHtml = (analysis: Analysis): string => {
   push("<h2>Timeline</h2>")
   push(
     '<p class="muted">One block per message, in order; width by estimated tokens, colour by kind; short blocks ' +
-      "are user messages. Faded: summarized at the cut. Striped: tool output eviction would offload. Dark base: " +
-      "kept verbatim. Hover a block for its details.</p>"
+      "are user messages; the numbers are message indexes. The band above a block: solid when kept verbatim, " +
+      "hatched when summarized at the cut. Striped with a dashed outline: tool output eviction would offload " +
+      `(${fmt(report.eviction.offloaded)} tool results in ${timeline.filter((e) => e.offloadedTokens > 0).length} ` +
+      "messages, in the summarized part too). Hover a block for its details.</p>"
   )
   push('<div class="legend">')
-  push('<span><span class="sw k-tool-output f-hot"></span>kept verbatim (hot)</span>')
-  push('<span><span class="sw k-tool-output f-summarized"></span>summarized</span>')
-  push('<span><span class="sw k-tool-output f-offloaded"></span>offloaded</span>')
+  push('<span><span class="sw band" style="background:#1f2328"></span>kept verbatim</span>')
+  push(
+    '<span><span class="sw band" style="background:repeating-linear-gradient(90deg,#8c959f 0 2px,transparent 2px 4px)">' +
+      "</span>summarized</span>"
+  )
+  push('<span><span class="sw k-tool-output off"></span>offloaded by eviction</span>')
   push('<span><span class="sw" style="background:#dc2626"></span>cut</span>')
   push("</div>")
+  const every = numberEvery(timeline.length)
   push('<div class="timeline">')
   for (const entry of timeline) {
     if (entry.index === cut && cut > 0) {
@@ -187,7 +221,7 @@ export const renderHtml = (analysis: Analysis): string => {
         }"><span>cut</span></div>`
       )
     }
-    push(messageDiv(entry, scale))
+    push(messageDiv(entry, scale, entry.index % every === 0))
   }
   push("</div>")
 
@@ -216,10 +250,7 @@ export const renderHtml = (analysis: Analysis): string => {
   push(
     report.violations.length === 0
       ? '<p class="muted">valid: no violations</p>'
-      : `<ul>${
-        report.violations.slice(0, 200).map((v) => `<li><b>${escapeHtml(v._tag)}</b> ${escapeHtml(v.description)}</li>`)
-          .join("")
-      }</ul>`
+      : `<ul>${groupViolations(report.violations).slice(0, 200).map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul>`
   )
   push("</body>")
   push("</html>")

@@ -8,8 +8,15 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { summaryText } from "../Compact.ts"
 import { planForPolicy } from "../Cut.ts"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS, evictStaleToolResults, type Offloaded } from "../Evict.ts"
+import {
+  DEFAULT_KEEP_RECENT,
+  DEFAULT_MIN_SAVINGS,
+  evictStaleToolResults,
+  isOffloaded,
+  type Offloaded
+} from "../Evict.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Session } from "../Import.ts"
 import {
@@ -24,7 +31,7 @@ import {
   type Message
 } from "../Message.ts"
 import { contextTokens, defaultPolicy } from "../Policy.ts"
-import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens, jsonSize } from "../Tokens.ts"
 import { turnStarts } from "../Turns.ts"
 import { validate, type Violation } from "../Validate.ts"
 
@@ -72,7 +79,20 @@ export const InspectReport = Schema.Struct({
   messages: Count,
   turns: Count,
   estimatedTokens: Count,
-  /** The last provider-reported usage: the context after that reply, and our estimate of the same prefix. */
+  /**
+   * What every request sends besides the messages, as far as the file holds it: the system prompt and the tool
+   * definitions (`tools` of a request document), estimated.
+   */
+  context: Schema.Struct({
+    systemTokens: Count,
+    tools: Count,
+    toolsTokens: Count
+  }),
+  /**
+   * The last provider-reported usage, when it describes these messages: the context after that reply, and our
+   * estimate of the same prefix. Null when the file has none, or when it was reported on a different form of the
+   * conversation (`providerNote` says which).
+   */
   provider: Schema.NullOr(Schema.Struct({
     messageIndex: Count,
     contextTokens: Count,
@@ -82,6 +102,8 @@ export const InspectReport = Schema.Struct({
     cacheWriteTokens: Count,
     estimatedTokens: Count
   })),
+  /** Why a usage found in the file is not reported as `provider`. */
+  providerNote: Schema.optionalKey(Schema.String),
   composition: Composition,
   cut: Schema.Struct({
     keepRecentTokens: Count,
@@ -120,8 +142,8 @@ export const InspectReport = Schema.Struct({
 /** @category models */
 export type InspectReport = typeof InspectReport.Type
 
-/** What happens to a message under the default policy. @category models */
-export type Fate = "hot" | "summarized" | "offloaded"
+/** What happens to a message under the default policy: kept verbatim (`hot`) or summarized at the cut. @category models */
+export type Fate = "hot" | "summarized"
 
 /** One message of the timeline the HTML report draws. @category models */
 export interface TimelineEntry {
@@ -130,7 +152,7 @@ export interface TimelineEntry {
   readonly tokens: number
   readonly kind: BlockKind
   readonly fate: Fate
-  /** Tokens eviction would free in this message. */
+  /** Tokens eviction would free in this message (also in the summarized part: eviction runs on the whole session). */
   readonly offloadedTokens: number
   /** A short, single-line preview of the message (text, tool names). */
   readonly preview: string
@@ -223,6 +245,26 @@ export const describeViolation = (v: Violation): string => {
   }
 }
 
+/**
+ * One line per distinct problem: violations of the same kind in the same message are one line, with their count
+ * (`MissingToolResult ×16: message 3 …`). In the order of their first occurrence.
+ * @category formatting
+ */
+export const groupViolations = (violations: ReadonlyArray<typeof ViolationReport.Type>): Array<string> => {
+  const groups = new Map<string, { first: typeof ViolationReport.Type; count: number }>()
+  for (const v of violations) {
+    const key = `${v._tag}\u0000${v.messageIndex}`
+    const group = groups.get(key)
+    if (group === undefined) groups.set(key, { first: v, count: 1 })
+    else group.count++
+  }
+  return [...groups.values()].map(({ count, first }) =>
+    count === 1
+      ? `${first._tag}: ${first.description}`
+      : `${first._tag} ×${count}: ${first.description} (and ${count - 1} more like it in message ${first.messageIndex})`
+  )
+}
+
 /** A violation as the report lists it. @category formatting */
 export const violationReport = (v: Violation): typeof ViolationReport.Type => ({
   _tag: v._tag,
@@ -238,6 +280,36 @@ export interface AnalyzeOptions {
   readonly file: string
   readonly keepRecent?: number
   readonly minSavings?: number
+  /** The `tools` of the request document, when it had them. */
+  readonly tools?: ReadonlyArray<unknown>
+}
+
+/** The estimated tokens of tool definitions (0 when there are none). @category analysis */
+export const toolsTokens = (tools: ReadonlyArray<unknown> | undefined): number =>
+  tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN)
+
+/**
+ * Whether the provider's usage reported on `messages[index]` describes `messages[0..index]`: not when something
+ * before it was rewritten after the reply (a summary, an offloaded tool result, a compaction block), nor when the
+ * agent itself compacted before it (the provider then saw the compacted context, not this history). Returns why not.
+ */
+const staleUsage = (session: Session, index: number): string | undefined => {
+  const agentCompaction = session.compactions.find((c) => c.messageIndex <= index)
+  if (agentCompaction !== undefined) {
+    return `the provider usage after message ${index} was reported on the agent's own compacted context (it ` +
+      `compacted before message ${agentCompaction.messageIndex}), not on the full history in this file`
+  }
+  for (let i = 0; i <= index; i++) {
+    const message = session.messages[i]!
+    const rewritten = summaryText(message) !== undefined ||
+      (typeof message.content !== "string" &&
+        message.content.some((b) => isOffloaded(b) || b.type === "compaction"))
+    if (rewritten) {
+      return `the provider usage after message ${index} was reported before message ${i} was rewritten ` +
+        "(compacted or evicted), so it does not describe these messages"
+    }
+  }
+  return undefined
 }
 
 /**
@@ -283,7 +355,8 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
 
   let provider: InspectReport["provider"] = null
   const last = session.usage.at(-1)
-  if (last !== undefined && last.messageIndex < n) {
+  const providerNote = last !== undefined && last.messageIndex < n ? staleUsage(session, last.messageIndex) : undefined
+  if (last !== undefined && last.messageIndex < n && providerNote === undefined) {
     const u = last.usage
     provider = {
       messageIndex: last.messageIndex,
@@ -302,7 +375,13 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
     messages: n,
     turns: starts.length,
     estimatedTokens,
+    context: {
+      systemTokens: estimateContentTokens(session.system ?? ""),
+      tools: options.tools?.length ?? 0,
+      toolsTokens: toolsTokens(options.tools)
+    },
     provider,
+    ...(providerNote === undefined ? {} : { providerNote }),
     composition,
     cut: {
       keepRecentTokens: defaultPolicy.keepRecentTokens,
@@ -338,7 +417,7 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
 
   const timeline: Array<TimelineEntry> = messages.map((message, index) => {
     const offloadedTokens = offloadedByMessage.get(index) ?? 0
-    const fate: Fate = index < plan.cut ? "summarized" : offloadedTokens > 0 ? "offloaded" : "hot"
+    const fate: Fate = index < plan.cut ? "summarized" : "hot"
     return {
       index,
       role: message.role,
@@ -453,12 +532,26 @@ export const formatInspect = (report: InspectReport, options: FormatOptions): st
   lines.push(bold(`${report.file}`) + `  (${report.format})`)
   lines.push(`  messages  ${fmt(report.messages)}    turns  ${fmt(report.turns)}`)
   lines.push(`  tokens    ${fmt(report.estimatedTokens)} estimated`)
+  const ctx = report.context
+  lines.push(
+    `  context   system prompt ${ctx.systemTokens === 0 ? "not in this file" : `${fmt(ctx.systemTokens)} tokens`} · ` +
+      `tools ${ctx.tools === 0 ? "not in this file" : `${ctx.tools} (${fmt(ctx.toolsTokens)} tokens)`}`
+  )
   if (report.provider !== null) {
     const p = report.provider
     lines.push(
       `            ${fmt(p.contextTokens)} reported by the provider after message ${p.messageIndex}` +
         ` (system prompt and tools included; messages 0–${p.messageIndex} alone: ${fmt(p.estimatedTokens)} estimated)`
     )
+    const unseen = p.contextTokens - p.estimatedTokens - ctx.systemTokens - ctx.toolsTokens
+    if (unseen > 0.2 * p.contextTokens) {
+      lines.push(
+        `            the provider counted ${fmt(unseen)} tokens more than this file holds: the agent's system prompt` +
+          " and tools are not (all) in it"
+      )
+    }
+  } else if (report.providerNote !== undefined) {
+    lines.push(`            not reporting provider usage: ${report.providerNote}`)
   } else lines.push("            no provider-reported usage in this file")
   if (report.skippedLines > 0 || report.compactions > 0 || report.interrupted > 0) {
     lines.push(
@@ -521,8 +614,9 @@ export const formatInspect = (report: InspectReport, options: FormatOptions): st
 
   lines.push("", bold("Validation"))
   if (report.violations.length === 0) lines.push("  valid: no violations")
-  for (const v of report.violations.slice(0, maxRows * 2)) lines.push(`  ${v._tag}: ${v.description}`)
-  if (report.violations.length > maxRows * 2) lines.push(`  … ${report.violations.length - maxRows * 2} more`)
+  const problems = groupViolations(report.violations)
+  for (const line of problems.slice(0, maxRows * 2)) lines.push(`  ${line}`)
+  if (problems.length > maxRows * 2) lines.push(`  … ${problems.length - maxRows * 2} more`)
   for (const w of report.warnings.slice(0, 5)) lines.push(`  warning: ${w}`)
   return `${lines.join("\n")}\n`
 }

@@ -1,40 +1,59 @@
 #!/usr/bin/env node
 /**
- * The `compaction` executable: runs the `compaction` command with the Node platform services (which also work under
- * Deno), and exits with the code `Run.exitWithCode` chose.
+ * The `compaction` executable. `--version` and `compaction [command] --help` answer from `Version.ts` and the
+ * pre-rendered `HelpPages.ts` without loading Effect; everything else runs the `compaction` command with the Node
+ * platform services (which also work under Deno), loaded on demand, and exits with the code `Run.exitWithCode` chose.
+ * Node's compile cache is enabled when available, so later runs load the modules faster.
  *
  * @since 0.1.0
  */
-import { readFileSync } from "node:fs"
-import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as NodeServices from "@effect/platform-node/NodeServices"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as References from "effect/References"
-import { CliOutput, Command } from "effect/cli"
-import { compaction } from "./Commands.ts"
-import { exitWithCode, presenter } from "./Run.ts"
+import * as NodeModule from "node:module"
+import { HELP_PAGES } from "./HelpPages.ts"
+import { packageVersion } from "./Version.ts"
 
-/** The package version, read from package.json (two levels up from both src/cli and dist/cli). */
-const version = (): string => {
-  try {
-    const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"))
-    return typeof pkg === "object" && pkg !== null && "version" in pkg && typeof pkg.version === "string"
-      ? pkg.version
-      : "unknown"
-  } catch {
-    return "unknown"
-  }
+const args = process.argv.slice(2)
+const isHelp = (arg: string | undefined) => arg === "--help" || arg === "-h"
+const colors = () =>
+  process.stdout.isTTY === true && (process.env["NO_COLOR"] === undefined || process.env["NO_COLOR"] === "")
+
+/** The page for `[--help]` or `[command, --help]`, when the arguments are exactly that. */
+const fastHelp = (): string | undefined => {
+  const page = args.length === 1 && isHelp(args[0])
+    ? HELP_PAGES[""]
+    : args.length === 2 && isHelp(args[1]) && args[0] !== "" && Object.hasOwn(HELP_PAGES, args[0]!)
+    ? HELP_PAGES[args[0]!]
+    : undefined
+  return page === undefined ? undefined : colors() ? page.color : page.plain
 }
 
-exitWithCode(Command.run(compaction, { version: version() })).pipe(
-  Effect.provide(Layer.mergeAll(
-    NodeServices.layer,
-    CliOutput.layerPresenter(presenter),
-    // logs never mix with results: stderr, errors only unless --log-level asks for more
-    Layer.succeed(Logger.LogToStderr, true),
-    Layer.succeed(References.MinimumLogLevel, "Error")
-  )),
-  NodeRuntime.runMain
-)
+const help = fastHelp()
+if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
+  process.stdout.write(`compaction ${packageVersion()}\n`)
+} else if (help !== undefined) {
+  process.stdout.write(`${help}\n`)
+} else {
+  ;(NodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.()
+  const [NodeRuntime, NodeServices, Effect, Layer, Logger, References, { CliOutput, Command }, commands, run] =
+    await Promise.all([
+      import("@effect/platform-node/NodeRuntime"),
+      import("@effect/platform-node/NodeServices"),
+      import("effect/Effect"),
+      import("effect/Layer"),
+      import("effect/Logger"),
+      import("effect/References"),
+      import("effect/cli"),
+      import("./Commands.ts"),
+      import("./Run.ts")
+    ])
+  run.exitWithCode(Command.run(commands.compaction, { version: packageVersion() })).pipe(
+    Effect.provide(Layer.mergeAll(
+      NodeServices.layer,
+      CliOutput.layerPresenter(run.presenter),
+      commands.cliConfig,
+      // logs never mix with results: stderr, errors only unless --log-level asks for more
+      Layer.succeed(Logger.LogToStderr, true),
+      Layer.succeed(References.MinimumLogLevel, "Error")
+    )),
+    NodeRuntime.runMain
+  )
+}

@@ -1,0 +1,406 @@
+/**
+ * What each `compaction` command does, loaded by `Commands.ts` only when the command runs. Every handler reads its
+ * input with `readSession` (warning on corrupt lines, or failing with `--strict`), writes its result with `writeText`
+ * and prints its success line only once the result is in place.
+ *
+ * @since 0.1.0
+ */
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Result from "effect/Result"
+import type { CompactOutcome } from "../Compact.ts"
+import { evictStaleToolResults } from "../Evict.ts"
+import { HotPaths } from "../HotPaths.ts"
+import type { Message } from "../Message.ts"
+import { CompactionPolicy } from "../Policy.ts"
+import { canonicalJson, SessionLog } from "../SessionLog.ts"
+import { formatReport, simulate as simulateSession } from "../Simulate.ts"
+import type { Summarizer } from "../Summarizer.ts"
+import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
+import { repair as repairMessages, validate as validateMessages } from "../Validate.ts"
+import { renderHtml } from "./Html.ts"
+import { analyze, formatInspect, groupViolations, toolsTokens, violationReport } from "./Inspect.ts"
+import {
+  CliFailure,
+  configFailure,
+  describeUnknown,
+  ExitCode,
+  flagValueProblem,
+  prettyJson,
+  progressLine,
+  readSession,
+  recordWritten,
+  sessionDocument,
+  type SessionInput,
+  status,
+  STDIO_PATH,
+  usageFailure,
+  useColor,
+  writeText
+} from "./Run.ts"
+
+const fmt = (n: number): string => n.toLocaleString("en-US")
+
+type Env = FileSystem.FileSystem | Path.Path
+
+const nonNegative = (command: string, flag: string, value: number): Effect.Effect<number, CliFailure> =>
+  Number.isSafeInteger(value) && value >= 0
+    ? Effect.succeed(value)
+    : Effect.fail(usageFailure(command, flagValueProblem(`--${flag}`, String(value), "a non-negative integer")))
+
+const outPath = (option: Option.Option<string>): string | undefined => Option.getOrUndefined(option)
+
+/** Writes the session document, then (only once it is in place) the success line. */
+const writeSession = (
+  input: SessionInput,
+  messages: ReadonlyArray<Message>,
+  options: { readonly out: Option.Option<string>; readonly keepPrivate: boolean },
+  success: string
+) =>
+  writeText(outPath(options.out), prettyJson(sessionDocument(input, messages, options))).pipe(
+    Effect.andThen(status(success))
+  )
+
+// ============================================================================
+// inspect
+// ============================================================================
+
+/** The parsed flags of `inspect`. @category models */
+export interface InspectInput {
+  readonly file: string
+  readonly json: boolean
+  readonly html: Option.Option<string>
+  readonly keepRecent: number
+  readonly minSavings: number
+  readonly strict: boolean
+}
+
+/** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
+export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const keep = yield* nonNegative("inspect", "keep-recent", input.keepRecent)
+    const savings = yield* nonNegative("inspect", "min-savings", input.minSavings)
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const analysis = analyze(read.session, {
+      file: read.name,
+      keepRecent: keep,
+      minSavings: savings,
+      ...(read.tools === undefined ? {} : { tools: read.tools })
+    })
+    if (Option.isSome(input.html)) {
+      yield* writeText(input.html.value, renderHtml(analysis))
+      if (input.html.value === STDIO_PATH) return
+      yield* status(`wrote the HTML report to ${input.html.value}`)
+    }
+    yield* writeText(
+      undefined,
+      input.json ? prettyJson(analysis.report) : formatInspect(analysis.report, { color: useColor() })
+    )
+  })
+
+// ============================================================================
+// evict
+// ============================================================================
+
+/** The parsed flags of `evict`. @category models */
+export interface EvictInput {
+  readonly file: string
+  readonly keepRecent: number
+  readonly minSavings: number
+  readonly out: Option.Option<string>
+  readonly keepPrivate: boolean
+  readonly strict: boolean
+}
+
+/** `evict`: the session with stale tool output offloaded, to stdout or `--out`; the savings on stderr. */
+export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
+    const savings = yield* nonNegative("evict", "min-savings", input.minSavings)
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const messages = read.session.messages
+    const result = evictStaleToolResults(messages, keep, {
+      minSavings: savings,
+      pinned: HotPaths.fromMessages(messages).pinned
+    })
+    const by = { superseded: 0, modified: 0, stale: 0 }
+    for (const o of result.offloaded) by[o.reason]++
+    const before = estimateTokens(messages)
+    yield* writeSession(
+      read,
+      result.messages,
+      input,
+      result.offloaded.length === 0
+        ? "nothing to offload; the output is the input unchanged"
+        : `offloaded ${result.offloaded.length} tool results (${by.superseded} superseded, ${by.modified} modified, ` +
+          `${by.stale} stale), freed ${fmt(result.tokensFreed)} tokens: ${fmt(before)} → ${
+            fmt(before - result.tokensFreed)
+          }`
+    )
+  })
+
+// ============================================================================
+// compact
+// ============================================================================
+
+/** The parsed flags of `compact`. @category models */
+export interface CompactInput {
+  readonly file: string
+  readonly summarizer: "extractive" | "anthropic"
+  readonly fallback: Option.Option<"extractive">
+  readonly focus: Option.Option<string>
+  readonly keepRecentTokens: number
+  readonly keepRecentTurns: number
+  readonly out: Option.Option<string>
+  readonly keepPrivate: boolean
+  readonly log: Option.Option<string>
+  readonly sessionId: Option.Option<string>
+  readonly strict: boolean
+}
+
+const missingKey = "ANTHROPIC_API_KEY is not set; set it, or use --summarizer extractive (the default)"
+
+/**
+ * The session id for `--log`, derived from the file name when `--session-id` is absent: the base name without
+ * `.anthropic.json`, `.json`, `.jsonl` or `.txt`, reduced to the characters an id allows (`stdin` for `-`).
+ * @category models
+ */
+export const sessionIdFor = (path: Path.Path, filePath: string): string => {
+  if (filePath === STDIO_PATH) return "stdin"
+  const base = path.basename(filePath).replace(/(\.anthropic)?\.(jsonl?|txt)$/i, "")
+  const id = base.replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(0, 128)
+  return id.length > 0 ? id : "session"
+}
+
+const persistFailure = (directory: string, error: unknown) =>
+  new CliFailure({
+    code: ExitCode.Persist,
+    message: `could not persist to --log ${directory}: ${describeUnknown(error)}`
+  })
+
+/**
+ * Makes the log hold the session: appends the messages to an empty log, or the new ones when the log already holds
+ * a prefix of them. A log holding a different conversation is an error (pick another `--session-id`).
+ */
+const seedLog = (directory: string, messages: ReadonlyArray<Message>) =>
+  Effect.gen(function* () {
+    const log = yield* SessionLog
+    const { view } = yield* log.snapshot
+    const prefix = view.length <= messages.length &&
+      view.every((m, i) => m === messages[i] || canonicalJson(m) === canonicalJson(messages[i]))
+    if (!prefix) {
+      return yield* new CliFailure({
+        code: ExitCode.Persist,
+        message:
+          `--log ${directory}: session ${JSON.stringify(log.sessionId)} already holds a different conversation; ` +
+          "pass another --session-id or another directory"
+      })
+    }
+    if (view.length < messages.length) {
+      yield* log.append(messages.slice(view.length)).pipe(Effect.mapError((e) => persistFailure(directory, e)))
+      yield* recordWritten(`--log ${directory} (the session's messages)`)
+    }
+  })
+
+const outcomeLine = (outcome: CompactOutcome): string => {
+  switch (outcome._tag) {
+    case "Skipped":
+      return `nothing to compact (${outcome.reason}); the output is the input unchanged`
+    case "Compacted":
+    case "FellBack": {
+      const figures = `${fmt(outcome.messagesBefore)} → ${fmt(outcome.messagesAfter)} messages, ` +
+        `${fmt(outcome.tokensBefore)} → ${fmt(outcome.tokensAfter)} tokens, ` +
+        `${outcome.turnsSummarized} turns summarized`
+      if (outcome._tag === "Compacted") return `compacted with the ${outcome.summarizer} summarizer: ${figures}`
+      return `compacted with the ${outcome.summarizer} summarizer instead (--fallback): ${figures}. ` +
+        `The ${outcome.primary} summarizer failed: ${outcome.primaryError}`
+    }
+  }
+}
+
+/** `compact`: the compacted session to stdout or `--out`, optionally recorded in `--log`; the outcome on stderr. */
+export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const policy = CompactionPolicy.make({
+      keepRecentTokens: input.keepRecentTokens,
+      keepRecentTurns: input.keepRecentTurns
+    })
+    if (Result.isFailure(policy)) {
+      const e = policy.failure
+      const flag = e.field === "keepRecentTurns" ? "--keep-recent-turns" : "--keep-recent-tokens"
+      return yield* usageFailure("compact", flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
+    }
+    const fallback = Option.isSome(input.fallback)
+    if (fallback && input.summarizer !== "anthropic") {
+      return yield* usageFailure("compact", "--fallback only applies to --summarizer anthropic")
+    }
+
+    // the API key is checked before anything is read or sent
+    let kind: "extractive" | "anthropic" = input.summarizer
+    if (kind === "anthropic") {
+      const key = yield* Config.option(Config.String("ANTHROPIC_API_KEY")).pipe(
+        Effect.orElseSucceed(() => Option.none<string>())
+      )
+      if (Option.isNone(key) || key.value.trim().length === 0) {
+        if (!fallback) return yield* new CliFailure({ code: ExitCode.Summarizer, message: missingKey })
+        yield* status("ANTHROPIC_API_KEY is not set; compacting with the extractive summarizer (--fallback extractive)")
+        kind = "extractive"
+      }
+    }
+
+    // loaded on demand: the Anthropic SDK takes a while to load and only this command needs it
+    const { compactContext } = yield* Effect.promise(() => import("../Compact.ts"))
+    const { AnthropicSummarizer, anthropicConfig, ExtractiveSummarizer, Summarizer } = yield* Effect.promise(() =>
+      import("../Summarizer.ts")
+    )
+    // a configuration error is reported before anything is read or sent
+    if (kind === "anthropic") yield* anthropicConfig.pipe(Effect.mapError(configFailure))
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const session = read.session
+    const progress = progressLine("summarizing")
+    const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
+      ? ExtractiveSummarizer.layer
+      : (fallback ? AnthropicSummarizer.layerWithFallback : AnthropicSummarizer.layerConfig)({
+        onProgress: progress.update
+      }).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, Effect.fail(configFailure(e)))))
+    if (kind === "anthropic") yield* status(`summarizing with the anthropic summarizer…`)
+
+    const run = compactContext(
+      session.messages,
+      policy.success,
+      Option.isSome(input.focus) ? { instructions: input.focus.value } : {}
+    ).pipe(
+      Effect.ensuring(Effect.sync(progress.done)),
+      Effect.mapError((e) =>
+        e.reason === "Summarize"
+          ? new CliFailure({ code: ExitCode.Summarizer, message: `summarizer failed: ${e.cause.message}` })
+          : persistFailure(Option.getOrElse(input.log, () => ""), e.cause)
+      )
+    )
+
+    const result = yield* Option.match(input.log, {
+      onNone: () => run.pipe(Effect.provide(summarizerLayer)),
+      onSome: (directory) =>
+        Effect.gen(function* () {
+          const path = yield* Path.Path
+          const sessionId = Option.getOrElse(input.sessionId, () => sessionIdFor(path, input.file))
+          const logLayer = SessionLog.layerJsonl({ directory, sessionId }).pipe(
+            Layer.catchTag(
+              "SessionLogError",
+              (e) => Layer.effect(SessionLog, Effect.fail(persistFailure(directory, e)))
+            )
+          )
+          return yield* seedLog(directory, session.messages).pipe(
+            Effect.andThen(run),
+            Effect.tap((r) =>
+              r.outcome._tag === "Skipped" ? Effect.void : recordWritten(`--log ${directory} (the compaction)`)
+            ),
+            Effect.provide(Layer.merge(summarizerLayer, logLayer))
+          )
+        })
+    })
+    yield* writeSession(read, result.messages, input, outcomeLine(result.outcome))
+    if (Option.isSome(input.log) && result.outcome._tag !== "Skipped") {
+      yield* status(`recorded the compaction in ${input.log.value}`)
+    }
+  })
+
+// ============================================================================
+// validate / repair
+// ============================================================================
+
+/** The parsed flags of `validate`. @category models */
+export interface ValidateInput {
+  readonly file: string
+  readonly json: boolean
+  readonly strict: boolean
+}
+
+/**
+ * `validate`: `--json` lists every violation; the text form prints one line per distinct problem, with its count.
+ * Exits `Violations` when there is any.
+ */
+export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const messages = read.session.messages
+    const violations = validateMessages(messages).map(violationReport)
+    if (input.json) {
+      yield* writeText(
+        undefined,
+        prettyJson({ file: read.name, messages: messages.length, valid: violations.length === 0, violations })
+      )
+    } else if (violations.length === 0) {
+      yield* writeText(undefined, `${read.name}: valid (${fmt(messages.length)} messages)\n`)
+    } else {
+      const lines = groupViolations(violations)
+      yield* writeText(
+        undefined,
+        `${read.name}: ${violations.length} violations (${lines.length} distinct)\n${
+          lines.map((l) => `${l}\n`).join("")
+        }`
+      )
+    }
+    if (violations.length > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
+  })
+
+/** The parsed flags of `repair`. @category models */
+export interface RepairInput {
+  readonly file: string
+  readonly out: Option.Option<string>
+  readonly keepPrivate: boolean
+  readonly strict: boolean
+}
+
+/** `repair`: the repaired session to stdout or `--out`; what changed on stderr. */
+export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const { messages, report } = repairMessages(read.session.messages)
+    const changes = [
+      [report.droppedEmptyBlocks, "empty text blocks dropped"],
+      [report.droppedEmptyMessages, "empty messages dropped"],
+      [report.mergedMessages, "same-role messages merged"],
+      [report.droppedToolResults.length, "orphaned or duplicate tool results dropped"],
+      [report.addedErrorResults.length, "missing tool results added"],
+      [report.reorderedMessages, "messages with tool results moved first"],
+      [report.insertedLeadingUser ? 1 : 0, "leading user message inserted"]
+    ] as const
+    const done = changes.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`)
+    yield* writeSession(
+      read,
+      messages,
+      input,
+      done.length === 0 ? "already valid; the output is the input unchanged" : `repaired: ${done.join(", ")}`
+    )
+  })
+
+// ============================================================================
+// simulate
+// ============================================================================
+
+/** The parsed flags of `simulate`. @category models */
+export interface SimulateInput {
+  readonly file: string
+  readonly json: boolean
+  readonly systemTokens: Option.Option<number>
+  readonly strict: boolean
+}
+
+/** `simulate`: the policy comparison, as text or `--json`. */
+export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const read = yield* readSession(input.file, { strict: input.strict })
+    const systemTokens = Option.isSome(input.systemTokens)
+      ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
+      : estimateContentTokens(read.session.system ?? "") + toolsTokens(read.tools)
+    const report = simulateSession(read.session.messages, { systemTokens })
+    if (input.json) {
+      const policies = report.policies.map(({ perRequest: _, ...rest }) => rest)
+      yield* writeText(undefined, prettyJson({ file: read.name, ...report, policies }))
+    } else yield* writeText(undefined, `${formatReport(report, { title: read.name })}\n`)
+  })
