@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
-import { summaryText } from "../Compact.ts"
+import { summaryText } from "../Summary.ts"
 import { planForPolicy } from "../Cut.ts"
 import {
   DEFAULT_KEEP_RECENT,

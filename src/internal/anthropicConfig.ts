@@ -7,6 +7,7 @@
 import type Anthropic from "@anthropic-ai/sdk"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
+import * as Schema from "effect/Schema"
 import type { RetryOptions } from "../Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
 
@@ -48,8 +49,12 @@ export const anthropicConfig = Config.all({
   apiKey: Config.Redacted("ANTHROPIC_API_KEY"),
   baseURL: Config.option(Config.String("ANTHROPIC_BASE_URL")),
   model: Config.String("COMPACTION_SUMMARIZER_MODEL").pipe(Config.withDefault(DEFAULT_SUMMARIZER_MODEL)),
-  maxTokens: Config.Int("COMPACTION_SUMMARY_MAX_TOKENS").pipe(Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)),
+  maxTokens: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "COMPACTION_SUMMARY_MAX_TOKENS").pipe(
+    Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)
+  ),
   timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(Config.withDefault(DEFAULT_SUMMARIZER_TIMEOUT)),
-  retries: Config.Int("COMPACTION_SUMMARIZER_RETRIES").pipe(Config.withDefault(4)),
+  retries: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), "COMPACTION_SUMMARIZER_RETRIES").pipe(
+    Config.withDefault(4)
+  ),
   systemPrompt: Config.option(Config.String("COMPACTION_SUMMARIZER_PROMPT"))
 })
