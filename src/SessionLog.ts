@@ -86,7 +86,7 @@ export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule
 )
 
 /** How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models */
-export const MAX_CONFLICT_RETRIES = 20
+export const MAX_CONFLICT_RETRIES = 50
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
@@ -217,18 +217,21 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const serialized = <A>(effect: Effect.Effect<A, SessionLogError>) => Semaphore.withPermits(lock, 1, effect)
 
   /** Folds the entries other workers wrote since `live.seq`; returns them. */
-  const catchUpNow = Effect.flatMap(read(live.seq), (r) =>
-    Effect.fromResult(applyStored(live, r.entries)).pipe(
-      Effect.map((applied) => applied.entries),
-      Effect.mapError(withSession(sessionId))
-    ))
+  const catchUpNow = Effect.flatMap(
+    Effect.suspend(() => read(live.seq)),
+    (r) =>
+      Effect.fromResult(applyStored(live, r.entries)).pipe(
+        Effect.map((applied) => applied.entries),
+        Effect.mapError(withSession(sessionId))
+      )
+  )
 
   const header = (id: string, parentId: string | null) =>
     Effect.map(Clock.currentTimeMillis, (timestamp) => ({ v: CURRENT_VERSION, id, parentId, timestamp }))
 
   /**
-   * Builds the entries from the live view and appends them at `live.seq`. `Conflict`: catch up and build again (the
-   * same entry ids), at most `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up.
+   * Builds the entries from the live view and appends them at `live.seq`. `Conflict`: catch up, wait a random moment
+   * (up to 2^attempt ms, at most 100 ms) and build again (the same entry ids), at most `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up.
    * Uninterruptible, so the live view never misses an entry that reached the store.
    */
   const commit = <A>(durable: boolean, build: () => Effect.Effect<Built<A>, SessionLogError>) =>
@@ -252,6 +255,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           const ids = new Set(built.entries.map((e) => e.id))
           return built.value(others.filter((e) => ids.has(e.id)))
         }
+        // writers that lost together should not collide again in step: a short random pause, growing
+        yield* Effect.sleep(Math.floor(Math.random() * Math.min(2 ** attempt, 100)))
       }
       return yield* new SessionLogError({
         reason: "Conflict",
