@@ -16,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
-import type { SqlError } from "effect/sql/SqlError"
+import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { SessionLogError } from "./SessionEntry.ts"
 import {
   type AppendResult,
@@ -114,7 +114,13 @@ const makeSqlStore = Effect.gen(function* () {
         yield* sql`INSERT INTO compaction_entries ${sql.insert(rows as [typeof rows[0], ...typeof rows])}`
         yield* sql`UPDATE compaction_sessions SET last_seq = ${last + entries.length} WHERE session_id = ${sessionId}`
         return { _tag: "Appended", seq: last + entries.length } satisfies AppendResult
-      })).pipe(Effect.mapError(sqlError(sessionId, "append")))
+      })).pipe(
+        Effect.mapError(sqlError(sessionId, "append")),
+        // a connection lost mid-transaction also fails its ROLLBACK, which effect/sql raises as a defect
+        Effect.catchDefect((defect) =>
+          isSqlError(defect) ? Effect.fail(sqlError(sessionId, "append")(defect)) : Effect.die(defect)
+        )
+      )
       if (result === undefined) return yield* notFound(sessionId, name)
       return result
     }).pipe(Effect.withSpan("SessionStore.append", {
