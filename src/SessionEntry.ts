@@ -32,7 +32,7 @@ import {
  * higher `v` are refused, never guessed at; v1 lines (no checksum) are still read.
  * @category models
  */
-export const CURRENT_VERSION: 2 = 2
+export const CURRENT_VERSION = 2 as const
 
 const MessageSchema = Schema.declare(
   (u: unknown): u is Message => validateMessage(u, 0) === undefined,
@@ -398,8 +398,8 @@ export const encodeEntry = (entry: Entry): string => {
   return `${body.slice(0, -1)},"sum":"${checksum(body)}"}`
 }
 
-/** What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. */
-interface LineProblem {
+/** What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models */
+export interface LineProblem {
   readonly reason: "Corrupt" | "FutureVersion"
   readonly detail: string
   readonly entryId?: string
