@@ -3,8 +3,8 @@
  *
  * - append: 100 single-message appends through `SessionLog.layerJsonl` (serialized, async FileSystem, whole lines,
  *   retry wrapper) vs 100 `fs.appendFileSync` calls of the same lines.
- * - load: `readJsonl` of a 10k-entry session (read, JSON.parse, Schema decode + message validation, parent chain,
- *   fold, SHA-256 of the view at every compaction) vs `readFileSync` + `JSON.parse` of each line.
+ * - load: `readJsonl` of a 10k-entry session (read, per-line SHA-256 checksum, JSON.parse, Schema decode + message
+ *   validation, parent chain, fold, SHA-256 of the view at every compaction) vs `readFileSync` + `JSON.parse` of each line.
  *
  * Run: `npx node --expose-gc bench/sessionlog.bench.ts`
  */

@@ -25,6 +25,10 @@ export * as Summarizer from "./Summarizer.ts"
 export * as ExtractiveSummarizer from "./ExtractiveSummarizer.ts"
 export * as Compact from "./Compact.ts"
 export * as SessionLog from "./SessionLog.ts"
+export * as SessionEntry from "./SessionEntry.ts"
+export * as SessionStore from "./SessionStore.ts"
+export * as SessionStoreJsonl from "./SessionStoreJsonl.ts"
+export * as SessionStoreSql from "./SessionStoreSql.ts"
 // The tools: pure conversions and replays over recorded sessions (`Import.importSessionFile` reads a file through
 // `FileSystem`; everything else in both is pure)
 export * as Import from "./Import.ts"

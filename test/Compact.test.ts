@@ -12,7 +12,7 @@ import {
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { parseAppendix } from "../src/Render.ts"
-import { SessionLog } from "../src/SessionLog.ts"
+import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { AnthropicSummarizer, ExtractiveSummarizer, Summarizer, withFallback } from "../src/Summarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { filesTouched } from "../src/Tools.ts"
@@ -215,7 +215,7 @@ describe("Compact", () => {
 
   it.effect("persists the boundary to the session log, and a resume rebuilds the same view", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const session = generateSession(18, { messages: 300 })
       const live = yield* Effect.gen(function* () {
         const log = yield* SessionLog
@@ -242,14 +242,14 @@ describe("Compact", () => {
     return session
   }
 
-  const loadView = (store: Map<string, string>, sessionId: string) =>
+  const loadView = (store: MemoryStore, sessionId: string) =>
     Effect.flatMap(SessionLog, (log) => log.load()).pipe(
       Effect.provide(SessionLog.layerMemory({ sessionId, store }))
     )
 
   it.effect("persists a compaction whose kept tail needed repair, and a resume rebuilds the repaired view", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const session = withAbortedReply(20)
       const before = JSON.stringify(session)
       const { live, outcome } = yield* Effect.gen(function* () {
@@ -275,7 +275,7 @@ describe("Compact", () => {
 
   it.effect("a turn appended while the summarizer runs lands after the repaired tail, live and after a resume", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const session = withAbortedReply(21)
       const arrived: Message = { role: "user", content: "arrived while summarizing" }
       const extractive = ExtractiveSummarizer.make()
@@ -296,7 +296,7 @@ describe("Compact", () => {
 
   it.effect("compacting a repaired view again, after more turns, persists and resumes byte for byte", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const session = withAbortedReply(22)
       const more = generateSession(23, { messages: 200 })
       const live = yield* Effect.gen(function* () {
@@ -352,7 +352,7 @@ describe("Compact", () => {
     ([session]) =>
       Effect.gen(function* () {
         const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
-        const store = new Map<string, string>()
+        const store = new Map() as MemoryStore
         const half = turnStarts(session)[Math.floor(turnStarts(session).length / 2)] ?? session.length
         const live = yield* Effect.gen(function* () {
           const log = yield* SessionLog
@@ -378,7 +378,7 @@ describe("Compact", () => {
       let compactions = 0
       let repaired = 0
       for (const session of corpus()) {
-        const store = new Map<string, string>()
+        const store = new Map() as MemoryStore
         const starts = turnStarts(session.messages)
         // eight even points, and just after every aborted reply (so it lands in a kept tail)
         const aborted = validate(session.messages).filter((v) => v._tag === "MissingToolResult")

@@ -17,10 +17,12 @@ import { type ChildProcess, spawn } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
+import { encodeEntry } from "../src/SessionEntry.ts"
 import {
   canonicalJson,
   type Entry,
   listSessions,
+  type MemoryStore,
   readJsonl,
   rebuildView,
   SessionLog,
@@ -57,7 +59,7 @@ const withJsonl = <A, E>(
   )
 
 const withMemory = <A, E>(
-  store: Map<string, string>,
+  store: MemoryStore,
   body: (log: SessionLogShape) => Effect.Effect<A, E>
 ): Effect.Effect<A, E | SessionLogError> =>
   Effect.flatMap(Effect.service(SessionLog), body).pipe(
@@ -278,7 +280,7 @@ describe("SessionLog", () => {
     [scriptArbitrary],
     ([{ steps, views }]) =>
       Effect.gen(function* () {
-        const store = new Map<string, string>()
+        const store = new Map() as MemoryStore
         yield* withMemory(store, (log) =>
           Effect.gen(function* () {
             for (let i = 0; i < steps.length; i++) {
@@ -288,11 +290,10 @@ describe("SessionLog", () => {
             }
           }))
         // restart at every step: replay the stored text cut after each entry
-        const text = store.get("memory") ?? ""
-        const lines = text.split("\n").slice(0, -1)
-        assert.strictEqual(lines.length, steps.length, "one entry per step")
+        const stored = store.get("memory") ?? []
+        assert.strictEqual(stored.length, steps.length, "one entry per step")
         for (let k = 0; k <= steps.length; k++) {
-          const prefix = new Map([["memory", lines.slice(0, k).map((l) => `${l}\n`).join("")]])
+          const prefix: MemoryStore = new Map([["memory", stored.slice(0, k)]])
           yield* withMemory(prefix, (log) =>
             Effect.gen(function* () {
               checkView(`reopened after step ${k}`, (yield* log.snapshot).view, views[k]!)
@@ -459,7 +460,7 @@ describe("SessionLog", () => {
 
   it.live("a compaction recorded from a stale snapshot fails with Conflict, and the log is unchanged", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const exit = yield* withMemory(store, (log) =>
         Effect.gen(function* () {
           yield* log.append([user("a"), user("b"), call("t"), result("t", "x"), user("c")])
@@ -468,12 +469,12 @@ describe("SessionLog", () => {
           return yield* Effect.exit(log.recordCompaction({ summary: user("s2"), snapshot, cut: 4, summarizer: "x" }))
         }))
       assert.strictEqual(failure(exit).reason, "Conflict")
-      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 6)
+      assert.strictEqual((store.get("memory") ?? []).length, 6)
     }))
 
   it.live("expectedView: a boundary is written only when the log rebuilds the caller's view", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const base = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2"), result("t2", "y")]
       yield* withMemory(store, (log) =>
         Effect.gen(function* () {
@@ -492,12 +493,12 @@ describe("SessionLog", () => {
           yield* log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "x", expectedView })
           checkView("live", (yield* log.snapshot).view, [...expectedView, user("arrived while summarizing")])
         }))
-      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 8)
+      assert.strictEqual((store.get("memory") ?? []).length, 8)
     }))
 
   it.live("kept: a repaired tail is stored, appends made while summarizing follow it, and a resume rebuilds it", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       const base = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2")]
       const late = user("arrived while summarizing")
       const reopened = () => withMemory(new Map(store), (log) => Effect.map(log.load(), (l) => l.view))
@@ -544,7 +545,8 @@ describe("SessionLog", () => {
             summarizer: "x"
           })
           assert.strictEqual(second.firstKeptEntryId, `${entry.id}#2`)
-          assert.strictEqual(second.kept?.through, next.entryIds.at(-1))
+          // the kept messages are the snapshot's own: no copy, ids only
+          assert.strictEqual(second.kept, undefined)
           return (yield* log.snapshot).view
         }))
       checkView("final, reopened", yield* reopened(), live)
@@ -559,7 +561,7 @@ describe("SessionLog", () => {
 
   it.live("kept: an eviction of a kept message after the snapshot is a Conflict, and nothing is written", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       yield* withMemory(store, (log) =>
         Effect.gen(function* () {
           yield* log.append([user("a"), call("t1"), result("t1", "x"), user("b"), call("t2")])
@@ -574,7 +576,7 @@ describe("SessionLog", () => {
           // the evicted message was summarized, not kept: no conflict
           yield* log.recordCompaction({ summary: user("s"), kept: kept.slice(2), snapshot, cut: 3, summarizer: "x" })
         }))
-      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 7)
+      assert.strictEqual((store.get("memory") ?? []).length, 7)
     }))
 
   it.live("a second process opening the session gets Locked with the holder's pid", () =>
@@ -656,7 +658,7 @@ describe("SessionLog", () => {
   it.live("an entry of a future version fails with FutureVersion naming the entry and line, even with repair", () =>
     Effect.gen(function* () {
       const { directory, file, lines } = yield* fileWithSteps("future", 5)
-      const future = { ...JSON.parse(lines[2]!), v: 2, newField: true }
+      const future = { ...JSON.parse(lines[2]!), v: 3, newField: true }
       yield* writeText(
         file,
         [...lines.slice(0, 2), JSON.stringify(future), ...lines.slice(3)].map((l) => `${l}\n`).join("")
@@ -666,7 +668,7 @@ describe("SessionLog", () => {
         assert.strictEqual(error.reason, "FutureVersion")
         assert.strictEqual(error.line, 3)
         assert.strictEqual(error.entryId, future.id)
-        assert.match(error.message, /v2 is newer than this reader \(v1\)/)
+        assert.match(error.message, /v3 is newer than this reader \(v2\)/)
       }
     }))
 
@@ -677,7 +679,9 @@ describe("SessionLog", () => {
       const entry = JSON.parse(lines[at]!)
       const edited = lines.map((l, i) => {
         if (i !== at) return l
-        return JSON.stringify({ ...entry, viewHash: "f".repeat(64) })
+        // re-encoded with a valid checksum: the line is intact, the view it records is not
+        const { sum: _sum, ...fields } = entry
+        return encodeEntry({ ...fields, viewHash: "f".repeat(64) })
       })
       yield* writeText(file, edited.map((l) => `${l}\n`).join(""))
       const error = failure(yield* Effect.exit(read(directory, "hash")))
@@ -703,7 +707,7 @@ describe("SessionLog", () => {
 
   it.live("invalid appends, evictions and cuts fail with InvalidInput and write nothing", () =>
     Effect.gen(function* () {
-      const store = new Map<string, string>()
+      const store = new Map() as MemoryStore
       yield* withMemory(store, (log) =>
         Effect.gen(function* () {
           yield* log.append([user("a"), call("t"), result("t", "x")])
@@ -735,7 +739,7 @@ describe("SessionLog", () => {
           ]
           for (const effect of bad) assert.strictEqual(failure(yield* Effect.exit(effect)).reason, "InvalidInput")
         }))
-      assert.strictEqual((store.get("memory") ?? "").split("\n").length - 1, 3)
+      assert.strictEqual((store.get("memory") ?? []).length, 3)
     }))
 
   // ==========================================================================

@@ -1,0 +1,644 @@
+/**
+ * Session entries: their schemas and versions, the line each one is stored as (with its checksum), canonical JSON
+ * and the view hash, and the pure fold that derives a view from entries. No storage and no service here: every store
+ * moves these lines, and `SessionLog` folds them with `LiveView`.
+ *
+ * A stored line is `JSON.stringify(entry)` with `,"sum":"<32 hex>"` inserted before its closing brace: the first 128
+ * bits of the SHA-256 of the line without that member. Any changed byte of a line is then a `Corrupt` error naming
+ * the line (or, with `repair`, a reported issue), never a different entry.
+ *
+ * @since 0.1.0
+ */
+import * as Predicate from "effect/Predicate"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
+import { createHash } from "node:crypto"
+import {
+  blocksOf,
+  type ContentBlock,
+  isToolResult,
+  type Message,
+  type ToolResultBlock,
+  validateMessage
+} from "./Message.ts"
+
+// ============================================================================
+// Entries
+// ============================================================================
+
+/**
+ * The entry format version this module writes: 2, which is 1 plus a checksum at the end of every line. Entries with a
+ * higher `v` are refused, never guessed at; v1 lines (no checksum) are still read.
+ * @category models
+ */
+export const CURRENT_VERSION = 2 as const
+
+const MessageSchema = Schema.declare(
+  (u: unknown): u is Message => validateMessage(u, 0) === undefined,
+  { expected: "a Messages API message" }
+)
+
+const ToolResultSchema = Schema.declare(
+  (u: unknown): u is ToolResultBlock =>
+    Predicate.hasProperty(u, "type") && u.type === "tool_result" &&
+    validateMessage({ role: "user", content: [u] }, 0) === undefined,
+  { expected: "a tool_result block" }
+)
+
+const Header = {
+  v: Schema.Literals([1, CURRENT_VERSION]),
+  id: Schema.String.check(Schema.isMinLength(1)),
+  parentId: Schema.NullOr(Schema.String),
+  timestamp: Schema.Number
+}
+
+/** One message of the conversation, stored exactly as it was appended. @category schemas */
+export const MessageEntry = Schema.Struct({ ...Header, type: Schema.Literal("message"), message: MessageSchema })
+/** @category models */
+export type MessageEntry = typeof MessageEntry.Type
+
+/** One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas */
+export const Eviction = Schema.Struct({
+  toolUseId: Schema.String.check(Schema.isMinLength(1)),
+  block: ToolResultSchema
+})
+/** @category models */
+export type Eviction = typeof Eviction.Type
+
+/** Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas */
+export const EvictionEntry = Schema.Struct({
+  ...Header,
+  type: Schema.Literal("eviction"),
+  evictions: Schema.Array(Eviction)
+})
+/** @category models */
+export type EvictionEntry = typeof EvictionEntry.Type
+
+/**
+ * The kept part of a compaction, stored explicitly because the caller changed it (a `repair` of an aborted reply):
+ * `messages` replace every view item up to and including the one from entry `through` (the last item of the snapshot
+ * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
+ * @category schemas
+ */
+export const KeptMessages = Schema.Struct({
+  through: Schema.NullOr(Schema.String),
+  messages: Schema.Array(MessageSchema)
+})
+/** @category models */
+export type KeptMessages = typeof KeptMessages.Type
+
+/**
+ * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
+ * with `kept`, `[summary, ...kept.messages, ...items after kept.through]`. `summary` is the message heading the new
+ * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
+ * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently.
+ * @category schemas
+ */
+export const CompactionEntry = Schema.Struct({
+  ...Header,
+  type: Schema.Literal("compaction"),
+  summary: MessageSchema,
+  firstKeptEntryId: Schema.NullOr(Schema.String),
+  tokensBefore: Schema.Number,
+  tokensAfter: Schema.Number,
+  summarizer: Schema.String,
+  turnsSummarized: Schema.optionalKey(Schema.Int),
+  kept: Schema.optionalKey(KeptMessages),
+  viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
+})
+/** @category models */
+export type CompactionEntry = typeof CompactionEntry.Type
+
+/** Any log entry (version 1). @category schemas */
+export const Entry = Schema.Union([MessageEntry, EvictionEntry, CompactionEntry])
+/** @category models */
+export type Entry = typeof Entry.Type
+
+// ============================================================================
+// Errors
+// ============================================================================
+
+/** Why a session log operation failed. @category errors */
+export const SessionLogErrorReason = Schema.Literals([
+  "Locked",
+  "Io",
+  "Corrupt",
+  "HashMismatch",
+  "InvalidId",
+  "FutureVersion",
+  "InvalidInput",
+  "Conflict",
+  "NotFound"
+])
+/** @category errors */
+export type SessionLogErrorReason = typeof SessionLogErrorReason.Type
+
+/** errno codes that are worth retrying: the same write can succeed a moment later. */
+const RETRYABLE_CODES: ReadonlySet<string> = new Set([
+  "EAGAIN",
+  "EWOULDBLOCK",
+  "EBUSY",
+  "EINTR",
+  // effect/sql reasons that are worth retrying (an append is idempotent by its entry ids)
+  "ConnectionError",
+  "DeadlockError",
+  "SerializationError",
+  "LockTimeoutError",
+  "StatementTimeoutError"
+])
+
+/**
+ * The one error of this module. `reason` says what happened; `entryId` / `line` / `lines` say where; `code` is the
+ * errno code (or the `effect/sql` reason) of an `Io` failure and `pid` the holder of a `Locked` session. `line` is the
+ * entry's line in a JSONL file and its `seq` in any other store (the same number: the n-th entry of the session).
+ * Only `Io` failures with a transient code (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a deadlock or lock
+ * timeout) are `isRetryable`; `ENOSPC`, `EACCES` and every other reason are permanent.
+ * @category errors
+ */
+export class SessionLogError extends Schema.TaggedError<SessionLogError>()("SessionLogError", {
+  reason: SessionLogErrorReason,
+  sessionId: Schema.optionalKey(Schema.String),
+  detail: Schema.String,
+  entryId: Schema.optionalKey(Schema.String),
+  line: Schema.optionalKey(Schema.Int),
+  lines: Schema.optionalKey(Schema.Array(Schema.Int)),
+  code: Schema.optionalKey(Schema.String),
+  pid: Schema.optionalKey(Schema.Int),
+  cause: Schema.optionalKey(Schema.Defect())
+}) {
+  /** True for transient storage failures (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a lock timeout). */
+  get isRetryable(): boolean {
+    return this.reason === "Io" && this.code !== undefined && RETRYABLE_CODES.has(this.code)
+  }
+  override get message(): string {
+    const where = [
+      this.sessionId === undefined ? undefined : `session ${this.sessionId}`,
+      this.entryId === undefined ? undefined : `entry ${this.entryId}`,
+      this.line === undefined ? undefined : `line ${this.line}`,
+      this.code
+    ].filter((s) => s !== undefined).join(", ")
+    return `${this.reason}${where === "" ? "" : ` (${where})`}: ${this.detail}`
+  }
+}
+
+// ============================================================================
+// Hash
+// ============================================================================
+
+/**
+ * Canonical JSON: object keys sorted, no whitespace, `undefined` members left out and non-finite numbers written as
+ * `null` (what `JSON.stringify` does). Two values with the same JSON meaning get the same string.
+ * @category hashing
+ */
+export const canonicalJson = (value: unknown): string => {
+  const out: Array<string> = []
+  writeCanonical(value, out)
+  return out.join("")
+}
+
+const writeCanonical = (value: unknown, out: Array<string>): void => {
+  if (typeof value === "string") {
+    out.push(JSON.stringify(value))
+  } else if (value === null || typeof value !== "object") {
+    out.push(JSON.stringify(value) ?? "null")
+  } else if (Array.isArray(value)) {
+    out.push("[")
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) out.push(",")
+      const v: unknown = value[i]
+      if (v === undefined || typeof v === "function" || typeof v === "symbol") out.push("null")
+      else writeCanonical(v, out)
+    }
+    out.push("]")
+  } else {
+    const record = value as Record<string, unknown>
+    const keys = Object.keys(record).sort()
+    out.push("{")
+    let first = true
+    for (const key of keys) {
+      const v = record[key]
+      if (v === undefined || typeof v === "function" || typeof v === "symbol") continue
+      out.push(first ? `${JSON.stringify(key)}:` : `,${JSON.stringify(key)}:`)
+      first = false
+      writeCanonical(v, out)
+    }
+    out.push("}")
+  }
+}
+
+/**
+ * The hash a compaction entry stores: SHA-256 of `canonicalJson(view)`, lowercase hex.
+ * @category hashing
+ */
+export const viewHash = (view: ReadonlyArray<Message>): string => {
+  // streamed: the same bytes as canonicalJson(view), with each message's canonical JSON cached by identity (kept
+  // messages are hashed at every compaction, evicted ones are new objects)
+  const hash = createHash("sha256").update("[")
+  view.forEach((message, i) => {
+    let json = canonicalCache.get(message)
+    if (json === undefined) {
+      json = canonicalJson(message)
+      canonicalCache.set(message, json)
+    }
+    hash.update(i === 0 ? json : `,${json}`)
+  })
+  return hash.update("]").digest("hex")
+}
+
+const canonicalCache = new WeakMap<Message, string>()
+
+// ============================================================================
+// The view: a pure fold over the entries
+// ============================================================================
+
+/** One view message and the id of the entry that put it there. @category models */
+export interface ViewItem {
+  readonly entryId: string
+  message: Message
+}
+
+const replaceToolResults = (message: Message, toolUseId: string, block: ToolResultBlock): Message => {
+  if (typeof message.content === "string") return message
+  let changed = false
+  const content = message.content.map((b: ContentBlock) => {
+    if (isToolResult(b) && b.tool_use_id === toolUseId && b !== block) {
+      changed = true
+      return block
+    }
+    return b
+  })
+  return changed ? { ...message, content } : message
+}
+
+/**
+ * The fold behind `rebuildView` and the live service, applied entry by entry, so a worker keeps it and catches up
+ * with only the entries written since (`seq` is the last one applied). Its items pair each view message with the id of
+ * the entry that put it there (a message entry, or the compaction entry for the summary).
+ * @category view
+ */
+export class LiveView {
+  items: Array<ViewItem> = []
+  /** tool_use_id → the view item holding that tool_result. */
+  private byToolUse = new Map<string, ViewItem>()
+  head: string | null = null
+  seq = 0
+
+  /** Applies one entry; returns a description of the problem when the entry cannot apply (nothing applied then). */
+  apply(entry: Entry): string | undefined {
+    switch (entry.type) {
+      case "message": {
+        const item: ViewItem = { entryId: entry.id, message: entry.message }
+        this.items.push(item)
+        this.index(item)
+        break
+      }
+      case "eviction": {
+        for (const { block, toolUseId } of entry.evictions) {
+          const item = this.byToolUse.get(toolUseId)
+          if (item !== undefined) item.message = replaceToolResults(item.message, toolUseId, block)
+        }
+        break
+      }
+      case "compaction": {
+        const from = this.keptIndex(entry.firstKeptEntryId)
+        if (from === -1) return `firstKeptEntryId ${entry.firstKeptEntryId} is not in the view`
+        const summary: ViewItem = { entryId: entry.id, message: entry.summary }
+        if (entry.kept === undefined) {
+          this.items = [summary, ...this.items.slice(from)]
+        } else {
+          const end = entry.kept.through === null ? 0 : this.indexOf(entry.kept.through) + 1
+          if (end === 0 && entry.kept.through !== null) return `kept.through ${entry.kept.through} is not in the view`
+          const kept = entry.kept.messages.map((message, i): ViewItem => ({
+            entryId: keptEntryId(entry.id, i),
+            message
+          }))
+          this.items = [summary, ...kept, ...this.items.slice(end)]
+        }
+        this.byToolUse = new Map()
+        for (const item of this.items) this.index(item)
+        break
+      }
+    }
+    this.head = entry.id
+    return undefined
+  }
+
+  /** The index of the first kept item, `items.length` for `null`, or -1 when the id is not in the view. */
+  keptIndex(firstKeptEntryId: string | null): number {
+    return firstKeptEntryId === null ? this.items.length : this.indexOf(firstKeptEntryId)
+  }
+
+  /** The index of the view item from entry `entryId`, or -1. */
+  indexOf(entryId: string): number {
+    return this.items.findIndex((i) => i.entryId === entryId)
+  }
+
+  /** The view's messages. */
+  view(): Array<Message> {
+    return this.items.map((i) => i.message)
+  }
+
+  /** The view with its entry ids and head. */
+  snapshot(): Snapshot {
+    return { view: this.view(), entryIds: this.items.map((i) => i.entryId), head: this.head }
+  }
+
+  private index(item: ViewItem): void {
+    for (const block of blocksOf(item.message)) {
+      if (isToolResult(block)) this.byToolUse.set(block.tool_use_id, item)
+    }
+  }
+}
+
+/** The id of the view item for `kept.messages[i]` of compaction entry `compactionId`. */
+const keptEntryId = (compactionId: string, i: number): string => `${compactionId}#${i + 1}`
+
+/**
+ * A view with, for each message, the id of the entry it comes from (`entryIds[i]` for `view[i]`; a summary carries its
+ * compaction entry's id `c`, and the i-th message of its `kept` part (from 1) `c#i`), and the id of the last entry
+ * applied (`head`).
+ * @category models
+ */
+export interface Snapshot {
+  readonly view: ReadonlyArray<Message>
+  readonly entryIds: ReadonlyArray<string>
+  readonly head: string | null
+}
+
+/** A hash check that failed, or (with `repair`) was accepted and reported. @category models */
+export interface HashMismatch {
+  readonly entryId: string
+  readonly expected: string
+  readonly actual: string
+}
+
+// ============================================================================
+// Lines: one entry, stored with its checksum
+// ============================================================================
+
+/** One stored entry: its line (the entry's JSON with its checksum) at position `seq` (from 1) of its session. @category models */
+export interface StoredEntry {
+  readonly seq: number
+  readonly line: string
+}
+
+const SUM = /,"sum":"([0-9a-f]{32})"\}$/
+
+const checksum = (body: string): string => createHash("sha256").update(body).digest("hex").slice(0, 32)
+
+/**
+ * The line an entry is stored as: `JSON.stringify(entry)` with `,"sum":"<checksum>"` before its closing brace. JSON
+ * escapes `\u0000` and lone surrogates, so a line is plain, valid Unicode text that round-trips byte for byte through
+ * a file, a `text` column or memory.
+ * @category lines
+ */
+export const encodeEntry = (entry: Entry): string => {
+  const body = JSON.stringify(entry)
+  return `${body.slice(0, -1)},"sum":"${checksum(body)}"}`
+}
+
+/** What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models */
+export interface LineProblem {
+  readonly reason: "Corrupt" | "FutureVersion"
+  readonly detail: string
+  readonly entryId?: string
+}
+
+const formatIssue = SchemaIssue.makeFormatterDefault()
+const decodeEntryValue = Schema.decodeUnknownResult(Entry)
+
+const describeInvalid = (value: unknown, issue: SchemaIssue.Issue): string => {
+  const formatted = formatIssue(issue).split("\n").slice(0, 2).join(" ")
+  const message = Predicate.hasProperty(value, "message") ? value.message : undefined
+  const summary = Predicate.hasProperty(value, "summary") ? value.summary : undefined
+  const kept = Predicate.hasProperty(value, "kept") && Predicate.hasProperty(value.kept, "messages") &&
+      Array.isArray(value.kept.messages)
+    ? value.kept.messages as ReadonlyArray<unknown>
+    : []
+  const type = Predicate.hasProperty(value, "type") ? value.type : undefined
+  const detail = type === "message"
+    ? validateMessage(message, 0)
+    : type === "compaction"
+    ? (summary === undefined ? undefined : validateMessage(summary, 0)) ??
+      kept.map((m, i) => validateMessage(m, i)).find((e) => e !== undefined)
+    : undefined
+  return detail === undefined ? formatted : `${formatted} (${detail.message})`
+}
+
+/**
+ * Decodes one stored line. The checksum is checked first (a line of v2 or later must carry one; v1 lines have
+ * none), then the version (a newer `v` is a `FutureVersion`), then the entry's schema and messages.
+ * @category lines
+ */
+export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
+  const sum = SUM.exec(line)
+  const body = sum === null ? line : `${line.slice(0, sum.index)}}`
+  let value: unknown
+  try {
+    value = JSON.parse(body)
+  } catch (e) {
+    return Result.fail({ reason: "Corrupt", detail: `not JSON: ${e instanceof Error ? e.message : String(e)}` })
+  }
+  const v = Predicate.hasProperty(value, "v") ? value.v : undefined
+  const id = Predicate.hasProperty(value, "id") && Predicate.isString(value.id) ? value.id : undefined
+  const named = id === undefined ? {} : { entryId: id }
+  const decoded = decodeEntryValue(value)
+  const invalid = Result.isFailure(decoded) ? describeInvalid(value, decoded.failure.issue) : undefined
+  if (sum !== null && checksum(body) !== sum[1]) {
+    const also = invalid === undefined ? "" : `; and ${invalid}`
+    return Result.fail({
+      reason: "Corrupt",
+      ...named,
+      detail: `checksum mismatch: the line changed after it was written${also}`
+    })
+  }
+  if (typeof v === "number" && v > CURRENT_VERSION) {
+    return Result.fail({
+      reason: "FutureVersion",
+      ...named,
+      detail: `entry format v${v} is newer than this reader (v${CURRENT_VERSION}); upgrade effect-compaction`
+    })
+  }
+  if (sum === null && v !== 1) {
+    const also = invalid === undefined ? "" : `; and ${invalid}`
+    return Result.fail({ reason: "Corrupt", ...named, detail: `no checksum at the end of the line${also}` })
+  }
+  if (Result.isFailure(decoded)) return Result.fail({ reason: "Corrupt", detail: invalid ?? "" })
+  return Result.succeed(decoded.success)
+}
+
+// ============================================================================
+// Loading: lines → entries → the view
+// ============================================================================
+
+/** Something loading found and did not fail on: a torn last line, or (with `repair`) damage it skipped. @category models */
+export type LoadIssue =
+  | { readonly _tag: "TornTail"; readonly line: number; readonly offset: number; readonly bytes: number }
+  | { readonly _tag: "CorruptLine"; readonly line: number; readonly detail: string }
+  | { readonly _tag: "BrokenChain"; readonly line: number; readonly entryId: string; readonly detail: string }
+  | {
+    readonly _tag: "HashMismatch"
+    readonly line: number
+    readonly entryId: string
+    readonly expected: string
+    readonly actual: string
+  }
+
+/**
+ * A loaded session: the rebuilt view (a `Snapshot`), every entry in order, the `seq` of the last stored entry, and
+ * what was found on the way.
+ * @category models
+ */
+export interface Loaded extends Snapshot {
+  readonly entries: ReadonlyArray<Entry>
+  readonly seq: number
+  readonly issues: ReadonlyArray<LoadIssue>
+}
+
+/** Options for loading. With `repair`, damage is reported in `issues` instead of failing (see `load`). @category models */
+export interface LoadOptions {
+  readonly repair?: boolean
+}
+
+const corruptError = (
+  corrupt: ReadonlyArray<{ readonly line: number; readonly entryId?: string; readonly detail: string }>
+) => {
+  const first = corrupt[0]!
+  return new SessionLogError({
+    reason: "Corrupt",
+    line: first.line,
+    lines: corrupt.map((c) => c.line),
+    ...(first.entryId === undefined ? {} : { entryId: first.entryId }),
+    detail: corrupt.slice(0, 3).map((c) => `line ${c.line}: ${c.detail}`).join("; ") +
+      (corrupt.length > 3 ? `; and ${corrupt.length - 3} more` : "")
+  })
+}
+
+/**
+ * Applies stored entries (those after `live.seq`, in order) to `live`: checks each line (checksum, version, schema),
+ * that each entry's `parentId` is the entry before it, and each compaction's view hash. Fails with `Corrupt` listing
+ * every damaged line, `FutureVersion` or `HashMismatch`, each naming its line; with `repair`, corrupt lines are
+ * skipped, broken chains and hash mismatches accepted, and all reported in the returned issues (a future version
+ * still fails). On failure `live` holds the entries before the first problem.
+ * @category view
+ */
+export const applyStored = (
+  live: LiveView,
+  stored: ReadonlyArray<StoredEntry>,
+  options: LoadOptions = {}
+): Result.Result<
+  { readonly entries: ReadonlyArray<Entry>; readonly issues: ReadonlyArray<LoadIssue> },
+  SessionLogError
+> => {
+  const repair = options.repair === true
+  const entries: Array<Entry> = []
+  const issues: Array<LoadIssue> = []
+  const corrupt: Array<{ readonly line: number; readonly entryId?: string; readonly detail: string }> = []
+  let previousValid = true
+  let previousId = live.head
+  for (const { line: text, seq: line } of stored) {
+    const decoded = decodeLine(text)
+    if (Result.isFailure(decoded)) {
+      const problem = decoded.failure
+      if (problem.reason === "FutureVersion") {
+        return Result.fail(new SessionLogError({ ...problem, line }))
+      }
+      if (repair) issues.push({ _tag: "CorruptLine", line, detail: problem.detail })
+      else corrupt.push({ line, ...problem })
+      previousValid = false
+      continue
+    }
+    const entry = decoded.success
+    if (entry.parentId !== previousId && previousValid) {
+      const detail = `parentId ${entry.parentId} does not follow the previous entry ${previousId}`
+      if (repair) issues.push({ _tag: "BrokenChain", line, entryId: entry.id, detail })
+      else corrupt.push({ line, entryId: entry.id, detail })
+    }
+    previousValid = true
+    previousId = entry.id
+    if (corrupt.length > 0) continue // keep looking for more damaged lines, apply nothing more
+    const problem = live.apply(entry)
+    if (problem !== undefined) {
+      return Result.fail(new SessionLogError({ reason: "Corrupt", entryId: entry.id, line, detail: problem }))
+    }
+    if (entry.type === "compaction") {
+      const actual = viewHash(live.view())
+      if (actual !== entry.viewHash) {
+        const mismatch = { entryId: entry.id, expected: entry.viewHash, actual }
+        if (!repair) return Result.fail(new SessionLogError({ ...mismatchError(mismatch), line }))
+        issues.push({ _tag: "HashMismatch", line, ...mismatch })
+      }
+    }
+    live.seq = line
+    entries.push(entry)
+  }
+  if (corrupt.length > 0) return Result.fail(corruptError(corrupt))
+  const last = stored.at(-1)
+  if (last !== undefined) live.seq = last.seq
+  return Result.succeed({ entries, issues })
+}
+
+const mismatchError = (m: HashMismatch): SessionLogError =>
+  new SessionLogError({
+    reason: "HashMismatch",
+    entryId: m.entryId,
+    detail: `the rebuilt view hashes to ${m.actual}, the entry recorded ${m.expected}`
+  })
+
+/**
+ * Loads a whole stored session: `applyStored` from an empty view. `issues` come first (a store's own findings, such
+ * as a torn tail).
+ * @category view
+ */
+export const loadStored = (
+  stored: ReadonlyArray<StoredEntry>,
+  options: LoadOptions = {},
+  storeIssues: ReadonlyArray<LoadIssue> = []
+): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, SessionLogError> => {
+  const live = new LiveView()
+  return Result.map(applyStored(live, stored, options), ({ entries, issues }) => ({
+    loaded: { ...live.snapshot(), entries, seq: live.seq, issues: [...storeIssues, ...issues] },
+    live
+  }))
+}
+
+/**
+ * Rebuilds the view from the entries, purely. The definition, entry by entry, starting from an empty view:
+ *
+ * - `message`: its message is appended to the view (the same object, so its bytes are the ones stored).
+ * - `eviction`: each `{ toolUseId, block }` replaces, in the view message that holds it, the `tool_result` block with
+ *   that `tool_use_id` by `block`. Evictions whose result is no longer in the view do nothing.
+ * - `compaction`: the view becomes `[summary, ...view from the message of entry firstKeptEntryId on]` (just `[summary]`
+ *   when it is `null`). Evicted messages in the kept part stay evicted. With `kept`, it becomes
+ *   `[summary, ...kept.messages, ...view after the message of entry kept.through]` instead (the stored messages
+ *   replace the snapshot's kept part; messages appended after the snapshot follow, evicted ones evicted). Then
+ *   `viewHash(view)` must equal the entry's `viewHash`.
+ *
+ * So the result is the latest summary plus the messages from its first kept entry on, with the evictions applied. It
+ * fails with `HashMismatch` naming the first compaction whose hash does not match, or `Corrupt` when a compaction
+ * keeps an entry that is not in the view; both name the entry's position (`line`, from 1).
+ * @category view
+ */
+export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, SessionLogError> => {
+  const live = new LiveView()
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!
+    const problem = live.apply(entry)
+    if (problem !== undefined) {
+      return Result.fail(new SessionLogError({ reason: "Corrupt", entryId: entry.id, line: i + 1, detail: problem }))
+    }
+    if (entry.type === "compaction") {
+      const actual = viewHash(live.view())
+      if (actual !== entry.viewHash) {
+        return Result.fail(
+          new SessionLogError({
+            ...mismatchError({ entryId: entry.id, expected: entry.viewHash, actual }),
+            line: i + 1
+          })
+        )
+      }
+    }
+  }
+  return Result.succeed(live.snapshot())
+}

@@ -1,0 +1,174 @@
+/**
+ * The storage seam of the session log: a store keeps, per session, an ordered list of entry lines (`StoredEntry`:
+ * `seq` 1, 2, … and the line `SessionEntry.encodeEntry` wrote) and knows nothing of what they mean. Reads return the
+ * entries after a sequence number; an append names the sequence number it expects to follow and answers `Appended`,
+ * `AlreadyWritten` (the same entry ids are stored already: an idempotent retry) or `Conflict` (another writer was
+ * first). `SessionLog` is written against this contract only; this module holds it and the memory store.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import { type LoadIssue, SessionLogError, type StoredEntry } from "./SessionEntry.ts"
+
+// ============================================================================
+// The contract
+// ============================================================================
+
+/** One entry to append: its id (what makes a retry idempotent) and its line. @category models */
+export interface NewEntry {
+  readonly entryId: string
+  readonly line: string
+}
+
+/**
+ * What an append did. `Appended`: the entries now end the session at `seq`. `AlreadyWritten`: entries with these ids
+ * were stored before (a retry of an append that landed), the last of them at `seq`; nothing was written. `Conflict`:
+ * the session ends at `seq`, not at the expected sequence number; nothing was written.
+ * @category models
+ */
+export type AppendResult =
+  | { readonly _tag: "Appended"; readonly seq: number }
+  | { readonly _tag: "AlreadyWritten"; readonly seq: number }
+  | { readonly _tag: "Conflict"; readonly seq: number }
+
+/** What a read returns: the entries in `seq` order, and what the store found on the way (a torn last line). @category models */
+export interface ReadResult {
+  readonly entries: ReadonlyArray<StoredEntry>
+  readonly issues: ReadonlyArray<LoadIssue>
+}
+
+/** Options of `SessionStoreShape.append`. @category models */
+export interface AppendOptions {
+  /** Make the entries durable before answering (fsync for a file; a committed transaction always is). */
+  readonly durable?: boolean
+}
+
+/**
+ * A session store. Every read of a session that does not exist fails with `NotFound` (an existing session may be
+ * empty); `acquire` creates it.
+ * @category services
+ */
+export interface SessionStoreShape {
+  /** What the store is, for messages and spans: `memory`, `jsonl:<directory>` or `sql`. */
+  readonly name: string
+  /**
+   * Opens a session for writing for the scope, creating it (empty) when missing. A store that allows one writer at a
+   * time (the JSONL file) takes its lock here (`Locked` while another live process holds it) and cuts a torn last
+   * line, which it reports in the returned issues.
+   */
+  readonly acquire: (sessionId: string) => Effect.Effect<ReadonlyArray<LoadIssue>, SessionLogError, Scope.Scope>
+  /** The entries with `seq > afterSeq`, in order. `NotFound` when the session does not exist. */
+  readonly read: (sessionId: string, afterSeq: number) => Effect.Effect<ReadResult, SessionLogError>
+  /**
+   * Appends `entries` (all or none) right after `expectedSeq`, or answers `AlreadyWritten` / `Conflict` without
+   * writing. The ids are checked before the sequence number, so a retry of an append that landed is recognised even
+   * when others appended since. `NotFound` when the session does not exist.
+   */
+  readonly append: (
+    sessionId: string,
+    expectedSeq: number,
+    entries: ReadonlyArray<NewEntry>,
+    options?: AppendOptions
+  ) => Effect.Effect<AppendResult, SessionLogError>
+  /** The ids of the stored sessions, sorted. */
+  readonly list: Effect.Effect<ReadonlyArray<string>, SessionLogError>
+}
+
+/** The store a `SessionLog` writes to. @category services */
+export class SessionStore extends Context.Service<SessionStore, SessionStoreShape>()(
+  "effect-compaction/SessionStore"
+) {
+  /**
+   * Sessions in memory, as entries (not file text). Pass a shared `sessions` map to reopen sessions after a
+   * simulated restart, or to look at and change what is stored.
+   */
+  static readonly layerMemory = (sessions: MemorySessions = new Map()): Layer.Layer<SessionStore> =>
+    Layer.succeed(SessionStore, makeMemoryStore(sessions))
+}
+
+// ============================================================================
+// Session ids
+// ============================================================================
+
+const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+
+/** True when `sessionId` is a valid session id (see `validateSessionId`). @category sessions */
+export const isSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId)
+
+/**
+ * Checks a session id: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. So it has no path
+ * separator and cannot be `.` or `..`: it never escapes a directory. Fails with `InvalidId`.
+ * @category sessions
+ */
+export const validateSessionId = (sessionId: string): Effect.Effect<string, SessionLogError> =>
+  SESSION_ID.test(sessionId) ? Effect.succeed(sessionId) : Effect.fail(
+    new SessionLogError({
+      reason: "InvalidId",
+      detail: `session id ${JSON.stringify(sessionId)} must match ${SESSION_ID.source} (no path separators, no "..")`
+    })
+  )
+
+/** The `NotFound` error of a session that does not exist in `store`. @category errors */
+export const notFound = (sessionId: string, store: string): SessionLogError =>
+  new SessionLogError({ reason: "NotFound", sessionId, detail: `no session ${sessionId} in ${store}` })
+
+/** The span attributes of a store operation. @category tracing */
+export const spanAttributes = (
+  store: string,
+  sessionId: string,
+  extra: Readonly<Record<string, number>> = {}
+): Record<string, unknown> => ({ "session.store": store, "session.id": sessionId, ...extra })
+
+// ============================================================================
+// The memory store
+// ============================================================================
+
+/** One entry of a memory session: its `seq`, id and line. @category models */
+export interface MemoryEntry extends StoredEntry {
+  readonly entryId: string
+}
+
+/** The memory store's contents: session id → its entries in order. @category models */
+export type MemorySessions = Map<string, Array<MemoryEntry>>
+
+const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
+  const name = "memory"
+  const existing = (sessionId: string) =>
+    Effect.flatMap(validateSessionId(sessionId), () => {
+      const entries = sessions.get(sessionId)
+      return entries === undefined ? Effect.fail(notFound(sessionId, name)) : Effect.succeed(entries)
+    })
+  return {
+    name,
+    acquire: (sessionId) =>
+      Effect.map(validateSessionId(sessionId), () => {
+        if (!sessions.has(sessionId)) sessions.set(sessionId, [])
+        return []
+      }),
+    read: (sessionId, afterSeq) =>
+      existing(sessionId).pipe(
+        Effect.map((entries) => ({ entries: entries.filter((e) => e.seq > afterSeq), issues: [] })),
+        Effect.tap(({ entries }) => Effect.annotateCurrentSpan("session.entries", entries.length)),
+        Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
+      ),
+    append: (sessionId, expectedSeq, entries) =>
+      existing(sessionId).pipe(
+        Effect.map((stored): AppendResult => {
+          const ids = new Set(entries.map((e) => e.entryId))
+          const written = stored.filter((e) => ids.has(e.entryId))
+          if (written.length > 0) return { _tag: "AlreadyWritten", seq: written.at(-1)!.seq }
+          const last = stored.at(-1)?.seq ?? 0
+          if (last !== expectedSeq) return { _tag: "Conflict", seq: last }
+          entries.forEach((e, i) => stored.push({ seq: last + i + 1, entryId: e.entryId, line: e.line }))
+          return { _tag: "Appended", seq: last + entries.length }
+        }),
+        Effect.withSpan("SessionStore.append", {
+          attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
+        })
+      ),
+    list: Effect.sync(() => [...sessions.keys()].sort())
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
+ * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line)` keyed by
+ * `(session_id, seq)` with `(session_id, entry_id)` unique. A line is stored as `text`, byte for byte (`jsonb` would
+ * reject `\u0000` and lone surrogates and reorder keys). An append is one short transaction: it locks the session's
+ * row, answers `AlreadyWritten` when one of its entry ids is stored, `Conflict` when the session does not end at the
+ * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
+ * lands whole or not at all, and many workers append to one session in one order. No transaction outlives an append
+ * (never one across a summarizer call), and each sets `idle_in_transaction_session_timeout` and `lock_timeout`, so a
+ * worker whose connection silently died frees the session's row within seconds.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
+import { isSqlError, type SqlError } from "effect/sql/SqlError"
+import { SessionLogError } from "./SessionEntry.ts"
+import {
+  type AppendResult,
+  notFound,
+  SessionStore,
+  type SessionStoreShape,
+  spanAttributes,
+  validateSessionId
+} from "./SessionStore.ts"
+
+/** The table `effect/sql`'s `Migrator` records this store's migrations in. @category models */
+export const MIGRATIONS_TABLE = "compaction_migrations"
+
+/** How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models */
+export const DEFAULT_LOCK_SECONDS = 10
+
+const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogError =>
+  new SessionLogError({ reason: "Io", sessionId, detail: `${what}: ${e.message}`, code: e.reason._tag, cause: e })
+
+const migration0001 = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE IF NOT EXISTS compaction_sessions (
+    session_id text PRIMARY KEY,
+    last_seq bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now()
+  )`
+  yield* sql`CREATE TABLE IF NOT EXISTS compaction_entries (
+    session_id text NOT NULL REFERENCES compaction_sessions (session_id),
+    seq bigint NOT NULL,
+    entry_id text NOT NULL,
+    line text NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    UNIQUE (session_id, entry_id)
+  )`
+})
+
+const makeSqlStore = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const name = "sql"
+
+  const exists = (sessionId: string) =>
+    Effect.map(
+      sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_sessions WHERE session_id = ${sessionId}`,
+      (rows) => (rows[0]?.n ?? 0) > 0
+    )
+
+  const acquire = (sessionId: string) =>
+    validateSessionId(sessionId).pipe(
+      Effect.andThen(
+        sql`INSERT INTO compaction_sessions (session_id) VALUES (${sessionId}) ON CONFLICT DO NOTHING`.pipe(
+          Effect.mapError(sqlError(sessionId, "create session"))
+        )
+      ),
+      Effect.as([]),
+      Effect.withSpan("SessionStore.acquire", { attributes: spanAttributes(name, sessionId) })
+    )
+
+  const read = (sessionId: string, afterSeq: number) =>
+    Effect.gen(function* () {
+      yield* validateSessionId(sessionId)
+      const rows = yield* sql<{ readonly seq: number; readonly line: string }>`
+        SELECT seq::int AS seq, line FROM compaction_entries
+        WHERE session_id = ${sessionId} AND seq > ${afterSeq} ORDER BY compaction_entries.seq`
+      if (rows.length === 0 && !(yield* exists(sessionId))) return yield* notFound(sessionId, name)
+      yield* Effect.annotateCurrentSpan("session.entries", rows.length)
+      return { entries: rows.map((r) => ({ seq: r.seq, line: r.line })), issues: [] }
+    }).pipe(
+      Effect.catchTag("SqlError", (e) => Effect.fail(sqlError(sessionId, "read")(e))),
+      Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
+    )
+
+  const append: SessionStoreShape["append"] = (sessionId, expectedSeq, entries) =>
+    Effect.gen(function* () {
+      yield* validateSessionId(sessionId)
+      const result = yield* sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT set_config('idle_in_transaction_session_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true),
+          set_config('lock_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true)`
+        const session = yield* sql<{ readonly last: number }>`
+          SELECT last_seq::int AS last FROM compaction_sessions WHERE session_id = ${sessionId} FOR UPDATE`
+        if (session.length === 0) return undefined
+        const written = yield* sql<{ readonly seq: number }>`
+          SELECT max(seq)::int AS seq FROM compaction_entries
+          WHERE session_id = ${sessionId} AND ${sql.in("entry_id", entries.map((e) => e.entryId))}`
+        const seq = written[0]?.seq ?? null
+        if (seq !== null) return { _tag: "AlreadyWritten", seq } satisfies AppendResult
+        const last = session[0]!.last
+        if (last !== expectedSeq) return { _tag: "Conflict", seq: last } satisfies AppendResult
+        if (entries.length === 0) return { _tag: "Appended", seq: last } satisfies AppendResult
+        const rows = entries.map((e, i) => ({
+          session_id: sessionId,
+          seq: last + i + 1,
+          entry_id: e.entryId,
+          line: e.line
+        }))
+        yield* sql`INSERT INTO compaction_entries ${sql.insert(rows as [typeof rows[0], ...typeof rows])}`
+        yield* sql`UPDATE compaction_sessions SET last_seq = ${last + entries.length} WHERE session_id = ${sessionId}`
+        return { _tag: "Appended", seq: last + entries.length } satisfies AppendResult
+      })).pipe(
+        Effect.mapError(sqlError(sessionId, "append")),
+        // a connection lost mid-transaction also fails its ROLLBACK, which effect/sql raises as a defect
+        Effect.catchDefect((defect) =>
+          isSqlError(defect) ? Effect.fail(sqlError(sessionId, "append")(defect)) : Effect.die(defect)
+        )
+      )
+      if (result === undefined) return yield* notFound(sessionId, name)
+      return result
+    }).pipe(Effect.withSpan("SessionStore.append", {
+      attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
+    }))
+
+  const store: SessionStoreShape = {
+    name,
+    acquire,
+    read,
+    append,
+    list: sql<{ readonly session_id: string }>`SELECT session_id FROM compaction_sessions ORDER BY session_id`.pipe(
+      Effect.map((rows) => rows.map((r) => r.session_id)),
+      Effect.mapError(sqlError("", "list sessions"))
+    )
+  }
+  return store
+})
+
+/** Options of `SessionStoreSql.layerPg`. @category models */
+export interface PgOptions {
+  /** A `postgres://` URL. */
+  readonly url: string | Redacted.Redacted
+  /** Extra startup parameters of every connection (`search_path`, …). */
+  readonly startupParameters?: Readonly<Record<string, string>>
+  /** Run the migrations when the layer is built (default true). */
+  readonly migrate?: boolean
+}
+
+/** The SQL store (PostgreSQL through `effect/sql`). @category services */
+export const SessionStoreSql: {
+  /** The store over the `SqlClient` in the context. The tables must exist (see `layerMigrations`). */
+  readonly layer: Layer.Layer<SessionStore, never, SqlClient.SqlClient>
+  /**
+   * Creates or updates the tables, with `effect/sql`'s `Migrator` (recorded in `compaction_migrations`). A layer of
+   * its own, for a deploy step; safe to run from many workers at once (PostgreSQL locks the migrations table; the
+   * others skip).
+   */
+  readonly layerMigrations: Layer.Layer<never, SessionLogError, SqlClient.SqlClient>
+  /**
+   * The store and its `SqlClient` for the PostgreSQL database at `url` (`@effect/sql-pg`, loaded only when this
+   * layer is built), with `idle_in_transaction_session_timeout` set on every connection and, by default, the
+   * migrations run.
+   */
+  readonly layerPg: (options: PgOptions) => Layer.Layer<SessionStore | SqlClient.SqlClient, SessionLogError>
+} = {
+  layer: Layer.effect(SessionStore, makeSqlStore),
+  layerMigrations: Layer.effectDiscard(
+    Migrator.make({})({
+      loader: Migrator.fromRecord({ "0001_session_entries": migration0001 }),
+      table: MIGRATIONS_TABLE
+    })
+      .pipe(
+        Effect.mapError((e) => new SessionLogError({ reason: "Io", detail: `migrations: ${e.message}`, cause: e }))
+      )
+  ),
+  layerPg: (options) => {
+    const client: Layer.Layer<SqlClient.SqlClient, SessionLogError> = Layer.unwrap(
+      Effect.map(Effect.promise(() => import("@effect/sql-pg/PgClient")), (Pg) =>
+        Pg.layer({
+          url: Redacted.isRedacted(options.url) ? options.url : Redacted.make(options.url),
+          startupParameters: {
+            idle_in_transaction_session_timeout: `${DEFAULT_LOCK_SECONDS}s`,
+            ...options.startupParameters
+          }
+        }).pipe(
+          Layer.catchTag("SqlError", (e) =>
+            Layer.effect(
+              SqlClient.SqlClient,
+              Effect.fail(
+                new SessionLogError({ reason: "Io", detail: `connect: ${e.message}`, code: e.reason._tag, cause: e })
+              )
+            ))
+        ))
+    )
+    const store = options.migrate === false
+      ? SessionStoreSql.layer
+      : Layer.merge(SessionStoreSql.layer, SessionStoreSql.layerMigrations)
+    return Layer.provideMerge(store, client)
+  }
+}

@@ -1,0 +1,349 @@
+/**
+ * One conformance suite, run against every store (memory, the JSONL file, PostgreSQL): live equals load after
+ * restarts, conflict, idempotent retry, two compactions of one snapshot, many writers, incremental catch-up,
+ * integrity (every byte of a small stored session flipped), not-found, and byte-exact `\u0000` / lone surrogates.
+ */
+import { NodeFileSystem, NodePath } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { type Context, Effect, Exit, Layer } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll } from "vitest"
+import type { Message } from "../src/Message.ts"
+import { readJsonl, readSession, SessionLog, SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
+import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
+import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { makeSchema } from "./fixtures/Pg.ts"
+import { interleave, modelSteps, performStep } from "./fixtures/SessionScript.ts"
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+const user = (text: string): Message => ({ role: "user", content: text })
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/** A store under test: its layer (each provide is a fresh process over the same data) and raw access to its bytes. */
+interface Backend {
+  readonly name: string
+  /** Several writers on one session at once (the JSONL file allows one: the others get `Locked`). */
+  readonly multiWriter: boolean
+  readonly store: () => Layer.Layer<SessionStore, unknown>
+  /** The stored bytes of a session, in units (one per entry, or the whole file), and a writer of one unit. */
+  readonly raw: (sessionId: string) => Effect.Effect<{
+    readonly units: ReadonlyArray<Uint8Array>
+    readonly write: (i: number, bytes: Uint8Array) => Effect.Effect<void, unknown>
+  }, unknown>
+}
+
+const memorySessions: MemorySessions = new Map()
+const directory = mkdtempSync(join(tmpdir(), "session-store-"))
+let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
+
+const backends: ReadonlyArray<Backend> = [
+  {
+    name: "memory",
+    multiWriter: true,
+    store: () => SessionStore.layerMemory(memorySessions),
+    raw: (sessionId) =>
+      Effect.sync(() => {
+        const entries = memorySessions.get(sessionId)!
+        return {
+          units: entries.map((e) => encoder.encode(e.line)),
+          write: (i, bytes) => Effect.sync(() => void (entries[i] = { ...entries[i]!, line: decoder.decode(bytes) }))
+        }
+      })
+  },
+  {
+    name: "jsonl",
+    multiWriter: false,
+    store: () => SessionStoreJsonl.layer({ directory }).pipe(Layer.provide(platform)),
+    raw: (sessionId) =>
+      Effect.sync(() => {
+        const file = join(directory, `${sessionId}.jsonl`)
+        return {
+          units: [readFileSync(file)],
+          write: (_: number, bytes: Uint8Array) => Effect.sync(() => writeFileSync(file, bytes))
+        }
+      })
+  },
+  {
+    name: "postgres",
+    multiWriter: true,
+    store: () => Layer.succeedContext(pg!.context as Context.Context<SessionStore>),
+    raw: (sessionId) =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ readonly seq: number; readonly line: string }>`
+          SELECT seq::int AS seq, line FROM compaction_entries WHERE session_id = ${sessionId} ORDER BY seq`
+        return {
+          units: rows.map((r) => encoder.encode(r.line)),
+          write: (i: number, bytes: Uint8Array) =>
+            sql`UPDATE compaction_entries SET line = ${decoder.decode(bytes)}
+              WHERE session_id = ${sessionId} AND seq = ${rows[i]!.seq}`.pipe(Effect.asVoid)
+        }
+      }).pipe(Effect.provide(Layer.succeedContext(pg!.context)))
+  }
+]
+
+beforeAll(async () => {
+  pg = await makeSchema()
+}, 30_000)
+afterAll(async () => {
+  rmSync(directory, { recursive: true, force: true })
+  await pg?.drop()
+})
+
+let counter = 0
+const freshId = (name: string) => `${name}-${process.pid}-${++counter}`
+
+const withLog = <A, E>(
+  backend: Backend,
+  sessionId: string,
+  body: (log: SessionLogShape) => Effect.Effect<A, E>
+): Effect.Effect<A, E | unknown> =>
+  Effect.flatMap(Effect.service(SessionLog), body).pipe(
+    Effect.provide(SessionLog.layer({ sessionId }).pipe(Layer.provide(backend.store()), Layer.fresh))
+  )
+
+const read = (backend: Backend, sessionId: string) => readSession(sessionId).pipe(Effect.provide(backend.store()))
+
+const failure = (exit: Exit.Exit<unknown, unknown>): SessionLogError => {
+  assert.isTrue(Exit.isFailure(exit), "expected a failure")
+  const reason = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail") : undefined
+  const error = (reason as { readonly error?: unknown } | undefined)?.error
+  assert.instanceOf(error, SessionLogError)
+  return error as SessionLogError
+}
+
+const script = (seed: number, messages: number) => {
+  const rand = prng(seed)
+  return modelSteps(interleave(generateSession(seed, { messages, maxOutput: 400 }), () => ({
+    evict: rand() < 0.15,
+    compact: rand() < 0.08,
+    pick: Math.floor(rand() * 1000)
+  })))
+}
+
+for (const backend of backends) {
+  describe(`SessionStore conformance: ${backend.name}`, () => {
+    it.live("live equals load, and equals the model, after a restart every few steps", () =>
+      Effect.gen(function* () {
+        const sessionId = freshId("restart")
+        const { steps, views } = script(7, 60)
+        for (let from = 0; from < steps.length; from += 9) {
+          const chunk = steps.slice(from, from + 9)
+          const live = yield* withLog(backend, sessionId, (log) =>
+            Effect.gen(function* () {
+              assert.strictEqual(JSON.stringify((yield* log.snapshot).view), JSON.stringify(views[from]))
+              for (const step of chunk) yield* performStep(log, step)
+              return yield* log.snapshot
+            }))
+          const loaded = yield* read(backend, sessionId)
+          assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live.view))
+          assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(views[from + chunk.length]))
+          assert.deepStrictEqual(loaded.entryIds, live.entryIds)
+        }
+      }), 30_000)
+
+    it.live("the contract: Conflict at a stale sequence number, AlreadyWritten for the same ids, nothing doubled", () =>
+      Effect.gen(function* () {
+        const sessionId = freshId("contract")
+        const ids = yield* withLog(backend, sessionId, (log) => log.append([user("a"), user("b")]))
+        const store = yield* Effect.provide(Effect.service(SessionStore), backend.store())
+        const before = yield* store.read(sessionId, 0)
+        assert.deepStrictEqual(before.entries.map((e) => e.seq), [1, 2])
+        const line = before.entries[1]!.line
+        const stale = yield* store.append(sessionId, 1, [{ entryId: "new-entry", line }])
+        assert.deepStrictEqual(stale, { _tag: "Conflict", seq: 2 })
+        const retry = yield* store.append(sessionId, 1, [{ entryId: ids[1]!, line }])
+        assert.deepStrictEqual(retry, { _tag: "AlreadyWritten", seq: 2 })
+        assert.strictEqual((yield* store.read(sessionId, 0)).entries.length, 2)
+        assert.deepStrictEqual((yield* store.read(sessionId, 1)).entries.map((e) => e.seq), [2])
+        assert.include(yield* store.list, sessionId)
+      }).pipe(Effect.scoped))
+
+    it.live("a session that does not exist is NotFound on every read path; an empty one is empty", () =>
+      Effect.gen(function* () {
+        const store = yield* Effect.provide(Effect.service(SessionStore), backend.store())
+        const missing = freshId("missing")
+        assert.strictEqual(failure(yield* Effect.exit(store.read(missing, 0))).reason, "NotFound")
+        assert.strictEqual(failure(yield* Effect.exit(read(backend, missing))).reason, "NotFound")
+        assert.strictEqual(
+          failure(yield* Effect.exit(store.append(missing, 0, [{ entryId: "x", line: "{}" }]))).reason,
+          "NotFound"
+        )
+        if (backend.name === "jsonl") {
+          const viaFile = readJsonl({ directory, sessionId: missing }).pipe(Effect.provide(platform))
+          assert.strictEqual(failure(yield* Effect.exit(viaFile)).reason, "NotFound")
+        }
+        const empty = freshId("empty")
+        yield* withLog(backend, empty, () => Effect.void)
+        const loaded = yield* read(backend, empty)
+        assert.deepStrictEqual([loaded.entries.length, loaded.view.length, loaded.seq], [0, 0, 0])
+      }))
+
+    it.live("\\u0000, lone surrogates and odd key orders round-trip byte for byte", () =>
+      Effect.gen(function* () {
+        const sessionId = freshId("bytes")
+        const odd: Message = { content: "nul \u0000 lone \ud800 and \udfff, pair \ud83d\ude00", role: "user" }
+        const blocks: Message = {
+          role: "assistant",
+          content: [{ type: "text", text: "\u0000\udbff\u2028" }, {
+            type: "tool_use",
+            id: "t",
+            name: "x",
+            input: { "\u0000": "\ud800" }
+          }]
+        }
+        yield* withLog(backend, sessionId, (log) => log.append([odd, blocks]))
+        const loaded = yield* read(backend, sessionId)
+        assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify([odd, blocks]))
+        assert.strictEqual(loaded.view[0]!.content as string, odd.content)
+        const reopened = yield* withLog(backend, sessionId, (log) => log.snapshot)
+        assert.strictEqual(JSON.stringify(reopened.view), JSON.stringify([odd, blocks]))
+      }))
+
+    it.live(
+      "integrity: every byte of a small stored session flipped is a typed error or a reported repair",
+      () =>
+        Effect.gen(function* () {
+          const sessionId = freshId("flip")
+          const original = yield* withLog(backend, sessionId, (log) =>
+            Effect.gen(function* () {
+              yield* log.append([user("hi"), {
+                role: "assistant",
+                content: [{ type: "tool_use", id: "t1", name: "bash", input: {} }]
+              }])
+              yield* log.append([{
+                role: "user",
+                content: [{ type: "tool_result", tool_use_id: "t1", content: "out" }]
+              }])
+              yield* log.recordEviction([{
+                toolUseId: "t1",
+                block: { type: "tool_result", tool_use_id: "t1", content: "[gone]" }
+              }])
+              const snapshot = yield* log.snapshot
+              yield* log.recordCompaction({ summary: user("sum"), snapshot, cut: 1, summarizer: "t" })
+              return JSON.stringify((yield* log.snapshot).view)
+            }))
+          const { units, write } = yield* backend.raw(sessionId)
+          let errors = 0
+          let reported = 0
+          let same = 0
+          for (let u = 0; u < units.length; u++) {
+            for (let j = 0; j < units[u]!.length; j++) {
+              const flipped = Uint8Array.from(units[u]!)
+              flipped[j] = flipped[j]! ^ 0x01
+              yield* write(u, flipped)
+              const exit = yield* Effect.exit(read(backend, sessionId))
+              if (Exit.isFailure(exit)) {
+                const error = failure(exit)
+                assert.include(["Corrupt", "HashMismatch", "FutureVersion"], error.reason, error.message)
+                assert.isDefined(error.line, `the error names the line: ${error.message}`)
+                errors++
+              } else if (exit.value.issues.length > 0) {
+                reported++
+              } else {
+                assert.strictEqual(JSON.stringify(exit.value.view), original, `unit ${u}, byte ${j}: a different view`)
+                same++
+              }
+            }
+            yield* write(u, units[u]!)
+          }
+          assert.strictEqual(JSON.stringify((yield* read(backend, sessionId)).view), original)
+          assert.isAbove(errors, 0)
+          assert.isAtMost(same, 0, "no flip goes unnoticed")
+          assert.isAtMost(reported, 1, "only a flipped last newline is a reported torn tail")
+        }),
+      30_000
+    )
+
+    it.live(
+      backend.multiWriter
+        ? "two compactions of one snapshot: exactly one lands, the other is a typed Conflict"
+        : "a second writer of one session is refused with Locked",
+      () =>
+        Effect.gen(function* () {
+          const sessionId = freshId("two")
+          yield* withLog(backend, sessionId, (log) => log.append([user("a"), user("b"), user("c")]))
+          const second = withLog(backend, sessionId, (log) => log.snapshot)
+          if (!backend.multiWriter) {
+            const locked = yield* withLog(backend, sessionId, () => Effect.exit(second))
+            assert.strictEqual(failure(locked).reason, "Locked")
+            return
+          }
+          const outcome = yield* withLog(backend, sessionId, (a) =>
+            withLog(backend, sessionId, (b) =>
+              Effect.gen(function* () {
+                const snapA = yield* a.snapshot
+                const snapB = yield* b.snapshot
+                yield* a.recordCompaction({ summary: user("A"), snapshot: snapA, cut: 2, summarizer: "a" })
+                const lost = yield* Effect.exit(
+                  b.recordCompaction({ summary: user("B"), snapshot: snapB, cut: 1, summarizer: "b" })
+                )
+                return { lost, snapB, after: yield* b.snapshot }
+              })))
+          assert.strictEqual(failure(outcome.lost).reason, "Conflict")
+          assert.deepStrictEqual(outcome.snapB.entryIds.length, 3, "the caller's snapshot is untouched")
+          const loaded = yield* read(backend, sessionId)
+          assert.strictEqual(
+            loaded.entries.filter((e) =>
+              e.type === "compaction"
+            ).length,
+            1
+          )
+          assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify([user("A"), user("c")]))
+          assert.strictEqual(JSON.stringify(outcome.after.view), JSON.stringify(loaded.view), "b caught up")
+        })
+    )
+
+    if (backend.multiWriter) {
+      it.live(
+        "many writers: concurrent appends all land once, each writer's order kept; catch-up is incremental",
+        () =>
+          Effect.gen(function* () {
+            const sessionId = freshId("many")
+            yield* withLog(backend, sessionId, () => Effect.void)
+            const writer = (w: number) =>
+              withLog(backend, sessionId, (log) =>
+                Effect.forEach(
+                  Array.from({ length: 15 }, (_, k) => k),
+                  (k) => log.append([user(`w${w} ${k}`)]),
+                  {
+                    discard: true
+                  }
+                ))
+            yield* Effect.forEach([0, 1, 2, 3], writer, { concurrency: "unbounded", discard: true })
+            const loaded = yield* read(backend, sessionId)
+            const texts = loaded.view.map((m) => m.content as string)
+            assert.strictEqual(texts.length, 60)
+            assert.strictEqual(new Set(texts).size, 60)
+            for (let w = 0; w < 4; w++) {
+              const mine = texts.filter((t) => t.startsWith(`w${w} `)).map((t) => Number(t.split(" ")[1]))
+              assert.deepStrictEqual(mine, Array.from({ length: 15 }, (_, k) => k))
+            }
+            // a worker that keeps its state reads only what others wrote since
+            const reads: Array<number> = []
+            const spy = Layer.effect(
+              SessionStore,
+              Effect.map(Effect.service(SessionStore), (s) =>
+                SessionStore.of({
+                  ...s,
+                  read: (id, after) => Effect.tap(s.read(id, after), () => Effect.sync(() => reads.push(after)))
+                }))
+            ).pipe(Layer.provide(backend.store()))
+            yield* Effect.flatMap(Effect.service(SessionLog), (log) =>
+              Effect.gen(function* () {
+                yield* withLog(backend, sessionId, (other) => other.append([user("late")]))
+                const caught = yield* log.catchUp
+                assert.strictEqual(caught.view.at(-1)!.content, "late")
+              })).pipe(Effect.provide(SessionLog.layer({ sessionId }).pipe(Layer.provide(spy), Layer.fresh)))
+            assert.deepStrictEqual(reads, [0, 60], "opened with a full read, caught up after seq 60")
+          }),
+        30_000
+      )
+    }
+  })
+}

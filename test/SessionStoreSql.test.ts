@@ -1,0 +1,185 @@
+/**
+ * The SQL store against the real PostgreSQL (DATABASE_URL, a schema of its own per run): 8 worker processes × 50
+ * appends to one session plus a compactor, a worker SIGKILLed inside a transaction, and the connection cut before
+ * and after an INSERT reaches the server (through a loopback TCP proxy), retried with the same entry ids.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Metric } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as net from "node:net"
+import process from "node:process"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll } from "vitest"
+import { alreadyWrittenCounter, readSession, SessionLog } from "../src/SessionLog.ts"
+import { SessionStoreSql } from "../src/SessionStoreSql.ts"
+import { databaseUrl, makeSchema } from "./fixtures/Pg.ts"
+
+const writerScript = fileURLToPath(new URL("./fixtures/session-writer.ts", import.meta.url))
+const isDeno = typeof (globalThis as { readonly Deno?: unknown }).Deno !== "undefined"
+const spawnWriter = (args: ReadonlyArray<string>): ChildProcess =>
+  isDeno
+    ? spawn(process.execPath, ["run", "-A", writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
+    : spawn(process.execPath, [writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
+
+/** The child's stdout lines once it exits, and its exit code. */
+const finished = (child: ChildProcess): Promise<{ readonly code: number | null; readonly lines: Array<string> }> =>
+  new Promise((resolve) => {
+    let out = ""
+    child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()))
+    child.once("exit", (code) => resolve({ code, lines: out.split("\n").filter((l) => l !== "") }))
+  })
+
+const firstLine = (child: ChildProcess, wanted: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    let out = ""
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString()
+      if (out.includes(wanted)) {
+        child.stdout!.off("data", onData)
+        resolve()
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`child exited with ${code} before "${wanted}": ${out}`)))
+  })
+
+let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
+beforeAll(async () => {
+  pg = await makeSchema()
+}, 30_000)
+afterAll(async () => {
+  await pg?.drop()
+})
+
+const withPg = <A, E>(
+  effect: Effect.Effect<A, E, SqlClient.SqlClient | import("../src/SessionStore.ts").SessionStore>
+) => Effect.provide(effect, Layer.succeedContext(pg!.context))
+
+/**
+ * A loopback proxy to PostgreSQL that, once, cuts the connection on the first client packet containing `pattern`:
+ * before forwarding it (`after: false`) or right after (`after: true`, so the server gets it but the reply is lost).
+ */
+const cuttingProxy = (pattern: string, after: boolean) =>
+  Effect.acquireRelease(
+    Effect.callback<{ readonly port: number; readonly server: net.Server; readonly cut: () => boolean }>((resume) => {
+      const target = new URL(databaseUrl)
+      let cut = false
+      const server = net.createServer((client) => {
+        const upstream = net.connect(Number(target.port || 5432), target.hostname)
+        let severed = false
+        upstream.on("data", (d) => {
+          if (!severed) client.write(d)
+        })
+        upstream.on("error", () => client.destroy())
+        client.on("error", () => upstream.destroy())
+        client.on("close", () => upstream.destroy())
+        upstream.on("close", () => client.destroy())
+        client.on("data", (d: Buffer) => {
+          if (!cut && d.includes(pattern)) {
+            cut = true
+            severed = true // the reply never reaches the client
+            if (after) upstream.write(d, () => client.destroy())
+            else client.destroy()
+            return
+          }
+          upstream.write(d)
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const port = (server.address() as net.AddressInfo).port
+        resume(Effect.succeed({ port, server, cut: () => cut }))
+      })
+    }),
+    ({ server }) => Effect.sync(() => server.close())
+  )
+
+describe("SessionStoreSql on PostgreSQL", () => {
+  it.live(
+    "8 worker processes × 50 appends and a compactor, with a worker SIGKILLed inside a transaction",
+    () =>
+      Effect.gen(function* () {
+        const { schema } = pg!
+        const sessionId = "shared"
+        yield* withPg(
+          Effect.flatMap(Effect.service(SessionLog), () => Effect.void).pipe(
+            Effect.provide(SessionLog.layer({ sessionId }))
+          )
+        )
+        const started = Date.now()
+        const holder = spawnWriter(["sql-hold", databaseUrl, schema, sessionId])
+        yield* Effect.promise(() => firstLine(holder, "in-transaction"))
+        const workers = Array.from(
+          { length: 8 },
+          (_, w) => spawnWriter(["sql-append", databaseUrl, schema, sessionId, "50", `w${w}`])
+        )
+        const compactor = spawnWriter(["sql-compact", databaseUrl, schema, sessionId, "6"])
+        const done = [...workers, compactor].map(finished)
+        // the workers wait on the held row lock; the kill releases it, and the held row vanishes
+        yield* Effect.sleep("300 millis")
+        holder.kill("SIGKILL")
+        const results = yield* Effect.promise(() => Promise.all(done))
+        const elapsed = Date.now() - started
+        for (const r of results) assert.strictEqual(r.code, 0, r.lines.join("\n"))
+        const stats = results.map((r) => JSON.parse(r.lines.find((l) => l.startsWith("stats "))!.slice(6)))
+        const loaded = yield* withPg(readSession(sessionId))
+        const messages = loaded.entries.flatMap((e) => e.type === "message" ? [e.message.content as string] : [])
+        assert.strictEqual(messages.length, 400, "every append landed once")
+        assert.strictEqual(new Set(messages).size, 400)
+        for (let w = 0; w < 8; w++) {
+          const mine = messages.filter((t) => t.startsWith(`w${w} `)).map((t) => Number(t.split(" ")[1]))
+          assert.deepStrictEqual(mine, Array.from({ length: 50 }, (_, k) => k), `worker ${w} in order`)
+        }
+        assert.strictEqual(loaded.entries.filter((e) => e.type === "compaction").length, 6)
+        const rows = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+          sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_entries
+          WHERE entry_id = 'held-by-a-killed-worker'`))
+        assert.strictEqual(rows[0]!.n, 0, "the killed worker's row vanished")
+        const conflicts = stats.reduce((n, s) =>
+          n + s.conflicts, 0)
+        const retried = stats.reduce((n, s) => n + s.alreadyWritten, 0)
+        console.log(
+          `multi-worker: 8 workers × 50 appends + 6 compactions in ${elapsed} ms (workers' own time ` +
+            `${stats.map((s) => s.ms).join("/")} ms), ${conflicts} conflicts (each a catch-up and a retry), ` +
+            `${retried} already-written retries, ${loaded.entries.length} entries`
+        )
+      }),
+    60_000
+  )
+
+  for (const after of [false, true]) {
+    it.live(
+      `the connection cut ${after ? "after" : "before"} the INSERT reaches the server: exactly one row`,
+      () =>
+        Effect.gen(function* () {
+          const proxy = yield* cuttingProxy(after ? "COMMIT" : "INSERT INTO compaction_entries", after)
+          const url = `postgres://postgres@127.0.0.1:${proxy.port}/${new URL(databaseUrl).pathname.slice(1)}`
+          const sessionId = `cut-${after ? "after" : "before"}`
+          const before = (yield* Metric.value(alreadyWrittenCounter)).count
+          const ids = yield* Effect.flatMap(
+            Effect.service(SessionLog),
+            (log) => log.append([{ role: "user", content: "once" }])
+          ).pipe(
+            Effect.provide(
+              SessionLog.layer({ sessionId }).pipe(
+                Layer.provide(
+                  SessionStoreSql.layerPg({ url, startupParameters: { search_path: pg!.schema }, migrate: false })
+                )
+              )
+            )
+          )
+          assert.isTrue(proxy.cut(), "the proxy cut the connection")
+          const rows = yield* withPg(
+            Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+              sql<
+                { readonly entry_id: string }
+              >`SELECT entry_id FROM compaction_entries WHERE session_id = ${sessionId}`)
+          )
+          assert.deepStrictEqual(rows.map((r) => r.entry_id), [...ids])
+          const retried = (yield* Metric.value(alreadyWrittenCounter)).count - before
+          assert.strictEqual(retried, after ? 1 : 0, after ? "the retry found its row" : "the retry wrote the row")
+        }).pipe(Effect.scoped),
+      30_000
+    )
+  }
+})
