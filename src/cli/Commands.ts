@@ -23,6 +23,7 @@ import type { Summarizer } from "../Summarizer.ts"
 import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
 import { repair as repairMessages, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
+import { replay } from "./Replay.ts"
 import { analyze, formatInspect, violationReport } from "./Inspect.ts"
 import {
   CliFailure,
@@ -441,5 +442,5 @@ const simulate = Command.make(
 /** The `compaction` command with all its subcommands. @category commands */
 export const compaction = Command.make("compaction").pipe(
   Command.withDescription("Inspect, evict, compact, validate and repair LLM agent sessions (Anthropic Messages API)"),
-  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate])
+  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay])
 )
