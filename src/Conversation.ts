@@ -421,15 +421,24 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   let hot = HotPaths.empty(classifier)
   let epoch = 0
   let usage: UsageReport | undefined
+  // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
+  let run: Array<MessageParam> = []
+  const flush = () => {
+    if (run.length > 0) hot = hot.observe(run)
+    run = []
+  }
   for (const entry of loaded.entries as ReadonlyArray<Entry>) {
     if (entry.type === "message") {
-      hot = hot.observe([wireOf(entry.message)])
+      run.push(wireOf(entry.message))
       const meta = metaOf(entry.message)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
-    } else if (entry.type === "eviction") {
-      hot = hot.observeOffloads(offloadsOf(entry.evictions))
-    } else epoch++
+      continue
+    }
+    flush()
+    if (entry.type === "eviction") hot = hot.observeOffloads(offloadsOf(entry.evictions))
+    else epoch++
   }
+  flush()
   const view = loaded.view.map(wireOf)
   return { view, hot, epoch, pending: pendingAtEnd(loaded.view), usage }
 }

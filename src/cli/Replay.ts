@@ -2,8 +2,8 @@
  * `compaction replay FILE`: a recorded session replayed through `Conversation` exactly as an agent would run it.
  *
  * Open; for each recorded message, append it; before each recorded assistant reply, prepare the request; then record
- * that reply with its recorded usage. With `resumeEvery`, the session is closed and resumed from its log every N
- * recorded messages, so a resumed replay must produce the same requests, byte for byte, as an uninterrupted one.
+ * that reply with its recorded usage. With `resumeEvery` N, the session is closed and resumed from its log before
+ * every N-th request (a step is one request and the messages appended before it), so a resumed replay must produce the same requests, byte for byte, as an uninterrupted one.
  *
  * @since 0.1.0
  */
@@ -49,7 +49,7 @@ export interface ReplaySummary {
 
 /** Options of `replayMessages`. @category models */
 export interface ReplayOptions<E, R> extends ConversationOptions {
-  /** Close and resume from the log every this many recorded messages (absent: never). */
+  /** Close the session and resume it from the log before every this many-th request (absent: never). */
   readonly resumeEvery?: number | undefined
   /** The log; default a fresh in-memory one when `resumeEvery` is set, none otherwise. */
   readonly log?: Layer.Layer<SessionLog, SessionLogError, R> | undefined
@@ -82,12 +82,20 @@ export const replayMessages = <E = never, R = never>(
     let offloadedResults = 0
     let invalidRequests = 0
     let resumes = 0
-    const size = every === undefined || every <= 0 ? params.length : every
-    let start = 0
-    do {
+    // a segment ends before every `every`-th request: the session is closed and resumed right before that prepare
+    const starts = [0]
+    let replies = 0
+    params.forEach((m, i) => {
+      if (m.role !== "assistant") return
+      if (every !== undefined && replies > 0 && replies % every === 0) starts.push(i)
+      replies++
+    })
+    for (let s = 0; s < starts.length; s++) {
+      const start = starts[s]!
+      const end = starts[s + 1] ?? params.length
       const segment = Effect.gen(function* () {
         const conversation = yield* Conversation
-        for (let i = start; i < Math.min(params.length, start + size); i++) {
+        for (let i = start; i < end; i++) {
           const message = params[i]!
           if (message.role !== "assistant") {
             yield* conversation.append(message)
@@ -109,9 +117,8 @@ export const replayMessages = <E = never, R = never>(
         ? Conversation.layerMemory(options)
         : Conversation.layerLogged(options).pipe(Layer.provide(Layer.fresh(log)))
       yield* segment.pipe(Effect.provide(conversation, { local: true }))
-      if (start > 0) resumes++
-      start += size
-    } while (start < params.length)
+      if (s > 0) resumes++
+    }
     return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes }
   })
 
@@ -150,7 +157,7 @@ export const replay = Command.make(
       Flag.withDefault("replay")
     ),
     resumeEvery: Flag.Int("resume-every").pipe(
-      Flag.withDescription("Close the session and resume it from the log every N recorded messages"),
+      Flag.withDescription("Close the session and resume it from the log every N steps (requests)"),
       Flag.optional
     ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
