@@ -307,7 +307,7 @@ export const finishCompaction = <M extends Message>(
     record: {
       summary: summaryMsg,
       cut: plan.cut,
-      ...(repaired.messages === plan.tail ? {} : { kept: keptTail }),
+      ...(sameMessages(keptTail, plan.tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
       tokensAfter,
@@ -315,6 +315,10 @@ export const finishCompaction = <M extends Message>(
     }
   }
 }
+
+/** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */
+const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
+  a === b || (a.length === b.length && a.every((m, i) => m === b[i]))
 
 /** The summarize step: the plan's request through the `Summarizer`; a failure keeps the caller's messages. */
 const summarizePlan = <M extends Message>(plan: CompactionPlan<M>) =>

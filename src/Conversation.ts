@@ -34,7 +34,13 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import {
+  DEFAULT_KEEP_RECENT,
+  DEFAULT_MIN_SAVINGS,
+  evictStaleToolResults,
+  type Offloaded,
+  offloadRefOf
+} from "./Evict.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"

@@ -213,7 +213,9 @@ export const replay = Command.make(
       system: session.system,
       resumeEvery,
       log,
-      onRequest: out === undefined ? undefined : (n, request) => writeText(requestFile(path, out, n), prettyJson(request))
+      onRequest: out === undefined
+        ? undefined
+        : (n, request) => writeText(requestFile(path, out, n), prettyJson(request))
     }).pipe(
       Effect.provide(ExtractiveSummarizer.layer),
       Effect.mapError((e) =>
@@ -252,6 +254,8 @@ const makeDirectory = (directory: string) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-      Effect.mapError((e) => new CliFailure({ code: ExitCode.Output, message: `cannot create ${directory}: ${e.message}` }))
+      Effect.mapError((e) =>
+        new CliFailure({ code: ExitCode.Output, message: `cannot create ${directory}: ${e.message}` })
+      )
     )
   })
