@@ -20,6 +20,7 @@ export * as Render from "./Render.ts"
 // The effectful shell
 export * as Summarizer from "./Summarizer.ts"
 export * as Compact from "./Compact.ts"
+export * as Conversation from "./Conversation.ts"
 export * as SessionLog from "./SessionLog.ts"
 export * as Import from "./Import.ts"
 export * as Simulate from "./Simulate.ts"

@@ -201,6 +201,16 @@ export const replay = Command.make(
     const session = yield* readSession(input.file)
     const path = yield* Path.Path
     const usage = new Map(session.usage.map((u) => [u.messageIndex, u.usage]))
+    if (Option.isSome(input.log)) {
+      const fs = yield* FileSystem.FileSystem
+      const existing = path.join(input.log.value, `${input.sessionId}.jsonl`)
+      if (yield* fs.exists(existing).pipe(Effect.orElseSucceed(() => false))) {
+        return yield* new CliFailure({
+          code: ExitCode.Usage,
+          message: `${existing} already exists: a replay starts a new session (pass another --session-id or --log)`
+        })
+      }
+    }
     const log = Option.isSome(input.log)
       ? SessionLog.layerJsonl({ directory: input.log.value, sessionId: input.sessionId })
       : undefined
