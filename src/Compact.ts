@@ -19,8 +19,8 @@ import * as Option from "effect/Option"
 import { planForPolicy } from "./Cut.ts"
 import type { BuiltMessage, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
-import { SessionLog, SessionLogError } from "./SessionLog.ts"
-import { type SummarizeError, Summarizer, summarizeRequest, type Summary } from "./Summarizer.ts"
+import { SessionLog, SessionLogError, type SessionLogShape, type Snapshot } from "./SessionLog.ts"
+import { type SummarizeError, Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
 import { mergeFiles, noFiles, renderAppendix, splitAppendix, summaryMessage, summaryText } from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
@@ -78,13 +78,14 @@ export type CompactOutcome = Data.TaggedEnum<{
 export const CompactOutcome: Data.TaggedEnum.Constructor<CompactOutcome> = Data.taggedEnum<CompactOutcome>()
 
 /**
- * A compaction that could not complete. `messages` is the caller's input, unchanged: nothing is lost. `reason`
- * says which step failed; `cause` is the underlying typed error.
+ * A compaction that could not complete. `messages` is the caller's input, unchanged: nothing is lost. It has the type
+ * of `CompactResult#messages`, so `Effect.catchTag("CompactError", (e) => Effect.succeed(e.messages))` goes on with
+ * the uncompacted view. `reason` says which step failed; `cause` is the underlying typed error.
  * @category errors
  */
 export class CompactError<M extends Message = Message> extends Data.TaggedError("CompactError")<{
   readonly reason: "Summarize" | "Persist"
-  readonly messages: ReadonlyArray<M>
+  readonly messages: Array<M | BuiltMessage>
   readonly cause: SummarizeError | SessionLogError
 }> {
   override get message(): string {
@@ -94,7 +95,7 @@ export class CompactError<M extends Message = Message> extends Data.TaggedError(
 }
 
 // ============================================================================
-// compactContext
+// compactContext: prepare (pure) → summarize → finish (pure) → record
 // ============================================================================
 
 /**
@@ -103,14 +104,14 @@ export class CompactError<M extends Message = Message> extends Data.TaggedError(
  */
 export const DEFAULT_MIN_FREED_TOKENS = 2_000
 
-/** Options of `compactContext`. @category models */
+/** Options of `compactContext`. Every option may be `undefined`, which means absent. @category models */
 export interface CompactOptions {
   /** The user's `/compact <focus>` argument, passed to the summarizer. */
-  readonly instructions?: string
+  readonly instructions?: string | undefined
   /** Tokens the pass must free; default `DEFAULT_MIN_FREED_TOKENS`. */
-  readonly minFreedTokens?: number
+  readonly minFreedTokens?: number | undefined
   /** Classifies tool calls for the files appendix; default `defaultToolClassifier`. */
-  readonly classifier?: ToolClassifier
+  readonly classifier?: ToolClassifier | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -119,21 +120,263 @@ export interface CompactResult<M extends Message> {
   readonly outcome: CompactOutcome
 }
 
+/**
+ * A compaction that is worth a summary, planned purely by `prepareCompaction`: the cut, the summarize request and
+ * everything `finishCompaction` needs. Nothing in it has been sent or stored.
+ * @category models
+ */
+export interface CompactionPlan<M extends Message> {
+  readonly _tag: "Planned"
+  readonly messages: ReadonlyArray<M>
+  /** How many messages of `messages` the summary replaces. */
+  readonly cut: number
+  /** The kept tail, `messages.slice(cut)`. */
+  readonly tail: ReadonlyArray<M>
+  /** What the summarizer gets (the head without an earlier summary, which is passed as `previousSummary`). */
+  readonly request: SummarizeRequest
+  /** The file lists carried forward: the earlier summary's merged with what the new head touched. */
+  readonly files: ReturnType<typeof mergeFiles>
+  readonly tokensBefore: number
+  readonly turnsSummarized: number
+  readonly splitTurn: boolean
+  readonly overBudget: boolean
+  readonly minFreedTokens: number
+}
+
+/** A pass that stops before the summary: the input is returned as it was. @category models */
+export interface CompactionSkip<M extends Message> {
+  readonly _tag: "Skip"
+  readonly result: CompactResult<M>
+}
+
+/**
+ * What a finished compaction stores in a `SessionLog` (`SessionLogShape#recordCompaction`), derived from the same
+ * value as the returned view: `[summary, ...(kept ?? messages.slice(cut))]` is the view.
+ * @category models
+ */
+export interface CompactionRecord<M extends Message> {
+  readonly summary: BuiltMessage
+  readonly cut: number
+  /** The repaired kept tail, when `repair` changed it; absent when the tail is `messages.slice(cut)` itself. */
+  readonly kept?: ReadonlyArray<M>
+  readonly summarizer: string
+  readonly tokensBefore: number
+  readonly tokensAfter: number
+  readonly turnsSummarized: number
+}
+
+/** A finished compaction: the new view, its outcome, and the record to persist (absent when `Skipped`). @category models */
+export interface FinishedCompaction<M extends Message> extends CompactResult<M> {
+  readonly record?: CompactionRecord<M>
+}
+
 const unchanged = <M extends Message>(
   messages: ReadonlyArray<M>,
   reason: SkipReason,
   tokens: number
-): CompactResult<M> => ({
-  messages: messages as Array<M>,
-  outcome: CompactOutcome.Skipped({ reason, tokens })
+): CompactionSkip<M> => ({
+  _tag: "Skip",
+  result: { messages: messages as Array<M>, outcome: CompactOutcome.Skipped({ reason, tokens }) }
 })
+
+/**
+ * The pure first step: plans the cut per `planForPolicy` and builds the summarize request, or says why the pass is
+ * skipped (`TooShort`, `NothingToCut`, or `TooLittleFreed` when even a free summary could not free `minFreedTokens`).
+ * Deterministic; the input is never mutated.
+ * @category compaction
+ */
+export const prepareCompaction = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  policy: CompactionPolicy,
+  options: CompactOptions = {}
+): CompactionPlan<M> | CompactionSkip<M> => {
+  const tokensBefore = estimateTokens(messages)
+  const plan = planForPolicy(messages, policy)
+  if (plan.cut === 0) {
+    return unchanged(
+      messages,
+      countTurns(messages) <= policy.keepRecentTurns ? "TooShort" : "NothingToCut",
+      tokensBefore
+    )
+  }
+  // the new view holds the whole kept tail plus a summary, so it cannot free more than the head: skip before
+  // paying for a summary that would be thrown away
+  const minFreedTokens = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
+  if (tokensBefore - plan.keptTokens < minFreedTokens) return unchanged(messages, "TooLittleFreed", tokensBefore)
+  const head = messages.slice(0, plan.cut)
+  const first = head[0]!
+  const previous = summaryText(first)
+  // an earlier summary is fed as `previousSummary`, not summarized again; blocks merged into its message after the
+  // summary text (a caller's own `repair` merges consecutive user messages) are new content
+  const fresh: ReadonlyArray<Message> = previous === undefined
+    ? head
+    : typeof first.content !== "string" && first.content.length > 1
+    ? [{ role: first.role, content: first.content.slice(1) }, ...head.slice(1)]
+    : head.slice(1)
+  if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
+  const earlier = previous === undefined ? undefined : splitAppendix(previous)
+  return {
+    _tag: "Planned",
+    messages,
+    cut: plan.cut,
+    tail: messages.slice(plan.cut),
+    request: summarizeRequest(fresh, {
+      ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
+      ...(earlier === undefined ? {} : { previousSummary: earlier.body })
+    }),
+    files: mergeFiles(earlier?.files ?? noFiles, filesTouched(fresh, options.classifier)),
+    tokensBefore,
+    turnsSummarized: countTurns(fresh),
+    splitTurn: plan.splitTurn,
+    overBudget: plan.overBudget,
+    minFreedTokens
+  }
+}
+
+/**
+ * The pure last step: builds `[summaryMessage, ...repaired tail]` from a plan and its summary, the outcome, and the
+ * record a log stores, all from that one view. `Skipped` ("TooLittleFreed") when the new view would not free
+ * `minFreedTokens` (a long summary). The result always passes `validate` when the tail did.
+ * @category compaction
+ */
+export const finishCompaction = <M extends Message>(
+  plan: CompactionPlan<M>,
+  summary: Summary
+): FinishedCompaction<M> => {
+  const summaryMsg = summaryMessage(`${summary.text.trim()}\n\n${renderAppendix(plan.files)}`)
+  // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
+  // message gets no filler in front of it: the summary is its user message)
+  const repaired = repair(plan.tail)
+  const keptTail = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+  const next: Array<M | BuiltMessage> = [summaryMsg, ...keptTail]
+  const tokensAfter = estimateTokens(next)
+  if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
+    return unchanged(plan.messages, "TooLittleFreed", plan.tokensBefore).result
+  }
+  const info: CompactedInfo = {
+    turnsSummarized: plan.turnsSummarized,
+    messagesBefore: plan.messages.length,
+    messagesAfter: next.length,
+    tokensBefore: plan.tokensBefore,
+    tokensAfter,
+    splitTurn: plan.splitTurn,
+    overBudget: plan.overBudget,
+    summary,
+    summarizer: summary.summarizer,
+    repairs: repaired.report
+  }
+  const outcome = summary.fellBackFrom === undefined ? CompactOutcome.Compacted(info) : CompactOutcome.FellBack({
+    ...info,
+    primary: summary.fellBackFrom.summarizer,
+    primaryError: summary.fellBackFrom.error.message
+  })
+  return {
+    messages: next,
+    outcome,
+    record: {
+      summary: summaryMsg,
+      cut: plan.cut,
+      ...(sameMessages(keptTail, plan.tail) ? {} : { kept: keptTail }),
+      summarizer: summary.summarizer,
+      tokensBefore: plan.tokensBefore,
+      tokensAfter,
+      turnsSummarized: plan.turnsSummarized
+    }
+  }
+}
+
+/** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */
+const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
+  a === b || (a.length === b.length && a.every((m, i) => m === b[i]))
+
+/** The summarize step: the plan's request through the `Summarizer`; a failure keeps the caller's messages. */
+const summarizePlan = <M extends Message>(plan: CompactionPlan<M>) =>
+  Effect.gen(function* () {
+    const summarizer = yield* Summarizer
+    return yield* summarizer.summarize(plan.request)
+  }).pipe(
+    Effect.mapError((cause) => new CompactError<M>({ reason: "Summarize", messages: plan.messages as Array<M>, cause }))
+  )
+
+const annotateFinished = <M extends Message>(finished: FinishedCompaction<M>) =>
+  finished.record === undefined ? Effect.void : Effect.annotateCurrentSpan({
+    "compaction.tokens_after": finished.record.tokensAfter,
+    "compaction.turns_summarized": finished.record.turnsSummarized,
+    "compaction.summarizer": finished.record.summarizer
+  })
+
+/**
+ * Records a finished compaction in `log`. The snapshot is taken before the summary, so its view must be the
+ * compacted messages (same length); otherwise it fails with `InvalidInput` and nothing is written.
+ */
+const recordIn = <M extends Message>(
+  log: SessionLogShape,
+  snapshot: Snapshot,
+  finished: FinishedCompaction<M>,
+  messages: ReadonlyArray<M>
+) =>
+  finished.record === undefined ? Effect.void : log.recordCompaction({
+    summary: finished.record.summary,
+    ...(finished.record.kept === undefined ? {} : { kept: finished.record.kept }),
+    snapshot,
+    cut: finished.record.cut,
+    summarizer: finished.record.summarizer,
+    tokensBefore: finished.record.tokensBefore,
+    tokensAfter: finished.record.tokensAfter,
+    turnsSummarized: finished.record.turnsSummarized,
+    expectedView: finished.messages
+  }).pipe(
+    Effect.asVoid,
+    Effect.mapError((cause) => new CompactError<M>({ reason: "Persist", messages: messages as Array<M>, cause }))
+  )
+
+const checkSnapshot = <M extends Message>(log: SessionLogShape, messages: ReadonlyArray<M>) =>
+  Effect.flatMap(
+    log.snapshot,
+    (snapshot) =>
+      snapshot.view.length === messages.length ? Effect.succeed(snapshot) : Effect.fail(
+        new CompactError<M>({
+          reason: "Persist",
+          messages: messages as Array<M>,
+          cause: new SessionLogError({
+            reason: "InvalidInput",
+            sessionId: log.sessionId,
+            detail: `compactContext got ${messages.length} messages but the session log's view has ` +
+              `${snapshot.view.length}: pass the log's current view`
+          })
+        })
+      )
+  )
+
+const compactWith = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  policy: CompactionPolicy,
+  options: CompactOptions,
+  log: SessionLogShape | undefined
+): Effect.Effect<CompactResult<M>, CompactError<M>, Summarizer> =>
+  Effect.gen(function* () {
+    yield* Effect.annotateCurrentSpan({
+      "compaction.tokens_before": estimateTokens(messages),
+      "compaction.messages": messages.length
+    })
+    const plan = prepareCompaction(messages, policy, options)
+    if (plan._tag === "Skip") return plan.result
+    const snapshot = log === undefined ? undefined : yield* checkSnapshot(log, messages)
+    const finished = finishCompaction(plan, yield* summarizePlan(plan))
+    if (log !== undefined && snapshot !== undefined) yield* recordIn(log, snapshot, finished, messages)
+    yield* annotateFinished(finished)
+    return { messages: finished.messages, outcome: finished.outcome }
+  })
 
 /**
  * Compacts `messages` per `policy`: keeps the newest messages per `planForPolicy` and replaces the rest with
  * `summaryMessage`. The result always passes `validate`. An earlier summary in the head is fed to the summarizer as
  * `previousSummary` and its file lists are carried forward. When a `SessionLog` is provided, the boundary is persisted
  * (a repaired tail included, so a resume rebuilds exactly the returned view) and a failed persist fails the pass: the
- * result is never reported as applied unless it is stored.
+ * result is never reported as applied unless it is stored. `compactAndRecord` is the same pass with the log required
+ * by its type.
+ *
+ * It is `prepareCompaction` (pure) → the `Summarizer` → `finishCompaction` (pure) → the record.
  *
  * Guarantees: the input is never mutated; on failure `CompactError.messages` is the input; compacting again with no
  * new turns never makes the context larger (it is `Skipped`).
@@ -144,105 +387,21 @@ export const compactContext = <M extends Message>(
   policy: CompactionPolicy,
   options: CompactOptions = {}
 ): Effect.Effect<CompactResult<M>, CompactError<M>, Summarizer> =>
+  Effect.serviceOption(SessionLog).pipe(
+    Effect.flatMap((log) => compactWith(messages, policy, options, Option.getOrUndefined(log))),
+    Effect.withSpan("compactContext")
+  )
+
+/**
+ * `compactContext` with the `SessionLog` a requirement: the boundary is always recorded before the result is
+ * returned, and a failed persist fails with `CompactError("Persist")` carrying the input.
+ * @category compaction
+ */
+export const compactAndRecord = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  policy: CompactionPolicy,
+  options: CompactOptions = {}
+): Effect.Effect<CompactResult<M>, CompactError<M>, Summarizer | SessionLog> =>
   Effect.gen(function* () {
-    const tokensBefore = estimateTokens(messages)
-    yield* Effect.annotateCurrentSpan({
-      "compaction.tokens_before": tokensBefore,
-      "compaction.messages": messages.length
-    })
-    const plan = planForPolicy(messages, policy)
-    if (plan.cut === 0) {
-      return unchanged(
-        messages,
-        countTurns(messages) <= policy.keepRecentTurns ? "TooShort" : "NothingToCut",
-        tokensBefore
-      )
-    }
-    // the new view holds the whole kept tail plus a summary, so it cannot free more than the head: skip before
-    // paying for a summary that would be thrown away
-    const minFreed = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
-    if (tokensBefore - plan.keptTokens < minFreed) return unchanged(messages, "TooLittleFreed", tokensBefore)
-    const head = messages.slice(0, plan.cut)
-    const tail = messages.slice(plan.cut)
-    const first = head[0]!
-    const previous = summaryText(first)
-    // an earlier summary is fed as `previousSummary`, not summarized again; blocks merged into its message after the
-    // summary text (a caller's own `repair` merges consecutive user messages) are new content
-    const fresh = previous === undefined
-      ? head
-      : typeof first.content !== "string" && first.content.length > 1
-      ? [{ role: first.role, content: first.content.slice(1) } as unknown as M, ...head.slice(1)]
-      : head.slice(1)
-    if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
-
-    const log = Option.getOrUndefined(yield* Effect.serviceOption(SessionLog))
-    const snapshot = log === undefined ? undefined : yield* log.snapshot
-    if (log !== undefined && snapshot !== undefined && snapshot.view.length !== messages.length) {
-      return yield* new CompactError({
-        reason: "Persist",
-        messages,
-        cause: new SessionLogError({
-          reason: "InvalidInput",
-          sessionId: log.sessionId,
-          detail: `compactContext got ${messages.length} messages but the session log's view has ` +
-            `${snapshot.view.length}: pass the log's current view`
-        })
-      })
-    }
-    const earlier = previous === undefined ? undefined : splitAppendix(previous)
-    const summarizer = yield* Summarizer
-    const summary = yield* summarizer.summarize(summarizeRequest(fresh, {
-      ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
-      ...(earlier === undefined ? {} : { previousSummary: earlier.body })
-    })).pipe(Effect.mapError((cause) => new CompactError({ reason: "Summarize", messages, cause })))
-
-    const files = mergeFiles(earlier?.files ?? noFiles, filesTouched(fresh, options.classifier))
-    const text = `${summary.text.trim()}\n\n${renderAppendix(files)}`
-    const summaryMsg = summaryMessage(text)
-    // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
-    // message gets no filler in front of it: the summary is its user message)
-    const repaired = repair(tail)
-    const keptTail = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
-    const next: Array<M | BuiltMessage> = [summaryMsg, ...keptTail]
-    const tokensAfter = estimateTokens(next)
-    if (tokensBefore - tokensAfter < minFreed) return unchanged(messages, "TooLittleFreed", tokensBefore)
-
-    const info: CompactedInfo = {
-      turnsSummarized: countTurns(fresh),
-      messagesBefore: messages.length,
-      messagesAfter: next.length,
-      tokensBefore,
-      tokensAfter,
-      splitTurn: plan.splitTurn,
-      overBudget: plan.overBudget,
-      summary,
-      summarizer: summary.summarizer,
-      repairs: repaired.report
-    }
-    if (log !== undefined && snapshot !== undefined) {
-      // a repaired tail (an aborted call answered, messages merged) is stored as it is; an unrepaired one as
-      // "summary + kept entries", with ids only
-      yield* log.recordCompaction({
-        summary: summaryMsg,
-        ...(repaired.messages === tail ? {} : { kept: keptTail }),
-        snapshot,
-        cut: plan.cut,
-        summarizer: summary.summarizer,
-        tokensBefore,
-        tokensAfter,
-        turnsSummarized: info.turnsSummarized,
-        expectedView: next
-      }).pipe(Effect.mapError((cause) => new CompactError({ reason: "Persist", messages, cause })))
-    }
-    yield* Effect.annotateCurrentSpan({
-      "compaction.tokens_after": tokensAfter,
-      "compaction.turns_summarized": info.turnsSummarized,
-      "compaction.summarizer": summary.summarizer
-    })
-    const outcome = summary.fellBackFrom === undefined ? CompactOutcome.Compacted(info) : CompactOutcome.FellBack({
-      ...info,
-      primary: summary.fellBackFrom.summarizer,
-      primaryError: summary.fellBackFrom.error.message
-    })
-    return { messages: next, outcome }
+    return yield* compactWith(messages, policy, options, yield* SessionLog)
   }).pipe(Effect.withSpan("compactContext"))

@@ -75,6 +75,9 @@ export interface PolicyFields {
   readonly maxTailTokens: number
 }
 
+/** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
+export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[K] | undefined }
+
 /**
  * The default `maxTailTokens` for a window: half of the working room (`contextWindow - minRemaining`), and at least
  * `keepRecentTokens`. After a compaction at most half the room is taken by the raw tail, so the summary, the system
@@ -111,10 +114,10 @@ export class CompactionPolicy implements PolicyFields {
   }
 
   /**
-   * Validates the fields; missing ones take the defaults (`maxTailTokens` from `defaultMaxTailTokens`). Fails with
-   * the first broken rule.
+   * Validates the fields; missing (or `undefined`) ones take the defaults (`maxTailTokens` from
+   * `defaultMaxTailTokens`). Fails with the first broken rule.
    */
-  static make(options: Partial<PolicyFields> = {}): Result.Result<CompactionPolicy, PolicyError> {
+  static make(options: PolicyOptions = {}): Result.Result<CompactionPolicy, PolicyError> {
     const base = {
       keepRecentTokens: options.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS,
       keepRecentTurns: options.keepRecentTurns ?? DEFAULT_KEEP_RECENT_TURNS,
@@ -149,7 +152,7 @@ export class CompactionPolicy implements PolicyFields {
   }
 
   /** `make`, throwing the `PolicyError` instead of returning it. */
-  static makeUnsafe(options: Partial<PolicyFields> = {}): CompactionPolicy {
+  static makeUnsafe(options: PolicyOptions = {}): CompactionPolicy {
     const result = CompactionPolicy.make(options)
     if (Result.isFailure(result)) throw result.failure
     return result.success

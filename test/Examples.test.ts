@@ -37,4 +37,12 @@ describe("Examples", () => {
     assert.match(result.stdout, /violations: 0/)
     assert.match(result.stdout, /Compacted: 400 -> \d+ messages, valid: true/)
   })
+
+  it("the Conversation loop runs offline, compacts on /compact and resumes to the live state", () => {
+    const result = runExample("examples/conversation.ts")
+    assert.strictEqual(result.status, 0, result.stderr)
+    assert.match(result.stdout, /request 3: \d+ messages/)
+    assert.match(result.stdout, /compact: Compacted/)
+    assert.match(result.stdout, /resumed equals live: true/)
+  })
 })

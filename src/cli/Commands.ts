@@ -11,6 +11,7 @@ import * as Effect from "effect/Effect"
 import { Argument, CliConfig, Command, Flag, GlobalFlag } from "effect/cli"
 import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
 import { DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
+import { replay } from "./Replay.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
@@ -194,11 +195,11 @@ const simulate = Command.make(
 /** The `compaction` command with all its subcommands. @category commands */
 export const compaction = Command.make("compaction").pipe(
   Command.withDescription("Inspect, evict, compact, validate and repair LLM agent sessions (Anthropic Messages API)"),
-  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate])
+  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay])
 )
 
 /** The subcommand names, in help order. @category constants */
-export const COMMAND_NAMES = ["inspect", "evict", "compact", "validate", "repair", "simulate"] as const
+export const COMMAND_NAMES = ["inspect", "evict", "compact", "validate", "repair", "simulate", "replay"] as const
 
 /**
  * The global flags every page lists: `--help`, `--version` and `--log-level`. `--completions` still works but is

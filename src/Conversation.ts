@@ -1,0 +1,661 @@
+/**
+ * The agent loop as one owned API: a pure state value with pure transitions, and an Effect service over it.
+ *
+ * The state (`ConversationState`) is the view sent to the model, the hot paths, the compaction epoch, the tool calls
+ * still waiting for results and the last reported usage. Every transition returns the changes it made
+ * (`Transition`), each with the state after it, so the service persists exactly what the pure step produced and
+ * commits the state only once its change is stored.
+ *
+ * The rules every transition keeps, so that every prepared request is one the Messages API accepts:
+ * - messages are stored as wire messages: private `_` keys and empty text blocks are dropped, empty messages skipped;
+ * - a tool call's results are the only thing that may follow it: anything else (a typed message, another reply, a
+ *   prepared request) first answers the calls still pending with an interrupted error result, so no compaction ever
+ *   runs while a `tool_use` awaits its result, and a real result is never answered twice;
+ * - results that answer no pending call are dropped; a reply that reuses a `tool_use` id already in the view gets a
+ *   fresh id (`<id>_2`, …), and its results are matched by the id the caller knows;
+ * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
+ *   the log's entries through the same two calls: a resumed state equals the live one.
+ *
+ * Two services, told apart by their types: `Conversation.layerMemory` needs only a `Summarizer`;
+ * `Conversation.layerLogged` also needs a `SessionLog`, resumes from it and records every transition in it.
+ *
+ * @since 0.1.0
+ */
+import type Anthropic from "@anthropic-ai/sdk"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Semaphore from "effect/Semaphore"
+import {
+  type CompactionRecord,
+  CompactOutcome,
+  finishCompaction,
+  type FinishedCompaction,
+  prepareCompaction
+} from "./Compact.ts"
+import {
+  DEFAULT_KEEP_RECENT,
+  DEFAULT_MIN_SAVINGS,
+  evictStaleToolResults,
+  type Offloaded,
+  offloadRefOf
+} from "./Evict.ts"
+import { HotPaths } from "./HotPaths.ts"
+import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
+import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
+import type { Entry, Eviction, Loaded, SessionLogError, SessionLogShape } from "./SessionLog.ts"
+import { SessionLog } from "./SessionLog.ts"
+import { type SummarizeError, Summarizer } from "./Summarizer.ts"
+import { estimateTokens } from "./Tokens.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
+
+/** The SDK's message type: what goes in and what comes out. @category models */
+export type MessageParam = Anthropic.MessageParam
+
+/** A request body ready for `client.messages.create` (add `model`, `max_tokens`, `tools`). @category models */
+export interface Request {
+  readonly system?: string | Array<Anthropic.TextBlockParam>
+  readonly messages: Array<MessageParam>
+}
+
+// ============================================================================
+// The state
+// ============================================================================
+
+/** A tool call of the latest reply still waiting for its result: its id in the view and the id the caller knows. @category models */
+export interface PendingCall {
+  readonly id: string
+  readonly originalId: string
+}
+
+/** The latest provider-reported usage and the epoch of the request it measured. @category models */
+export interface UsageReport {
+  readonly usage: ReportedUsage
+  readonly requestEpoch: number
+}
+
+/**
+ * The whole state of a conversation, as a plain immutable value.
+ * - `view`: what the next request sends (wire messages only);
+ * - `hot`: the re-read tracker, fed every appended message and every offload;
+ * - `epoch`: the number of compactions applied;
+ * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
+ * - `usage`: the last usage a reply reported, if any.
+ * @category models
+ */
+export interface ConversationState {
+  readonly view: ReadonlyArray<MessageParam>
+  readonly hot: HotPaths
+  readonly epoch: number
+  readonly pending: ReadonlyArray<PendingCall>
+  readonly usage: UsageReport | undefined
+}
+
+/** What a reply stores beside its message in a log (`_conversation`), so a resume restores usage and renamed ids. @category models */
+export interface ReplyMeta {
+  readonly usage?: ReportedUsage
+  readonly requestEpoch: number
+  /** View id → the id the caller knows, for the calls this reply's ids were renamed from. */
+  readonly toolUseIds?: Readonly<Record<string, string>>
+}
+
+/** One change a transition made; the service records each in the log. @category models */
+export type Change = Data.TaggedEnum<{
+  Appended: { readonly message: MessageParam; readonly meta: ReplyMeta | undefined }
+  Offloaded: { readonly offloaded: ReadonlyArray<Offloaded> }
+  Compacted: { readonly record: CompactionRecord<MessageParam> }
+}>
+
+/** Constructors for `Change`. @category constructors */
+export const Change = Data.taggedEnum<Change>()
+
+/** One change and the state right after it. @category models */
+export interface Step {
+  readonly change: Change
+  readonly state: ConversationState
+}
+
+/** What a pure transition did: its changes in order (possibly none) and the final state. @category models */
+export interface Transition {
+  readonly steps: ReadonlyArray<Step>
+  readonly state: ConversationState
+}
+
+/** The state of a conversation that has seen nothing. @category constructors */
+export const emptyState = (classifier?: ToolClassifier | undefined): ConversationState => ({
+  view: [],
+  hot: HotPaths.empty(classifier),
+  epoch: 0,
+  pending: [],
+  usage: undefined
+})
+
+const none = (state: ConversationState): Transition => ({ steps: [], state })
+
+const chain = (first: Transition, next: (state: ConversationState) => Transition): Transition => {
+  const second = next(first.state)
+  return first.steps.length === 0 ? second : { steps: [...first.steps, ...second.steps], state: second.state }
+}
+
+// ============================================================================
+// Wire messages
+// ============================================================================
+
+type Block = Exclude<MessageParam["content"], string>[number]
+
+const isBlankText = (block: Block): boolean => block.type === "text" && block.text.trim().length === 0
+
+/**
+ * The message as the API takes it: top-level keys starting with `_` removed and empty text blocks dropped; the same
+ * object when there is nothing to remove. `undefined` when nothing is left.
+ * @category wire
+ */
+export const wireMessage = (message: MessageParam): MessageParam | undefined => {
+  const keys = Object.keys(message)
+  const extra = keys.some((k) => k.startsWith("_"))
+  const content = message.content
+  if (typeof content === "string") {
+    if (content.trim().length === 0) return undefined
+    return extra ? { role: message.role, content } as MessageParam : message
+  }
+  const blank = content.some(isBlankText)
+  if (!extra && !blank) return content.length === 0 ? undefined : message
+  const kept = blank ? content.filter((b) => !isBlankText(b)) : content
+  if (kept.length === 0) return undefined
+  const out: Record<string, unknown> = {}
+  for (const k of keys) if (!k.startsWith("_")) out[k] = k === "content" ? kept : (message as never)[k]
+  return out as unknown as MessageParam
+}
+
+/**
+ * Decodes untrusted JSON into SDK messages (`decodeMessagesSync`'s checks, then typed as `MessageParam`); throws
+ * `MessageDecodeError` on bad input.
+ * @category wire
+ */
+export const decodeMessageParams = (input: unknown): Array<MessageParam> =>
+  [...decodeMessagesSync(input)] as unknown as Array<MessageParam>
+
+/** The same list, typed as SDK messages: for conversations this library decoded or built (its types are wider). @category wire */
+export const asMessageParams = (messages: ReadonlyArray<Message>): Array<MessageParam> =>
+  [...messages] as unknown as Array<MessageParam>
+
+const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
+  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+
+const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
+  type: "tool_result",
+  tool_use_id: id,
+  content: MISSING_RESULT_TEXT,
+  is_error: true
+})
+
+// ============================================================================
+// Pure transitions
+// ============================================================================
+
+const appendStep = (state: ConversationState, message: MessageParam, meta?: ReplyMeta): Transition => {
+  const next: ConversationState = {
+    ...state,
+    view: [...state.view, message],
+    hot: state.hot.observe([message])
+  }
+  return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
+}
+
+/**
+ * Answers every call still pending with an interrupted error result (one user message), so nothing but results ever
+ * follows a `tool_use`. No change when nothing is pending.
+ * @category transitions
+ */
+export const closePending = (state: ConversationState): Transition => {
+  if (state.pending.length === 0) return none(state)
+  const t = appendStep(state, { role: "user", content: state.pending.map((p) => interrupted(p.id)) })
+  const closed = { ...t.state, pending: [] }
+  return { steps: [{ ...t.steps[0]!, state: closed }], state: closed }
+}
+
+const leadingUser = (state: ConversationState): Transition =>
+  state.view.length > 0 ? none(state) : appendStep(state, { role: "user", content: LEADING_USER_TEXT })
+
+/**
+ * Appends a user or system message (tool results included). Results are matched to the pending calls by the id the
+ * caller knows; results that answer nothing pending are dropped. A message with other content, and any system
+ * message, first answers the calls still pending (interrupted). An assistant message is `recordReply` without usage.
+ * @category transitions
+ */
+export const appendMessage = (state: ConversationState, message: MessageParam): Transition => {
+  if (message.role === "assistant") return recordReply(state, message)
+  const clean = wireMessage(message)
+  if (clean === undefined) return none(state)
+  if (clean.role === "system") return chain(chain(closePending(state), leadingUser), (s) => appendStep(s, clean))
+  const blocks = blocksOf(clean)
+  const waiting = new Map(state.pending.map((p) => [p.originalId, p]))
+  const answered: Array<Block> = []
+  const others: Array<Block> = []
+  let changed = false
+  for (const block of blocks) {
+    if (block.type !== "tool_result") {
+      others.push(block)
+      continue
+    }
+    const call = waiting.get(block.tool_use_id)
+    if (call === undefined) {
+      changed = true
+      continue
+    }
+    waiting.delete(block.tool_use_id)
+    if (call.id !== block.tool_use_id) changed = true
+    answered.push(call.id === block.tool_use_id ? block : { ...block, tool_use_id: call.id })
+    if (others.length > 0) changed = true
+  }
+  const closing = others.length > 0 ? [...waiting.values()] : []
+  const content = [...answered, ...closing.map((p) => interrupted(p.id)), ...others]
+  if (content.length === 0) return none(state)
+  const stored: MessageParam = changed || closing.length > 0 ? { role: "user", content } : clean
+  const rest = closing.length > 0 ? [] : state.pending.filter((p) => waiting.has(p.originalId))
+  const t = appendStep(state, stored)
+  const final = { ...t.state, pending: rest }
+  return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+}
+
+/** The usage fields a state keeps (the SDK's `Usage` has more). */
+const usageOf = (usage: ReportedUsage): ReportedUsage => ({
+  input_tokens: usage.input_tokens,
+  output_tokens: usage.output_tokens,
+  ...(usage.cache_read_input_tokens == null ? {} : { cache_read_input_tokens: usage.cache_read_input_tokens }),
+  ...(usage.cache_creation_input_tokens == null
+    ? {}
+    : { cache_creation_input_tokens: usage.cache_creation_input_tokens })
+})
+
+const viewToolUseIds = (view: ReadonlyArray<MessageParam>): Set<string> => {
+  const ids = new Set<string>()
+  for (const message of view) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (block.type === "tool_use") ids.add(block.id)
+  }
+  return ids
+}
+
+/**
+ * Records an assistant reply and the usage the provider reported for it (`requestEpoch`: the epoch the request was
+ * prepared in, by default the current one). Calls still pending are answered as interrupted first; a `tool_use` id
+ * already in the view is renamed; the reply's calls become pending. An empty reply changes nothing.
+ * @category transitions
+ */
+export const recordReply = (
+  state: ConversationState,
+  message: MessageParam,
+  usage?: ReportedUsage | undefined,
+  requestEpoch?: number | undefined
+): Transition => {
+  const clean = wireMessage(message)
+  if (clean === undefined) return none(state)
+  return chain(chain(closePending(state), leadingUser), (s) => {
+    const used = viewToolUseIds(s.view)
+    const renamed: Record<string, string> = {}
+    let content = clean.content
+    if (typeof content !== "string") {
+      let copy: Array<Block> | undefined
+      content.forEach((block, i) => {
+        if (block.type !== "tool_use") return
+        if (used.has(block.id)) {
+          let k = 2
+          while (used.has(`${block.id}_${k}`)) k++
+          const id = `${block.id}_${k}`
+          renamed[id] = block.id
+          copy ??= [...(content as Array<Block>)]
+          copy[i] = { ...block, id }
+          used.add(id)
+        } else used.add(block.id)
+      })
+      if (copy !== undefined) content = copy
+    }
+    const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
+    const epoch = requestEpoch ?? s.epoch
+    const kept = usage === undefined ? undefined : usageOf(usage)
+    const meta: ReplyMeta = {
+      ...(kept === undefined ? {} : { usage: kept }),
+      requestEpoch: epoch,
+      ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed })
+    }
+    const t = appendStep(s, stored, meta)
+    const pending = pendingOf(stored, renamed)
+    const final: ConversationState = {
+      ...t.state,
+      pending,
+      usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch }
+    }
+    return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+  })
+}
+
+const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> =>
+  typeof reply.content === "string"
+    ? []
+    : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
+
+/** How `offload` evicts. Every option may be `undefined`, which means its default. @category models */
+export interface OffloadOptions {
+  /** Newest live tool results kept verbatim; default `DEFAULT_KEEP_RECENT`. */
+  readonly keepRecent?: number | undefined
+  /** Fewest tokens worth an eviction (each one rewrites the cached prompt); default `DEFAULT_MIN_SAVINGS`. */
+  readonly minSavings?: number | undefined
+  readonly classifier?: ToolClassifier | undefined
+}
+
+/**
+ * Offloads stale tool output (`evictStaleToolResults`, the hot paths pinned) and lets the hot paths observe the
+ * offloads. No change when the pass would free fewer than `minSavings` tokens.
+ * @category transitions
+ */
+export const offload = (state: ConversationState, options: OffloadOptions = {}): Transition => {
+  const evicted = evictStaleToolResults(state.view, options.keepRecent ?? DEFAULT_KEEP_RECENT, {
+    minSavings: options.minSavings ?? DEFAULT_MIN_SAVINGS,
+    pinned: state.hot.pinned,
+    ...(options.classifier === undefined ? {} : { classifier: options.classifier })
+  })
+  if (evicted.offloaded.length === 0) return none(state)
+  const next = { ...state, view: evicted.messages, hot: state.hot.observeOffloads(evicted.offloaded) }
+  return { steps: [{ change: Change.Offloaded({ offloaded: evicted.offloaded }), state: next }], state: next }
+}
+
+/** True when the last reported usage, measured on the current epoch, leaves less than the policy's room. @category transitions */
+export const triggerFires = (state: ConversationState, policy: CompactionPolicy): boolean =>
+  state.usage !== undefined &&
+  shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch })
+
+/**
+ * Applies a finished compaction of `state.view` (from `prepareCompaction` → summary → `finishCompaction`): the view
+ * becomes the compacted one and the epoch advances. No change when it was skipped.
+ * @category transitions
+ */
+export const applyCompaction = (
+  state: ConversationState,
+  finished: FinishedCompaction<MessageParam>
+): Transition => {
+  if (finished.record === undefined) return none(state)
+  const next: ConversationState = { ...state, view: finished.messages, epoch: state.epoch + 1 }
+  return { steps: [{ change: Change.Compacted({ record: finished.record }), state: next }], state: next }
+}
+
+/** The request for the current state: `{ system?, messages }`, a fresh array over the view's messages. @category transitions */
+export const requestOf = (
+  state: ConversationState,
+  system?: string | Array<Anthropic.TextBlockParam> | undefined
+): Request => system === undefined ? { messages: [...state.view] } : { system, messages: [...state.view] }
+
+// ============================================================================
+// Resume: the log's entries through the same transitions' effects
+// ============================================================================
+
+const META_KEY = "_conversation"
+
+const metaOf = (message: Message): ReplyMeta | undefined => {
+  const meta = (message as unknown as Record<string, unknown>)[META_KEY]
+  return typeof meta === "object" && meta !== null ? meta as ReplyMeta : undefined
+}
+
+/** What a log stores for an appended message: the wire message, with its `ReplyMeta` under `_conversation`. */
+const stored = (message: MessageParam, meta: ReplyMeta | undefined): Message =>
+  (meta === undefined ? message : { ...message, [META_KEY]: meta }) as unknown as Message
+
+/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them (only `ref`, `reason`, id). */
+const offloadsOf = (evictions: ReadonlyArray<Eviction>): ReadonlyArray<Offloaded> =>
+  evictions.flatMap((e) => {
+    const ref = offloadRefOf(e.block)
+    return ref === undefined ? [] : [{
+      messageIndex: -1,
+      blockIndex: -1,
+      toolUseId: e.toolUseId,
+      block: e.block,
+      reason: ref.reason,
+      tokensFreed: 0,
+      ref
+    }]
+  })
+
+/**
+ * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
+ * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage and the calls of the
+ * last reply not yet answered. Equal to the live state that wrote the log.
+ * @category resume
+ */
+export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefined): ConversationState => {
+  let hot = HotPaths.empty(classifier)
+  let epoch = 0
+  let usage: UsageReport | undefined
+  // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
+  let run: Array<MessageParam> = []
+  const flush = () => {
+    if (run.length > 0) hot = hot.observe(run)
+    run = []
+  }
+  for (const entry of loaded.entries as ReadonlyArray<Entry>) {
+    if (entry.type === "message") {
+      run.push(wireOf(entry.message))
+      const meta = metaOf(entry.message)
+      if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
+      continue
+    }
+    flush()
+    if (entry.type === "eviction") hot = hot.observeOffloads(offloadsOf(entry.evictions))
+    else epoch++
+  }
+  flush()
+  const view = loaded.view.map(wireOf)
+  return { view, hot, epoch, pending: pendingAtEnd(loaded.view), usage }
+}
+
+const wireOf = (message: Message): MessageParam => {
+  const params = message as unknown as MessageParam
+  return wireMessage(params) ?? params
+}
+
+const pendingAtEnd = (view: ReadonlyArray<Message>): ReadonlyArray<PendingCall> => {
+  let i = view.length - 1
+  const answered = new Set<string>()
+  while (i >= 0 && view[i]!.role === "user") {
+    const content = view[i]!.content
+    if (typeof content === "string") return []
+    for (const block of content) {
+      if (!isToolResult(block)) return []
+      answered.add(block.tool_use_id)
+    }
+    i--
+  }
+  const reply = view[i]
+  if (reply === undefined || reply.role !== "assistant" || typeof reply.content === "string") return []
+  const renamed = metaOf(reply)?.toolUseIds ?? {}
+  return reply.content.flatMap((b) =>
+    isToolUse(b) && !answered.has(b.id) ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : []
+  )
+}
+
+// ============================================================================
+// The service
+// ============================================================================
+
+/**
+ * A step that could not complete. `value` is what the step returns on success, built from the state as it was before
+ * the failed change (nothing is lost): `Effect.catchTag("ConversationError", (e) => Effect.succeed(e.value))` goes on.
+ * @category errors
+ */
+export class ConversationError<A> extends Data.TaggedError("ConversationError")<{
+  readonly reason: "Summarize" | "Persist"
+  readonly cause: SummarizeError | SessionLogError
+  readonly value: A
+}> {
+  override get message(): string {
+    return `${this.reason === "Summarize" ? "summarizing" : "persisting"} failed: ${this.cause.message}`
+  }
+}
+
+/** Options of a conversation service. Every option may be `undefined`, which means its default. @category models */
+export interface ConversationOptions extends OffloadOptions {
+  /** Default `defaultPolicy`. */
+  readonly policy?: CompactionPolicy | undefined
+  /** The system prompt every request carries. */
+  readonly system?: string | Array<Anthropic.TextBlockParam> | undefined
+  /** Tokens a compaction must free (see `compactContext`). */
+  readonly minFreedTokens?: number | undefined
+}
+
+/** What `prepare` returns: the request, the epoch it was built in, and what this step did to the view. @category models */
+export interface Prepared {
+  readonly request: Request
+  readonly epoch: number
+  readonly offloaded: ReadonlyArray<Offloaded>
+  /** The compaction this step ran, when the trigger fired (`Skipped` when it found nothing worth compacting). */
+  readonly compaction: CompactOutcome | undefined
+}
+
+/** What `compact` returns: the request after it and the outcome. @category models */
+export interface Compacted {
+  readonly request: Request
+  readonly outcome: CompactOutcome
+}
+
+/** The steps of an agent loop. Each is serialized with the others. @category services */
+export interface ConversationShape {
+  /** The current state. */
+  readonly state: Effect.Effect<ConversationState>
+  /** Appends a user or system message, or tool results (see `appendMessage`). */
+  readonly append: (message: MessageParam) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
+  /** Records an assistant reply with its reported usage (see `recordReply`). */
+  readonly recordReply: (
+    message: MessageParam,
+    usage?: ReportedUsage | undefined,
+    options?: { readonly requestEpoch?: number | undefined } | undefined
+  ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
+  /**
+   * Builds the next request: answers abandoned calls, offloads stale output, and compacts when the trigger fires
+   * (only here, after the results are in). A failed summary or persist fails with the request of the state as it was.
+   */
+  readonly prepare: Effect.Effect<Prepared, ConversationError<Prepared>>
+  /** Compacts now (`/compact <focus>`), whatever the trigger says. */
+  readonly compact: (
+    options?: { readonly instructions?: string | undefined } | undefined
+  ) => Effect.Effect<Compacted, ConversationError<Compacted>>
+}
+
+const record = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
+  switch (change._tag) {
+    case "Appended":
+      return Effect.asVoid(log.append([stored(change.message, change.meta)]))
+    case "Offloaded":
+      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
+    case "Compacted":
+      return Effect.flatMap(log.snapshot, (snapshot) =>
+        log.recordCompaction({
+          summary: change.record.summary,
+          snapshot,
+          cut: change.record.cut,
+          ...(change.record.kept === undefined ? {} : { kept: change.record.kept as ReadonlyArray<Message> }),
+          summarizer: change.record.summarizer,
+          tokensBefore: change.record.tokensBefore,
+          tokensAfter: change.record.tokensAfter,
+          turnsSummarized: change.record.turnsSummarized
+        })).pipe(Effect.asVoid)
+  }
+}
+
+const make = (
+  initial: ConversationState,
+  log: SessionLogShape | undefined,
+  options: ConversationOptions
+) =>
+  Effect.gen(function* () {
+    const summarizer = yield* Summarizer
+    const lock = yield* Semaphore.make(1)
+    const policy = options.policy ?? defaultPolicy
+    let state = initial
+    const request = () => requestOf(state, options.system)
+
+    /** Records each change, committing the state after it; on failure the state is the last stored one. */
+    const commit = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
+      Effect.forEach(t.steps, (step) =>
+        (log === undefined ? Effect.void : record(log, step.change)).pipe(
+          Effect.tap(() => Effect.sync(() => void (state = step.state))),
+          Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
+        ), { discard: true })
+
+    const compactNow = <A>(instructions: string | undefined, fallback: () => A) =>
+      Effect.gen(function* () {
+        yield* commit(closePending(state), fallback)
+        const plan = prepareCompaction(state.view, policy, {
+          instructions,
+          minFreedTokens: options.minFreedTokens,
+          classifier: options.classifier
+        })
+        if (plan._tag === "Skip") return plan.result.outcome
+        const summary = yield* summarizer.summarize(plan.request).pipe(
+          Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
+        )
+        const finished = finishCompaction(plan, summary)
+        yield* commit(applyCompaction(state, finished), fallback)
+        return finished.outcome
+      })
+
+    const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
+    const stateNow = () => state
+
+    return Conversation.of({
+      state: Effect.sync(stateNow),
+      append: (message) =>
+        serialized(Effect.suspend(() => commit(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))),
+      recordReply: (message, usage, replyOptions) =>
+        serialized(
+          Effect.suspend(() => commit(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow)).pipe(
+            Effect.map(stateNow)
+          )
+        ),
+      prepare: serialized(Effect.gen(function* () {
+        let offloaded: ReadonlyArray<Offloaded> = []
+        let compaction: CompactOutcome | undefined
+        const prepared = (): Prepared => ({ request: request(), epoch: state.epoch, offloaded, compaction })
+        yield* commit(closePending(state), prepared)
+        const evicted = offload(state, options)
+        yield* commit(evicted, prepared)
+        const step = evicted.steps[0]?.change
+        if (step?._tag === "Offloaded") offloaded = step.offloaded
+        if (triggerFires(state, policy)) compaction = yield* compactNow(undefined, prepared)
+        return prepared()
+      })),
+      compact: (compactOptions) =>
+        serialized(Effect.gen(function* () {
+          const outcome = yield* compactNow(compactOptions?.instructions, (): Compacted => ({
+            request: request(),
+            outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(state.view) })
+          }))
+          return { request: request(), outcome }
+        }))
+    })
+  })
+
+/** The conversation service. @category services */
+export class Conversation extends Context.Service<Conversation, ConversationShape>()("effect-compaction/Conversation") {
+  /** A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. Needs a `Summarizer`. */
+  static readonly layerMemory = (
+    options: ConversationOptions & { readonly initial?: ConversationState | undefined } = {}
+  ): Layer.Layer<Conversation, never, Summarizer> =>
+    Layer.effect(Conversation, make(options.initial ?? emptyState(options.classifier), undefined, options))
+
+  /**
+   * A conversation recorded in the `SessionLog`: opening resumes from the log (`resumeState`), and every transition
+   * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
+   */
+  static readonly layerLogged = (
+    options: ConversationOptions = {}
+  ): Layer.Layer<Conversation, SessionLogError, Summarizer | SessionLog> =>
+    Layer.effect(
+      Conversation,
+      Effect.gen(function* () {
+        const log = yield* SessionLog
+        const loaded = yield* log.load()
+        return yield* make(resumeState(loaded, options.classifier), log, options)
+      })
+    )
+}

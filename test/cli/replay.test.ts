@@ -1,0 +1,94 @@
+/**
+ * `compaction replay`, run as a real child process (Node 22, or `deno run` under Deno): the JSON summary, the
+ * request files, the log, and a resumed replay whose request files equal an uninterrupted one's byte for byte.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll } from "vitest"
+import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
+import { DATA_DIR } from "../fixtures/Corpus.ts"
+
+declare const Deno: { readonly execPath: () => string } | undefined
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const main = join(root, "src/cli/main.ts")
+const session = `${DATA_DIR}sessions/pi__session-2025-12-17_thinking.anthropic.json`
+const work = mkdtempSync(join(tmpdir(), "replay-test-"))
+afterAll(() => rmSync(work, { recursive: true, force: true }))
+
+const cli = (args: ReadonlyArray<string>) => {
+  const major = Number(process.versions.node.split(".")[0])
+  const [command, pre] = typeof Deno !== "undefined"
+    ? [Deno.execPath(), ["run", "-A", "-q", main]]
+    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [main]]
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
+  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 120_000 })
+}
+
+const requestFiles = (dir: string): Array<string> => readdirSync(dir).filter((f) => f.startsWith("request-")).sort()
+
+describe("compaction replay", () => {
+  it("fails loudly when the corpus is missing", () => {
+    assert.isTrue(existsSync(session), `the corpus session ${session} is missing (see test/fixtures/Corpus.ts)`)
+  })
+
+  it("writes every request, persists, and a replay resumed every 7 requests writes the same bytes", () => {
+    const policy = ["--context-window", "100000"]
+    const plain = join(work, "plain")
+    const resumed = join(work, "resumed")
+    const logs = join(work, "logs")
+    const first = cli(["replay", session, "--json", "--out", plain, ...policy])
+    assert.strictEqual(first.status, 0, first.stderr)
+    const summary = JSON.parse(first.stdout)
+    assert.strictEqual(summary.invalidRequests, 0)
+    assert.isAbove(summary.compactions, 0)
+    assert.isAbove(summary.evictions, 0)
+    const files = requestFiles(plain)
+    assert.strictEqual(files.length, summary.requests)
+    assert.strictEqual(files[0], "request-0001.json")
+    for (const file of files) {
+      const request = JSON.parse(readFileSync(join(plain, file), "utf8"))
+      assert.isArray(request.messages)
+      const violations = checkRequest(request)
+      assert.strictEqual(violations.length, 0, `${file}: ${formatApiViolations(violations)}`)
+    }
+
+    const second = cli([
+      "replay",
+      session,
+      "--json",
+      "--out",
+      resumed,
+      "--log",
+      logs,
+      "--resume-every",
+      "7",
+      ...policy
+    ])
+    assert.strictEqual(second.status, 0, second.stderr)
+    const again = JSON.parse(second.stdout)
+    assert.strictEqual(again.resumes, Math.ceil(summary.requests / 7) - 1)
+    assert.deepStrictEqual({ ...again, resumes: 0 }, { ...summary, resumes: 0 })
+    assert.deepStrictEqual(requestFiles(resumed), files)
+    for (const file of files) {
+      if (readFileSync(join(resumed, file), "utf8") !== readFileSync(join(plain, file), "utf8")) {
+        assert.fail(`${file} differs between the resumed and the uninterrupted replay`)
+      }
+    }
+    assert.isTrue(existsSync(join(logs, "replay.jsonl")))
+    const reuse = cli(["replay", session, "--log", logs])
+    assert.strictEqual(reuse.status, 2, reuse.stderr)
+    assert.match(reuse.stderr, /already exists/)
+  })
+
+  it("rejects a bad --resume-every with the usage exit code", () => {
+    const result = cli(["replay", session, "--resume-every", "0"])
+    assert.strictEqual(result.status, 2, result.stderr)
+    assert.match(result.stderr, /--resume-every must be a positive integer/)
+  })
+})
