@@ -82,7 +82,7 @@ const timed = async (args: ReadonlyArray<string>): Promise<number> => {
 
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(InspectReport))
 
-let startup: { version: Array<number>; help: Array<number> } = { version: [], help: [] }
+const startup: { version: Array<number>; help: Array<number> } = { version: [], help: [] }
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "compaction-cli17-"))
