@@ -440,6 +440,11 @@ export interface RepairReport {
   readonly movedSystemMessages: number
   /** System messages folded into the system message before them (two in a row are not allowed). */
   readonly mergedSystemMessages: number
+  /**
+   * True when a user message (`LEADING_USER_TEXT`) was appended because a system message had no user turn to follow
+   * (a list of only a compaction block and assistant replies); the system message then ends the list.
+   */
+  readonly appendedUserForSystem: boolean
 }
 
 /**
@@ -489,7 +494,8 @@ const EMPTY_REPORT: RepairReport = {
   droppedBeforeCompaction: 0,
   droppedMisplacedBlocks: 0,
   movedSystemMessages: 0,
-  mergedSystemMessages: 0
+  mergedSystemMessages: 0,
+  appendedUserForSystem: false
 }
 
 /** A canonical JSON form (object keys sorted), to tell an exact duplicate message. */
@@ -779,13 +785,15 @@ export const repairResult = <M extends Message>(
     droppedBeforeCompaction: viewStart,
     droppedMisplacedBlocks,
     movedSystemMessages,
-    mergedSystemMessages
+    mergedSystemMessages,
+    appendedUserForSystem: false
   })
   if (out.length === 0) return Result.fail(new NothingToSend({ report: report() }))
   if (systems.length === 0) return Result.succeed({ messages: out, report: report() })
 
   // 7: system messages back in, each at the nearest allowed place at or after the one it had
   const shift = insertedLeadingUser ? 1 : 0
+  let appendedUserForSystem = false
   const slots = new Map<number, Array<M>>()
   for (const { after, message } of systems) {
     const wanted = after === 0 ? 0 : outAt[mergedAt[after - 1]!]! + shift + 1
@@ -794,6 +802,12 @@ export const repairResult = <M extends Message>(
     if (q > out.length) {
       q = wanted - 1
       while (q > 0 && !isSystemSlot(out, q)) q--
+    }
+    if (q === 0) {
+      // no user turn anywhere to follow (the list is a compaction block and assistant replies): end on a user turn
+      out.push(built<M>("user", [{ type: "text", text: LEADING_USER_TEXT }]))
+      appendedUserForSystem = true
+      q = out.length
     }
     if (q !== wanted) movedSystemMessages++
     const group = slots.get(q)
@@ -812,7 +826,7 @@ export const repairResult = <M extends Message>(
     }
     if (q < out.length) final.push(out[q]!)
   }
-  return Result.succeed({ messages: final, report: report() })
+  return Result.succeed({ messages: final, report: { ...report(), appendedUserForSystem } })
 }
 
 /**
