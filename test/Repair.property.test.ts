@@ -203,6 +203,11 @@ describe("repair on damaged conversations", () => {
       count.cases++
       const before = validate(broken)
       if (before.length > 0) count.invalid++
+      else {
+        // validate never accepts what the API rejects
+        const rejected = checkApiRules(broken, { mode: "on-demand" }).filter((v) => v.rule !== 15 || !prefill(broken))
+        if (rejected.length > 0) assert.fail(`${key} #${c}: validate accepts ${formatApiViolations(rejected)}`)
+      }
       const result = repairResult(broken)
       if (Result.isFailure(result)) {
         count.nothing++
