@@ -16,6 +16,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { planForPolicy } from "./Cut.ts"
 import type { BuiltMessage, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
@@ -25,7 +26,7 @@ import { mergeFiles, noFiles, renderAppendix, splitAppendix, summaryMessage, sum
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns } from "./Turns.ts"
-import { repair, type RepairReport } from "./Validate.ts"
+import { type RepairReport, repairResult } from "./Validate.ts"
 
 /** The summary message, moved to `Summary`; re-exported so `Compact.summaryMessage` and the rest keep working. */
 export { SUMMARY_HEADER, summaryMessage, summaryText } from "./Summary.ts"
@@ -246,7 +247,11 @@ export const finishCompaction = <M extends Message>(
   const summaryMsg = summaryMessage(`${summary.text.trim()}\n\n${renderAppendix(plan.files)}`)
   // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
   // message gets no filler in front of it: the summary is its user message)
-  const repaired = repair(plan.tail)
+  // (a tail with nothing to send leaves the summary alone)
+  const repairedTail = repairResult(plan.tail)
+  const repaired = Result.isSuccess(repairedTail)
+    ? repairedTail.success
+    : { messages: [], report: repairedTail.failure.report }
   const keptTail = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
   const next: Array<M | BuiltMessage> = [summaryMsg, ...keptTail]
   const tokensAfter = estimateTokens(next)

@@ -16,6 +16,7 @@
  * @since 0.1.0
  */
 import * as Option from "effect/Option"
+import { compactionBlockIndex } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
@@ -72,6 +73,37 @@ const isSafe = (window: SafeWindow, c: number): boolean => window.safe[c - windo
 const clampCut = (n: number, requested: number): number =>
   Number.isNaN(requested) ? 0 : Math.max(0, Math.min(n, Math.floor(requested)))
 
+/**
+ * The API view's start (`ApiView.apiViewStart`), found lazily from the end: `inView(i)` reads only the messages from
+ * the end down to `i` that it has not read yet, so a walk back from the end costs no more than it did. `start()` is
+ * the view's start itself (it reads back to the first compaction block with content, or to the first message).
+ */
+interface ViewBound {
+  readonly inView: (i: number) => boolean
+  readonly isStart: (i: number) => boolean
+  readonly start: () => number
+}
+
+const viewBound = (messages: ReadonlyArray<Message>): ViewBound => {
+  let checked = messages.length // no compaction block with content in messages[checked..] unless `found` says so
+  let found = -1
+  const inView = (i: number): boolean => {
+    while (found < 0 && checked > i && checked > 0) {
+      checked--
+      if (checked > 0 && compactionBlockIndex(messages[checked]!) >= 0) found = checked
+    }
+    return i >= (found < 0 ? 0 : found)
+  }
+  return {
+    inView,
+    isStart: (i) => inView(i) && i === (found < 0 ? 0 : found),
+    start: () => {
+      inView(0)
+      return found < 0 ? 0 : found
+    }
+  }
+}
+
 /** The greatest safe cut `<= requested`, for a `requested` inside the window (its `from` is always safe). */
 const greatestSafe = (window: SafeWindow, requested: number): number => {
   let c = requested
@@ -85,34 +117,52 @@ const greatestSafe = (window: SafeWindow, requested: number): number => {
  * boundary pairs everything. `requested` is clamped to `0..messages.length`; `0` and `messages.length` are always
  * safe. Orphans already present in the input are left to `repair`.
  *
- * Reads only the assistant turn at or before `requested` and the messages up to the next assistant turn: O(1) turns
- * on a well-formed list, whatever its length.
+ * A cut never lands before the API view's start (`ApiView.apiViewStart`, the message holding the last compaction block
+ * with content): anything put before that block is dropped by the API. A request before it gives 0; otherwise the
+ * cut is at least the view's start, which is always safe.
+ *
+ * Reads the assistant turn at or before `requested` and the messages up to the next assistant turn (O(1) turns on a
+ * well-formed list), plus, to find the API view's start, whether each message after `requested` holds a compaction
+ * block (cached per message by identity).
  * @category cutting
  */
 export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number => {
   const n = messages.length
   const at = clampCut(n, requested)
-  if (at === 0 || at === n) return at
-  return greatestSafe(safeWindow(messages, at, at), at)
+  const view = viewBound(messages)
+  if (!view.inView(at)) return 0
+  if (at === 0 || at === n || view.isStart(at)) return at
+  const cut = greatestSafe(safeWindow(messages, at, at), at)
+  return view.inView(cut) ? cut : view.start()
 }
 
 // ============================================================================
 // Turn plan
 // ============================================================================
 
-/** The `k`-th turn start from the end, or -1 when there are fewer than `k`. Walks back only as far as that start. */
-const turnStartFromEnd = (messages: ReadonlyArray<Message>, k: number): number => {
+/** True when a turn of the API view starts at `i` (the view's first message has no predecessor). */
+const isViewTurnStart = (messages: ReadonlyArray<Message>, i: number, view: ViewBound): boolean =>
+  view.isStart(i) ? isHumanMessage(messages[i]!) : isTurnStart(messages, i)
+
+/**
+ * The `k`-th turn start from the end in the API view, or -1 when there are fewer than `k`. Walks back only as far as
+ * that start.
+ */
+const turnStartFromEnd = (messages: ReadonlyArray<Message>, k: number, view: ViewBound): number => {
   let count = 0
-  for (let i = messages.length - 1; i >= 0 && count < k; i--) if (isTurnStart(messages, i) && ++count === k) return i
+  for (let i = messages.length - 1; i >= 0 && view.inView(i) && count < k; i--) {
+    if (isViewTurnStart(messages, i, view) && ++count === k) return i
+  }
   return -1
 }
 
 /**
- * True when a turn starts before the turn start `start`. Any human message before it does: `start - 1` is not human,
- * so that message's run of human messages ends earlier and begins a turn. Reads up to the first human message.
+ * True when a turn of the API view starts before the turn start `start`. Any human message of the view before it
+ * does: `start - 1` is not human, so that message's run of human messages ends earlier and begins a turn. Walks back
+ * to the nearest human message (or the view's start).
  */
-const turnStartsBefore = (messages: ReadonlyArray<Message>, start: number): boolean => {
-  for (let i = 0; i < start; i++) if (isHumanMessage(messages[i]!)) return true
+const turnStartsBefore = (messages: ReadonlyArray<Message>, start: number, view: ViewBound): boolean => {
+  for (let i = start - 1; i >= 0 && view.inView(i); i--) if (isHumanMessage(messages[i]!)) return true
   return false
 }
 
@@ -124,8 +174,9 @@ export interface Split<M extends Message> {
 
 /**
  * Cuts at a user-turn boundary so that the last `keepRecentTurns` turns (see `turnStarts`) stay raw and no tool pair
- * is divided: the tail holds exactly `keepRecentTurns` turns. Returns `Option.none()` when the conversation has no
- * more than `keepRecentTurns` turns, or when the tool-safe cut is 0 (nothing would be summarized).
+ * is divided: the tail holds exactly `keepRecentTurns` turns. Returns `Option.none()` when the API view has no
+ * more than `keepRecentTurns` turns, or when the tool-safe cut is at or before the API view's start (nothing the API
+ * still reads would be summarized).
  *
  * A turn start is normally safe. It is not when a human message also carries the results of the call right before
  * it; the cut then moves back to that call, which only adds assistant and tool-result messages (no turn) to the
@@ -141,10 +192,11 @@ export const plan = <M extends Message>(
   keepRecentTurns: number
 ): Option.Option<Split<M>> => {
   const keep = Math.max(0, Math.floor(keepRecentTurns))
-  const requested = keep === 0 ? messages.length : turnStartFromEnd(messages, keep)
-  if (requested < 0 || !turnStartsBefore(messages, requested)) return Option.none()
+  const view = viewBound(messages)
+  const requested = keep === 0 ? messages.length : turnStartFromEnd(messages, keep, view)
+  if (requested < 0 || !turnStartsBefore(messages, requested, view)) return Option.none()
   const cut = safeCut(messages, requested)
-  if (cut === 0) return Option.none()
+  if (cut === 0 || view.isStart(cut)) return Option.none()
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
 }
 
@@ -155,13 +207,15 @@ export const plan = <M extends Message>(
 /**
  * Where `planForPolicy` cuts, and why.
  *
- * - `cut`: the first kept index. **`cut === 0` means there is nothing to compact**: keep everything.
+ * - `cut`: the first kept index. **`cut === 0` means there is nothing to compact**: keep everything. A cut is never
+ *   at or before the API view's start (`ApiView.apiViewStart`) unless it is 0: what lies before the last compaction
+ *   block with content is already dropped by the API, and a summary placed there would be too.
  * - `turnStart`: the start of the turn the cut lies in (the greatest turn start `<= cut`), or `cut` when no turn
  *   starts at or before it.
  * - `splitTurn`: `turnStart < cut`. The cut lies inside a turn, so `messages.slice(turnStart, cut)` is that turn's
  *   prefix, which the summarizer should summarize with the head's turns.
- * - `keptTurns`: whole turns in the tail (turn starts at or after `cut`).
- * - `keptTokens`: estimated tokens of the tail.
+ * - `keptTurns`: whole turns in the tail's API view (turn starts at or after `cut`).
+ * - `keptTokens`: estimated tokens of the tail's API view (what the API would process of it).
  * - `oversizedTurn`: the tool-safe tail that the token budget and the turn floor asked for was larger than
  *   `maxTailTokens`, so the cut moved later, to an assistant message inside the kept turns (see `planForPolicy`).
  *   `keptTurns` may then be below the floor.
@@ -219,15 +273,19 @@ const tailTokens = (messages: ReadonlyArray<Message>): (i: number) => number => 
  */
 export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): CutPlan => {
   const n = messages.length
+  const view = viewBound(messages)
   const tokens = tailTokens(messages)
   const floor = Math.max(1, Math.floor(policy.keepRecentTurns))
-  const floorStart = turnStartFromEnd(messages, floor)
-  const floorCut = floorStart > 0 && turnStartsBefore(messages, floorStart) ? floorStart : 0
+  const floorStart = turnStartFromEnd(messages, floor, view)
+  const floorCut = floorStart > 0 && !view.isStart(floorStart) && turnStartsBefore(messages, floorStart, view)
+    ? floorStart
+    : view.start()
   let tokenCut = n
-  while (tokenCut > 0 && tokens(tokenCut - 1) <= policy.keepRecentTokens) tokenCut--
+  while (tokenCut > 0 && view.inView(tokenCut - 1) && tokens(tokenCut - 1) <= policy.keepRecentTokens) tokenCut--
   const requested = Math.min(tokenCut, floorCut)
   const window = safeWindow(messages, requested, n)
   let cut = greatestSafe(window, requested)
+  if (!view.inView(cut)) cut = view.start()
   let oversizedTurn = false
   let overBudget = false
   if (tokens(cut) > policy.maxTailTokens) {
@@ -249,13 +307,16 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
     }
   }
   let keptTurns = 0
-  for (let i = cut; i < n; i++) if (isTurnStart(messages, i)) keptTurns++
+  for (let i = cut; i < n; i++) if (isViewTurnStart(messages, i, view)) keptTurns++
   let turnStart = cut
-  for (let i = Math.min(cut, n - 1); i >= 0; i--) {
-    if (isTurnStart(messages, i)) {
+  for (let i = Math.min(cut, n - 1); i >= 0 && view.inView(i); i--) {
+    if (isViewTurnStart(messages, i, view)) {
       turnStart = i
       break
     }
+  }
+  if (view.isStart(cut)) {
+    return { cut: 0, turnStart: 0, splitTurn: false, keptTurns, keptTokens: tokens(cut), oversizedTurn, overBudget }
   }
   return {
     cut,

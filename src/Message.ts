@@ -12,9 +12,13 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
-import * as SchemaIssue from "effect/SchemaIssue"
+import { checkMessage, MAX_NESTING_DEPTH } from "./internal/decode.ts"
+
+export {
+  /** How deep objects and arrays may nest inside one message (the message object is level 1); deeper input fails to decode. @category constants */
+  MAX_NESTING_DEPTH
+}
 
 // ============================================================================
 // Block types
@@ -139,6 +143,22 @@ export interface ContainerUploadBlock {
 }
 
 /**
+ * The API's own compaction block (API-RULES 12–16): the server's summary of everything before it. It is sent back
+ * verbatim: `content`, `encrypted_content`, `signature` and `tool_changes` are never changed, and any other field is
+ * preserved. `content: null` marks a failed compaction, which the server treats as a no-op; an empty string is
+ * rejected by decode. The API drops everything before the last compaction block with content (see `ApiView`).
+ * @category models
+ */
+export interface CompactionBlock {
+  readonly type: "compaction"
+  readonly content?: string | null
+  readonly encrypted_content?: string | null
+  readonly signature?: string | null
+  readonly tool_changes?: ReadonlyArray<unknown> | null
+  readonly cache_control?: unknown
+}
+
+/**
  * A block of a type this library does not know. It passes through every function untouched, is counted by the token
  * estimator as its JSON size, and is never dropped.
  * @category models
@@ -160,6 +180,7 @@ export type KnownBlock =
   | ServerToolUseBlock
   | ServerToolResultBlock
   | ContainerUploadBlock
+  | CompactionBlock
 
 /** Any content block, known or not. Narrow it with the guards below (`isText`, `isToolUse`, …). @category models */
 export type ContentBlock = KnownBlock | UnknownBlock
@@ -208,6 +229,7 @@ export const KNOWN_BLOCK_TYPES: ReadonlySet<string> = new Set([
   "tool_result",
   "server_tool_use",
   "container_upload",
+  "compaction",
   ...SERVER_TOOL_RESULT_TYPES
 ])
 
@@ -231,6 +253,15 @@ export const isServerToolUse = (block: ContentBlock): block is ServerToolUseBloc
 /** True for every server tool result block (web search, web fetch, code execution, …). @category guards */
 export const isServerToolResult = (block: ContentBlock): block is ServerToolResultBlock =>
   (SERVER_TOOL_RESULT_TYPES as ReadonlyArray<string>).includes(block.type)
+/** True for the API's compaction block, with content or not (`content: null` is a no-op). @category guards */
+export const isCompaction = (block: ContentBlock): block is CompactionBlock => block.type === "compaction"
+/**
+ * True for a compaction block that carries a summary (`content` is a string): the API drops everything before the
+ * last such block. A block with `content: null` is a failed compaction and changes nothing.
+ * @category guards
+ */
+export const isCompactionWithContent = (block: ContentBlock): block is CompactionBlock & { readonly content: string } =>
+  block.type === "compaction" && typeof (block as CompactionBlock).content === "string"
 /** True for a block whose type this library does not model. @category guards */
 export const isUnknownBlock = (block: ContentBlock): boolean => !KNOWN_BLOCK_TYPES.has(block.type)
 
@@ -258,80 +289,6 @@ export const toolResultIds = (message: Message): ReadonlyArray<string> =>
 export const userText = (text: string): BuiltMessage => ({ role: "user", content: [{ type: "text", text }] })
 
 // ============================================================================
-// Schemas
-// ============================================================================
-
-const Text = Schema.String
-const NonEmpty = Schema.String.check(Schema.isMinLength(1, { message: "Expected a non-empty string" }))
-const Id = NonEmpty
-const Optional = Schema.optionalKey
-
-const TextBlockSchema = Schema.Struct({ type: Schema.Literal("text"), text: Text })
-
-const Base64Source = Schema.Struct({ type: Schema.Literal("base64"), media_type: Schema.String, data: Schema.String })
-const UrlSource = Schema.Struct({ type: Schema.Literal("url"), url: Schema.String })
-const FileSource = Schema.Struct({ type: Schema.Literal("file"), file_id: Schema.String })
-const TextSource = Schema.Struct({ type: Schema.Literal("text"), media_type: Schema.String, data: Schema.String })
-const ContentSource = Schema.Struct({
-  type: Schema.Literal("content"),
-  content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
-})
-
-/** Blocks whose nested block lists are validated recursively by `validateBlock`. */
-const NestedBlocks = Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
-
-const BlockSchemas: Readonly<Record<string, Schema.Codec<unknown, unknown>>> = {
-  text: TextBlockSchema,
-  image: Schema.Struct({ type: Schema.Literal("image"), source: Schema.Union([Base64Source, UrlSource, FileSource]) }),
-  document: Schema.Struct({
-    type: Schema.Literal("document"),
-    source: Schema.Union([Base64Source, TextSource, ContentSource, UrlSource, FileSource]),
-    title: Optional(Schema.NullOr(Schema.String)),
-    context: Optional(Schema.NullOr(Schema.String))
-  }),
-  search_result: Schema.Struct({
-    type: Schema.Literal("search_result"),
-    source: Schema.String,
-    title: Schema.String,
-    content: Schema.Array(TextBlockSchema)
-  }),
-  thinking: Schema.Struct({ type: Schema.Literal("thinking"), thinking: Text, signature: Optional(Schema.String) }),
-  redacted_thinking: Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String }),
-  tool_use: Schema.Struct({
-    type: Schema.Literal("tool_use"),
-    id: Id,
-    name: NonEmpty,
-    input: Schema.Record(Schema.String, Schema.Unknown)
-  }),
-  tool_result: Schema.Struct({
-    type: Schema.Literal("tool_result"),
-    tool_use_id: Id,
-    content: Optional(NestedBlocks),
-    is_error: Optional(Schema.Boolean)
-  }),
-  server_tool_use: Schema.Struct({
-    type: Schema.Literal("server_tool_use"),
-    id: Id,
-    name: Schema.String,
-    input: Schema.Record(Schema.String, Schema.Unknown)
-  }),
-  container_upload: Schema.Struct({ type: Schema.Literal("container_upload"), file_id: Schema.String }),
-  ...Object.fromEntries(
-    SERVER_TOOL_RESULT_TYPES.map((type) => [
-      type,
-      Schema.Struct({ type: Schema.Literal(type), tool_use_id: Id, content: Schema.Unknown })
-    ])
-  )
-}
-
-const UnknownBlockSchema = Schema.Struct({ type: NonEmpty })
-
-const MessageShape = Schema.Struct({
-  role: Schema.Literals(["user", "assistant", "system"]),
-  content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
-})
-
-// ============================================================================
 // Decode errors
 // ============================================================================
 
@@ -342,10 +299,10 @@ const MessageShape = Schema.Struct({
  * @category errors
  */
 export class MessageDecodeError extends Schema.TaggedError<MessageDecodeError>()("MessageDecodeError", {
-  messageIndex: Optional(Schema.Int),
-  blockIndex: Optional(Schema.Int),
+  messageIndex: Schema.optionalKey(Schema.Int),
+  blockIndex: Schema.optionalKey(Schema.Int),
   path: Schema.Array(Schema.Union([Schema.String, Schema.Number])),
-  blockType: Optional(Schema.String),
+  blockType: Schema.optionalKey(Schema.String),
   reason: Schema.String
 }) {
   override get message(): string {
@@ -358,86 +315,23 @@ export class MessageDecodeError extends Schema.TaggedError<MessageDecodeError>()
   }
 }
 
-const formatIssue = SchemaIssue.makeFormatterDefault()
-
-/** The first line of a Schema issue, plus the path inside the decoded value. */
-const describe = (issue: SchemaIssue.Issue): { readonly path: ReadonlyArray<PropertyKey>; readonly reason: string } => {
-  let current: SchemaIssue.Issue = issue
-  const path: Array<PropertyKey> = []
-  for (;;) {
-    if (current._tag === "Pointer") {
-      path.push(...current.path)
-      current = current.issue
-    } else if (current._tag === "Composite" && current.issues.length > 0) {
-      current = current.issues[0]!
-    } else if (current._tag === "Encoding") {
-      current = current.issue
-    } else break
-  }
-  return { path, reason: formatIssue(current).split("\n")[0] ?? "invalid" }
-}
-
-type Path = ReadonlyArray<string | number>
-
-const check = (
-  schema: Schema.Codec<unknown, unknown>,
-  value: unknown,
-  at: Path,
-  where: { readonly messageIndex?: number; readonly blockIndex?: number; readonly blockType?: string }
-): MessageDecodeError | undefined => {
-  const result = Schema.decodeUnknownResult(schema)(value)
-  if (Result.isSuccess(result)) return undefined
-  const { path, reason } = describe(result.failure.issue)
-  return new MessageDecodeError({
-    ...where,
-    path: [...at, ...path.map((key) => typeof key === "number" ? key : String(key))],
-    reason
-  })
-}
-
-const validateBlock = (
-  value: unknown,
-  at: Path,
-  where: { readonly messageIndex: number; readonly blockIndex: number }
-): MessageDecodeError | undefined => {
-  const shape = check(UnknownBlockSchema, value, at, where)
-  if (shape !== undefined) return shape
-  const type = (value as UnknownBlock).type
-  const schema = BlockSchemas[type]
-  if (schema === undefined) return undefined
-  const error = check(schema, value, at, { ...where, blockType: type })
-  if (error !== undefined) return error
-  const nested = type === "tool_result"
-    ? (value as ToolResultBlock).content
-    : type === "document" && (value as DocumentBlock).source.type === "content"
-    ? ((value as DocumentBlock).source as { readonly content: unknown }).content
-    : undefined
-  if (!Array.isArray(nested)) return undefined
-  const nestedAt = type === "tool_result" ? [...at, "content"] : [...at, "source", "content"]
-  for (let i = 0; i < nested.length; i++) {
-    const inner = validateBlock(nested[i], [...nestedAt, i], where)
-    if (inner !== undefined) return inner
-  }
-  return undefined
-}
-
 /**
  * Validates one message. Returns the error for the first problem found, or `undefined` when the message is valid.
+ * Total: never throws, whatever the input (deep nesting past `MAX_NESTING_DEPTH`, cycles and wrong types are errors).
+ * O(size of the message).
  * @category decoding
  */
 export const validateMessage = (input: unknown, messageIndex: number): MessageDecodeError | undefined => {
-  const shape = check(MessageShape, input, [messageIndex], { messageIndex })
-  if (shape !== undefined) return shape
-  const content = (input as Message).content
-  if (typeof content === "string") return undefined
-  for (let blockIndex = 0; blockIndex < content.length; blockIndex++) {
-    const error = validateBlock(content[blockIndex], [messageIndex, "content", blockIndex], {
-      messageIndex,
-      blockIndex
-    })
-    if (error !== undefined) return error
-  }
-  return undefined
+  const problem = checkMessage(input)
+  if (problem === undefined) return undefined
+  const { blockIndex, failure } = problem
+  return new MessageDecodeError({
+    messageIndex,
+    ...(blockIndex === undefined ? {} : { blockIndex }),
+    ...(failure.blockType === undefined ? {} : { blockType: failure.blockType }),
+    path: [messageIndex, ...failure.reversedPath.reverse()],
+    reason: failure.reason
+  })
 }
 
 const validateAll = (input: unknown): MessageDecodeError | undefined => {

@@ -8,7 +8,8 @@
  *
  * @since 0.1.0
  */
-import type { ContentBlock, DocumentBlock, ImageBlock, Message } from "./Message.ts"
+import { apiViewStart } from "./ApiView.ts"
+import type { CompactionBlock, ContentBlock, DocumentBlock, ImageBlock, Message } from "./Message.ts"
 
 // ============================================================================
 // Constants
@@ -161,12 +162,8 @@ const documentBlockTokens = (block: DocumentBlock): { chars: number; tokens: num
 // JSON size
 // ============================================================================
 
-/**
- * The length of `JSON.stringify(value)` without building the string, except that string escapes are not counted (the
- * provider tokenizes the characters, not their JSON escapes). `undefined`, functions and symbols count as in JSON.
- * @category estimation
- */
-export const jsonSize = (value: unknown): number => {
+/** The JSON size of a scalar (anything but a non-null object). */
+const scalarSize = (value: unknown): number => {
   switch (typeof value) {
     case "string":
       return value.length + 2
@@ -176,27 +173,70 @@ export const jsonSize = (value: unknown): number => {
       return value ? 4 : 5
     case "bigint":
       return String(value).length
-    case "object": {
-      if (value === null) return 4
-      if (Array.isArray(value)) {
-        let size = 2 + Math.max(0, value.length - 1)
-        for (const item of value) size += item === undefined || typeof item === "function" ? 4 : jsonSize(item)
-        return size
-      }
-      let size = 2
-      let first = true
-      for (const key in value) {
-        if (!Object.hasOwn(value, key)) continue
-        const item = (value as Record<string, unknown>)[key]
-        if (item === undefined || typeof item === "function" || typeof item === "symbol") continue
-        size += (first ? 0 : 1) + key.length + 3 + jsonSize(item)
-        first = false
-      }
-      return size
-    }
+    case "object":
+      return 4 // null
     default:
       return 0
   }
+}
+
+/** Array items that JSON writes as `null`. */
+const isNullInArray = (item: unknown): boolean =>
+  item === undefined || typeof item === "function" ||
+  typeof item === "symbol"
+
+/** Marks, on `jsonSize`'s stack, the end of the object below it. */
+const EXIT: unique symbol = Symbol("jsonSize/exit")
+
+/**
+ * The length of `JSON.stringify(value)` without building the string, except that string escapes are not counted (the
+ * provider tokenizes the characters, not their JSON escapes). `undefined`, functions and symbols count as in JSON.
+ * Iterative (an explicit stack), so any nesting depth is fine; a value met again while it is still being walked (a
+ * cycle) counts as `null`.
+ * @category estimation
+ */
+export const jsonSize = (value: unknown): number => {
+  if (value === null || typeof value !== "object") return scalarSize(value)
+  let size = 0
+  const open = new Set<object>()
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const item = stack.pop()
+    if (item === EXIT) {
+      open.delete(stack.pop() as object)
+      continue
+    }
+    if (item === null || typeof item !== "object") {
+      size += scalarSize(item)
+      continue
+    }
+    if (open.has(item)) {
+      size += 4
+      continue
+    }
+    open.add(item)
+    stack.push(item, EXIT)
+    if (Array.isArray(item)) {
+      size += 2 + Math.max(0, item.length - 1)
+      for (let i = item.length - 1; i >= 0; i--) {
+        const v = item[i]
+        if (isNullInArray(v)) size += 4
+        else stack.push(v)
+      }
+      continue
+    }
+    size += 2
+    let first = true
+    for (const key in item) {
+      if (!Object.hasOwn(item, key)) continue
+      const v = (item as Record<string, unknown>)[key]
+      if (v === undefined || typeof v === "function" || typeof v === "symbol") continue
+      size += (first ? 0 : 1) + key.length + 3
+      first = false
+      stack.push(v)
+    }
+  }
+  return size
 }
 
 // ============================================================================
@@ -236,6 +276,12 @@ const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): 
       case "image":
         tokens += imageBlockTokens(block as ImageBlock)
         break
+      case "compaction": {
+        // priced by the summary the model reads, not the opaque fields it sends back
+        const content = (block as CompactionBlock).content
+        chars += typeof content === "string" ? content.length : 0
+        break
+      }
       case "document": {
         const doc = documentBlockTokens(block as DocumentBlock)
         chars += doc.chars
@@ -294,12 +340,14 @@ export const estimateMessageTokens = (message: Message): number => {
 }
 
 /**
- * The estimated prompt tokens of a conversation: exactly the sum of `estimateMessageTokens` over its messages.
+ * The estimated prompt tokens of a conversation as the API processes it: exactly the sum of `estimateMessageTokens`
+ * over its API view (`ApiView.apiViewStart` on; the messages before the last compaction block with content are
+ * dropped by the API and cost nothing).
  * @category estimation
  */
 export const estimateTokens = (messages: ReadonlyArray<Message>): number => {
   let total = 0
-  for (let i = 0; i < messages.length; i++) total += estimateMessageTokens(messages[i]!)
+  for (let i = apiViewStart(messages); i < messages.length; i++) total += estimateMessageTokens(messages[i]!)
   return total
 }
 
@@ -313,8 +361,8 @@ export const estimateMessageTokensUncached = (message: Message): number => compu
 /**
  * The ratio of the provider's reported input tokens for a prompt to our estimate of the same prompt. Multiply an
  * estimate (or divide a token budget) by it to correct for a model's tokenizer. Pass the messages that made up the
- * request, and `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` from its usage. Returns 1 when
- * the estimate is zero.
+ * request, and `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` from its usage. The estimate is
+ * taken on the API view (see `estimateTokens`), the part the provider counted. Returns 1 when the estimate is zero.
  * @category estimation
  */
 export const calibrate = (messages: ReadonlyArray<Message>, reportedInputTokens: number): number => {

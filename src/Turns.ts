@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { apiViewStart } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
 
 /**
@@ -28,17 +29,21 @@ export const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolea
   isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
 
 /**
- * The indices at which a turn starts, ascending.
+ * The indices at which a turn starts, ascending, in the API view only (`ApiView.apiViewStart` on): turns before the
+ * last compaction block with content were dropped by the API, and the block's summary stands for them.
  * @category turns
  */
 export const turnStarts = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
   const starts: Array<number> = []
-  for (let i = 0; i < messages.length; i++) if (isTurnStart(messages, i)) starts.push(i)
+  const start = apiViewStart(messages)
+  for (let i = start; i < messages.length; i++) {
+    if (i === start ? isHumanMessage(messages[i]!) : isTurnStart(messages, i)) starts.push(i)
+  }
   return starts
 }
 
 /**
- * How many user turns the slice contains. `countTurns(a ++ b)` is `countTurns(a) + countTurns(b)`, or one less when
+ * How many user turns the API view of the slice contains. On a slice without compaction blocks, `countTurns(a ++ b)` is `countTurns(a) + countTurns(b)`, or one less when
  * `a` ends and `b` begins with a human user message (the join falls inside a turn).
  * @category turns
  */

@@ -11,6 +11,7 @@
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"
 export * as Turns from "./Turns.ts"
+export * as ApiView from "./ApiView.ts"
 export * as Tools from "./Tools.ts"
 export * as Cut from "./Cut.ts"
 export * as Policy from "./Policy.ts"

@@ -306,7 +306,10 @@ describe("Compact", () => {
         yield* log.append(more)
         const second = yield* compactContext((yield* log.snapshot).view, small)
         compactedInfo(second.outcome)
-        assert.deepStrictEqual(validate(second.messages), [])
+        assert.deepStrictEqual(
+          validate(second.messages).map((v) => v._tag),
+          second.messages.length === 0 ? ["EmptyConversation"] : []
+        )
         return second.messages
       }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "s5", store })))
       const loaded = yield* loadView(store, "s5")
@@ -332,7 +335,11 @@ describe("Compact", () => {
       Effect.gen(function* () {
         const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
         const first = yield* compactContext(session, p, { minFreedTokens: 1 })
-        assert.deepStrictEqual(validate(first.messages), [])
+        // an empty session stays empty (Skipped), which the API rejects (rule 1): nothing to compact, nothing to send
+        assert.deepStrictEqual(
+          validate(first.messages).map((v) => v._tag),
+          session.length === 0 ? ["EmptyConversation"] : []
+        )
         if (first.outcome._tag !== "Skipped") {
           const info = compactedInfo(first.outcome)
           const tail = first.messages.slice(1)
@@ -341,7 +348,10 @@ describe("Compact", () => {
         } else assert.strictEqual(first.messages, session)
         const second = yield* compactContext(first.messages, p, { minFreedTokens: 1 })
         assert.isAtMost(estimateTokens(second.messages), estimateTokens(first.messages))
-        assert.deepStrictEqual(validate(second.messages), [])
+        assert.deepStrictEqual(
+          validate(second.messages).map((v) => v._tag),
+          second.messages.length === 0 ? ["EmptyConversation"] : []
+        )
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
     { timeout: 60_000, arbitrary: { runs: 2000 } }
   )
@@ -418,7 +428,9 @@ describe("Compact", () => {
         for (const end of points) {
           const view = session.messages.slice(0, end)
           const { messages, outcome } = yield* compactContext(view, small)
-          assert.deepStrictEqual(validate(messages), [], `${session.name} at ${end}`)
+          // a skipped compaction hands the input back as it is (the SWE-agent trajectory reuses call ids: rule 7)
+          const expected = outcome._tag === "Skipped" ? validate(view).map((v) => v._tag) : []
+          assert.deepStrictEqual(validate(messages).map((v) => v._tag), expected, `${session.name} at ${end}`)
           if (outcome._tag === "Skipped") continue
           compactions++
           const head = view.slice(0, view.length - (messages.length - 1))

@@ -4,7 +4,7 @@ import { cutForPolicy, type CutPlan, type CutPolicy, plan, planForPolicy, safeCu
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
-import { countTurns, turnStarts } from "../src/Turns.ts"
+import { countTurns, isHumanMessage, turnStarts } from "../src/Turns.ts"
 import { forEachToolPair, hasOrphans, validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
@@ -548,7 +548,7 @@ const tracked = (messages: ReadonlyArray<Message>): { view: ReadonlyArray<Messag
 }
 
 describe("cost", () => {
-  it("planForPolicy reads only the kept tail, a few messages before it, and the first message", () => {
+  it("planForPolicy reads only the kept tail, the turn before it and a few messages before that", () => {
     for (let seed = 1; seed <= 12; seed++) {
       const messages = generateSession(seed, { messages: 4000 }).slice(0, 4000)
       for (
@@ -558,24 +558,28 @@ describe("cost", () => {
         const p = planForPolicy(view, policy)
         assert.deepStrictEqual(p, planForPolicyReference(messages, policy))
         assert.isAbove(p.cut, 0)
-        const before = [...read].filter((i) => i !== 0 && i < Math.min(p.cut, p.turnStart))
+        // the walk back to the human message before the kept turns (is there a turn of the API view before them?)
+        let previousHuman = Math.min(p.cut, p.turnStart) - 1
+        while (previousHuman > 0 && !isHumanMessage(messages[previousHuman]!)) previousHuman--
+        const before = [...read].filter((i) => i < previousHuman)
         // the assistant turn before the cut and the message before a turn start: a handful, on any length
         assert.isAtMost(
           before.length,
           4,
           `seed ${seed}: read ${before.length} messages before cut ${p.cut}, from ${Math.min(...before)}`
         )
-        assert.isAtMost(read.size, messages.length - p.turnStart + 6)
+        assert.isAtMost(read.size, messages.length - previousHuman + 6)
       }
     }
   })
 
-  it("safeCut reads only the turns around the request", () => {
+  it("safeCut reads only the turns around the request, and the messages after it (for the API view's start)", () => {
     const messages = generateSession(3, { messages: 4000 }).slice(0, 4000)
     for (const requested of [1, 1000, 2001, 3999]) {
       const { read, view } = tracked(messages)
       assert.strictEqual(safeCut(view, requested), safeCutReference(messages, requested))
-      assert.isAtMost(read.size, 12, `requested ${requested}`)
+      const around = [...read].filter((i) => i < requested)
+      assert.isAtMost(around.length, 12, `requested ${requested}`)
     }
   })
 })

@@ -1,0 +1,91 @@
+/**
+ * What the Messages API processes of a list: the *API view* (API-RULES 12).
+ *
+ * The API drops everything before the last compaction block that carries content (`content: null` is a failed
+ * compaction and a no-op). The view starts at the message holding that block; with no such block it is the whole
+ * list. Estimates, turn counts, cuts and calibration are taken on the view, and nothing this library produces is
+ * placed before its start (the API would throw it away).
+ *
+ * Every function here is O(messages + blocks) at worst, with the per-message part cached by identity, so asking
+ * again about a growing list costs a lookup per message.
+ *
+ * @since 0.1.0
+ */
+import * as Option from "effect/Option"
+import type { CompactionBlock, ContentBlock, Message } from "./Message.ts"
+import { isCompactionWithContent } from "./Message.ts"
+
+const lastBlockCache = new WeakMap<Message, number>()
+
+/**
+ * The index of the last compaction block with content in one message, or -1. A system message never counts: a
+ * compaction block there is misplaced (API-RULES 13) and `Validate` reports it. Cached by identity.
+ * @category api view
+ */
+export const compactionBlockIndex = (message: Message): number => {
+  let index = lastBlockCache.get(message)
+  if (index === undefined) {
+    index = -1
+    const content = message.content
+    if (message.role !== "system" && typeof content !== "string") {
+      for (let b = content.length - 1; b >= 0; b--) {
+        if (isCompactionWithContent(content[b]!)) {
+          index = b
+          break
+        }
+      }
+    }
+    lastBlockCache.set(message, index)
+  }
+  return index
+}
+
+/**
+ * The index where the API view starts: the message holding the last compaction block with content, or 0 when there
+ * is none. `messages.slice(apiViewStart(messages))` is what the API processes; everything before is dropped.
+ * @category api view
+ */
+export const apiViewStart = (messages: ReadonlyArray<Message>): number => {
+  for (let i = messages.length - 1; i > 0; i--) if (compactionBlockIndex(messages[i]!) >= 0) return i
+  return 0
+}
+
+/**
+ * The messages the API processes (see `apiViewStart`): the input array itself when the view is the whole list,
+ * otherwise a copy of the view.
+ * @category api view
+ */
+export const apiView = <M extends Message>(messages: ReadonlyArray<M>): ReadonlyArray<M> => {
+  const start = apiViewStart(messages)
+  return start === 0 ? messages : messages.slice(start)
+}
+
+/** The compaction block that opens the API view, and where it sits. @category models */
+export interface ViewCompaction {
+  readonly messageIndex: number
+  readonly blockIndex: number
+  readonly block: CompactionBlock & { readonly content: string }
+}
+
+/**
+ * The compaction block that opens the API view (the last one with content), or none when the list holds none. Its
+ * `content` is the server's summary of everything before it: a compaction of our own that summarizes the view must
+ * carry it on (as `previousSummary`), or what the server summarized is lost.
+ * @category api view
+ */
+export const viewCompaction = (messages: ReadonlyArray<Message>): Option.Option<ViewCompaction> => {
+  const messageIndex = apiViewStart(messages)
+  const message = messages[messageIndex]
+  if (message === undefined) return Option.none()
+  const blockIndex = compactionBlockIndex(message)
+  if (blockIndex < 0) return Option.none()
+  const block = (message.content as ReadonlyArray<ContentBlock>)[blockIndex] as ViewCompaction["block"]
+  return Option.some({ messageIndex, blockIndex, block })
+}
+
+/**
+ * The server's summary that opens the API view (`viewCompaction`'s `content`), or none.
+ * @category api view
+ */
+export const viewSummary = (messages: ReadonlyArray<Message>): Option.Option<string> =>
+  Option.map(viewCompaction(messages), (c) => c.block.content)

@@ -1,0 +1,255 @@
+/**
+ * Damaged conversations, generated and from the corpus, through `repair`: its output passes `validate` and the
+ * independent checker of API-RULES (`fixtures/ApiRules.ts`, in its strictest mode), it is idempotent, it never
+ * returns an empty list, and it keeps every system message's text and the server's summary.
+ *
+ * 50,000 cases per run, seeded by runtime (Node and Deno runs differ), so a CI run (both) covers 100,000.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Result } from "effect"
+import { apiViewStart, viewCompaction } from "../src/ApiView.ts"
+import { blocksOf, type ContentBlock, isText, isToolResult, isToolUse, type Message } from "../src/Message.ts"
+import { repairResult, validate } from "../src/Validate.ts"
+import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+
+const isDeno = "Deno" in globalThis
+const CASES = 50_000
+const SEED = isDeno ? 0xde70 : 0x70de
+
+const KINDS = [
+  "slice",
+  "dropMessage",
+  "duplicateMessage",
+  "swapNeighbours",
+  "removeToolResult",
+  "removeToolUse",
+  "duplicateToolId",
+  "emptyContent",
+  "whitespaceText",
+  "sameRoleMessages",
+  "leadingAssistant",
+  "misplacedSystem",
+  "insertCompaction",
+  "duplicateCompaction"
+] as const
+type Kind = (typeof KINDS)[number]
+
+type Rand = () => number
+
+const blocks = (m: Message): Array<ContentBlock> => [...blocksOf(m)]
+const withBlocks = (m: Message, content: Array<ContentBlock>): Message => ({ ...m, content })
+let compactions = 0
+const compactionBlock = (rand: Rand): ContentBlock =>
+  ({
+    type: "compaction",
+    content: rand() < 0.15
+      ? null
+      : `Summary ${++compactions}: the user asked for a refactor; files a.ts, b.ts changed.`,
+    encrypted_content: rand() < 0.5 ? null : `enc-${compactions}`,
+    signature: `sig-${compactions}`
+  }) as ContentBlock
+
+/** Indices of messages matching `p`. */
+const where = (xs: ReadonlyArray<Message>, p: (m: Message) => boolean): Array<number> =>
+  xs.flatMap((m, i) => (p(m) ? [i] : []))
+
+const damage = (kind: Kind, input: Array<Message>, rand: Rand): Array<Message> => {
+  const xs = [...input]
+  const int = (n: number) => Math.floor(rand() * n)
+  const any = () => int(Math.max(1, xs.length))
+  const pick = (is: ReadonlyArray<number>): number | undefined => is.length === 0 ? undefined : is[int(is.length)]
+  switch (kind) {
+    case "slice": {
+      const a = int(xs.length + 1)
+      const b = a + int(xs.length - a + 1)
+      return xs.slice(a, b)
+    }
+    case "dropMessage":
+      xs.splice(any(), 1)
+      return xs
+    case "duplicateMessage": {
+      const i = any()
+      if (xs[i] !== undefined) xs.splice(rand() < 0.5 ? i + 1 : xs.length, 0, xs[i]!)
+      return xs
+    }
+    case "swapNeighbours": {
+      const i = int(Math.max(1, xs.length - 1))
+      if (xs[i + 1] !== undefined) [xs[i], xs[i + 1]] = [xs[i + 1]!, xs[i]!]
+      return xs
+    }
+    case "removeToolResult":
+    case "removeToolUse": {
+      const guard = kind === "removeToolResult" ? isToolResult : isToolUse
+      const i = pick(where(xs, (m) => blocks(m).some(guard)))
+      if (i === undefined) return xs
+      const bs = blocks(xs[i]!)
+      const at = pick(bs.flatMap((b, k) => (guard(b) ? [k] : [])))!
+      bs.splice(at, 1)
+      xs[i] = withBlocks(xs[i]!, bs)
+      return xs
+    }
+    case "duplicateToolId": {
+      const uses = where(xs, (m) => blocks(m).some(isToolUse))
+      const i = pick(uses)
+      if (i === undefined) return xs
+      const source = blocks(xs[i]!).find(isToolUse)!
+      const j = pick(uses)!
+      const bs = blocks(xs[j]!)
+      if (rand() < 0.4 || j === i) bs.push(rand() < 0.5 ? source : { ...source, input: { other: int(9) } })
+      else {
+        const k = bs.findIndex(isToolUse)
+        bs[k] = { ...(bs[k] as typeof source), id: source.id }
+      }
+      xs[j] = withBlocks(xs[j]!, bs)
+      return xs
+    }
+    case "emptyContent": {
+      const i = any()
+      if (xs[i] !== undefined) xs[i] = { ...xs[i]!, content: rand() < 0.5 ? [] : "" }
+      return xs
+    }
+    case "whitespaceText": {
+      const i = any()
+      if (xs[i] === undefined) return xs
+      const bs = blocks(xs[i]!)
+      const t = bs.findIndex(isText)
+      if (t >= 0 && rand() < 0.5) bs[t] = { type: "text", text: " \n\t" }
+      else bs.splice(int(bs.length + 1), 0, { type: "text", text: rand() < 0.5 ? "" : "   " })
+      xs[i] = withBlocks(xs[i]!, bs)
+      return xs
+    }
+    case "sameRoleMessages": {
+      const i = any()
+      const role = xs[i]?.role === "assistant" ? "assistant" : "user"
+      xs.splice(i + 1, 0, { role, content: role === "user" ? "and one more thing" : [{ type: "text", text: "Also." }] })
+      return xs
+    }
+    case "leadingAssistant":
+      xs.unshift({ role: "assistant", content: [{ type: "text", text: "Where were we?" }] })
+      return xs
+    case "misplacedSystem": {
+      const n = 1 + int(2)
+      for (let k = 0; k < n; k++) {
+        xs.splice(int(xs.length + 1), 0, {
+          role: "system",
+          content: rand() < 0.5 ? `Policy ${k}: answer briefly.` : [{ type: "text", text: `Tool note ${k}` }]
+        })
+      }
+      return xs
+    }
+    case "insertCompaction":
+    case "duplicateCompaction": {
+      const n = kind === "insertCompaction" ? 1 : 2
+      const block = compactionBlock(rand)
+      for (let k = 0; k < n; k++) {
+        const b = k === 0 || rand() < 0.5 ? block : compactionBlock(rand)
+        const i = any()
+        if (rand() < 0.5 || xs[i] === undefined) xs.splice(i, 0, { role: "assistant", content: [b] })
+        else {
+          const bs = blocks(xs[i]!)
+          bs.splice(rand() < 0.6 ? 0 : int(bs.length + 1), 0, b)
+          xs[i] = withBlocks(xs[i]!, bs)
+        }
+      }
+      return xs
+    }
+  }
+}
+
+/** The text of every non-blank text block of the system messages the API would read. */
+const systemTexts = (xs: ReadonlyArray<Message>): Array<string> =>
+  xs.slice(apiViewStart(xs)).filter((m) => m.role === "system").flatMap((m) =>
+    blocks(m).filter(isText).map((b) => b.text).filter((t) => t.trim() !== "")
+  )
+
+/** True when the list ends on an assistant message without a call (a prefill, or an empty one). */
+const prefill = (xs: ReadonlyArray<Message>): boolean => {
+  const last = xs.at(-1)!
+  return last.role === "assistant" && !blocks(last).some(isToolUse)
+}
+
+/** True when no user or assistant message holds anything `repair` could keep. */
+const nothingToSend = (xs: ReadonlyArray<Message>): boolean =>
+  xs.slice(apiViewStart(xs)).every((m) =>
+    m.role === "system" ||
+    blocks(m).every((b) => isToolResult(b) || (isText(b) && b.text.trim() === ""))
+  )
+
+describe("repair on damaged conversations", () => {
+  it("every output passes validate and the independent checker; idempotent; never empty", () => {
+    const sessions = corpus()
+    assert.isAbove(sessions.length, 0)
+    const generated = Array.from({ length: 64 }, (_, s) => generateSession(SEED + s, { messages: 60, maxOutput: 400 }))
+    const rand = prng(SEED)
+    const int = (n: number) => Math.floor(rand() * n)
+    const counts = new Map<string, { cases: number; invalid: number; nothing: number }>()
+    const started = performance.now()
+    for (let c = 0; c < CASES; c++) {
+      const kind = KINDS[c % KINDS.length]!
+      const fromCorpus = Math.floor(c / KINDS.length) % 2 === 1
+      let base: Array<Message>
+      if (fromCorpus) {
+        const session = sessions[int(sessions.length)]!.messages
+        const from = int(Math.max(1, session.length - 40))
+        base = session.slice(from, from + 10 + int(60))
+      } else base = generated[int(generated.length)]!
+      let broken = damage(kind, base, rand)
+      if (rand() < 0.3) broken = damage(KINDS[int(KINDS.length)]!, broken, rand)
+      const key = `${kind} (${fromCorpus ? "corpus" : "generated"})`
+      const count = counts.get(key) ?? { cases: 0, invalid: 0, nothing: 0 }
+      counts.set(key, count)
+      count.cases++
+      const before = validate(broken)
+      if (before.length > 0) count.invalid++
+      else {
+        // validate never accepts what the API rejects
+        const rejected = checkApiRules(broken, { mode: "on-demand" }).filter((v) => v.rule !== 15 || !prefill(broken))
+        if (rejected.length > 0) assert.fail(`${key} #${c}: validate accepts ${formatApiViolations(rejected)}`)
+      }
+      const result = repairResult(broken)
+      if (Result.isFailure(result)) {
+        count.nothing++
+        assert.isTrue(nothingToSend(broken), `${key} #${c}: NothingToSend on input with content`)
+        continue
+      }
+      const out = result.success.messages
+      assert.isAbove(out.length, 0)
+      assert.deepStrictEqual(validate(out), [], `${key} #${c}`)
+      // on-demand is the strict mode for compaction blocks (rule 13); rule 15 (the request ends on a finished turn) is
+      // about on-demand compaction requests only, and a repaired list may end on an assistant prefill
+      const independent = checkApiRules(out, { mode: "on-demand" }).filter((v) => v.rule !== 15 || !prefill(out))
+      if (independent.length > 0) assert.fail(`${key} #${c}: ${formatApiViolations(independent)}`)
+      if (before.length === 0) assert.strictEqual(out, broken)
+      const again = repairResult(out)
+      assert.isTrue(Result.isSuccess(again) && again.success.messages === out, `${key} #${c}: not idempotent`)
+      // nothing the caller needs is lost: every system message's text, and the server's summary
+      const texts = systemTexts(out)
+      for (const text of systemTexts(broken)) assert.include(texts, text, `${key} #${c}: system text lost`)
+      const opening = viewCompaction(broken)
+      if (opening._tag === "Some") {
+        assert.isTrue(out.some((m) => blocks(m).includes(opening.value.block)), `${key} #${c}: summary lost`)
+      }
+    }
+    const seconds = (performance.now() - started) / 1000
+    const rows = [...counts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([key, v]) =>
+      `| ${key} | ${v.cases} | ${v.invalid} | ${v.nothing} |`
+    )
+    console.log(
+      [
+        `repair property suite (${isDeno ? "Deno" : "Node"}, seed ${SEED}): ${CASES} cases in ${seconds.toFixed(1)} s`,
+        "| damage (base) | cases | invalid before repair | NothingToSend |",
+        "| --- | --- | --- | --- |",
+        ...rows
+      ].join("\n")
+    )
+    for (const kind of KINDS) {
+      for (const origin of ["generated", "corpus"]) {
+        const v = counts.get(`${kind} (${origin})`)
+        assert.isAbove(v?.cases ?? 0, 1000, `${kind} ${origin}`)
+        assert.isAbove(v?.invalid ?? 0, kind === "slice" || kind === "swapNeighbours" ? 10 : 200, `${kind} ${origin}`)
+      }
+    }
+  }, 120_000)
+})

@@ -1,0 +1,329 @@
+/**
+ * Regression tests for issue 11's numbered cases 1–5, 7 (validate and repair) and 8 (estimate, turns, cut,
+ * calibrate, repair), each judged by the library and by the independent checker of API-RULES.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option, Result } from "effect"
+import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
+import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
+import {
+  type ContentBlock,
+  decodeMessages,
+  decodeMessagesSync,
+  MAX_NESTING_DEPTH,
+  type Message,
+  MessageDecodeError
+} from "../src/Message.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { countTurns, turnStarts } from "../src/Turns.ts"
+import { LEADING_USER_TEXT, NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
+import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
+
+const user = (text: string): Message => ({ role: "user", content: text })
+const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
+const system = (text: string): Message => ({ role: "system", content: text })
+const use = (id: string): ContentBlock => ({ type: "tool_use", id, name: "bash", input: { cmd: "ls" } })
+const call = (...ids: Array<string>): Message => ({ role: "assistant", content: ids.map(use) })
+const results = (...ids: Array<string>): Message => ({
+  role: "user",
+  content: ids.map((id) => ({ type: "tool_result", tool_use_id: id, content: `out ${id}` }))
+})
+const compaction = (content: string | null, signature = "sig"): ContentBlock =>
+  ({ type: "compaction", content, encrypted_content: null, signature }) as ContentBlock
+const tags = (xs: ReadonlyArray<{ readonly _tag: string }>) => xs.map((x) => x._tag)
+
+/** The repaired list passes validate and the independent checker (strict mode), and is a fixed point. */
+const assertRepaired = (input: ReadonlyArray<Message>): Array<Message> => {
+  const { messages } = repair(input)
+  assert.deepStrictEqual(validate(messages), [])
+  const independent = checkApiRules(messages, { mode: "on-demand" }).filter((v) => v.rule !== 15)
+  assert.strictEqual(formatApiViolations(independent), "")
+  assert.strictEqual(repair(messages).messages, messages)
+  return messages
+}
+
+describe("issue 11, case 1: duplicate tool_use ids", () => {
+  it("two tool_use blocks with one id in one message: reported, and the exact duplicate block dropped", () => {
+    const input = [user("go"), call("t1", "t1"), results("t1")]
+    assert.deepStrictEqual(tags(validate(input)), ["DuplicateToolUseId"])
+    assert.deepInclude(validate(input)[0], { messageIndex: 1, blockIndex: 1, toolUseId: "t1" })
+    assert.isNotEmpty(checkApiRules(input))
+    const out = assertRepaired(input)
+    assert.deepStrictEqual(out, [user("go"), call("t1"), results("t1")])
+    assert.deepStrictEqual(repair(input).report.addedErrorResults, [])
+  })
+
+  it("an assistant message appended twice (a replayed log) is dropped, its result kept", () => {
+    const input = [user("go"), call("t1"), results("t1"), call("t1"), results("t1")]
+    assert.include(tags(validate(input)), "DuplicateToolUseId")
+    const { messages, report } = repair(input)
+    assert.deepStrictEqual(messages, [user("go"), call("t1"), results("t1")])
+    assert.strictEqual(report.droppedDuplicateMessages, 1)
+    assertRepaired(input)
+  })
+
+  it("a reused id on a different call is renamed with its result: nothing lost, nothing invented", () => {
+    const other: Message = { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "read", input: {} }] }
+    const input = [user("go"), call("t1"), results("t1"), other, results("t1")]
+    const { messages, report } = repair(input)
+    assert.deepStrictEqual(report.renamedToolUses, [{ from: "t1", to: "t1-2" }])
+    assert.deepStrictEqual(report.addedErrorResults, [])
+    assert.strictEqual(messages.length, 5)
+    assertRepaired(input)
+  })
+})
+
+describe("issue 11, case 2: repair output that validate rejects", () => {
+  it("[user, assistant [t1], assistant [t1]]: one answer for t1, and repair is idempotent", () => {
+    const input = [user("go"), call("t1"), call("t1")]
+    const out = assertRepaired(input)
+    assert.strictEqual(out.flatMap((m) => typeof m.content === "string" ? [] : m.content).length, 2)
+  })
+})
+
+describe("issue 11, case 3: an empty list", () => {
+  it("validate([]) reports rule 1, and the checker agrees", () => {
+    assert.deepStrictEqual(tags(validate([])), ["EmptyConversation"])
+    assert.deepStrictEqual(checkApiRules([]).map((v) => v.rule), [1])
+  })
+
+  it("repair of a list with nothing to send is a typed failure, never []", () => {
+    const result = repairResult([results("t1")])
+    assert.isTrue(Result.isFailure(result))
+    if (Result.isFailure(result)) {
+      assert.instanceOf(result.failure, NothingToSend)
+      assert.deepStrictEqual(result.failure.report.droppedToolResults, ["t1"])
+    }
+    assert.throws(() => repair([results("t1")]), "no user or assistant content")
+    assert.isTrue(Result.isFailure(repairResult([])))
+    assert.isTrue(Result.isFailure(repairResult([system("only instructions")])))
+  })
+})
+
+describe("issue 11, case 4: decode is total", () => {
+  const nested = (depth: number): unknown => {
+    let content: unknown = "leaf"
+    for (let i = 0; i < depth; i++) content = [{ type: "tool_result", tool_use_id: `t${i}`, content }]
+    return content
+  }
+
+  it("a tool_result nested 8,192 levels fails with MessageDecodeError naming the path, in linear time", () => {
+    for (const depth of [2048, 4096, 8192]) {
+      const input = [{ role: "user", content: nested(depth) }]
+      const started = performance.now()
+      const error = (() => {
+        try {
+          decodeMessagesSync(input)
+        } catch (e) {
+          return e
+        }
+      })()
+      const ms = performance.now() - started
+      assert.instanceOf(error, MessageDecodeError)
+      const e = error as MessageDecodeError
+      assert.include(e.reason, `${MAX_NESTING_DEPTH}`)
+      assert.strictEqual(e.path.length, MAX_NESTING_DEPTH + 1)
+      assert.isTrue(e.message.startsWith("messages[0].content[0].content[0].content[0]"), e.message)
+      assert.isBelow(ms, 50, `depth ${depth}`)
+    }
+  })
+
+  it.effect("decodeMessages fails (not dies) on deep nesting, also inside a tool_use input", () =>
+    Effect.gen(function* () {
+      let input: unknown = {}
+      for (let i = 0; i < 10_000; i++) input = { a: input }
+      const messages = [{ role: "assistant", content: [{ type: "tool_use", id: "t", name: "x", input }] }]
+      const error = yield* Effect.flip(decodeMessages(messages))
+      assert.strictEqual(error._tag, "MessageDecodeError")
+      assert.deepStrictEqual(error.path.slice(0, 5), [0, "content", 0, "input", "a"])
+      // jsonSize and the estimate are iterative: total even on input decode would refuse
+      assert.isAbove(jsonSize(input), 10_000 * 5)
+      assert.isAbove(estimateMessageTokens(messages[0] as Message), 10_000)
+    }))
+
+  it("a cyclic value is a decode error, not a stack overflow", () => {
+    const input: Record<string, unknown> = {}
+    input.self = input
+    const messages = [{ role: "assistant", content: [{ type: "tool_use", id: "t", name: "x", input }] }]
+    assert.throws(() => decodeMessagesSync(messages), MessageDecodeError)
+  })
+})
+
+describe("issue 11, case 5: the error path ends at the field", () => {
+  it("a base64 image whose data is a number: messages[2].content[1].source.data", () => {
+    const input = [user("a"), assistant("b"), {
+      role: "user",
+      content: [{ type: "text", text: "look" }, {
+        type: "image",
+        source: { type: "base64", media_type: "image/png", data: 7 }
+      }]
+    }]
+    assert.throws(() => decodeMessagesSync(input), "messages[2].content[1].source.data (image): Expected string")
+  })
+
+  it("an unknown source type names the type field", () => {
+    const input = [{ role: "user", content: [{ type: "image", source: { type: "svg" } }] }]
+    assert.throws(() => decodeMessagesSync(input), `messages[0].content[0].source.type (image): Expected "base64"`)
+  })
+})
+
+describe("issue 11, case 7: mid-conversation system messages", () => {
+  it("validate checks rules 8–11", () => {
+    assert.deepStrictEqual(tags(validate([system("s"), user("a")])), [
+      "SystemMessageFirst",
+      "SystemMessageNotBeforeAssistant"
+    ])
+    assert.deepStrictEqual(tags(validate([user("a"), assistant("b"), system("s"), assistant("c")])), [
+      "SystemMessageNotAfterTurn"
+    ])
+    assert.deepStrictEqual(tags(validate([user("a"), system("s"), user("b")])), ["SystemMessageNotBeforeAssistant"])
+    assert.include(tags(validate([user("a"), call("t1"), system("s"), results("t1")])), "SystemMessageInToolCall")
+    assert.deepStrictEqual(validate([user("a"), system("s"), assistant("b"), user("c"), system("t")]), [])
+  })
+
+  it("repair moves a misplaced system message, keeps it a system message and keeps the real tool result", () => {
+    const input = [user("a"), call("t1"), system("use the new tool"), results("t1"), assistant("done")]
+    const { messages, report } = repair(input)
+    assert.deepStrictEqual(messages, [
+      user("a"),
+      call("t1"),
+      results("t1"),
+      system("use the new tool"),
+      assistant("done")
+    ])
+    assert.strictEqual(report.movedSystemMessages, 1)
+    assert.deepStrictEqual(report.addedErrorResults, [])
+    assertRepaired(input)
+  })
+
+  it("a system message first, or after the last assistant reply, moves to the nearest allowed place", () => {
+    assert.deepStrictEqual(repair([system("s"), user("a"), assistant("b")]).messages, [
+      user("a"),
+      system("s"),
+      assistant("b")
+    ])
+    assert.deepStrictEqual(repair([user("a"), assistant("b"), system("s")]).messages, [
+      user("a"),
+      system("s"),
+      assistant("b")
+    ])
+    const merged = repair([user("a"), system("s"), system("t"), assistant("b")])
+    assert.strictEqual(merged.report.mergedSystemMessages, 1)
+    assertRepaired([user("a"), system("s"), system("t"), assistant("b")])
+  })
+})
+
+describe("issue 11, case 8: the API's own compaction", () => {
+  const head = [user("old question"), assistant("x".repeat(40_000)), user("more"), assistant("y".repeat(40_000))]
+  const opened: Message = {
+    role: "assistant",
+    content: [compaction("The user asked about X; we did Y."), { type: "text", text: "Continuing." }]
+  }
+  const tail = [
+    user("next question"),
+    call("t1"),
+    results("t1"),
+    assistant("answer"),
+    user("and then?"),
+    assistant("ok")
+  ]
+  const list = [...head, opened, ...tail]
+
+  it("the API view starts at the last compaction block with content; null content is a no-op", () => {
+    assert.strictEqual(apiViewStart(list), head.length)
+    assert.deepStrictEqual(apiView(list), [opened, ...tail])
+    assert.deepStrictEqual(Option.getOrThrow(viewSummary(list)), "The user asked about X; we did Y.")
+    const failed: Message = { role: "assistant", content: [compaction(null)] }
+    assert.strictEqual(apiViewStart([...head, failed, ...tail]), 0)
+    assert.isTrue(Option.isNone(viewCompaction([...head, failed, ...tail])))
+  })
+
+  it("estimates, turn counts and calibrate are taken on the API view; the block is priced by its content", () => {
+    const view = [opened, ...tail]
+    assert.strictEqual(estimateTokens(list), estimateTokens(view))
+    assert.isBelow(estimateTokens(list), 1000)
+    const opaque: Message = {
+      role: "assistant",
+      content: [{ ...(compaction("short") as object), encrypted_content: "e".repeat(100_000) } as ContentBlock]
+    }
+    assert.isBelow(estimateMessageTokens(opaque), 20)
+    assert.strictEqual(countTurns(list), 2)
+    assert.deepStrictEqual(turnStarts(list), [head.length + 1, head.length + 5])
+    assert.strictEqual(calibrate(list, estimateTokens(view) * 2), 2)
+  })
+
+  it("a cut never lands before the API view's start, and never at it", () => {
+    for (let requested = 0; requested <= list.length; requested++) {
+      const cut = safeCut(list, requested)
+      assert.isTrue(cut === 0 || cut >= head.length, `requested ${requested}: cut ${cut}`)
+    }
+    const policy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 1, keepRecentTurns: 1 })
+    const p = planForPolicy(list, policy)
+    assert.isAbove(p.cut, head.length)
+    assert.strictEqual(p.keptTokens, estimateTokens(list.slice(p.cut)))
+    const huge = CompactionPolicy.makeUnsafe({ keepRecentTokens: 100_000, keepRecentTurns: 1 })
+    assert.strictEqual(cutForPolicy(list, huge), 0)
+    const split = Option.getOrThrow(plan(list, 1))
+    assert.isAbove(split.head.length, head.length)
+    assert.isTrue(Option.isNone(plan([...head, opened, user("q"), assistant("a")], 1)))
+  })
+
+  it("a list opened by an assistant message whose first block is a compaction block is valid", () => {
+    const view = [opened, ...tail]
+    assert.deepStrictEqual(validate(view), [])
+    assert.deepStrictEqual(checkApiRules(view, { mode: "on-demand" }), [])
+    assert.strictEqual(repair(view).messages, view)
+  })
+
+  it("repair keeps only the last compaction block with content and drops what is before it", () => {
+    const earlier: Message = { role: "assistant", content: [compaction("first summary", "s1")] }
+    const input = [user("a"), earlier, user("b"), assistant("c"), opened, ...tail]
+    assert.includeMembers(tags(validate(input)), ["CompactionBlockAmbiguous", "CompactionBlockMisplaced"])
+    const { messages, report } = repair(input)
+    assert.deepStrictEqual(messages, [opened, ...tail])
+    assert.strictEqual(report.droppedBeforeCompaction, 4)
+    assert.isFalse(report.insertedLeadingUser)
+    assertRepaired(input)
+    // the block is sent back verbatim: same object, every field
+    assert.strictEqual(
+      (messages[0]!.content as ReadonlyArray<ContentBlock>)[0],
+      (opened.content as ReadonlyArray<ContentBlock>)[0]
+    )
+  })
+
+  it("validate with a reference reports a changed compaction block (rule 14)", () => {
+    const changed: Message = { role: "assistant", content: [compaction("edited summary")] }
+    assert.deepStrictEqual(tags(validate([changed, ...tail], list)), ["ModifiedCompaction"])
+    assert.deepStrictEqual(validate([opened, ...tail], list), [])
+  })
+
+  it("unknown fields of a compaction block are preserved by decode", () => {
+    const block = {
+      type: "compaction",
+      content: "s",
+      encrypted_content: null,
+      signature: "x",
+      tool_changes: [],
+      cache_control: { type: "ephemeral" },
+      extra: 1
+    }
+    const decoded = decodeMessagesSync([{ role: "assistant", content: [block] }])
+    assert.strictEqual((decoded[0]!.content as ReadonlyArray<ContentBlock>)[0], block)
+    assert.throws(
+      () => decodeMessagesSync([{ role: "assistant", content: [{ type: "compaction", content: "" }] }]),
+      "content"
+    )
+  })
+
+  it("the filler user message is not put before an assistant message that opens with a compaction block", () => {
+    const input = [opened, user(""), ...tail]
+    const { messages, report } = repair(input)
+    assert.isFalse(report.insertedLeadingUser)
+    assert.notStrictEqual((messages[0]!.content as ReadonlyArray<ContentBlock>)[0], {
+      type: "text",
+      text: LEADING_USER_TEXT
+    })
+    assertRepaired(input)
+  })
+})
