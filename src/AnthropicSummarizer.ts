@@ -28,6 +28,7 @@ import {
   reasonOfStatus,
   retryAfterOf
 } from "./internal/anthropicErrors.ts"
+import { readConfig } from "./internal/env.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
 import {
   DEFAULT_SYSTEM_PROMPT,
@@ -200,10 +201,11 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
 
 const fromConfig = (extra: AnthropicLayerOptions) =>
   Effect.gen(function* () {
-    const config = yield* anthropicConfig
+    const config = yield* readConfig(anthropicConfig)
     const client = new Anthropic({
       apiKey: Redacted.value(config.apiKey),
       maxRetries: 0,
+      webhookKey: null, // never verifies webhooks, so ANTHROPIC_WEBHOOK_SIGNING_KEY stays unread
       ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
     })
     return makeAnthropic({

@@ -16,6 +16,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import type { AnthropicLayerOptions, AnthropicSummarizerOptions } from "./internal/anthropicConfig.ts"
+import { readConfig } from "./internal/env.ts"
 import { clipMiddle } from "./internal/text.ts"
 import type { Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
@@ -476,7 +477,7 @@ export const AnthropicSummarizer = {
 export const layerAuto = (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
   Layer.unwrap(
     Effect.map(
-      Config.option(Config.Redacted("ANTHROPIC_API_KEY")),
+      readConfig(Config.option(Config.Redacted("ANTHROPIC_API_KEY"))),
       (key) => Option.isSome(key) ? AnthropicSummarizer.layerWithFallback(extra) : ExtractiveSummarizer.layer
     )
   )

@@ -58,3 +58,26 @@ export const anthropicConfig = Config.all({
   ),
   systemPrompt: Config.option(Config.String("COMPACTION_SUMMARIZER_PROMPT"))
 })
+
+/**
+ * Every environment variable the config-reading Anthropic layers read (`AnthropicSummarizer.layerConfig`, and
+ * `layerAuto` once `ANTHROPIC_API_KEY` is set): `anthropicConfig`'s, then those the SDK client (1.14) reads when it is
+ * built: its log level, custom headers and OpenTelemetry switches. Without an app `ConfigProvider` nothing else is
+ * read, so under Deno `--allow-env=<these, comma-separated>` is enough (test/DenoPermissions.test.ts runs it).
+ * @category config
+ */
+export const ANTHROPIC_ENV_VARIABLES: ReadonlyArray<string> = [
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_BASE_URL",
+  "COMPACTION_SUMMARIZER_MODEL",
+  "COMPACTION_SUMMARY_MAX_TOKENS",
+  "COMPACTION_SUMMARIZER_TIMEOUT",
+  "COMPACTION_SUMMARIZER_RETRIES",
+  "COMPACTION_SUMMARIZER_PROMPT",
+  "ANTHROPIC_LOG",
+  "ANTHROPIC_CUSTOM_HEADERS",
+  "ANTHROPIC_OPEN_TELEMETRY",
+  "ANTHROPIC_OPEN_TELEMETRY_PROPAGATION",
+  "ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE",
+  "ANTHROPIC_OPEN_TELEMETRY_TRACES_MAX_CONTENT_BYTES"
+]
