@@ -89,8 +89,15 @@ const RetryableFields = {
   cause: Schema.optionalKey(Schema.Defect())
 }
 
-/** The fields of a request the API refused: its status (always present). */
-const RefusedFields = { status: Schema.Int, detail: Schema.String, cause: Schema.optionalKey(Schema.Defect()) }
+/**
+ * The fields of a request the API refused: its status (always present from the Messages API; absent when a
+ * `LanguageModel`'s provider reported none).
+ */
+const RefusedFields = {
+  status: Schema.optionalKey(Schema.Int),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}
 
 /** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
 export class RateLimited extends Schema.TaggedClass<RateLimited>()("RateLimited", RetryableFields) {
