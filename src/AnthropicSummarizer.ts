@@ -155,7 +155,8 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
           // our timeout wraps the whole attempt; the SDK's is only a backstop
           { signal, maxRetries: 0, timeout: timeoutMillis + 10_000 }
         )
-        return await collect(stream, options.onProgress)
+        // `AnthropicClient` names only what is called; a client's stream yields the SDK's events
+        return await collect(stream as AsyncIterable<Anthropic.RawMessageStreamEvent>, options.onProgress)
       },
       catch: summarizeErrorOf
     }).pipe(
