@@ -168,7 +168,8 @@ console.log(await coreFlow())
 /** SDK \`MessageParam[]\` in, the same type out, into \`client.messages.create\` params: no casts anywhere. */
 const SDK_CONSUMER = `${CORE_CONSUMER}
 import type Anthropic from "@anthropic-ai/sdk"
-import { Cut, Evict as EvictNs, Message as MessageNs, Validate as ValidateNs } from "effect-compaction"
+import { Cut, Evict as EvictNs, Message as MessageNs, Summarizer, Validate as ValidateNs } from "effect-compaction"
+import { MySummarizer } from "./own-summarizer.ts"
 import { AnthropicSummarizer } from "effect-compaction/AnthropicSummarizer"
 import { LanguageModelSummarizer } from "effect-compaction/LanguageModelSummarizer"
 
@@ -211,7 +212,23 @@ export const anthropicSummarizer = (client: Anthropic) =>
 
 console.log(await coreFlow())
 console.log(\`sdk view \${sdkParams.messages.length} valid \${ValidateNs.isValid(sdkParams.messages)}\`)
+const mine = await Effect.runPromise(
+  Effect.flatMap(Effect.service(Summarizer.Summarizer), (s) => s.summarize(Summarizer.summarizeRequest([])))
+    .pipe(Effect.provide(MySummarizer))
+)
+console.log(\`own summarizer: \${mine.summarizer} \${mine.text}\`)
 `
+
+/** The README's "your own summarizer" snippet, as written there, with the model call it leaves to the reader. */
+const ownSummarizer = (): string => {
+  const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+  const after = readme.indexOf("Any other model takes a few lines")
+  const snippet = /```ts\n([\s\S]*?)```/.exec(readme.slice(after))?.[1]
+  if (after < 0 || snippet === undefined) return fail("the README has no own-summarizer snippet")
+  const model =
+    "const callMyModel = (prompt: string): Promise<string> => Promise.resolve(`summary of ${prompt.length} chars`)"
+  return `${model}\n${snippet}`
+}
 
 const weights: Array<string> = []
 
@@ -254,6 +271,7 @@ if (!/valid|no violations|0 violations/i.test(validated)) fail(`compaction valid
 
 // with the SDK
 const withSdk = project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER)
+fs.writeFileSync(path.join(withSdk, "own-summarizer.ts"), ownSummarizer())
 weights.push(`core + CLI + SDK (+ @anthropic-ai/sdk): ${weight(withSdk)}`)
 step("sdk: tsc")
 run(bin("tsc"), ["-p", "tsconfig.json"], withSdk)

@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ANTHROPIC_ENV_VARIABLES } from "../src/Summarizer.ts"
@@ -66,4 +67,9 @@ describe("Deno permissions", () => {
       assert.include(failure, `"${name}"`, `without ${name}`)
     }
   }, 60_000)
+
+  it("the README lists every variable of ANTHROPIC_ENV_VARIABLES", () => {
+    const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+    for (const name of ANTHROPIC_ENV_VARIABLES) assert.include(readme, `\`${name}\``, name)
+  })
 })
