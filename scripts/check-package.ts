@@ -2,11 +2,12 @@
  * The packed-tarball consumer check (`npm run test:package`, part of `npm test`): `npm pack`, then fresh projects
  * that install the tarball the way the README says, from the npm cache where it can (`--prefer-offline`):
  *
- * - core (`effect-compaction effect`): no redis, undici, ws or SDK is installed; a strict consumer
+ * - core (`effect-compaction effect`, which brings the `@anthropic-ai/sdk` peer: `Conversation`'s types are the SDK's):
+ *   no redis, undici or ws is installed, and importing the package loads no SDK file; a strict consumer
  *   (`exactOptionalPropertyTypes`, `skipLibCheck: false`) type-checks and runs; `compaction --version` answers and any
  *   other command says to install `@effect/platform-node`;
  * - cli (+ `@effect/platform-node`): `compaction --version` and `compaction validate FILE` run;
- * - sdk (+ `@anthropic-ai/sdk`): SDK `MessageParam[]` go through the core and out into `client.messages.create`
+ * - sdk (the SDK named explicitly): SDK `MessageParam[]` go through the core and out into `client.messages.create`
  *   params with no casts, type-checked by our `tsc` and by `deno check`, run by Node and by `deno run`; importing
  *   `effect-compaction` loads no SDK file.
  *
@@ -236,10 +237,12 @@ const weights: Array<string> = []
 const core = project("core", [tarball, effect], CORE_MAIN)
 weights.push(`core only (effect-compaction effect): ${weight(core)}`)
 for (
-  const name of ["redis", "@redis/client", "ioredis", "undici", "ws", "@anthropic-ai/sdk", "@effect/platform-node"]
+  const name of ["redis", "@redis/client", "ioredis", "undici", "ws", "@effect/platform-node"]
 ) {
   if (installed(core, name)) fail(`a core-only install holds ${name}`)
 }
+if (!installed(core, "@anthropic-ai/sdk")) fail("npm did not install the @anthropic-ai/sdk peer")
+if (sdkFilesLoadedBy(core, "effect-compaction") !== 0) fail("importing effect-compaction loads SDK files (core)")
 step("core: tsc (strict, exactOptionalPropertyTypes, skipLibCheck false)")
 run(bin("tsc"), ["-p", "tsconfig.json"], core)
 step("core: node consumer.ts")
