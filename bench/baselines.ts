@@ -1,9 +1,11 @@
 /**
- * The loops the benchmarks share, so every run measures the same thing: the floors they compare against, and the
- * estimator's cold path.
+ * The loops the benchmarks share, so every run measures the same thing: the floors they compare against, the
+ * estimator's cold path, and the estimator's workloads (fresh objects, one agent step).
  */
+import { do_not_optimize } from "mitata"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { estimateMessageTokensUncached } from "../src/Tokens.ts"
+import { corpus } from "../test/fixtures/Corpus.ts"
 
 /** The whole-conversation estimate with no cache at all: every message estimated from scratch. */
 export const coldEstimate = (messages: ReadonlyArray<Message>): number => {
@@ -40,4 +42,44 @@ export const visitBlocks = (messages: ReadonlyArray<Message>): number => {
     for (let j = 0; j < content.length; j++) if (content[j]!.type === "tool_result") n++
   }
   return n
+}
+
+// ============================================================================
+// Estimator workloads shared by bench/tokens.bench.ts and bench/ci.ts
+// ============================================================================
+
+/**
+ * The issue's estimator workload: the largest real session of `../shared/data/sessions/` repeated `times` times, each
+ * repetition as new message objects (blocks shared), so the list is one long session of real messages.
+ */
+export const repeatedRealSession = (times: number): Array<Message> => {
+  const largest = corpus().reduce((a, b) => b.messages.length > a.messages.length ? b : a)
+  const out: Array<Message> = []
+  for (let i = 0; i < times; i++) for (const m of largest.messages) out.push({ ...m })
+  return out
+}
+
+/** Shallow copies of every message (blocks shared), so no cache has seen one of them. */
+export const freshCopies = (messages: ReadonlyArray<Message>): Array<Message> => messages.map((m) => ({ ...m }))
+
+/**
+ * A mitata generator timing `f` on a new input per sample, built untimed by `input` (no batching: each sample is one
+ * call). Pass it to `measure` or `bench` with `PER_SAMPLE_OPTIONS`.
+ */
+export const perSample = <I>(input: () => I, f: (input: I) => unknown) =>
+  function* () {
+    yield { [0]: input, bench: (i: I) => do_not_optimize(f(i)) }
+  }
+
+/** Options for `perSample` measurements: one call per sample, at most `max_samples` of them. */
+export const perSampleOptions = (maxSamples: number) => ({ batch_threshold: 0, max_samples: maxSamples })
+
+/**
+ * One agent step on a growing session, as `perSample`'s input: the list the estimator saw last plus one new user
+ * message (a new array and a new message object each time). Start it from a list `estimateTokens` has seen.
+ */
+export const growingSession = (start: ReadonlyArray<Message>): () => ReadonlyArray<Message> => {
+  let current = start
+  let step = 0
+  return () => (current = [...current, { role: "user", content: `step ${step++}: and one more question on the build` }])
 }

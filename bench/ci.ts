@@ -1,9 +1,11 @@
 /**
  * The CI benchmark run: a quick pass over the hot paths that checks the ratio budgets of `bench/budgets.ts`.
  *
- * It times 16 calls on a generated session of 10k messages (also converted to pi's format) and one of 50k, each with
- * mitata's `measure` (the median of at least 12 samples over 2 s of CPU time), in an order that keeps the two sides
- * of each budget close in time (neighbours, or two calls apart). A budget that is over its limit is measured again,
+ * It times 23 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
+ * estimator workload (the largest real session repeated 10 times, also in pi's format), each with mitata's `measure`
+ * (the median of at least 12 samples over 2 s of CPU time; calls that need a new input per sample, fresh message
+ * objects or one more agent step, build it untimed and take at most 150 or 1,000 samples), in an order that keeps the
+ * two sides of each budget close in time (neighbours, or two calls apart). A budget that is over its limit is measured again,
  * both sides, up to `MAX_ATTEMPTS` attempts in all while the run is under 100 s old, and passes if any attempt is
  * within the limit (see `bench/budgets.ts`).
  *
@@ -33,8 +35,17 @@ import {
   summaryLine,
   violations
 } from "./budgets.ts"
-import { coldEstimate, sumStringLengths, visitBlocks } from "./baselines.ts"
-import { ours, peers, prepareWorkload } from "./peers/adapters.ts"
+import {
+  coldEstimate,
+  freshCopies,
+  growingSession,
+  perSample,
+  perSampleOptions,
+  repeatedRealSession,
+  sumStringLengths,
+  visitBlocks
+} from "./baselines.ts"
+import { ours, peers, prepareSession, prepareWorkload } from "./peers/adapters.ts"
 
 const started = performance.now()
 const loadBefore = os.loadavg()
@@ -47,14 +58,30 @@ const workload10k = prepareWorkload(10_000)
 const prepared10k = workload10k.sessions[0]!
 const s10k = prepared10k.messages
 const s50k = generateSession(50_000, { messages: 50_000 })
+/** The issue's estimator workload: the largest real session repeated 10 times (~9.6k messages), also in pi's format. */
+const real = prepareSession("real session x10", repeatedRealSession(10))
 // a live agent loop has estimated every message before it cuts: warm the identity cache
 estimateTokens(s10k)
 estimateTokens(s50k)
+estimateTokens(real.messages)
 const KEEP = 5
 const setupMs = performance.now() - started
 
+/** CPU time each measurement samples for (mitata's default is 0.642 s): more samples make steadier medians. */
+const MIN_CPU_TIME_NS = 2e9
+
+/** A timed call: mitata's statistics of it. */
+type Timed = () => Promise<{ readonly p50: number; readonly avg: number; readonly samples: ReadonlyArray<number> }>
+
+/** A call timed as is, batched by mitata when it is fast. */
+const timed = (f: () => unknown): Timed => () => measure(() => do_not_optimize(f()), { min_cpu_time: MIN_CPU_TIME_NS })
+
+/** A call timed on a new input per sample (`input` runs untimed), at most `maxSamples` samples. */
+const timedPerSample = <I>(input: () => I, f: (i: I) => unknown, maxSamples: number): Timed => () =>
+  measure(perSample(input, f), { ...perSampleOptions(maxSamples), min_cpu_time: MIN_CPU_TIME_NS })
+
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */
-const calls: ReadonlyArray<readonly [string, () => unknown]> = [
+const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.floor10k, () => sumStringLengths(s10k)],
   [M.estimateCold10k, () => coldEstimate(s10k)],
   [M.piEstimate10k, () => peers.piEstimate(prepared10k)],
@@ -73,12 +100,20 @@ const calls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.validate50k, () => validate(s50k)]
 ]
 
+const calls: ReadonlyArray<readonly [string, Timed]> = [
+  ...plainCalls.map(([name, f]) => [name, timed(f)] as const),
+  [M.estimateFresh10k, timedPerSample(() => freshCopies(s10k), estimateTokens, 150)],
+  [M.floorReal, timed(() => sumStringLengths(real.messages))],
+  [M.estimateFreshReal, timedPerSample(() => freshCopies(real.messages), estimateTokens, 150)],
+  [M.piEstimateReal, timed(() => peers.piEstimate(real))],
+  [M.estimateStepReal, timedPerSample(growingSession(real.messages), estimateTokens, 1000)],
+  [M.estimateStep10k, timedPerSample(growingSession(s10k), estimateTokens, 1000)],
+  [M.estimateStep50k, timedPerSample(growingSession(s50k), estimateTokens, 1000)]
+]
+
 // ============================================================================
 // Attempts
 // ============================================================================
-
-/** CPU time each measurement samples for (mitata's default is 0.642 s): more samples make steadier medians. */
-const MIN_CPU_TIME_NS = 2e9
 
 /**
  * `BENCH_CI_CALIBRATE=1` measures every budget `MAX_ATTEMPTS` times, passing or not and with no deadline: the runs
@@ -99,7 +134,7 @@ while (pending.length > 0) {
   for (const [name, f] of calls) {
     if (!names.has(name)) continue
     try {
-      const stats = await measure(() => do_not_optimize(f()), { min_cpu_time: MIN_CPU_TIME_NS })
+      const stats = await f()
       rows.push({ name, attempt: attempts, p50_ns: stats.p50, avg_ns: stats.avg, samples: stats.samples.length })
     } catch (error) {
       // no row: the budgets on this call fail as not measured, and the run still reports every other budget

@@ -1,54 +1,106 @@
 /**
- * The token estimator on the real sessions and on generated sessions of 1k, 10k and 50k messages.
- * - cold: every message estimated from scratch (no cache);
- * - warm: `estimateTokens` on a session whose messages were estimated before, plus one new message;
- * - floor: a bare loop that sums the string lengths of every text field (the least any estimator can do).
- * Run: npx node --expose-gc bench/tokens.bench.ts
+ * The token estimator against pi's and against the string-length floor, on the issue's workload (the largest real
+ * session repeated 10 times, ~9.6k messages) and on generated sessions of 1k, 10k and 50k messages. Every row is a
+ * mitata median measured in this run:
+ * - floor: a bare loop that sums the string lengths of every text field (the least any estimator can do);
+ * - cold: `estimateTokens` on fresh message objects (copies no cache has seen, built untimed per sample);
+ * - no cache: the per-message estimate summed, no cache at all;
+ * - step: one agent step, `estimateTokens([...previous, next])` where `previous` was estimated before;
+ * - pi: pi-coding-agent's `estimateTokens` summed over the same messages in pi's format.
+ * Then `jsonSize` against `JSON.stringify`, and the heap the estimate's caches keep for a 50k-message session
+ * against the heap of the session itself (run with --expose-gc).
+ *
+ * Run: npx node --expose-gc bench/tokens.bench.ts (about 60 s)
  */
-import { bench, do_not_optimize, group, summary } from "mitata"
+import { do_not_optimize, measure } from "mitata"
 import type { Message } from "../src/Message.ts"
-import { estimateTokens, jsonSize } from "../src/Tokens.ts"
-import { corpus } from "../test/fixtures/Corpus.ts"
+import { estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
-import { coldEstimate, sumStringLengths } from "./baselines.ts"
-import { runBenchmarks } from "./util.ts"
+import {
+  coldEstimate,
+  freshCopies,
+  growingSession,
+  perSample,
+  perSampleOptions,
+  repeatedRealSession,
+  sumStringLengths
+} from "./baselines.ts"
+import { peers, prepareSession } from "./peers/adapters.ts"
 
-const sessions: Array<readonly [string, ReadonlyArray<Message>]> = [
-  ...corpus().map((s) => [s.name, s.messages] as const),
-  ...[1_000, 10_000, 50_000].map((n) => [`generated-${n / 1000}k`, generateSession(n, { messages: n })] as const)
+const p50 = async (f: Parameters<typeof measure>[0], options?: object): Promise<number> =>
+  (await measure(f as never, options as never)).p50
+
+const workloads: ReadonlyArray<readonly [string, ReadonlyArray<Message>]> = [
+  ["real session ×10", repeatedRealSession(10)],
+  ...[1_000, 10_000, 50_000].map((n) => [`generated ${n / 1000}k`, generateSession(n, { messages: n })] as const)
 ]
 
-for (const [name, messages] of sessions) {
-  estimateTokens(messages) // fill the cache: warm runs measure the appended-message path
-  const next: Message = { role: "user", content: "and one more question about the build" }
-  const grown = [...messages, next]
-  group(`${name} (${messages.length} messages)`, () => {
-    summary(() => {
-      bench("floor: sum string lengths", () => do_not_optimize(sumStringLengths(messages))).baseline(true)
-      bench("estimate cold (no cache)", () => do_not_optimize(coldEstimate(messages)))
-      bench("estimate warm (+1 message)", () => do_not_optimize(estimateTokens(grown)))
-    })
-  })
+const ratio = (x: number) => x >= 10 ? x.toFixed(0) : x.toFixed(2)
+const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
+
+const lines = [
+  "| workload | messages | floor | cold (fresh objects) | cold / floor | pi / cold | no cache | step (+1 message) | pi | pi / step |",
+  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+]
+const steps = new Map<string, number>()
+for (const [name, messages] of workloads) {
+  const prepared = prepareSession(name, messages)
+  const floor = await p50(() => do_not_optimize(sumStringLengths(messages)))
+  const cold = await p50(perSample(() => freshCopies(messages), estimateTokens), perSampleOptions(200))
+  const uncached = await p50(() => do_not_optimize(coldEstimate(messages)))
+  estimateTokens(messages)
+  const step = await p50(perSample(growingSession(messages), estimateTokens), perSampleOptions(1000))
+  const pi = await p50(() => do_not_optimize(peers.piEstimate(prepared)))
+  steps.set(name, step)
+  lines.push(
+    `| ${name} | ${messages.length.toLocaleString("en")} | ${time(floor)} | ${time(cold)} | ${ratio(cold / floor)} | ${
+      ratio(pi / cold)
+    } | ${time(uncached)} | ${time(step)} | ${time(pi)} | ${ratio(pi / step)} |`
+  )
 }
+lines.push("", `step growth, generated 50k / 10k: ${ratio(steps.get("generated 50k")! / steps.get("generated 10k")!)}`)
 
 const inputs = generateSession(3, { messages: 5_000 }).flatMap((m) =>
   typeof m.content === "string"
     ? []
     : m.content.flatMap((b) => b.type === "tool_use" ? [(b as { input: unknown }).input] : [])
 )
-group(`tool input JSON size (${inputs.length} inputs)`, () => {
-  summary(() => {
-    bench("JSON.stringify(input).length", () => {
-      let n = 0
-      for (const input of inputs) n += JSON.stringify(input).length
-      return do_not_optimize(n)
-    }).baseline(true)
-    bench("jsonSize(input)", () => {
-      let n = 0
-      for (const input of inputs) n += jsonSize(input)
-      return do_not_optimize(n)
-    })
-  })
+const stringify = await p50(() => {
+  let n = 0
+  for (const input of inputs) n += JSON.stringify(input).length
+  return do_not_optimize(n)
 })
+const sized = await p50(() => {
+  let n = 0
+  for (const input of inputs) n += jsonSize(input)
+  return do_not_optimize(n)
+})
+lines.push("", `jsonSize / JSON.stringify(input).length over ${inputs.length} tool inputs: ${ratio(sized / stringify)}`)
 
-await runBenchmarks()
+const gc = (globalThis as { gc?: () => void }).gc
+if (gc === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
+else {
+  const heap = () => {
+    gc()
+    gc()
+    return process.memoryUsage().heapUsed
+  }
+  const h0 = heap()
+  const session = generateSession(50_001, { messages: 50_000 })
+  const h1 = heap()
+  estimateTokens(session)
+  const h2 = heap()
+  for (const m of session) estimateMessageTokens(m)
+  const h3 = heap()
+  const mb = (b: number) => `${(b / 2 ** 20).toFixed(1)} MB`
+  lines.push(
+    "",
+    `Memory, ${session.length.toLocaleString("en")} messages: the session ${
+      mb(h1 - h0)
+    }; estimateTokens' running sums ` +
+      `${mb(h2 - h1)} (${ratio((h2 - h1) / (h1 - h0))}× the session); plus the per-message cache of ` +
+      `estimateMessageTokens on every message ${mb(h3 - h2)} (all caches ${ratio((h3 - h1) / (h1 - h0))}×)`
+  )
+  do_not_optimize(session)
+}
+console.log(lines.join("\n"))

@@ -3,12 +3,14 @@
  *
  * About 4 characters per token over text, thinking, tool calls (name + input JSON size), tool results and unknown
  * blocks, plus a fixed per-message overhead. Images cost what the provider charges for their pixel size (read from the
- * image header); documents cost a per-page estimate. Each message's estimate is computed once and cached by identity,
- * so re-estimating a growing conversation costs O(new messages).
+ * image header); documents cost a per-page estimate. `estimateMessageTokens` caches each message's estimate by
+ * identity; `estimateTokens` carries a conversation's running sum forward from its last call on the same conversation
+ * (a reference comparison per message, an estimate per new or replaced message; see `estimateTokens`).
  *
  * @since 0.1.0
  */
-import { apiViewStart } from "./ApiView.ts"
+import { compactionBlockIndex } from "./ApiView.ts"
+import { makeTally } from "./internal/tally.ts"
 import type { CompactionBlock, ContentBlock, DocumentBlock, ImageBlock, Message } from "./Message.ts"
 
 // ============================================================================
@@ -188,15 +190,52 @@ const isNullInArray = (item: unknown): boolean =>
 /** Marks, on `jsonSize`'s stack, the end of the object below it. */
 const EXIT: unique symbol = Symbol("jsonSize/exit")
 
+/** Nesting depth up to which `jsonSize` recurses; deeper values (and cycles) go to the explicit-stack walk. */
+const RECURSION_DEPTH = 16
+
 /**
- * The length of `JSON.stringify(value)` without building the string, except that string escapes are not counted (the
- * provider tokenizes the characters, not their JSON escapes). `undefined`, functions and symbols count as in JSON.
- * Iterative (an explicit stack), so any nesting depth is fine; a value met again while it is still being walked (a
- * cycle) counts as `null`.
- * @category estimation
+ * Objects the recursive walk visits before it gives up for the explicit-stack walk: it bounds the work wasted on a
+ * cycle, which the recursion only detects at `RECURSION_DEPTH` (an object whose keys all point back to it would
+ * otherwise be walked key-count^16 times).
  */
-export const jsonSize = (value: unknown): number => {
-  if (value === null || typeof value !== "object") return scalarSize(value)
+const RECURSION_BUDGET = 4096
+
+let recursionBudget = 0
+
+/** `jsonSize` of a non-null object by recursion, or -1 when it nests deeper than `depth` (a cycle always does). */
+const objectSizeRecursive = (item: object, depth: number): number => {
+  if (depth === 0 || --recursionBudget < 0) return -1
+  if (Array.isArray(item)) {
+    let size = 2 + Math.max(0, item.length - 1)
+    for (let i = 0; i < item.length; i++) {
+      const v: unknown = item[i]
+      if (v !== null && typeof v === "object") {
+        const inner = objectSizeRecursive(v, depth - 1)
+        if (inner < 0) return -1
+        size += inner
+      } else size += isNullInArray(v) ? 4 : scalarSize(v)
+    }
+    return size
+  }
+  let size = 2
+  let first = true
+  for (const key in item) {
+    if (!Object.hasOwn(item, key)) continue
+    const v = (item as Record<string, unknown>)[key]
+    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue
+    size += (first ? 0 : 1) + key.length + 3
+    first = false
+    if (v !== null && typeof v === "object") {
+      const inner = objectSizeRecursive(v, depth - 1)
+      if (inner < 0) return -1
+      size += inner
+    } else size += scalarSize(v)
+  }
+  return size
+}
+
+/** `jsonSize` of a non-null object with an explicit stack: any depth, and cycles. */
+const objectSizeIterative = (value: object): number => {
   let size = 0
   const open = new Set<object>()
   const stack: Array<unknown> = [value]
@@ -237,6 +276,20 @@ export const jsonSize = (value: unknown): number => {
     }
   }
   return size
+}
+
+/**
+ * The length of `JSON.stringify(value)` without building the string, except that string escapes are not counted (the
+ * provider tokenizes the characters, not their JSON escapes). `undefined`, functions and symbols count as in JSON.
+ * Any nesting depth is fine (past 16 levels it walks an explicit stack); a value met again while it is still being
+ * walked (a cycle) counts as `null`.
+ * @category estimation
+ */
+export const jsonSize = (value: unknown): number => {
+  if (value === null || typeof value !== "object") return scalarSize(value)
+  recursionBudget = RECURSION_BUDGET
+  const size = objectSizeRecursive(value, RECURSION_DEPTH)
+  return size >= 0 ? size : objectSizeIterative(value)
 }
 
 // ============================================================================
@@ -340,16 +393,35 @@ export const estimateMessageTokens = (message: Message): number => {
 }
 
 /**
+ * True when the API view may start at this message: `ApiView.compactionBlockIndex(message) >= 0`, asked only of the
+ * rare message that holds a compaction block (so the common message costs no cache entry).
+ */
+const opensView = (message: Message): boolean => {
+  const content = message.content
+  if (typeof content === "string" || message.role === "system") return false
+  for (let b = 0; b < content.length; b++) {
+    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
+  }
+  return false
+}
+
+const tally = makeTally({ fresh: computeMessageTokens, cached: estimateMessageTokens, opensView })
+
+/**
  * The estimated prompt tokens of a conversation as the API processes it: exactly the sum of `estimateMessageTokens`
  * over its API view (`ApiView.apiViewStart` on; the messages before the last compaction block with content are
  * dropped by the API and cost nothing).
+ *
+ * Cost: the estimate is carried forward from the last list estimated that starts with the same message object. The
+ * list is compared with it by reference, one `===` per shared message (about a nanosecond each, no estimate, no
+ * cache lookup), and only what differs is estimated: messages appended since (each estimated once, O(new)), or, from
+ * the first position that differs, every message that is not the same object at the same position as before (a
+ * replacement in the middle, as eviction makes). The same list again, or a prefix of it, is the comparison alone. A
+ * list whose first message is new is estimated in full, in one pass with no per-message cache entry. The result is
+ * always the full recomputation's; the list may even have been mutated in place since.
  * @category estimation
  */
-export const estimateTokens = (messages: ReadonlyArray<Message>): number => {
-  let total = 0
-  for (let i = apiViewStart(messages); i < messages.length; i++) total += estimateMessageTokens(messages[i]!)
-  return total
-}
+export const estimateTokens = (messages: ReadonlyArray<Message>): number => tally(messages)
 
 /**
  * The estimate without the per-message cache. It always equals `estimateMessageTokens`; exported so tests and

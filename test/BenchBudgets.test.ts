@@ -136,6 +136,20 @@ describe("the budget table", () => {
     }
   })
 
+  it("holds the estimator goals of issue 18 at their limits: fresh <= 2.5x the floor and 2x faster than pi, a step 300x", () => {
+    const max = (id: string) => budgets.find((b) => b.id === id)?.max
+    assert.strictEqual(max("estimate-fresh/floor"), 2.5)
+    assert.strictEqual(max("estimate-fresh/pi"), 0.5)
+    assert.isAtMost(max("estimate-step/pi")!, 1 / 300)
+    assert.isDefined(max("growth/estimate-step"))
+  })
+
+  it("prints a ratio below 0.01 with two significant digits, so a 300x budget reads as one", () => {
+    const b = budget("step", 0.0033)
+    const table = formatTable([checkBudget(b, measured(b, [0.0012]))]).split("\n")
+    assert.match(table[2]!, /^step\s+0\.0012\s+0\.0012\s+<= 0\.0033\s+pass$/)
+  })
+
   it("growth budgets would catch quadratic growth (25x from 10k to 50k)", () => {
     for (const b of budgets.filter((b) => b.id.startsWith("growth/"))) assert.isTrue(b.max < 25, b.id)
   })
