@@ -64,8 +64,8 @@ export {
   LEADING_USER_TEXT,
   MISSING_RESULT_TEXT,
   NothingToSend,
-  type RepairReport,
-  type Repaired,
   repair,
+  type Repaired,
+  type RepairReport,
   repairResult
 } from "./internal/repair.ts"

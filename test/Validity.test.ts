@@ -14,6 +14,7 @@ import {
   type Message,
   MessageDecodeError
 } from "../src/Message.ts"
+import { evictStaleToolResults } from "../src/Evict.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
@@ -168,6 +169,70 @@ describe("issue 11, case 5: the error path ends at the field", () => {
   })
 })
 
+describe("issue 11, case 6: a stale error read is offloaded", () => {
+  const readCall = (id: string, path: string): Message => ({
+    role: "assistant",
+    content: [{ type: "tool_use", id, name: "read", input: { path } }]
+  })
+  const editCall = (id: string, path: string): Message => ({
+    role: "assistant",
+    content: [{ type: "tool_use", id, name: "edit", input: { path } }]
+  })
+  const answer = (id: string, text: string, isError = false): Message => ({
+    role: "user",
+    content: [{ type: "tool_result", tool_use_id: id, content: text, ...(isError ? { is_error: true } : {}) }]
+  })
+  const failure = `EACCES: permission denied ${"x".repeat(4000)}`
+
+  it("a failed read that a later successful write of the same file made stale goes (reason modified)", () => {
+    const messages = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/a.ts"),
+      answer(
+        "e1",
+        "ok"
+      ),
+      assistant("done")
+    ]
+    const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
+    assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "modified"]])
+    assert.isAbove(out.tokensFreed, 900)
+    // the block stays an error result: only its payload changed
+    assert.isTrue((out.messages[2]!.content as ReadonlyArray<{ readonly is_error?: boolean }>)[0]!.is_error)
+    assert.deepStrictEqual(validate(out.messages), [])
+  })
+
+  it("a failed read stays when the later write failed, or when nothing later touched the file", () => {
+    const failedWrite = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/a.ts"),
+      answer(
+        "e1",
+        "no match",
+        true
+      ),
+      assistant("done")
+    ]
+    assert.deepStrictEqual(evictStaleToolResults(failedWrite, 10, { minSavings: 0 }).offloaded, [])
+    const otherFile = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/b.ts"),
+      answer(
+        "e1",
+        "ok"
+      ),
+      assistant("done")
+    ]
+    assert.deepStrictEqual(evictStaleToolResults(otherFile, 0, { minSavings: 0 }).offloaded, [])
+  })
+})
+
 describe("issue 11, case 7: mid-conversation system messages", () => {
   it("validate checks rules 8–11", () => {
     assert.deepStrictEqual(tags(validate([system("s"), user("a")])), [
@@ -267,6 +332,24 @@ describe("issue 11, case 8: the API's own compaction", () => {
     const split = Option.getOrThrow(plan(list, 1))
     assert.isAbove(split.head.length, head.length)
     assert.isTrue(Option.isNone(plan([...head, opened, user("q"), assistant("a")], 1)))
+  })
+
+  it("eviction reports what the API view loses: results before the view's start are left as they are", () => {
+    const bash = (id: string, text: string): Array<Message> => [
+      { role: "assistant", content: [{ type: "tool_use", id, name: "bash", input: { command: `run ${id}` } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: text }] }
+    ]
+    const dropped = [user("old"), ...bash("old1", "o".repeat(20_000)), assistant("old done")]
+    const view = [opened, user("new"), ...bash("new1", "n".repeat(20_000)), ...bash("new2", "short"), assistant("ok")]
+    const before = [...dropped, ...view]
+    const out = evictStaleToolResults(before, 1, { minSavings: 0 })
+    assert.deepStrictEqual(out.offloaded.map((o) => o.toolUseId), ["new1"])
+    for (let i = 0; i < dropped.length; i++) assert.strictEqual(out.messages[i], before[i])
+    assert.strictEqual(out.tokensFreed, estimateTokens(apiView(before)) - estimateTokens(apiView(out.messages)))
+    // only dropped history is stale: nothing the API reads changes, so nothing is rewritten
+    const onlyOld = evictStaleToolResults([...dropped, opened, user("new"), assistant("ok")], 0, { minSavings: 0 })
+    assert.strictEqual(onlyOld.tokensFreed, 0)
+    assert.deepStrictEqual(onlyOld.offloaded, [])
   })
 
   it("a list opened by an assistant message whose first block is a compaction block is valid", () => {

@@ -194,7 +194,8 @@ export const endsInServerResult = (message: Message): boolean => {
 }
 
 /** True when an assistant message holds a client `tool_use` (its results must come in the next user turn). */
-export const hasToolUse = (message: Message): boolean => typeof message.content !== "string" && message.content.some(isToolUse)
+export const hasToolUse = (message: Message): boolean =>
+  typeof message.content !== "string" && message.content.some(isToolUse)
 
 /**
  * Where a system message breaks rules 8–11, judged by its neighbours (the nearest non-system message before it, and
@@ -352,4 +353,3 @@ export const hasOrphans = (messages: ReadonlyArray<Message>): boolean =>
 
 /** True when `validate(messages)` (without a reference) finds nothing. @category validation */
 export const isValid = (messages: ReadonlyArray<Message>): boolean => validate(messages).length === 0
-
