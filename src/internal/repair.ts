@@ -208,6 +208,60 @@ const isSystemSlot = (list: ReadonlyArray<Message>, q: number): boolean => {
   return afterTurn && (q === list.length || list[q]!.role === "assistant")
 }
 
+/** A system message to put into a list, and the index (before `list[wanted]`) it asks for. */
+export interface SystemPlacement<M extends Message> {
+  readonly wanted: number
+  readonly message: M
+}
+
+/**
+ * Puts system messages into `list` (which holds none, and whose tool pairs are whole), each at the nearest place at
+ * or after `wanted` that rules 8–11 allow (after a user turn, before an assistant turn or at the end), or the nearest
+ * earlier one when there is no later one; system messages that land together become one (blocks in the order given).
+ * When the list has no user turn to follow at all (a compaction block and assistant replies), a short user message
+ * (`LEADING_USER_TEXT`) is appended and the system messages end the list. `list` itself is not changed.
+ */
+export const placeSystemMessages = <M extends Message>(
+  list: ReadonlyArray<M>,
+  systems: ReadonlyArray<SystemPlacement<M>>
+): { readonly messages: Array<M>; readonly moved: number; readonly merged: number; readonly appendedUser: boolean } => {
+  const out = [...list]
+  let moved = 0
+  let merged = 0
+  let appendedUser = false
+  const slots = new Map<number, Array<M>>()
+  for (const { wanted, message } of systems) {
+    let q = wanted
+    while (q <= out.length && !isSystemSlot(out, q)) q++
+    if (q > out.length) {
+      q = wanted - 1
+      while (q > 0 && !isSystemSlot(out, q)) q--
+    }
+    if (q === 0) {
+      out.push(built<M>("user", [{ type: "text", text: LEADING_USER_TEXT }]))
+      appendedUser = true
+      q = out.length
+    }
+    if (q !== wanted) moved++
+    const group = slots.get(q)
+    if (group === undefined) slots.set(q, [message])
+    else group.push(message)
+  }
+  const messages: Array<M> = []
+  for (let q = 0; q <= out.length; q++) {
+    const group = slots.get(q)
+    if (group !== undefined) {
+      if (group.length === 1) messages.push(group[0]!)
+      else {
+        merged += group.length - 1
+        messages.push({ ...group[0]!, content: group.flatMap((m) => [...blocksOf(m)]) })
+      }
+    }
+    if (q < out.length) messages.push(out[q]!)
+  }
+  return { messages, moved, merged, appendedUser }
+}
+
 /**
  * The closest valid list, and what was changed to get it, or `NothingToSend` when the input holds no user or
  * assistant content (never an empty list). A valid list (`validate(messages)` is empty) is returned as is, the same
@@ -404,39 +458,17 @@ export const repairResult = <M extends Message>(
 
   // 7: system messages back in, each at the nearest allowed place at or after the one it had
   const shift = insertedLeadingUser ? 1 : 0
-  let appendedUserForSystem = false
-  const slots = new Map<number, Array<M>>()
-  for (const { after, message } of systems) {
-    const wanted = after === 0 ? 0 : outAt[mergedAt[after - 1]!]! + shift + 1
-    let q = wanted
-    while (q <= out.length && !isSystemSlot(out, q)) q++
-    if (q > out.length) {
-      q = wanted - 1
-      while (q > 0 && !isSystemSlot(out, q)) q--
-    }
-    if (q === 0) {
-      // no user turn anywhere to follow (the list is a compaction block and assistant replies): end on a user turn
-      out.push(built<M>("user", [{ type: "text", text: LEADING_USER_TEXT }]))
-      appendedUserForSystem = true
-      q = out.length
-    }
-    if (q !== wanted) movedSystemMessages++
-    const group = slots.get(q)
-    if (group === undefined) slots.set(q, [message])
-    else group.push(message)
-  }
-  const final: Array<M> = []
-  for (let q = 0; q <= out.length; q++) {
-    const group = slots.get(q)
-    if (group !== undefined) {
-      if (group.length === 1) final.push(group[0]!)
-      else {
-        mergedSystemMessages += group.length - 1
-        final.push({ ...group[0]!, content: group.flatMap((m) => [...blocksOf(m)]) })
-      }
-    }
-    if (q < out.length) final.push(out[q]!)
-  }
+  const placed = placeSystemMessages(
+    out,
+    systems.map(({ after, message }) => ({
+      wanted: after === 0 ? 0 : outAt[mergedAt[after - 1]!]! + shift + 1,
+      message
+    }))
+  )
+  movedSystemMessages += placed.moved
+  mergedSystemMessages += placed.merged
+  const final = placed.messages
+  const appendedUserForSystem = placed.appendedUser
   return Result.succeed({ messages: final, report: { ...report(), appendedUserForSystem } })
 }
 
