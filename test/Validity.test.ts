@@ -3,7 +3,7 @@
  * calibrate, repair), each judged by the library and by the independent checker of API-RULES.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Result } from "effect"
+import { Effect, Layer, Option, Result } from "effect"
 import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
 import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
 import {
@@ -14,7 +14,12 @@ import {
   type Message,
   MessageDecodeError
 } from "../src/Message.ts"
+import { compactContext, CompactOutcome } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
+import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
+import { render } from "../src/Render.ts"
+import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
+import { SUMMARY_HEADER, summaryText } from "../src/Summary.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
@@ -33,6 +38,25 @@ const results = (...ids: Array<string>): Message => ({
 const compaction = (content: string | null, signature = "sig"): ContentBlock =>
   ({ type: "compaction", content, encrypted_content: null, signature }) as ContentBlock
 const tags = (xs: ReadonlyArray<{ readonly _tag: string }>) => xs.map((x) => x._tag)
+const textOf = (m: Message): string =>
+  typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? String(b.text) : "")).join("\n")
+const long = (tag: string) => `${tag} ${"words ".repeat(2_000)}`
+
+/** The extractive summarizer, recording every request it gets. */
+const recording = () => {
+  const requests: Array<SummarizeRequest> = []
+  const extractive = ExtractiveSummarizer.make()
+  const layer = Layer.succeed(
+    Summarizer,
+    Summarizer.of({
+      name: "extractive",
+      summarize: (request) => Effect.andThen(Effect.sync(() => requests.push(request)), extractive.summarize(request))
+    })
+  )
+  return { requests, layer }
+}
+const compactPolicy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 1, keepRecentTurns: 1 })
+const compacted = (outcome: CompactOutcome) => assert.strictEqual(outcome._tag, "Compacted", JSON.stringify(outcome))
 
 /** The repaired list passes validate and the independent checker (strict mode), and is a fixed point. */
 const assertRepaired = (input: ReadonlyArray<Message>): Array<Message> => {
@@ -279,6 +303,62 @@ describe("issue 11, case 7: mid-conversation system messages", () => {
   })
 })
 
+describe("issue 11, case 7: system messages in render, the extractive summary and compactContext", () => {
+  const rule = system("From now on, answer in French.")
+  const head = [user(long("first task")), assistant(long("did it")), rule, assistant(long("more"))]
+  const conversation = [...head, user("second task"), assistant("ok"), user("third task"), assistant("fine")]
+
+  it("render labels a system message [System]", () => {
+    const transcript = render([user("a"), rule, assistant("b")])
+    assert.include(transcript, "[System]:\nFrom now on, answer in French.")
+    assert.notInclude(transcript, "[Assistant]:\nFrom now on")
+    assert.include(
+      render([{
+        role: "system",
+        content: [{ type: "tool_removal", tool: { type: "tool_reference", name: "bash" } } as ContentBlock]
+      }]),
+      "[Tool removed] bash"
+    )
+  })
+
+  it("the extractive summary keeps a system message's text", () => {
+    const text = extractiveSummary({ messages: [user("go"), rule, assistant("ok")], transcript: "" })
+    assert.include(text, "From now on, answer in French.")
+  })
+
+  it.effect("compactContext keeps a system message of the head: re-emitted after the summary, not summarized", () =>
+    Effect.gen(function* () {
+      const { layer, requests } = recording()
+      const { messages, outcome } = yield* compactContext(conversation, compactPolicy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(layer)
+      )
+      compacted(outcome)
+      assert.isDefined(summaryText(messages[0]!))
+      assert.include(messages, rule)
+      assert.isFalse(requests[0]!.messages.some((m) => m.role === "system"))
+      assert.deepStrictEqual(validate(messages), [])
+      assert.deepStrictEqual(checkApiRules(messages), [])
+      // after the tail's first user turn (the tail starts with a user message), before the assistant's reply
+      const at = messages.indexOf(rule)
+      assert.strictEqual(messages[at - 1]!.role, "user")
+      assert.strictEqual(messages[at + 1]!.role, "assistant")
+    }))
+
+  it.effect("with the tail opening on an assistant step, the system message sits right after the summary", () =>
+    Effect.gen(function* () {
+      const split = [user("go"), assistant(long("a")), rule, assistant(long("b")), assistant("c")]
+      const { messages, outcome } = yield* compactContext(
+        split,
+        CompactionPolicy.makeUnsafe({ keepRecentTokens: 1, keepRecentTurns: 1, maxTailTokens: 100 }),
+        { minFreedTokens: 1 }
+      ).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      compacted(outcome)
+      assert.strictEqual(messages[1], rule)
+      assert.strictEqual(messages[2]!.role, "assistant")
+      assert.deepStrictEqual(checkApiRules(messages), [])
+    }))
+})
+
 describe("issue 11, case 8: the API's own compaction", () => {
   const head = [user("old question"), assistant("x".repeat(40_000)), user("more"), assistant("y".repeat(40_000))]
   const opened: Message = {
@@ -409,4 +489,48 @@ describe("issue 11, case 8: the API's own compaction", () => {
     })
     assertRepaired(input)
   })
+
+  it("render shows a compaction block's content, not [Block: compaction]; content: null renders nothing", () => {
+    const transcript = render([...head, opened])
+    assert.include(transcript, "The user asked about X; we did Y.")
+    assert.notInclude(transcript, "[Block: compaction]")
+    assert.notInclude(render([{ role: "assistant", content: [compaction(null)] }]), "compaction")
+  })
+
+  it.effect("compactContext: the server's summary becomes previousSummary; the block and what precedes it leave", () =>
+    Effect.gen(function* () {
+      const big = [opened, user(long("next question")), ...tail.slice(1), user("last"), assistant("done")]
+      const input = [...head, ...big]
+      const { layer, requests } = recording()
+      const { messages, outcome } = yield* compactContext(input, compactPolicy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(layer)
+      )
+      compacted(outcome)
+      assert.strictEqual(requests[0]!.previousSummary, "The user asked about X; we did Y.")
+      // only the API view is summarized: nothing of the dropped head reaches the summarizer
+      assert.notInclude(requests[0]!.transcript, "old question")
+      assert.include(requests[0]!.transcript, "Continuing.")
+      assert.isTrue(messages[0]!.content[0] !== undefined && textOf(messages[0]!).startsWith(SUMMARY_HEADER))
+      assert.include(textOf(messages[0]!), "The user asked about X; we did Y.")
+      assert.strictEqual(apiViewStart(messages), 0)
+      assert.isFalse(
+        messages.some((m) => typeof m.content !== "string" && m.content.some((b) => b.type === "compaction"))
+      )
+      assert.deepStrictEqual(checkApiRules(messages, { mode: "on-demand" }), [])
+      if (outcome._tag === "Compacted") assert.strictEqual(outcome.tokensBefore, estimateTokens(apiView(input)))
+    }))
+
+  it.effect("a head whose API view is only the server's block is NothingToCut (no summary of a summary)", () =>
+    Effect.gen(function* () {
+      // the server's summary is long, the rest of the view fits the budget: the cut lands right after the block
+      const bare: Message = { role: "assistant", content: [compaction(long("Server summary."))] }
+      const input = [...head, bare, user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+      const policy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 1_000, keepRecentTurns: 1 })
+      assert.strictEqual(planForPolicy(input, policy).cut, head.length + 1)
+      const { messages, outcome } = yield* compactContext(input, policy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(ExtractiveSummarizer.layer)
+      )
+      assert.deepStrictEqual(outcome, CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(input) }))
+      assert.strictEqual(messages, input)
+    }))
 })
