@@ -3,6 +3,11 @@
  * calibrate, repair), each judged by the library and by the independent checker of API-RULES.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { spawn } from "node:child_process"
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { Effect, Layer, Option, Result } from "effect"
 import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
 import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
@@ -124,6 +129,33 @@ describe("issue 11, case 3: an empty list", () => {
     assert.isTrue(Result.isFailure(repairResult([])))
     assert.isTrue(Result.isFailure(repairResult([system("only instructions")])))
   })
+})
+
+describe("issue 11, case 3, in the CLI: `compaction repair` of a list with nothing to send", () => {
+  it("exits 1 (Violations) with the reason, never an internal error or an empty list", async () => {
+    const root = fileURLToPath(new URL("../", import.meta.url))
+    const dir = mkdtempSync(join(tmpdir(), "validity-"))
+    const file = join(dir, "nothing.json")
+    const out = join(dir, "out.json")
+    writeFileSync(file, JSON.stringify([{ role: "user", content: [{ type: "tool_result", tool_use_id: "t1" }] }]))
+    const deno = (globalThis as { readonly Deno?: { readonly execPath: () => string } }).Deno
+    const [command, ...pre] = deno !== undefined
+      ? [deno.execPath(), "run", "-A", "-q", join(root, "src/cli/main.ts")]
+      : [
+        Number(process.versions.node.split(".")[0]) >= 22 ? process.execPath : join(root, "node_modules/.bin/node"),
+        join(root, "src/cli/main.ts")
+      ]
+    const run = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(command!, [...pre, "repair", file, "--out", out], { env: { ...process.env, NO_COLOR: "1" } })
+      let stderr = ""
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+      child.on("error", reject)
+      child.on("close", (code) => resolve({ code, stderr }))
+    })
+    assert.strictEqual(run.code, 1, run.stderr)
+    assert.include(run.stderr, "no user or assistant content")
+    assert.isFalse(existsSync(out))
+  }, 30_000)
 })
 
 describe("issue 11, case 4: decode is total", () => {
