@@ -4,12 +4,12 @@
  * without it, it uses the extractive summarizer and needs no network.
  */
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
 import { Compact, Cut, Evict, HotPaths, Message, Policy, Summarizer, Tokens, Validate } from "../src/index.ts"
+import { readFileSync } from "node:fs"
 
 // 1. The pure core: plain arrays in, plain arrays out.
-const input: unknown = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8")).messages
-const messages = Message.decodeMessagesSync(input) // typed error with the path on bad input
+const untrustedJson: unknown = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8")).messages
+const messages = Message.decodeMessagesSync(untrustedJson) // typed error with the path on bad input
 
 const hot = HotPaths.HotPaths.fromMessages(messages) // files the model re-read after an offload
 const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT, {
@@ -31,4 +31,5 @@ const program = Effect.gen(function* () {
   return view // pass straight to client.messages.create({ messages: view, ... })
 })
 
+// Claude (with an extractive fallback) when ANTHROPIC_API_KEY is set; the offline extractive summarizer otherwise.
 await Effect.runPromise(program.pipe(Effect.provide(Summarizer.layerAuto())))

@@ -28,6 +28,7 @@ import {
   reasonOfStatus,
   retryAfterOf
 } from "./internal/anthropicErrors.ts"
+import { readConfig } from "./internal/env.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
 import {
   DEFAULT_SYSTEM_PROMPT,
@@ -154,7 +155,8 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
           // our timeout wraps the whole attempt; the SDK's is only a backstop
           { signal, maxRetries: 0, timeout: timeoutMillis + 10_000 }
         )
-        return await collect(stream, options.onProgress)
+        // `AnthropicClient` names only what is called; a client's stream yields the SDK's events
+        return await collect(stream as AsyncIterable<Anthropic.RawMessageStreamEvent>, options.onProgress)
       },
       catch: summarizeErrorOf
     }).pipe(
@@ -200,10 +202,11 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
 
 const fromConfig = (extra: AnthropicLayerOptions) =>
   Effect.gen(function* () {
-    const config = yield* anthropicConfig
+    const config = yield* readConfig(anthropicConfig)
     const client = new Anthropic({
       apiKey: Redacted.value(config.apiKey),
       maxRetries: 0,
+      webhookKey: null, // never verifies webhooks, so ANTHROPIC_WEBHOOK_SIGNING_KEY stays unread
       ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
     })
     return makeAnthropic({

@@ -16,6 +16,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import type { AnthropicLayerOptions, AnthropicSummarizerOptions } from "./internal/anthropicConfig.ts"
+import { readConfig } from "./internal/env.ts"
 import { clipMiddle } from "./internal/text.ts"
 import type { Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
@@ -88,8 +89,15 @@ const RetryableFields = {
   cause: Schema.optionalKey(Schema.Defect())
 }
 
-/** The fields of a request the API refused: its status (always present). */
-const RefusedFields = { status: Schema.Int, detail: Schema.String, cause: Schema.optionalKey(Schema.Defect()) }
+/**
+ * The fields of a request the API refused: its status (always present from the Messages API; absent when a
+ * `LanguageModel`'s provider reported none).
+ */
+const RefusedFields = {
+  status: Schema.optionalKey(Schema.Int),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}
 
 /** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
 export class RateLimited extends Schema.TaggedClass<RateLimited>()("RateLimited", RetryableFields) {
@@ -476,7 +484,7 @@ export const AnthropicSummarizer = {
 export const layerAuto = (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
   Layer.unwrap(
     Effect.map(
-      Config.option(Config.Redacted("ANTHROPIC_API_KEY")),
+      readConfig(Config.option(Config.Redacted("ANTHROPIC_API_KEY"))),
       (key) => Option.isSome(key) ? AnthropicSummarizer.layerWithFallback(extra) : ExtractiveSummarizer.layer
     )
   )

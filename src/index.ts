@@ -24,6 +24,7 @@ export * as Summary from "./Summary.ts"
 // The effectful shell: services, layers and typed errors
 export * as Summarizer from "./Summarizer.ts"
 export * as ExtractiveSummarizer from "./ExtractiveSummarizer.ts"
+export * as LanguageModelSummarizer from "./LanguageModelSummarizer.ts"
 export * as Compact from "./Compact.ts"
 export * as Conversation from "./Conversation.ts"
 export * as SessionLog from "./SessionLog.ts"

@@ -26,6 +26,20 @@ const fastHelp = (): string | undefined => {
   return page === undefined ? undefined : colors() ? page.color : page.plain
 }
 
+/**
+ * `@effect/platform-node` is an optional peer dependency: when it is not installed, say how to install it (exit 70)
+ * instead of a stack trace. Any other failure to load it is rethrown.
+ */
+const missingPlatform = (error: unknown): never => {
+  const code = (error as { code?: unknown } | null)?.code
+  if (code !== "ERR_MODULE_NOT_FOUND" || !String(error).includes("@effect/platform-node")) throw error
+  process.stderr.write(
+    "compaction: the command line needs @effect/platform-node, which is not installed; install it with the CLI: " +
+      "npm i -g effect-compaction effect @effect/platform-node\n"
+  )
+  process.exit(70)
+}
+
 const help = fastHelp()
 if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
   process.stdout.write(`compaction ${packageVersion()}\n`)
@@ -35,8 +49,8 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
   ;(NodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.()
   const [NodeRuntime, NodeServices, Effect, Layer, Logger, References, { CliOutput, Command }, commands, run] =
     await Promise.all([
-      import("@effect/platform-node/NodeRuntime"),
-      import("@effect/platform-node/NodeServices"),
+      import("@effect/platform-node/NodeRuntime").catch(missingPlatform),
+      import("@effect/platform-node/NodeServices").catch(missingPlatform),
       import("effect/Effect"),
       import("effect/Layer"),
       import("effect/Logger"),

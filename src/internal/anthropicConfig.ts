@@ -1,10 +1,10 @@
 /**
  * What the Anthropic summarizer needs that does not load `@anthropic-ai/sdk`: its defaults, its options and the
- * config it reads. Kept apart so `Summarizer` can re-export them (and read the key in `layerAuto`) without the SDK.
+ * config it reads. Kept apart so `Summarizer` can re-export them (and read the key in `layerAuto`) without the SDK;
+ * nothing here names an SDK type, so a consumer without the SDK installed type-checks with `skipLibCheck: false`.
  *
  * @internal
  */
-import type Anthropic from "@anthropic-ai/sdk"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
@@ -21,10 +21,30 @@ export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
 /** Default per-attempt timeout (opening the request and reading the whole stream). @category constants */
 export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
+/**
+ * The part of an `@anthropic-ai/sdk` client the Anthropic summarizer calls; every `Anthropic` instance is one. Named
+ * here, not imported, so the types the barrel re-exports need no SDK installed.
+ * @category models
+ */
+export interface AnthropicClient {
+  readonly messages: {
+    create(
+      body: {
+        readonly model: string
+        readonly max_tokens: number
+        readonly system: string
+        readonly messages: Array<{ readonly role: "user"; readonly content: string }>
+        readonly stream: true
+      },
+      options: { readonly signal: AbortSignal; readonly maxRetries: number; readonly timeout: number }
+    ): PromiseLike<AsyncIterable<unknown>>
+  }
+}
+
 /** Options of `AnthropicSummarizer.make`. @category models */
 export interface AnthropicSummarizerOptions {
-  /** The SDK client. Its own retries are not used (every request is sent with `maxRetries: 0`). */
-  readonly client: Anthropic
+  /** The SDK client (`new Anthropic(...)`). Its own retries are not used (every request sets `maxRetries: 0`). */
+  readonly client: AnthropicClient
   readonly model: string
   /** `max_tokens` of the summary. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
   readonly maxTokens?: number
@@ -58,3 +78,26 @@ export const anthropicConfig = Config.all({
   ),
   systemPrompt: Config.option(Config.String("COMPACTION_SUMMARIZER_PROMPT"))
 })
+
+/**
+ * Every environment variable the config-reading Anthropic layers read (`AnthropicSummarizer.layerConfig`, and
+ * `layerAuto` once `ANTHROPIC_API_KEY` is set): `anthropicConfig`'s, then those the SDK client (1.14) reads when it is
+ * built: its log level, custom headers and OpenTelemetry switches. Without an app `ConfigProvider` nothing else is
+ * read, so under Deno `--allow-env=<these, comma-separated>` is enough (test/DenoPermissions.test.ts runs it).
+ * @category config
+ */
+export const ANTHROPIC_ENV_VARIABLES: ReadonlyArray<string> = [
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_BASE_URL",
+  "COMPACTION_SUMMARIZER_MODEL",
+  "COMPACTION_SUMMARY_MAX_TOKENS",
+  "COMPACTION_SUMMARIZER_TIMEOUT",
+  "COMPACTION_SUMMARIZER_RETRIES",
+  "COMPACTION_SUMMARIZER_PROMPT",
+  "ANTHROPIC_LOG",
+  "ANTHROPIC_CUSTOM_HEADERS",
+  "ANTHROPIC_OPEN_TELEMETRY",
+  "ANTHROPIC_OPEN_TELEMETRY_PROPAGATION",
+  "ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE",
+  "ANTHROPIC_OPEN_TELEMETRY_TRACES_MAX_CONTENT_BYTES"
+]

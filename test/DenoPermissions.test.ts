@@ -1,0 +1,75 @@
+/**
+ * Deno permissions, checked with real `deno run` child processes (test/fixtures/DenoPermissions.ts): the extractive
+ * summarizer needs none; `layerAuto` without a key needs only `--allow-env=ANTHROPIC_API_KEY`; with a key it needs
+ * exactly `ANTHROPIC_ENV_VARIABLES` (each one of them, and no bare `--allow-env`).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { ANTHROPIC_ENV_VARIABLES } from "../src/Summarizer.ts"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const deno = path.join(root, "node_modules", ".bin", "deno")
+
+/** What the runtime itself needs to start (never gated by `--allow-env`). */
+const baseEnv = Object.fromEntries(
+  ["PATH", "HOME", "DENO_DIR", "TMPDIR"].flatMap((name) => {
+    const value = process.env[name]
+    return value === undefined ? [] : [[name, value]]
+  })
+)
+
+/** A key, and a base URL where nothing listens, so the Anthropic summarizer fails at once and falls back. */
+const keyEnv = {
+  ANTHROPIC_API_KEY: "sk-test",
+  ANTHROPIC_BASE_URL: "http://127.0.0.1:9",
+  COMPACTION_SUMMARIZER_RETRIES: "0"
+}
+
+const run = (mode: "auto" | "extractive", permissions: ReadonlyArray<string>, env: Record<string, string> = {}) => {
+  const child = spawnSync(
+    deno,
+    ["run", "--no-prompt", "--quiet", ...permissions, "test/fixtures/DenoPermissions.ts", mode],
+    { cwd: root, encoding: "utf8", env: { ...baseEnv, ...env } }
+  )
+  assert.strictEqual(child.status, 0, child.stderr)
+  return JSON.parse(child.stdout.trim().split("\n").at(-1)!) as {
+    readonly name?: string
+    readonly summarizer?: string
+    readonly fellBackFrom?: string | null
+    readonly failure?: string
+  }
+}
+
+describe("Deno permissions", () => {
+  it("the extractive summarizer needs no permission at all", () => {
+    assert.deepStrictEqual(run("extractive", []), { name: "extractive", summarizer: "extractive", fellBackFrom: null })
+  }, 30_000)
+
+  it("layerAuto without a key needs only --allow-env=ANTHROPIC_API_KEY, and names it when that is missing", () => {
+    assert.deepStrictEqual(run("auto", ["--allow-env=ANTHROPIC_API_KEY"]), {
+      name: "extractive",
+      summarizer: "extractive",
+      fellBackFrom: null
+    })
+    assert.include(run("auto", []).failure, "--allow-env=ANTHROPIC_API_KEY")
+  }, 30_000)
+
+  it("layerAuto with a key runs the Anthropic summarizer with exactly ANTHROPIC_ENV_VARIABLES", () => {
+    const net = "--allow-net=127.0.0.1:9"
+    const summary = run("auto", [`--allow-env=${ANTHROPIC_ENV_VARIABLES.join(",")}`, net], keyEnv)
+    assert.deepStrictEqual(summary, { name: "anthropic", summarizer: "extractive", fellBackFrom: "Connection" })
+    for (const name of ANTHROPIC_ENV_VARIABLES) {
+      const fewer = ANTHROPIC_ENV_VARIABLES.filter((other) => other !== name).join(",")
+      const failure = run("auto", [`--allow-env=${fewer}`, net], keyEnv).failure
+      assert.include(failure, `"${name}"`, `without ${name}`)
+    }
+  }, 60_000)
+
+  it("the README lists every variable of ANTHROPIC_ENV_VARIABLES", () => {
+    const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+    for (const name of ANTHROPIC_ENV_VARIABLES) assert.include(readme, `\`${name}\``, name)
+  })
+})
