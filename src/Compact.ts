@@ -17,8 +17,10 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import { viewCompaction } from "./ApiView.ts"
 import { planForPolicy } from "./Cut.ts"
-import type { BuiltMessage, Message } from "./Message.ts"
+import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
+import type { BuiltMessage, ContentBlock, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { SessionLog, SessionLogError, type SessionLogShape, type Snapshot } from "./SessionLog.ts"
 import { type SummarizeError, Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
@@ -137,6 +139,11 @@ export interface CompactionPlan<M extends Message> {
   readonly request: SummarizeRequest
   /** The file lists carried forward: the earlier summary's merged with what the new head touched. */
   readonly files: ReturnType<typeof mergeFiles>
+  /**
+   * The system messages of the summarized head (of its API view): not summarized but kept, re-emitted after the
+   * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail.
+   */
+  readonly systemMessages: ReadonlyArray<M>
   readonly tokensBefore: number
   readonly turnsSummarized: number
   readonly splitTurn: boolean
@@ -184,6 +191,14 @@ const unchanged = <M extends Message>(
  * The pure first step: plans the cut per `planForPolicy` and builds the summarize request, or says why the pass is
  * skipped (`TooShort`, `NothingToCut`, or `TooLittleFreed` when even a free summary could not free `minFreedTokens`).
  * Deterministic; the input is never mutated.
+ *
+ * Next to the server's compaction: the cut always lies after the API view's start (`Cut.planForPolicy`), so the
+ * summary never lands before a compaction block the API reads. When the head holds the block that opens the view,
+ * its `content` (the server's summary of everything before it) is the `previousSummary`, only the head's API view is
+ * summarized (what lies before the block is already in the server's summary), and the block and everything before it
+ * leave the view. An earlier summary of ours found first in the head is the `previousSummary` otherwise. The head's
+ * system messages are not summarized: they are kept (`systemMessages`). A head whose view holds nothing else is
+ * `NothingToCut`.
  * @category compaction
  */
 export const prepareCompaction = <M extends Message>(
@@ -209,13 +224,22 @@ export const prepareCompaction = <M extends Message>(
   const previous = summaryText(first)
   // an earlier summary is fed as `previousSummary`, not summarized again; blocks merged into its message after the
   // summary text (a caller's own `repair` merges consecutive user messages) are new content
-  const fresh: ReadonlyArray<Message> = previous === undefined
+  const sinceSummary: ReadonlyArray<Message> = previous === undefined
     ? head
     : typeof first.content !== "string" && first.content.length > 1
     ? [{ role: first.role, content: first.content.slice(1) }, ...head.slice(1)]
     : head.slice(1)
-  if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
   const earlier = previous === undefined ? undefined : splitAppendix(previous)
+  // the server's compaction opens the API view inside the head: its summary replaces ours as the earlier summary, and
+  // only what follows it is summarized (the part before it is dropped by the API and already in its summary)
+  const server = Option.getOrUndefined(viewCompaction(head))
+  const summarized: ReadonlyArray<Message> = server === undefined ? sinceSummary : [
+    ...afterBlock(head[server.messageIndex]!, server.blockIndex),
+    ...head.slice(server.messageIndex + 1)
+  ]
+  const previousSummary = server === undefined ? earlier?.body : server.block.content
+  const fresh = summarized.filter((m) => m.role !== "system")
+  if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
   return {
     _tag: "Planned",
     messages,
@@ -223,9 +247,11 @@ export const prepareCompaction = <M extends Message>(
     tail: messages.slice(plan.cut),
     request: summarizeRequest(fresh, {
       ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
-      ...(earlier === undefined ? {} : { previousSummary: earlier.body })
+      ...(previousSummary === undefined ? {} : { previousSummary })
     }),
-    files: mergeFiles(earlier?.files ?? noFiles, filesTouched(fresh, options.classifier)),
+    // the files appendix is computed from the whole conversation, the part the API dropped included
+    files: mergeFiles(earlier?.files ?? noFiles, filesTouched(sinceSummary, options.classifier)),
+    systemMessages: head.slice(server === undefined ? 0 : server.messageIndex + 1).filter((m) => m.role === "system"),
     tokensBefore,
     turnsSummarized: countTurns(fresh),
     splitTurn: plan.splitTurn,
@@ -234,10 +260,22 @@ export const prepareCompaction = <M extends Message>(
   }
 }
 
+/** The blocks of `message` after its block `blockIndex`, as a message of the same role (none when there are none). */
+const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message> => {
+  const rest = (message.content as ReadonlyArray<ContentBlock>).slice(blockIndex + 1)
+  return rest.length === 0 ? [] : [{ role: message.role, content: rest }]
+}
+
 /**
  * The pure last step: builds `[summaryMessage, ...repaired tail]` from a plan and its summary, the outcome, and the
  * record a log stores, all from that one view. `Skipped` ("TooLittleFreed") when the new view would not free
  * `minFreedTokens` (a long summary). The result always passes `validate` when the tail did.
+ *
+ * The summary opens the new view (the API reads it: no compaction block with content is left after it). The head's
+ * system messages (`plan.systemMessages`) follow it at the first place rules 8–11 allow: right after the summary
+ * when the tail starts with an assistant message, otherwise after the tail's first user turn, joined to a system
+ * message already there. With a user message first such a place always exists, so no system message is dropped or
+ * folded into the summary text. The tail's own system messages stay where they are.
  * @category compaction
  */
 export const finishCompaction = <M extends Message>(
@@ -252,8 +290,9 @@ export const finishCompaction = <M extends Message>(
   const repaired = Result.isSuccess(repairedTail)
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
-  const keptTail = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
-  const next: Array<M | BuiltMessage> = [summaryMsg, ...keptTail]
+  const repairedKept = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+  const next: Array<M | BuiltMessage> = withSystemMessages(summaryMsg, repairedKept, plan.systemMessages)
+  const keptTail = next.slice(1) as Array<M>
   const tokensAfter = estimateTokens(next)
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
     return unchanged(plan.messages, "TooLittleFreed", plan.tokensBefore).result
@@ -288,6 +327,26 @@ export const finishCompaction = <M extends Message>(
       turnsSummarized: plan.turnsSummarized
     }
   }
+}
+
+/**
+ * `[summary, ...kept]` with the head's system messages put in: each wants the place right after the summary, and
+ * the kept ones keep theirs (a valid tail's system messages are at allowed places, which stay allowed after a user
+ * message), so `placeSystemMessages` moves only the head's, to the first allowed place, or joins them to a kept one.
+ */
+const withSystemMessages = <M extends Message>(
+  summary: BuiltMessage,
+  kept: ReadonlyArray<M>,
+  headSystems: ReadonlyArray<M>
+): Array<M | BuiltMessage> => {
+  if (headSystems.length === 0) return [summary, ...kept]
+  const list: Array<M | BuiltMessage> = [summary]
+  const systems: Array<SystemPlacement<M | BuiltMessage>> = headSystems.map((message) => ({ wanted: 1, message }))
+  for (const message of kept) {
+    if (message.role === "system") systems.push({ wanted: list.length, message })
+    else list.push(message)
+  }
+  return placeSystemMessages(list, systems).messages
 }
 
 /** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */

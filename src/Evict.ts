@@ -13,10 +13,16 @@
  * 3. of the rest, the newest `keepRecent` stay verbatim; errors, a pinned path's latest read, and results whose
  *    pointer would not be smaller than the payload stay too; everything else is **stale** and offloaded.
  *
- * "Later" only ever looks forward from a read, so the decision survives the prefix being cut away.
+ * An error stays unless a later read or write superseded it: a failed read followed by a successful read of the file
+ * (1) or a successful write of it (2) goes, since what it failed to show is out of date anyway.
+ *
+ * "Later" only ever looks forward from a read, so the decision survives the prefix being cut away. Only the API view
+ * is read and rewritten (`ApiView.apiViewStart` on): what lies before the last compaction block with content is
+ * dropped by the API, so rewriting it would free nothing and still change the request's prefix.
  *
  * @since 0.1.0
  */
+import { apiViewStart } from "./ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "./Message.ts"
 import { isImage, isToolResult, isToolUse } from "./Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "./Offload.ts"
@@ -156,8 +162,11 @@ const isCovered = (state: PathState, range: LineRange | undefined): boolean =>
  * Guarantees:
  * - no block is added or removed, and every tool_use/tool_result id pair is unchanged; only `content` changes;
  * - superseded and modified reads go first; of the rest, the newest `keepRecent` stay verbatim; errors stay unless
- *   superseded; a pinned path's latest read stays; a result is offloaded only when its pointer is smaller;
- * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens`;
+ *   superseded or modified (a later read or write of the file made them stale); a pinned path's latest read stays;
+ *   a result is offloaded only when its pointer is smaller;
+ * - only the API view (`ApiView.apiViewStart` on) is touched: results before the last compaction block with content
+ *   are left as they are (the API drops them), so `tokensFreed` is what the API view loses;
+ * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens` (taken on the API view);
  * - when fewer than `minSavings` tokens (default `DEFAULT_MIN_SAVINGS`) would be freed (or nothing would change), the input array is returned;
  * - the input is never mutated; unchanged messages and blocks are shared by reference;
  * - pure and idempotent: the same input and options give byte-identical output, and a second application changes
@@ -177,7 +186,8 @@ export const evictStaleToolResults = <M extends Message>(
   // forward: each tool_result's call is the nearest preceding tool_use with its id (real sessions reuse ids)
   const calls = new Map<string, ToolUseBlock>()
   const resolved: Array<ToolUseBlock | undefined> = []
-  for (let i = 0; i < messages.length; i++) {
+  const viewStart = apiViewStart(messages)
+  for (let i = viewStart; i < messages.length; i++) {
     const message = messages[i]!
     if (typeof message.content === "string") continue
     if (message.role === "assistant") {
@@ -199,7 +209,7 @@ export const evictStaleToolResults = <M extends Message>(
   let out: Array<M> | undefined
   let tokensFreed = 0
   let rank = 0
-  for (let i = messages.length - 1; i >= 0; i--) {
+  for (let i = messages.length - 1; i >= viewStart; i--) {
     const message = messages[i]!
     if (message.role !== "user" || typeof message.content === "string") continue
     const content = message.content
@@ -224,7 +234,7 @@ export const evictStaleToolResults = <M extends Message>(
         if (action._tag === "Write" && !failed) stateOf(action.path).modified = true
         if (rank++ >= keep) reason = "stale"
       }
-      if (reason === undefined || (failed && reason !== "superseded") || isOffloaded(block)) continue
+      if (reason === undefined || (failed && reason === "stale") || isOffloaded(block)) continue
       const before = payloadTokens(block)
       if (before <= MIN_POINTER_TOKENS || tooSmall.get(block) === reason) continue
       const ref = makeRef(toolUse, action, block, reason, before)

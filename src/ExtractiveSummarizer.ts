@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { clipEnd, clipLine, clipMiddle } from "./internal/text.ts"
 import type { ContentBlock } from "./Message.ts"
-import { blocksOf, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
+import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
 import { zeroUsage } from "./Policy.ts"
 import { Summarizer, type SummarizeRequest, type SummarizerShape, type Summary } from "./Summarizer.ts"
 import { stripAppendix } from "./Summary.ts"
@@ -32,6 +32,17 @@ const textOf = (content: unknown): string => {
   return (content as ReadonlyArray<ContentBlock>).filter(isText).map((b) => b.text).join("\n")
 }
 
+/** The tool a `tool_addition` / `tool_removal` block names, on one line. */
+const toolName = (block: ContentBlock): string => {
+  const tool = (block as { readonly tool?: { readonly name?: unknown; readonly server_name?: unknown } }).tool
+  const name = typeof tool?.name === "string"
+    ? tool.name
+    : typeof tool?.server_name === "string"
+    ? tool.server_name
+    : ""
+  return clipLine(name, 64)
+}
+
 /** How many of each list the extractive summary keeps. @category constants */
 export const EXTRACTIVE_LIMITS = {
   requests: 20,
@@ -41,13 +52,17 @@ export const EXTRACTIVE_LIMITS = {
   statements: 3,
   statementChars: 800,
   previousChars: 8000,
-  files: 100
+  files: 100,
+  systemMessages: 10,
+  systemChars: 2000
 } as const
 
 /**
  * The extractive summary: deterministic, bounded, no model. Sections: the requested focus, the earlier summary
- * (clipped), the user's requests verbatim (each clipped; the first 3 and the last 17 when there are more than 20),
- * files read and modified, the tools used with counts, the last errors seen, and the assistant's last statements.
+ * (clipped; a compaction block's `content` in the messages counts as one too: it is the server's summary), the
+ * mid-conversation system messages verbatim (each clipped, the last 10, with their tool changes), the user's requests
+ * verbatim (each clipped; the first 3 and the last 17 when there are more than 20), files read and modified, the tools
+ * used with counts, the last errors seen, and the assistant's last statements.
  * @category extractive
  */
 export const extractiveSummary = (request: SummarizeRequest, options: ExtractiveOptions = {}): string => {
@@ -56,10 +71,35 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   const sections: Array<string> = ["# Summary of the earlier conversation (extractive: written without a model)"]
   const focus = request.instructions?.trim() ?? ""
   if (focus.length > 0) sections.push(`## Focus requested\n${quote(focus, limits.requestChars)}`)
-  const previous = request.previousSummary === undefined ? "" : stripAppendix(request.previousSummary).trim()
-  if (previous.length > 0) {
-    const clipped = clipMiddle(previous, limits.previousChars)
+  const earlier = [
+    request.previousSummary === undefined ? "" : stripAppendix(request.previousSummary).trim(),
+    ...request.messages.flatMap((m) =>
+      m.role === "system" ?
+        [] :
+        blocksOf(m).flatMap((b) => isCompaction(b) && typeof b.content === "string" ? [b.content.trim()] : [])
+    )
+  ].filter((text) => text.length > 0).join("\n\n")
+  if (earlier.length > 0) {
+    const clipped = clipMiddle(earlier, limits.previousChars)
     sections.push(`## Earlier summary\n${clipped.split("\n").map((line) => `> ${line}`).join("\n")}`)
+  }
+  const systems = request.messages.filter((m) => m.role === "system").map((m) =>
+    blocksOf(m).map((b) =>
+      isText(b)
+        ? b.text.trim()
+        : b.type === "tool_addition" || b.type === "tool_removal"
+        ? `(${b.type === "tool_addition" ? "tool added" : "tool removed"}: ${toolName(b)})`
+        : ""
+    ).filter((text) => text.length > 0).join("\n")
+  ).filter((text) => text.length > 0)
+  if (systems.length > 0) {
+    const kept = systems.slice(-limits.systemMessages)
+    const more = systems.length - kept.length
+    sections.push(
+      `## System messages (verbatim)\n${more > 0 ? `(… ${more} earlier system messages omitted …)\n` : ""}${
+        kept.map((text) => quote(text, limits.systemChars)).join("\n\n")
+      }`
+    )
   }
 
   const requests: Array<string> = []

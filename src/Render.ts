@@ -8,7 +8,7 @@
  * they are, on their `[Tool result]` line. The transcript carries no instructions: it is pure session content.
  *
  * **Structure and safety.** Every structural line starts at column 0 with `[` and is written by `render` itself
- * (`[User]:`, `[Assistant]:`, `[Tool call] …`, `[Tool result] …`, `[Image: …]`, `[… 812 chars cut …]`). A content line
+ * (`[User]:`, `[Assistant]:`, `[System]:`, `[Earlier summary]:`, `[Tool call] …`, `[Tool result] …`, `[Image: …]`, `[… 812 chars cut …]`). A content line
  * that starts with `[` or `\` gets a `\` in front, and line breaks of every kind (`\r`, U+2028, …) become `\n`, so
  * session text cannot forge a structural line. The tags the summarizer wraps the transcript in (`RESERVED_TAGS`) are
  * neutralised (`<` → `&lt;`), so content cannot close the wrapper. No clip splits a surrogate pair.
@@ -25,6 +25,7 @@ import { clipEnd, headOf, LONE_SURROGATE, tailOf } from "./internal/text.ts"
 import { isOffloaded } from "./Offload.ts"
 import {
   blocksOf,
+  isCompaction,
   isDocument,
   isImage,
   isRedactedThinking,
@@ -195,7 +196,7 @@ const label = (text: string, max: number): string => {
 // Blocks
 // ============================================================================
 
-const PROSE_HEADER_MAX = "[Assistant]:\n".length
+const PROSE_HEADER_MAX = "[Earlier summary]:\n".length
 const CALL_PREFIX_MAX = "[Server tool call] ".length + LABEL_MAX + ": ".length
 const RESULT_HEADER_MAX = "[Server tool result] ".length + LABEL_MAX + " (error):\n".length
 const MARKER_MAX = "[Search result: ".length + LABEL_MAX + "]".length + 16
@@ -262,10 +263,36 @@ const resultItem = (
   return `${head}\n${clipText(raw, ctx.options.toolResultChars)}`
 }
 
+const ROLE_HEADERS: Readonly<Record<Message["role"], string>> = {
+  user: "[User]:",
+  assistant: "[Assistant]:",
+  system: "[System]:"
+}
+
+/** The name a `tool_addition` / `tool_removal` block names (a tool, an MCP tool, a toolset or an inline definition). */
+const toolChangeName = (block: ContentBlock): string => {
+  const tool = (block as { readonly tool?: unknown }).tool
+  if (typeof tool !== "object" || tool === null) return ""
+  const t = tool as { readonly name?: unknown; readonly server_name?: unknown; readonly definition?: unknown }
+  const definition = t.definition as { readonly name?: unknown } | undefined
+  const name = [t.server_name, t.name, typeof definition === "object" && definition !== null ? definition.name : ""]
+    .filter((x): x is string => typeof x === "string" && x.length > 0)
+  return name.join(" ")
+}
+
 const blockItem = (block: ContentBlock, role: Message["role"], ctx: RenderState): string | undefined => {
   if (isText(block)) {
     if (!NON_BLANK.test(block.text)) return undefined
-    return `${role === "user" ? "[User]:" : "[Assistant]:"}\n${clipText(block.text, ctx.options.proseChars)}`
+    return `${ROLE_HEADERS[role]}\n${clipText(block.text, ctx.options.proseChars)}`
+  }
+  // the server's own summary of what it compacted: the summarizer must carry it on (`content: null` is a no-op)
+  if (isCompaction(block)) {
+    if (typeof block.content !== "string" || !NON_BLANK.test(block.content)) return undefined
+    return `[Earlier summary]:\n${clipText(block.content, ctx.options.proseChars)}`
+  }
+  if (block.type === "tool_addition" || block.type === "tool_removal") {
+    const kind = block.type === "tool_addition" ? "Tool added" : "Tool removed"
+    return `[${kind}] ${label(toolChangeName(block), LABEL_MAX)}`
   }
   if (isToolUse(block) || isServerToolUse(block)) {
     ctx.names.set(block.id, block.name)
@@ -306,7 +333,7 @@ const blockItem = (block: ContentBlock, role: Message["role"], ctx: RenderState)
 /** The largest item `render` can make from `block` (0 when the block renders nothing), plus its joining newline. */
 const blockBound = (block: ContentBlock, options: Required<RenderOptions>): number => {
   if (isThinking(block) || isRedactedThinking(block)) return 0
-  if (isText(block)) return PROSE_HEADER_MAX + options.proseChars + CLIP_MARKER_MAX + 2 + 1
+  if (isText(block) || isCompaction(block)) return PROSE_HEADER_MAX + options.proseChars + CLIP_MARKER_MAX + 2 + 1
   if (isToolUse(block) || isServerToolUse(block)) return CALL_PREFIX_MAX + options.toolInputChars + 1
   if (isToolResult(block) || isServerToolResult(block) || block.type === "search_result") {
     return RESULT_HEADER_MAX + Math.max(options.toolResultChars + CLIP_MARKER_MAX + 2, INLINE_RESULT_MAX) + 1
@@ -329,7 +356,11 @@ const FRONT_SHARE = 0.3
  * the safety guarantees and the size bound. Pure and deterministic; the input is not modified.
  *
  * One entry per block, in order, joined by `\n`:
- * - text → `[User]:` / `[Assistant]:` then the text (clipped at `proseChars`);
+ * - text → `[User]:` / `[Assistant]:` / `[System]:` (a mid-conversation system message) then the text (clipped at
+ *   `proseChars`);
+ * - compaction block → `[Earlier summary]:` then its `content` (the server's summary, clipped at `proseChars`);
+ *   `content: null` (a failed compaction) → nothing;
+ * - tool_addition / tool_removal (a system message's tool changes) → `[Tool added] name` / `[Tool removed] name`;
  * - tool_use → `[Tool call] name: short input`; server_tool_use → `[Server tool call] …`;
  * - tool_result → `[Tool result] name (error):` then the output, clipped at `toolResultChars`; a short single-line
  *   output (up to `INLINE_RESULT_MAX`) and an offloaded pointer (`Offload.isOffloaded`, up to `toolResultChars +
@@ -381,7 +412,7 @@ export const render = (messages: ReadonlyArray<Message>, options?: RenderOptions
  * An upper bound of `render(messages, options).length` that depends only on the block counts and the options:
  *
  * `min(max(maxChars, OMISSION_MARKER_MAX), Σ cost(block))`, where (with the defaults in brackets)
- * - text: `13 + proseChars + CLIP_MARKER_MAX + 3` [12,080];
+ * - text, compaction: `19 + proseChars + CLIP_MARKER_MAX + 3` [12,086];
  * - tool_use, server_tool_use: `19 + LABEL_MAX + 2 + toolInputChars + 1` [246];
  * - tool_result, server tool result, search_result: `31 + LABEL_MAX + max(toolResultChars + CLIP_MARKER_MAX + 2,
  *   INLINE_RESULT_MAX) + 1` [1,662];

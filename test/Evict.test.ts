@@ -449,8 +449,9 @@ const checkInvariants = (messages: ReadonlyArray<Message>, keepRecent: number, m
   for (const r of info) {
     const at = `${r.i}:${r.j}`
     if (!gone.has(at)) {
-      const shouldGo = !before.has(at) && r.block.is_error !== true &&
-        (r.eager || (!window.has(at) && !r.pinnedLatest))
+      // an error goes only when a later read or write made it stale (issue 11, case 6)
+      const shouldGo = !before.has(at) &&
+        (r.eager || (r.block.is_error !== true && !window.has(at) && !r.pinnedLatest))
       // kept despite the rule only when the pointer would not be smaller (or minSavings vetoed all)
       if (shouldGo && out.messages !== messages) {
         assert.isAtMost(estimateMessageTokensUncached({ role: "user", content: [r.block] }), 220)
@@ -458,7 +459,7 @@ const checkInvariants = (messages: ReadonlyArray<Message>, keepRecent: number, m
       continue
     }
     assert.isTrue(r.eager || !window.has(at), "a window result was offloaded")
-    assert.isTrue(r.superseded || r.block.is_error !== true, "a non-superseded error was offloaded")
+    assert.isTrue(r.eager || r.block.is_error !== true, "an error no later read or write made stale was offloaded")
     assert.isFalse(r.pinnedLatest && !r.superseded, "a pinned latest read was offloaded")
   }
   // savings

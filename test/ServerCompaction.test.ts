@@ -5,8 +5,14 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { apiViewStart } from "../src/ApiView.ts"
+import { compactContext } from "../src/Compact.ts"
+import { Conversation, type MessageParam, resumeState } from "../src/Conversation.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { summaryText } from "../src/Summary.ts"
 import { type ContentBlock, decodeMessagesSync, isCompaction, type Message } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { repair, validate } from "../src/Validate.ts"
@@ -17,6 +23,13 @@ import { Reply } from "./fixtures/MessagesApiServer.ts"
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
 const ON_DEMAND = ["compact-2026-09-04"] as const
+const THRESHOLD = {
+  context_management: { edits: [{ type: "compact_20260112" as const }] },
+  betas: ["compact-2026-01-12"]
+}
+const SERVER_SUMMARY = "Server summary: the user fixed test coverage in src/lib.rs; tests now pass."
+const RULE = "From now on, reply in one sentence."
+const long = (tag: string) => `${tag} ${"detail ".repeat(1_500)}`
 
 const client = (server: MessagesApiServer.MessagesApiServer) =>
   new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 0 })
@@ -39,6 +52,24 @@ const send = (
       }).finalMessage(),
     catch: (e) => e as InstanceType<typeof Anthropic.APIError>
   })
+
+/** Sends `messages` in threshold mode; the final message, or the API error. */
+const sendThreshold = (server: MessagesApiServer.MessagesApiServer, messages: ReadonlyArray<unknown>) =>
+  Effect.tryPromise({
+    try: () =>
+      client(server).beta.messages.stream({
+        model: "claude-sonnet-5",
+        max_tokens: 1024,
+        messages: messages as never,
+        ...THRESHOLD
+      }).finalMessage(),
+    catch: (e) => e as InstanceType<typeof Anthropic.APIError>
+  })
+
+const textOf = (m: { readonly content: unknown }): string =>
+  typeof m.content === "string"
+    ? m.content
+    : (m.content as ReadonlyArray<{ readonly text?: unknown }>).map((b) => String(b.text ?? "")).join("\n")
 
 /** A real conversation with a complete last turn, from the corpus. */
 const realConversation = (): Array<Message> => {
@@ -199,5 +230,86 @@ describe("the compaction beta through the real SDK", () => {
           betas: ["compact-2026-01-12"]
         }).finalMessage()
       )
+    }))
+
+  it.live("threshold: a streamed compaction block in the conversation, then our compactContext on top", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const list: Array<Message> = [...realConversation(), user(long("Refactor the parser."))]
+      server.enqueue(Reply.compaction(SERVER_SUMMARY, { then: ["Continuing ", "the refactor."] }))
+      const compacting = yield* sendThreshold(server, list)
+      list.push({ role: "assistant", content: compacting.content as never })
+      const opened = apiViewStart(list)
+      assert.strictEqual(opened, list.length - 1)
+      for (const [k, extra] of [[1, true], [2, false], [3, true]] as const) {
+        list.push(user(long(`Step ${k}.`)))
+        if (extra) list.push({ role: "system", content: `${RULE} (${k})` })
+        server.enqueue(Reply.stream([`Done with step ${k}.`]))
+        const reply = yield* sendThreshold(server, list)
+        list.push({ role: "assistant", content: reply.content as never })
+      }
+      assert.strictEqual(apiViewStart(list), opened)
+
+      const policy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 500, keepRecentTurns: 1 })
+      const { messages, outcome } = yield* compactContext(list, policy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(ExtractiveSummarizer.layer)
+      )
+      assert.strictEqual(outcome._tag, "Compacted")
+      if (outcome._tag === "Compacted") assert.strictEqual(outcome.tokensBefore, estimateTokens(list.slice(opened)))
+      assert.include(summaryText(messages[0]!), SERVER_SUMMARY)
+      assert.strictEqual(apiViewStart(messages), 0)
+      const systems = messages.filter((m) => m.role === "system").map(textOf).join("\n")
+      for (const k of [1, 3]) assert.include(systems, `${RULE} (${k})`)
+      // the server accepts the compacted list in both modes
+      server.enqueue(Reply.stream(["Accepted."]))
+      assert.strictEqual((yield* sendThreshold(server, messages)).content[0]?.type, "text")
+      server.enqueue(Reply.compaction("Second server summary."))
+      assert.strictEqual((yield* send(server, messages, true)).stop_reason, "compaction")
+    }))
+
+  it.live("Conversation over the server's compaction: compact, request accepted, resume equal to live", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const store: MemoryStore = new Map()
+      const layer = Conversation.layerLogged({
+        minFreedTokens: 1,
+        policy: CompactionPolicy.makeUnsafe({
+          keepRecentTokens: 500,
+          keepRecentTurns: 1
+        })
+      }).pipe(
+        Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+        Layer.provide(ExtractiveSummarizer.layer)
+      )
+      const live = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        const round = (text: string, reply: MessagesApiServer.Reply, system?: string) =>
+          Effect.gen(function* () {
+            yield* conversation.append(user(text) as MessageParam)
+            if (system !== undefined) yield* conversation.append({ role: "system", content: system } as MessageParam)
+            const { request, epoch } = yield* conversation.prepare
+            server.enqueue(reply)
+            const response = yield* sendThreshold(server, request.messages)
+            yield* conversation.recordReply({ role: "assistant", content: response.content } as MessageParam, {
+              input_tokens: 1_000,
+              output_tokens: 10
+            }, { requestEpoch: epoch })
+          })
+        yield* round(long("Start the work."), Reply.stream(["Started."]))
+        yield* round(long("Go on."), Reply.compaction(SERVER_SUMMARY, { then: ["Continuing."] }))
+        yield* round(long("Next step."), Reply.stream(["Next done."]), `${RULE} (1)`)
+        yield* round(long("Last step."), Reply.stream(["All done."]))
+        const { request, outcome } = yield* conversation.compact()
+        assert.strictEqual(outcome._tag, "Compacted")
+        assert.include(summaryText(request.messages[0] as Message), SERVER_SUMMARY)
+        assert.include(request.messages.filter((m) => m.role === "system").map(textOf).join("\n"), `${RULE} (1)`)
+        server.enqueue(Reply.stream(["Accepted."]))
+        assert.strictEqual((yield* sendThreshold(server, request.messages)).content[0]?.type, "text")
+        return yield* conversation.state
+      }).pipe(Effect.provide(layer))
+      const resumed = yield* Effect.gen(function* () {
+        return resumeState(yield* (yield* SessionLog).load())
+      }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
+      assert.strictEqual(JSON.stringify(resumed.view), JSON.stringify(live.view))
     }))
 })

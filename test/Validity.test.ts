@@ -3,7 +3,12 @@
  * calibrate, repair), each judged by the library and by the independent checker of API-RULES.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Result } from "effect"
+import { spawn } from "node:child_process"
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Effect, Layer, Option, Result } from "effect"
 import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
 import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
 import {
@@ -14,6 +19,12 @@ import {
   type Message,
   MessageDecodeError
 } from "../src/Message.ts"
+import { compactContext, CompactOutcome } from "../src/Compact.ts"
+import { evictStaleToolResults } from "../src/Evict.ts"
+import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
+import { render } from "../src/Render.ts"
+import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
+import { SUMMARY_HEADER, summaryText } from "../src/Summary.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
@@ -32,6 +43,25 @@ const results = (...ids: Array<string>): Message => ({
 const compaction = (content: string | null, signature = "sig"): ContentBlock =>
   ({ type: "compaction", content, encrypted_content: null, signature }) as ContentBlock
 const tags = (xs: ReadonlyArray<{ readonly _tag: string }>) => xs.map((x) => x._tag)
+const textOf = (m: Message): string =>
+  typeof m.content === "string" ? m.content : m.content.map((b) => ("text" in b ? String(b.text) : "")).join("\n")
+const long = (tag: string) => `${tag} ${"words ".repeat(2_000)}`
+
+/** The extractive summarizer, recording every request it gets. */
+const recording = () => {
+  const requests: Array<SummarizeRequest> = []
+  const extractive = ExtractiveSummarizer.make()
+  const layer = Layer.succeed(
+    Summarizer,
+    Summarizer.of({
+      name: "extractive",
+      summarize: (request) => Effect.andThen(Effect.sync(() => requests.push(request)), extractive.summarize(request))
+    })
+  )
+  return { requests, layer }
+}
+const compactPolicy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 1, keepRecentTurns: 1 })
+const compacted = (outcome: CompactOutcome) => assert.strictEqual(outcome._tag, "Compacted", JSON.stringify(outcome))
 
 /** The repaired list passes validate and the independent checker (strict mode), and is a fixed point. */
 const assertRepaired = (input: ReadonlyArray<Message>): Array<Message> => {
@@ -101,6 +131,33 @@ describe("issue 11, case 3: an empty list", () => {
   })
 })
 
+describe("issue 11, case 3, in the CLI: `compaction repair` of a list with nothing to send", () => {
+  it("exits 1 (Violations) with the reason, never an internal error or an empty list", async () => {
+    const root = fileURLToPath(new URL("../", import.meta.url))
+    const dir = mkdtempSync(join(tmpdir(), "validity-"))
+    const file = join(dir, "nothing.json")
+    const out = join(dir, "out.json")
+    writeFileSync(file, JSON.stringify([{ role: "user", content: [{ type: "tool_result", tool_use_id: "t1" }] }]))
+    const deno = (globalThis as { readonly Deno?: { readonly execPath: () => string } }).Deno
+    const [command, ...pre] = deno !== undefined
+      ? [deno.execPath(), "run", "-A", "-q", join(root, "src/cli/main.ts")]
+      : [
+        Number(process.versions.node.split(".")[0]) >= 22 ? process.execPath : join(root, "node_modules/.bin/node"),
+        join(root, "src/cli/main.ts")
+      ]
+    const run = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(command!, [...pre, "repair", file, "--out", out], { env: { ...process.env, NO_COLOR: "1" } })
+      let stderr = ""
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+      child.on("error", reject)
+      child.on("close", (code) => resolve({ code, stderr }))
+    })
+    assert.strictEqual(run.code, 1, run.stderr)
+    assert.include(run.stderr, "no user or assistant content")
+    assert.isFalse(existsSync(out))
+  }, 30_000)
+})
+
 describe("issue 11, case 4: decode is total", () => {
   const nested = (depth: number): unknown => {
     let content: unknown = "leaf"
@@ -168,6 +225,70 @@ describe("issue 11, case 5: the error path ends at the field", () => {
   })
 })
 
+describe("issue 11, case 6: a stale error read is offloaded", () => {
+  const readCall = (id: string, path: string): Message => ({
+    role: "assistant",
+    content: [{ type: "tool_use", id, name: "read", input: { path } }]
+  })
+  const editCall = (id: string, path: string): Message => ({
+    role: "assistant",
+    content: [{ type: "tool_use", id, name: "edit", input: { path } }]
+  })
+  const answer = (id: string, text: string, isError = false): Message => ({
+    role: "user",
+    content: [{ type: "tool_result", tool_use_id: id, content: text, ...(isError ? { is_error: true } : {}) }]
+  })
+  const failure = `EACCES: permission denied ${"x".repeat(4000)}`
+
+  it("a failed read that a later successful write of the same file made stale goes (reason modified)", () => {
+    const messages = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/a.ts"),
+      answer(
+        "e1",
+        "ok"
+      ),
+      assistant("done")
+    ]
+    const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
+    assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "modified"]])
+    assert.isAbove(out.tokensFreed, 900)
+    // the block stays an error result: only its payload changed
+    assert.isTrue((out.messages[2]!.content as ReadonlyArray<{ readonly is_error?: boolean }>)[0]!.is_error)
+    assert.deepStrictEqual(validate(out.messages), [])
+  })
+
+  it("a failed read stays when the later write failed, or when nothing later touched the file", () => {
+    const failedWrite = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/a.ts"),
+      answer(
+        "e1",
+        "no match",
+        true
+      ),
+      assistant("done")
+    ]
+    assert.deepStrictEqual(evictStaleToolResults(failedWrite, 10, { minSavings: 0 }).offloaded, [])
+    const otherFile = [
+      user("go"),
+      readCall("r1", "/a.ts"),
+      answer("r1", failure, true),
+      editCall("e1", "/b.ts"),
+      answer(
+        "e1",
+        "ok"
+      ),
+      assistant("done")
+    ]
+    assert.deepStrictEqual(evictStaleToolResults(otherFile, 0, { minSavings: 0 }).offloaded, [])
+  })
+})
+
 describe("issue 11, case 7: mid-conversation system messages", () => {
   it("validate checks rules 8–11", () => {
     assert.deepStrictEqual(tags(validate([system("s"), user("a")])), [
@@ -212,6 +333,62 @@ describe("issue 11, case 7: mid-conversation system messages", () => {
     assert.strictEqual(merged.report.mergedSystemMessages, 1)
     assertRepaired([user("a"), system("s"), system("t"), assistant("b")])
   })
+})
+
+describe("issue 11, case 7: system messages in render, the extractive summary and compactContext", () => {
+  const rule = system("From now on, answer in French.")
+  const head = [user(long("first task")), assistant(long("did it")), rule, assistant(long("more"))]
+  const conversation = [...head, user("second task"), assistant("ok"), user("third task"), assistant("fine")]
+
+  it("render labels a system message [System]", () => {
+    const transcript = render([user("a"), rule, assistant("b")])
+    assert.include(transcript, "[System]:\nFrom now on, answer in French.")
+    assert.notInclude(transcript, "[Assistant]:\nFrom now on")
+    assert.include(
+      render([{
+        role: "system",
+        content: [{ type: "tool_removal", tool: { type: "tool_reference", name: "bash" } } as ContentBlock]
+      }]),
+      "[Tool removed] bash"
+    )
+  })
+
+  it("the extractive summary keeps a system message's text", () => {
+    const text = extractiveSummary({ messages: [user("go"), rule, assistant("ok")], transcript: "" })
+    assert.include(text, "From now on, answer in French.")
+  })
+
+  it.effect("compactContext keeps a system message of the head: re-emitted after the summary, not summarized", () =>
+    Effect.gen(function* () {
+      const { layer, requests } = recording()
+      const { messages, outcome } = yield* compactContext(conversation, compactPolicy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(layer)
+      )
+      compacted(outcome)
+      assert.isDefined(summaryText(messages[0]!))
+      assert.include(messages, rule)
+      assert.isFalse(requests[0]!.messages.some((m) => m.role === "system"))
+      assert.deepStrictEqual(validate(messages), [])
+      assert.deepStrictEqual(checkApiRules(messages), [])
+      // after the tail's first user turn (the tail starts with a user message), before the assistant's reply
+      const at = messages.indexOf(rule)
+      assert.strictEqual(messages[at - 1]!.role, "user")
+      assert.strictEqual(messages[at + 1]!.role, "assistant")
+    }))
+
+  it.effect("with the tail opening on an assistant step, the system message sits right after the summary", () =>
+    Effect.gen(function* () {
+      const split = [user("go"), assistant(long("a")), rule, assistant(long("b")), assistant("c")]
+      const { messages, outcome } = yield* compactContext(
+        split,
+        CompactionPolicy.makeUnsafe({ keepRecentTokens: 1, keepRecentTurns: 1, maxTailTokens: 100 }),
+        { minFreedTokens: 1 }
+      ).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      compacted(outcome)
+      assert.strictEqual(messages[1], rule)
+      assert.strictEqual(messages[2]!.role, "assistant")
+      assert.deepStrictEqual(checkApiRules(messages), [])
+    }))
 })
 
 describe("issue 11, case 8: the API's own compaction", () => {
@@ -267,6 +444,24 @@ describe("issue 11, case 8: the API's own compaction", () => {
     const split = Option.getOrThrow(plan(list, 1))
     assert.isAbove(split.head.length, head.length)
     assert.isTrue(Option.isNone(plan([...head, opened, user("q"), assistant("a")], 1)))
+  })
+
+  it("eviction reports what the API view loses: results before the view's start are left as they are", () => {
+    const bash = (id: string, text: string): Array<Message> => [
+      { role: "assistant", content: [{ type: "tool_use", id, name: "bash", input: { command: `run ${id}` } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: text }] }
+    ]
+    const dropped = [user("old"), ...bash("old1", "o".repeat(20_000)), assistant("old done")]
+    const view = [opened, user("new"), ...bash("new1", "n".repeat(20_000)), ...bash("new2", "short"), assistant("ok")]
+    const before = [...dropped, ...view]
+    const out = evictStaleToolResults(before, 1, { minSavings: 0 })
+    assert.deepStrictEqual(out.offloaded.map((o) => o.toolUseId), ["new1"])
+    for (let i = 0; i < dropped.length; i++) assert.strictEqual(out.messages[i], before[i])
+    assert.strictEqual(out.tokensFreed, estimateTokens(apiView(before)) - estimateTokens(apiView(out.messages)))
+    // only dropped history is stale: nothing the API reads changes, so nothing is rewritten
+    const onlyOld = evictStaleToolResults([...dropped, opened, user("new"), assistant("ok")], 0, { minSavings: 0 })
+    assert.strictEqual(onlyOld.tokensFreed, 0)
+    assert.deepStrictEqual(onlyOld.offloaded, [])
   })
 
   it("a list opened by an assistant message whose first block is a compaction block is valid", () => {
@@ -326,4 +521,48 @@ describe("issue 11, case 8: the API's own compaction", () => {
     })
     assertRepaired(input)
   })
+
+  it("render shows a compaction block's content, not [Block: compaction]; content: null renders nothing", () => {
+    const transcript = render([...head, opened])
+    assert.include(transcript, "The user asked about X; we did Y.")
+    assert.notInclude(transcript, "[Block: compaction]")
+    assert.notInclude(render([{ role: "assistant", content: [compaction(null)] }]), "compaction")
+  })
+
+  it.effect("compactContext: the server's summary becomes previousSummary; the block and what precedes it leave", () =>
+    Effect.gen(function* () {
+      const big = [opened, user(long("next question")), ...tail.slice(1), user("last"), assistant("done")]
+      const input = [...head, ...big]
+      const { layer, requests } = recording()
+      const { messages, outcome } = yield* compactContext(input, compactPolicy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(layer)
+      )
+      compacted(outcome)
+      assert.strictEqual(requests[0]!.previousSummary, "The user asked about X; we did Y.")
+      // only the API view is summarized: nothing of the dropped head reaches the summarizer
+      assert.notInclude(requests[0]!.transcript, "old question")
+      assert.include(requests[0]!.transcript, "Continuing.")
+      assert.isTrue(messages[0]!.content[0] !== undefined && textOf(messages[0]!).startsWith(SUMMARY_HEADER))
+      assert.include(textOf(messages[0]!), "The user asked about X; we did Y.")
+      assert.strictEqual(apiViewStart(messages), 0)
+      assert.isFalse(
+        messages.some((m) => typeof m.content !== "string" && m.content.some((b) => b.type === "compaction"))
+      )
+      assert.deepStrictEqual(checkApiRules(messages, { mode: "on-demand" }), [])
+      if (outcome._tag === "Compacted") assert.strictEqual(outcome.tokensBefore, estimateTokens(apiView(input)))
+    }))
+
+  it.effect("a head whose API view is only the server's block is NothingToCut (no summary of a summary)", () =>
+    Effect.gen(function* () {
+      // the server's summary is long, the rest of the view fits the budget: the cut lands right after the block
+      const bare: Message = { role: "assistant", content: [compaction(long("Server summary."))] }
+      const input = [...head, bare, user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+      const policy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 1_000, keepRecentTurns: 1 })
+      assert.strictEqual(planForPolicy(input, policy).cut, head.length + 1)
+      const { messages, outcome } = yield* compactContext(input, policy, { minFreedTokens: 1 }).pipe(
+        Effect.provide(ExtractiveSummarizer.layer)
+      )
+      assert.deepStrictEqual(outcome, CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(input) }))
+      assert.strictEqual(messages, input)
+    }))
 })

@@ -21,7 +21,7 @@ import { canonicalJson, SessionLog } from "../SessionLog.ts"
 import { formatReport, simulate as simulateSession } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
-import { repair as repairMessages, validate as validateMessages } from "../Validate.ts"
+import { repairResult, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
 import { analyze, formatInspect, groupViolations, toolsTokens, violationReport } from "./Inspect.ts"
 import {
@@ -360,7 +360,11 @@ export interface RepairInput {
 export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const read = yield* readSession(input.file, { strict: input.strict })
-    const { messages, report } = repairMessages(read.session.messages)
+    const repaired = repairResult(read.session.messages)
+    if (Result.isFailure(repaired)) {
+      return yield* new CliFailure({ code: ExitCode.Violations, message: `${read.name}: ${repaired.failure.message}` })
+    }
+    const { messages, report } = repaired.success
     const changes = [
       [report.droppedEmptyBlocks, "empty text blocks dropped"],
       [report.droppedEmptyMessages, "empty messages dropped"],

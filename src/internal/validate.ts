@@ -1,0 +1,355 @@
+/**
+ * The rules of the Messages API as violations, the pairing scan, and `validate`: the first half of `Validate` (which
+ * re-exports every public name here and holds the table of rules). The predicates exported for `internal/repair` are
+ * the same ones `validate` judges by, so repair and validation cannot disagree on a rule.
+ */
+import * as Data from "effect/Data"
+import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
+import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
+import {
+  blocksOf,
+  isCompaction,
+  isCompactionWithContent,
+  isServerToolResult,
+  isText,
+  isThinking,
+  isToolResult,
+  isToolUse
+} from "../Message.ts"
+import { isHumanMessage } from "../Turns.ts"
+
+// ============================================================================
+// Violations
+// ============================================================================
+
+/**
+ * One broken rule. `messageIndex` and `blockIndex` point into the input list (for `MissingToolResult`, at the
+ * `tool_use`; for the other tool rules, at the `tool_result`).
+ * @category models
+ */
+export type Violation = Data.TaggedEnum<{
+  OrphanedToolResult: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
+  DuplicateToolResult: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
+  ToolResultNotFirst: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
+  MissingToolResult: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
+  FirstMessageNotUser: { readonly messageIndex: number }
+  EmptyMessage: { readonly messageIndex: number }
+  EmptyTextBlock: { readonly messageIndex: number; readonly blockIndex: number }
+  ModifiedThinking: { readonly messageIndex: number; readonly blockIndex: number; readonly signature: string }
+  EmptyConversation: { readonly messageIndex: 0 }
+  DuplicateToolUseId: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
+  SystemMessageFirst: { readonly messageIndex: number }
+  SystemMessageNotAfterTurn: { readonly messageIndex: number }
+  SystemMessageNotBeforeAssistant: { readonly messageIndex: number }
+  SystemMessageInToolCall: { readonly messageIndex: number }
+  SystemMessageBlock: { readonly messageIndex: number; readonly blockIndex: number; readonly blockType: string }
+  CompactionBlockAmbiguous: { readonly messageIndex: number; readonly blockIndex: number }
+  CompactionBlockMisplaced: { readonly messageIndex: number; readonly blockIndex: number }
+  ModifiedCompaction: { readonly messageIndex: number; readonly blockIndex: number }
+}>
+
+/** Constructors, guards (`Violation.$is("…")`) and matching (`Violation.$match`) for `Violation`. @category models */
+export const Violation = Data.taggedEnum<Violation>()
+
+/** A client tool call and the message that answers it, as the API pairs them. @category models */
+export interface ToolPair {
+  readonly toolUseId: string
+  /** Index of the assistant message holding the `tool_use`. */
+  readonly useIndex: number
+  /** Index of the user message holding its (first) `tool_result`; always greater than `useIndex`. */
+  readonly resultIndex: number
+}
+
+// ============================================================================
+// Pairing scan
+// ============================================================================
+
+/**
+ * A block's position packed into one number (`messageIndex * 2^20 + blockIndex`), so the scan allocates nothing per
+ * block. Safe for up to 2^20 blocks per message and 2^33 messages.
+ */
+type Location = number
+const BLOCK_BITS = 1_048_576
+const locate = (messageIndex: number, blockIndex: number): Location => messageIndex * BLOCK_BITS + blockIndex
+const messageOf = (at: Location): number => Math.floor(at / BLOCK_BITS)
+const blockOf = (at: Location): number => at % BLOCK_BITS
+const position = (at: Location) => ({ messageIndex: messageOf(at), blockIndex: blockOf(at) })
+
+interface ScanSink {
+  pair(toolUseId: string, use: Location, result: Location, notFirst: boolean): void
+  orphan(toolUseId: string, result: Location): void
+  duplicate(toolUseId: string, result: Location): void
+  missing(toolUseId: string, use: Location): void
+}
+
+/**
+ * One pass over the merged view: each maximal run of same-role messages is one API turn, and the calls of an
+ * assistant turn are answered by the user turn right after it. System messages are skipped (they never pair). O(messages + blocks); one map and one set, reused.
+ */
+const scanPairs = (messages: ReadonlyArray<Message>, sink: ScanSink): void => {
+  const n = messages.length
+  const uses = new Map<string, Location>()
+  const answered = new Set<string>()
+  const flushMissing = () => {
+    for (const [id, use] of uses) if (!answered.has(id)) sink.missing(id, use)
+  }
+  let i = 0
+  while (i < n) {
+    const role = messages[i]!.role
+    if (role === "system") {
+      // a turn of its own that pairs with nothing; a call before it stays open (SystemMessageInToolCall)
+      i++
+      continue
+    }
+    let j = i
+    while (j < n && messages[j]!.role === role) j++
+    if (role === "assistant") {
+      uses.clear()
+      answered.clear()
+      for (let k = i; k < j; k++) {
+        const content = messages[k]!.content
+        if (typeof content === "string") continue
+        for (let b = 0; b < content.length; b++) {
+          const block = content[b]!
+          if (isToolUse(block) && !uses.has(block.id)) uses.set(block.id, locate(k, b))
+        }
+      }
+    } else {
+      let sawOther = false
+      for (let k = i; k < j; k++) {
+        const content = messages[k]!.content
+        if (typeof content === "string") {
+          if (content.length > 0) sawOther = true
+          continue
+        }
+        for (let b = 0; b < content.length; b++) {
+          const block = content[b]!
+          if (!isToolResult(block)) {
+            sawOther = true
+            continue
+          }
+          const id = block.tool_use_id
+          const use = uses.get(id)
+          if (use === undefined) sink.orphan(id, locate(k, b))
+          else if (answered.has(id)) sink.duplicate(id, locate(k, b))
+          else {
+            answered.add(id)
+            sink.pair(id, use, locate(k, b), sawOther)
+          }
+        }
+      }
+      flushMissing()
+      uses.clear()
+      answered.clear()
+    }
+    i = j
+  }
+  flushMissing()
+}
+
+const ignore = (): void => {}
+
+/**
+ * Calls `f` for every client tool pair the API would accept, in order: a `tool_use` and the first `tool_result` for
+ * its id in the next merged user turn. Cutting a conversation at `c` with `useIndex < c <= resultIndex` orphans that
+ * result. O(messages + blocks), with no allocation per pair.
+ * @category validation
+ */
+export const forEachToolPair = (
+  messages: ReadonlyArray<Message>,
+  f: (useIndex: number, resultIndex: number, toolUseId: string) => void
+): void =>
+  scanPairs(messages, {
+    pair: (toolUseId, use, result) => f(messageOf(use), messageOf(result), toolUseId),
+    orphan: ignore,
+    duplicate: ignore,
+    missing: ignore
+  })
+
+/** Every client tool pair, as `forEachToolPair` visits them. @category validation */
+export const toolPairs = (messages: ReadonlyArray<Message>): ReadonlyArray<ToolPair> => {
+  const pairs: Array<ToolPair> = []
+  forEachToolPair(messages, (useIndex, resultIndex, toolUseId) => pairs.push({ toolUseId, useIndex, resultIndex }))
+  return pairs
+}
+
+// ============================================================================
+// Validation
+// ============================================================================
+
+/** Empty or whitespace-only text, which the API rejects. */
+export const isBlank = (text: string): boolean => text.trim().length === 0
+export const isBlankText = (block: ContentBlock): boolean => isText(block) && isBlank(block.text)
+
+const thinkingKey = (block: ThinkingBlock): string => `${block.signature}\u0000${block.thinking}`
+
+/** The block types a system message may hold (API-RULES 8–11; the SDK's `BetaSystemMessageParam`). */
+export const SYSTEM_BLOCK_TYPES: ReadonlySet<string> = new Set(["text", "tool_addition", "tool_removal"])
+
+/** True when an assistant message ends in a server tool result (a system message may follow it, rule 9). */
+export const endsInServerResult = (message: Message): boolean => {
+  if (typeof message.content === "string") return false
+  const last = message.content.at(-1)
+  return last !== undefined && isServerToolResult(last)
+}
+
+/** True when an assistant message holds a client `tool_use` (its results must come in the next user turn). */
+export const hasToolUse = (message: Message): boolean =>
+  typeof message.content !== "string" && message.content.some(isToolUse)
+
+/**
+ * Where a system message breaks rules 8–11, judged by its neighbours (the nearest non-system message before it, and
+ * the message after it), or undefined when it is placed well.
+ */
+const systemPlacement = (
+  messages: ReadonlyArray<Message>,
+  i: number
+): "SystemMessageFirst" | "SystemMessageInToolCall" | "SystemMessageNotAfterTurn" | undefined => {
+  if (i === 0) return "SystemMessageFirst"
+  const prev = messages[i - 1]!
+  let before = i - 1
+  while (before >= 0 && messages[before]!.role === "system") before--
+  if (before >= 0 && messages[before]!.role === "assistant" && hasToolUse(messages[before]!)) {
+    return "SystemMessageInToolCall"
+  }
+  if (prev.role === "system" || (prev.role === "assistant" && !endsInServerResult(prev))) {
+    return "SystemMessageNotAfterTurn"
+  }
+  return undefined
+}
+
+const compactionKey = (block: CompactionBlock): string =>
+  JSON.stringify([block.content ?? null, block.encrypted_content ?? null, block.signature ?? null]) + "\u0000" +
+  JSON.stringify(block.tool_changes ?? null)
+
+/**
+ * Every rule of the Messages API (API-RULES 1–15, see the module doc for the table) that the list breaks, grouped by
+ * rule: the list and its messages (in message order), tool pairing (in message order), thinking and compaction
+ * fidelity. An empty result means the API accepts the list's structure.
+ *
+ * `reference` is the view the signed blocks came from (for example the list before compaction). With it, each signed
+ * thinking block in the latest assistant turn (the assistant messages after the last human message) must appear in
+ * `reference` with the same signature and the same text, and each compaction block must appear there with the same
+ * `content`, `encrypted_content`, `signature` and `tool_changes`; without it those rules are not checked, since only
+ * the provider can verify a signature. O(messages + blocks).
+ * @category validation
+ */
+export const validate = (
+  messages: ReadonlyArray<Message>,
+  reference?: ReadonlyArray<Message>
+): ReadonlyArray<Violation> => {
+  const out: Array<Violation> = []
+  const n = messages.length
+  if (n === 0) return [Violation.EmptyConversation({ messageIndex: 0 })]
+  const first = messages[0]!
+  if (first.role === "assistant" && compactionBlockIndex(first) !== 0) {
+    out.push(Violation.FirstMessageNotUser({ messageIndex: 0 }))
+  }
+  const viewStart = apiViewStart(messages)
+  const opening = compactionBlockIndex(messages[viewStart]!)
+  const useIds = new Set<string>()
+  for (let i = 0; i < n; i++) {
+    const message = messages[i]!
+    const content = message.content
+    if (message.role === "system") {
+      const misplaced = systemPlacement(messages, i)
+      if (misplaced !== undefined) out.push(Violation[misplaced]({ messageIndex: i }))
+      const next = messages[i + 1]
+      if (next !== undefined && next.role === "user") {
+        out.push(Violation.SystemMessageNotBeforeAssistant({ messageIndex: i }))
+      }
+    }
+    if (content.length === 0 || (typeof content === "string" && isBlank(content))) {
+      if (!(i === n - 1 && message.role === "assistant")) out.push(Violation.EmptyMessage({ messageIndex: i }))
+      continue
+    }
+    if (typeof content === "string") continue
+    const prefill = i === n - 1 && message.role === "assistant"
+    for (let b = 0; b < content.length; b++) {
+      const block = content[b]!
+      if (isBlankText(block)) {
+        if (!prefill) out.push(Violation.EmptyTextBlock({ messageIndex: i, blockIndex: b }))
+      } else if (isToolUse(block)) {
+        if (useIds.has(block.id)) {
+          out.push(Violation.DuplicateToolUseId({ messageIndex: i, blockIndex: b, toolUseId: block.id }))
+        } else useIds.add(block.id)
+      } else if (isCompaction(block)) {
+        if (message.role === "system") out.push(Violation.CompactionBlockMisplaced({ messageIndex: i, blockIndex: b }))
+        else if (isCompactionWithContent(block)) {
+          if (i !== viewStart || b !== opening) {
+            out.push(Violation.CompactionBlockAmbiguous({ messageIndex: i, blockIndex: b }))
+          } else if (i !== 0 || b !== 0) {
+            out.push(Violation.CompactionBlockMisplaced({ messageIndex: i, blockIndex: b }))
+          }
+        }
+      }
+      if (message.role === "system" && !SYSTEM_BLOCK_TYPES.has(block.type) && !isCompaction(block)) {
+        out.push(Violation.SystemMessageBlock({ messageIndex: i, blockIndex: b, blockType: block.type }))
+      }
+    }
+  }
+  scanPairs(messages, {
+    pair: (toolUseId, _use, at, notFirst) => {
+      if (notFirst) out.push(Violation.ToolResultNotFirst({ ...position(at), toolUseId }))
+    },
+    orphan: (toolUseId, at) => out.push(Violation.OrphanedToolResult({ ...position(at), toolUseId })),
+    duplicate: (toolUseId, at) => out.push(Violation.DuplicateToolResult({ ...position(at), toolUseId })),
+    missing: (toolUseId, at) => out.push(Violation.MissingToolResult({ ...position(at), toolUseId }))
+  })
+  if (reference !== undefined) {
+    checkThinking(messages, reference, out)
+    checkCompaction(messages, reference, out)
+  }
+  return out
+}
+
+const checkCompaction = (
+  messages: ReadonlyArray<Message>,
+  reference: ReadonlyArray<Message>,
+  out: Array<Violation>
+): void => {
+  let known: Set<string> | undefined
+  for (let i = 0; i < messages.length; i++) {
+    const content = messages[i]!.content
+    if (typeof content === "string") continue
+    for (let b = 0; b < content.length; b++) {
+      const block = content[b]!
+      if (!isCompaction(block)) continue
+      known ??= new Set(reference.flatMap((m) => blocksOf(m).filter(isCompaction).map(compactionKey)))
+      if (!known.has(compactionKey(block))) out.push(Violation.ModifiedCompaction({ messageIndex: i, blockIndex: b }))
+    }
+  }
+}
+
+const checkThinking = (
+  messages: ReadonlyArray<Message>,
+  reference: ReadonlyArray<Message>,
+  out: Array<Violation>
+): void => {
+  let start = messages.length
+  while (start > 0 && !isHumanMessage(messages[start - 1]!)) start--
+  const known = new Set<string>()
+  for (const message of reference) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) {
+      if (isThinking(block) && block.signature !== undefined) known.add(thinkingKey(block))
+    }
+  }
+  for (let i = start; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (let b = 0; b < message.content.length; b++) {
+      const block = message.content[b]!
+      if (isThinking(block) && block.signature !== undefined && !known.has(thinkingKey(block))) {
+        out.push(Violation.ModifiedThinking({ messageIndex: i, blockIndex: b, signature: block.signature }))
+      }
+    }
+  }
+}
+
+/** True when the list has an orphaned tool_result (one whose tool_use is not right before it). @category validation */
+export const hasOrphans = (messages: ReadonlyArray<Message>): boolean =>
+  validate(messages).some(Violation.$is("OrphanedToolResult"))
+
+/** True when `validate(messages)` (without a reference) finds nothing. @category validation */
+export const isValid = (messages: ReadonlyArray<Message>): boolean => validate(messages).length === 0
