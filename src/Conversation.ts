@@ -402,19 +402,13 @@ const metaOf = (message: Message): ReplyMeta | undefined => {
 const stored = (message: MessageParam, meta: ReplyMeta | undefined): Message =>
   (meta === undefined ? message : { ...message, [META_KEY]: meta }) as unknown as Message
 
-/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them (only `ref`, `reason`, id). */
-const offloadsOf = (evictions: ReadonlyArray<Eviction>): ReadonlyArray<Offloaded> =>
+/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
+const offloadsOf = (
+  evictions: ReadonlyArray<Eviction>
+): ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">> =>
   evictions.flatMap((e) => {
     const ref = offloadRefOf(e.block)
-    return ref === undefined ? [] : [{
-      messageIndex: -1,
-      blockIndex: -1,
-      toolUseId: e.toolUseId,
-      block: e.block,
-      reason: ref.reason,
-      tokensFreed: 0,
-      ref
-    }]
+    return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
   })
 
 /**
