@@ -44,7 +44,7 @@ import {
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
-import type { Entry, Eviction, Loaded, SessionLogError, SessionLogShape } from "./SessionLog.ts"
+import type { Entry, Eviction, Loaded, MessageEntry, SessionLogError, SessionLogShape, StepMeta } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { type SummarizeError, Summarizer } from "./Summarizer.ts"
 import { estimateTokens } from "./Tokens.ts"
@@ -93,7 +93,11 @@ export interface ConversationState {
   readonly usage: UsageReport | undefined
 }
 
-/** What a reply stores beside its message in a log (`_conversation`), so a resume restores usage and renamed ids. @category models */
+/**
+ * What a reply stores beside its message in a log (its entry's step metadata, under `conversation`), so a resume
+ * restores usage and renamed ids. Never part of the view or a request.
+ * @category models
+ */
 export interface ReplyMeta {
   readonly usage?: ReportedUsage
   readonly requestEpoch: number
@@ -391,30 +395,31 @@ export const requestOf = (
 // Resume: the log's entries through the same transitions' effects
 // ============================================================================
 
-const META_KEY = "_conversation"
+/** The step metadata key `Conversation` owns. */
+const META_KEY = "conversation"
 
-const metaOf = (message: Message): ReplyMeta | undefined => {
-  const meta = (message as unknown as Record<string, unknown>)[META_KEY]
-  return typeof meta === "object" && meta !== null ? meta as ReplyMeta : undefined
-}
+/** Where logs written before step metadata existed kept it: a private key of the stored message. */
+const LEGACY_META_KEY = "_conversation"
 
-/** What a log stores for an appended message: the wire message, with its `ReplyMeta` under `_conversation`. */
-const stored = (message: MessageParam, meta: ReplyMeta | undefined): Message =>
-  (meta === undefined ? message : { ...message, [META_KEY]: meta }) as unknown as Message
+const asReplyMeta = (meta: unknown): ReplyMeta | undefined =>
+  typeof meta === "object" && meta !== null && !Array.isArray(meta) ? meta as ReplyMeta : undefined
 
-/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them (only `ref`, `reason`, id). */
-const offloadsOf = (evictions: ReadonlyArray<Eviction>): ReadonlyArray<Offloaded> =>
+/** The reply metadata of a message entry: its step metadata, or (older logs) the message's `_conversation` key. */
+const metaOf = (entry: MessageEntry): ReplyMeta | undefined =>
+  asReplyMeta(entry.meta?.[META_KEY]) ??
+    asReplyMeta((entry.message as unknown as Record<string, unknown>)[LEGACY_META_KEY])
+
+/** The step metadata a log stores for an appended message. */
+const stepMetaOf = (meta: ReplyMeta | undefined): StepMeta | undefined =>
+  meta === undefined ? undefined : { [META_KEY]: meta as unknown as StepMeta }
+
+/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
+const offloadsOf = (
+  evictions: ReadonlyArray<Eviction>
+): ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">> =>
   evictions.flatMap((e) => {
     const ref = offloadRefOf(e.block)
-    return ref === undefined ? [] : [{
-      messageIndex: -1,
-      blockIndex: -1,
-      toolUseId: e.toolUseId,
-      block: e.block,
-      reason: ref.reason,
-      tokensFreed: 0,
-      ref
-    }]
+    return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
   })
 
 /**
@@ -436,7 +441,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   for (const entry of loaded.entries as ReadonlyArray<Entry>) {
     if (entry.type === "message") {
       run.push(wireOf(entry.message))
-      const meta = metaOf(entry.message)
+      const meta = metaOf(entry)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
       continue
     }
@@ -446,7 +451,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   }
   flush()
   const view = loaded.view.map(wireOf)
-  return { view, hot, epoch, pending: pendingAtEnd(loaded.view), usage }
+  return { view, hot, epoch, pending: pendingAtEnd(loaded), usage }
 }
 
 const wireOf = (message: Message): MessageParam => {
@@ -454,7 +459,8 @@ const wireOf = (message: Message): MessageParam => {
   return wireMessage(params) ?? params
 }
 
-const pendingAtEnd = (view: ReadonlyArray<Message>): ReadonlyArray<PendingCall> => {
+const pendingAtEnd = (loaded: Loaded): ReadonlyArray<PendingCall> => {
+  const view = loaded.view
   let i = view.length - 1
   const answered = new Set<string>()
   while (i >= 0 && view[i]!.role === "user") {
@@ -468,7 +474,12 @@ const pendingAtEnd = (view: ReadonlyArray<Message>): ReadonlyArray<PendingCall> 
   }
   const reply = view[i]
   if (reply === undefined || reply.role !== "assistant" || typeof reply.content === "string") return []
-  const renamed = metaOf(reply)?.toolUseIds ?? {}
+  const replyId = loaded.entryIds[i]
+  let entry: Entry | undefined
+  for (let k = loaded.entries.length - 1; k >= 0 && entry === undefined; k--) {
+    if (loaded.entries[k]!.id === replyId) entry = loaded.entries[k]
+  }
+  const renamed = (entry?.type === "message" ? metaOf(entry) : undefined)?.toolUseIds ?? {}
   return reply.content.flatMap((b) =>
     isToolUse(b) && !answered.has(b.id) ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : []
   )
@@ -544,7 +555,9 @@ export interface ConversationShape {
 const record = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
   switch (change._tag) {
     case "Appended":
-      return Effect.asVoid(log.append([stored(change.message, change.meta)]))
+      return Effect.asVoid(
+        log.append([change.message as unknown as Message], { meta: [stepMetaOf(change.meta)] })
+      )
     case "Offloaded":
       return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
     case "Compacted":
@@ -644,7 +657,8 @@ export class Conversation extends Context.Service<Conversation, ConversationShap
     Layer.effect(Conversation, make(options.initial ?? emptyState(options.classifier), undefined, options))
 
   /**
-   * A conversation recorded in the `SessionLog`: opening resumes from the log (`resumeState`), and every transition
+   * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
+   * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
    * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
    */
   static readonly layerLogged = (
@@ -654,7 +668,7 @@ export class Conversation extends Context.Service<Conversation, ConversationShap
       Conversation,
       Effect.gen(function* () {
         const log = yield* SessionLog
-        const loaded = yield* log.load()
+        const loaded = yield* log.loaded
         return yield* make(resumeState(loaded, options.classifier), log, options)
       })
     )

@@ -110,9 +110,10 @@ export class HotPaths {
 
   /**
    * Observes the blocks an eviction offloaded (`EvictResult#offloaded`). A path whose previous read is among them is
-   * re-read-sensitive from now on: re-reading it marks it hot. Returns `this` when nothing changed.
+   * re-read-sensitive from now on: re-reading it marks it hot. Only each offload's `toolUseId`, `reason` and `ref`
+   * are read, so a resume can pass what an eviction entry recorded. Returns `this` when nothing changed.
    */
-  observeOffloads(offloaded: ReadonlyArray<Offloaded>): HotPaths {
+  observeOffloads(offloaded: ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">>): HotPaths {
     let previous: Map<string, PreviousRead> | undefined
     for (const entry of offloaded) {
       if (entry.ref._tag !== "Read" || entry.reason === "superseded") continue

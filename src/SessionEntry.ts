@@ -28,11 +28,12 @@ import {
 // ============================================================================
 
 /**
- * The entry format version this module writes: 2, which is 1 plus a checksum at the end of every line. Entries with a
- * higher `v` are refused, never guessed at; v1 lines (no checksum) are still read.
+ * The entry format version this module writes: 3. v2 is v1 plus a checksum at the end of every line; v3 is v2 plus
+ * the optional step metadata of a message entry (`meta`). Entries with a higher `v` are refused, never guessed at;
+ * v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions wrote it).
  * @category models
  */
-export const CURRENT_VERSION = 2 as const
+export const CURRENT_VERSION = 3 as const
 
 const MessageSchema = Schema.declare(
   (u: unknown): u is Message => validateMessage(u, 0) === undefined,
@@ -47,14 +48,31 @@ const ToolResultSchema = Schema.declare(
 )
 
 const Header = {
-  v: Schema.Literals([1, CURRENT_VERSION]),
+  v: Schema.Literals([1, 2, CURRENT_VERSION]),
   id: Schema.String.check(Schema.isMinLength(1)),
   parentId: Schema.NullOr(Schema.String),
   timestamp: Schema.Number
 }
 
-/** One message of the conversation, stored exactly as it was appended. @category schemas */
-export const MessageEntry = Schema.Struct({ ...Header, type: Schema.Literal("message"), message: MessageSchema })
+/**
+ * Step metadata: what the layer that appended a message keeps beside it (usage, the request's epoch, renamed ids…),
+ * a JSON object whose top-level keys name its owner (`Conversation` writes `conversation`). It is covered by the line's
+ * checksum and never part of the view. @category schemas
+ */
+export const StepMeta = Schema.JsonObject
+/** @category models */
+export type StepMeta = typeof StepMeta.Type
+
+/**
+ * One message of the conversation, stored exactly as it was appended, with its step metadata (v3) when the writer
+ * gave any. @category schemas
+ */
+export const MessageEntry = Schema.Struct({
+  ...Header,
+  type: Schema.Literal("message"),
+  message: MessageSchema,
+  meta: Schema.optionalKey(StepMeta)
+})
 /** @category models */
 export type MessageEntry = typeof MessageEntry.Type
 
@@ -110,7 +128,7 @@ export const CompactionEntry = Schema.Struct({
 /** @category models */
 export type CompactionEntry = typeof CompactionEntry.Type
 
-/** Any log entry (version 1). @category schemas */
+/** Any log entry (versions 1 to 3). @category schemas */
 export const Entry = Schema.Union([MessageEntry, EvictionEntry, CompactionEntry])
 /** @category models */
 export type Entry = typeof Entry.Type
@@ -279,10 +297,23 @@ const replaceToolResults = (message: Message, toolUseId: string, block: ToolResu
  */
 export class LiveView {
   items: Array<ViewItem> = []
+  /** Every entry applied, in order (the session's history, which a resume replays). */
+  entries: Array<Entry> = []
   /** tool_use_id → the view item holding that tool_result. */
   private byToolUse = new Map<string, ViewItem>()
   head: string | null = null
   seq = 0
+
+  /** An independent copy: applying entries to one never changes the other. */
+  clone(): LiveView {
+    const copy = new LiveView()
+    copy.items = this.items.map((i) => ({ entryId: i.entryId, message: i.message }))
+    for (const item of copy.items) copy.index(item)
+    copy.entries = [...this.entries]
+    copy.head = this.head
+    copy.seq = this.seq
+    return copy
+  }
 
   /** Applies one entry; returns a description of the problem when the entry cannot apply (nothing applied then). */
   apply(entry: Entry): string | undefined {
@@ -321,6 +352,7 @@ export class LiveView {
       }
     }
     this.head = entry.id
+    this.entries.push(entry)
     return undefined
   }
 
@@ -342,6 +374,11 @@ export class LiveView {
   /** The view with its entry ids and head. */
   snapshot(): Snapshot {
     return { view: this.view(), entryIds: this.items.map((i) => i.entryId), head: this.head }
+  }
+
+  /** The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues`. */
+  loaded(issues: ReadonlyArray<LoadIssue>): Loaded {
+    return { ...this.snapshot(), entries: [...this.entries], seq: this.seq, issues }
   }
 
   private index(item: ViewItem): void {
@@ -465,7 +502,11 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
     return Result.fail({ reason: "Corrupt", ...named, detail: `no checksum at the end of the line${also}` })
   }
   if (Result.isFailure(decoded)) return Result.fail({ reason: "Corrupt", detail: invalid ?? "" })
-  return Result.succeed(decoded.success)
+  const entry = decoded.success
+  if (entry.type === "message" && entry.meta !== undefined && entry.v < 3) {
+    return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
+  }
+  return Result.succeed(entry)
 }
 
 // ============================================================================
@@ -597,8 +638,8 @@ export const loadStored = (
   storeIssues: ReadonlyArray<LoadIssue> = []
 ): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, SessionLogError> => {
   const live = new LiveView()
-  return Result.map(applyStored(live, stored, options), ({ entries, issues }) => ({
-    loaded: { ...live.snapshot(), entries, seq: live.seq, issues: [...storeIssues, ...issues] },
+  return Result.map(applyStored(live, stored, options), ({ issues }) => ({
+    loaded: live.loaded([...storeIssues, ...issues]),
     live
   }))
 }

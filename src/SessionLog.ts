@@ -45,6 +45,7 @@ import {
   type MessageEntry,
   SessionLogError,
   type Snapshot,
+  StepMeta,
   viewHash
 } from "./SessionEntry.ts"
 import { type MemorySessions, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
@@ -69,6 +70,7 @@ export {
   SessionLogError,
   SessionLogErrorReason,
   type Snapshot,
+  StepMeta,
   viewHash
 } from "./SessionEntry.ts"
 export { type MemorySessions as MemoryStore, validateSessionId } from "./SessionStore.ts"
@@ -136,11 +138,26 @@ export interface CompactionInput {
   readonly expectedView?: ReadonlyArray<Message>
 }
 
+/** Options of `SessionLogShape.append`. @category models */
+export interface AppendOptions {
+  /**
+   * The step metadata of each message (`meta[i]` for `messages[i]`; `undefined`: none), stored in its entry and
+   * returned by `load` in `entries`, never in the view. At most one per message; each a JSON object.
+   */
+  readonly meta?: ReadonlyArray<StepMeta | undefined>
+}
+
 /** The service over one session. @category services */
 export interface SessionLogShape {
   readonly sessionId: string
-  /** Appends each message as one entry, in order, after every entry already written. Returns their entry ids. */
-  readonly append: (messages: ReadonlyArray<Message>) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
+  /**
+   * Appends each message as one entry, in order, after every entry already written, with its step metadata when
+   * given. Returns their entry ids.
+   */
+  readonly append: (
+    messages: ReadonlyArray<Message>,
+    options?: AppendOptions
+  ) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
   /** Records offloaded tool results (`block` must be a tool_result for `toolUseId`). */
   readonly recordEviction: (evictions: ReadonlyArray<Eviction>) => Effect.Effect<EvictionEntry, SessionLogError>
   /**
@@ -151,6 +168,11 @@ export interface SessionLogShape {
   readonly recordCompaction: (input: CompactionInput) => Effect.Effect<CompactionEntry, SessionLogError>
   /** The live view with its entry ids: the fold of every entry this worker has written or caught up with. */
   readonly snapshot: Effect.Effect<Snapshot>
+  /**
+   * The live fold as `load` returns it (every entry, the view, `seq`), without reading the store again: what a resume
+   * starts from. `issues` are what opening found (`recovered`).
+   */
+  readonly loaded: Effect.Effect<Loaded>
   /**
    * Reads only the entries other workers wrote since this worker's last write or catch-up, folds them into the live
    * view, and returns it. Checks them like `load`.
@@ -185,6 +207,8 @@ export interface SessionLogOptions {
   readonly sync?: SyncMode
 }
 
+const isStepMeta = Schema.is(StepMeta)
+
 const invalid = (sessionId: string, detail: string) =>
   new SessionLogError({ reason: "InvalidInput", sessionId, detail })
 
@@ -200,19 +224,65 @@ interface Built<A> {
 const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
   a.length === b.length && a.every((m, i) => m === b[i] || JSON.stringify(m) === JSON.stringify(b[i]))
 
+/** A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). */
+interface Fold {
+  readonly lines: ReadonlyArray<string>
+  readonly live: LiveView
+}
+
+/** How many closed sessions' folds each store keeps for the next open (the most recently closed ones). */
+const FOLDS_PER_STORE = 16
+
+/**
+ * The folds of recently closed sessions, per store object. Folding is a pure function of the stored lines, so a fold
+ * is reused only when the session's stored lines start with exactly the lines it folded; then only the lines after
+ * them are decoded and checked. Anything else (a changed byte, a rewritten log) folds from scratch.
+ */
+const closedFolds = new WeakMap<SessionStoreShape, Map<string, Fold>>()
+
+const keepFold = (store: SessionStoreShape, sessionId: string, fold: Fold): void => {
+  let folds = closedFolds.get(store)
+  if (folds === undefined) closedFolds.set(store, folds = new Map())
+  folds.delete(sessionId)
+  folds.set(sessionId, fold)
+  if (folds.size > FOLDS_PER_STORE) folds.delete(folds.keys().next().value!)
+}
+
+/** The fold of `stored`: a kept fold of a prefix of them caught up with the rest, or a fold from scratch. */
+const openFold = (
+  store: SessionStoreShape,
+  sessionId: string,
+  stored: ReadonlyArray<{ readonly seq: number; readonly line: string }>,
+  options: LoadOptions
+) => {
+  const kept = options.repair === true ? undefined : closedFolds.get(store)?.get(sessionId)
+  const reusable = kept !== undefined && kept.lines.length <= stored.length &&
+    kept.lines.every((line, i) => stored[i]!.seq === i + 1 && stored[i]!.line === line)
+  if (!reusable) return Result.map(loadStored(stored, options), ({ live, loaded }) => ({ live, issues: loaded.issues }))
+  const live = kept.live.clone()
+  return Result.map(applyStored(live, stored.slice(kept.lines.length)), ({ issues }) => ({ live, issues }))
+}
+
 const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, options: SessionLogOptions) {
   const sessionId = yield* validateSessionId(options.sessionId)
   const sync = options.sync ?? "compaction"
   const recoveredByStore = yield* store.acquire(sessionId).pipe(Effect.mapError(withSession(sessionId)))
   const read = (afterSeq: number) => store.read(sessionId, afterSeq).pipe(Effect.mapError(withSession(sessionId)))
   const initial = yield* read(0)
-  const opened = yield* Effect.fromResult(
-    loadStored(initial.entries, options.repair === true ? { repair: true } : {}, [
-      ...recoveredByStore,
-      ...initial.issues
-    ])
-  ).pipe(Effect.mapError(withSession(sessionId)))
+  const repair = options.repair === true
+  const opened = yield* Effect.fromResult(openFold(store, sessionId, initial.entries, repair ? { repair } : {}))
+    .pipe(Effect.mapError(withSession(sessionId)))
   const live: LiveView = opened.live
+  const recovered: ReadonlyArray<LoadIssue> = [...recoveredByStore, ...initial.issues, ...opened.issues]
+  // the stored lines `live` has folded, in order; kept with the fold when the log closes (not after a repair, whose
+  // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read)
+  const lines: Array<string> = initial.entries.map((e) => e.line)
+  let keepable = !repair
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      if (keepable && lines.length === live.seq) keepFold(store, sessionId, { lines: [...lines], live: live.clone() })
+    })
+  )
   const lock = yield* Semaphore.make(1)
   const serialized = <A>(effect: Effect.Effect<A, SessionLogError>) => Semaphore.withPermits(lock, 1, effect)
 
@@ -221,7 +291,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     Effect.suspend(() => read(live.seq)),
     (r) =>
       Effect.fromResult(applyStored(live, r.entries)).pipe(
-        Effect.map((applied) => applied.entries),
+        Effect.map((applied) => {
+          for (const e of r.entries) lines.push(e.line)
+          return applied.entries
+        }),
+        Effect.tapError(() => Effect.sync(() => void (keepable = false))),
         Effect.mapError(withSession(sessionId))
       )
   )
@@ -238,13 +312,14 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     Effect.uninterruptible(Effect.gen(function* () {
       for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
         const built = yield* build()
-        const lines = built.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
-        const result = yield* store.append(sessionId, live.seq, lines, { durable }).pipe(
+        const encoded = built.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
+        const result = yield* store.append(sessionId, live.seq, encoded, { durable }).pipe(
           Effect.retry(retryPolicy),
           Effect.mapError(withSession(sessionId))
         )
-        if (result._tag === "Appended" && result.seq === live.seq + lines.length) {
+        if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
           for (const entry of built.entries) live.apply(entry)
+          for (const e of encoded) lines.push(e.line)
           live.seq = result.seq
           return built.value(built.entries)
         }
@@ -265,11 +340,23 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       })
     }))
 
-  const append = (messages: ReadonlyArray<Message>) =>
+  const append = (messages: ReadonlyArray<Message>, appendOptions: AppendOptions = {}) =>
     serialized(Effect.gen(function* () {
       for (let i = 0; i < messages.length; i++) {
         const error = validateMessage(messages[i], i)
         if (error !== undefined) return yield* invalid(sessionId, error.message)
+      }
+      const meta = appendOptions.meta ?? []
+      if (meta.length > messages.length) {
+        return yield* invalid(sessionId, `${meta.length} step metadata for ${messages.length} messages`)
+      }
+      for (let i = 0; i < meta.length; i++) {
+        if (meta[i] !== undefined && !isStepMeta(meta[i])) {
+          return yield* invalid(
+            sessionId,
+            `meta ${i}: step metadata must be a JSON object (finite numbers, no undefined)`
+          )
+        }
       }
       if (messages.length === 0) return []
       const ids = messages.map(() => randomUUID() as string)
@@ -278,7 +365,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           const entries: Array<MessageEntry> = []
           for (let i = 0; i < messages.length; i++) {
             const h = yield* header(ids[i]!, entries.at(-1)?.id ?? live.head)
-            entries.push({ ...h, type: "message", message: messages[i]! })
+            const m = meta[i]
+            entries.push({ ...h, type: "message", message: messages[i]!, ...(m === undefined ? {} : { meta: m }) })
           }
           return { entries, value: () => ids }
         }))
@@ -411,9 +499,10 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     recordEviction,
     recordCompaction,
     snapshot: Effect.sync(() => live.snapshot()),
+    loaded: Effect.sync(() => live.loaded(recovered)),
     catchUp,
     load,
-    recovered: opened.loaded.issues
+    recovered
   })
 })
 

@@ -20,12 +20,16 @@ import {
   resumeState
 } from "../src/Conversation.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { type MemoryStore, SessionLog, SessionLogError } from "../src/SessionLog.ts"
 import { ExtractiveSummarizer } from "../src/Summarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
+import * as SqlClient from "effect/sql/SqlClient"
+import { afterAll, beforeAll } from "vitest"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { makeSchema } from "./fixtures/Pg.ts"
 
 const read = (id: string, path: string): MessageParam => ({
   role: "assistant",
@@ -188,31 +192,113 @@ describe("Conversation: regressions of issue 13", () => {
     }))
 })
 
-describe("Conversation: failures lose nothing", () => {
-  it.effect("a failed persist leaves the state as it was, returned as the success value", () =>
+describe("Conversation: step metadata", () => {
+  it.effect("a reply's usage and renamed ids are its entry's step metadata, never in the stored message or a request", () =>
     Effect.gen(function* () {
-      const failing = Layer.succeed(SessionLog, {
-        sessionId: "broken",
-        append: () => Effect.fail(new SessionLogError({ reason: "Io", detail: "disk full" })),
-        recordEviction: () => Effect.die("unused"),
-        recordCompaction: () => Effect.die("unused"),
-        catchUp: Effect.die("unused"),
-        snapshot: Effect.succeed({ view: [], entryIds: [], head: null }),
-        load: () => Effect.succeed({ view: [], entryIds: [], head: null, entries: [], issues: [], seq: 0 }),
-        recovered: []
-      })
-      const state = yield* Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const live = yield* Effect.gen(function* () {
         const conversation = yield* Conversation
-        return yield* conversation.append(user("hello")).pipe(
-          Effect.catchTag("ConversationError", (e) => Effect.succeed(e.value))
-        )
-      }).pipe(
-        Effect.provide(
-          Conversation.layerLogged().pipe(Layer.provide(failing), Layer.provide(ExtractiveSummarizer.layer))
-        )
-      )
-      assert.deepStrictEqual(state.view, [])
+        yield* conversation.append(user("read it twice"))
+        yield* conversation.recordReply(read("r1", "/a.ts"), usage(500))
+        yield* conversation.append(result("r1", "alpha"))
+        // the same tool_use id again: renamed in the view, answered by the id the caller knows
+        return yield* conversation.recordReply(read("r1", "/a.ts"), usage(700))
+      }).pipe(Effect.provide(logged(store, CompactionPolicy.makeUnsafe())))
+      assert.deepStrictEqual(live.pending, [{ id: "r1_2", originalId: "r1" }])
+      const lines = store.get("memory")!.map((e) => JSON.parse(e.line))
+      assert.isTrue(lines.every((l) => !JSON.stringify(l.message ?? {}).includes("_conversation")))
+      assert.deepStrictEqual(lines.at(-1).meta, {
+        conversation: { usage: usage(700), requestEpoch: 0, toolUseIds: { r1_2: "r1" } }
+      })
+      const resumed = yield* resumedFrom(store)
+      assert.deepStrictEqual(comparable(resumed), comparable(live))
+      assert.notInclude(JSON.stringify(resumed.view), "conversation")
     }))
+
+  it.effect("logs written before step metadata (the reply's _conversation key) still resume, without the key", () =>
+    Effect.gen(function* () {
+      const messages: ReadonlyArray<object> = [
+        user("go"),
+        { ...read("r1", "/a.ts"), _conversation: { usage: usage(900), requestEpoch: 0 } },
+        result("r1", "alpha"),
+        { ...read("r1_2", "/a.ts"), _conversation: { usage: usage(950), requestEpoch: 0, toolUseIds: { r1_2: "r1" } } }
+      ]
+      let parentId: string | null = null
+      const entries = messages.map((message, i) => {
+        const entry = { v: 2, id: `e${i}`, parentId, timestamp: i, type: "message", message } as unknown as Entry
+        parentId = `e${i}`
+        return { seq: i + 1, entryId: `e${i}`, line: encodeEntry(entry) }
+      })
+      const store: MemoryStore = new Map([["memory", entries]])
+      const state = yield* Effect.flatMap(Conversation, (c) => c.state).pipe(
+        Effect.provide(logged(store, CompactionPolicy.makeUnsafe()))
+      )
+      assert.deepStrictEqual(state.usage, { usage: usage(950), requestEpoch: 0 })
+      assert.deepStrictEqual(state.pending, [{ id: "r1_2", originalId: "r1" }])
+      assert.notInclude(JSON.stringify(state.view), "_conversation")
+      const next = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        yield* conversation.append(result("r1", "alpha again"))
+        return yield* conversation.prepare
+      }).pipe(Effect.provide(logged(store, CompactionPolicy.makeUnsafe())))
+      assertValid(next.request, "the request after resuming an old log")
+      assert.notInclude(JSON.stringify(next.request), "_conversation")
+      assert.include(JSON.stringify(next.request.messages.at(-1)), "alpha again")
+    }))
+})
+
+describe("Conversation: failures lose nothing", () => {
+  let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
+  beforeAll(async () => {
+    pg = await makeSchema()
+  }, 60_000)
+  afterAll(async () => {
+    await pg?.drop()
+  })
+
+  it.effect(
+    "a failed persist (PostgreSQL refuses the INSERT) leaves the state as it was, returned as the success value",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const steps = Effect.gen(function* () {
+          const conversation = yield* Conversation
+          yield* conversation.append(user("read /a.ts"))
+          yield* conversation.recordReply(read("r1", "/a.ts"), usage(1_000))
+          yield* conversation.append(result("r1", "alpha"))
+          const before = yield* conversation.state
+          // a real failure: from now on the database rejects every new entry row
+          yield* sql.unsafe("ALTER TABLE compaction_entries ADD CONSTRAINT refuse_rows CHECK (false) NOT VALID")
+          const failed = yield* conversation.append(user("and /b.ts")).pipe(Effect.flip)
+          const replied = yield* conversation.recordReply(read("r2", "/b.ts"), usage(1_200)).pipe(Effect.flip)
+          const after = yield* conversation.state
+          yield* sql.unsafe("ALTER TABLE compaction_entries DROP CONSTRAINT refuse_rows")
+          const recovered = yield* conversation.append(user("and /b.ts"))
+          return { before, failed, replied, after, recovered }
+        })
+        const logLayer = Layer.fresh(SessionLog.layerSql({ sessionId: "refused" }))
+        const { after, before, failed, recovered, replied } = yield* steps.pipe(
+          Effect.provide(
+            Conversation.layerLogged().pipe(Layer.provide(logLayer), Layer.provide(ExtractiveSummarizer.layer))
+          )
+        )
+        for (const e of [failed, replied]) {
+          assert.strictEqual(e.reason, "Persist")
+          assert.instanceOf(e.cause, SessionLogError)
+          assert.strictEqual((e.cause as SessionLogError).reason, "Io")
+          assert.isFalse((e.cause as SessionLogError).isRetryable)
+          assert.deepStrictEqual(comparable(e.value), comparable(before))
+        }
+        assert.deepStrictEqual(comparable(after), comparable(before))
+        assert.strictEqual(recovered.view.length, before.view.length + 1)
+        // the log holds exactly what was committed: a resume equals the live state
+        const resumed = yield* Effect.map(Effect.flatMap(SessionLog, (log) => log.load()), (l) => resumeState(l)).pipe(
+          Effect.provide(logLayer)
+        )
+        assert.deepStrictEqual(comparable(resumed), comparable(recovered))
+      }).pipe(Effect.provide(pg!.context)),
+    30_000
+  )
 })
 
 describe("Conversation: property, resume at every step equals the live state", () => {

@@ -1,7 +1,8 @@
 /**
- * The commands of the `compaction` CLI, built with `effect/cli`: `inspect`, `evict`, `compact`, `validate`, `repair`
- * and `simulate`. This module holds only the command tree (names, flags, descriptions); each handler loads its work
- * from `Handlers.ts` on demand, so `--help` and a parse error do not load the library. Handlers read the session with
+ * The commands of the `compaction` CLI, built with `effect/cli`: `inspect`, `evict`, `compact`, `validate`, `repair`,
+ * `simulate`, `replay` and `sessions`. This module holds only the command tree (names, flags, descriptions); each
+ * handler loads its work from `Handlers.ts` or `Sessions.ts` on demand, so `--help` and a parse error do not load the
+ * library. Handlers read the session with
  * `readSession`, write their result to stdout or `--out`, report on stderr, and fail with `CliFailure` and a
  * documented exit code (see `Run.ts`).
  *
@@ -10,13 +11,14 @@
 import * as Effect from "effect/Effect"
 import { Argument, CliConfig, Command, Flag, GlobalFlag } from "effect/cli"
 import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
-import { DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
-import { replay } from "./Replay.ts"
+import { DEFAULT_CONTEXT_WINDOW, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
 /** The handlers, loaded when a command runs. */
 const handlers = Effect.promise(() => import("./Handlers.ts"))
+/** The handlers over stored sessions (`replay`, `sessions`), loaded when one runs. */
+const sessionHandlers = Effect.promise(() => import("./Sessions.ts"))
 
 // ============================================================================
 // Shared parameters
@@ -63,10 +65,26 @@ const minSavings = Flag.Int("min-savings").pipe(
 // Commands
 // ============================================================================
 
+const store = Flag.String("store").pipe(
+  Flag.withDescription("A PostgreSQL session store (postgres://…), as SessionStoreSql.layerPg reads it"),
+  Flag.optional
+)
+
 const inspect = Command.make(
   "inspect",
   {
-    file,
+    file: Argument.String("file").pipe(
+      Argument.withDescription(
+        "The session: a JSON message array, an Anthropic Messages request, Claude Code or pi JSONL, or a session " +
+          "log DIR/S.jsonl (its view); - reads stdin. Omit it with --store"
+      ),
+      Argument.optional
+    ),
+    store,
+    sessionId: Flag.String("session-id").pipe(
+      Flag.withDescription("With --store: the session to read"),
+      Flag.optional
+    ),
     json,
     html: Flag.String("html").pipe(
       Flag.withDescription("Also write a self-contained HTML report (a timeline of the session) to this file"),
@@ -85,7 +103,12 @@ const inspect = Command.make(
   Command.withExamples([
     { command: "compaction inspect session.jsonl", description: "Summary for a person" },
     { command: "compaction inspect session.jsonl --json", description: "The same as JSON, for scripts" },
-    { command: "compaction inspect session.jsonl --html report.html", description: "Also write an HTML timeline" }
+    { command: "compaction inspect session.jsonl --html report.html", description: "Also write an HTML timeline" },
+    { command: "compaction inspect logs/demo.jsonl", description: "The view a session log holds" },
+    {
+      command: "compaction inspect --store postgres://postgres@127.0.0.1:5432/test --session-id shared",
+      description: "A session stored in PostgreSQL"
+    }
   ])
 )
 
@@ -133,7 +156,10 @@ const compact = Command.make(
     out,
     keepPrivate,
     log: Flag.String("log").pipe(
-      Flag.withDescription("Persist the session and the compaction boundary to <dir>/<session-id>.jsonl"),
+      Flag.withDescription(
+        "Persist the session and the compaction boundary to <dir>/<session-id>.jsonl; an existing session goes on " +
+          "when its view (or its stored messages) starts the input: the new messages are added"
+      ),
       Flag.optional
     ),
     sessionId: Flag.String("session-id").pipe(
@@ -192,14 +218,96 @@ const simulate = Command.make(
   )
 )
 
+/** `compaction replay FILE`. @category commands */
+export const replay = Command.make(
+  "replay",
+  {
+    file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
+    out: Flag.String("out").pipe(
+      Flag.withDescription("Write every prepared request to DIR/request-0001.json, … ({ system?, messages })"),
+      Flag.optional
+    ),
+    log: Flag.String("log").pipe(
+      Flag.withDescription("Persist the conversation to DIR/<session-id>.jsonl, a new session (resumes use it)"),
+      Flag.optional
+    ),
+    sessionId: Flag.String("session-id").pipe(
+      Flag.withDescription("Session id for --log (default: replay)"),
+      Flag.withDefault("replay")
+    ),
+    resumeEvery: Flag.Int("resume-every").pipe(
+      Flag.withDescription("Close the session and resume it from the log every N steps (requests)"),
+      Flag.optional
+    ),
+    json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
+    keepRecent,
+    minSavings,
+    keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
+      Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
+      Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
+    ),
+    keepRecentTurns: Flag.Int("keep-recent-turns").pipe(
+      Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
+      Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
+    ),
+    contextWindow: Flag.Int("context-window").pipe(
+      Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
+      Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
+    )
+  },
+  (input) => Effect.flatMap(sessionHandlers, (h) => h.replay(input))
+).pipe(
+  Command.withDescription(
+    "Replay a recorded session through Conversation as an agent would (prepare before each reply, then record it)"
+  ),
+  Command.withExamples([
+    { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
+    {
+      command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
+      description: "Write every request, persist, and resume from the log every 7 requests"
+    }
+  ])
+)
+
+const sessions = Command.make(
+  "sessions",
+  {
+    directory: Argument.String("dir").pipe(
+      Argument.withDescription("A directory of session logs (<session-id>.jsonl). Omit it with --store"),
+      Argument.optional
+    ),
+    store,
+    json: Flag.Boolean("json").pipe(Flag.withDescription("Print the ids as a JSON array"), Flag.withDefault(false))
+  },
+  (input) => Effect.flatMap(sessionHandlers, (h) => h.sessions(input))
+).pipe(
+  Command.withDescription("List the sessions a store holds, one id a line: a directory of JSONL logs, or PostgreSQL"),
+  Command.withExamples([
+    { command: "compaction sessions logs", description: "The sessions in logs/*.jsonl" },
+    {
+      command: "compaction sessions --store postgres://postgres@127.0.0.1:5432/test",
+      description: "The sessions stored in PostgreSQL"
+    }
+  ])
+)
+
 /** The `compaction` command with all its subcommands. @category commands */
 export const compaction = Command.make("compaction").pipe(
   Command.withDescription("Inspect, evict, compact, validate and repair LLM agent sessions (Anthropic Messages API)"),
-  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay])
+  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay, sessions])
 )
 
 /** The subcommand names, in help order. @category constants */
-export const COMMAND_NAMES = ["inspect", "evict", "compact", "validate", "repair", "simulate", "replay"] as const
+export const COMMAND_NAMES = [
+  "inspect",
+  "evict",
+  "compact",
+  "validate",
+  "repair",
+  "simulate",
+  "replay",
+  "sessions"
+] as const
 
 /**
  * The global flags every page lists: `--help`, `--version` and `--log-level`. `--completions` still works but is

@@ -42,6 +42,7 @@ import {
   useColor,
   writeText
 } from "./Run.ts"
+import { afterPrefix, isSessionLogFile, jsonlSource, readLogInput } from "./Sessions.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
@@ -71,7 +72,9 @@ const writeSession = (
 
 /** The parsed flags of `inspect`. @category models */
 export interface InspectInput {
-  readonly file: string
+  readonly file: Option.Option<string>
+  readonly store: Option.Option<string>
+  readonly sessionId: Option.Option<string>
   readonly json: boolean
   readonly html: Option.Option<string>
   readonly keepRecent: number
@@ -79,12 +82,34 @@ export interface InspectInput {
   readonly strict: boolean
 }
 
+/** What `inspect` reads: a session file, a session log file (`DIR/S.jsonl`), or `--store URL --session-id S`. */
+const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliFailure, Env> =>
+  Effect.gen(function* () {
+    if (Option.isSome(input.store)) {
+      if (Option.isSome(input.file)) return yield* usageFailure("inspect", "give a FILE or --store URL, not both")
+      if (Option.isNone(input.sessionId)) {
+        return yield* usageFailure(
+          "inspect",
+          '--store needs --session-id ("compaction sessions --store URL" lists them)'
+        )
+      }
+      return yield* readLogInput({ _tag: "Store", url: input.store.value, sessionId: input.sessionId.value })
+    }
+    if (Option.isNone(input.file)) return yield* usageFailure("inspect", "give a FILE, or --store URL --session-id S")
+    if (Option.isSome(input.sessionId)) return yield* usageFailure("inspect", "--session-id only applies with --store")
+    const file = input.file.value
+    if (file !== STDIO_PATH && (yield* isSessionLogFile(file))) {
+      return yield* readLogInput(jsonlSource(yield* Path.Path, file))
+    }
+    return yield* readSession(file, { strict: input.strict })
+  })
+
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keep = yield* nonNegative("inspect", "keep-recent", input.keepRecent)
     const savings = yield* nonNegative("inspect", "min-savings", input.minSavings)
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* inspectedSession(input)
     const analysis = analyze(read.session, {
       file: read.name,
       keepRecent: keep,
@@ -182,28 +207,38 @@ const persistFailure = (directory: string, error: unknown) =>
     message: `could not persist to --log ${directory}: ${describeUnknown(error)}`
   })
 
+const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalJson(a) === canonicalJson(b)
+
 /**
- * Makes the log hold the session: appends the messages to an empty log, or the new ones when the log already holds
- * a prefix of them. A log holding a different conversation is an error (pick another `--session-id`).
+ * Makes the log hold the session and returns the view to compact. The input goes on from the stored session when the
+ * stored view is a prefix of it (the output of an earlier `compact` and new messages), or the stored messages as
+ * appended are (the agent's full history, grown): the new messages are appended and the log's view is compacted.
+ * Anything else is a different conversation: exit `Persist`, nothing written.
  */
 const seedLog = (directory: string, messages: ReadonlyArray<Message>) =>
   Effect.gen(function* () {
     const log = yield* SessionLog
-    const { view } = yield* log.snapshot
-    const prefix = view.length <= messages.length &&
-      view.every((m, i) => m === messages[i] || canonicalJson(m) === canonicalJson(messages[i]))
-    if (!prefix) {
+    const stored = yield* log.loaded
+    const history = stored.entries.flatMap((e) => e.type === "message" ? [e.message] : [])
+    const added = afterPrefix(stored.view, messages, sameMessage) ?? afterPrefix(history, messages, sameMessage)
+    if (added === undefined) {
       return yield* new CliFailure({
         code: ExitCode.Persist,
-        message:
-          `--log ${directory}: session ${JSON.stringify(log.sessionId)} already holds a different conversation; ` +
+        message: `--log ${directory}: session ${JSON.stringify(log.sessionId)} holds another conversation (neither ` +
+          `its view of ${stored.view.length} messages nor its ${history.length} stored messages start the input); ` +
           "pass another --session-id or another directory"
       })
     }
-    if (view.length < messages.length) {
-      yield* log.append(messages.slice(view.length)).pipe(Effect.mapError((e) => persistFailure(directory, e)))
-      yield* recordWritten(`--log ${directory} (the session's messages)`)
+    if (added.length > 0) {
+      yield* log.append(added).pipe(Effect.mapError((e) => persistFailure(directory, e)))
+      yield* recordWritten(`--log ${directory} (${added.length} new messages)`)
+      yield* status(`--log ${directory}: added ${added.length} new messages to session ${log.sessionId}`)
     }
+    const { view } = yield* log.snapshot
+    if (added.length === 0 && view.length !== messages.length) {
+      yield* status(`--log ${directory}: session ${log.sessionId} already holds these messages; compacting its view`)
+    }
+    return view
   })
 
 const outcomeLine = (outcome: CompactOutcome): string => {
@@ -269,21 +304,22 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
       }).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, Effect.fail(configFailure(e)))))
     if (kind === "anthropic") yield* status(`summarizing with the anthropic summarizer…`)
 
-    const run = compactContext(
-      session.messages,
-      policy.success,
-      Option.isSome(input.focus) ? { instructions: input.focus.value } : {}
-    ).pipe(
-      Effect.ensuring(Effect.sync(progress.done)),
-      Effect.mapError((e) =>
-        e.reason === "Summarize"
-          ? new CliFailure({ code: ExitCode.Summarizer, message: `summarizer failed: ${e.cause.message}` })
-          : persistFailure(Option.getOrElse(input.log, () => ""), e.cause)
+    const run = (messages: ReadonlyArray<Message>) =>
+      compactContext(
+        messages,
+        policy.success,
+        Option.isSome(input.focus) ? { instructions: input.focus.value } : {}
+      ).pipe(
+        Effect.ensuring(Effect.sync(progress.done)),
+        Effect.mapError((e) =>
+          e.reason === "Summarize"
+            ? new CliFailure({ code: ExitCode.Summarizer, message: `summarizer failed: ${e.cause.message}` })
+            : persistFailure(Option.getOrElse(input.log, () => ""), e.cause)
+        )
       )
-    )
 
     const result = yield* Option.match(input.log, {
-      onNone: () => run.pipe(Effect.provide(summarizerLayer)),
+      onNone: () => run(session.messages).pipe(Effect.provide(summarizerLayer)),
       onSome: (directory) =>
         Effect.gen(function* () {
           const path = yield* Path.Path
@@ -295,7 +331,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
             )
           )
           return yield* seedLog(directory, session.messages).pipe(
-            Effect.andThen(run),
+            Effect.flatMap(run),
             Effect.tap((r) =>
               r.outcome._tag === "Skipped" ? Effect.void : recordWritten(`--log ${directory} (the compaction)`)
             ),

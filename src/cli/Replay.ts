@@ -9,11 +9,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Path from "effect/Path"
-import * as FileSystem from "effect/FileSystem"
-import { Argument, Command, Flag } from "effect/cli"
-import * as Option from "effect/Option"
-import * as Result from "effect/Result"
 import {
   asMessageParams,
   Conversation,
@@ -21,19 +16,11 @@ import {
   type ConversationOptions,
   type Request
 } from "../Conversation.ts"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
 import type { Message } from "../Message.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS,
-  type ReportedUsage
-} from "../Policy.ts"
+import type { ReportedUsage } from "../Policy.ts"
 import { type MemoryStore, SessionLog, type SessionLogError } from "../SessionLog.ts"
-import { ExtractiveSummarizer, type Summarizer } from "../Summarizer.ts"
+import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
-import { CliFailure, ExitCode, prettyJson, readSession, status, writeText } from "./Run.ts"
 
 /** What a replay did. @category models */
 export interface ReplaySummary {
@@ -122,150 +109,5 @@ export const replayMessages = <E = never, R = never>(
     return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes }
   })
 
-// ============================================================================
-// The command
-// ============================================================================
-
-const positive = (flag: string, value: number): Effect.Effect<number, CliFailure> =>
-  Number.isSafeInteger(value) && value > 0 ? Effect.succeed(value) : Effect.fail(
-    new CliFailure({ code: ExitCode.Usage, message: `--${flag} must be a positive integer, got ${value}` })
-  )
-
-const nonNegative = (flag: string, value: number): Effect.Effect<number, CliFailure> =>
-  Number.isSafeInteger(value) && value >= 0 ? Effect.succeed(value) : Effect.fail(
-    new CliFailure({ code: ExitCode.Usage, message: `--${flag} must be a non-negative integer, got ${value}` })
-  )
-
-const requestFile = (path: Path.Path, directory: string, n: number): string =>
-  path.join(directory, `request-${String(n).padStart(4, "0")}.json`)
-
-/** `compaction replay FILE`. @category commands */
-export const replay = Command.make(
-  "replay",
-  {
-    file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
-    out: Flag.String("out").pipe(
-      Flag.withDescription("Write every prepared request to DIR/request-0001.json, … ({ system?, messages })"),
-      Flag.optional
-    ),
-    log: Flag.String("log").pipe(
-      Flag.withDescription("Persist the conversation to DIR/<session-id>.jsonl (resumes use it)"),
-      Flag.optional
-    ),
-    sessionId: Flag.String("session-id").pipe(
-      Flag.withDescription("Session id for --log (default: replay)"),
-      Flag.withDefault("replay")
-    ),
-    resumeEvery: Flag.Int("resume-every").pipe(
-      Flag.withDescription("Close the session and resume it from the log every N steps (requests)"),
-      Flag.optional
-    ),
-    json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
-    keepRecent: Flag.Int("keep-recent").pipe(
-      Flag.withDescription(`Tool results kept verbatim, newest first (default ${DEFAULT_KEEP_RECENT})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT)
-    ),
-    minSavings: Flag.Int("min-savings").pipe(
-      Flag.withDescription(`Fewest tokens worth an eviction (default ${DEFAULT_MIN_SAVINGS})`),
-      Flag.withDefault(DEFAULT_MIN_SAVINGS)
-    ),
-    keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
-      Flag.withDescription(`Recent context kept verbatim, in tokens (default ${DEFAULT_KEEP_RECENT_TOKENS})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
-    ),
-    keepRecentTurns: Flag.Int("keep-recent-turns").pipe(
-      Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
-    ),
-    contextWindow: Flag.Int("context-window").pipe(
-      Flag.withDescription(`The model's context window (default ${DEFAULT_CONTEXT_WINDOW})`),
-      Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
-    )
-  },
-  Effect.fnUntraced(function* (input) {
-    const keepRecent = yield* nonNegative("keep-recent", input.keepRecent)
-    const minSavings = yield* nonNegative("min-savings", input.minSavings)
-    const resumeEvery = Option.isSome(input.resumeEvery)
-      ? yield* positive("resume-every", input.resumeEvery.value)
-      : undefined
-    const policy = CompactionPolicy.make({
-      keepRecentTokens: input.keepRecentTokens,
-      keepRecentTurns: input.keepRecentTurns,
-      contextWindow: input.contextWindow,
-      minRemaining: Math.min(20_000, Math.floor(input.contextWindow / 10))
-    })
-    if (Result.isFailure(policy)) {
-      const e = policy.failure
-      return yield* new CliFailure({ code: ExitCode.Usage, message: `${e.field} ${String(e.value)}: ${e.reason}` })
-    }
-    const { session } = yield* readSession(input.file, { strict: false })
-    const path = yield* Path.Path
-    const usage = new Map(session.usage.map((u) => [u.messageIndex, u.usage]))
-    if (Option.isSome(input.log)) {
-      const fs = yield* FileSystem.FileSystem
-      const existing = path.join(input.log.value, `${input.sessionId}.jsonl`)
-      if (yield* fs.exists(existing).pipe(Effect.orElseSucceed(() => false))) {
-        return yield* new CliFailure({
-          code: ExitCode.Usage,
-          message: `${existing} already exists: a replay starts a new session (pass another --session-id or --log)`
-        })
-      }
-    }
-    const log = Option.isSome(input.log)
-      ? SessionLog.layerJsonl({ directory: input.log.value, sessionId: input.sessionId })
-      : undefined
-    const out = Option.getOrUndefined(input.out)
-    if (out !== undefined) yield* makeDirectory(out)
-    const summary = yield* replayMessages<CliFailure, FileSystem.FileSystem | Path.Path>(session.messages, usage, {
-      policy: policy.success,
-      keepRecent,
-      minSavings,
-      system: session.system,
-      resumeEvery,
-      log,
-      onRequest: out === undefined
-        ? undefined
-        : (n, request) => writeText(requestFile(path, out, n), prettyJson(request))
-    }).pipe(
-      Effect.provide(ExtractiveSummarizer.layer),
-      Effect.mapError((e) =>
-        e._tag === "CliFailure" ? e : new CliFailure({
-          code: ExitCode.Persist,
-          message: `replay failed: ${e.message}`
-        })
-      )
-    )
-    if (input.json) yield* writeText(undefined, prettyJson({ file: input.file, ...summary }))
-    else {
-      yield* writeText(
-        undefined,
-        `${input.file}: ${summary.requests} requests, ${summary.compactions} compactions, ${summary.evictions} ` +
-          `evictions (${summary.offloadedResults} results offloaded), ${summary.invalidRequests} invalid requests, ` +
-          `${summary.resumes} resumes\n`
-      )
-    }
-    if (out !== undefined) yield* status(`wrote ${summary.requests} requests to ${out}`)
-    if (summary.invalidRequests > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
-  })
-).pipe(
-  Command.withDescription(
-    "Replay a recorded session through Conversation as an agent would (prepare before each reply, then record it)"
-  ),
-  Command.withExamples([
-    { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
-    {
-      command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
-      description: "Write every request, persist, and resume from the log every 7 messages"
-    }
-  ])
-)
-
-const makeDirectory = (directory: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    yield* fs.makeDirectory(directory, { recursive: true }).pipe(
-      Effect.mapError((e) =>
-        new CliFailure({ code: ExitCode.Output, message: `cannot create ${directory}: ${e.message}` })
-      )
-    )
-  })
+/** The `replay` command now lives with the others in `Commands.ts` (its handler in `Sessions.ts`). */
+export { replay } from "./Commands.ts"

@@ -82,13 +82,19 @@ describe("compaction replay", () => {
     }
     assert.isTrue(existsSync(join(logs, "replay.jsonl")))
     const reuse = cli(["replay", session, "--log", logs])
-    assert.strictEqual(reuse.status, 2, reuse.stderr)
-    assert.match(reuse.stderr, /already exists/)
+    assert.strictEqual(reuse.status, 5, reuse.stderr)
+    assert.match(
+      reuse.stderr,
+      /^compaction: --log .*: session "replay" already holds \d+ entries, and a replay records a new/
+    )
   })
 
   it("rejects a bad --resume-every with the usage exit code", () => {
     const result = cli(["replay", session, "--resume-every", "0"])
     assert.strictEqual(result.status, 2, result.stderr)
-    assert.match(result.stderr, /--resume-every must be a positive integer/)
+    assert.strictEqual(
+      result.stderr,
+      'compaction: --resume-every 0: expected a positive integer; see "compaction replay --help"\n'
+    )
   })
 })

@@ -1,0 +1,303 @@
+/**
+ * The `compaction` commands over stored sessions, loaded by `Commands.ts` only when one runs: `replay` (a recorded
+ * session through `Conversation`), `sessions` (the ids a store holds) and the session-log inputs of `inspect` (a JSONL
+ * log file `DIR/S.jsonl`, or `--store URL --session-id S` for PostgreSQL). Every store error ends in one line: a
+ * missing session is its own line (`NotFound`, exit 3), damage names its line, and a failed write exits 5.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Result from "effect/Result"
+import { convertJson } from "../Import.ts"
+import type { Message } from "../Message.ts"
+import { CompactionPolicy } from "../Policy.ts"
+import { type Loaded, readJsonl, readSession as readStored, SessionLog, type SessionLogError } from "../SessionLog.ts"
+import { SessionStore } from "../SessionStore.ts"
+import { SessionStoreJsonl } from "../SessionStoreJsonl.ts"
+import { SessionStoreSql } from "../SessionStoreSql.ts"
+import { ExtractiveSummarizer } from "../Summarizer.ts"
+import { replayMessages } from "./Replay.ts"
+import {
+  CliFailure,
+  ExitCode,
+  flagValueProblem,
+  prettyJson,
+  readSession,
+  type SessionInput,
+  status,
+  usageFailure,
+  writeText
+} from "./Run.ts"
+
+type Env = FileSystem.FileSystem | Path.Path
+
+/** A URL as it may be printed: the password, if any, replaced by `***`. @category io */
+export const redactUrl = (url: string): string => url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/:@]*:)[^/@]*@/i, "$1***@")
+
+/** Where a stored session is: a JSONL log file, or a session of the PostgreSQL store at `url`. @category models */
+export type LogSource =
+  | { readonly _tag: "Jsonl"; readonly file: string; readonly directory: string; readonly sessionId: string }
+  | { readonly _tag: "Store"; readonly url: string; readonly sessionId: string }
+
+const where = (source: LogSource): string =>
+  source._tag === "Jsonl" ? source.file : `session ${source.sessionId} in --store ${redactUrl(source.url)}`
+
+/**
+ * The one line for a store error: `NotFound` says how to list what is there (exit 3), damage names the line (exit 3),
+ * a storage failure names the store (exit 3 when reading, `Persist` when writing).
+ * @category errors
+ */
+export const storeFailure = (source: LogSource, writing = false) => (e: SessionLogError): CliFailure => {
+  if (e.reason === "NotFound") {
+    const list = source._tag === "Jsonl"
+      ? `compaction sessions ${source.directory}`
+      : `compaction sessions --store ${redactUrl(source.url)}`
+    return new CliFailure({
+      code: ExitCode.Input,
+      message: `no session ${JSON.stringify(source.sessionId)} ${
+        source._tag === "Jsonl" ? `at ${source.file}` : `in --store ${redactUrl(source.url)}`
+      }; "${list}" lists the stored sessions`
+    })
+  }
+  const line = e.line === undefined ? "" : ` (line ${e.line})`
+  return new CliFailure({
+    code: writing ? ExitCode.Persist : ExitCode.Input,
+    message: `${where(source)}: ${e.reason}${line}: ${e.detail}`
+  })
+}
+
+/** The PostgreSQL store at `url`, read only: the migrations are not run (nothing is created by reading). */
+const listFailure = (what: string) => (e: SessionLogError): CliFailure =>
+  new CliFailure({ code: ExitCode.Input, message: `cannot list the sessions of ${what}: ${e.detail}` })
+
+const pgStore = (url: string): Layer.Layer<SessionStore, SessionLogError> =>
+  SessionStoreSql.layerPg({ url, migrate: false })
+
+const SESSION_LOG_LINE =
+  /^\{"v":\d+,"id":"[^"]+","parentId":(null|"[^"]*"),"timestamp":[\d.e+-]+,"type":"(message|eviction|compaction)"/
+
+/**
+ * True when `file` is a session log this library wrote (`<id>.jsonl` whose first line is an entry), so `inspect`
+ * reads it as a log rather than as a pi or Claude Code session.
+ * @category io
+ */
+export const isSessionLogFile = (file: string): Effect.Effect<boolean, never, FileSystem.FileSystem> =>
+  Effect.gen(function* () {
+    if (!file.endsWith(".jsonl")) return false
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(file).pipe(Effect.orElseSucceed(() => ""))
+    return SESSION_LOG_LINE.test(text.slice(0, text.indexOf("\n") === -1 ? text.length : text.indexOf("\n")))
+  })
+
+/** The source of a JSONL log file: its directory and the session id its name gives. @category io */
+export const jsonlSource = (path: Path.Path, file: string): LogSource => ({
+  _tag: "Jsonl",
+  file,
+  directory: path.dirname(file),
+  sessionId: path.basename(file, ".jsonl")
+})
+
+/**
+ * Reads a stored session (every line checked) as a CLI input: its view is the session's messages. A line on stderr
+ * says what the log holds (entries, compactions, evictions, and anything opening reported).
+ * @category io
+ */
+export const readLogInput = (source: LogSource): Effect.Effect<SessionInput, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const loaded: Loaded = yield* (source._tag === "Jsonl"
+      ? readJsonl({ directory: source.directory, sessionId: source.sessionId })
+      : readStored(source.sessionId).pipe(Effect.provide(pgStore(source.url)))).pipe(
+        Effect.mapError(storeFailure(source))
+      )
+    const count = (type: string) =>
+      loaded.entries.filter((e) => e.type === type).length
+    const issues = loaded.issues.length === 0 ?
+      "" :
+      `; ${loaded.issues.length} issues (${loaded.issues.map((i) => `${i._tag} at line ${i.line}`).join(", ")})`
+    yield* status(
+      `${where(source)}: session log of ${loaded.entries.length} entries (${count("message")} messages, ` +
+        `${count("compaction")} compactions, ${count("eviction")} evictions); its view has ${loaded.view.length} ` +
+        `messages${issues}`
+    )
+    const session = convertJson({ messages: loaded.view })
+    if (Result.isFailure(session)) {
+      return yield* new CliFailure({ code: ExitCode.Input, message: `${where(source)}: ${session.failure.message}` })
+    }
+    return { name: source._tag === "Jsonl" ? source.file : `${source.sessionId} (sql)`, session: session.success }
+  })
+
+// ============================================================================
+// sessions
+// ============================================================================
+
+/** The parsed flags of `sessions`. @category models */
+export interface SessionsInput {
+  readonly directory: Option.Option<string>
+  readonly store: Option.Option<string>
+  readonly json: boolean
+}
+
+/** `sessions`: the ids of the sessions a directory of JSONL logs or a PostgreSQL store holds, one a line (or JSON). */
+export const sessions = (input: SessionsInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    if (Option.isSome(input.directory) === Option.isSome(input.store)) {
+      return yield* usageFailure("sessions", "give a directory of session logs, or --store URL (one of them)")
+    }
+    let ids: ReadonlyArray<string>
+    if (Option.isSome(input.directory)) {
+      const directory = input.directory.value
+      const fs = yield* FileSystem.FileSystem
+      const info = yield* fs.stat(directory).pipe(Effect.option)
+      if (Option.isNone(info) || info.value.type !== "Directory") {
+        return yield* new CliFailure({
+          code: ExitCode.Input,
+          message: `${directory}: ${Option.isNone(info) ? "no such directory" : "not a directory"}`
+        })
+      }
+      ids = yield* Effect.flatMap(SessionStore, (s) => s.list).pipe(
+        Effect.provide(SessionStoreJsonl.layer({ directory })),
+        Effect.mapError(listFailure(directory))
+      )
+    } else {
+      const url = Option.getOrElse(input.store, () => "")
+      ids = yield* Effect.flatMap(SessionStore, (s) => s.list).pipe(
+        Effect.provide(pgStore(url)),
+        Effect.mapError(listFailure(`--store ${redactUrl(url)}`))
+      )
+    }
+    yield* writeText(undefined, input.json ? prettyJson(ids) : ids.map((id) => `${id}\n`).join(""))
+    if (!input.json && ids.length === 0) yield* status("no sessions stored there")
+  })
+
+// ============================================================================
+// replay
+// ============================================================================
+
+/** The parsed flags of `replay`. @category models */
+export interface ReplayInput {
+  readonly file: string
+  readonly out: Option.Option<string>
+  readonly log: Option.Option<string>
+  readonly sessionId: string
+  readonly resumeEvery: Option.Option<number>
+  readonly json: boolean
+  readonly keepRecent: number
+  readonly minSavings: number
+  readonly keepRecentTokens: number
+  readonly keepRecentTurns: number
+  readonly contextWindow: number
+}
+
+const checked = (flag: string, value: number, positive: boolean): Effect.Effect<number, CliFailure> =>
+  Number.isSafeInteger(value) && (positive ? value > 0 : value >= 0) ? Effect.succeed(value) : Effect.fail(
+    usageFailure(
+      "replay",
+      flagValueProblem(`--${flag}`, String(value), positive ? "a positive integer" : "a non-negative integer")
+    )
+  )
+
+const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
+  keepRecentTokens: "--keep-recent-tokens",
+  keepRecentTurns: "--keep-recent-turns",
+  contextWindow: "--context-window"
+}
+
+const requestFile = (path: Path.Path, directory: string, n: number): string =>
+  path.join(directory, `request-${String(n).padStart(4, "0")}.json`)
+
+/**
+ * `replay`: the session through `Conversation` (prepare before each recorded reply, then record it), every request
+ * to `--out DIR`, the conversation to `--log DIR/<session-id>.jsonl` (a new session: a log that already holds entries
+ * exits `Persist`), the summary on stdout; exit `Violations` when a request is invalid.
+ */
+export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const keepRecent = yield* checked("keep-recent", input.keepRecent, false)
+    const minSavings = yield* checked("min-savings", input.minSavings, false)
+    const resumeEvery = Option.isSome(input.resumeEvery)
+      ? yield* checked("resume-every", input.resumeEvery.value, true)
+      : undefined
+    const policy = CompactionPolicy.make({
+      keepRecentTokens: input.keepRecentTokens,
+      keepRecentTurns: input.keepRecentTurns,
+      contextWindow: input.contextWindow,
+      minRemaining: Math.min(20_000, Math.floor(input.contextWindow / 10))
+    })
+    if (Result.isFailure(policy)) {
+      const e = policy.failure
+      const flag = FLAG_OF_FIELD[e.field] ?? e.field
+      return yield* usageFailure("replay", flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
+    }
+    const { session } = yield* readSession(input.file, { strict: false })
+    const path = yield* Path.Path
+    const usage = new Map(session.usage.map((u) => [u.messageIndex, u.usage]))
+    if (Option.isSome(input.log)) {
+      const source = jsonlSource(path, path.join(input.log.value, `${input.sessionId}.jsonl`))
+      const existing = yield* readJsonl({ directory: input.log.value, sessionId: input.sessionId }).pipe(
+        Effect.map((l) => l.entries.length),
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(0)),
+        Effect.mapError(storeFailure(source, true))
+      )
+      if (existing > 0) {
+        return yield* new CliFailure({
+          code: ExitCode.Persist,
+          message:
+            `--log ${input.log.value}: session ${
+              JSON.stringify(input.sessionId)
+            } already holds ${existing} entries, and a replay records a new conversation; pass another --session-id ` +
+            `or another --log directory`
+        })
+      }
+    }
+    const log = Option.isSome(input.log)
+      ? SessionLog.layerJsonl({ directory: input.log.value, sessionId: input.sessionId })
+      : undefined
+    const out = Option.getOrUndefined(input.out)
+    if (out !== undefined) {
+      const fs = yield* FileSystem.FileSystem
+      yield* fs.makeDirectory(out, { recursive: true }).pipe(
+        Effect.mapError((e) => new CliFailure({ code: ExitCode.Output, message: `cannot create ${out}: ${e.message}` }))
+      )
+    }
+    const summary = yield* replayMessages<CliFailure, Env>(session.messages, usage, {
+      policy: policy.success,
+      keepRecent,
+      minSavings,
+      system: session.system,
+      resumeEvery,
+      log,
+      onRequest: out === undefined
+        ? undefined
+        : (n, request) => writeText(requestFile(path, out, n), prettyJson(request))
+    }).pipe(
+      Effect.provide(ExtractiveSummarizer.layer),
+      Effect.mapError((e) =>
+        e._tag === "CliFailure" ? e : new CliFailure({ code: ExitCode.Persist, message: `replay failed: ${e.message}` })
+      )
+    )
+    if (input.json) yield* writeText(undefined, prettyJson({ file: input.file, ...summary }))
+    else {
+      yield* writeText(
+        undefined,
+        `${input.file}: ${summary.requests} requests, ${summary.compactions} compactions, ${summary.evictions} ` +
+          `evictions (${summary.offloadedResults} results offloaded), ${summary.invalidRequests} invalid requests, ` +
+          `${summary.resumes} resumes\n`
+      )
+    }
+    if (out !== undefined) yield* status(`wrote ${summary.requests} requests to ${out}`)
+    if (summary.invalidRequests > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
+  })
+
+/** The messages of `messages` after `prefix` when `prefix` is a prefix of them (by `same`), else `undefined`. @category io */
+export const afterPrefix = (
+  prefix: ReadonlyArray<Message>,
+  messages: ReadonlyArray<Message>,
+  same: (a: Message, b: Message) => boolean
+): ReadonlyArray<Message> | undefined =>
+  prefix.length <= messages.length && prefix.every((m, i) => same(m, messages[i]!))
+    ? messages.slice(prefix.length)
+    : undefined

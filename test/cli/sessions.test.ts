@@ -1,0 +1,244 @@
+/**
+ * The CLI over stored sessions, as real child processes on the real filesystem and the real PostgreSQL (a schema of
+ * its own per run; unreachable PostgreSQL fails, never skips): `compact --log` going on with an existing session,
+ * `inspect` of a JSONL log and of `--store URL --session-id S`, `sessions`, the NotFound line, and the README's
+ * "Many workers" commands run in a fresh copy of the repository.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { execFileSync, spawnSync } from "node:child_process"
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll } from "vitest"
+import { databaseUrl } from "../fixtures/Pg.ts"
+
+declare const Deno: { readonly execPath: () => string } | undefined
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+const main = join(root, "src/cli/main.ts")
+const work = mkdtempSync(join(tmpdir(), "sessions-test-"))
+const schema = `cli_sessions_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
+const psql = (sql: string) =>
+  execFileSync("psql", [databaseUrl, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql], { encoding: "utf8" })
+/** The database URL with this run's schema as the search path (libpq's `options`). */
+const storeUrl = `${databaseUrl}${databaseUrl.includes("?") ? "&" : "?"}options=-c%20search_path%3D${schema}`
+
+beforeAll(() => {
+  try {
+    psql(`CREATE SCHEMA ${schema}`)
+  } catch (e) {
+    throw new Error(`PostgreSQL is unreachable at ${databaseUrl}: ${String(e)}; start it or set DATABASE_URL`)
+  }
+})
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true })
+  psql(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+})
+
+/** Node 22+ for the CLI and the examples: this one, or the npm-installed one. */
+const nodeBin = (): string => {
+  const major = Number(process.versions.node.split(".")[0])
+  return typeof Deno === "undefined" && major >= 22 ? process.execPath : join(root, "node_modules/.bin/node")
+}
+
+const cli = (args: ReadonlyArray<string>) => {
+  const [command, pre] = typeof Deno !== "undefined"
+    ? [Deno.execPath(), ["run", "-A", "-q", main]]
+    : [nodeBin(), [main]]
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
+  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 120_000 })
+}
+
+const example = JSON.parse(readFileSync(join(root, "examples/session.json"), "utf8")) as {
+  readonly messages: ReadonlyArray<unknown>
+}
+const sessionFile = (name: string, messages: ReadonlyArray<unknown>): string => {
+  const file = join(work, name)
+  writeFileSync(file, JSON.stringify({ messages }))
+  return file
+}
+const lines = (text: string) => text.split("\n").filter((l) => l.length > 0)
+
+describe("compact --log goes on with an existing session", () => {
+  it("adds the new messages when the stored messages or the stored view start the input; else exits 5", () => {
+    const logs = join(work, "logs")
+    const first = cli([
+      "compact",
+      sessionFile("first.json", example.messages.slice(0, 300)),
+      "-o",
+      join(work, "a.json"),
+      "--log",
+      logs,
+      "--session-id",
+      "grow"
+    ])
+    assert.strictEqual(first.status, 0, first.stderr)
+    assert.include(first.stderr, "added 300 new messages to session grow")
+    // the agent's full history, grown: its first 300 messages are the stored ones
+    const grown = cli([
+      "compact",
+      sessionFile("grown.json", example.messages),
+      "-o",
+      join(work, "b.json"),
+      "--log",
+      logs,
+      "--session-id",
+      "grow"
+    ])
+    assert.strictEqual(grown.status, 0, grown.stderr)
+    assert.include(grown.stderr, "added 100 new messages to session grow")
+    // the compacted output and two new messages: the stored view starts it
+    const compacted = JSON.parse(readFileSync(join(work, "b.json"), "utf8")).messages as Array<unknown>
+    const next = [...compacted, { role: "user", content: "and now?" }, { role: "assistant", content: "done" }]
+    const more = cli([
+      "compact",
+      sessionFile("more.json", next),
+      "-o",
+      join(work, "c.json"),
+      "--log",
+      logs,
+      "--session-id",
+      "grow"
+    ])
+    assert.strictEqual(more.status, 0, more.stderr)
+    assert.include(more.stderr, "added 2 new messages to session grow")
+    const stored = cli(["inspect", join(logs, "grow.jsonl"), "--json"])
+    assert.strictEqual(stored.status, 0, stored.stderr)
+    assert.match(
+      stored.stderr,
+      /grow\.jsonl: session log of \d+ entries \(402 messages, \d+ compactions, 0 evictions\)/
+    )
+    // another conversation: exit 5, one line, nothing written
+    const before = readFileSync(join(logs, "grow.jsonl"), "utf8")
+    const other = cli([
+      "compact",
+      sessionFile("other.json", [{ role: "user", content: "hello" }]),
+      "-o",
+      join(work, "d.json"),
+      "--log",
+      logs,
+      "--session-id",
+      "grow"
+    ])
+    assert.strictEqual(other.status, 5, other.stderr)
+    assert.deepStrictEqual(lines(other.stderr), [
+      `compaction: --log ${logs}: session "grow" holds another conversation (neither its view of ${
+        JSON.parse(readFileSync(join(work, "c.json"), "utf8")).messages.length
+      } messages nor its 402 stored messages start the input); pass another --session-id or another directory`
+    ])
+    assert.strictEqual(readFileSync(join(logs, "grow.jsonl"), "utf8"), before)
+  })
+})
+
+describe("inspect and sessions over stores", () => {
+  it("lists a directory's sessions and inspects a JSONL log's view; a missing directory or session is one line", () => {
+    const logs = join(work, "listed")
+    for (const id of ["beta", "alpha"]) {
+      const r = cli([
+        "compact",
+        sessionFile(`${id}.json`, example.messages.slice(0, 120)),
+        "-o",
+        join(work, `${id}.out.json`),
+        "--log",
+        logs,
+        "--session-id",
+        id
+      ])
+      assert.strictEqual(r.status, 0, r.stderr)
+    }
+    const listed = cli(["sessions", logs])
+    assert.strictEqual(listed.status, 0, listed.stderr)
+    assert.strictEqual(listed.stdout, "alpha\nbeta\n")
+    assert.deepStrictEqual(JSON.parse(cli(["sessions", logs, "--json"]).stdout), ["alpha", "beta"])
+    const view = JSON.parse(readFileSync(join(work, "alpha.out.json"), "utf8")).messages as Array<unknown>
+    const inspected = cli(["inspect", join(logs, "alpha.jsonl"), "--json"])
+    assert.strictEqual(inspected.status, 0, inspected.stderr)
+    assert.strictEqual(JSON.parse(inspected.stdout).messages, view.length)
+    const missing = cli(["sessions", join(work, "nowhere")])
+    assert.strictEqual(missing.status, 3)
+    assert.deepStrictEqual(lines(missing.stderr), [`compaction: ${join(work, "nowhere")}: no such directory`])
+    const neither = cli(["sessions"])
+    assert.strictEqual(neither.status, 2)
+    assert.match(neither.stderr, /give a directory of session logs, or --store URL/)
+  })
+
+  it("PostgreSQL: sessions --store lists, inspect --store reads the view, an unknown session is a NotFound line", () => {
+    const writer = spawnSync(nodeBin(), [join(root, "examples/many-workers.ts"), "append", "solo", "7"], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: storeUrl, SESSION_ID: "pg-one" },
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    assert.strictEqual(writer.status, 0, writer.stderr)
+    const listed = cli(["sessions", "--store", storeUrl])
+    assert.strictEqual(listed.status, 0, listed.stderr)
+    assert.strictEqual(listed.stdout, "pg-one\n")
+    const inspected = cli(["inspect", "--store", storeUrl, "--session-id", "pg-one", "--json"])
+    assert.strictEqual(inspected.status, 0, inspected.stderr)
+    assert.strictEqual(JSON.parse(inspected.stdout).messages, 7)
+    assert.include(inspected.stderr, "session log of 7 entries (7 messages, 0 compactions, 0 evictions)")
+    const unknown = cli(["inspect", "--store", storeUrl, "--session-id", "nope"])
+    assert.strictEqual(unknown.status, 3)
+    assert.deepStrictEqual(lines(unknown.stderr), [
+      `compaction: no session "nope" in --store ${storeUrl}; "compaction sessions --store ${storeUrl}" lists the ` +
+      "stored sessions"
+    ])
+    const noId = cli(["inspect", "--store", storeUrl])
+    assert.strictEqual(noId.status, 2)
+    assert.match(noId.stderr, /--store needs --session-id/)
+  })
+
+  it("a password in --store is never printed", () => {
+    const url = databaseUrl.replace("://", "://postgres:s3cret@").replace("postgres@", "")
+    const r = cli([
+      "inspect",
+      "--store",
+      `${url}${url.includes("?") ? "&" : "?"}options=-c%20search_path%3D${schema}`,
+      "--session-id",
+      "nope"
+    ])
+    assert.strictEqual(r.status, 3, r.stderr)
+    assert.notInclude(r.stderr, "s3cret")
+    assert.include(r.stderr, "postgres:***@")
+  })
+})
+
+describe("README: Many workers", () => {
+  it("its commands, in a fresh copy of the repository, end in one shared session that inspect reads", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const section = readme.slice(
+      readme.indexOf("## Many workers"),
+      readme.indexOf("\n## ", readme.indexOf("## Many workers") + 3)
+    )
+    const block = /```sh\n([\s\S]*?)```/.exec(section)
+    assert.isNotNull(block, "the Many workers section has a sh block")
+    const commands = lines(block![1]!).map((l) => l.replace(/\s+#.*$/, ""))
+    assert.strictEqual(commands.length, 3)
+    assert.strictEqual(commands[0], "npm ci")
+    // a fresh clone: the tracked files only; `npm ci` stands in as the installed node_modules
+    const clone = join(work, "clone")
+    mkdirSync(clone)
+    const tracked = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: root, encoding: "utf8" })
+    for (const file of lines(tracked)) {
+      if (file === "node_modules") continue
+      mkdirSync(dirname(join(clone, file)), { recursive: true })
+      cpSync(join(root, file), join(clone, file))
+    }
+    symlinkSync(join(root, "node_modules"), join(clone, "node_modules"))
+    const env = {
+      ...process.env,
+      DATABASE_URL: storeUrl,
+      PATH: `${dirname(nodeBin())}:${join(clone, "node_modules/.bin")}:${process.env["PATH"]}`
+    }
+    const outputs = commands.slice(1).map((command) => {
+      const r = spawnSync("sh", ["-c", command], { cwd: clone, env, encoding: "utf8", timeout: 120_000 })
+      assert.strictEqual(r.status, 0, `${command}\n${r.stderr}`)
+      return r
+    })
+    const report = outputs.at(-1)!
+    assert.match(report.stderr, /session shared in --store .*: session log of 60 entries \(60 messages/, report.stderr)
+    assert.match(report.stdout, /messages\s+60/)
+  })
+})
