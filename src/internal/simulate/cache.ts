@@ -29,7 +29,12 @@ export interface CacheBill {
 /** The cache of one session: prefix identity → expiry time. */
 export class PromptCache {
   private readonly entries = new Map<number, number>()
-  constructor(readonly minTokens: number, readonly ttlMs: number = CACHE_TTL_MS) {}
+  readonly minTokens: number
+  readonly ttlMs: number
+  constructor(minTokens: number, ttlMs: number = CACHE_TTL_MS) {
+    this.minTokens = minTokens
+    this.ttlMs = ttlMs
+  }
 
   /** Forgets every entry (the provider lost the cache). */
   clear(): void {
