@@ -41,6 +41,11 @@ export class PromptCache {
     this.entries.clear()
   }
 
+  /** Marks a prefix as cached at `now` (written before the replay began). */
+  seed(key: number, now: number): void {
+    this.entries.set(key, now + this.ttlMs)
+  }
+
   /** True when nothing live is cached at `now`. */
   coldAt(now: number): boolean {
     for (const expiry of this.entries.values()) if (expiry > now) return false

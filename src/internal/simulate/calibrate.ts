@@ -33,6 +33,11 @@ export interface Calibration {
   readonly requestTime: (index: number) => number
   /** Requests whose recorded cache read shows a miss that neither the TTL nor a changed prompt explains. */
   readonly externalMisses: ReadonlySet<number>
+  /**
+   * Tokens of the system prompt and tools that were cached before the session began (another session of the same
+   * client wrote them): what the first request read. 0 when it read nothing.
+   */
+  readonly warmSystemTokens: number
 }
 
 /** Default billed tokens per estimated token when nothing is recorded: 1.4, the corpus's pi sessions' mean. */
@@ -100,9 +105,10 @@ export const calibrateSession = (
     }
   }
   const first = replies[0]
-  const systemTokens = options.systemTokens ?? (first === undefined
-    ? 0
-    : Math.max(0, Math.round(promptOf(recording.usage.get(first)!) - factor * estimateOf(0, first))))
+  const systemTokens = options.systemTokens ??
+    (first === undefined
+      ? 0
+      : Math.max(0, Math.round(promptOf(recording.usage.get(first)!) - factor * estimateOf(0, first))))
   const times: Array<number> = []
   let last = 0
   for (let i = 0; i < messages.length; i++) {
@@ -119,7 +125,8 @@ export const calibrateSession = (
     const read = recording.usage.get(b)!.cache_read_input_tokens ?? 0
     const before = promptOf(recording.usage.get(a)!)
     const warm = requestTime(b) - requestTime(a) < CACHE_TTL_MS
-    const grew = promptOf(recording.usage.get(b)!) >= before
+    // a prompt that shrank by more than a tenth was rewritten by the agent (its own compaction): not a provider miss
+    const grew = promptOf(recording.usage.get(b)!) >= 0.9 * before
     if (warm && grew && read < 0.5 * before) externalMisses.add(b)
   }
   return {
@@ -128,6 +135,9 @@ export const calibrateSession = (
     blockTokens: (block) => sizes.get(block),
     output: (index) => recording.usage.get(index)?.output_tokens,
     requestTime,
-    externalMisses
+    externalMisses,
+    warmSystemTokens: first === undefined
+      ? 0
+      : Math.min(systemTokens, recording.usage.get(first)!.cache_read_input_tokens ?? 0)
   }
 }
