@@ -97,7 +97,8 @@ const prefixTokens = (
   position: BlockPosition,
   systemTokens: number,
   before: ReadonlyArray<number>
-): number => systemTokens + before[position.message]! +
+): number =>
+  systemTokens + before[position.message]! +
   estimateContentTokens(blocksOf(messages[position.message]!).slice(0, position.block + 1))
 
 /** Options of `planBreakpoints`. Every option may be `undefined`, which means absent. @category models */
