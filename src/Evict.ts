@@ -279,7 +279,7 @@ export const evictStaleToolResults = <M extends Message>(
       const failed = block.is_error === true
       let reason: OffloadReason | undefined
       let since = i
-      const staleSince = (r: number) => r >= keep ? rankAt[r - keep]! : i
+      const staleSince = (r: number) => r - keep < rankAt.length ? rankAt[r - keep]! : i
       if (action._tag === "Read") {
         const state = stateOf(action.path)
         const superseded = isCovered(state, action.range)

@@ -43,7 +43,7 @@ export const DEFAULT_MIN_REMAINING = 20_000
 export const DEFAULT_CONTEXT_WINDOW = 200_000
 
 /**
- * The cost target of the trigger by default: compact once the provider reports 100,000 tokens of context, well before
+ * The cost target of the trigger by default: compact once the provider reports more than 100,000 tokens of context, well before
  * the window. Every request re-reads the whole prefix from the cache, so a session's bill grows with the square of
  * the context it carries; compacting at 100k instead of at the window (180k) makes the three long pi sessions cost
  * about half as much (COMPACTION.md, "What a session costs"). The price is quality: the summary replaces more of
@@ -91,7 +91,7 @@ export interface PolicyFields {
   readonly contextWindow: number
   /** The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns. */
   readonly maxTailTokens: number
-  /** The cost target: compaction fires once the reported context reaches it (at most `contextWindow - minRemaining`). */
+  /** The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`). */
   readonly compactAtTokens: number
 }
 
@@ -265,7 +265,7 @@ export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usa
   policy.contextWindow - contextTokens(usage)
 
 /**
- * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context reaches the cost target
+ * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context passes the cost target
  * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply. With
  * `coldHumanTurn` (the next request starts a human turn and the cache has expired) the target is
  * `COLD_COMPACT_FRACTION` of it. A report from a request made before the latest compaction
@@ -285,5 +285,5 @@ export const shouldCompact = (
   const target = options.coldHumanTurn === true
     ? Math.floor(policy.compactAtTokens * COLD_COMPACT_FRACTION)
     : policy.compactAtTokens
-  return contextTokens(usage) >= target
+  return contextTokens(usage) > target
 }
