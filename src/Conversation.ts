@@ -28,15 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Clock from "effect/Clock"
 import * as Semaphore from "effect/Semaphore"
-import {
-  applyBreakpoints,
-  type BlockPosition,
-  breakpointBefore,
-  CACHE_TTL_MS,
-  EPHEMERAL,
-  minCacheableTokens,
-  planBreakpoints
-} from "./Cache.ts"
+import { CACHE_TTL_MS } from "./Cache.ts"
 import {
   type CompactionRecord,
   CompactOutcome,
@@ -44,14 +36,15 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, evictionFrontier, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
 import type { Entry, Eviction, Loaded, SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { type SummarizeError, Summarizer } from "./Summarizer.ts"
-import { estimateContentTokens, estimateTokens, jsonSize } from "./Tokens.ts"
+import { estimateTokens } from "./Tokens.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 
@@ -396,10 +389,8 @@ export const triggerFires = (
   })
 
 /** The view ends on a message a person wrote: a user message with content other than tool results. */
-const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean => {
-  const last = view[view.length - 1]
-  return last !== undefined && last.role === "user" && blocksOf(last).some((b) => b.type !== "tool_result")
-}
+const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
+  view.at(-1)?.role === "user" && blocksOf(view.at(-1)!).some((b) => b.type !== "tool_result")
 
 /** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
 export interface PrepareStep {
@@ -436,91 +427,8 @@ export const applyCompaction = (
   return { steps: [{ change: Change.Compacted({ record: finished.record }), state: next }], state: next }
 }
 
-/** How `requestOf` places breakpoints. Every option may be `undefined`, which means its default. @category models */
-export interface RequestOptions {
-  readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
-  /** The model; it sets the minimum cacheable length (`Cache.minCacheableTokens`). */
-  readonly model?: string | undefined
-  /** The minimum cacheable length, overriding the model's. */
-  readonly minCacheTokens?: number | undefined
-  readonly classifier?: ToolClassifier | undefined
-  /**
-   * The state before this step's offload: when the offload moved the eviction frontier, its frontier keeps a
-   * breakpoint in this one request, so it still reads the prefix the previous request wrote.
-   */
-  readonly before?: ConversationState | undefined
-  /** Place no breakpoints (a caller that places its own). */
-  readonly breakpoints?: false | undefined
-}
-
-const systemBlocks = (
-  system: string | Array<Anthropic.TextBlockParam>
-): Array<Anthropic.TextBlockParam> => typeof system === "string" ? [{ type: "text", text: system }] : system
-
-/**
- * The request for the current state: `{ system?, tools?, messages }` over the view's messages, with its
- * `cache_control` breakpoints (`Cache.planBreakpoints`): the end of the system prompt and tools, the eviction
- * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
- * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
- * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
- * @category transitions
- */
-export const requestOf = (
-  state: ConversationState,
-  system?: string | Array<Anthropic.TextBlockParam> | undefined,
-  options: RequestOptions = {}
-): Request => {
-  const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
-  const view = state.view
-  const frontier = frontierOf(view, options.classifier)
-  const base = (): Request => ({
-    ...(system === undefined ? {} : { system }),
-    ...(tools === undefined ? {} : { tools }),
-    messages: [...view]
-  })
-  if (options.breakpoints === false) return base()
-  const before = options.before !== undefined && options.before.epoch === state.epoch
-    ? frontierOf(options.before.view, options.classifier)
-    : undefined
-  const previous = before !== undefined &&
-      (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
-    ? before
-    : undefined
-  const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
-    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / 4))
-  const plan = planBreakpoints(asMessages(view), {
-    systemTokens,
-    hasSystem: system !== undefined || tools !== undefined,
-    frontier,
-    previousFrontier: previous,
-    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model)
-  })
-  const messages = applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
-  if (!plan.system) return { ...base(), messages }
-  if (system !== undefined) {
-    const blocks = systemBlocks(system)
-    const last = blocks.length - 1
-    return {
-      system: blocks.map((b, i) => i === last ? { ...b, cache_control: EPHEMERAL } : b),
-      ...(tools === undefined ? {} : { tools }),
-      messages
-    }
-  }
-  const all = tools ?? []
-  const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: EPHEMERAL } : t)
-  return { tools: marked as Array<Anthropic.ToolUnion>, messages }
-}
-
-/** The frontier breakpoint of a view: the last block before the oldest result that may still be offloaded. */
-const frontierOf = (
-  view: ReadonlyArray<MessageParam>,
-  classifier: ToolClassifier | undefined
-): BlockPosition | undefined => {
-  const result = evictionFrontier(asMessages(view), { classifier })
-  return result === undefined ? undefined : breakpointBefore(asMessages(view), result)
-}
-
-const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
+/** Building a request with its breakpoints lives in `internal/conversation/request.ts`. */
+export { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 
 // ============================================================================
 // Resume: the log's entries through the same transitions' effects
@@ -713,12 +621,8 @@ const make = (
     let state = initial
     // the time of the last request lives here, never in the state: a resumed conversation starts warm
     let lastRequestAt: number | undefined
-    const requestOptions = (before?: ConversationState): RequestOptions => ({
-      tools: options.tools,
-      model: options.model,
-      classifier: options.classifier,
-      before
-    })
+    const { classifier, model, tools } = options
+    const requestOptions = (before?: ConversationState): RequestOptions => ({ tools, model, classifier, before })
     const request = () => requestOf(state, options.system, requestOptions())
 
     /** Records each change, committing the state after it; on failure the state is the last stored one. */
