@@ -22,6 +22,7 @@ import {
   withFallback,
   zeroUsage
 } from "../src/Summarizer.ts"
+import * as SummarizerModule from "../src/Summarizer.ts"
 import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
@@ -110,6 +111,17 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.deepStrictEqual(checkApiRules(messages, { reference, mode: "on-demand" }), [])
       server.enqueue(Reply.stream(["Accepted."]))
       assert.strictEqual((yield* sendFollowUp(server, messages)).content[0]?.type, "text")
+    }))
+
+  it.live("Summarizer.ServerCompactionSummarizer, the lazy stand-in, loads the module on first use and compacts", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.compaction(SUMMARY))
+      const summarizer = SummarizerModule.ServerCompactionSummarizer.make({ client: client(server), model: "m" })
+      assert.strictEqual(summarizer.name, "server-compaction")
+      const summary = yield* summarizer.summarize(summarizeRequest([user("go"), assistant("ok")]))
+      assert.deepStrictEqual(summary.compaction, expectedBlock(SUMMARY) as never)
+      assert.deepStrictEqual(server.requests[0]!.body.messages, [user("go"), assistant("ok")] as never)
     }))
 
   it.live("compaction_unavailable (529) is retried on our schedule with the same request, then succeeds", () =>
