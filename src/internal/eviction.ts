@@ -467,7 +467,7 @@ const worthIt = (
   if (options.cacheCold === true) return true
   const tokens = index.tokens
   let behind = 0
-  if (tokens === undefined) for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!)
+  if (tokens === undefined) { for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!) }
   else behind = tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
   return readsPaid * options.prices.cacheRead >= behind * options.prices.cacheWrite
 }
