@@ -36,8 +36,10 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { CACHE_PRICES, DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { handOnAppend, handOnOffload, indexOf } from "./internal/conversation/carried.ts"
 import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
+import { applyOffloads, decide, keepOf } from "./internal/eviction.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
@@ -186,6 +188,8 @@ export const decodeMessageParams = (input: unknown): Array<MessageParam> =>
 export const asMessageParams = (messages: ReadonlyArray<Message>): Array<MessageParam> =>
   [...messages] as unknown as Array<MessageParam>
 
+const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
+
 const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
   typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
@@ -201,11 +205,9 @@ const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
 // ============================================================================
 
 const appendStep = (state: ConversationState, message: MessageParam, meta?: ReplyMeta): Transition => {
-  const next: ConversationState = {
-    ...state,
-    view: [...state.view, message],
-    hot: state.hot.observe([message])
-  }
+  const view = [...state.view, message]
+  handOnAppend(asMessages(state.view), asMessages(view))
+  const next: ConversationState = { ...state, view, hot: state.hot.observe([message]) }
   return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
 }
 
@@ -366,14 +368,24 @@ export const offload = (
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
-  const evicted = evictStaleToolResults(state.view, options.keepRecent ?? DEFAULT_KEEP_RECENT, {
+  // the decisions are carried from the previous step's view (`internal/conversation/carried.ts`): equal to
+  // `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned: state.hot.pinned, cacheCold, classifier })`
+  const view = asMessages(state.view)
+  const index = indexOf(view, options.classifier)
+  const evicted = decide(index, view, keepOf(options.keepRecent ?? DEFAULT_KEEP_RECENT), {
     minSavings: options.minSavings,
     pinned: state.hot.pinned,
     cacheCold,
-    classifier: options.classifier
+    prices: CACHE_PRICES
   })
   if (evicted.offloaded.length === 0) return none(state)
-  const next = { ...state, view: evicted.messages, hot: state.hot.observeOffloads(evicted.offloaded) }
+  applyOffloads(index, evicted.messages, evicted.offloaded)
+  handOnOffload(view, evicted.messages)
+  const next = {
+    ...state,
+    view: evicted.messages as unknown as ReadonlyArray<MessageParam>,
+    hot: state.hot.observeOffloads(evicted.offloaded)
+  }
   return { steps: [{ change: Change.Offloaded({ offloaded: evicted.offloaded }), state: next }], state: next }
 }
 

@@ -15,6 +15,7 @@ import {
 } from "../../Cache.ts"
 import type { ConversationState, MessageParam, Request } from "../../Conversation.ts"
 import { evictionFrontier } from "../../Evict.ts"
+import { carriedFrontier } from "./carried.ts"
 import type { Message } from "../../Message.ts"
 import { estimateContentTokens, jsonSize } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
@@ -99,7 +100,8 @@ const frontierOf = (
   view: ReadonlyArray<MessageParam>,
   classifier: ToolClassifier | undefined
 ): BlockPosition | undefined => {
-  const result = evictionFrontier(asMessages(view), { classifier })
+  const carried = carriedFrontier(asMessages(view), classifier)
+  const result = carried.known ? carried.at : evictionFrontier(asMessages(view), { classifier })
   return result === undefined ? undefined : breakpointBefore(asMessages(view), result)
 }
 

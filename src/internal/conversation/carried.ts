@@ -1,0 +1,77 @@
+/**
+ * Eviction decisions carried from one conversation step to the next, keyed by the view array they describe.
+ *
+ * A view array is immutable; each transition makes a new one. The `EvictionIndex` of a view is handed to the view a
+ * transition derives from it (an append extends it by the new message, an offload records its blocks), so the next
+ * `prepare` decides in proportion to what changed. One index is owned by one view at a time, the newest: an older
+ * view (a state kept aside, a branch) finds it owned by another and gets a fresh index, built once. Each view the
+ * index described keeps its eviction frontier, so the request after an offload still finds the previous one. The
+ * frontier is carried only for a view with no compaction block (`Evict.evictionFrontier` reads the whole list).
+ *
+ * @internal
+ */
+import { apiViewStart } from "../../ApiView.ts"
+import type { Message } from "../../Message.ts"
+import type { ToolClassifier } from "../../Tools.ts"
+import { defaultToolClassifier } from "../../Tools.ts"
+import { buildIndex, type EvictionIndex, extendIndex, frontierOf } from "../eviction.ts"
+
+interface Owned {
+  readonly index: EvictionIndex
+  /** The view that owns the index now. */
+  owner: ReadonlyArray<Message>
+}
+
+type Frontier = { readonly message: number; readonly block: number } | undefined
+
+const owners = new WeakMap<ReadonlyArray<Message>, Owned>()
+const frontiers = new WeakMap<ReadonlyArray<Message>, Frontier>()
+
+/** Keeps the frontier of a view about to hand its index on (the API view must be the whole view, as the scan reads). */
+const keepFrontier = (index: EvictionIndex, view: ReadonlyArray<Message>): void => {
+  if (index.viewStart === 0) frontiers.set(view, frontierOf(index, view))
+}
+
+/** The index of `view` (built when no current one exists, or when it was built for another classifier). */
+export const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | undefined): EvictionIndex => {
+  const classify = classifier ?? defaultToolClassifier
+  const owned = owners.get(view)
+  if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
+  const index = buildIndex(view, classify, apiViewStart(view), true)
+  owners.set(view, { index, owner: view })
+  return index
+}
+
+/** Hands the index of `from` (if it owns one) to `to`, which extends it; `to` gets none when it cannot be extended. */
+export const handOnAppend = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
+  const owned = owners.get(from)
+  if (owned === undefined || owned.owner !== from) return
+  keepFrontier(owned.index, from)
+  if (!extendIndex(owned.index, to)) return
+  owned.owner = to
+  owners.set(to, owned)
+}
+
+/** Hands the index of `from` to `to`, an eviction's output that `applyOffloads` already recorded in it. */
+export const handOnOffload = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
+  const owned = owners.get(from)
+  if (owned === undefined || owned.owner !== from) return
+  keepFrontier(owned.index, from)
+  owned.owner = to
+  owners.set(to, owned)
+}
+
+/** The eviction frontier of `view` from its index or the frontier it kept; `undefined` when neither is known. */
+export const carriedFrontier = (
+  view: ReadonlyArray<Message>,
+  classifier: ToolClassifier | undefined
+): { readonly known: boolean; readonly at: Frontier } => {
+  const owned = owners.get(view)
+  if (owned === undefined || owned.index.classify !== (classifier ?? defaultToolClassifier)) {
+    return { known: false, at: undefined }
+  }
+  if (owned.owner === view && owned.index.viewStart === 0) {
+    return { known: true, at: frontierOf(owned.index, view) }
+  }
+  return frontiers.has(view) ? { known: true, at: frontiers.get(view) } : { known: false, at: undefined }
+}
