@@ -37,7 +37,7 @@ import {
   prepareCompaction
 } from "./Compact.ts"
 import { CACHE_PRICES, DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
-import { handOnAppend, handOnOffload, indexOf } from "./internal/conversation/carried.ts"
+import { carriedToolUseIds, handOnAppend, handOnOffload, indexOf } from "./internal/conversation/carried.ts"
 import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { applyOffloads, decide, keepOf } from "./internal/eviction.ts"
 import { HotPaths } from "./HotPaths.ts"
@@ -301,7 +301,9 @@ export const recordReply = (
   const clean = wireMessage(message)
   if (clean === undefined) return none(state)
   return chain(chain(closePending(state), leadingUser), (s) => {
-    const used = viewToolUseIds(s.view)
+    const inView = carriedToolUseIds(asMessages(s.view)) ?? viewToolUseIds(s.view)
+    const added = new Set<string>()
+    const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
     const renamed: Record<string, string> = {}
     let content = clean.content
     if (typeof content !== "string") {

@@ -20,6 +20,15 @@ interface Owned {
   readonly index: EvictionIndex
   /** The view that owns the index now. */
   owner: ReadonlyArray<Message>
+  /** Positions of the messages that carry a `cache_control` (an offload keeps every other field of a block). */
+  readonly cacheControlled: Array<number>
+}
+
+const carriesCacheControl = (message: Message): boolean =>
+  typeof message.content !== "string" && message.content.some((b) => "cache_control" in b)
+
+const noteCacheControl = (owned: Owned, view: ReadonlyArray<Message>, from: number): void => {
+  for (let i = from; i < view.length; i++) if (carriesCacheControl(view[i]!)) owned.cacheControlled.push(i)
 }
 
 type Frontier = { readonly message: number; readonly block: number } | undefined
@@ -38,7 +47,9 @@ export const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier
   const owned = owners.get(view)
   if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
   const index = buildIndex(view, classify, apiViewStart(view), true)
-  owners.set(view, { index, owner: view })
+  const fresh: Owned = { index, owner: view, cacheControlled: [] }
+  noteCacheControl(fresh, view, 0)
+  owners.set(view, fresh)
   return index
 }
 
@@ -48,6 +59,7 @@ export const handOnAppend = (from: ReadonlyArray<Message>, to: ReadonlyArray<Mes
   if (owned === undefined || owned.owner !== from) return
   keepFrontier(owned.index, from)
   if (!extendIndex(owned.index, to)) return
+  noteCacheControl(owned, to, from.length)
   owned.owner = to
   owners.set(to, owned)
 }
@@ -74,4 +86,28 @@ export const carriedFrontier = (
     return { known: true, at: frontierOf(owned.index, view) }
   }
   return frontiers.has(view) ? { known: true, at: frontiers.get(view) } : { known: false, at: undefined }
+}
+
+/**
+ * What a request over `view` can read from its index instead of scanning the view, when `view` owns one with no
+ * compaction block (the index then covers every message): the estimated tokens before each message, and the
+ * positions of the messages that carry a `cache_control`.
+ */
+export const carriedRequestParts = (
+  view: ReadonlyArray<Message>
+):
+  | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
+  | undefined =>
+{
+  const owned = owners.get(view)
+  if (owned === undefined || owned.owner !== view || owned.index.viewStart !== 0) return undefined
+  const tokens = owned.index.tokens
+  if (tokens === undefined) return undefined
+  return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
+}
+
+/** The `tool_use` ids of `view`'s assistant messages, from its index when it owns one covering every message. */
+export const carriedToolUseIds = (view: ReadonlyArray<Message>): { has(id: string): boolean } | undefined => {
+  const owned = owners.get(view)
+  return owned === undefined || owned.owner !== view || owned.index.viewStart !== 0 ? undefined : owned.index.calls
 }

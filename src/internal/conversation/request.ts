@@ -15,7 +15,7 @@ import {
 } from "../../Cache.ts"
 import type { ConversationState, MessageParam, Request } from "../../Conversation.ts"
 import { evictionFrontier } from "../../Evict.ts"
-import { carriedFrontier } from "./carried.ts"
+import { carriedFrontier, carriedRequestParts } from "./carried.ts"
 import type { Message } from "../../Message.ts"
 import { estimateContentTokens, jsonSize } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
@@ -72,14 +72,18 @@ export const requestOf = (
     : undefined
   const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
     (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / 4))
+  const carried = carriedRequestParts(asMessages(view))
   const plan = planBreakpoints(asMessages(view), {
     systemTokens,
     hasSystem: system !== undefined || tools !== undefined,
     frontier,
     previousFrontier: previous,
-    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model)
+    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
+    messageTokensBefore: carried?.tokensBefore
   })
-  const messages = applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
+  const messages = carried === undefined
+    ? applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
+    : breakpointsAt(view, plan.blocks, carried.cacheControlled)
   if (!plan.system) return { ...base(), messages }
   if (system !== undefined) {
     const blocks = systemBlocks(system)
@@ -93,6 +97,26 @@ export const requestOf = (
   const all = tools ?? []
   const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: EPHEMERAL } : t)
   return { tools: marked as Array<Anthropic.ToolUnion>, messages }
+}
+
+/**
+ * `applyBreakpoints(view, blocks)` when only the messages at `cacheControlled` carry a `cache_control`: the view is
+ * copied and only the planned and the carrying messages are rewritten (each exactly as `applyBreakpoints` would).
+ */
+const breakpointsAt = (
+  view: ReadonlyArray<MessageParam>,
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>
+): Array<MessageParam> => {
+  const messages = view.slice()
+  const touched = new Set<number>()
+  for (const p of blocks) touched.add(p.message)
+  for (const m of cacheControlled) if (m < view.length) touched.add(m)
+  for (const m of touched) {
+    const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
+    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks)[0] as unknown as MessageParam
+  }
+  return messages
 }
 
 /** The frontier breakpoint of a view: the last block before the oldest result that may still be offloaded. */
