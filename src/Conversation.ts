@@ -205,7 +205,7 @@ const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
 // ============================================================================
 
 const appendStep = (state: ConversationState, message: MessageParam, meta?: ReplyMeta): Transition => {
-  const view = [...state.view, message]
+  const view = state.view.concat([message]) // concat copies the outer array fastest (a large spread is ~2x slower)
   handOnAppend(asMessages(state.view), asMessages(view))
   const next: ConversationState = { ...state, view, hot: state.hot.observe([message]) }
   return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }

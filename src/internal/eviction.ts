@@ -22,8 +22,13 @@ import { compactionBlockIndex } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import { isImage, isToolResult, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
-import { formatOffloadRef, isOffloaded, payloadTokens, pointerBlock } from "../Offload.ts"
-import { CHARS_PER_TOKEN, estimateMessageTokens } from "../Tokens.ts"
+import { formatOffloadRef, isOffloaded, pointerBlock } from "../Offload.ts"
+import {
+  CHARS_PER_TOKEN,
+  estimateMessageTokens,
+  estimateMessageTokensUncached,
+  MESSAGE_OVERHEAD_TOKENS
+} from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
 import { Fenwick } from "./fenwick.ts"
@@ -35,8 +40,12 @@ interface ResultRecord {
   readonly message: number
   readonly block: number
   readonly toolUse: ToolUseBlock
+  /** The tool_result block as indexed: an offload replaces it in the messages, so another block there is a pointer. */
+  readonly result: ToolResultBlock
   readonly action: ToolAction
   readonly failed: boolean
+  /** When indexed: not offloaded, larger than any pointer, not a failed non-read (what the frontier looks for). */
+  readonly eligible: boolean
   superseded: boolean
   coveredAt: number
   modified: boolean
@@ -92,6 +101,27 @@ export const MIN_POINTER_TOKENS = Math.floor(
   ) / CHARS_PER_TOKEN
 )
 
+/**
+ * Most estimated tokens a pointer's payload can have: `Offload` reads a pointer only from a text of at most 2,048
+ * characters (`test/EvictCarried.property.test.ts` holds it to that), so a larger payload is not offloaded.
+ */
+export const MAX_POINTER_TOKENS = 2048 / CHARS_PER_TOKEN
+
+/**
+ * `Offload.payloadTokens(block)` without a cache entry for a block list seen once: the same count (the content's
+ * estimate inside a message, without the message's overhead).
+ */
+const payloadOf = (block: ToolResultBlock): number => {
+  const content = block.content
+  if (content === undefined) return 0
+  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
+  return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+}
+
+/** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
+const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
+  payload <= MAX_POINTER_TOKENS && isOffloaded(block)
+
 /** The index of an empty view starting at `viewStart` (nothing indexed yet). */
 const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolean): EvictionIndex => ({
   classify,
@@ -117,6 +147,15 @@ const opensView = (message: Message): boolean => {
     if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
   }
   return false
+}
+
+/**
+ * `ApiView.apiViewStart(messages)`, without a cache entry per message: only a message holding a compaction block is
+ * asked `compactionBlockIndex`.
+ */
+export const viewStartOf = (messages: ReadonlyArray<Message>): number => {
+  for (let i = messages.length - 1; i > 0; i--) if (opensView(messages[i]!)) return i
+  return 0
 }
 
 /**
@@ -205,15 +244,20 @@ const addResult = (
 ): void => {
   const action = index.classify(toolUse)
   const failed = result.is_error === true
-  const eligible = !isOffloaded(result) && payloadTokens(result) > MIN_POINTER_TOKENS &&
-    !(failed && action._tag !== "Read")
+  let eligible = !(failed && action._tag !== "Read")
+  if (eligible) {
+    const payload = payloadOf(result)
+    eligible = payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload)
+  }
   const record: ResultRecord = {
     ordinal: index.records.length,
     message,
     block,
     toolUse,
+    result,
     action,
     failed,
+    eligible,
     superseded: false,
     coveredAt: Infinity,
     modified: false,
@@ -299,16 +343,24 @@ interface Pointer {
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
 const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
 
-const pointerFor = (record: ResultRecord, block: ToolResultBlock, reason: OffloadReason): Pointer => {
-  let built = pointers.get(block)
-  if (built === undefined) pointers.set(block, built = [])
-  for (const p of built) if (p.reason === reason) return p
-  const before = payloadTokens(block)
+/** A result's pointer for `reason`; remembered by block when `remember` (a carried index decides again next step). */
+const pointerFor = (
+  record: ResultRecord,
+  block: ToolResultBlock,
+  reason: OffloadReason,
+  remember: boolean
+): Pointer => {
+  let built = remember ? pointers.get(block) : undefined
+  if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
+  const before = payloadOf(block)
   const ref = makeRef(record.toolUse, record.action, block, reason, before)
   const replacement = pointerBlock(block, ref)
   const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
   const pointer: Pointer = { reason, ref, replacement, before, after }
-  built.push(pointer)
+  if (remember) {
+    if (built === undefined) pointers.set(block, built = [])
+    built.push(pointer)
+  }
   return pointer
 }
 
@@ -335,7 +387,8 @@ export interface Decision<M extends Message> {
 }
 
 /**
- * The eviction of `messages` (exactly the messages the index holds): `evictStaleToolResults`' result. Settles the
+ * The eviction of `messages`: exactly the messages the index holds, where only eviction outputs recorded with
+ * `applyOffloads` replaced blocks: `evictStaleToolResults`' result. Settles the
  * counts of pin-sensitive reads under `pinned`, drops results offloaded since, and parks results no pointer can ever
  * replace. Never changes what a later call decides; `applyOffloads` records a result that was taken.
  */
@@ -346,6 +399,7 @@ export const decide = <M extends Message>(
   options: DecideOptions
 ): Decision<M> => {
   const pinned = options.pinned
+  const remember = index.tokens !== undefined
   for (const record of index.pinSensitive) {
     setCounted(index, record, pinned !== undefined && pinned((record.action as { path: string }).path))
   }
@@ -362,7 +416,7 @@ export const decide = <M extends Message>(
   for (let k = 0; k < open.length; k++) {
     const record = open[k]!
     const block = blockAt(messages, record)
-    if (block === undefined || record.state !== "open" || isOffloaded(block)) {
+    if (block !== record.result || record.state !== "open") {
       record.state = "closed"
       continue
     }
@@ -385,11 +439,11 @@ export const decide = <M extends Message>(
       else open[kept++] = record
       continue
     }
-    const pointer = pointerFor(record, block, reason)
+    const pointer = pointerFor(record, block, reason, remember)
     if (pointer.after >= pointer.before) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
       const never = reachableReasons(record).every((r) => {
-        const p = pointerFor(record, block, r)
+        const p = pointerFor(record, block, r, remember)
         return p.after >= p.before
       })
       record.state = never ? "closed" : "parked"
@@ -416,7 +470,7 @@ export const decide = <M extends Message>(
       readsPaid += (pointer.before - pointer.after) * (replies - index.repliesUpTo[since]!)
     }
     const replaced = { ...message, content: newContent } as M
-    tokensFreed += estimateMessageTokens(message) - estimateMessageTokens(replaced)
+    tokensFreed += estimateMessageTokens(message) - estimateMessageTokensUncached(replaced)
     out ??= messages.slice()
     out[i] = replaced
     t = u
@@ -502,14 +556,7 @@ export const frontierOf = (
 ): { readonly message: number; readonly block: number } | undefined => {
   const records = index.records
   let f = index.frontier
-  for (; f < records.length; f++) {
-    const record = records[f]!
-    const block = blockAt(messages, record)
-    if (
-      block !== undefined && !isOffloaded(block) && payloadTokens(block) > MIN_POINTER_TOKENS &&
-      !(record.failed && record.action._tag !== "Read")
-    ) break
-  }
+  while (f < records.length && !(records[f]!.eligible && blockAt(messages, records[f]!) === records[f]!.result)) f++
   index.frontier = f
   const at = records[f]
   return at === undefined ? undefined : { message: at.message, block: at.block }

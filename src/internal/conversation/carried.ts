@@ -10,11 +10,10 @@
  *
  * @internal
  */
-import { apiViewStart } from "../../ApiView.ts"
 import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
-import { buildIndex, type EvictionIndex, extendIndex, frontierOf } from "../eviction.ts"
+import { buildIndex, type EvictionIndex, extendIndex, frontierOf, viewStartOf } from "../eviction.ts"
 
 interface Owned {
   readonly index: EvictionIndex
@@ -46,7 +45,7 @@ export const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier
   const classify = classifier ?? defaultToolClassifier
   const owned = owners.get(view)
   if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
-  const index = buildIndex(view, classify, apiViewStart(view), true)
+  const index = buildIndex(view, classify, viewStartOf(view), true)
   const fresh: Owned = { index, owner: view, cacheControlled: [] }
   noteCacheControl(fresh, view, 0)
   owners.set(view, fresh)
@@ -97,8 +96,7 @@ export const carriedRequestParts = (
   view: ReadonlyArray<Message>
 ):
   | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
-  | undefined =>
-{
+  | undefined => {
   const owned = owners.get(view)
   if (owned === undefined || owned.owner !== view || owned.index.viewStart !== 0) return undefined
   const tokens = owned.index.tokens

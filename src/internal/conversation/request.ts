@@ -57,12 +57,12 @@ export const requestOf = (
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = state.view
   const frontier = frontierOf(view, options.classifier)
-  const base = (): Request => ({
+  const withMessages = (messages: Array<MessageParam>): Request => ({
     ...(system === undefined ? {} : { system }),
     ...(tools === undefined ? {} : { tools }),
-    messages: [...view]
+    messages
   })
-  if (options.breakpoints === false) return base()
+  if (options.breakpoints === false) return withMessages([...view])
   const before = options.before !== undefined && options.before.epoch === state.epoch
     ? frontierOf(options.before.view, options.classifier)
     : undefined
@@ -84,7 +84,7 @@ export const requestOf = (
   const messages = carried === undefined
     ? applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
     : breakpointsAt(view, plan.blocks, carried.cacheControlled)
-  if (!plan.system) return { ...base(), messages }
+  if (!plan.system) return withMessages(messages)
   if (system !== undefined) {
     const blocks = systemBlocks(system)
     const last = blocks.length - 1
