@@ -2,7 +2,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { apiViewStart } from "../src/ApiView.ts"
 import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
-import { applyOffloads, buildIndex, decide, extendIndex, frontierOf } from "../src/internal/eviction.ts"
+import {
+  applyOffloads,
+  buildIndex,
+  decide,
+  extendIndex,
+  frontierOf,
+  MAX_POINTER_TOKENS
+} from "../src/internal/eviction.ts"
+import { formatOffloadRef, isOffloaded } from "../src/Offload.ts"
 import { evictionFrontier } from "../src/Evict.ts"
 import type { Message } from "../src/Message.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
@@ -73,6 +81,26 @@ describe("carried-forward eviction", () => {
     let compared = 0
     for (let seed = 1; seed <= 150; seed++) compared += runLoop(seed)
     assert.isAbove(compared, 5_000)
+  })
+
+  it("reads a pointer only from at most MAX_POINTER_TOKENS of payload, as Offload does", () => {
+    const pointerOfLength = (length: number) => {
+      const ref = {
+        _tag: "Read" as const,
+        tool: "read",
+        toolUseId: "t",
+        reason: "stale" as const,
+        tokens: 9,
+        images: 0
+      }
+      const base = formatOffloadRef({ ...ref, path: "" }).length
+      return formatOffloadRef({ ...ref, path: "p".repeat(length - base) })
+    }
+    const at = (text: string) => isOffloaded({ type: "tool_result", tool_use_id: "t", content: text })
+    const longest = pointerOfLength(MAX_POINTER_TOKENS * 4)
+    assert.strictEqual(longest.length, MAX_POINTER_TOKENS * 4)
+    assert.isTrue(at(longest))
+    assert.isFalse(at(pointerOfLength(MAX_POINTER_TOKENS * 4 + 1)))
   })
 
   it("refuses to extend past a message that opens a new API view", () => {
