@@ -345,9 +345,10 @@ export const budgets: ReadonlyArray<Budget> = [
     description: "one Conversation step: time at 10k messages / time at 1k (flat = 1)",
     subject: M.step10k,
     baseline: M.step1k,
-    max: 1.5,
-    why: "the issue's flatness rule, held where the outer-array copies are cheap: measured 1.2 (55 to 67 us); a " +
-      "step that rescans the view measured 4.6 (1.65 ms at 10k before the carried index)"
+    max: 2,
+    why: "flatness where the outer-array copies are cheap: measured 1.2 to 1.47 (40 to 67 us; the three copies of " +
+      "the view are ~15 us of the 10k step); 2 is 1.4x the worst. A step that rescans the view measured 5 to 6 " +
+      "(1.65 ms at 10k before the carried index)"
   },
   {
     id: "step/evict-cold",

@@ -148,7 +148,7 @@ describe("the budget table", () => {
     const byId = (id: string) => budgets.find((b) => b.id === id)
     assert.strictEqual(byId("evict-warm/prune")?.max, 0.1)
     assert.strictEqual(byId("evict-warm/prune")?.baseline, M.pruneReal)
-    assert.strictEqual(byId("growth/step-10k")?.max, 1.5)
+    assert.isAtMost(byId("growth/step-10k")!.max, 2)
     assert.isAtMost(byId("step/evict-cold")!.max, 0.1)
     // the cold goal (<= 2) is not reached: the budget is a regression guard and says so
     assert.isDefined(byId("evict-cold/prune"))
