@@ -35,7 +35,11 @@ describe("Conversation with carried decisions", () => {
         })
         const step = prepareStep(state)
         state = step.transition.state
-        assert.deepStrictEqual(state.view, expected.messages, `seed ${seed} at ${state.view.length}`)
+        assert.deepStrictEqual(
+          state.view as unknown as ReadonlyArray<Message>,
+          expected.messages,
+          `seed ${seed} at ${state.view.length}`
+        )
         const request = requestOf(state, "You are a coding agent.", { before })
         const fresh = requestOf(uncarried(state), "You are a coding agent.", { before: uncarried(before) })
         assert.deepStrictEqual(request, fresh, `request, seed ${seed} at ${state.view.length}`)
