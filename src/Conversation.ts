@@ -36,10 +36,9 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import { CACHE_PRICES, DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
-import { carriedToolUseIds, handOnAppend, handOnOffload, indexOf } from "./internal/conversation/carried.ts"
+import { DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { evictCarried, handOnAppend, toolUseIdsOf } from "./internal/conversation/carried.ts"
 import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
-import { applyOffloads, decide, keepOf } from "./internal/eviction.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
@@ -277,15 +276,6 @@ const usageOf = (usage: ReportedUsage): ReportedUsage => ({
     : { cache_creation_input_tokens: usage.cache_creation_input_tokens })
 })
 
-const viewToolUseIds = (view: ReadonlyArray<MessageParam>): Set<string> => {
-  const ids = new Set<string>()
-  for (const message of view) {
-    if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (block.type === "tool_use") ids.add(block.id)
-  }
-  return ids
-}
-
 /**
  * Records an assistant reply and the usage the provider reported for it (`requestEpoch`: the epoch the request was
  * prepared in, by default the current one). Calls still pending are answered as interrupted first; a `tool_use` id
@@ -301,7 +291,7 @@ export const recordReply = (
   const clean = wireMessage(message)
   if (clean === undefined) return none(state)
   return chain(chain(closePending(state), leadingUser), (s) => {
-    const inView = carriedToolUseIds(asMessages(s.view)) ?? viewToolUseIds(s.view)
+    const inView = toolUseIdsOf(asMessages(s.view))
     const added = new Set<string>()
     const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
     const renamed: Record<string, string> = {}
@@ -370,19 +360,14 @@ export const offload = (
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
-  // the decisions are carried from the previous step's view (`internal/conversation/carried.ts`): equal to
-  // `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned: state.hot.pinned, cacheCold, classifier })`
-  const view = asMessages(state.view)
-  const index = indexOf(view, options.classifier)
-  const evicted = decide(index, view, keepOf(options.keepRecent ?? DEFAULT_KEEP_RECENT), {
+  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier })`
+  const evicted = evictCarried(asMessages(state.view), options.keepRecent ?? DEFAULT_KEEP_RECENT, {
     minSavings: options.minSavings,
     pinned: state.hot.pinned,
     cacheCold,
-    prices: CACHE_PRICES
+    classifier: options.classifier
   })
   if (evicted.offloaded.length === 0) return none(state)
-  applyOffloads(index, evicted.messages, evicted.offloaded)
-  handOnOffload(view, evicted.messages)
   const next = {
     ...state,
     view: evicted.messages as unknown as ReadonlyArray<MessageParam>,

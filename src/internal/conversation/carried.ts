@@ -13,7 +13,18 @@
 import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
-import { buildIndex, type EvictionIndex, extendIndex, frontierOf, viewStartOf } from "../eviction.ts"
+import { CACHE_PRICES } from "../../Evict.ts"
+import {
+  applyOffloads,
+  buildIndex,
+  decide,
+  type Decision,
+  type EvictionIndex,
+  extendIndex,
+  frontierOf,
+  keepOf,
+  viewStartOf
+} from "../eviction.ts"
 
 interface Owned {
   readonly index: EvictionIndex
@@ -41,7 +52,7 @@ const keepFrontier = (index: EvictionIndex, view: ReadonlyArray<Message>): void 
 }
 
 /** The index of `view` (built when no current one exists, or when it was built for another classifier). */
-export const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | undefined): EvictionIndex => {
+const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | undefined): EvictionIndex => {
   const classify = classifier ?? defaultToolClassifier
   const owned = owners.get(view)
   if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
@@ -63,8 +74,31 @@ export const handOnAppend = (from: ReadonlyArray<Message>, to: ReadonlyArray<Mes
   owners.set(to, owned)
 }
 
+/**
+ * The eviction of `view` decided on its carried index: equal to `evictStaleToolResults(view, keepRecent, options)`.
+ * When it offloads, its output view takes the index over.
+ */
+export const evictCarried = (
+  view: ReadonlyArray<Message>,
+  keepRecent: number,
+  options: {
+    readonly minSavings: number | undefined
+    readonly pinned: (path: string) => boolean
+    readonly cacheCold: boolean | undefined
+    readonly classifier: ToolClassifier | undefined
+  }
+): Decision<Message> => {
+  const index = indexOf(view, options.classifier)
+  const evicted = decide(index, view, keepOf(keepRecent), { ...options, prices: CACHE_PRICES })
+  if (evicted.offloaded.length > 0) {
+    applyOffloads(index, evicted.messages, evicted.offloaded)
+    handOnOffload(view, evicted.messages)
+  }
+  return evicted
+}
+
 /** Hands the index of `from` to `to`, an eviction's output that `applyOffloads` already recorded in it. */
-export const handOnOffload = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
+const handOnOffload = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
   const owned = owners.get(from)
   if (owned === undefined || owned.owner !== from) return
   keepFrontier(owned.index, from)
@@ -104,8 +138,14 @@ export const carriedRequestParts = (
   return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
 }
 
-/** The `tool_use` ids of `view`'s assistant messages, from its index when it owns one covering every message. */
-export const carriedToolUseIds = (view: ReadonlyArray<Message>): { has(id: string): boolean } | undefined => {
+/** The `tool_use` ids of `view`'s assistant messages: from its index when it owns one covering every message. */
+export const toolUseIdsOf = (view: ReadonlyArray<Message>): { has(id: string): boolean } => {
   const owned = owners.get(view)
-  return owned === undefined || owned.owner !== view || owned.index.viewStart !== 0 ? undefined : owned.index.calls
+  if (owned !== undefined && owned.owner === view && owned.index.viewStart === 0) return owned.index.calls
+  const ids = new Set<string>()
+  for (const message of view) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (block.type === "tool_use") ids.add((block as { id: string }).id)
+  }
+  return ids
 }
