@@ -50,4 +50,27 @@ describe("Conversation with carried decisions", () => {
     assert.isAbove(prepared, 500)
     assert.isAbove(offloads, 0)
   })
+
+  it("decides a branch from an older state as a fresh eviction does (the index belongs to the newest view)", () => {
+    const session = asMessageParams(generateSession(5, { messages: 300 }))
+    let state = emptyState()
+    const kept: Array<ConversationState> = []
+    for (const message of session) {
+      state = message.role === "assistant" ? recordReply(state, message).state : appendMessage(state, message).state
+      if (message.role === "user") {
+        state = prepareStep(state, { minSavings: 0 }).transition.state
+        kept.push(state)
+      }
+    }
+    // step again from every tenth kept state, after the index moved on to the newest view
+    for (const old of kept.filter((_, i) => i % 10 === 0)) {
+      const next = appendMessage(old, { role: "user", content: "and now?" }).state
+      const branched = prepareStep(next, { minSavings: 0 }).transition.state
+      const fresh = evictStaleToolResults(next.view as unknown as ReadonlyArray<Message>, DEFAULT_KEEP_RECENT, {
+        minSavings: 0,
+        pinned: next.hot.pinned
+      })
+      assert.deepStrictEqual(branched.view as unknown as ReadonlyArray<Message>, fresh.messages)
+    }
+  })
 })
