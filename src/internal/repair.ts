@@ -2,6 +2,7 @@
  * `repair` and `repairResult`: the closest list the Messages API accepts. The second half of `Validate`, which
  * re-exports every public name here; the rules it repairs are judged by the predicates of `internal/validate`.
  */
+import type * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Result from "effect/Result"
 import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
@@ -71,12 +72,18 @@ export interface Repaired<M extends Message> {
   readonly report: RepairReport
 }
 
+const NothingToSendBase: new (
+  args: { readonly report: RepairReport }
+) => Cause.YieldableError & { readonly _tag: "NothingToSend"; readonly report: RepairReport } = Data.TaggedError(
+  "NothingToSend"
+)
+
 /**
  * The input holds no user or assistant content at all (after dropping what the API would reject), so there is no
  * request to send: the API rejects an empty `messages` (API-RULES 1, and `compaction_nothing_to_summarize`).
  * @category errors
  */
-export class NothingToSend extends Data.TaggedError("NothingToSend")<{ readonly report: RepairReport }> {
+export class NothingToSend extends NothingToSendBase {
   override get message(): string {
     return "The conversation holds no user or assistant content to send"
   }
