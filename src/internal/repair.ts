@@ -2,7 +2,6 @@
  * `repair` and `repairResult`: the closest list the Messages API accepts. The second half of `Validate`, which
  * re-exports every public name here; the rules it repairs are judged by the predicates of `internal/validate`.
  */
-import type * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Result from "effect/Result"
 import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
@@ -72,18 +71,14 @@ export interface Repaired<M extends Message> {
   readonly report: RepairReport
 }
 
-const NothingToSendBase: new (
-  args: { readonly report: RepairReport }
-) => Cause.YieldableError & { readonly _tag: "NothingToSend"; readonly report: RepairReport } = Data.TaggedError(
-  "NothingToSend"
-)
+const NothingToSendBase: ReturnType<typeof Data.TaggedError<"NothingToSend">> = Data.TaggedError("NothingToSend")
 
 /**
  * The input holds no user or assistant content at all (after dropping what the API would reject), so there is no
  * request to send: the API rejects an empty `messages` (API-RULES 1, and `compaction_nothing_to_summarize`).
  * @category errors
  */
-export class NothingToSend extends NothingToSendBase {
+export class NothingToSend extends NothingToSendBase<{ readonly report: RepairReport }> {
   override get message(): string {
     return "The conversation holds no user or assistant content to send"
   }
