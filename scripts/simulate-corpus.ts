@@ -1,26 +1,76 @@
 /**
- * Prints the README's cost table: every real session in ../shared/data/sessions replayed under the seven standard
- * policies (`src/Simulate.ts`), as a summary of the long pi sessions and then one full table per session.
- * Run: npm run simulate:corpus
+ * Prints the README's cost table: the corpus replayed under the standard policies by the faithful simulator
+ * (`src/Simulate.ts`): the three pi sessions from their raw files (timestamps, models and billed usage), the others
+ * from ../shared/data/sessions. Then the goal of issue 15 (ours ≤ 0.45× none and ≤ 0.6× compaction at the window,
+ * ≤ 1 miss per 10 requests apart from TTL expiries), the check of the cache model against the bills, and one full
+ * table per session. With `--sweep`, the Pareto front of the library's settings on the three pi sessions.
+ * Run: npm run simulate:corpus [-- --sweep]
  */
-import { simulate } from "../src/Simulate.ts"
-import { formatReport } from "../src/Simulate.ts"
-import { corpus } from "../test/fixtures/Corpus.ts"
+import { readFileSync } from "node:fs"
+import * as Effect from "effect/Effect"
+import { importSession, type Session } from "../src/Import.ts"
+import { checkAgainstRecord, formatReport, paretoFront, simulate, sweep } from "../src/Simulate.ts"
+import { corpus, rawFile } from "../test/fixtures/Corpus.ts"
 
-const sessions = corpus()
-const reports = sessions.map((s) => ({ name: s.name, report: simulate(s.messages) }))
-const long = reports.filter((r) => r.name.startsWith("pi__"))
+const raw = (name: string): Session => Effect.runSync(importSession(readFileSync(rawFile(`${name}.jsonl`), "utf8")))
+const PI = ["pi__before-compaction", "pi__large-session", "pi__session-2025-12-17_thinking"]
+const sessions = corpus().map((s) => ({
+  name: s.name,
+  session: PI.includes(s.name) || s.name.startsWith("claude-code") ? raw(s.name) : { messages: s.messages }
+}))
+const reports = sessions.map(({ name, session }) => ({ name, report: simulate(session) }))
+const long = reports.filter((r) => PI.includes(r.name))
 
-console.log(`| policy | ${long.map((r) => r.name).join(" | ")} |`)
-console.log(`| --- |${long.map(() => " ---: |").join("")}`)
+const pct = (a: number, b: number) => `${((100 * a) / b).toFixed(0)}%`
+console.log(`| policy | ${long.map((r) => `${r.name} (${r.report.models.join(", ")})`).join(" | ")} | three together |`)
+console.log(`| --- |${long.map(() => " ---: |").join("")} ---: |`)
 for (const [i, policy] of long[0]!.report.policies.entries()) {
   const cells = long.map(({ report }) => {
     const p = report.policies[i]!
-    const base = report.policies[0]!.cost
-    return `$${p.dollars.toFixed(2)} (${Math.round((100 * p.cost) / base)}%), peak ${
-      Math.round(p.peakContext / 1000)
-    }k, ${p.cacheInvalidations} inv.`
+    const none = report.policies[0]!.dollars
+    const misses = p.misses.policy + p.misses.external
+    return `$${p.dollars.toFixed(2)} (${pct(p.dollars, none)}), peak ${Math.round(p.peakContext / 1000)}k, ` +
+      `${misses} + ${p.misses.ttl} TTL misses`
   })
-  console.log(`| ${policy.name} | ${cells.join(" | ")} |`)
+  const total = long.reduce((s, { report }) => s + report.policies[i]!.dollars, 0)
+  const none = long.reduce((s, { report }) => s + report.policies[0]!.dollars, 0)
+  console.log(`| ${policy.name} | ${cells.join(" | ")} | $${total.toFixed(2)} (${pct(total, none)}) |`)
 }
+
+const sum = (name: string, f: (p: (typeof long)[number]["report"]["policies"][number]) => number) =>
+  long.reduce((s, { report }) => s + f(report.policies.find((p) => p.name === name)!), 0)
+const ours = sum("ours (defaults)", (p) => p.dollars)
+const none = sum("none", (p) => p.dollars)
+const atWindow = sum("compaction at the window", (p) => p.dollars)
+const requests = sum("ours (defaults)", (p) => p.requests)
+const misses = sum("ours (defaults)", (p) => p.misses.policy + p.misses.external)
+console.log(
+  `\nGoal (three pi sessions, defaults): ours $${ours.toFixed(2)} = ${(ours / none).toFixed(3)}× none ` +
+    `(≤ 0.45), ${(ours / atWindow).toFixed(3)}× compaction at the window (≤ 0.6); ${misses} misses apart from TTL ` +
+    `expiries in ${requests} requests = ${((10 * misses) / requests).toFixed(2)} per 10 (≤ 1).` +
+    ` ${ours / none <= 0.45 && ours / atWindow <= 0.6 && misses * 10 <= requests ? "Met." : "NOT MET."}`
+)
+
+console.log("\nThe cache model against the bills (each session's own requests, misses the record shows given):\n")
+console.log("| session | requests | billed (weighted tokens) | modelled | error |")
+console.log("| --- | ---: | ---: | ---: | ---: |")
+for (const { name, session } of sessions) {
+  if (!("usage" in session) || session.usage.length === 0) continue
+  const c = checkAgainstRecord(session as Session)
+  console.log(
+    `| ${name} | ${c.requests} | ${Math.round(c.billedCost).toLocaleString("en-US")} | ` +
+      `${Math.round(c.modelledCost).toLocaleString("en-US")} | ${(100 * c.error).toFixed(2)}% |`
+  )
+}
+
+if (process.argv.includes("--sweep")) {
+  const points = sweep(long.map(({ name }) => sessions.find((s) => s.name === name)!.session))
+  console.log("\nPareto front of cost, peak context and misses (three pi sessions):\n")
+  console.log("| setting | $ | peak context | misses |")
+  console.log("| --- | ---: | ---: | ---: |")
+  for (const p of paretoFront(points)) {
+    console.log(`| ${p.name} | $${p.dollars.toFixed(2)} | ${Math.round(p.peakContext / 1000)}k | ${p.misses} |`)
+  }
+}
+
 for (const { name, report } of reports) console.log(`\n${formatReport(report, { title: name })}`)

@@ -17,14 +17,23 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { viewCompaction } from "./ApiView.ts"
+import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
 import { planForPolicy } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import type { BuiltMessage, ContentBlock, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { SessionLog, SessionLogError, type SessionLogShape, type Snapshot } from "./SessionLog.ts"
 import { type SummarizeError, Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
-import { mergeFiles, noFiles, renderAppendix, splitAppendix, summaryMessage, summaryText } from "./Summary.ts"
+import {
+  filesMessage,
+  filesOfMessage,
+  mergeFiles,
+  noFiles,
+  renderAppendix,
+  splitAppendix,
+  summaryMessage,
+  summaryText
+} from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns } from "./Turns.ts"
@@ -144,6 +153,12 @@ export interface CompactionPlan<M extends Message> {
    * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail.
    */
   readonly systemMessages: ReadonlyArray<M>
+  /**
+   * How many messages of `messages` a server compaction block replaces (`Summary.compaction`): those that
+   * `request.head` covers. It is `cut`, or less when the head ends on an unfinished assistant turn (API-RULES 15:
+   * the on-demand request must end on a finished turn); the messages between stay in the view, after the block.
+   */
+  readonly compactionCut: number
   readonly tokensBefore: number
   readonly turnsSummarized: number
   readonly splitTurn: boolean
@@ -198,7 +213,8 @@ const unchanged = <M extends Message>(
  * summarized (what lies before the block is already in the server's summary), and the block and everything before it
  * leave the view. An earlier summary of ours found first in the head is the `previousSummary` otherwise. The head's
  * system messages are not summarized: they are kept (`systemMessages`). A head whose view holds nothing else is
- * `NothingToCut`.
+ * `NothingToCut`. The request's `head` is the head's API view as it is (for the server's own compaction), shortened
+ * to end on a finished turn (`compactionCut`); a files message after the opening block gives back its file lists.
  * @category compaction
  */
 export const prepareCompaction = <M extends Message>(
@@ -231,15 +247,22 @@ export const prepareCompaction = <M extends Message>(
     : head.slice(1)
   const earlier = previous === undefined ? undefined : splitAppendix(previous)
   // the server's compaction opens the API view inside the head: its summary replaces ours as the earlier summary, and
-  // only what follows it is summarized (the part before it is dropped by the API and already in its summary)
+  // only what follows it is summarized (the part before it is dropped by the API and already in its summary); the
+  // files message that follows a block this library put there carries the file lists on
   const server = Option.getOrUndefined(viewCompaction(head))
+  const afterServer = server === undefined ? 0 : server.messageIndex + 1
+  const carried = server === undefined || head[afterServer] === undefined
+    ? undefined
+    : filesOfMessage(head[afterServer]!)
   const summarized: ReadonlyArray<Message> = server === undefined ? sinceSummary : [
     ...afterBlock(head[server.messageIndex]!, server.blockIndex),
-    ...head.slice(server.messageIndex + 1)
+    ...head.slice(carried === undefined ? afterServer : afterServer + 1)
   ]
   const previousSummary = server === undefined ? earlier?.body : server.block.content
   const fresh = summarized.filter((m) => m.role !== "system")
   if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
+  // the block's message itself is never left out: the head must hold it (and the kept part must not)
+  const compactionCut = finishedTurnEnd(head, afterServer)
   return {
     _tag: "Planned",
     messages,
@@ -247,17 +270,61 @@ export const prepareCompaction = <M extends Message>(
     tail: messages.slice(plan.cut),
     request: summarizeRequest(fresh, {
       ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
-      ...(previousSummary === undefined ? {} : { previousSummary })
+      ...(previousSummary === undefined ? {} : { previousSummary }),
+      head: serverHead(head, server, compactionCut)
     }),
     // the files appendix is computed from the whole conversation, the part the API dropped included
-    files: mergeFiles(earlier?.files ?? noFiles, filesTouched(sinceSummary, options.classifier)),
-    systemMessages: head.slice(server === undefined ? 0 : server.messageIndex + 1).filter((m) => m.role === "system"),
+    files: mergeFiles(
+      mergeFiles(earlier?.files ?? noFiles, carried ?? noFiles),
+      filesTouched(sinceSummary, options.classifier)
+    ),
+    systemMessages: head.slice(afterServer).filter((m) => m.role === "system"),
+    compactionCut,
     tokensBefore,
     turnsSummarized: countTurns(fresh),
     splitTurn: plan.splitTurn,
     overBudget: plan.overBudget,
     minFreedTokens
   }
+}
+
+/** True for an assistant message the API would call an unfinished turn at the end of an on-demand request. */
+const isUnfinished = (message: Message): boolean => {
+  if (message.role !== "assistant") return false
+  if (typeof message.content === "string") return message.content.trim().length === 0
+  const last = message.content.at(-1)
+  return last === undefined || last.type === "tool_use" || last.type === "server_tool_use"
+}
+
+/**
+ * The length of the longest prefix of `head` (not shorter than `from`) that ends on a finished turn: trailing
+ * unfinished assistant messages (ending on a call, or empty), and the system messages after them, are left out.
+ */
+const finishedTurnEnd = (head: ReadonlyArray<Message>, from: number): number => {
+  let end = head.length
+  for (;;) {
+    let last = end - 1
+    while (last >= from && head[last]!.role === "system") last--
+    if (last < from || !isUnfinished(head[last]!)) return end
+    end = last
+  }
+}
+
+/**
+ * The head as a server compaction reads it: its API view, from the block that opens it (that block first in its
+ * message, so it is the first block of the request), up to `end`.
+ */
+const serverHead = (
+  head: ReadonlyArray<Message>,
+  server: ViewCompaction | undefined,
+  end: number
+): ReadonlyArray<Message> => {
+  if (server === undefined) return head.slice(0, end)
+  const opening = head[server.messageIndex]!
+  const first: Message = server.blockIndex === 0
+    ? opening
+    : { role: opening.role, content: (opening.content as ReadonlyArray<ContentBlock>).slice(server.blockIndex) }
+  return [first, ...head.slice(server.messageIndex + 1, end)]
 }
 
 /** The blocks of `message` after its block `blockIndex`, as a message of the same role (none when there are none). */
@@ -276,22 +343,45 @@ const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message
  * when the tail starts with an assistant message, otherwise after the tail's first user turn, joined to a system
  * message already there. With a user message first such a place always exists, so no system message is dropped or
  * folded into the summary text. The tail's own system messages stay where they are.
+ *
+ * **A server compaction block** (`summary.compaction`, from `ServerCompactionSummarizer`): the new view is
+ * `[{ role: "assistant", content: [block] }, filesMessage(plan.files), ...kept]`. The block is the server's, sent back
+ * verbatim and first (API-RULES 13–14), so the deterministic files appendix cannot go inside it: it follows in a user
+ * text message of its own (`Summary.filesMessage`), which a later compaction reads back and carries forward, and
+ * which also gives a kept tail that starts with an assistant message its user turn. `kept` is
+ * `messages.slice(plan.compactionCut)`: what the server did not read stays. The head's system messages are re-emitted
+ * as text only: the block's `tool_changes` already carry their tool changes. A later compaction takes the block's
+ * content as its `previousSummary` (and a later server compaction sends the block first).
  * @category compaction
  */
 export const finishCompaction = <M extends Message>(
   plan: CompactionPlan<M>,
   summary: Summary
 ): FinishedCompaction<M> => {
-  const summaryMsg = summaryMessage(`${summary.text.trim()}\n\n${renderAppendix(plan.files)}`)
+  const block = summary.compaction
+  // a server compaction block replaces only what the server read (`compactionCut`); the rest is kept after it
+  const cut = block === undefined ? plan.cut : plan.compactionCut
+  const tail = cut === plan.cut ? plan.tail : plan.messages.slice(cut)
+  // the block goes first, verbatim, in an assistant message of its own (the typed view keeps `BuiltMessage` for SDK
+  // assignability: this message is a beta block, sent with `client.beta.messages`)
+  const summaryMsg: BuiltMessage = block === undefined
+    ? summaryMessage(`${summary.text.trim()}\n\n${renderAppendix(plan.files)}`)
+    : { role: "assistant", content: [block] } as unknown as BuiltMessage
   // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
-  // message gets no filler in front of it: the summary is its user message)
+  // message gets no filler in front of it: the summary, or the files message after a block, is its user message)
   // (a tail with nothing to send leaves the summary alone)
-  const repairedTail = repairResult(plan.tail)
+  const repairedTail = repairResult(tail)
   const repaired = Result.isSuccess(repairedTail)
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
   const repairedKept = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
-  const next: Array<M | BuiltMessage> = withSystemMessages(summaryMsg, repairedKept, plan.systemMessages)
+  const next: Array<M | BuiltMessage> = block === undefined
+    ? withSystemMessages(summaryMsg, repairedKept, plan.systemMessages)
+    : withSystemMessages<M | BuiltMessage>(
+      summaryMsg,
+      [filesMessage(plan.files), ...repairedKept],
+      plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
+    )
   const keptTail = next.slice(1) as Array<M>
   const tokensAfter = estimateTokens(next)
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
@@ -319,8 +409,8 @@ export const finishCompaction = <M extends Message>(
     outcome,
     record: {
       summary: summaryMsg,
-      cut: plan.cut,
-      ...(sameMessages(keptTail, plan.tail) ? {} : { kept: keptTail }),
+      cut,
+      ...(sameMessages(keptTail, tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
       tokensAfter,
@@ -347,6 +437,18 @@ const withSystemMessages = <M extends Message>(
     else list.push(message)
   }
   return placeSystemMessages(list, systems).messages
+}
+
+/**
+ * A head system message as it is re-emitted after a server compaction block: its text only. The block's
+ * `tool_changes` already take the tools to the set in effect at the end of the head, so applying the message's tool
+ * changes again would apply them twice; a message of tool changes only is not re-emitted.
+ */
+const withoutToolChanges = <M extends Message>(message: M): ReadonlyArray<M> => {
+  if (typeof message.content === "string") return [message]
+  const text = message.content.filter((b) => b.type === "text")
+  if (text.length === message.content.length) return [message]
+  return text.length === 0 ? [] : [{ role: message.role, content: text } as unknown as M]
 }
 
 /** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */

@@ -26,7 +26,9 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Clock from "effect/Clock"
 import * as Semaphore from "effect/Semaphore"
+import { CACHE_TTL_MS } from "./Cache.ts"
 import {
   type CompactionRecord,
   CompactOutcome,
@@ -34,13 +36,8 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import {
-  DEFAULT_KEEP_RECENT,
-  DEFAULT_MIN_SAVINGS,
-  evictStaleToolResults,
-  type Offloaded,
-  offloadRefOf
-} from "./Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
@@ -54,9 +51,13 @@ import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam
 
-/** A request body ready for `client.messages.create` (add `model`, `max_tokens`, `tools`). @category models */
+/**
+ * A request body ready for `client.messages.create` (add `model`, `max_tokens`). It carries the library's
+ * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. @category models
+ */
 export interface Request {
   readonly system?: string | Array<Anthropic.TextBlockParam>
+  readonly tools?: Array<Anthropic.ToolUnion>
   readonly messages: Array<MessageParam>
 }
 
@@ -345,31 +346,76 @@ const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>
 export interface OffloadOptions {
   /** Newest live tool results kept verbatim; default `DEFAULT_KEEP_RECENT`. */
   readonly keepRecent?: number | undefined
-  /** Fewest tokens worth an eviction (each one rewrites the cached prompt); default `DEFAULT_MIN_SAVINGS`. */
+  /**
+   * Fewest tokens worth an eviction (each one rewrites the cached prompt). Absent: the rent-or-buy rule of
+   * `evictStaleToolResults` (offload once the cache reads paid on the evictable tokens reach the cost of rewriting
+   * the prompt behind the first change; at once when the cache is known cold).
+   */
   readonly minSavings?: number | undefined
   readonly classifier?: ToolClassifier | undefined
 }
 
 /**
  * Offloads stale tool output (`evictStaleToolResults`, the hot paths pinned) and lets the hot paths observe the
- * offloads. No change when the pass would free fewer than `minSavings` tokens.
+ * offloads. No change when the pass does not pay (`minSavings`, or the rent-or-buy rule; `cacheCold`: the provider's
+ * cache has expired, so offloading rewrites nothing that would have been read).
  * @category transitions
  */
-export const offload = (state: ConversationState, options: OffloadOptions = {}): Transition => {
+export const offload = (
+  state: ConversationState,
+  options: OffloadOptions = {},
+  cacheCold?: boolean | undefined
+): Transition => {
   const evicted = evictStaleToolResults(state.view, options.keepRecent ?? DEFAULT_KEEP_RECENT, {
-    minSavings: options.minSavings ?? DEFAULT_MIN_SAVINGS,
+    minSavings: options.minSavings,
     pinned: state.hot.pinned,
-    ...(options.classifier === undefined ? {} : { classifier: options.classifier })
+    cacheCold,
+    classifier: options.classifier
   })
   if (evicted.offloaded.length === 0) return none(state)
   const next = { ...state, view: evicted.messages, hot: state.hot.observeOffloads(evicted.offloaded) }
   return { steps: [{ change: Change.Offloaded({ offloaded: evicted.offloaded }), state: next }], state: next }
 }
 
-/** True when the last reported usage, measured on the current epoch, leaves less than the policy's room. @category transitions */
-export const triggerFires = (state: ConversationState, policy: CompactionPolicy): boolean =>
+/**
+ * True when the last reported usage, measured on the current epoch, leaves less than the policy's room or reaches its
+ * cost target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies.
+ * @category transitions
+ */
+export const triggerFires = (
+  state: ConversationState,
+  policy: CompactionPolicy,
+  cacheCold?: boolean | undefined
+): boolean =>
   state.usage !== undefined &&
-  shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch })
+  shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch }, {
+    coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view)
+  })
+
+/** The view ends on a message a person wrote: a user message with content other than tool results. */
+const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
+  view.at(-1)?.role === "user" && blocksOf(view.at(-1)!).some((b) => b.type !== "tool_result")
+
+/** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
+export interface PrepareStep {
+  readonly transition: Transition
+  readonly compact: boolean
+}
+
+/**
+ * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offload`), and says whether compaction
+ * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
+ * older than `CACHE_TTL_MS`). The service and the simulator both run exactly this.
+ * @category transitions
+ */
+export const prepareStep = (
+  state: ConversationState,
+  options: OffloadOptions & { readonly policy?: CompactionPolicy | undefined } = {},
+  cacheCold?: boolean | undefined
+): PrepareStep => {
+  const transition = chain(closePending(state), (s) => offload(s, options, cacheCold))
+  return { transition, compact: triggerFires(transition.state, options.policy ?? defaultPolicy, cacheCold) }
+}
 
 /**
  * Applies a finished compaction of `state.view` (from `prepareCompaction` → summary → `finishCompaction`): the view
@@ -385,11 +431,8 @@ export const applyCompaction = (
   return { steps: [{ change: Change.Compacted({ record: finished.record }), state: next }], state: next }
 }
 
-/** The request for the current state: `{ system?, messages }`, a fresh array over the view's messages. @category transitions */
-export const requestOf = (
-  state: ConversationState,
-  system?: string | Array<Anthropic.TextBlockParam> | undefined
-): Request => system === undefined ? { messages: [...state.view] } : { system, messages: [...state.view] }
+/** Building a request with its breakpoints lives in `internal/conversation/request.ts`. */
+export { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 
 // ============================================================================
 // Resume: the log's entries through the same transitions' effects
@@ -512,6 +555,10 @@ export interface ConversationOptions extends OffloadOptions {
   readonly system?: string | Array<Anthropic.TextBlockParam> | undefined
   /** Tokens a compaction must free (see `compactContext`). */
   readonly minFreedTokens?: number | undefined
+  /** The tools every request carries (a breakpoint ends them when there is no system prompt). */
+  readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
+  /** The model; it sets the minimum cacheable length of the breakpoints. */
+  readonly model?: string | undefined
 }
 
 /** What `prepare` returns: the request, the epoch it was built in, and what this step did to the view. @category models */
@@ -585,7 +632,11 @@ const make = (
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
     let state = initial
-    const request = () => requestOf(state, options.system)
+    // the time of the last request lives here, never in the state: a resumed conversation starts warm
+    let lastRequestAt: number | undefined
+    const { classifier, model, tools } = options
+    const requestOptions = (before?: ConversationState): RequestOptions => ({ tools, model, classifier, before })
+    const request = () => requestOf(state, options.system, requestOptions())
 
     /** Records each change, committing the state after it; on failure the state is the last stored one. */
     const commit = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
@@ -629,13 +680,20 @@ const make = (
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
         const prepared = (): Prepared => ({ request: request(), epoch: state.epoch, offloaded, compaction })
-        yield* commit(closePending(state), prepared)
-        const evicted = offload(state, options)
-        yield* commit(evicted, prepared)
-        const step = evicted.steps[0]?.change
-        if (step?._tag === "Offloaded") offloaded = step.offloaded
-        if (triggerFires(state, policy)) compaction = yield* compactNow(undefined, prepared)
-        return prepared()
+        const now = yield* Clock.currentTimeMillis
+        const cold = lastRequestAt !== undefined && now - lastRequestAt >= CACHE_TTL_MS
+        const before = state
+        const step = prepareStep(state, { ...options, policy }, cold)
+        yield* commit(step.transition, prepared)
+        for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+        if (step.compact) compaction = yield* compactNow(undefined, prepared)
+        lastRequestAt = now
+        return {
+          request: requestOf(state, options.system, requestOptions(before)),
+          epoch: state.epoch,
+          offloaded,
+          compaction
+        }
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

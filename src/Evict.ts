@@ -64,6 +64,12 @@ export const DEFAULT_KEEP_RECENT = 10
  */
 export const DEFAULT_MIN_SAVINGS = 2_000
 
+/**
+ * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
+ * a 5-minute write 1.25. @category constants
+ */
+export const CACHE_PRICES = { cacheRead: 0.1, cacheWrite: 1.25 } as const
+
 /** Options of `evictStaleToolResults`. @category models */
 export interface EvictOptions {
   /**
@@ -75,9 +81,13 @@ export interface EvictOptions {
    * Fewest estimated tokens worth an eviction (default `DEFAULT_MIN_SAVINGS`, 2,000). When the eviction would free fewer, nothing changes and
    * the input array itself is returned, so the provider's prompt cache stays valid.
    */
-  readonly minSavings?: number
+  readonly minSavings?: number | undefined
   /** Which tool reads or writes what (default `defaultToolClassifier`). */
-  readonly classifier?: ToolClassifier
+  readonly classifier?: ToolClassifier | undefined
+  /** The provider's cache is known to have expired: everything is rewritten anyway, so offload at once. */
+  readonly cacheCold?: boolean | undefined
+  /** Cache prices the rent-or-buy rule weighs; default `CACHE_PRICES`. */
+  readonly prices?: { readonly cacheRead: number; readonly cacheWrite: number } | undefined
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -100,6 +110,11 @@ interface PathState {
   modified: boolean
   /** A later successful read exists (so this one is not the path's latest). */
   readLater: boolean
+  /** Message index of the earliest later whole read, and of the earliest later write. */
+  wholeAt: number
+  modifiedAt: number
+  /** Message index of each range in `ranges`. */
+  rangeAt: Array<number>
 }
 
 const countImages = (content: ToolResultBlock["content"]): number => {
@@ -140,21 +155,54 @@ const MIN_POINTER_TOKENS = Math.floor(
 /** Results whose pointer for the given reason was not smaller than their payload (their decision is cached). */
 const tooSmall = new WeakMap<ToolResultBlock, OffloadReason>()
 
-const addRead = (state: PathState, range: LineRange | undefined): void => {
+const addRead = (state: PathState, range: LineRange | undefined, at: number): void => {
   state.readLater = true
-  if (state.whole) return
   if (range === undefined) {
     state.whole = true
+    state.wholeAt = at
     state.ranges = []
+    state.rangeAt = []
     return
   }
-  if (state.ranges.some((r) => covers(r, range))) return
-  state.ranges = state.ranges.filter((r) => !covers(range, r))
-  state.ranges.push(range)
+  if (state.whole) return
+  const kept = state.ranges.map((r, k) => ({ r, at: state.rangeAt[k]! })).filter(({ r }) => !covers(range, r))
+  state.ranges = [...kept.map((k) => k.r), range]
+  state.rangeAt = [...kept.map((k) => k.at), at]
 }
 
 const isCovered = (state: PathState, range: LineRange | undefined): boolean =>
   state.whole || (range !== undefined && state.ranges.some((r) => covers(r, range)))
+
+/** Message index of the earliest later read covering `range` (the moment this read became superseded). */
+const coveredAt = (state: PathState, range: LineRange | undefined): number => {
+  let at = state.whole ? state.wholeAt : Infinity
+  if (range !== undefined) state.ranges.forEach((r, k) => covers(r, range) && (at = Math.min(at, state.rangeAt[k]!)))
+  return at
+}
+
+/**
+ * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
+ * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
+ * reads already paid on the freed tokens (their tokens times the requests sent since they became evictable, at the read
+ * price) reach the cost of rewriting the prompt behind the first change (its tokens after the eviction, at the write
+ * price). Like renting skis until the rent paid equals the price, it never pays more than twice the best choice made
+ * with hindsight.
+ */
+const worthIt = (
+  options: EvictOptions,
+  tokensFreed: number,
+  readsPaid: number,
+  out: ReadonlyArray<Message>,
+  firstChange: number
+): boolean => {
+  if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
+  if (tokensFreed <= 0) return false
+  if (options.cacheCold === true) return true
+  const prices = options.prices ?? CACHE_PRICES
+  let behind = 0
+  for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!)
+  return readsPaid * prices.cacheRead >= behind * prices.cacheWrite
+}
 
 /**
  * Offloads the payload of old tool_result blocks, replacing it with a typed pointer (`formatOffloadRef`).
@@ -187,9 +235,14 @@ export const evictStaleToolResults = <M extends Message>(
   const calls = new Map<string, ToolUseBlock>()
   const resolved: Array<ToolUseBlock | undefined> = []
   const viewStart = apiViewStart(messages)
-  for (let i = viewStart; i < messages.length; i++) {
+  // replies at or before each message: the requests sent with a message in the prompt are the replies after it
+  const repliesUpTo: Array<number> = []
+  let replies = 0
+  for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!
-    if (typeof message.content === "string") continue
+    if (message.role === "assistant") replies++
+    repliesUpTo.push(replies)
+    if (i < viewStart || typeof message.content === "string") continue
     if (message.role === "assistant") {
       for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
     } else if (message.role === "user") {
@@ -200,7 +253,15 @@ export const evictStaleToolResults = <M extends Message>(
   const stateOf = (path: string): PathState => {
     let state = paths.get(path)
     if (state === undefined) {
-      state = { whole: false, ranges: [], modified: false, readLater: false }
+      state = {
+        whole: false,
+        ranges: [],
+        modified: false,
+        readLater: false,
+        wholeAt: Infinity,
+        modifiedAt: Infinity,
+        rangeAt: []
+      }
       paths.set(path, state)
     }
     return state
@@ -209,6 +270,11 @@ export const evictStaleToolResults = <M extends Message>(
   let out: Array<M> | undefined
   let tokensFreed = 0
   let rank = 0
+  // message index of each live result by rank (newest first): the result of rank r went stale with rank r - keep
+  const rankAt: Array<number> = []
+  // rent-or-buy: the cache reads already paid on the tokens an offload frees, and the first changed message
+  let readsPaid = 0
+  let firstChange = messages.length
   for (let i = messages.length - 1; i >= viewStart; i--) {
     const message = messages[i]!
     if (message.role !== "user" || typeof message.content === "string") continue
@@ -222,18 +288,26 @@ export const evictStaleToolResults = <M extends Message>(
       const action = classify(toolUse)
       const failed = block.is_error === true
       let reason: OffloadReason | undefined
+      let since = i
+      const staleSince = (r: number) => r - keep < rankAt.length ? rankAt[r - keep]! : i
       if (action._tag === "Read") {
         const state = stateOf(action.path)
         const superseded = isCovered(state, action.range)
         const pinnedLatest = !state.readLater && pinned !== undefined && pinned(action.path)
-        if (superseded) reason = "superseded"
-        else if (state.modified && !pinnedLatest) reason = "modified"
-        else if (rank++ >= keep && !pinnedLatest) reason = "stale"
-        if (!failed) addRead(state, action.range)
+        const r = rank
+        if (superseded) (reason = "superseded", since = coveredAt(state, action.range))
+        else if (state.modified && !pinnedLatest) (reason = "modified", since = state.modifiedAt)
+        else if (rank++ >= keep && !pinnedLatest) (reason = "stale", since = staleSince(r))
+        if (!failed) addRead(state, action.range, i)
       } else {
-        if (action._tag === "Write" && !failed) stateOf(action.path).modified = true
-        if (rank++ >= keep) reason = "stale"
+        if (action._tag === "Write" && !failed) {
+          const state = stateOf(action.path)
+          state.modified = true
+          state.modifiedAt = i
+        }
+        if (rank++ >= keep) (reason = "stale", since = staleSince(rank - 1))
       }
+      if (rank > rankAt.length) rankAt.push(i)
       if (reason === undefined || (failed && reason === "stale") || isOffloaded(block)) continue
       const before = payloadTokens(block)
       if (before <= MIN_POINTER_TOKENS || tooSmall.get(block) === reason) continue
@@ -246,6 +320,8 @@ export const evictStaleToolResults = <M extends Message>(
       }
       newContent ??= content.slice()
       newContent[j] = replacement
+      readsPaid += (before - after) * (replies - (repliesUpTo[since] ?? replies))
+      firstChange = i
       offloaded.push({
         messageIndex: i,
         blockIndex: j,
@@ -263,9 +339,41 @@ export const evictStaleToolResults = <M extends Message>(
       out[i] = replaced
     }
   }
-  if (out === undefined || tokensFreed < (options.minSavings ?? DEFAULT_MIN_SAVINGS)) {
+  if (out === undefined || !worthIt(options, tokensFreed, readsPaid, out, firstChange)) {
     return { messages: messages as Array<M>, offloaded: [], tokensFreed: 0 }
   }
   offloaded.reverse()
   return { messages: out, offloaded, tokensFreed }
+}
+
+/**
+ * The eviction frontier: the position (message, block) of the oldest tool result an eviction may still offload — not
+ * offloaded yet, answering a known tool call, larger than any pointer, and not a failed non-read (those are never
+ * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
+ * survives every eviction. `undefined` when no result may still be offloaded.
+ * @category eviction
+ */
+export const evictionFrontier = (
+  messages: ReadonlyArray<Message>,
+  options: { readonly classifier?: ToolClassifier | undefined } = {}
+): { readonly message: number; readonly block: number } | undefined => {
+  const classify = options.classifier ?? defaultToolClassifier
+  const calls = new Map<string, ToolUseBlock>()
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    if (typeof message.content === "string") continue
+    if (message.role === "assistant") {
+      for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
+      continue
+    }
+    for (let j = 0; j < message.content.length; j++) {
+      const block = message.content[j]!
+      if (!isToolResult(block) || isOffloaded(block)) continue
+      const call = calls.get(block.tool_use_id)
+      if (call === undefined || payloadTokens(block) <= MIN_POINTER_TOKENS) continue
+      if (block.is_error === true && classify(call)._tag !== "Read") continue
+      return { message: i, block: j }
+    }
+  }
+  return undefined
 }

@@ -30,6 +30,7 @@ export {
   type Interruption,
   type MessageUsage,
   type ProviderUsage,
+  type RecordedAt,
   type Session,
   type SessionFormat,
   type Skipped

@@ -42,6 +42,24 @@ export const DEFAULT_MIN_REMAINING = 20_000
 /** The context window `defaultPolicy` assumes: 200,000 tokens, the standard Claude window. @category constants */
 export const DEFAULT_CONTEXT_WINDOW = 200_000
 
+/**
+ * The cost target of the trigger by default: compact once the provider reports more than 100,000 tokens of context, well before
+ * the window. Every request re-reads the whole prefix from the cache, so a session's bill grows with the square of
+ * the context it carries; compacting at 100k instead of at the window (180k) makes the three long pi sessions cost
+ * about half as much (COMPACTION.md, "What a session costs"). The price is quality: the summary replaces more of
+ * the session earlier and more often (about twice as many compactions), so the model sees less verbatim history.
+ * Set `compactAtTokens` to `contextWindow - minRemaining` to compact only at the window.
+ * @category constants
+ */
+export const DEFAULT_COMPACT_AT_TOKENS = 100_000
+
+/**
+ * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
+ * this fraction of `compactAtTokens` (0.5): the prompt is rewritten in full anyway, so a summary now costs only the
+ * summarizer call and spares the next requests the longer prefix. @category constants
+ */
+export const COLD_COMPACT_FRACTION = 0.5
+
 // ============================================================================
 // Policy
 // ============================================================================
@@ -73,6 +91,8 @@ export interface PolicyFields {
   readonly contextWindow: number
   /** The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns. */
   readonly maxTailTokens: number
+  /** The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`). */
+  readonly compactAtTokens: number
 }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
@@ -94,7 +114,8 @@ export const defaultMaxTailTokens = (
  *
  * - every field is a positive integer;
  * - `minRemaining < contextWindow`;
- * - `keepRecentTokens <= maxTailTokens <= contextWindow - minRemaining`.
+ * - `keepRecentTokens <= maxTailTokens <= contextWindow - minRemaining`;
+ * - `keepRecentTokens < compactAtTokens <= contextWindow - minRemaining`.
  * @category models
  */
 export class CompactionPolicy implements PolicyFields {
@@ -103,6 +124,7 @@ export class CompactionPolicy implements PolicyFields {
   readonly minRemaining: number
   readonly contextWindow: number
   readonly maxTailTokens: number
+  readonly compactAtTokens: number
 
   private constructor(fields: PolicyFields) {
     this.keepRecentTokens = fields.keepRecentTokens
@@ -110,12 +132,14 @@ export class CompactionPolicy implements PolicyFields {
     this.minRemaining = fields.minRemaining
     this.contextWindow = fields.contextWindow
     this.maxTailTokens = fields.maxTailTokens
+    this.compactAtTokens = fields.compactAtTokens
     Object.freeze(this)
   }
 
   /**
    * Validates the fields; missing (or `undefined`) ones take the defaults (`maxTailTokens` from
-   * `defaultMaxTailTokens`). Fails with the first broken rule.
+   * `defaultMaxTailTokens`, `compactAtTokens` `DEFAULT_COMPACT_AT_TOKENS` capped at `contextWindow - minRemaining`).
+   * Fails with the first broken rule.
    */
   static make(options: PolicyOptions = {}): Result.Result<CompactionPolicy, PolicyError> {
     const base = {
@@ -129,7 +153,13 @@ export class CompactionPolicy implements PolicyFields {
         return Result.fail(new PolicyError({ field, value, reason: "expected a positive integer" }))
       }
     }
-    const fields: PolicyFields = { ...base, maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base) }
+    const room = base.contextWindow - base.minRemaining
+    const fields: PolicyFields = {
+      ...base,
+      maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
+      compactAtTokens: options.compactAtTokens ??
+        Math.max(Math.min(DEFAULT_COMPACT_AT_TOKENS, room), Math.min(room, base.keepRecentTokens + 1))
+    }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
     const error = check(
@@ -147,6 +177,16 @@ export class CompactionPolicy implements PolicyFields {
         "maxTailTokens",
         fields.maxTailTokens <= fields.contextWindow - fields.minRemaining,
         `must be at most contextWindow - minRemaining (${fields.contextWindow - fields.minRemaining})`
+      ) ??
+      check(
+        "compactAtTokens",
+        Number.isSafeInteger(fields.compactAtTokens) && fields.compactAtTokens > 0,
+        "expected a positive integer"
+      ) ??
+      check(
+        "compactAtTokens",
+        fields.compactAtTokens <= fields.contextWindow - fields.minRemaining,
+        `must be at most contextWindow - minRemaining (${fields.contextWindow - fields.minRemaining})`
       )
     return error === undefined ? Result.succeed(new CompactionPolicy(fields)) : Result.fail(error)
   }
@@ -160,7 +200,8 @@ export class CompactionPolicy implements PolicyFields {
 }
 
 /**
- * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 90,000.
+ * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 90,000,
+ * compact at 100,000 reported tokens (the cost target).
  * @category constructors
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
@@ -224,13 +265,25 @@ export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usa
   policy.contextWindow - contextTokens(usage)
 
 /**
- * The trigger: true once fewer than `policy.minRemaining` tokens remain, by the provider-reported usage of the latest
- * reply. A report from a request made before the latest compaction (`requestEpoch < currentEpoch`) never triggers:
- * it measured the old, longer view, and compacting again on it would compact twice for one overflow.
+ * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context passes the cost target
+ * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply. With
+ * `coldHumanTurn` (the next request starts a human turn and the cache has expired) the target is
+ * `COLD_COMPACT_FRACTION` of it. A report from a request made before the latest compaction
+ * (`requestEpoch < currentEpoch`) never triggers: it measured the old, longer view, and compacting again on it would
+ * compact twice for one overflow.
  * @category trigger
  */
 export const shouldCompact = (
-  policy: Pick<PolicyFields, "contextWindow" | "minRemaining">,
+  policy: Pick<PolicyFields, "contextWindow" | "minRemaining"> & { readonly compactAtTokens?: number | undefined },
   usage: ReportedUsage,
-  epoch: UsageEpoch
-): boolean => epoch.requestEpoch >= epoch.currentEpoch && remainingTokens(policy, usage) < policy.minRemaining
+  epoch: UsageEpoch,
+  options: { readonly coldHumanTurn?: boolean | undefined } = {}
+): boolean => {
+  if (epoch.requestEpoch < epoch.currentEpoch) return false
+  if (remainingTokens(policy, usage) < policy.minRemaining) return true
+  if (policy.compactAtTokens === undefined) return false
+  const target = options.coldHumanTurn === true
+    ? Math.floor(policy.compactAtTokens * COLD_COMPACT_FRACTION)
+    : policy.compactAtTokens
+  return contextTokens(usage) > target
+}

@@ -1,8 +1,9 @@
 /**
  * The summarizer contract: the `Summarizer` service, what it is asked (`SummarizeRequest`, the prompt) and what it
  * returns (`Summary`), its failures (`SummarizeError`, one class per reason), the retry policy, `withFallback` and
- * `layerAuto`. The summarizers themselves live in `AnthropicSummarizer` and `ExtractiveSummarizer`; importing this
- * module never loads `@anthropic-ai/sdk` (the Anthropic names here load it on first use).
+ * `layerAuto`. The summarizers themselves live in `AnthropicSummarizer`, `ServerCompactionSummarizer`,
+ * `LanguageModelSummarizer` and `ExtractiveSummarizer`; importing this module never loads `@anthropic-ai/sdk` (the
+ * Anthropic and server-compaction names here load it on first use).
  *
  * @since 0.1.0
  */
@@ -16,9 +17,10 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import type { AnthropicLayerOptions, AnthropicSummarizerOptions } from "./internal/anthropicConfig.ts"
+import type { ServerCompactionSummarizerOptions } from "./internal/serverCompactionConfig.ts"
 import { readConfig } from "./internal/env.ts"
 import { clipMiddle } from "./internal/text.ts"
-import type { Message } from "./Message.ts"
+import type { CompactionBlock, Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
 import { neutralizeTags, render } from "./Render.ts"
@@ -40,6 +42,13 @@ export interface SummarizeRequest {
   readonly transcript: string
   readonly instructions?: string
   readonly previousSummary?: string
+  /**
+   * The summarized part of the conversation as the API reads it, for a summarizer that sends the conversation itself
+   * (`ServerCompactionSummarizer`): from the compaction block that opens the view on (that block first), an earlier
+   * summary message and system messages included, ending on a finished turn (API-RULES 15). `Compact` sets it;
+   * absent, such a summarizer sends `messages`. Text summarizers ignore it.
+   */
+  readonly head?: ReadonlyArray<Message>
 }
 
 /** Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models */
@@ -48,6 +57,10 @@ export type SummaryUsage = Usage
 /**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
  * `fellBackFrom` names the summarizer that failed and its error (after its retries).
+ *
+ * `compaction` is present only when the Messages API's own compaction wrote it (`ServerCompactionSummarizer`): the
+ * signed block as the server returned it, which `Compact.finishCompaction` puts, verbatim, first in the new view
+ * instead of a summary message; `text` is then its `content`. A summary without it is text, as before.
  * @category models
  */
 export interface Summary {
@@ -57,6 +70,7 @@ export interface Summary {
   readonly summarizer: string
   readonly stopReason?: string
   readonly fellBackFrom?: { readonly summarizer: string; readonly error: SummarizeError }
+  readonly compaction?: CompactionBlock & { readonly content: string }
 }
 
 /** Usage of a summary made without a model (`Policy.zeroUsage`). @category constants */
@@ -69,12 +83,18 @@ export { zeroUsage } from "./Policy.ts"
  */
 export const summarizeRequest = (
   messages: ReadonlyArray<Message>,
-  options: { readonly instructions?: string; readonly previousSummary?: string; readonly render?: RenderOptions } = {}
+  options: {
+    readonly instructions?: string
+    readonly previousSummary?: string
+    readonly render?: RenderOptions
+    readonly head?: ReadonlyArray<Message>
+  } = {}
 ): SummarizeRequest => ({
   messages,
   transcript: render(messages, options.render),
   ...(options.instructions === undefined ? {} : { instructions: options.instructions }),
-  ...(options.previousSummary === undefined ? {} : { previousSummary: options.previousSummary })
+  ...(options.previousSummary === undefined ? {} : { previousSummary: options.previousSummary }),
+  ...(options.head === undefined ? {} : { head: options.head })
 })
 
 // ============================================================================
@@ -167,6 +187,27 @@ export class StreamError extends Schema.TaggedClass<StreamError>()("StreamError"
   readonly isRetryable = false
 }
 
+/**
+ * The Messages API's compaction had nothing to summarize (`compaction_nothing_to_summarize`: the head holds no user
+ * or assistant content). Never retried. @category errors
+ */
+export class NothingToSummarize extends Schema.TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields) {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/**
+ * The Messages API's compaction failed: it returned a block with `content: null` (a no-op block), or no compaction
+ * block at all. Never retried; `withFallback` hands the request to the fallback. @category errors
+ */
+export class CompactionFailed extends Schema.TaggedClass<CompactionFailed>()("CompactionFailed", {
+  stopReason: Schema.optionalKey(Schema.String),
+  detail: Schema.String
+}) {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
 /** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
 export const SummarizeErrorReason = Schema.Union([
   RateLimited,
@@ -177,7 +218,9 @@ export const SummarizeErrorReason = Schema.Union([
   BadRequest,
   Unauthorized,
   EmptySummary,
-  StreamError
+  StreamError,
+  NothingToSummarize,
+  CompactionFailed
 ])
 /** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */
 export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
@@ -245,6 +288,10 @@ const describeFailure = (error: SummarizeError): string => {
       return `The Messages API refused the credentials${status}${because}. Check ANTHROPIC_API_KEY.`
     case "EmptySummary":
       return `The model returned no summary text${because}. Retry, or set COMPACTION_SUMMARIZER_MODEL to another model.`
+    case "NothingToSummarize":
+      return `The Messages API found nothing to compact${status}${because}. Compact a head with user or assistant content.`
+    case "CompactionFailed":
+      return `The Messages API's compaction produced no summary${because}. Retry, or use a text summarizer.`
     default:
       return `The summary stream failed${because}. Retry.`
   }
@@ -474,6 +521,41 @@ export const AnthropicSummarizer = {
     lazyLayer((module) => module.AnthropicSummarizer.layerWithFallback(extra)),
   /** `layerConfig()`. */
   layer: lazyLayer((module) => module.AnthropicSummarizer.layer)
+} as const
+
+/** The beta header, default instructions and options of the server-compaction summarizer (SDK-free). */
+export * from "./internal/serverCompactionConfig.ts"
+
+type ServerCompactionModule = typeof import("./ServerCompactionSummarizer.ts")
+
+/** The server-compaction summarizer module, loaded (with the SDK) on first use only. */
+const loadServerCompaction = (): Effect.Effect<ServerCompactionModule> =>
+  Effect.promise(() => import("./ServerCompactionSummarizer.ts"))
+
+/**
+ * `ServerCompactionSummarizer.ServerCompactionSummarizer` with the same members, loading that module (and the SDK)
+ * when a member is first built or run, not when this module is imported. `make` returns a summarizer at once.
+ * @category layers
+ */
+export const ServerCompactionSummarizer = {
+  /** The summarizer from explicit options; the module loads on its first `summarize`. */
+  make: (options: ServerCompactionSummarizerOptions): SummarizerShape => ({
+    name: "server-compaction",
+    summarize: (request) =>
+      Effect.flatMap(
+        loadServerCompaction(),
+        (module) => module.ServerCompactionSummarizer.make(options).summarize(request)
+      )
+  }),
+  /** A layer from explicit options. */
+  layerWith: (options: ServerCompactionSummarizerOptions): Layer.Layer<Summarizer> =>
+    Layer.unwrap(Effect.map(loadServerCompaction(), (module) => module.ServerCompactionSummarizer.layerWith(options))),
+  /** A layer from config (see `ServerCompactionSummarizer.layerConfig`). */
+  layerConfig: (): Layer.Layer<Summarizer, Config.ConfigError> =>
+    Layer.unwrap(Effect.map(loadServerCompaction(), (module) => module.ServerCompactionSummarizer.layerConfig())),
+  /** `layerConfig` whose failures fall back to the extractive summarizer. */
+  layerWithFallback: (): Layer.Layer<Summarizer, Config.ConfigError> =>
+    Layer.unwrap(Effect.map(loadServerCompaction(), (module) => module.ServerCompactionSummarizer.layerWithFallback()))
 } as const
 
 /**

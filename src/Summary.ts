@@ -49,6 +49,34 @@ export const summaryText = (message: Message): string | undefined => {
   return body.startsWith(`${SUMMARY_PREAMBLE}\n\n`) ? body.slice(SUMMARY_PREAMBLE.length + 2) : body
 }
 
+/**
+ * The first line of the files message: the user message that follows a server compaction block (`filesMessage`).
+ * @category constants
+ */
+export const FILES_HEADER = "[Files of the earlier conversation]"
+
+/**
+ * The user-role message that follows a server compaction block opening a view: the block's summary is the server's
+ * and is sent back verbatim, so the deterministic file lists (`renderAppendix`) travel in this message instead, and a
+ * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`.
+ * @category constructors
+ */
+export const filesMessage = (files: FilesTouched): BuiltMessage => ({
+  role: "user",
+  content: [{ type: "text", text: `${FILES_HEADER}\n${renderAppendix(files)}` }]
+})
+
+/**
+ * The file lists of a message built by `filesMessage`, or `undefined` for any other message.
+ * @category guards
+ */
+export const filesOfMessage = (message: Message): FilesTouched | undefined => {
+  if (message.role !== "user" || typeof message.content === "string" || message.content.length !== 1) return undefined
+  const first = message.content[0]!
+  if (!isText(first) || !first.text.startsWith(`${FILES_HEADER}\n`)) return undefined
+  return splitAppendix(first.text.slice(FILES_HEADER.length + 1)).files
+}
+
 // ============================================================================
 // Deterministic appendix
 // ============================================================================

@@ -9,6 +9,7 @@ import {
   OMITTED_TOOL_RESULT,
   parseOffloadRef
 } from "../src/Evict.ts"
+import { CACHE_PRICES } from "../src/Evict.ts"
 import type { EvictOptions, OffloadRef } from "../src/Evict.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../src/Message.ts"
 import { isToolResult, isToolUse } from "../src/Message.ts"
@@ -317,7 +318,7 @@ describe("evictStaleToolResults", () => {
     ])
   })
 
-  it("without minSavings, uses DEFAULT_MIN_SAVINGS (2,000): a smaller saving changes nothing", () => {
+  it("with minSavings, a smaller saving changes nothing (DEFAULT_MIN_SAVINGS, 2,000, as the fixed threshold)", () => {
     assert.strictEqual(DEFAULT_MIN_SAVINGS, 2_000)
     const messages = [
       user("go"),
@@ -327,24 +328,53 @@ describe("evictStaleToolResults", () => {
     const eager = evictStaleToolResults(messages, 0, { minSavings: 0 })
     assert.isAbove(eager.tokensFreed, 0)
     assert.isBelow(eager.tokensFreed, DEFAULT_MIN_SAVINGS)
-    assert.strictEqual(evictStaleToolResults(messages, 0).messages, messages)
-    const many = [
+    assert.strictEqual(evictStaleToolResults(messages, 0, { minSavings: DEFAULT_MIN_SAVINGS }).messages, messages)
+  })
+
+  it("without minSavings, rent-or-buy: offloads once the reads paid reach the cost of rewriting behind the change", () => {
+    // one stale result, then `n` more requests (replies) each carrying it in the prompt, and a tail behind it
+    const session = (n: number) => [
       user("go"),
-      ...[1, 2, 3].flatMap((i) => step([call(`b${i}`, "bash", {})], [result(`b${i}`, big(`${i}`.repeat(3)))]))
+      ...step([call("b0", "bash", { command: "ls" })], [result("b0", big("x"))]),
+      ...Array.from({ length: n }, (_, i) => step([call(`t${i}`, "bash", { command: "pwd" })], [result(`t${i}`, "ok")]))
+        .flat()
     ]
-    const defaulted = evictStaleToolResults(many, 0)
-    assert.isAtLeast(defaulted.tokensFreed, DEFAULT_MIN_SAVINGS, "a larger saving is still made")
-    assert.deepStrictEqual(defaulted, evictStaleToolResults(many, 0, { minSavings: DEFAULT_MIN_SAVINGS }))
+    const decide = (n: number) => {
+      const messages = session(n)
+      const eager = evictStaleToolResults(messages, 0, { minSavings: 0 })
+      const firstChange = eager.offloaded[0]!.messageIndex
+      const behind = estimateTokens(eager.messages.slice(firstChange))
+      const replies = messages.slice(firstChange).filter((m) => m.role === "assistant").length
+      const paid = eager.tokensFreed * replies * CACHE_PRICES.cacheRead
+      return { messages, eager, pays: paid >= behind * CACHE_PRICES.cacheWrite }
+    }
+    let sawWait = false
+    let sawBuy = false
+    for (const n of [0, 1, 2, 5, 10, 20, 40]) {
+      const { eager, messages, pays } = decide(n)
+      const rented = evictStaleToolResults(messages, 0)
+      if (pays) {
+        sawBuy = true
+        assert.deepStrictEqual(rented, eager, `n=${n}: the reads paid reach the rewrite: offload`)
+      } else {
+        sawWait = true
+        assert.strictEqual(rented.messages, messages, `n=${n}: not yet`)
+        assert.deepStrictEqual(evictStaleToolResults(messages, 0, { cacheCold: true }), eager, "cold: at once")
+      }
+    }
+    assert.isTrue(sawWait && sawBuy, "both decisions are exercised")
   })
 
   it.prop(
-    "the default minSavings is DEFAULT_MIN_SAVINGS on generated conversations",
+    "the rent-or-buy default either changes nothing or offloads what minSavings 0 offloads; a cold cache offloads it",
     [conversationArbitrary(), Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 6 })))],
     ([messages, keepRecent]) => {
-      assert.deepStrictEqual(
-        evictStaleToolResults(messages, keepRecent),
-        evictStaleToolResults(messages, keepRecent, { minSavings: DEFAULT_MIN_SAVINGS })
-      )
+      const eager = evictStaleToolResults(messages, keepRecent, { minSavings: 0 })
+      const rented = evictStaleToolResults(messages, keepRecent)
+      if (rented.messages !== messages) assert.deepStrictEqual(rented, eager)
+      if (eager.tokensFreed > 0) {
+        assert.deepStrictEqual(evictStaleToolResults(messages, keepRecent, { cacheCold: true }), eager)
+      }
     },
     { arbitrary: { runs: 1000 } }
   )

@@ -3,6 +3,7 @@ import { Result, Schema } from "effect"
 import {
   CompactionPolicy,
   contextTokens,
+  DEFAULT_COMPACT_AT_TOKENS,
   DEFAULT_CONTEXT_WINDOW,
   DEFAULT_KEEP_RECENT_TOKENS,
   DEFAULT_KEEP_RECENT_TURNS,
@@ -30,8 +31,10 @@ describe("CompactionPolicy", () => {
       keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
       minRemaining: DEFAULT_MIN_REMAINING,
       contextWindow: DEFAULT_CONTEXT_WINDOW,
-      maxTailTokens: 90_000
+      maxTailTokens: 90_000,
+      compactAtTokens: DEFAULT_COMPACT_AT_TOKENS
     })
+    assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 100_000)
     assert.deepStrictEqual(
       [DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS, DEFAULT_MIN_REMAINING],
       [20_000, 2, 20_000]
@@ -105,10 +108,21 @@ describe("shouldCompact", () => {
   })
 
   it("fires once fewer than minRemaining tokens remain, and not before", () => {
-    // 200,000 window, 20,000 held free: the line is 180,000 tokens in context
-    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 178_000), fresh))
-    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_001, 178_000), fresh))
-    assert.isTrue(shouldCompact(defaultPolicy, usage(5_000, 8_000, 170_000, 3_000), fresh))
+    // 200,000 window, 20,000 held free: the line is 180,000 tokens in context (cost target at the window)
+    const atWindow = CompactionPolicy.makeUnsafe({ compactAtTokens: 180_000 })
+    assert.isFalse(shouldCompact(atWindow, usage(1_000, 1_000, 178_000), fresh))
+    assert.isTrue(shouldCompact(atWindow, usage(1_000, 1_001, 178_000), fresh))
+    assert.isTrue(shouldCompact(atWindow, usage(5_000, 8_000, 170_000, 3_000), fresh))
+  })
+
+  it("fires at the cost target, and at half of it at a human turn after the cache expired", () => {
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 98_000), fresh))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 98_001), fresh))
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_000), fresh, { coldHumanTurn: true }))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_001), fresh, { coldHumanTurn: true }))
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_001), fresh))
+    assert.isTrue(Result.isFailure(CompactionPolicy.make({ compactAtTokens: 190_000 })), "never past the window line")
+    assert.strictEqual(CompactionPolicy.makeUnsafe({ contextWindow: 50_000 }).compactAtTokens, 30_000)
   })
 
   it("never fires on usage from a request made before the latest compaction", () => {
@@ -129,7 +143,8 @@ describe("shouldCompact", () => {
       const policy = CompactionPolicy.makeUnsafe({
         contextWindow,
         minRemaining: 4_000,
-        keepRecentTokens: 1_000
+        keepRecentTokens: 1_000,
+        compactAtTokens: contextWindow - 4_000
       })
       const fires = shouldCompact(policy, usage(prompt, output), fresh)
       assert.strictEqual(fires, contextWindow - prompt - output < 4_000)

@@ -8,6 +8,7 @@ import {
   AnthropicSummarizer,
   type AnthropicSummarizerOptions,
   BadRequest,
+  CompactionFailed,
   Connection,
   DEFAULT_SYSTEM_PROMPT,
   EmptySummary,
@@ -15,6 +16,7 @@ import {
   extractiveSummary,
   layerAuto,
   makeRetrySchedule,
+  NothingToSummarize,
   Overloaded,
   PROMPT_LIMITS,
   RateLimited,
@@ -88,6 +90,10 @@ const failWith = (tag: ReasonTag, extra: { status?: number; retryAfterMillis?: n
     ? new BadRequest({ status: extra.status ?? 400, detail })
     : tag === "Unauthorized"
     ? new Unauthorized({ status: extra.status ?? 401, detail })
+    : tag === "NothingToSummarize"
+    ? new NothingToSummarize({ status: extra.status ?? 400, detail })
+    : tag === "CompactionFailed"
+    ? new CompactionFailed({ detail })
     : new { RateLimited, Overloaded, Server, Timeout }[tag]({ detail, ...extra })
   return new SummarizeError({ reason, attempts: 1 })
 }

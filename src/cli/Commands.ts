@@ -209,6 +209,10 @@ const simulate = Command.make(
       ),
       Flag.optional
     ),
+    sweep: Flag.Boolean("sweep").pipe(
+      Flag.withDescription("Sweep the library's settings and print the Pareto front of cost, peak context and misses"),
+      Flag.withDefault(false)
+    ),
     strict
   },
   (input) => Effect.flatMap(handlers, (h) => h.simulate(input))

@@ -18,7 +18,7 @@ import { HotPaths } from "../HotPaths.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
 import { canonicalJson, SessionLog } from "../SessionLog.ts"
-import { formatReport, simulate as simulateSession } from "../Simulate.ts"
+import { formatReport, paretoFront, simulate as simulateSession, sweep } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
 import { repairResult, validate as validateMessages } from "../Validate.ts"
@@ -428,6 +428,7 @@ export interface SimulateInput {
   readonly file: string
   readonly json: boolean
   readonly systemTokens: Option.Option<number>
+  readonly sweep: boolean
   readonly strict: boolean
 }
 
@@ -437,8 +438,22 @@ export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, 
     const read = yield* readSession(input.file, { strict: input.strict })
     const systemTokens = Option.isSome(input.systemTokens)
       ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
+      : read.session.usage.length > 0
+      ? undefined
       : estimateContentTokens(read.session.system ?? "") + toolsTokens(read.tools)
-    const report = simulateSession(read.session.messages, { systemTokens })
+    const options = systemTokens === undefined ? {} : { systemTokens }
+    if (input.sweep) {
+      const front = paretoFront(sweep([read.session], {}, options))
+      if (input.json) return yield* writeText(undefined, prettyJson({ file: read.name, front }))
+      const rows = front.map((p) =>
+        `| ${p.name} | $${p.dollars.toFixed(2)} | ${Math.round(p.peakContext)} | ${p.misses} |`
+      )
+      return yield* writeText(
+        undefined,
+        `| setting | $ | peak context | misses |\n| --- | ---: | ---: | ---: |\n${rows.join("\n")}\n`
+      )
+    }
+    const report = simulateSession(read.session, options)
     if (input.json) {
       const policies = report.policies.map(({ perRequest: _, ...rest }) => rest)
       yield* writeText(undefined, prettyJson({ file: read.name, ...report, policies }))

@@ -11,6 +11,7 @@ import {
   ImportError,
   type Interruption,
   type ProviderUsage,
+  type RecordedAt,
   type Session,
   type SessionFormat
 } from "./model.ts"
@@ -62,6 +63,8 @@ export class Builder {
   readonly keys: Array<string | undefined> = []
   readonly lines: Array<number> = []
   readonly usage = new Map<number, ProviderUsage>()
+  readonly times = new Map<number, number>()
+  readonly models = new Map<number, string>()
   readonly interrupted: Array<Interruption> = []
   readonly compactions: Array<CompactionRecord> = []
   readonly skipped = new Counter()
@@ -81,6 +84,16 @@ export class Builder {
     return this.messages.length - 1
   }
 
+  /**
+   * Notes a line's timestamp (an ISO string or milliseconds) and model on message `index`: the latest time wins, so a
+   * merged message carries the time it was complete.
+   */
+  note(index: number, timestamp: unknown, model?: unknown): void {
+    const ms = typeof timestamp === "number" ? timestamp : typeof timestamp === "string" ? Date.parse(timestamp) : NaN
+    if (Number.isFinite(ms)) this.times.set(index, Math.max(ms, this.times.get(index) ?? -Infinity))
+    if (typeof model === "string" && model !== "") this.models.set(index, model)
+  }
+
   /** Breaks merging: the next tool result or block starts a new message (used at compactions). */
   barrier(): void {
     if (this.kinds.length > 0) this.kinds[this.kinds.length - 1] = "other"
@@ -94,6 +107,7 @@ export class Builder {
       format,
       messages: this.messages,
       usage: [...this.usage].sort((a, b) => a[0] - b[0]).map(([messageIndex, usage]) => ({ messageIndex, usage })),
+      recorded: recordedOf(this),
       skipped: { total: this.skipped.total, byReason: this.skipped.counts },
       compactions: this.compactions,
       interrupted: this.interrupted,
@@ -103,6 +117,22 @@ export class Builder {
       warnings: read.warnings
     })
   }
+}
+
+/** The notes as `RecordedAt`s, one per message that has any, in message order. */
+const recordedOf = (b: Builder): Array<RecordedAt> => {
+  const out: Array<RecordedAt> = []
+  for (let i = 0; i < b.messages.length; i++) {
+    const timestamp = b.times.get(i)
+    const model = b.models.get(i)
+    if (timestamp === undefined && model === undefined) continue
+    out.push({
+      messageIndex: i,
+      ...(timestamp === undefined ? {} : { timestamp }),
+      ...(model === undefined ? {} : { model })
+    })
+  }
+  return out
 }
 
 /** The first built message that fails `validateMessage`, as an `invalid-message` error (with its line when known). */

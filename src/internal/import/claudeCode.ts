@@ -57,13 +57,15 @@ export const convertClaudeCode = (read: JsonlLines): Result.Result<Session, Impo
       }
       const usage = normalizeUsage(message["usage"])
       if (usage !== undefined) b.usage.set(index, usage)
+      b.note(index, value["timestamp"], message["model"])
     } else if (blocks.every(isToolResultBlock)) {
       if (b.kinds[last] === "tool-results") {
         b.messages[last]!.content.push(...blocks)
         b.mergedLines++
-      } else b.add("user", [...blocks], "tool-results", line)
+        b.note(last, value["timestamp"])
+      } else b.note(b.add("user", [...blocks], "tool-results", line), value["timestamp"])
     } else {
-      b.add("user", [...blocks], "other", line)
+      b.note(b.add("user", [...blocks], "other", line), value["timestamp"])
     }
   }
   return b.finish("claude-code", read)

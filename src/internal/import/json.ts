@@ -77,6 +77,7 @@ export const convertJson = (value: unknown): Result.Result<Session, ImportError>
     messages: messages as ReadonlyArray<Message>,
     ...(system === undefined ? {} : { system }),
     usage,
+    recorded: [],
     skipped: { total: 0, byReason: {} },
     compactions,
     interrupted,

@@ -24,6 +24,18 @@ export interface MessageUsage {
 }
 
 /**
+ * When a message was recorded and which model wrote it, read from the raw file beside the messages (never inside
+ * them, so nothing of it is sent): `timestamp` is the time of its latest line in milliseconds since the epoch (a
+ * message merged from several lines was complete at its last one); `model` is set on replies that name their model.
+ * @category models
+ */
+export interface RecordedAt {
+  readonly messageIndex: number
+  readonly timestamp?: number
+  readonly model?: string
+}
+
+/**
  * A compaction the original agent performed (pi `compaction` entries, or `meta.compactions` of a corpus file). The
  * messages are the full history; the compaction happened just before `messages[messageIndex]`.
  * @category models
@@ -63,6 +75,8 @@ export interface Session {
   readonly messages: ReadonlyArray<Message>
   readonly system?: string
   readonly usage: ReadonlyArray<MessageUsage>
+  /** Per-message timestamps and reply models, in message order; empty when the format records none. */
+  readonly recorded: ReadonlyArray<RecordedAt>
   readonly skipped: Skipped
   readonly compactions: ReadonlyArray<CompactionRecord>
   readonly interrupted: ReadonlyArray<Interruption>

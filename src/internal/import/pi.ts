@@ -107,12 +107,13 @@ export const convertPi = (read: JsonlLines): Result.Result<Session, ImportError>
       if (key !== undefined) pendingKept.push({ record, key })
       return b.skipped.add("compaction")
     }
+    const at = value["timestamp"]
     if (type === "custom_message") {
-      b.add("user", piBlocks(value["content"]), "other", line)
+      b.note(b.add("user", piBlocks(value["content"]), "other", line), at)
       return
     }
     if (type === "branch_summary") {
-      b.add("user", [{ type: "text", text: str(value["summary"]) }], "other", line)
+      b.note(b.add("user", [{ type: "text", text: str(value["summary"]) }], "other", line), at)
       return
     }
     const message = value["message"]
@@ -121,12 +122,13 @@ export const convertPi = (read: JsonlLines): Result.Result<Session, ImportError>
     const last = b.messages.length - 1
     switch (role) {
       case "user":
-        b.add("user", piBlocks(message["content"]), "other", line)
+        b.note(b.add("user", piBlocks(message["content"]), "other", line), at)
         return
       case "assistant": {
         const blocks = piBlocks(message["content"])
         if (blocks.length === 0) return b.skipped.add("empty-assistant")
         const index = b.add("assistant", blocks, "assistant", line)
+        b.note(index, at, message["model"])
         const usage = normalizeUsage(message["usage"])
         if (usage !== undefined) b.usage.set(index, usage)
         const stop = message["stopReason"]
@@ -143,16 +145,17 @@ export const convertPi = (read: JsonlLines): Result.Result<Session, ImportError>
         if (b.kinds[last] === "tool-results") {
           b.messages[last]!.content.push(result)
           b.mergedLines++
-        } else b.add("user", [result], "tool-results", line)
+          b.note(last, at)
+        } else b.note(b.add("user", [result], "tool-results", line), at)
         return
       }
       case "bashExecution":
         if (message["excludeFromContext"] === true) return b.skipped.add("bash-excluded")
-        b.add("user", [{ type: "text", text: bashText(message) }], "other", line)
+        b.note(b.add("user", [{ type: "text", text: bashText(message) }], "other", line), at)
         return
       case "custom":
       case "hookMessage":
-        b.add("user", piBlocks(message["content"]), "other", line)
+        b.note(b.add("user", piBlocks(message["content"]), "other", line), at)
         return
       default:
         return b.skipped.add(`role:${String(role)}`)

@@ -1,45 +1,109 @@
 /**
- * The simulator's cache model: how many leading messages a prompt shares with the previous one (same object, or the
- * same role and content), and the tokens of a slice of messages.
+ * The simulator's model of Anthropic's prompt cache (API-RULES 17–20): entries written at the breakpoints of each
+ * request, read at a breakpoint by looking back up to `LOOKBACK_BLOCKS` blocks for the longest cached prefix, never
+ * for a prefix below the minimum cacheable length, living `CACHE_TTL_MS` from their last write or hit.
+ *
+ * A prompt is a list of units (the system prompt and tools as one unit, then every message block), each with the
+ * identity of the prefix that ends with it (a chained hash of block contents, `cache_control` left out) and its
+ * cumulative tokens.
  *
  * @internal
  */
-import type { Message } from "../../Message.ts"
-import { estimateMessageTokens } from "../../Tokens.ts"
+import { CACHE_TTL_MS, LOOKBACK_BLOCKS } from "../../Cache.ts"
 
-const deepEqual = (a: unknown, b: unknown): boolean => {
-  if (a === b) return true
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
-  if (Array.isArray(a)) {
-    if (!Array.isArray(b) || a.length !== b.length) return false
-    for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], b[i])) return false
+/** One prompt, ready to price: per unit, the prefix identity and the tokens up to and including it. */
+export interface PricedPrompt {
+  readonly keys: ReadonlyArray<number>
+  readonly cumulative: ReadonlyArray<number>
+  /** Unit indices carrying a breakpoint, ascending. */
+  readonly breakpoints: ReadonlyArray<number>
+}
+
+/** How a request was billed: `read + write + input` is the prompt's tokens. */
+export interface CacheBill {
+  readonly read: number
+  readonly write: number
+  readonly input: number
+}
+
+/** The cache of one session: prefix identity → expiry time. */
+export class PromptCache {
+  private readonly entries = new Map<number, number>()
+  readonly minTokens: number
+  readonly ttlMs: number
+  constructor(minTokens: number, ttlMs: number = CACHE_TTL_MS) {
+    this.minTokens = minTokens
+    this.ttlMs = ttlMs
+  }
+
+  /** Forgets every entry (the provider lost the cache). */
+  clear(): void {
+    this.entries.clear()
+  }
+
+  /** Marks a prefix as cached at `now` (written before the replay began). */
+  seed(key: number, now: number): void {
+    this.entries.set(key, now + this.ttlMs)
+  }
+
+  /** True when nothing live is cached at `now`. */
+  coldAt(now: number): boolean {
+    for (const expiry of this.entries.values()) if (expiry > now) return false
     return true
   }
-  if (Array.isArray(b)) return false
-  const ka = Object.keys(a)
-  if (ka.length !== Object.keys(b).length) return false
-  for (const key of ka) {
-    if (!Object.hasOwn(b, key)) return false
-    if (!deepEqual((a as Record<string, unknown>)[key], (b as Record<string, unknown>)[key])) return false
+
+  /** Prices `prompt` sent at `now`, then writes (or refreshes) the entries of its breakpoints. */
+  price(prompt: PricedPrompt, now: number): CacheBill {
+    const { breakpoints, cumulative, keys } = prompt
+    const total = cumulative.length === 0 ? 0 : cumulative[cumulative.length - 1]!
+    let hit = -1
+    for (const bp of breakpoints) {
+      for (let j = bp; j >= 0 && j > bp - LOOKBACK_BLOCKS; j--) {
+        const expiry = this.entries.get(keys[j]!)
+        if (expiry !== undefined && expiry > now) {
+          if (j > hit) hit = j
+          break
+        }
+      }
+    }
+    const read = hit < 0 ? 0 : cumulative[hit]!
+    if (hit >= 0) this.entries.set(keys[hit]!, now + this.ttlMs)
+    let cachedTo = read
+    for (const bp of breakpoints) {
+      if (cumulative[bp]! < this.minTokens) continue
+      this.entries.set(keys[bp]!, now + this.ttlMs)
+      cachedTo = Math.max(cachedTo, cumulative[bp]!)
+    }
+    return { read, write: cachedTo - read, input: total - cachedTo }
   }
-  return true
 }
 
-/** Same object, or the same role and content (what the provider sees). */
-const sameMessage = (a: Message, b: Message): boolean =>
-  a === b || (a.role === b.role && deepEqual(a.content, b.content))
+const hashes = new WeakMap<object, number>()
 
-/** Number of leading messages `prompt` shares with `previous`. */
-export const sharedPrefix = (previous: ReadonlyArray<Message>, prompt: ReadonlyArray<Message>): number => {
-  const n = Math.min(previous.length, prompt.length)
-  let i = 0
-  while (i < n && sameMessage(previous[i]!, prompt[i]!)) i++
-  return i
+/** A 52-bit hash of a string (cyrb53). */
+const hashString = (text: string, seed = 0): number => {
+  let h1 = 0xdeadbeef ^ seed
+  let h2 = 0x41c6ce57 ^ seed
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ c, 2654435761)
+    h2 = Math.imul(h2 ^ c, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return 2097152 * (h2 >>> 0) + (h1 >>> 11)
 }
 
-/** The estimated tokens of `messages[from..to)`. */
-export const sumTokens = (messages: ReadonlyArray<Message>, from: number, to: number): number => {
-  let total = 0
-  for (let i = from; i < to; i++) total += estimateMessageTokens(messages[i]!)
-  return total
+/** The content identity of a block (or of system and tools), without `cache_control`; cached per object. */
+export const blockKey = (block: object): number => {
+  let h = hashes.get(block)
+  if (h === undefined) {
+    h = hashString(JSON.stringify(block, (k, v) => k === "cache_control" ? undefined : v))
+    hashes.set(block, h)
+  }
+  return h
 }
+
+/** The key of the prefix `previous` extended by a unit of content key `key` (and the message boundary `role`). */
+export const chainKey = (previous: number, key: number, role: string): number =>
+  hashString(`${previous}:${role}:${key}`)

@@ -1,0 +1,196 @@
+/**
+ * Where the prompt cache's `cache_control` breakpoints go (API-RULES 17–20). Pure: messages in, positions and copies
+ * out; the input is never changed, so a conversation's state stays free of breakpoints and only the request carries
+ * them.
+ *
+ * The API reads a cached prefix only at a breakpoint, looking back about 20 blocks from it, and only when the prefix
+ * is at least the model's minimum cacheable length. A request may carry at most 4 breakpoints. The library places:
+ * 1. the end of the system prompt and tools (what never changes);
+ * 2. the eviction frontier: the last block before the oldest tool result an eviction may still offload, so the prefix
+ *    before it survives every eviction;
+ * 3. the previous frontier, for the one request after the frontier moved, so that request still reads the prefix the
+ *    last one wrote;
+ * 4. the newest message, so the next request reads everything this one sent.
+ *
+ * @since 0.1.0
+ */
+import type { ContentBlock, Message } from "./Message.ts"
+import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
+
+/** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
+export const MAX_BREAKPOINTS = 4
+
+/** How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants */
+export const LOOKBACK_BLOCKS = 20
+
+/** The default cache lifetime: 5 minutes, refreshed on every hit. @category constants */
+export const CACHE_TTL_MS = 5 * 60 * 1000
+
+/** The breakpoint the library writes: the 5-minute ephemeral cache. @category constants */
+export const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
+
+/**
+ * The smallest prefix a model caches, in tokens (API-RULES 19): 1,024 for Sonnet-class models, 4,096 for Opus- and
+ * Haiku-class ones. An unknown (or absent) model gets 4,096, the largest minimum, so no breakpoint ever sits below
+ * the minimum of the model really used.
+ * @category constants
+ */
+export const minCacheableTokens = (model?: string | undefined): number =>
+  model !== undefined && /sonnet/i.test(model) ? 1024 : 4096
+
+/** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
+export interface BlockPosition {
+  readonly message: number
+  readonly block: number
+}
+
+/** Where a request's breakpoints go: at the end of system and tools, and on these message blocks (in order). @category models */
+export interface BreakpointPlan {
+  readonly system: boolean
+  readonly blocks: ReadonlyArray<BlockPosition>
+}
+
+/**
+ * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
+ * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
+ * @category placement
+ */
+export const acceptsBreakpoint = (block: ContentBlock): boolean => {
+  if (block.type === "thinking" || block.type === "redacted_thinking") return false
+  if (block.type === "text") {
+    const text = (block as { readonly text?: unknown }).text
+    return typeof text === "string" && text.trim().length > 0
+  }
+  return true
+}
+
+const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
+  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+
+/**
+ * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
+ * `undefined` when there is none.
+ * @category placement
+ */
+export const breakpointBefore = (
+  messages: ReadonlyArray<Message>,
+  position: BlockPosition
+): BlockPosition | undefined => {
+  for (let m = Math.min(position.message, messages.length - 1); m >= 0; m--) {
+    const blocks = blocksOf(messages[m]!)
+    const from = m === position.message ? position.block - 1 : blocks.length - 1
+    for (let b = from; b >= 0; b--) if (acceptsBreakpoint(blocks[b]!)) return { message: m, block: b }
+  }
+  return undefined
+}
+
+/** The last block of the list that accepts a breakpoint, or `undefined`. @category placement */
+export const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
+  messages.length === 0 ? undefined : breakpointBefore(messages, {
+    message: messages.length - 1,
+    block: blocksOf(messages[messages.length - 1]!).length
+  })
+
+/** The estimated tokens of the prefix that ends with the block at `position`, system and tools included. */
+const prefixTokens = (
+  messages: ReadonlyArray<Message>,
+  position: BlockPosition,
+  systemTokens: number,
+  before: ReadonlyArray<number>
+): number =>
+  systemTokens + before[position.message]! +
+  estimateContentTokens(blocksOf(messages[position.message]!).slice(0, position.block + 1))
+
+/** Options of `planBreakpoints`. Every option may be `undefined`, which means absent. @category models */
+export interface BreakpointOptions {
+  /** Estimated tokens of system prompt and tools; with `hasSystem`, a breakpoint ends them. Default 0. */
+  readonly systemTokens?: number | undefined
+  /** The request has a system prompt or tools to end with a breakpoint. Default false. */
+  readonly hasSystem?: boolean | undefined
+  /** The eviction frontier's breakpoint (from `breakpointBefore` on the oldest result that may be offloaded). */
+  readonly frontier?: BlockPosition | undefined
+  /** The frontier of the previous request, when it moved since. */
+  readonly previousFrontier?: BlockPosition | undefined
+  /** The model's minimum cacheable length; default `minCacheableTokens()` (4,096). */
+  readonly minTokens?: number | undefined
+}
+
+const samePosition = (a: BlockPosition, b: BlockPosition): boolean => a.message === b.message && a.block === b.block
+
+/**
+ * The breakpoints of a request: system and tools, the previous frontier, the frontier and the newest block, each only
+ * when it accepts a breakpoint, lies inside the list, and its prefix is at least `minTokens` estimated tokens (so
+ * never below the model's minimum). Positions are distinct and in list order; never more than `MAX_BREAKPOINTS` in
+ * all (the system one included).
+ * @category placement
+ */
+export const planBreakpoints = (messages: ReadonlyArray<Message>, options: BreakpointOptions = {}): BreakpointPlan => {
+  const systemTokens = options.systemTokens ?? 0
+  const minTokens = options.minTokens ?? minCacheableTokens()
+  const system = options.hasSystem === true && systemTokens >= minTokens
+  const before: Array<number> = [0]
+  for (let i = 0; i < messages.length; i++) before.push(before[i]! + estimateMessageTokens(messages[i]!))
+  const valid = (p: BlockPosition | undefined): p is BlockPosition => {
+    if (p === undefined || p.message < 0 || p.message >= messages.length) return false
+    const block = blocksOf(messages[p.message]!)[p.block]
+    return block !== undefined && acceptsBreakpoint(block) &&
+      prefixTokens(messages, p, systemTokens, before) >= minTokens
+  }
+  const chosen: Array<BlockPosition> = []
+  // by priority: the newest block (the next request's read), the frontier, then the previous frontier
+  for (const p of [lastBreakpoint(messages), options.frontier, options.previousFrontier]) {
+    if (chosen.length + (system ? 1 : 0) >= MAX_BREAKPOINTS) break
+    if (valid(p) && !chosen.some((c) => samePosition(c, p))) chosen.push(p)
+  }
+  chosen.sort((a, b) => a.message - b.message || a.block - b.block)
+  return { system, blocks: chosen }
+}
+
+const withoutCacheControl = (block: ContentBlock): ContentBlock => {
+  if (!("cache_control" in block)) return block
+  const { cache_control: _, ...rest } = block as ContentBlock & { readonly cache_control?: unknown }
+  return rest as ContentBlock
+}
+
+/**
+ * The messages with `cache_control: EPHEMERAL` on exactly the planned blocks: any other `cache_control` is removed,
+ * so the request carries the plan's breakpoints and no others. Only touched messages and blocks are copied (a string
+ * content becomes one text block); the input is never changed.
+ * @category placement
+ */
+export const applyBreakpoints = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  blocks: ReadonlyArray<BlockPosition>
+): Array<M> => {
+  const marks = new Map<number, Set<number>>()
+  for (const p of blocks) {
+    const set = marks.get(p.message) ?? new Set<number>()
+    set.add(p.block)
+    marks.set(p.message, set)
+  }
+  return messages.map((message, m) => {
+    const marked = marks.get(m)
+    if (typeof message.content === "string") {
+      return marked?.has(0) === true
+        ? { ...message, content: [{ type: "text", text: message.content, cache_control: EPHEMERAL }] }
+        : message
+    }
+    if (marked === undefined && !message.content.some((b) => "cache_control" in b)) return message
+    const content = message.content.map((block, b) =>
+      marked?.has(b) === true ? { ...block, cache_control: EPHEMERAL } as ContentBlock : withoutCacheControl(block)
+    )
+    return { ...message, content }
+  })
+}
+
+/** The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement */
+export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
+  let n = 0
+  for (const item of items) {
+    if (typeof item !== "object" || item === null) continue
+    if ("cache_control" in item && (item as { cache_control?: unknown }).cache_control != null) n++
+    const content = (item as { content?: unknown }).content
+    if (Array.isArray(content) && "role" in item) n += countBreakpoints(content)
+  }
+  return n
+}

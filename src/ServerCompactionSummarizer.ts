@@ -1,0 +1,245 @@
+/**
+ * The Messages API's own on-demand compaction as a summarizer: the head is sent as it is, with
+ * `compaction: { type: "summarize", instructions }` and the beta header `compact-2026-09-04`, through
+ * `@anthropic-ai/sdk`'s `client.beta.messages.stream`; the server answers with one signed `compaction` block, which the
+ * summary carries (`Summary.compaction`) so that `Compact.finishCompaction` opens the new view with it, verbatim.
+ *
+ * Failures are typed like every summarizer's: `compaction_unavailable` (a 529) is `Overloaded` and retried on our
+ * schedule, as are the other transient failures; `compaction_nothing_to_summarize` is `NothingToSummarize` and a
+ * block with `content: null` (or a reply with no block) is `CompactionFailed`, both never retried, so
+ * `withFallback(server, ExtractiveSummarizer.make())` writes a text summary instead. The usage is the sum of
+ * `usage.iterations` (API-RULES 16: the top-level usage leaves the compaction step out).
+ *
+ * This module loads the SDK; `Summarizer` and the barrel do not, and reach it by dynamic import.
+ *
+ * **Gotchas**: the view it produces opens with a beta block: send it with `client.beta.messages` (the non-beta
+ * `MessageParam` has no compaction block). The server must accept the head: it ends on a finished turn (`Compact`
+ * sees to that) and holds at most one compaction block with content, first (any view `Compact` returns does).
+ *
+ * @since 0.1.0
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import type * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import { summarizeErrorOf } from "./AnthropicSummarizer.ts"
+import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
+import { anthropicConfig, DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/anthropicConfig.ts"
+import { describeCause } from "./internal/anthropicErrors.ts"
+import { readConfig } from "./internal/env.ts"
+import {
+  DEFAULT_COMPACTION_INSTRUCTIONS,
+  ON_DEMAND_COMPACTION_BETA,
+  type ServerCompactionBody,
+  type ServerCompactionSummarizerOptions
+} from "./internal/serverCompactionConfig.ts"
+import type { CompactionBlock } from "./Message.ts"
+import { type Usage, zeroUsage } from "./Policy.ts"
+import {
+  CompactionFailed,
+  makeRetrySchedule,
+  NothingToSummarize,
+  retrySummarize,
+  SummarizeError,
+  Summarizer,
+  type SummarizeRequest,
+  type SummarizerShape,
+  type Summary,
+  Timeout,
+  withFallback
+} from "./Summarizer.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
+
+/** The server-compaction summarizer's beta header, default instructions and options. */
+export * from "./internal/serverCompactionConfig.ts"
+
+/** The name a server-compaction summary carries in `Summary.summarizer`. @category constants */
+export const SERVER_COMPACTION_SUMMARIZER = "server-compaction"
+
+/**
+ * Classifies anything an on-demand compaction attempt can throw, as `AnthropicSummarizer.summarizeErrorOf` does, with
+ * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize` (never retried);
+ * `compaction_unavailable` is a 529 and so `Overloaded` (retried).
+ * @category errors
+ */
+export const compactionErrorOf = (cause: unknown): SummarizeError => {
+  if (cause instanceof Anthropic.APIError && cause.errorCode === "compaction_nothing_to_summarize") {
+    const status: number | undefined = cause.status
+    return new SummarizeError({
+      reason: new NothingToSummarize({
+        detail: describeCause(cause),
+        cause,
+        ...(status === undefined ? {} : { status })
+      }),
+      attempts: 1
+    })
+  }
+  return summarizeErrorOf(cause)
+}
+
+const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
+
+const usageOf = (value: unknown): Usage => ({
+  input_tokens: count(Predicate.hasProperty(value, "input_tokens") ? value.input_tokens : 0),
+  output_tokens: count(Predicate.hasProperty(value, "output_tokens") ? value.output_tokens : 0),
+  cache_read_input_tokens: count(
+    Predicate.hasProperty(value, "cache_read_input_tokens") ? value.cache_read_input_tokens : 0
+  ),
+  cache_creation_input_tokens: count(
+    Predicate.hasProperty(value, "cache_creation_input_tokens") ? value.cache_creation_input_tokens : 0
+  )
+})
+
+/**
+ * What a compacting response cost (API-RULES 16): the sum of `usage.iterations` when the response lists them (the
+ * top-level usage leaves the compaction step out), the top-level usage otherwise.
+ * @category usage
+ */
+export const compactionUsage = (usage: unknown): Usage => {
+  const iterations = Predicate.hasProperty(usage, "iterations") ? usage.iterations : undefined
+  if (!Array.isArray(iterations) || iterations.length === 0) return usageOf(usage)
+  return iterations.map(usageOf).reduce((a, b) => ({
+    input_tokens: a.input_tokens + b.input_tokens,
+    output_tokens: a.output_tokens + b.output_tokens,
+    cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
+    cache_creation_input_tokens: a.cache_creation_input_tokens + b.cache_creation_input_tokens
+  }), zeroUsage)
+}
+
+/** The signed block of a compacting response, or the failure it is. */
+const blockOf = (
+  response: unknown,
+  stopReason: string | undefined
+): Effect.Effect<CompactionBlock & { readonly content: string }, SummarizeError> => {
+  const content = Predicate.hasProperty(response, "content") ? response.content : undefined
+  const block = Array.isArray(content)
+    ? (content as ReadonlyArray<unknown>).find((b) => Predicate.hasProperty(b, "type") && b.type === "compaction")
+    : undefined
+  const text = Predicate.hasProperty(block, "content") ? block.content : undefined
+  if (typeof text === "string" && text.trim().length > 0) {
+    return Effect.succeed(block as CompactionBlock & { readonly content: string })
+  }
+  const detail = block === undefined
+    ? "the response holds no compaction block"
+    : "the compaction block has no content (a failed compaction)"
+  return Effect.fail(
+    new SummarizeError({
+      reason: new CompactionFailed({ detail, ...(stopReason === undefined ? {} : { stopReason }) }),
+      attempts: 1
+    })
+  )
+}
+
+const instructionsOf = (base: string | undefined, focus: string | undefined): string | undefined => {
+  const trimmed = focus?.trim() ?? ""
+  if (trimmed.length === 0) return base
+  return `${base ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\nGive particular attention to: ${trimmed}`
+}
+
+const makeServerCompaction = (options: ServerCompactionSummarizerOptions): SummarizerShape => {
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeoutMillis = Duration.toMillis(timeout)
+  const schedule = makeRetrySchedule(options.retry)
+
+  const attempt = (body: ServerCompactionBody): Effect.Effect<Summary, SummarizeError> =>
+    Effect.tryPromise({
+      // our timeout wraps the whole attempt; the SDK's is only a backstop
+      try: (signal) =>
+        options.client.beta.messages.stream(body, { signal, maxRetries: 0, timeout: timeoutMillis + 10_000 })
+          .finalMessage(),
+      catch: compactionErrorOf
+    }).pipe(
+      Effect.flatMap((response) => {
+        const stop = Predicate.hasProperty(response, "stop_reason") ? response.stop_reason : undefined
+        const stopReason = typeof stop === "string" ? stop : undefined
+        const model = Predicate.hasProperty(response, "model") && typeof response.model === "string"
+          ? response.model
+          : ""
+        return Effect.map(blockOf(response, stopReason), (compaction): Summary => ({
+          text: compaction.content,
+          model: model.length > 0 ? model : options.model,
+          usage: compactionUsage(Predicate.hasProperty(response, "usage") ? response.usage : undefined),
+          summarizer: SERVER_COMPACTION_SUMMARIZER,
+          compaction,
+          ...(stopReason === undefined ? {} : { stopReason })
+        }))
+      }),
+      Effect.timeoutOrElse({
+        duration: timeout,
+        orElse: () =>
+          Effect.fail(
+            new SummarizeError({
+              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
+              attempts: 1
+            })
+          )
+      })
+    )
+
+  const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: SummarizeRequest) {
+    const messages = request.head ?? request.messages
+    yield* Effect.annotateCurrentSpan({ "summarizer.model": options.model, "summarizer.messages": messages.length })
+    if (!messages.some((m) => m.role !== "system")) {
+      return yield* new SummarizeError({
+        reason: new NothingToSummarize({ detail: "the head holds no user or assistant message" }),
+        attempts: 1
+      })
+    }
+    const instructions = instructionsOf(options.instructions, request.instructions)
+    const body: ServerCompactionBody = {
+      model: options.model,
+      max_tokens: options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS,
+      messages,
+      compaction: instructions === undefined ? { type: "summarize" } : { type: "summarize", instructions },
+      betas: [ON_DEMAND_COMPACTION_BETA],
+      ...(options.system === undefined ? {} : { system: options.system }),
+      ...(options.tools === undefined ? {} : { tools: options.tools })
+    }
+    return yield* retrySummarize(schedule)(attempt(body))
+  })
+  return { name: SERVER_COMPACTION_SUMMARIZER, summarize }
+}
+
+const fromConfig = Effect.gen(function* () {
+  const config = yield* readConfig(anthropicConfig)
+  const client = new Anthropic({
+    apiKey: Redacted.value(config.apiKey),
+    maxRetries: 0,
+    webhookKey: null, // never verifies webhooks, so ANTHROPIC_WEBHOOK_SIGNING_KEY stays unread
+    ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
+  })
+  return makeServerCompaction({
+    client,
+    model: config.model,
+    maxTokens: config.maxTokens,
+    timeout: config.timeout,
+    retry: { retries: config.retries },
+    ...(Option.isSome(config.systemPrompt) ? { instructions: config.systemPrompt.value } : {})
+  })
+})
+
+/**
+ * The on-demand compaction summarizer. Each attempt is one streamed request with a timeout covering it and the whole
+ * stream; a retryable failure is retried with `makeRetrySchedule`, each time with a fresh request.
+ * @category layers
+ */
+export const ServerCompactionSummarizer = {
+  /** The summarizer from explicit options (tests pass a client whose `baseURL` is a local server). */
+  make: makeServerCompaction,
+  /** A layer from explicit options. */
+  layerWith: (options: ServerCompactionSummarizerOptions): Layer.Layer<Summarizer> =>
+    Layer.succeed(Summarizer, makeServerCompaction(options)),
+  /**
+   * A layer from config: the Anthropic summarizer's variables (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`,
+   * `COMPACTION_SUMMARIZER_MODEL`, `COMPACTION_SUMMARY_MAX_TOKENS`, `COMPACTION_SUMMARIZER_TIMEOUT`,
+   * `COMPACTION_SUMMARIZER_RETRIES`), with `COMPACTION_SUMMARIZER_PROMPT` as the `instructions`.
+   */
+  layerConfig: (): Layer.Layer<Summarizer, Config.ConfigError> => Layer.effect(Summarizer, fromConfig),
+  /** `layerConfig` whose failures (after retries, `content: null` included) fall back to the extractive summarizer. */
+  layerWithFallback: (): Layer.Layer<Summarizer, Config.ConfigError> =>
+    Layer.effect(Summarizer, Effect.map(fromConfig, (primary) => withFallback(primary, ExtractiveSummarizer.make())))
+} as const

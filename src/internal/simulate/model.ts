@@ -1,0 +1,293 @@
+/**
+ * The simulator's model: prices, strategies, options and report types (re-exported by `Simulate`).
+ *
+ * @internal
+ */
+import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../../Evict.ts"
+import type { MessageUsage, RecordedAt } from "../../Import.ts"
+import type { Message } from "../../Message.ts"
+import type { CompactionPolicy, PolicyOptions } from "../../Policy.ts"
+
+// ============================================================================
+// Prices
+// ============================================================================
+
+/** Token prices relative to one uncached input token. @category models */
+export interface PriceTable {
+  readonly input: number
+  readonly cacheWrite: number
+  readonly cacheRead: number
+  readonly output: number
+}
+
+/** Anthropic's price ratios (API-RULES 20): input 1, cache write (5-minute) 1.25, cache read 0.1, output 5. @category constants */
+export const ANTHROPIC_PRICES: PriceTable = { input: 1, cacheWrite: 1.25, cacheRead: 0.1, output: 5 }
+
+/** Dollars per million input and output tokens of one model family. @category models */
+export interface ModelPrice {
+  readonly family: string
+  /** Matches the model ids of the family. */
+  readonly pattern: RegExp
+  readonly input: number
+  readonly output: number
+}
+
+/**
+ * Current Anthropic list prices by model family, in dollars per million tokens (first match wins); cache writes are
+ * 1.25× input and cache reads 0.1× input for all of them.
+ * @category constants
+ */
+export const MODEL_PRICES: ReadonlyArray<ModelPrice> = [
+  { family: "Claude Opus 4.5+", pattern: /opus-4-[5-9]|opus-[5-9]/i, input: 5, output: 25 },
+  { family: "Claude Opus 4 / 4.1 / 3", pattern: /opus/i, input: 15, output: 75 },
+  { family: "Claude Sonnet", pattern: /sonnet/i, input: 3, output: 15 },
+  { family: "Claude Haiku 4.5+", pattern: /haiku-4|haiku-[5-9]/i, input: 1, output: 5 },
+  { family: "Claude Haiku 3.5", pattern: /3-5-haiku|haiku-3-5/i, input: 0.8, output: 4 },
+  { family: "Claude Haiku 3", pattern: /haiku/i, input: 0.25, output: 1.25 }
+]
+
+/** Dollars per million uncached input tokens when the model is unknown: $3, Claude Sonnet's price. @category constants */
+export const DEFAULT_DOLLARS_PER_MTOK = 3
+
+/** The price of `model` in dollars per million tokens (`prices` first, then `MODEL_PRICES`; unknown: Sonnet). @category cost */
+export const modelPrice = (
+  model: string | undefined,
+  prices: ReadonlyArray<ModelPrice> = MODEL_PRICES
+): ModelPrice =>
+  (model === undefined ? undefined : prices.find((p) => p.pattern.test(model))) ??
+    { family: "unknown (Sonnet prices)", pattern: /$^/, input: DEFAULT_DOLLARS_PER_MTOK, output: 15 }
+
+/** Largest simulated summary, in tokens: the summarizer's own cap, `Summary.DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
+export { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
+
+/** A simulated summary is this fraction of its transcript (then capped): 10%. @category constants */
+export const DEFAULT_SUMMARY_RATIO = 0.1
+
+/** Tokens of instructions (and a previous-summary wrapper) added to every summarizer call: 1,000. @category constants */
+export const DEFAULT_SUMMARIZER_OVERHEAD_TOKENS = 1_000
+
+/** The cost, in input-token units, of one request's cache read, cache write, uncached input and output. @category cost */
+export const requestCost = (
+  prices: PriceTable,
+  usage: {
+    readonly cacheRead: number
+    readonly cacheWrite: number
+    readonly output: number
+    readonly input?: number | undefined
+  }
+): number =>
+  usage.cacheRead * prices.cacheRead + usage.cacheWrite * prices.cacheWrite + (usage.input ?? 0) * prices.input +
+  usage.output * prices.output
+
+/** The cost, in input-token units, of one summarizer call (all input uncached). @category cost */
+export const summarizerCost = (
+  prices: PriceTable,
+  usage: { readonly input: number; readonly output: number }
+): number => usage.input * prices.input + usage.output * prices.output
+
+// ============================================================================
+// Strategies
+// ============================================================================
+
+/**
+ * What a policy does. Every one but `None` runs `Conversation`'s compaction when its trigger fires.
+ *
+ * - `None`: nothing; its context can exceed the window (`overWindow` counts those requests): no provider accepts it.
+ * - `CompactOnly`: the feasible baseline: compaction only at the window (`compactAtTokens` = window − minRemaining),
+ *   no eviction.
+ * - `Library`: `Conversation` as configured by `options` (absent fields: the library's defaults), its breakpoints.
+ * - `Evict`: `Library` with `keepRecent` and `minSavings` (the earlier form; `pinning` is always on in
+ *   `Conversation`).
+ * - `Masking`, `Prune`, `ClearToolUses`: the peers (observation masking, opencode pruning, Anthropic's
+ *   `clear_tool_uses`), compacting at the window, with the breakpoints a typical client places (end of system, newest
+ *   message).
+ * @category models
+ */
+export type Strategy =
+  | { readonly _tag: "None" }
+  | { readonly _tag: "CompactOnly" }
+  | { readonly _tag: "Library"; readonly options: LibraryOptions }
+  | { readonly _tag: "Masking"; readonly window: number }
+  | { readonly _tag: "Prune"; readonly protectTokens: number; readonly minimumTokens: number }
+  | { readonly _tag: "ClearToolUses"; readonly triggerTokens: number; readonly keep: number }
+  | { readonly _tag: "Evict"; readonly keepRecent: number; readonly minSavings: number; readonly pinning: boolean }
+
+/** The `Conversation` settings a `Library` strategy runs with. Absent: the library's default. @category models */
+export interface LibraryOptions {
+  readonly keepRecent?: number | undefined
+  /** A fixed eviction threshold instead of the rent-or-buy rule. */
+  readonly minSavings?: number | undefined
+  /** The policy's fields (`compactAtTokens`, `keepRecentTokens`, …). */
+  readonly policy?: PolicyOptions | undefined
+  /** Bring compaction and eviction forward when the cache is known cold (default true, as the library does). */
+  readonly coldRules?: boolean | undefined
+}
+
+/** A named strategy: one row of the report. @category models */
+export interface SimPolicy {
+  readonly name: string
+  readonly strategy: Strategy
+}
+
+/** Tool results kept by masking, as in the published observation-masking study (window 10). @category constants */
+export const MASKING_WINDOW = 10
+
+/** opencode's `PRUNE_PROTECT` (40,000) and `PRUNE_MINIMUM` (20,000). @category constants */
+export const OPENCODE_PRUNE = { protectTokens: 40_000, minimumTokens: 20_000 } as const
+
+/** `clear_tool_uses_20250919` defaults: trigger at 100,000 input tokens, keep 3 tool uses. @category constants */
+export const CLEAR_TOOL_USES_DEFAULTS = { triggerTokens: 100_000, keep: 3 } as const
+
+/** The library's eviction defaults: `DEFAULT_KEEP_RECENT` and the rent-or-buy rule (no fixed `minSavings`). @category constants */
+export const OURS_DEFAULTS = { keepRecent: DEFAULT_KEEP_RECENT } as const
+
+/** The fixed threshold of the "minSavings" row, the former default: `DEFAULT_MIN_SAVINGS` (2,000). @category constants */
+export const OURS_TUNED_MIN_SAVINGS = DEFAULT_MIN_SAVINGS
+
+/**
+ * The policies of the report, in order: none, compaction at the window, masking (10), opencode pruning (40k/20k),
+ * `clear_tool_uses` (100k, keep 3), ours with the defaults, ours with a fixed `minSavings` instead of rent-or-buy.
+ * @category constructors
+ */
+export const standardPolicies = (
+  options: { readonly tunedMinSavings?: number; readonly keepRecent?: number } = {}
+): ReadonlyArray<SimPolicy> => {
+  const keepRecent = options.keepRecent
+  const tuned = options.tunedMinSavings ?? OURS_TUNED_MIN_SAVINGS
+  return [
+    { name: "none", strategy: { _tag: "None" } },
+    { name: "compaction at the window", strategy: { _tag: "CompactOnly" } },
+    { name: `masking (${MASKING_WINDOW})`, strategy: { _tag: "Masking", window: MASKING_WINDOW } },
+    { name: "opencode prune (40k/20k)", strategy: { _tag: "Prune", ...OPENCODE_PRUNE } },
+    { name: "clear_tool_uses (100k, keep 3)", strategy: { _tag: "ClearToolUses", ...CLEAR_TOOL_USES_DEFAULTS } },
+    { name: "ours (defaults)", strategy: { _tag: "Library", options: { keepRecent } } },
+    {
+      name: `ours (minSavings ${tuned.toLocaleString("en-US")})`,
+      strategy: { _tag: "Library", options: { keepRecent, minSavings: tuned } }
+    }
+  ]
+}
+
+// ============================================================================
+// Input, options and report
+// ============================================================================
+
+/** A recorded session: its messages and what the record says beside them (as `Import.Session` holds it). @category models */
+export interface RecordedSession {
+  readonly messages: ReadonlyArray<Message>
+  readonly usage?: ReadonlyArray<MessageUsage> | undefined
+  readonly recorded?: ReadonlyArray<RecordedAt> | undefined
+  readonly system?: string | undefined
+}
+
+/** One request the policy made to the provider. @category models */
+export interface RequestEvent {
+  readonly policy: string
+  /** Index of the recorded reply this request produced. */
+  readonly index: number
+  /** The messages sent (without the system prompt), breakpoints included. */
+  readonly prompt: ReadonlyArray<Message>
+}
+
+/** Options of `simulate` and `simulatePolicy`. Every field is optional. @category models */
+export interface SimulateOptions {
+  /** Prices relative to an uncached input token for `cost` (default `ANTHROPIC_PRICES`). */
+  readonly prices?: Partial<PriceTable>
+  /** Model prices (default `MODEL_PRICES`). */
+  readonly modelPrices?: ReadonlyArray<ModelPrice>
+  /** The model when a reply names none (prices, minimum cacheable length). */
+  readonly model?: string
+  /** Dollars per million uncached input tokens: overrides the model's input price (output keeps its ratio). */
+  readonly dollarsPerMTok?: number
+  /** Tokens of system prompt and tools in every prompt (default: calibrated from the record, else the system text). */
+  readonly systemTokens?: number
+  /** Billed tokens per estimated token for blocks the record has no size for (default: calibrated, else 1.4). */
+  readonly tokenFactor?: number
+  /** The compaction policy's window and room (default `defaultPolicy`). */
+  readonly compaction?: CompactionPolicy
+  /** Cap on a simulated summary (default `DEFAULT_SUMMARY_MAX_TOKENS`, 8,192). */
+  readonly summaryMaxTokens?: number
+  /** Summary size as a fraction of the transcript (default 0.1). */
+  readonly summaryRatio?: number
+  /** Instruction tokens added to every summarizer call (default 1,000). */
+  readonly summarizerOverheadTokens?: number
+  /** Replay the misses the record shows and no rule explains (default true). */
+  readonly externalMisses?: boolean
+  /** The policies `simulate` runs (default `standardPolicies()`). */
+  readonly policies?: ReadonlyArray<SimPolicy>
+  /** Called with every request's prompt; for tests and tracing. */
+  readonly onRequest?: (event: RequestEvent) => void
+}
+
+/** Why a request read less than the previous one left in the cache. @category models */
+export type MissCause = "ttl" | "external" | "policy"
+
+/** One request's figures. `cacheRead + cacheWrite + input === promptTokens`. @category models */
+export interface RequestFigures {
+  readonly index: number
+  readonly time: number
+  readonly model: string | undefined
+  readonly promptTokens: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+  readonly input: number
+  readonly output: number
+  readonly dollars: number
+  readonly breakpoints: number
+  /** Set when the request read less than the previous request left in the cache. */
+  readonly miss: MissCause | undefined
+  /** The cached prefix was rewritten by the policy (a `policy` miss). */
+  readonly invalidated: boolean
+  readonly overWindow: boolean
+  readonly compacted: boolean
+}
+
+/** Cache misses by cause. @category models */
+export interface MissCounts {
+  readonly ttl: number
+  readonly external: number
+  readonly policy: number
+}
+
+/** The figures of one policy over the whole session. @category models */
+export interface PolicyReport {
+  readonly name: string
+  readonly strategy: Strategy
+  readonly requests: number
+  readonly tokensSent: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly compactions: number
+  readonly summarizerCalls: number
+  readonly summarizerInput: number
+  readonly summarizerOutput: number
+  /** Compactions the trigger asked for that found nothing worth compacting. */
+  readonly failedCompactions: number
+  /** Total cost in uncached-input-token units (`prices`). */
+  readonly cost: number
+  /** Total cost in dollars at each request's model price. */
+  readonly dollars: number
+  /** Largest prompt plus reply, in tokens. */
+  readonly peakContext: number
+  readonly overWindow: number
+  readonly misses: MissCounts
+  /** Policy misses: requests whose cached prefix the policy rewrote. */
+  readonly cacheInvalidations: number
+  /** Calibrated tokens removed by eviction, masking, pruning or clearing. */
+  readonly tokensOffloaded: number
+  readonly perRequest: ReadonlyArray<RequestFigures>
+}
+
+/** What `simulate` returns: the settings used and one report per policy, in order. @category models */
+export interface SimulationReport {
+  readonly messages: number
+  readonly prices: PriceTable
+  readonly models: ReadonlyArray<string>
+  readonly dollarsPerMTok: number
+  readonly systemTokens: number
+  readonly tokenFactor: number
+  readonly contextWindow: number
+  readonly policies: ReadonlyArray<PolicyReport>
+}

@@ -1,0 +1,500 @@
+/**
+ * The replay of one session under one policy, through `Conversation`'s pure transitions (see `Simulate`).
+ *
+ * @internal
+ */
+import { lastBreakpoint, minCacheableTokens } from "../../Cache.ts"
+import { finishCompaction, prepareCompaction } from "../../Compact.ts"
+import {
+  appendMessage,
+  applyCompaction,
+  asMessageParams,
+  type ConversationState,
+  emptyState,
+  type MessageParam,
+  prepareStep,
+  recordReply,
+  requestOf
+} from "../../Conversation.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
+import { CompactionPolicy, defaultPolicy, type PolicyOptions, type ReportedUsage, zeroUsage } from "../../Policy.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
+import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
+import { blockEstimate, calibrateSession, type Calibration } from "./calibrate.ts"
+import {
+  ANTHROPIC_PRICES,
+  DEFAULT_SUMMARIZER_OVERHEAD_TOKENS,
+  DEFAULT_SUMMARY_RATIO,
+  type LibraryOptions,
+  type MissCause,
+  MODEL_PRICES,
+  type ModelPrice,
+  modelPrice,
+  type PolicyReport,
+  type PriceTable,
+  type RecordedSession,
+  requestCost,
+  type RequestEvent,
+  type RequestFigures,
+  type SimPolicy,
+  type SimulateOptions,
+  type Strategy,
+  summarizerCost
+} from "./model.ts"
+import { clearToolUses, mask, prune } from "./strategies.ts"
+
+/** The options with their defaults. */
+export interface Settings {
+  readonly prices: PriceTable
+  readonly modelPrices: ReadonlyArray<ModelPrice>
+  readonly model: string | undefined
+  readonly dollarsPerMTok: number | undefined
+  readonly compaction: CompactionPolicy
+  readonly summaryMaxTokens: number
+  readonly summaryRatio: number
+  readonly summarizerOverheadTokens: number
+  readonly externalMisses: boolean
+  readonly onRequest: ((event: RequestEvent) => void) | undefined
+}
+
+/** The options with their defaults filled in. */
+export const settingsOf = (options: SimulateOptions): Settings => ({
+  prices: { ...ANTHROPIC_PRICES, ...options.prices },
+  modelPrices: options.modelPrices ?? MODEL_PRICES,
+  model: options.model,
+  dollarsPerMTok: options.dollarsPerMTok,
+  compaction: options.compaction ?? defaultPolicy,
+  summaryMaxTokens: options.summaryMaxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS,
+  summaryRatio: options.summaryRatio ?? DEFAULT_SUMMARY_RATIO,
+  summarizerOverheadTokens: options.summarizerOverheadTokens ?? DEFAULT_SUMMARIZER_OVERHEAD_TOKENS,
+  externalMisses: options.externalMisses ?? true,
+  onRequest: options.onRequest
+})
+
+/** A session ready to replay: its messages, calibration and reply models. */
+/** A session ready to replay. */
+export interface Prepared {
+  readonly messages: ReadonlyArray<Message>
+  readonly calibration: Calibration
+  readonly models: ReadonlyMap<number, string>
+  readonly modelOf: (index: number) => string | undefined
+}
+
+/** Calibrates a session and indexes its reply models. */
+export const prepareSession = (input: ReadonlyArray<Message> | RecordedSession, options: SimulateOptions): Prepared => {
+  const session: RecordedSession = Array.isArray(input)
+    ? { messages: input as ReadonlyArray<Message> }
+    : input as RecordedSession
+  const usage = new Map<number, ReportedUsage>()
+  for (const u of session.usage ?? []) usage.set(u.messageIndex, u.usage)
+  // the converted corpus keeps usage on the messages themselves (`_usage`)
+  if (usage.size === 0) {
+    session.messages.forEach((m, i) => {
+      const u = (m as unknown as { readonly _usage?: Record<string, number> })._usage
+      if (u !== undefined && typeof u === "object") {
+        usage.set(i, {
+          input_tokens: u["input"] ?? 0,
+          output_tokens: u["output"] ?? 0,
+          cache_read_input_tokens: u["cacheRead"] ?? 0,
+          cache_creation_input_tokens: u["cacheWrite"] ?? 0
+        })
+      }
+    })
+  }
+  const times = new Map<number, number>()
+  const models = new Map<number, string>()
+  for (const r of session.recorded ?? []) {
+    if (r.timestamp !== undefined) times.set(r.messageIndex, r.timestamp)
+    if (r.model !== undefined) models.set(r.messageIndex, r.model)
+  }
+  const systemTokens = options.systemTokens ??
+    (usage.size === 0 && session.system !== undefined ? estimateContentTokens(session.system) : undefined)
+  const calibration = calibrateSession(session.messages, { usage, times, models }, {
+    systemTokens,
+    factor: options.tokenFactor ?? (usage.size === 0 ? 1 : undefined)
+  })
+  let last: string | undefined = options.model
+  const byIndex: Array<string | undefined> = []
+  session.messages.forEach((_, i) => {
+    last = models.get(i) ?? last
+    byIndex.push(last)
+  })
+  return {
+    messages: session.messages,
+    calibration,
+    models,
+    modelOf: (i) => models.get(i) ?? byIndex[i] ?? options.model
+  }
+}
+
+// ============================================================================
+// Prompts as units
+// ============================================================================
+
+const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
+  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+
+/** Builds the priced units of prompts, reusing the prefix shared with the previous prompt (same message objects). */
+class Units {
+  private messages: ReadonlyArray<Message> = []
+  private keys: Array<number> = []
+  private cumulative: Array<number> = []
+  /** First unit index of each message. */
+  private starts: Array<number> = []
+  private system = 0
+  private readonly calibration: Calibration
+  constructor(calibration: Calibration) {
+    this.calibration = calibration
+  }
+
+  tokensOf(block: ContentBlock, first: boolean): number {
+    return this.calibration.blockTokens(block) ??
+      this.calibration.factor * (blockEstimate(block) + (first ? MESSAGE_OVERHEAD_TOKENS : 0))
+  }
+
+  build(view: ReadonlyArray<Message>, systemTokens: number) {
+    if (systemTokens !== this.system) {
+      this.messages = []
+      this.starts = []
+      this.keys = []
+      this.cumulative = []
+      this.system = systemTokens
+    }
+    let same = 0
+    while (same < view.length && same < this.messages.length && view[same] === this.messages[same]) same++
+    const { cumulative, keys, starts } = this
+    const keep = same < starts.length ? starts[same]! : keys.length
+    keys.length = keep
+    cumulative.length = keep
+    starts.length = same
+    if (keys.length === 0 && systemTokens > 0) {
+      keys.push(chainKey(0, systemTokens, "system"))
+      cumulative.push(systemTokens)
+    }
+    for (let m = same; m < view.length; m++) {
+      const message = view[m]!
+      starts.push(keys.length)
+      blocksOf(message).forEach((block, b) => {
+        const prevKey = keys.length === 0 ? 0 : keys[keys.length - 1]!
+        const prevTokens = cumulative.length === 0 ? 0 : cumulative[cumulative.length - 1]!
+        const content = typeof message.content === "string" ? message : block
+        keys.push(chainKey(prevKey, blockKey(content), b === 0 ? message.role : ""))
+        cumulative.push(prevTokens + this.tokensOf(block, b === 0))
+      })
+    }
+    this.messages = view
+    return { keys, cumulative, starts }
+  }
+}
+
+/** Unit indices of the breakpoints of a request (`cache_control` on message blocks), given the message starts. */
+const breakpointUnits = (request: ReadonlyArray<Message>, starts: ReadonlyArray<number>): Array<number> => {
+  const out: Array<number> = []
+  request.forEach((message, m) => {
+    if (typeof message.content === "string") return
+    message.content.forEach((block, b) => {
+      if ((block as { cache_control?: unknown }).cache_control != null) out.push(starts[m]! + b)
+    })
+  })
+  return out
+}
+
+// ============================================================================
+// Replay
+// ============================================================================
+
+const libraryOptionsOf = (strategy: Strategy): LibraryOptions | undefined => {
+  switch (strategy._tag) {
+    case "Library":
+      return strategy.options
+    case "Evict":
+      return { keepRecent: strategy.keepRecent, minSavings: strategy.minSavings }
+    default:
+      return undefined
+  }
+}
+
+const windowPolicy = (base: CompactionPolicy): CompactionPolicy =>
+  CompactionPolicy.makeUnsafe({ ...fieldsOf(base), compactAtTokens: base.contextWindow - base.minRemaining })
+
+const fieldsOf = (p: CompactionPolicy): PolicyOptions => ({
+  keepRecentTokens: p.keepRecentTokens,
+  keepRecentTurns: p.keepRecentTurns,
+  minRemaining: p.minRemaining,
+  contextWindow: p.contextWindow,
+  maxTailTokens: p.maxTailTokens,
+  compactAtTokens: p.compactAtTokens
+})
+
+/** A stand-in summary text whose calibrated size is `tokens`. */
+const summaryTextOf = (tokens: number, factor: number, summarized: number): string => {
+  const header = `Simulated summary of ${summarized} earlier messages.`
+  return header.padEnd(Math.max(header.length, Math.round((tokens * CHARS_PER_TOKEN) / factor)), " .")
+}
+
+/** Replays one prepared session under one policy. */
+export const replay = (session: Prepared, policy: SimPolicy, settings: Settings): PolicyReport => {
+  const { calibration } = session
+  const strategy = policy.strategy
+  const library = libraryOptionsOf(strategy)
+  const base = library?.policy === undefined
+    ? settings.compaction
+    : CompactionPolicy.makeUnsafe({ ...fieldsOf(settings.compaction), ...library.policy })
+  const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
+  const coldRules = library?.coldRules ?? true
+  const systemTokens = calibration.systemTokens
+  const systemPlaceholder = systemTokens > 0
+    ? "s".repeat(Math.round((systemTokens / calibration.factor) * CHARS_PER_TOKEN))
+    : undefined
+  const units = new Units(calibration)
+  const peerUnits = new Units(calibration)
+  const minTokensOf = (model: string | undefined) => minCacheableTokens(model)
+  let cache: PromptCache | undefined
+  let state: ConversationState = emptyState()
+  const cleared = new Set<string>()
+  const perRequest: Array<RequestFigures> = []
+  let offloaded = 0
+  let compactions = 0
+  let summarizerCalls = 0
+  let summarizerInput = 0
+  let summarizerOutput = 0
+  let summarizerDollars = 0
+  let failedCompactions = 0
+  let lastTime: number | undefined
+  let previousCached = 0
+  const sumOffloaded = (before: ConversationState, after: ConversationState) => {
+    if (before.view === after.view) return
+    const b = units.build(asMessages(before.view), 0).cumulative.at(-1) ?? 0
+    const a = units.build(asMessages(after.view), 0).cumulative.at(-1) ?? 0
+    offloaded += Math.max(0, b - a)
+  }
+
+  const compact = (model: string | undefined): boolean => {
+    const plan = prepareCompaction(state.view, compactionPolicy)
+    if (plan._tag === "Skip") {
+      failedCompactions++
+      return false
+    }
+    const transcript = calibration.factor * estimateContentTokens(plan.request.transcript)
+    const tokens = Math.max(1, Math.min(settings.summaryMaxTokens, Math.ceil(transcript * settings.summaryRatio)))
+    const finished = finishCompaction(plan, {
+      text: summaryTextOf(tokens, calibration.factor, plan.cut),
+      model: "simulated",
+      usage: zeroUsage,
+      summarizer: "simulated"
+    })
+    if (finished.record === undefined) {
+      failedCompactions++
+      return false
+    }
+    const price = dollarsOf(model)
+    summarizerCalls++
+    summarizerInput += transcript + settings.summarizerOverheadTokens
+    summarizerOutput += tokens
+    summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
+    state = applyCompaction(state, finished).state
+    compactions++
+    return true
+  }
+
+  const dollarsOf = (model: string | undefined) => {
+    const p = modelPrice(model, settings.modelPrices)
+    return settings.dollarsPerMTok === undefined
+      ? p
+      : { ...p, input: settings.dollarsPerMTok, output: (settings.dollarsPerMTok * p.output) / p.input }
+  }
+
+  const messages = session.messages
+  for (let index = 0; index < messages.length; index++) {
+    const message = asParam(messages[index]!)
+    if (message.role !== "assistant") {
+      state = appendMessage(state, message).state
+      continue
+    }
+    const model = session.modelOf(index)
+    cache ??= new PromptCache(minTokensOf(model))
+    const time = calibration.requestTime(index)
+    const expired = lastTime !== undefined && time - lastTime >= cache.ttlMs
+    const cold = coldRules && expired
+    const before = state
+    let compacted = false
+    let sent: ReadonlyArray<Message>
+    let breakpoints: Array<number>
+    let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
+    if (library !== undefined) {
+      const step = prepareStep(state, {
+        keepRecent: library.keepRecent,
+        minSavings: library.minSavings,
+        policy: compactionPolicy
+      }, cold)
+      state = step.transition.state
+      sumOffloaded(before, state)
+      if (step.compact) compacted = compact(model)
+      const request = requestOf(state, systemPlaceholder, { model, before: compacted ? undefined : before })
+      sent = asMessages(request.messages)
+      const built = units.build(asMessages(state.view), systemTokens)
+      const system = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
+      breakpoints = [...(system ? [0] : []), ...breakpointUnits(sent, built.starts)]
+      priced = built
+    } else {
+      const step = prepareStep(state, { keepRecent: Infinity, minSavings: Infinity, policy: compactionPolicy })
+      state = step.transition.state
+      if (strategy._tag !== "None" && step.compact) compacted = compact(model)
+      const peer = peerRewrite(strategy, state.view, cleared, units, systemTokens)
+      if (peer.persist) {
+        sumOffloaded(state, { ...state, view: peer.view })
+        state = { ...state, view: peer.view }
+      } else offloaded += peer.freed
+      sent = asMessages(peer.view)
+      const built = (peer.view === state.view ? units : peerUnits).build(sent, systemTokens)
+      // a typical client: a breakpoint at the end of the system prompt and one on the newest block
+      const last = lastBreakpoint(sent)
+      const minTokens = cache.minTokens
+      breakpoints = [
+        ...(systemTokens >= minTokens ? [0] : []),
+        ...(last === undefined ? [] : [built.starts[last.message]! + last.block])
+      ]
+      priced = built
+    }
+    if (settings.externalMisses && calibration.externalMisses.has(index)) cache.clear()
+    const bill: CacheBill = cache.price({ keys: priced.keys, cumulative: priced.cumulative, breakpoints }, time)
+    const output = calibration.output(index) ?? calibration.factor * estimateContentTokens(message.content as never)
+    const promptTokens = bill.read + bill.write + bill.input
+    const miss: MissCause | undefined = perRequest.length > 0 && bill.read < previousCached
+      ? expired ? "ttl" : calibration.externalMisses.has(index) && settings.externalMisses ? "external" : "policy"
+      : undefined
+    previousCached = bill.read + bill.write
+    const price = dollarsOf(model)
+    const dollars = (bill.read * price.input * 0.1 + bill.write * price.input * 1.25 + bill.input * price.input +
+      output * price.output) / 1e6
+    perRequest.push({
+      index,
+      time,
+      model,
+      promptTokens,
+      cacheRead: bill.read,
+      cacheWrite: bill.write,
+      input: bill.input,
+      output,
+      dollars,
+      breakpoints: breakpoints.length,
+      miss,
+      invalidated: miss === "policy",
+      overWindow: promptTokens + output > settings.compaction.contextWindow,
+      compacted
+    })
+    settings.onRequest?.({ policy: policy.name, index, prompt: sent })
+    lastTime = time
+    const usage: ReportedUsage = {
+      input_tokens: Math.round(bill.input),
+      output_tokens: Math.round(output),
+      cache_read_input_tokens: Math.round(bill.read),
+      cache_creation_input_tokens: Math.round(bill.write)
+    }
+    state = recordReply(state, message, usage, state.epoch).state
+  }
+  return summarize(policy, perRequest, settings, {
+    compactions,
+    summarizerCalls,
+    summarizerInput,
+    summarizerOutput,
+    summarizerDollars,
+    failedCompactions,
+    offloaded
+  })
+}
+
+const asParam = (message: Message): MessageParam => asMessageParams([message])[0]!
+const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
+
+/** What a peer does to the view: the prompt it sends, whether the client keeps it, and the tokens it removed. */
+const peerRewrite = (
+  strategy: Strategy,
+  view: ReadonlyArray<MessageParam>,
+  cleared: Set<string>,
+  units: Units,
+  systemTokens: number
+): { readonly view: ReadonlyArray<MessageParam>; readonly persist: boolean; readonly freed: number } => {
+  const messages = asMessages(view)
+  switch (strategy._tag) {
+    case "Masking":
+      return { view: mask(messages, strategy.window).view as never, persist: true, freed: 0 }
+    case "Prune":
+      return {
+        view: prune(messages, strategy.protectTokens, strategy.minimumTokens).view as never,
+        persist: true,
+        freed: 0
+      }
+    case "ClearToolUses": {
+      const total = units.build(messages, systemTokens).cumulative.at(-1) ?? 0
+      if (total <= strategy.triggerTokens) return { view, persist: false, freed: 0 }
+      const next = clearToolUses(messages, strategy.keep, cleared)
+      return { view: next.prompt as never, persist: false, freed: next.freed }
+    }
+    default:
+      return { view, persist: false, freed: 0 }
+  }
+}
+
+const summarize = (
+  policy: SimPolicy,
+  perRequest: ReadonlyArray<RequestFigures>,
+  settings: Settings,
+  extra: {
+    readonly compactions: number
+    readonly summarizerCalls: number
+    readonly summarizerInput: number
+    readonly summarizerOutput: number
+    readonly summarizerDollars: number
+    readonly failedCompactions: number
+    readonly offloaded: number
+  }
+): PolicyReport => {
+  let tokensSent = 0
+  let cacheRead = 0
+  let cacheWrite = 0
+  let inputTokens = 0
+  let outputTokens = 0
+  let peakContext = 0
+  let overWindow = 0
+  let cost = 0
+  let dollars = extra.summarizerDollars
+  const misses = { ttl: 0, external: 0, policy: 0 }
+  for (const r of perRequest) {
+    tokensSent += r.promptTokens
+    cacheRead += r.cacheRead
+    cacheWrite += r.cacheWrite
+    inputTokens += r.input
+    outputTokens += r.output
+    peakContext = Math.max(peakContext, r.promptTokens + r.output)
+    if (r.overWindow) overWindow++
+    if (r.miss !== undefined) misses[r.miss]++
+    cost += requestCost(settings.prices, r)
+    dollars += r.dollars
+  }
+  cost += summarizerCost(settings.prices, { input: extra.summarizerInput, output: extra.summarizerOutput })
+  return {
+    name: policy.name,
+    strategy: policy.strategy,
+    requests: perRequest.length,
+    tokensSent,
+    cacheRead,
+    cacheWrite,
+    inputTokens,
+    outputTokens,
+    compactions: extra.compactions,
+    summarizerCalls: extra.summarizerCalls,
+    summarizerInput: extra.summarizerInput,
+    summarizerOutput: extra.summarizerOutput,
+    failedCompactions: extra.failedCompactions,
+    cost,
+    dollars,
+    peakContext,
+    overWindow,
+    misses,
+    cacheInvalidations: misses.policy,
+    tokensOffloaded: extra.offloaded,
+    perRequest
+  }
+}
