@@ -78,8 +78,7 @@ export interface SessionStoreShape {
 }
 
 const SessionStoreBase: Context.ServiceClass<SessionStore, "effect-compaction/SessionStore", SessionStoreShape> =
-  Context
-    .Service<SessionStore, SessionStoreShape>()("effect-compaction/SessionStore")
+  Context.Service<SessionStore, SessionStoreShape>()("effect-compaction/SessionStore")
 
 /** The store a `SessionLog` writes to. @category services */
 export class SessionStore extends SessionStoreBase {
