@@ -37,7 +37,7 @@ import {
   Eviction,
   type EvictionEntry,
   type KeptMessages,
-  LiveView,
+  type LiveView,
   type Loaded,
   type LoadIssue,
   type LoadOptions,
@@ -506,8 +506,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   })
 })
 
+const SessionLogBase: Context.ServiceClass<SessionLog, "effect-compaction/SessionLog", SessionLogShape> = Context
+  .Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog")
+
 /** The service over one session. @category services */
-export class SessionLog extends Context.Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog") {
+export class SessionLog extends SessionLogBase {
   /**
    * The log of `options.sessionId` on the `SessionStore` in the context. Opening creates the session when missing,
    * takes what the store needs for writing (the JSONL lock), and rebuilds the live view (failing on damage unless
