@@ -42,6 +42,7 @@ import {
   type SummarizerShape,
   type Summary,
   Timeout,
+  withAttemptTimeout,
   withFallback
 } from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
@@ -171,16 +172,7 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
           })
         )
       ),
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new SummarizeError({
-              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
-              attempts: 1
-            })
-          )
-      })
+      withAttemptTimeout(timeout)
     )
 
   const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: SummarizeRequest) {

@@ -49,7 +49,7 @@ import {
   type SummarizeRequest,
   type SummarizerShape,
   type Summary,
-  Timeout,
+  withAttemptTimeout,
   withFallback
 } from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
@@ -168,16 +168,7 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
           ...(stopReason === undefined ? {} : { stopReason })
         }))
       }),
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new SummarizeError({
-              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
-              attempts: 1
-            })
-          )
-      })
+      withAttemptTimeout(timeout)
     )
 
   const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: SummarizeRequest) {

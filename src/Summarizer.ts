@@ -434,6 +434,26 @@ export const makeRetrySchedule = (options: RetryOptions = {}): Schedule.Schedule
 export const summarizeRetrySchedule: Schedule.Schedule<Duration.Duration, SummarizeError> = makeRetrySchedule()
 
 /**
+ * Bounds one summarizer attempt by `timeout`: past it the attempt is interrupted and fails with the `Timeout` reason
+ * (retryable), so the retry schedule sends a fresh request.
+ * @category retry
+ */
+export const withAttemptTimeout = (
+  timeout: Duration.Duration
+) =>
+<A, R>(attempt: Effect.Effect<A, SummarizeError, R>): Effect.Effect<A, SummarizeError, R> =>
+  Effect.timeoutOrElse(attempt, {
+    duration: timeout,
+    orElse: () =>
+      Effect.fail(
+        new SummarizeError({
+          reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
+          attempts: 1
+        })
+      )
+  })
+
+/**
  * Runs `attempt`, retrying it on `schedule`; the final error carries the number of attempts made. Each attempt is the
  * whole effect again (for the summarizer: a fresh request, never a half-read stream).
  * @category retry
