@@ -36,6 +36,8 @@ const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 const dollars = (n: number): string => `$${n.toFixed(2)}`
 const finePrice = (n: number): string => `$${n.toFixed(4)}`
 
+const times = (n: number): string => n === 1 ? "once" : `${fmt(n)} times`
+
 const pct = (part: number, whole: number): string => whole <= 0 ? "0%" : `${(100 * part / whole).toFixed(1)}%`
 
 /** Total timeline width in pixels the messages share (they wrap into rows). @category constants */
@@ -282,7 +284,7 @@ export const requestDetails = (r: ReportRequest, chosen: string): string =>
 /** The context chart: stacked bars per request, the no-compaction line, compaction and eviction marks. */
 const contextChart = (data: ReportData): string => {
   const requests = data.requests
-  const f: Frame = { width: 1200, height: 400, left: 66, right: 12, top: 30, bottom: 56 }
+  const f: Frame = { width: 1200, height: 400, left: 66, right: 40, top: 30, bottom: 56 }
   const top = Math.max(1, ...requests.map(promptOf), ...requests.map((r) => r.none))
   const step = niceStep(top, 6)
   const max = Math.ceil(top / step) * step
@@ -363,6 +365,25 @@ const contextChart = (data: ReportData): string => {
     ))
   })
   parts.push(`<g class="bars">${bars.join("")}</g>`)
+  if (data.contextWindow <= max) {
+    const wy = y(data.contextWindow)
+    parts.push(el("line", {
+      class: "window",
+      x1: f.left,
+      x2: f.width - f.right,
+      y1: wy,
+      y2: wy,
+      stroke: "#1f2328",
+      "stroke-dasharray": "2 3"
+    }))
+    parts.push(
+      el(
+        "text",
+        { class: "tick", x: f.width - f.right, y: wy - 4, "text-anchor": "end" },
+        `window ${fmt(data.contextWindow)}`
+      )
+    )
+  }
   parts.push(el("path", {
     class: "none-line",
     d: stepPath(f, requests.map((r) => r.none), max),
@@ -385,13 +406,13 @@ const contextChart = (data: ReportData): string => {
 
 /** The cumulative cost of the chosen policy and of no compaction, request by request. */
 const costChart = (data: ReportData): string => {
-  const f: Frame = { width: 1200, height: 230, left: 66, right: 12, top: 14, bottom: 40 }
+  const f: Frame = { width: 1200, height: 230, left: 66, right: 40, top: 14, bottom: 40 }
   let a = 0
   let b = 0
   const chosen = data.requests.map((r) => (a += r.dollars))
   const none = data.requests.map((r) => (b += r.noneDollars))
   const top = Math.max(0.01, a, b)
-  const step = niceStep(top, 4)
+  const step = niceStep(top, 5)
   const max = Math.ceil(top / step) * step
   return el(
     "svg",
@@ -530,8 +551,8 @@ export const renderHtml = (report: Report): string => {
   swatch("cacheWrite", "cache write")
   swatch("input", "uncached input")
   swatch("none", "no compaction: tokens sent", " line")
-  swatch("compaction", "compaction", " vline")
-  swatch("eviction", "eviction (tool results offloaded)", " tri")
+  swatch("compaction", `compaction (${data.chosen.compactions})`, " vline")
+  swatch("eviction", `eviction: tool results offloaded (${data.chosen.evictions})`, " tri")
   push("</div>")
   push(`<div class="chart">${contextChart(data)}<div id="tip" class="tip" hidden=""></div></div>`)
   push(
@@ -543,9 +564,9 @@ export const renderHtml = (report: Report): string => {
   if (data.chosen.compactions !== data.replay.compactions || data.chosen.evictions !== data.replay.evictions) {
     push(
       `<p class="note">The replay with the recorded usage (the figures above, as <code>compaction replay</code> ` +
-        `prints them) compacted ${data.replay.compactions} times and evicted ${data.replay.evictions} times; the ` +
+        `prints them) compacted ${times(data.replay.compactions)} and evicted ${times(data.replay.evictions)}; the ` +
         `simulated replay charted here, whose usage is what its own requests would have been billed, compacted ` +
-        `${data.chosen.compactions} times and evicted ${data.chosen.evictions} times.</p>`
+        `${times(data.chosen.compactions)} and evicted ${times(data.chosen.evictions)}.</p>`
     )
   }
 

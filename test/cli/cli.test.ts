@@ -233,7 +233,7 @@ const importFile = (file: string) => importSession(readFileSync(file, "utf8"))
 // ============================================================================
 
 const VOID = new Set(["meta"])
-const TAG = /^<(\/?)([a-z][a-z0-9]*)((?:\s+[a-z-]+="[^"<>]*")*)\s*(\/?)>$/
+const TAG = /^<(\/?)([a-z][a-z0-9]*)((?:\s+[a-z][a-z0-9-]*="[^"<>]*")*)\s*(\/?)>$/
 const ENTITY = /&(?!(?:amp|lt|gt|quot|#39);)/
 
 /** A strict check: every tag is well-formed and balanced, void tags self-close, text has no raw `<`, `>` or `&`. */
