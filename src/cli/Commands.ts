@@ -87,7 +87,10 @@ const inspect = Command.make(
     ),
     json,
     html: Flag.String("html").pipe(
-      Flag.withDescription("Also write a self-contained HTML report (a timeline of the session) to this file"),
+      Flag.withDescription(
+        "Also write a self-contained HTML report (tokens and cost per request under the default policy and under no " +
+          "compaction, the policy comparison, the largest tool results, the message timeline) to this file"
+      ),
       Flag.optional
     ),
     keepRecent,
@@ -103,7 +106,7 @@ const inspect = Command.make(
   Command.withExamples([
     { command: "compaction inspect session.jsonl", description: "Summary for a person" },
     { command: "compaction inspect session.jsonl --json", description: "The same as JSON, for scripts" },
-    { command: "compaction inspect session.jsonl --html report.html", description: "Also write an HTML timeline" },
+    { command: "compaction inspect session.jsonl --html report.html", description: "Also write the HTML report" },
     { command: "compaction inspect logs/demo.jsonl", description: "The view a session log holds" },
     {
       command: "compaction inspect --store postgres://postgres@127.0.0.1:5432/test --session-id shared",
@@ -244,6 +247,13 @@ export const replay = Command.make(
       Flag.optional
     ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
+    html: Flag.String("html").pipe(
+      Flag.withDescription(
+        "Also write the HTML report: tokens and cost per request (cache read, cache write, uncached) under this " +
+          "policy and under no compaction, compactions, evictions, the policy comparison (- is stdout)"
+      ),
+      Flag.optional
+    ),
     keepRecent,
     minSavings,
     keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
@@ -266,6 +276,7 @@ export const replay = Command.make(
   ),
   Command.withExamples([
     { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
+    { command: "compaction replay session.jsonl --html report.html", description: "The report, request by request" },
     {
       command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
       description: "Write every request, persist, and resume from the log every 7 requests"

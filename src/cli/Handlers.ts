@@ -20,10 +20,11 @@ import { CompactionPolicy } from "../Policy.ts"
 import { canonicalJson, SessionLog } from "../SessionLog.ts"
 import { formatReport, paretoFront, simulate as simulateSession, sweep } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
-import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
+import { estimateTokens } from "../Tokens.ts"
 import { repairResult, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
-import { analyze, formatInspect, groupViolations, toolsTokens, violationReport } from "./Inspect.ts"
+import { buildReport, simulateJson, simulateOptionsFor } from "./Report.ts"
+import { analyze, formatInspect, groupViolations, violationReport } from "./Inspect.ts"
 import {
   CliFailure,
   configFailure,
@@ -104,6 +105,10 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     return yield* readSession(file, { strict: input.strict })
   })
 
+/** A replay that failed while the report was built (only a failing summarizer or log can). @category errors */
+export const reportFailure = (e: { readonly message: string }): CliFailure =>
+  new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
@@ -117,7 +122,13 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
       ...(read.tools === undefined ? {} : { tools: read.tools })
     })
     if (Option.isSome(input.html)) {
-      yield* writeText(input.html.value, renderHtml(analysis))
+      const report = yield* buildReport(read.session, {
+        file: read.name,
+        keepRecent: keep,
+        minSavings: savings,
+        tools: read.tools
+      }).pipe(Effect.mapError(reportFailure))
+      yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value === STDIO_PATH) return
       yield* status(`wrote the HTML report to ${input.html.value}`)
     }
@@ -436,12 +447,13 @@ export interface SimulateInput {
 export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const read = yield* readSession(input.file, { strict: input.strict })
-    const systemTokens = Option.isSome(input.systemTokens)
-      ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
-      : read.session.usage.length > 0
-      ? undefined
-      : estimateContentTokens(read.session.system ?? "") + toolsTokens(read.tools)
-    const options = systemTokens === undefined ? {} : { systemTokens }
+    const options = simulateOptionsFor(
+      read.session,
+      read.tools,
+      Option.isSome(input.systemTokens)
+        ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
+        : undefined
+    )
     if (input.sweep) {
       const front = paretoFront(sweep([read.session], {}, options))
       if (input.json) return yield* writeText(undefined, prettyJson({ file: read.name, front }))
@@ -454,8 +466,6 @@ export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, 
       )
     }
     const report = simulateSession(read.session, options)
-    if (input.json) {
-      const policies = report.policies.map(({ perRequest: _, ...rest }) => rest)
-      yield* writeText(undefined, prettyJson({ file: read.name, ...report, policies }))
-    } else yield* writeText(undefined, `${formatReport(report, { title: read.name })}\n`)
+    if (input.json) yield* writeText(undefined, prettyJson(simulateJson(read.name, report)))
+    else yield* writeText(undefined, `${formatReport(report, { title: read.name })}\n`)
   })
