@@ -10,7 +10,7 @@
  */
 import * as Effect from "effect/Effect"
 import { Argument, CliConfig, Command, Flag, GlobalFlag } from "effect/cli"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
+import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import { DEFAULT_CONTEXT_WINDOW, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
@@ -56,10 +56,15 @@ const keepRecent = Flag.Int("keep-recent").pipe(
   Flag.withDefault(DEFAULT_KEEP_RECENT)
 )
 
-const minSavings = Flag.Int("min-savings").pipe(
-  Flag.withDescription(`Fewest tokens worth an eviction; below it nothing changes (default ${DEFAULT_MIN_SAVINGS})`),
-  Flag.withDefault(DEFAULT_MIN_SAVINGS)
-)
+/** Absent: the library's default, rent-or-buy (`evictStaleToolResults` and `Conversation` without `minSavings`). */
+const minSavings = (whenAbsent: string) =>
+  Flag.Int("min-savings").pipe(
+    Flag.withDescription(
+      "Fewest tokens worth an eviction; below it nothing changes (default: rent-or-buy (offload once the cache reads " +
+        `already paid reach the cost of rewriting the prompt behind the change)${whenAbsent})`
+    ),
+    Flag.optional
+  )
 
 // ============================================================================
 // Commands
@@ -94,7 +99,7 @@ const inspect = Command.make(
       Flag.optional
     ),
     keepRecent,
-    minSavings,
+    minSavings: minSavings(""),
     strict
   },
   (input) => Effect.flatMap(handlers, (h) => h.inspect(input))
@@ -117,7 +122,16 @@ const inspect = Command.make(
 
 const evict = Command.make(
   "evict",
-  { file, keepRecent, minSavings, out, keepPrivate, strict },
+  {
+    file,
+    keepRecent,
+    minSavings: minSavings(
+      "; a file records no cache state, so the rule counts every recorded reply as a request that read the cache"
+    ),
+    out,
+    keepPrivate,
+    strict
+  },
   (input) => Effect.flatMap(handlers, (h) => h.evict(input))
 ).pipe(
   Command.withDescription(
@@ -255,7 +269,7 @@ export const replay = Command.make(
       Flag.optional
     ),
     keepRecent,
-    minSavings,
+    minSavings: minSavings(""),
     keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
       Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
       Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)

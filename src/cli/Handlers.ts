@@ -54,6 +54,10 @@ const nonNegative = (command: string, flag: string, value: number): Effect.Effec
     ? Effect.succeed(value)
     : Effect.fail(usageFailure(command, flagValueProblem(`--${flag}`, String(value), "a non-negative integer")))
 
+/** `--min-savings` when given (checked non-negative); `undefined` when absent, the library's rent-or-buy default. */
+const minSavingsOf = (command: string, value: Option.Option<number>): Effect.Effect<number | undefined, CliFailure> =>
+  Option.isSome(value) ? nonNegative(command, "min-savings", value.value) : Effect.succeed(undefined)
+
 const outPath = (option: Option.Option<string>): string | undefined => Option.getOrUndefined(option)
 
 /** Writes the session document, then (only once it is in place) the success line. */
@@ -79,7 +83,8 @@ export interface InspectInput {
   readonly json: boolean
   readonly html: Option.Option<string>
   readonly keepRecent: number
-  readonly minSavings: number
+  /** Absent: the rent-or-buy rule, as `evictStaleToolResults` without `minSavings`. */
+  readonly minSavings: Option.Option<number>
   readonly strict: boolean
 }
 
@@ -113,7 +118,7 @@ export const reportFailure = (e: { readonly message: string }): CliFailure =>
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keep = yield* nonNegative("inspect", "keep-recent", input.keepRecent)
-    const savings = yield* nonNegative("inspect", "min-savings", input.minSavings)
+    const savings = yield* minSavingsOf("inspect", input.minSavings)
     const read = yield* inspectedSession(input)
     const analysis = analyze(read.session, {
       file: read.name,
@@ -146,7 +151,11 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
 export interface EvictInput {
   readonly file: string
   readonly keepRecent: number
-  readonly minSavings: number
+  /**
+   * Absent: the rent-or-buy rule, as `evictStaleToolResults` without `minSavings`; the file records no cache state,
+   * so every recorded reply counts as a request that read the cache (`cacheCold` is not set).
+   */
+  readonly minSavings: Option.Option<number>
   readonly out: Option.Option<string>
   readonly keepPrivate: boolean
   readonly strict: boolean
@@ -156,7 +165,7 @@ export interface EvictInput {
 export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
-    const savings = yield* nonNegative("evict", "min-savings", input.minSavings)
+    const savings = yield* minSavingsOf("evict", input.minSavings)
     const read = yield* readSession(input.file, { strict: input.strict })
     const messages = read.session.messages
     const result = evictStaleToolResults(messages, keep, {

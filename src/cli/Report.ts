@@ -16,7 +16,7 @@ import type { Session } from "../Import.ts"
 import { isText, isToolResult, isToolUse, type Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
 import type { ConversationError } from "../Conversation.ts"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
+import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import {
   CompactionPolicy,
   DEFAULT_CONTEXT_WINDOW,
@@ -174,7 +174,7 @@ export interface ReportOptions {
   readonly replayFile?: string | undefined
   /** Default `DEFAULT_KEEP_RECENT`, as `replay`. */
   readonly keepRecent?: number | undefined
-  /** Default `DEFAULT_MIN_SAVINGS`, as `replay`. */
+  /** A fixed eviction threshold; absent: the library's rent-or-buy rule, as `replay` without `--min-savings`. */
   readonly minSavings?: number | undefined
   /** The chosen policy (as `replay` builds it from its flags); default `replay`'s for its default flags. */
   readonly policy?: CompactionPolicy | undefined
@@ -187,15 +187,19 @@ export interface ReportOptions {
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 
-/** The `Library` strategy `replay` runs: its eviction settings and its policy. @category simulation */
+/**
+ * The `Library` strategy `replay` runs: its eviction settings (`minSavings` absent: rent-or-buy, the simulator's
+ * `ours (defaults)` rule) and its policy. @category simulation
+ */
 export const chosenPolicy = (options: {
   readonly keepRecent: number
-  readonly minSavings: number
+  readonly minSavings?: number | undefined
   readonly policy: CompactionPolicy
 }): SimPolicy => {
   const p = options.policy
+  const eviction = options.minSavings === undefined ? "rent-or-buy" : `minSavings ${fmt(options.minSavings)}`
   return {
-    name: `ours (keep ${options.keepRecent} results, minSavings ${fmt(options.minSavings)}, ` +
+    name: `ours (keep ${options.keepRecent} results, ${eviction}, ` +
       `keep ${fmt(p.keepRecentTokens)} tokens / ${p.keepRecentTurns} turns)`,
     strategy: {
       _tag: "Library",
@@ -271,7 +275,6 @@ export const buildReport = (
     const options = {
       ...reportOptions,
       keepRecent: reportOptions.keepRecent ?? DEFAULT_KEEP_RECENT,
-      minSavings: reportOptions.minSavings ?? DEFAULT_MIN_SAVINGS,
       policy: reportOptions.policy ?? CompactionPolicy.makeUnsafe(replayPolicyOptions({
         keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
         keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,

@@ -188,7 +188,8 @@ export interface ReplayInput {
   readonly resumeEvery: Option.Option<number>
   readonly json: boolean
   readonly keepRecent: number
-  readonly minSavings: number
+  /** Absent: the rent-or-buy rule, as `Conversation` without `minSavings`. */
+  readonly minSavings: Option.Option<number>
   readonly keepRecentTokens: number
   readonly keepRecentTurns: number
   readonly contextWindow: number
@@ -220,7 +221,9 @@ const requestFile = (path: Path.Path, directory: string, n: number): string =>
 export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keepRecent = yield* checked("keep-recent", input.keepRecent, false)
-    const minSavings = yield* checked("min-savings", input.minSavings, false)
+    const minSavings = Option.isSome(input.minSavings)
+      ? yield* checked("min-savings", input.minSavings.value, false)
+      : undefined
     const resumeEvery = Option.isSome(input.resumeEvery)
       ? yield* checked("resume-every", input.resumeEvery.value, true)
       : undefined

@@ -162,6 +162,8 @@ describe("the HTML report in chromium", () => {
     const rows = await page.$$eval("#policies tr", (els) => els.length)
     assert.strictEqual(rows, (cli.simulate as { policies: Array<unknown> }).policies.length + 1)
     assert.strictEqual(await page.locator("#policies tr.chosen").count(), 1)
+    // replayed without --min-savings, the chosen policy is the library's default: the simulator's "ours (defaults)"
+    assert.match(await page.locator("#policies tr.chosen td").first().innerText(), /^ours \(defaults\)/)
     assert.strictEqual(await page.locator("#largest tr").count(), data.largestToolResults.length + 1)
     await page.close()
   })
