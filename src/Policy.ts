@@ -216,6 +216,16 @@ export class CompactionPolicy implements PolicyFields {
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 
+/** A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters */
+export const policyFields = (p: CompactionPolicy): PolicyFields => ({
+  keepRecentTokens: p.keepRecentTokens,
+  keepRecentTurns: p.keepRecentTurns,
+  minRemaining: p.minRemaining,
+  contextWindow: p.contextWindow,
+  maxTailTokens: p.maxTailTokens,
+  compactAtTokens: p.compactAtTokens
+})
+
 // ============================================================================
 // Trigger
 // ============================================================================

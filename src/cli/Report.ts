@@ -22,6 +22,7 @@ import {
   DEFAULT_CONTEXT_WINDOW,
   DEFAULT_KEEP_RECENT_TOKENS,
   DEFAULT_KEEP_RECENT_TURNS,
+  policyFields,
   type PolicyOptions
 } from "../Policy.ts"
 import type { SessionLogError } from "../SessionLog.ts"
@@ -206,14 +207,7 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: {
-          keepRecentTokens: p.keepRecentTokens,
-          keepRecentTurns: p.keepRecentTurns,
-          minRemaining: p.minRemaining,
-          contextWindow: p.contextWindow,
-          maxTailTokens: p.maxTailTokens,
-          compactAtTokens: p.compactAtTokens
-        }
+        policy: policyFields(p)
       }
     }
   }
