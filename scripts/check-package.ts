@@ -169,7 +169,14 @@ console.log(await coreFlow())
 /** SDK \`MessageParam[]\` in, the same type out, into \`client.messages.create\` params: no casts anywhere. */
 const SDK_CONSUMER = `${CORE_CONSUMER}
 import type Anthropic from "@anthropic-ai/sdk"
-import { Cut, Evict as EvictNs, Message as MessageNs, Summarizer, Validate as ValidateNs } from "effect-compaction"
+import {
+  Conversation,
+  Cut,
+  Evict as EvictNs,
+  Message as MessageNs,
+  Summarizer,
+  Validate as ValidateNs
+} from "effect-compaction"
 import { MySummarizer } from "./own-summarizer.ts"
 import { AnthropicSummarizer } from "effect-compaction/AnthropicSummarizer"
 import { LanguageModelSummarizer } from "effect-compaction/LanguageModelSummarizer"
@@ -208,9 +215,24 @@ export const languageModelSummarizer = LanguageModelSummarizer.layer({ name: "mi
 export const anthropicSummarizer = (client: Anthropic) =>
   AnthropicSummarizer.make({ client, model: "claude-sonnet-5-5" })
 
-// ---- Conversation (issue 16): when Conversation.ts is merged, run \`history\` through a Conversation with the memory
-// ---- store here and send its view as \`sdkParams.messages\` (type-checked and run like the rest of this file).
+/** \`history\` through a \`Conversation\` in memory: SDK messages in, a request for \`client.messages.create\` out. */
+export const conversationRequest = Effect.gen(function* () {
+  const conversation = yield* Conversation.Conversation
+  for (const message of history) {
+    if (message.role === "assistant") {
+      const { epoch } = yield* conversation.prepare
+      yield* conversation.recordReply(message, { input_tokens: 1_000, output_tokens: 10 }, { requestEpoch: epoch })
+    } else yield* conversation.append(message)
+  }
+  return (yield* conversation.prepare).request
+}).pipe(Effect.provide(Conversation.Conversation.layerMemory()), Effect.provide(Summarizer.ExtractiveSummarizer.layer))
 
+/** The prepared request, sent as it is (type-checked only). */
+export const sendPrepared = (client: Anthropic, request: Conversation.Request) =>
+  client.messages.create({ model: "claude-sonnet-5-5", max_tokens: 1024, ...request })
+
+const prepared = await Effect.runPromise(conversationRequest)
+console.log(\`conversation request \${prepared.messages.length} valid \${ValidateNs.isValid(prepared.messages)}\`)
 console.log(await coreFlow())
 console.log(\`sdk view \${sdkParams.messages.length} valid \${ValidateNs.isValid(sdkParams.messages)}\`)
 const mine = await Effect.runPromise(
@@ -280,7 +302,9 @@ step("sdk: tsc")
 run(bin("tsc"), ["-p", "tsconfig.json"], withSdk)
 step("sdk: node consumer.ts")
 const sdkOutput = run(process.execPath, ["consumer.ts"], withSdk)
-if (!/sdk view \d+ valid true/.test(sdkOutput)) fail(`unexpected sdk output: ${sdkOutput}`)
+if (!/sdk view \d+ valid true/.test(sdkOutput) || !/conversation request \d+ valid true/.test(sdkOutput)) {
+  fail(`unexpected sdk output: ${sdkOutput}`)
+}
 console.log(`  ${sdkOutput.trim().replaceAll("\n", "\n  ")}`)
 if (sdkFilesLoadedBy(withSdk, "effect-compaction") !== 0) fail(`importing effect-compaction loads SDK files`)
 if (sdkFilesLoadedBy(withSdk, "effect-compaction/AnthropicSummarizer") === 0) fail(`the hook saw no SDK file`)

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import {
+  type AnthropicConfig,
   anthropicConfig,
   type AnthropicLayerOptions,
   type AnthropicSummarizerOptions,
@@ -42,6 +43,7 @@ import {
   type SummarizerShape,
   type Summary,
   Timeout,
+  withAttemptTimeout,
   withFallback
 } from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
@@ -171,16 +173,7 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
           })
         )
       ),
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new SummarizeError({
-              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
-              attempts: 1
-            })
-          )
-      })
+      withAttemptTimeout(timeout)
     )
 
   const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: SummarizeRequest) {
@@ -200,15 +193,23 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
   return { name: "anthropic", summarize }
 }
 
+/**
+ * The SDK client the configuration describes: its key and base URL, the SDK's own retries off (ours run instead), and
+ * webhook verification off, so `ANTHROPIC_WEBHOOK_SIGNING_KEY` is never read.
+ * @category constructors
+ */
+export const clientFromConfig = (config: AnthropicConfig): Anthropic =>
+  new Anthropic({
+    apiKey: Redacted.value(config.apiKey),
+    maxRetries: 0,
+    webhookKey: null,
+    ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
+  })
+
 const fromConfig = (extra: AnthropicLayerOptions) =>
   Effect.gen(function* () {
     const config = yield* readConfig(anthropicConfig)
-    const client = new Anthropic({
-      apiKey: Redacted.value(config.apiKey),
-      maxRetries: 0,
-      webhookKey: null, // never verifies webhooks, so ANTHROPIC_WEBHOOK_SIGNING_KEY stays unread
-      ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
-    })
+    const client = clientFromConfig(config)
     return makeAnthropic({
       client,
       model: config.model,

@@ -89,13 +89,15 @@ export type CompactOutcome = Data.TaggedEnum<{
 /** Constructors and matchers for `CompactOutcome`. @category constructors */
 export const CompactOutcome: Data.TaggedEnum.Constructor<CompactOutcome> = Data.taggedEnum<CompactOutcome>()
 
+const CompactErrorBase: ReturnType<typeof Data.TaggedError<"CompactError">> = Data.TaggedError("CompactError")
+
 /**
  * A compaction that could not complete. `messages` is the caller's input, unchanged: nothing is lost. It has the type
  * of `CompactResult#messages`, so `Effect.catchTag("CompactError", (e) => Effect.succeed(e.messages))` goes on with
  * the uncompacted view. `reason` says which step failed; `cause` is the underlying typed error.
  * @category errors
  */
-export class CompactError<M extends Message = Message> extends Data.TaggedError("CompactError")<{
+export class CompactError<M extends Message = Message> extends CompactErrorBase<{
   readonly reason: "Summarize" | "Persist"
   readonly messages: Array<M | BuiltMessage>
   readonly cause: SummarizeError | SessionLogError

@@ -38,13 +38,14 @@ import {
 } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
 import { evictCarried, handOnAppend, toolUseIdsOf } from "./internal/conversation/carried.ts"
+import { ConversationError } from "./internal/conversation/error.ts"
 import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
-import { CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
+import { type CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
 import type { Entry, Eviction, Loaded, MessageEntry, SessionLogError, SessionLogShape, StepMeta } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
-import { type SummarizeError, Summarizer } from "./Summarizer.ts"
+import { Summarizer } from "./Summarizer.ts"
 import { estimateTokens } from "./Tokens.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
@@ -115,7 +116,7 @@ export type Change = Data.TaggedEnum<{
 }>
 
 /** Constructors for `Change`. @category constructors */
-export const Change = Data.taggedEnum<Change>()
+export const Change: Data.TaggedEnum.Constructor<Change> = Data.taggedEnum<Change>()
 
 /** One change and the state right after it. @category models */
 export interface Step {
@@ -531,20 +532,7 @@ const pendingAtEnd = (loaded: Loaded): ReadonlyArray<PendingCall> => {
 // The service
 // ============================================================================
 
-/**
- * A step that could not complete. `value` is what the step returns on success, built from the state as it was before
- * the failed change (nothing is lost): `Effect.catchTag("ConversationError", (e) => Effect.succeed(e.value))` goes on.
- * @category errors
- */
-export class ConversationError<A> extends Data.TaggedError("ConversationError")<{
-  readonly reason: "Summarize" | "Persist"
-  readonly cause: SummarizeError | SessionLogError
-  readonly value: A
-}> {
-  override get message(): string {
-    return `${this.reason === "Summarize" ? "summarizing" : "persisting"} failed: ${this.cause.message}`
-  }
-}
+export { ConversationError } from "./internal/conversation/error.ts"
 
 /** Options of a conversation service. Every option may be `undefined`, which means its default. @category models */
 export interface ConversationOptions extends OffloadOptions {
@@ -705,8 +693,11 @@ const make = (
     })
   })
 
+const ConversationBase: Context.ServiceClass<Conversation, "effect-compaction/Conversation", ConversationShape> =
+  Context.Service<Conversation, ConversationShape>()("effect-compaction/Conversation")
+
 /** The conversation service. @category services */
-export class Conversation extends Context.Service<Conversation, ConversationShape>()("effect-compaction/Conversation") {
+export class Conversation extends ConversationBase {
   /** A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. Needs a `Summarizer`. */
   static readonly layerMemory = (
     options: ConversationOptions & { readonly initial?: ConversationState | undefined } = {}

@@ -32,8 +32,8 @@ import {
   type SummarizeRequest,
   type SummarizerShape,
   type Summary,
-  Timeout,
   Unauthorized,
+  withAttemptTimeout,
   withFallback
 } from "./Summarizer.ts"
 
@@ -140,10 +140,7 @@ const make = (
           const metadata = response.content.find((part) => part.type === "response-metadata")
           return Effect.succeed({ text, usage, stopReason: response.finishReason, modelId: metadata?.modelId })
         }),
-        Effect.timeoutOrElse({
-          duration: timeout,
-          orElse: () => failWith(new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }))
-        })
+        withAttemptTimeout(timeout)
       )
 
     const summarize = Effect.fn("LanguageModelSummarizer.summarize")(function* (request: SummarizeRequest) {

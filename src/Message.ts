@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { checkMessage, MAX_NESTING_DEPTH } from "./internal/decode.ts"
@@ -292,19 +293,33 @@ export const userText = (text: string): BuiltMessage => ({ role: "user", content
 // Decode errors
 // ============================================================================
 
+type MessageDecodeErrorFields = {
+  readonly messageIndex: Schema.optionalKey<Schema.Int>
+  readonly blockIndex: Schema.optionalKey<Schema.Int>
+  readonly path: Schema.$Array<Schema.Union<readonly [Schema.String, Schema.Number]>>
+  readonly blockType: Schema.optionalKey<Schema.String>
+  readonly reason: Schema.String
+}
+
+const MessageDecodeErrorBase: Schema.Class<
+  MessageDecodeError,
+  Schema.TaggedStruct<"MessageDecodeError", MessageDecodeErrorFields>,
+  Cause.YieldableError
+> = Schema.TaggedError<MessageDecodeError>()("MessageDecodeError", {
+  messageIndex: Schema.optionalKey(Schema.Int),
+  blockIndex: Schema.optionalKey(Schema.Int),
+  path: Schema.Array(Schema.Union([Schema.String, Schema.Number])),
+  blockType: Schema.optionalKey(Schema.String),
+  reason: Schema.String
+})
+
 /**
  * Raised when input is not a valid conversation. It says where (`messageIndex`, `blockIndex`, and the `path` of the
  * field inside the message) and what was wrong (`reason`). Its `message` reads like
  * `messages[3].content[1].input (tool_use): Expected object, got "ls"`.
  * @category errors
  */
-export class MessageDecodeError extends Schema.TaggedError<MessageDecodeError>()("MessageDecodeError", {
-  messageIndex: Schema.optionalKey(Schema.Int),
-  blockIndex: Schema.optionalKey(Schema.Int),
-  path: Schema.Array(Schema.Union([Schema.String, Schema.Number])),
-  blockType: Schema.optionalKey(Schema.String),
-  reason: Schema.String
-}) {
+export class MessageDecodeError extends MessageDecodeErrorBase {
   override get message(): string {
     const where = this.path.reduce<string>(
       (acc, key) => typeof key === "number" ? `${acc}[${key}]` : `${acc}.${key}`,

@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 
@@ -64,16 +65,25 @@ export const COLD_COMPACT_FRACTION = 0.5
 // Policy
 // ============================================================================
 
+const PolicyErrorBase: Schema.Class<
+  PolicyError,
+  Schema.TaggedStruct<
+    "PolicyError",
+    { readonly field: Schema.String; readonly value: Schema.Unknown; readonly reason: Schema.String }
+  >,
+  Cause.YieldableError
+> = Schema.TaggedError<PolicyError>()("PolicyError", {
+  field: Schema.String,
+  value: Schema.Unknown,
+  reason: Schema.String
+})
+
 /**
  * A field of the policy was not a positive integer, or the fields contradict each other. `field` names the field and
  * `reason` says what was expected.
  * @category errors
  */
-export class PolicyError extends Schema.TaggedError<PolicyError>()("PolicyError", {
-  field: Schema.String,
-  value: Schema.Unknown,
-  reason: Schema.String
-}) {
+export class PolicyError extends PolicyErrorBase {
   override get message(): string {
     return `Invalid compaction policy: ${this.field} = ${String(this.value)}: ${this.reason}`
   }
@@ -205,6 +215,16 @@ export class CompactionPolicy implements PolicyFields {
  * @category constructors
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
+
+/** A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters */
+export const policyFields = (p: CompactionPolicy): PolicyFields => ({
+  keepRecentTokens: p.keepRecentTokens,
+  keepRecentTurns: p.keepRecentTurns,
+  minRemaining: p.minRemaining,
+  contextWindow: p.contextWindow,
+  maxTailTokens: p.maxTailTokens,
+  compactAtTokens: p.compactAtTokens
+})
 
 // ============================================================================
 // Trigger

@@ -25,8 +25,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import * as Redacted from "effect/Redacted"
-import { summarizeErrorOf } from "./AnthropicSummarizer.ts"
+import { clientFromConfig, summarizeErrorOf } from "./AnthropicSummarizer.ts"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import { anthropicConfig, DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/anthropicConfig.ts"
 import { describeCause } from "./internal/anthropicErrors.ts"
@@ -49,7 +48,7 @@ import {
   type SummarizeRequest,
   type SummarizerShape,
   type Summary,
-  Timeout,
+  withAttemptTimeout,
   withFallback
 } from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
@@ -168,16 +167,7 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
           ...(stopReason === undefined ? {} : { stopReason })
         }))
       }),
-      Effect.timeoutOrElse({
-        duration: timeout,
-        orElse: () =>
-          Effect.fail(
-            new SummarizeError({
-              reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
-              attempts: 1
-            })
-          )
-      })
+      withAttemptTimeout(timeout)
     )
 
   const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: SummarizeRequest) {
@@ -206,12 +196,7 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
 
 const fromConfig = Effect.gen(function* () {
   const config = yield* readConfig(anthropicConfig)
-  const client = new Anthropic({
-    apiKey: Redacted.value(config.apiKey),
-    maxRetries: 0,
-    webhookKey: null, // never verifies webhooks, so ANTHROPIC_WEBHOOK_SIGNING_KEY stays unread
-    ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
-  })
+  const client = clientFromConfig(config)
   return makeServerCompaction({
     client,
     model: config.model,

@@ -22,6 +22,7 @@ import {
   type ToolResultBlock,
   validateMessage
 } from "./Message.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
 
 // ============================================================================
 // Entries
@@ -47,7 +48,15 @@ const ToolResultSchema = Schema.declare(
   { expected: "a tool_result block" }
 )
 
-const Header = {
+/** The schema fields every entry starts with. */
+type HeaderFields = {
+  readonly v: Schema.Literals<readonly [1, 2, typeof CURRENT_VERSION]>
+  readonly id: Schema.String
+  readonly parentId: Schema.NullOr<Schema.String>
+  readonly timestamp: Schema.Number
+}
+
+const Header: HeaderFields = {
   v: Schema.Literals([1, 2, CURRENT_VERSION]),
   id: Schema.String.check(Schema.isMinLength(1)),
   parentId: Schema.NullOr(Schema.String),
@@ -59,7 +68,7 @@ const Header = {
  * a JSON object whose top-level keys name its owner (`Conversation` writes `conversation`). It is covered by the line's
  * checksum and never part of the view. @category schemas
  */
-export const StepMeta = Schema.JsonObject
+export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
 /** @category models */
 export type StepMeta = typeof StepMeta.Type
 
@@ -67,7 +76,13 @@ export type StepMeta = typeof StepMeta.Type
  * One message of the conversation, stored exactly as it was appended, with its step metadata (v3) when the writer
  * gave any. @category schemas
  */
-export const MessageEntry = Schema.Struct({
+export const MessageEntry: Schema.Struct<
+  HeaderFields & {
+    readonly type: Schema.Literal<"message">
+    readonly message: Schema.declare<Message>
+    readonly meta: Schema.optionalKey<typeof StepMeta>
+  }
+> = Schema.Struct({
   ...Header,
   type: Schema.Literal("message"),
   message: MessageSchema,
@@ -77,7 +92,10 @@ export const MessageEntry = Schema.Struct({
 export type MessageEntry = typeof MessageEntry.Type
 
 /** One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas */
-export const Eviction = Schema.Struct({
+export const Eviction: Schema.Struct<{
+  readonly toolUseId: Schema.String
+  readonly block: Schema.declare<ToolResultBlock>
+}> = Schema.Struct({
   toolUseId: Schema.String.check(Schema.isMinLength(1)),
   block: ToolResultSchema
 })
@@ -85,7 +103,12 @@ export const Eviction = Schema.Struct({
 export type Eviction = typeof Eviction.Type
 
 /** Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas */
-export const EvictionEntry = Schema.Struct({
+export const EvictionEntry: Schema.Struct<
+  HeaderFields & {
+    readonly type: Schema.Literal<"eviction">
+    readonly evictions: Schema.$Array<typeof Eviction>
+  }
+> = Schema.Struct({
   ...Header,
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction)
@@ -99,7 +122,10 @@ export type EvictionEntry = typeof EvictionEntry.Type
  * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
  * @category schemas
  */
-export const KeptMessages = Schema.Struct({
+export const KeptMessages: Schema.Struct<{
+  readonly through: Schema.NullOr<Schema.String>
+  readonly messages: Schema.$Array<Schema.declare<Message>>
+}> = Schema.Struct({
   through: Schema.NullOr(Schema.String),
   messages: Schema.Array(MessageSchema)
 })
@@ -113,7 +139,19 @@ export type KeptMessages = typeof KeptMessages.Type
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently.
  * @category schemas
  */
-export const CompactionEntry = Schema.Struct({
+export const CompactionEntry: Schema.Struct<
+  HeaderFields & {
+    readonly type: Schema.Literal<"compaction">
+    readonly summary: Schema.declare<Message>
+    readonly firstKeptEntryId: Schema.NullOr<Schema.String>
+    readonly tokensBefore: Schema.Number
+    readonly tokensAfter: Schema.Number
+    readonly summarizer: Schema.String
+    readonly turnsSummarized: Schema.optionalKey<Schema.Int>
+    readonly kept: Schema.optionalKey<typeof KeptMessages>
+    readonly viewHash: Schema.String
+  }
+> = Schema.Struct({
   ...Header,
   type: Schema.Literal("compaction"),
   summary: MessageSchema,
@@ -129,7 +167,8 @@ export const CompactionEntry = Schema.Struct({
 export type CompactionEntry = typeof CompactionEntry.Type
 
 /** Any log entry (versions 1 to 3). @category schemas */
-export const Entry = Schema.Union([MessageEntry, EvictionEntry, CompactionEntry])
+export const Entry: Schema.Union<readonly [typeof MessageEntry, typeof EvictionEntry, typeof CompactionEntry]> = Schema
+  .Union([MessageEntry, EvictionEntry, CompactionEntry])
 /** @category models */
 export type Entry = typeof Entry.Type
 
@@ -137,68 +176,7 @@ export type Entry = typeof Entry.Type
 // Errors
 // ============================================================================
 
-/** Why a session log operation failed. @category errors */
-export const SessionLogErrorReason = Schema.Literals([
-  "Locked",
-  "Io",
-  "Corrupt",
-  "HashMismatch",
-  "InvalidId",
-  "FutureVersion",
-  "InvalidInput",
-  "Conflict",
-  "NotFound"
-])
-/** @category errors */
-export type SessionLogErrorReason = typeof SessionLogErrorReason.Type
-
-/** errno codes that are worth retrying: the same write can succeed a moment later. */
-const RETRYABLE_CODES: ReadonlySet<string> = new Set([
-  "EAGAIN",
-  "EWOULDBLOCK",
-  "EBUSY",
-  "EINTR",
-  // effect/sql reasons that are worth retrying (an append is idempotent by its entry ids)
-  "ConnectionError",
-  "DeadlockError",
-  "SerializationError",
-  "LockTimeoutError",
-  "StatementTimeoutError"
-])
-
-/**
- * The one error of this module. `reason` says what happened; `entryId` / `line` / `lines` say where; `code` is the
- * errno code (or the `effect/sql` reason) of an `Io` failure and `pid` the holder of a `Locked` session. `line` is the
- * entry's line in a JSONL file and its `seq` in any other store (the same number: the n-th entry of the session).
- * Only `Io` failures with a transient code (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a deadlock or lock
- * timeout) are `isRetryable`; `ENOSPC`, `EACCES` and every other reason are permanent.
- * @category errors
- */
-export class SessionLogError extends Schema.TaggedError<SessionLogError>()("SessionLogError", {
-  reason: SessionLogErrorReason,
-  sessionId: Schema.optionalKey(Schema.String),
-  detail: Schema.String,
-  entryId: Schema.optionalKey(Schema.String),
-  line: Schema.optionalKey(Schema.Int),
-  lines: Schema.optionalKey(Schema.Array(Schema.Int)),
-  code: Schema.optionalKey(Schema.String),
-  pid: Schema.optionalKey(Schema.Int),
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
-  /** True for transient storage failures (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a lock timeout). */
-  get isRetryable(): boolean {
-    return this.reason === "Io" && this.code !== undefined && RETRYABLE_CODES.has(this.code)
-  }
-  override get message(): string {
-    const where = [
-      this.sessionId === undefined ? undefined : `session ${this.sessionId}`,
-      this.entryId === undefined ? undefined : `entry ${this.entryId}`,
-      this.line === undefined ? undefined : `line ${this.line}`,
-      this.code
-    ].filter((s) => s !== undefined).join(", ")
-    return `${this.reason}${where === "" ? "" : ` (${where})`}: ${this.detail}`
-  }
-}
+export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
 
 // ============================================================================
 // Hash

@@ -37,7 +37,7 @@ import {
   Eviction,
   type EvictionEntry,
   type KeptMessages,
-  LiveView,
+  type LiveView,
   type Loaded,
   type LoadIssue,
   type LoadOptions,
@@ -88,7 +88,7 @@ export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule
 )
 
 /** How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models */
-export const MAX_CONFLICT_RETRIES = 50
+export const MAX_CONFLICT_RETRIES = 100
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
@@ -305,7 +305,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
 
   /**
    * Builds the entries from the live view and appends them at `live.seq`. `Conflict`: catch up, wait a random moment
-   * (up to 2^attempt ms, at most 100 ms) and build again (the same entry ids), at most `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up.
+   * (up to 2^attempt ms, at most 200 ms) and build again (the same entry ids), at most `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up.
    * Uninterruptible, so the live view never misses an entry that reached the store.
    */
   const commit = <A>(durable: boolean, build: () => Effect.Effect<Built<A>, SessionLogError>) =>
@@ -331,7 +331,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           return built.value(others.filter((e) => ids.has(e.id)))
         }
         // writers that lost together should not collide again in step: a short random pause, growing
-        yield* Effect.sleep(Math.floor(Math.random() * Math.min(2 ** attempt, 100)))
+        yield* Effect.sleep(Math.floor(Math.random() * Math.min(2 ** attempt, 200)))
       }
       return yield* new SessionLogError({
         reason: "Conflict",
@@ -506,8 +506,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   })
 })
 
+const SessionLogBase: Context.ServiceClass<SessionLog, "effect-compaction/SessionLog", SessionLogShape> = Context
+  .Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog")
+
 /** The service over one session. @category services */
-export class SessionLog extends Context.Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog") {
+export class SessionLog extends SessionLogBase {
   /**
    * The log of `options.sessionId` on the `SessionStore` in the context. Opening creates the session when missing,
    * takes what the store needs for writing (the JSONL lock), and rebuilds the live view (failing on damage unless

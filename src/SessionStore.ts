@@ -77,10 +77,11 @@ export interface SessionStoreShape {
   readonly list: Effect.Effect<ReadonlyArray<string>, SessionLogError>
 }
 
+const SessionStoreBase: Context.ServiceClass<SessionStore, "effect-compaction/SessionStore", SessionStoreShape> =
+  Context.Service<SessionStore, SessionStoreShape>()("effect-compaction/SessionStore")
+
 /** The store a `SessionLog` writes to. @category services */
-export class SessionStore extends Context.Service<SessionStore, SessionStoreShape>()(
-  "effect-compaction/SessionStore"
-) {
+export class SessionStore extends SessionStoreBase {
   /**
    * Sessions in memory, as entries (not file text). Pass a shared `sessions` map to reopen sessions after a
    * simulated restart, or to look at and change what is stored.

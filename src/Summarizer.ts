@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -102,7 +103,14 @@ export const summarizeRequest = (
 // ============================================================================
 
 /** The fields of a failed HTTP exchange that a retry may fix: the status when there was one, the server's wait. */
-const RetryableFields = {
+type RetryableFields = {
+  readonly status: Schema.optionalKey<Schema.Int>
+  readonly retryAfterMillis: Schema.optionalKey<Schema.Number>
+  readonly detail: Schema.String
+  readonly cause: Schema.optionalKey<Schema.Defect>
+}
+
+const RetryableFields: RetryableFields = {
   status: Schema.optionalKey(Schema.Int),
   retryAfterMillis: Schema.optionalKey(Schema.Number),
   detail: Schema.String,
@@ -113,62 +121,133 @@ const RetryableFields = {
  * The fields of a request the API refused: its status (always present from the Messages API; absent when a
  * `LanguageModel`'s provider reported none).
  */
-const RefusedFields = {
+type RefusedFields = {
+  readonly status: Schema.optionalKey<Schema.Int>
+  readonly detail: Schema.String
+  readonly cause: Schema.optionalKey<Schema.Defect>
+}
+
+const RefusedFields: RefusedFields = {
   status: Schema.optionalKey(Schema.Int),
   detail: Schema.String,
   cause: Schema.optionalKey(Schema.Defect())
 }
 
+/** The schema class of a failure reason: tagged `Tag`, with the schema fields `Fields` (written out for JSR). */
+type ReasonClass<Self, Tag extends string, Fields extends Schema.Struct.Fields> = Schema.Class<
+  Self,
+  Schema.TaggedStruct<Tag, Fields>,
+  unknown
+>
+
+const RateLimitedBase: ReasonClass<RateLimited, "RateLimited", RetryableFields> = Schema.TaggedClass<RateLimited>()(
+  "RateLimited",
+  RetryableFields
+)
+const OverloadedBase: ReasonClass<Overloaded, "Overloaded", RetryableFields> = Schema.TaggedClass<Overloaded>()(
+  "Overloaded",
+  RetryableFields
+)
+const ServerBase: ReasonClass<Server, "Server", RetryableFields> = Schema.TaggedClass<Server>()(
+  "Server",
+  RetryableFields
+)
+const TimeoutBase: ReasonClass<Timeout, "Timeout", RetryableFields> = Schema.TaggedClass<Timeout>()(
+  "Timeout",
+  RetryableFields
+)
+const ConnectionBase: ReasonClass<
+  Connection,
+  "Connection",
+  { readonly detail: Schema.String; readonly cause: Schema.optionalKey<Schema.Defect> }
+> = Schema.TaggedClass<Connection>()("Connection", {
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+})
+const BadRequestBase: ReasonClass<BadRequest, "BadRequest", RefusedFields> = Schema.TaggedClass<BadRequest>()(
+  "BadRequest",
+  RefusedFields
+)
+const UnauthorizedBase: ReasonClass<Unauthorized, "Unauthorized", RefusedFields> = Schema.TaggedClass<
+  Unauthorized
+>()("Unauthorized", RefusedFields)
+const EmptySummaryBase: ReasonClass<
+  EmptySummary,
+  "EmptySummary",
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly outputTokens: Schema.Int }
+> = Schema.TaggedClass<EmptySummary>()("EmptySummary", {
+  stopReason: Schema.optionalKey(Schema.String),
+  outputTokens: Schema.Int
+})
+const StreamErrorBase: ReasonClass<
+  StreamError,
+  "StreamError",
+  {
+    readonly errorType: Schema.optionalKey<Schema.String>
+    readonly detail: Schema.String
+    readonly cause: Schema.optionalKey<Schema.Defect>
+  }
+> = Schema.TaggedClass<StreamError>()("StreamError", {
+  errorType: Schema.optionalKey(Schema.String),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+})
+
+const NothingToSummarizeBase: ReasonClass<NothingToSummarize, "NothingToSummarize", RefusedFields> = Schema
+  .TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields)
+const CompactionFailedBase: ReasonClass<
+  CompactionFailed,
+  "CompactionFailed",
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly detail: Schema.String }
+> = Schema.TaggedClass<CompactionFailed>()("CompactionFailed", {
+  stopReason: Schema.optionalKey(Schema.String),
+  detail: Schema.String
+})
+
 /** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
-export class RateLimited extends Schema.TaggedClass<RateLimited>()("RateLimited", RetryableFields) {
+export class RateLimited extends RateLimitedBase {
   /** Always true. */
   readonly isRetryable = true
 }
 
 /** 529, or an SSE `overloaded_error`. Retryable. @category errors */
-export class Overloaded extends Schema.TaggedClass<Overloaded>()("Overloaded", RetryableFields) {
+export class Overloaded extends OverloadedBase {
   /** Always true. */
   readonly isRetryable = true
 }
 
 /** Another 5xx, or an SSE `api_error`. Retryable. @category errors */
-export class Server extends Schema.TaggedClass<Server>()("Server", RetryableFields) {
+export class Server extends ServerBase {
   /** Always true. */
   readonly isRetryable = true
 }
 
 /** No complete reply in time (our per-attempt timeout, the SDK's, a 408, an SSE `timeout_error`). Retryable. @category errors */
-export class Timeout extends Schema.TaggedClass<Timeout>()("Timeout", RetryableFields) {
+export class Timeout extends TimeoutBase {
   /** Always true. */
   readonly isRetryable = true
 }
 
 /** The API could not be reached, or the connection dropped mid-stream. Retryable. @category errors */
-export class Connection extends Schema.TaggedClass<Connection>()("Connection", {
-  detail: Schema.String,
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
+export class Connection extends ConnectionBase {
   /** Always true. */
   readonly isRetryable = true
 }
 
 /** The API rejected the request (a 4xx other than 401, 403, 408 and 429). Never retried. @category errors */
-export class BadRequest extends Schema.TaggedClass<BadRequest>()("BadRequest", RefusedFields) {
+export class BadRequest extends BadRequestBase {
   /** Always false. */
   readonly isRetryable = false
 }
 
 /** The API refused the credentials (401, 403). Never retried. @category errors */
-export class Unauthorized extends Schema.TaggedClass<Unauthorized>()("Unauthorized", RefusedFields) {
+export class Unauthorized extends UnauthorizedBase {
   /** Always false. */
   readonly isRetryable = false
 }
 
 /** The reply held no summary text. Never retried. @category errors */
-export class EmptySummary extends Schema.TaggedClass<EmptySummary>()("EmptySummary", {
-  stopReason: Schema.optionalKey(Schema.String),
-  outputTokens: Schema.Int
-}) {
+export class EmptySummary extends EmptySummaryBase {
   /** Always false. */
   readonly isRetryable = false
   /** The stop reason and the output tokens, as one line. */
@@ -178,11 +257,7 @@ export class EmptySummary extends Schema.TaggedClass<EmptySummary>()("EmptySumma
 }
 
 /** The stream failed in a way no other reason covers (an SSE error event of another type). Never retried. @category errors */
-export class StreamError extends Schema.TaggedClass<StreamError>()("StreamError", {
-  errorType: Schema.optionalKey(Schema.String),
-  detail: Schema.String,
-  cause: Schema.optionalKey(Schema.Defect())
-}) {
+export class StreamError extends StreamErrorBase {
   /** Always false. */
   readonly isRetryable = false
 }
@@ -191,7 +266,7 @@ export class StreamError extends Schema.TaggedClass<StreamError>()("StreamError"
  * The Messages API's compaction had nothing to summarize (`compaction_nothing_to_summarize`: the head holds no user
  * or assistant content). Never retried. @category errors
  */
-export class NothingToSummarize extends Schema.TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields) {
+export class NothingToSummarize extends NothingToSummarizeBase {
   /** Always false. */
   readonly isRetryable = false
 }
@@ -200,16 +275,27 @@ export class NothingToSummarize extends Schema.TaggedClass<NothingToSummarize>()
  * The Messages API's compaction failed: it returned a block with `content: null` (a no-op block), or no compaction
  * block at all. Never retried; `withFallback` hands the request to the fallback. @category errors
  */
-export class CompactionFailed extends Schema.TaggedClass<CompactionFailed>()("CompactionFailed", {
-  stopReason: Schema.optionalKey(Schema.String),
-  detail: Schema.String
-}) {
+export class CompactionFailed extends CompactionFailedBase {
   /** Always false. */
   readonly isRetryable = false
 }
 
 /** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
-export const SummarizeErrorReason = Schema.Union([
+export const SummarizeErrorReason: Schema.Union<
+  readonly [
+    typeof RateLimited,
+    typeof Overloaded,
+    typeof Server,
+    typeof Timeout,
+    typeof Connection,
+    typeof BadRequest,
+    typeof Unauthorized,
+    typeof EmptySummary,
+    typeof StreamError,
+    typeof NothingToSummarize,
+    typeof CompactionFailed
+  ]
+> = Schema.Union([
   RateLimited,
   Overloaded,
   Server,
@@ -225,6 +311,18 @@ export const SummarizeErrorReason = Schema.Union([
 /** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */
 export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
 
+const SummarizeErrorBase: Schema.Class<
+  SummarizeError,
+  Schema.TaggedStruct<
+    "SummarizeError",
+    { readonly reason: typeof SummarizeErrorReason; readonly attempts: Schema.Int }
+  >,
+  Cause.YieldableError
+> = Schema.TaggedError<SummarizeError>()("SummarizeError", {
+  reason: SummarizeErrorReason,
+  attempts: Schema.Int
+})
+
 /**
  * A summarization failure. `reason` says why (match on `reason._tag`); `attempts` is how many requests were made in
  * all. `isRetryable`, `status`, `retryAfterMillis` and `detail` read the reason. Only `RateLimited`, `Overloaded`,
@@ -232,10 +330,7 @@ export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
  * line that says why and what to try.
  * @category errors
  */
-export class SummarizeError extends Schema.TaggedError<SummarizeError>()("SummarizeError", {
-  reason: SummarizeErrorReason,
-  attempts: Schema.Int
-}) {
+export class SummarizeError extends SummarizeErrorBase {
   /** True for failures that a new attempt may fix: 429, 529, other 5xx, connection errors and timeouts. */
   get isRetryable(): boolean {
     return this.reason.isRetryable
@@ -339,6 +434,26 @@ export const makeRetrySchedule = (options: RetryOptions = {}): Schedule.Schedule
 export const summarizeRetrySchedule: Schedule.Schedule<Duration.Duration, SummarizeError> = makeRetrySchedule()
 
 /**
+ * Bounds one summarizer attempt by `timeout`: past it the attempt is interrupted and fails with the `Timeout` reason
+ * (retryable), so the retry schedule sends a fresh request.
+ * @category retry
+ */
+export const withAttemptTimeout = (
+  timeout: Duration.Duration
+) =>
+<A, R>(attempt: Effect.Effect<A, SummarizeError, R>): Effect.Effect<A, SummarizeError, R> =>
+  Effect.timeoutOrElse(attempt, {
+    duration: timeout,
+    orElse: () =>
+      Effect.fail(
+        new SummarizeError({
+          reason: new Timeout({ detail: `no complete reply within ${Duration.format(timeout)}` }),
+          attempts: 1
+        })
+      )
+  })
+
+/**
  * Runs `attempt`, retrying it on `schedule`; the final error carries the number of attempts made. Each attempt is the
  * whole effect again (for the summarizer: a fresh request, never a half-read stream).
  * @category retry
@@ -376,8 +491,11 @@ export interface SummarizerShape {
   readonly summarize: (request: SummarizeRequest) => Effect.Effect<Summary, SummarizeError>
 }
 
+const SummarizerBase: Context.ServiceClass<Summarizer, "effect-compaction/Summarizer", SummarizerShape> = Context
+  .Service<Summarizer, SummarizerShape>()("effect-compaction/Summarizer")
+
 /** The summarizer service. Provide it with `AnthropicSummarizer.layer…`, `ExtractiveSummarizer.layer` or `layerAuto`. @category services */
-export class Summarizer extends Context.Service<Summarizer, SummarizerShape>()("effect-compaction/Summarizer") {}
+export class Summarizer extends SummarizerBase {}
 
 /**
  * A summarizer that runs `fallback` when `primary` fails (after the primary's own retries); the fallback's summary
@@ -497,6 +615,11 @@ const loadAnthropic = (): Effect.Effect<AnthropicModule> => Effect.promise(() =>
 const lazyLayer = <E>(pick: (module: AnthropicModule) => Layer.Layer<Summarizer, E>): Layer.Layer<Summarizer, E> =>
   Layer.unwrap(Effect.map(loadAnthropic(), pick))
 
+/** `AnthropicSummarizer.layer` (`layerConfig()`), loaded on first build. */
+const lazyAnthropicLayer: Layer.Layer<Summarizer, Config.ConfigError> = lazyLayer((module) =>
+  module.AnthropicSummarizer.layer
+)
+
 /**
  * `AnthropicSummarizer.AnthropicSummarizer` with the same members, for code that reaches it through this module: each
  * member loads the `AnthropicSummarizer` module (and the SDK) when it is first built or run, not when this module is
@@ -520,7 +643,7 @@ export const AnthropicSummarizer = {
   layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
     lazyLayer((module) => module.AnthropicSummarizer.layerWithFallback(extra)),
   /** `layerConfig()`. */
-  layer: lazyLayer((module) => module.AnthropicSummarizer.layer)
+  layer: lazyAnthropicLayer
 } as const
 
 /** The beta header, default instructions and options of the server-compaction summarizer (SDK-free). */

@@ -26,7 +26,7 @@ import {
   readJsonl,
   rebuildView,
   SessionLog,
-  SessionLogError,
+  type SessionLogError,
   type SessionLogShape,
   validateSessionId,
   viewHash

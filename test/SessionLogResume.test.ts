@@ -8,7 +8,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import { isToolResult, type Message } from "../src/Message.ts"
 import { CURRENT_VERSION, encodeEntry, type Entry } from "../src/SessionEntry.ts"
-import { type Loaded, type MemoryStore, SessionLog, SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
+import {
+  type Loaded,
+  type MemoryStore,
+  SessionLog,
+  type SessionLogError,
+  type SessionLogShape
+} from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })

@@ -1,6 +1,6 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, ConfigProvider, Duration, Effect, Exit, Fiber, Layer } from "effect"
+import { Clock, ConfigProvider, type Duration, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import type { Message } from "../src/Message.ts"
 import { renderAppendix } from "../src/Render.ts"

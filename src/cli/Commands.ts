@@ -10,7 +10,7 @@
  */
 import * as Effect from "effect/Effect"
 import { Argument, CliConfig, Command, Flag, GlobalFlag } from "effect/cli"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../Evict.ts"
+import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import { DEFAULT_CONTEXT_WINDOW, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
@@ -56,10 +56,15 @@ const keepRecent = Flag.Int("keep-recent").pipe(
   Flag.withDefault(DEFAULT_KEEP_RECENT)
 )
 
-const minSavings = Flag.Int("min-savings").pipe(
-  Flag.withDescription(`Fewest tokens worth an eviction; below it nothing changes (default ${DEFAULT_MIN_SAVINGS})`),
-  Flag.withDefault(DEFAULT_MIN_SAVINGS)
-)
+/** Absent: the library's default, rent-or-buy (`evictStaleToolResults` and `Conversation` without `minSavings`). */
+const minSavings = (whenAbsent: string) =>
+  Flag.Int("min-savings").pipe(
+    Flag.withDescription(
+      "Fewest tokens worth an eviction; below it nothing changes (default: rent-or-buy (offload once the cache reads " +
+        `already paid reach the cost of rewriting the prompt behind the change)${whenAbsent})`
+    ),
+    Flag.optional
+  )
 
 // ============================================================================
 // Commands
@@ -87,11 +92,14 @@ const inspect = Command.make(
     ),
     json,
     html: Flag.String("html").pipe(
-      Flag.withDescription("Also write a self-contained HTML report (a timeline of the session) to this file"),
+      Flag.withDescription(
+        "Also write a self-contained HTML report (tokens and cost per request under the default policy and under no " +
+          "compaction, the policy comparison, the largest tool results, the message timeline) to this file"
+      ),
       Flag.optional
     ),
     keepRecent,
-    minSavings,
+    minSavings: minSavings(""),
     strict
   },
   (input) => Effect.flatMap(handlers, (h) => h.inspect(input))
@@ -103,7 +111,7 @@ const inspect = Command.make(
   Command.withExamples([
     { command: "compaction inspect session.jsonl", description: "Summary for a person" },
     { command: "compaction inspect session.jsonl --json", description: "The same as JSON, for scripts" },
-    { command: "compaction inspect session.jsonl --html report.html", description: "Also write an HTML timeline" },
+    { command: "compaction inspect session.jsonl --html report.html", description: "Also write the HTML report" },
     { command: "compaction inspect logs/demo.jsonl", description: "The view a session log holds" },
     {
       command: "compaction inspect --store postgres://postgres@127.0.0.1:5432/test --session-id shared",
@@ -114,7 +122,16 @@ const inspect = Command.make(
 
 const evict = Command.make(
   "evict",
-  { file, keepRecent, minSavings, out, keepPrivate, strict },
+  {
+    file,
+    keepRecent,
+    minSavings: minSavings(
+      "; a file records no cache state, so the rule counts every recorded reply as a request that read the cache"
+    ),
+    out,
+    keepPrivate,
+    strict
+  },
   (input) => Effect.flatMap(handlers, (h) => h.evict(input))
 ).pipe(
   Command.withDescription(
@@ -244,8 +261,15 @@ export const replay = Command.make(
       Flag.optional
     ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
+    html: Flag.String("html").pipe(
+      Flag.withDescription(
+        "Also write the HTML report: tokens and cost per request (cache read, cache write, uncached) under this " +
+          "policy and under no compaction, compactions, evictions, the policy comparison (- is stdout)"
+      ),
+      Flag.optional
+    ),
     keepRecent,
-    minSavings,
+    minSavings: minSavings(""),
     keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
       Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
       Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
@@ -266,6 +290,7 @@ export const replay = Command.make(
   ),
   Command.withExamples([
     { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
+    { command: "compaction replay session.jsonl --html report.html", description: "The report, request by request" },
     {
       command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
       description: "Write every request, persist, and resume from the log every 7 requests"

@@ -20,10 +20,11 @@ import { CompactionPolicy } from "../Policy.ts"
 import { canonicalJson, SessionLog } from "../SessionLog.ts"
 import { formatReport, paretoFront, simulate as simulateSession, sweep } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
-import { estimateContentTokens, estimateTokens } from "../Tokens.ts"
+import { estimateTokens } from "../Tokens.ts"
 import { repairResult, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
-import { analyze, formatInspect, groupViolations, toolsTokens, violationReport } from "./Inspect.ts"
+import { buildReport, simulateJson, simulateOptionsFor } from "./Report.ts"
+import { analyze, formatInspect, groupViolations, violationReport } from "./Inspect.ts"
 import {
   CliFailure,
   configFailure,
@@ -53,6 +54,10 @@ const nonNegative = (command: string, flag: string, value: number): Effect.Effec
     ? Effect.succeed(value)
     : Effect.fail(usageFailure(command, flagValueProblem(`--${flag}`, String(value), "a non-negative integer")))
 
+/** `--min-savings` when given (checked non-negative); `undefined` when absent, the library's rent-or-buy default. */
+const minSavingsOf = (command: string, value: Option.Option<number>): Effect.Effect<number | undefined, CliFailure> =>
+  Option.isSome(value) ? nonNegative(command, "min-savings", value.value) : Effect.succeed(undefined)
+
 const outPath = (option: Option.Option<string>): string | undefined => Option.getOrUndefined(option)
 
 /** Writes the session document, then (only once it is in place) the success line. */
@@ -78,7 +83,8 @@ export interface InspectInput {
   readonly json: boolean
   readonly html: Option.Option<string>
   readonly keepRecent: number
-  readonly minSavings: number
+  /** Absent: the rent-or-buy rule, as `evictStaleToolResults` without `minSavings`. */
+  readonly minSavings: Option.Option<number>
   readonly strict: boolean
 }
 
@@ -104,11 +110,15 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     return yield* readSession(file, { strict: input.strict })
   })
 
+/** A replay that failed while the report was built (only a failing summarizer or log can). @category errors */
+export const reportFailure = (e: { readonly message: string }): CliFailure =>
+  new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keep = yield* nonNegative("inspect", "keep-recent", input.keepRecent)
-    const savings = yield* nonNegative("inspect", "min-savings", input.minSavings)
+    const savings = yield* minSavingsOf("inspect", input.minSavings)
     const read = yield* inspectedSession(input)
     const analysis = analyze(read.session, {
       file: read.name,
@@ -117,7 +127,13 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
       ...(read.tools === undefined ? {} : { tools: read.tools })
     })
     if (Option.isSome(input.html)) {
-      yield* writeText(input.html.value, renderHtml(analysis))
+      const report = yield* buildReport(read.session, {
+        file: read.name,
+        keepRecent: keep,
+        minSavings: savings,
+        tools: read.tools
+      }).pipe(Effect.mapError(reportFailure))
+      yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value === STDIO_PATH) return
       yield* status(`wrote the HTML report to ${input.html.value}`)
     }
@@ -135,7 +151,11 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
 export interface EvictInput {
   readonly file: string
   readonly keepRecent: number
-  readonly minSavings: number
+  /**
+   * Absent: the rent-or-buy rule, as `evictStaleToolResults` without `minSavings`; the file records no cache state,
+   * so every recorded reply counts as a request that read the cache (`cacheCold` is not set).
+   */
+  readonly minSavings: Option.Option<number>
   readonly out: Option.Option<string>
   readonly keepPrivate: boolean
   readonly strict: boolean
@@ -145,7 +165,7 @@ export interface EvictInput {
 export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
-    const savings = yield* nonNegative("evict", "min-savings", input.minSavings)
+    const savings = yield* minSavingsOf("evict", input.minSavings)
     const read = yield* readSession(input.file, { strict: input.strict })
     const messages = read.session.messages
     const result = evictStaleToolResults(messages, keep, {
@@ -436,12 +456,13 @@ export interface SimulateInput {
 export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const read = yield* readSession(input.file, { strict: input.strict })
-    const systemTokens = Option.isSome(input.systemTokens)
-      ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
-      : read.session.usage.length > 0
-      ? undefined
-      : estimateContentTokens(read.session.system ?? "") + toolsTokens(read.tools)
-    const options = systemTokens === undefined ? {} : { systemTokens }
+    const options = simulateOptionsFor(
+      read.session,
+      read.tools,
+      Option.isSome(input.systemTokens)
+        ? yield* nonNegative("simulate", "system-tokens", input.systemTokens.value)
+        : undefined
+    )
     if (input.sweep) {
       const front = paretoFront(sweep([read.session], {}, options))
       if (input.json) return yield* writeText(undefined, prettyJson({ file: read.name, front }))
@@ -454,8 +475,6 @@ export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, 
       )
     }
     const report = simulateSession(read.session, options)
-    if (input.json) {
-      const policies = report.policies.map(({ perRequest: _, ...rest }) => rest)
-      yield* writeText(undefined, prettyJson({ file: read.name, ...report, policies }))
-    } else yield* writeText(undefined, `${formatReport(report, { title: read.name })}\n`)
+    if (input.json) yield* writeText(undefined, prettyJson(simulateJson(read.name, report)))
+    else yield* writeText(undefined, `${formatReport(report, { title: read.name })}\n`)
   })

@@ -10,13 +10,7 @@
 import * as Schema from "effect/Schema"
 import { summaryText } from "../Summary.ts"
 import { planForPolicy } from "../Cut.ts"
-import {
-  DEFAULT_KEEP_RECENT,
-  DEFAULT_MIN_SAVINGS,
-  evictStaleToolResults,
-  isOffloaded,
-  type Offloaded
-} from "../Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictStaleToolResults, isOffloaded, type Offloaded } from "../Evict.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Session } from "../Import.ts"
 import {
@@ -123,7 +117,8 @@ export const InspectReport = Schema.Struct({
   }),
   eviction: Schema.Struct({
     keepRecent: Count,
-    minSavings: Count,
+    /** The fixed threshold given; `null`: the rent-or-buy rule (the library's default). */
+    minSavings: Schema.NullOr(Count),
     offloaded: Count,
     tokensFreed: Count,
     superseded: Count,
@@ -281,7 +276,8 @@ export interface AnalyzeOptions {
   /** Shown as `file` in the report. */
   readonly file: string
   readonly keepRecent?: number
-  readonly minSavings?: number
+  /** Fewest tokens worth an eviction; absent: the rent-or-buy rule, as `evictStaleToolResults` without it. */
+  readonly minSavings?: number | undefined
   /** The `tools` of the request document, when it had them. */
   readonly tools?: ReadonlyArray<unknown>
 }
@@ -323,7 +319,7 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
   const messages = session.messages
   const n = messages.length
   const keepRecent = options.keepRecent ?? DEFAULT_KEEP_RECENT
-  const minSavings = options.minSavings ?? DEFAULT_MIN_SAVINGS
+  const minSavings = options.minSavings
   const tokens = messages.map(estimateMessageTokens)
   const estimatedTokens = tokens.reduce((a, b) => a + b, 0)
   const starts = turnStarts(messages)
@@ -402,7 +398,7 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
     },
     eviction: {
       keepRecent,
-      minSavings,
+      minSavings: minSavings ?? null,
       offloaded: evicted.offloaded.length,
       tokensFreed: evicted.tokensFreed,
       ...byReason
@@ -594,7 +590,13 @@ export const formatInspect = (report: InspectReport, options: FormatOptions): st
   }
 
   const e = report.eviction
-  lines.push("", bold("Eviction") + ` (keep ${e.keepRecent} recent tool results, min savings ${fmt(e.minSavings)})`)
+  lines.push(
+    "",
+    bold("Eviction") +
+      ` (keep ${e.keepRecent} recent tool results, ${
+        e.minSavings === null ? "rent-or-buy" : `min savings ${fmt(e.minSavings)}`
+      })`
+  )
   if (e.offloaded === 0) lines.push("  nothing to offload")
   else {
     lines.push(

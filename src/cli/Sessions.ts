@@ -8,7 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as FileSystem from "effect/FileSystem"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Path from "effect/Path"
 import * as Result from "effect/Result"
@@ -21,6 +21,7 @@ import { SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
 import { ExtractiveSummarizer } from "../Summarizer.ts"
 import { replayMessages } from "./Replay.ts"
+import { replayPolicyOptions } from "./Report.ts"
 import {
   CliFailure,
   ExitCode,
@@ -29,6 +30,7 @@ import {
   readSession,
   type SessionInput,
   status,
+  STDIO_PATH,
   usageFailure,
   writeText
 } from "./Run.ts"
@@ -186,10 +188,12 @@ export interface ReplayInput {
   readonly resumeEvery: Option.Option<number>
   readonly json: boolean
   readonly keepRecent: number
-  readonly minSavings: number
+  /** Absent: the rent-or-buy rule, as `Conversation` without `minSavings`. */
+  readonly minSavings: Option.Option<number>
   readonly keepRecentTokens: number
   readonly keepRecentTurns: number
   readonly contextWindow: number
+  readonly html: Option.Option<string>
 }
 
 const checked = (flag: string, value: number, positive: boolean): Effect.Effect<number, CliFailure> =>
@@ -217,22 +221,20 @@ const requestFile = (path: Path.Path, directory: string, n: number): string =>
 export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const keepRecent = yield* checked("keep-recent", input.keepRecent, false)
-    const minSavings = yield* checked("min-savings", input.minSavings, false)
+    const minSavings = Option.isSome(input.minSavings)
+      ? yield* checked("min-savings", input.minSavings.value, false)
+      : undefined
     const resumeEvery = Option.isSome(input.resumeEvery)
       ? yield* checked("resume-every", input.resumeEvery.value, true)
       : undefined
-    const policy = CompactionPolicy.make({
-      keepRecentTokens: input.keepRecentTokens,
-      keepRecentTurns: input.keepRecentTurns,
-      contextWindow: input.contextWindow,
-      minRemaining: Math.min(20_000, Math.floor(input.contextWindow / 10))
-    })
+    const policy = CompactionPolicy.make(replayPolicyOptions(input))
     if (Result.isFailure(policy)) {
       const e = policy.failure
       const flag = FLAG_OF_FIELD[e.field] ?? e.field
       return yield* usageFailure("replay", flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
     }
-    const { session } = yield* readSession(input.file, { strict: false })
+    const read = yield* readSession(input.file, { strict: false })
+    const session = read.session
     const path = yield* Path.Path
     const usage = new Map(session.usage.map((u) => [u.messageIndex, u.usage]))
     if (Option.isSome(input.log)) {
@@ -289,6 +291,27 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
       )
     }
     if (out !== undefined) yield* status(`wrote ${summary.requests} requests to ${out}`)
+    if (Option.isSome(input.html)) {
+      // loaded on demand: only the report needs the simulator and the page
+      const [{ buildReport }, { renderHtml }] = yield* Effect.promise(() =>
+        Promise.all([import("./Report.ts"), import("./Html.ts")])
+      )
+      const report = yield* buildReport(session, {
+        file: read.name,
+        replayFile: input.file,
+        keepRecent,
+        minSavings,
+        policy: policy.success,
+        tools: read.tools,
+        replay: summary
+      }).pipe(
+        Effect.mapError((e) =>
+          new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+        )
+      )
+      yield* writeText(input.html.value, renderHtml(report))
+      if (input.html.value !== STDIO_PATH) yield* status(`wrote the HTML report to ${input.html.value}`)
+    }
     if (summary.invalidRequests > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
   })
 

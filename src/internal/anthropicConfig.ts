@@ -7,6 +7,8 @@
  */
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
+import type * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type { RetryOptions } from "../Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
@@ -64,8 +66,19 @@ export interface AnthropicLayerOptions {
   readonly onProgress?: (charsSoFar: number) => void
 }
 
+/** The settings `anthropicConfig` reads, with their defaults applied. @category config */
+export interface AnthropicConfig {
+  readonly apiKey: Redacted.Redacted<string>
+  readonly baseURL: Option.Option<string>
+  readonly model: string
+  readonly maxTokens: number
+  readonly timeout: Duration.Duration
+  readonly retries: number
+  readonly systemPrompt: Option.Option<string>
+}
+
 /** The configuration `AnthropicSummarizer.layer` reads. @category config */
-export const anthropicConfig = Config.all({
+export const anthropicConfig: Config.Config<AnthropicConfig> = Config.all({
   apiKey: Config.Redacted("ANTHROPIC_API_KEY"),
   baseURL: Config.option(Config.String("ANTHROPIC_BASE_URL")),
   model: Config.String("COMPACTION_SUMMARIZER_MODEL").pipe(Config.withDefault(DEFAULT_SUMMARIZER_MODEL)),

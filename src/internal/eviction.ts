@@ -89,7 +89,7 @@ export interface EvictionIndex {
 }
 
 /** No pointer is shorter than this many tokens: its fixed text alone is longer. */
-export const MIN_POINTER_TOKENS = Math.floor(
+export const MIN_POINTER_TOKENS: number = Math.floor(
   Math.min(
     ...(["superseded", "modified", "stale"] as const).flatMap((reason) => {
       const common = { tool: "", toolUseId: "", reason, tokens: 0, images: 0 }
@@ -105,7 +105,7 @@ export const MIN_POINTER_TOKENS = Math.floor(
  * Most estimated tokens a pointer's payload can have: `Offload` reads a pointer only from a text of at most 2,048
  * characters (`test/EvictCarried.property.test.ts` holds it to that), so a larger payload is not offloaded.
  */
-export const MAX_POINTER_TOKENS = 2048 / CHARS_PER_TOKEN
+export const MAX_POINTER_TOKENS: number = 2048 / CHARS_PER_TOKEN
 
 /**
  * `Offload.payloadTokens(block)` without a cache entry for a block list seen once: the same count (the content's

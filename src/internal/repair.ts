@@ -71,12 +71,14 @@ export interface Repaired<M extends Message> {
   readonly report: RepairReport
 }
 
+const NothingToSendBase: ReturnType<typeof Data.TaggedError<"NothingToSend">> = Data.TaggedError("NothingToSend")
+
 /**
  * The input holds no user or assistant content at all (after dropping what the API would reject), so there is no
  * request to send: the API rejects an empty `messages` (API-RULES 1, and `compaction_nothing_to_summarize`).
  * @category errors
  */
-export class NothingToSend extends Data.TaggedError("NothingToSend")<{ readonly report: RepairReport }> {
+export class NothingToSend extends NothingToSendBase<{ readonly report: RepairReport }> {
   override get message(): string {
     return "The conversation holds no user or assistant content to send"
   }

@@ -49,7 +49,7 @@ export type Violation = Data.TaggedEnum<{
 }>
 
 /** Constructors, guards (`Violation.$is("…")`) and matching (`Violation.$match`) for `Violation`. @category models */
-export const Violation = Data.taggedEnum<Violation>()
+export const Violation: Data.TaggedEnum.Constructor<Violation> = Data.taggedEnum<Violation>()
 
 /** A client tool call and the message that answers it, as the API pairs them. @category models */
 export interface ToolPair {

@@ -19,6 +19,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { compaction } from "../../src/cli/Commands.ts"
 import { renderHtml } from "../../src/cli/Html.ts"
+import { buildReport } from "../../src/cli/Report.ts"
 import { analyze, InspectReport, ViolationReport } from "../../src/cli/Inspect.ts"
 import { ExitCode } from "../../src/cli/Run.ts"
 import { summaryText } from "../../src/Compact.ts"
@@ -232,7 +233,7 @@ const importFile = (file: string) => importSession(readFileSync(file, "utf8"))
 // ============================================================================
 
 const VOID = new Set(["meta"])
-const TAG = /^<(\/?)([a-z][a-z0-9]*)((?:\s+[a-z-]+="[^"<>]*")*)\s*(\/?)>$/
+const TAG = /^<(\/?)([a-z][a-z0-9]*)((?:\s+[a-z][a-z0-9-]*="[^"<>]*")*)\s*(\/?)>$/
 const ENTITY = /&(?!(?:amp|lt|gt|quot|#39);)/
 
 /** A strict check: every tag is well-formed and balanced, void tags self-close, text has no raw `<`, `>` or `&`. */
@@ -266,10 +267,14 @@ const checkWellFormed = (html: string): ReadonlyArray<string> => {
   return tags
 }
 
+/** The report's only scripts: the embedded data and the inline tooltip, neither with a source. */
+const ALLOWED_SCRIPTS = new Set(['<script type="application/json" id="report-data">', "<script>"])
+
 /** No markup or CSS that would make the browser fetch anything. */
 const checkNoRequests = (html: string, tags: ReadonlyArray<string>): void => {
   for (const tag of tags) {
-    assert.notMatch(tag, /^<(script|link|img|iframe|object|embed|source|video|audio|base|form)\b/i, tag)
+    if (tag.startsWith("<script")) assert.isTrue(ALLOWED_SCRIPTS.has(tag), tag)
+    assert.notMatch(tag, /^<(link|img|iframe|object|embed|source|video|audio|base|form)\b/i, tag)
     const names = tag.replace(/="[^"]*"/g, '=""')
     assert.notMatch(names, /\s(src|href|srcset|action|poster|data|background)=/i, tag)
     const style = /\sstyle="([^"]*)"/.exec(tag)?.[1] ?? ""
@@ -511,10 +516,11 @@ describe("compaction CLI (in process)", () => {
           { role: "assistant", content: [{ type: "text", text: hostile }] }
         ]
       }))
-      const html = renderHtml(analyze(session, { file: `x${hostile}.json` }))
+      const html = renderHtml(yield* buildReport(session, { file: `x${hostile}.json` }))
       const tags = checkWellFormed(html)
       checkNoRequests(html, tags)
-      assert.notInclude(html, "<script")
+      assert.notInclude(html, "<script src")
+      assert.notInclude(html, "<img")
       assert.include(html, "&lt;script src=&quot;https://evil.example/x.js&quot;&gt;")
       assert.strictEqual(tags.filter((t) => t.startsWith('<div class="msg ')).length, 2)
       assert.notInclude(html, 'class="cut"')
@@ -533,7 +539,7 @@ describe("compaction CLI (in process)", () => {
         assert.strictEqual(report.violations.length, validate(session.messages).length)
         assert.strictEqual(timeline.length, session.messages.length)
         assert.strictEqual(timeline.reduce((a, e) => a + e.tokens, 0), report.estimatedTokens)
-        const tags = checkWellFormed(renderHtml(analysis))
+        const tags = checkWellFormed(renderHtml(yield* buildReport(session, { file: name })))
         assert.strictEqual(tags.filter((t) => t.startsWith('<div class="msg ')).length, session.messages.length)
       }
     }))

@@ -15,6 +15,7 @@ import { afterAll, beforeAll } from "vitest"
 import { renderHelpPages } from "../../src/cli/Help.ts"
 import { HELP_PAGES } from "../../src/cli/HelpPages.ts"
 import { numberEvery, renderHtml } from "../../src/cli/Html.ts"
+import { buildReport } from "../../src/cli/Report.ts"
 import { analyze, InspectReport } from "../../src/cli/Inspect.ts"
 import { ExitCode } from "../../src/cli/Run.ts"
 import { packageVersion } from "../../src/cli/Version.ts"
@@ -426,7 +427,7 @@ describe("compaction CLI, issue 17", () => {
     Effect.gen(function* () {
       const session = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
       const analysis = analyze(session, { file: "pi" })
-      const html = renderHtml(analysis)
+      const html = renderHtml(yield* buildReport(session, { file: "pi" }))
       const blocks = [...html.matchAll(/<div class="msg ([^"]*)" data-index="(\d+)"[^>]*>(.*?)<\/div>/g)]
       assert.strictEqual(blocks.length, session.messages.length)
       const offloadedMessages = new Set(

@@ -3,14 +3,27 @@
  * request files, the log, and a resumed replay whose request files equal an uninterrupted one's byte for byte.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
+import { replayPolicyOptions } from "../../src/cli/Report.ts"
+import { replayMessages } from "../../src/cli/Replay.ts"
+import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../../src/Evict.ts"
+import { ExtractiveSummarizer } from "../../src/ExtractiveSummarizer.ts"
+import { importSession } from "../../src/Import.ts"
+import {
+  CompactionPolicy,
+  DEFAULT_CONTEXT_WINDOW,
+  DEFAULT_KEEP_RECENT_TOKENS,
+  DEFAULT_KEEP_RECENT_TURNS
+} from "../../src/Policy.ts"
 import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
 import { DATA_DIR } from "../fixtures/Corpus.ts"
+import { example } from "./Process.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
 
@@ -88,6 +101,37 @@ describe("compaction replay", () => {
       /^compaction: --log .*: session "replay" already holds \d+ entries, and a replay records a new/
     )
   })
+
+  it.effect(
+    "without --min-savings it replays with the library's default (rent-or-buy), not the fixed 2,000",
+    () =>
+      Effect.gen(function* () {
+        const session = yield* importSession(readFileSync(example, "utf8"))
+        const library = (minSavings: number | undefined) =>
+          replayMessages(session.messages, new Map(session.usage.map((u) => [u.messageIndex, u.usage])), {
+            policy: CompactionPolicy.makeUnsafe(replayPolicyOptions({
+              keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
+              keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
+              contextWindow: DEFAULT_CONTEXT_WINDOW
+            })),
+            keepRecent: DEFAULT_KEEP_RECENT,
+            minSavings,
+            system: session.system
+          }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+        const replayJson = (args: ReadonlyArray<string>) => {
+          const result = cli(["replay", example, "--json", ...args])
+          assert.strictEqual(result.status, 0, result.stderr)
+          return JSON.parse(result.stdout)
+        }
+        const byDefault = replayJson([])
+        const fixed = replayJson(["--min-savings", String(DEFAULT_MIN_SAVINGS)])
+        assert.deepStrictEqual(byDefault, { file: example, ...(yield* library(undefined)) })
+        assert.deepStrictEqual(fixed, { file: example, ...(yield* library(DEFAULT_MIN_SAVINGS)) })
+        // on this session the two rules evict at different requests, so the test tells them apart
+        assert.notStrictEqual(byDefault.evictions, fixed.evictions)
+      }),
+    60_000
+  )
 
   it("rejects a bad --resume-every with the usage exit code", () => {
     const result = cli(["replay", session, "--resume-every", "0"])

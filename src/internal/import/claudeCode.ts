@@ -5,8 +5,8 @@
  */
 import { Builder, contentBlocks, isToolResultBlock, normalizeUsage } from "./builder.ts"
 import { isRecord, type JsonlLines } from "./lines.ts"
-import { ImportError, type Session } from "./model.ts"
-import * as Result from "effect/Result"
+import type { ImportError, Session } from "./model.ts"
+import type * as Result from "effect/Result"
 
 // ============================================================================
 // Claude Code

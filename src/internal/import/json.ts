@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import { type Message } from "../../Message.ts"
+import type { Message } from "../../Message.ts"
 import { normalizeUsage, validateAll } from "./builder.ts"
 import { isRecord } from "./lines.ts"
 import {

@@ -5,6 +5,7 @@
  */
 import { type Message, MessageDecodeError } from "../../Message.ts"
 import type { Usage } from "../../Policy.ts"
+import type * as Cause from "effect/Cause"
 import * as Schema from "effect/Schema"
 
 // ============================================================================
@@ -90,18 +91,33 @@ export interface Session {
   readonly warnings: ReadonlyArray<string>
 }
 
-/**
- * Why an import failed. `message` is one line saying what was expected and what was found; `line` (1-based, JSONL)
- * or `messageIndex` says where; `decodeError` is set when a message failed `decodeMessages`.
- * @category errors
- */
-export class ImportError extends Schema.TaggedError<ImportError>()("ImportError", {
+/** The schema fields of `ImportError`, written out so that its base class has an explicit type (JSR). */
+type ImportErrorFields = {
+  readonly reason: Schema.Literals<readonly ["empty", "binary", "unknown-format", "invalid-json", "invalid-message"]>
+  readonly message: Schema.String
+  readonly line: Schema.optionalKey<Schema.Int>
+  readonly messageIndex: Schema.optionalKey<Schema.Int>
+  readonly decodeError: Schema.optionalKey<typeof MessageDecodeError>
+}
+
+const ImportErrorBase: Schema.Class<
+  ImportError,
+  Schema.TaggedStruct<"ImportError", ImportErrorFields>,
+  Cause.YieldableError
+> = Schema.TaggedError<ImportError>()("ImportError", {
   reason: Schema.Literals(["empty", "binary", "unknown-format", "invalid-json", "invalid-message"]),
   message: Schema.String,
   line: Schema.optionalKey(Schema.Int),
   messageIndex: Schema.optionalKey(Schema.Int),
   decodeError: Schema.optionalKey(MessageDecodeError)
-}) {}
+})
+
+/**
+ * Why an import failed. `message` is one line saying what was expected and what was found; `line` (1-based, JSONL)
+ * or `messageIndex` says where; `decodeError` is set when a message failed `decodeMessages`.
+ * @category errors
+ */
+export class ImportError extends ImportErrorBase {}
 
 /** What the importer accepts, as every format error says it. */
 export const EXPECTED = "expected a JSON message array, an Anthropic Messages request, Claude Code JSONL or pi JSONL"

@@ -3,11 +3,11 @@
  *
  * @internal
  */
-import { type ContentBlock } from "../../Message.ts"
+import type { ContentBlock } from "../../Message.ts"
 import { Builder, normalizeUsage } from "./builder.ts"
 import { isRecord, type JsonlEntry, type JsonlLines } from "./lines.ts"
-import { type CompactionRecord, ImportError, type Session } from "./model.ts"
-import * as Result from "effect/Result"
+import type { CompactionRecord, ImportError, Session } from "./model.ts"
+import type * as Result from "effect/Result"
 
 // ============================================================================
 // pi

@@ -17,7 +17,7 @@ import {
   requestOf
 } from "../../Conversation.ts"
 import type { ContentBlock, Message } from "../../Message.ts"
-import { CompactionPolicy, defaultPolicy, type PolicyOptions, type ReportedUsage, zeroUsage } from "../../Policy.ts"
+import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
 import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
@@ -216,16 +216,7 @@ const libraryOptionsOf = (strategy: Strategy): LibraryOptions | undefined => {
 }
 
 const windowPolicy = (base: CompactionPolicy): CompactionPolicy =>
-  CompactionPolicy.makeUnsafe({ ...fieldsOf(base), compactAtTokens: base.contextWindow - base.minRemaining })
-
-const fieldsOf = (p: CompactionPolicy): PolicyOptions => ({
-  keepRecentTokens: p.keepRecentTokens,
-  keepRecentTurns: p.keepRecentTurns,
-  minRemaining: p.minRemaining,
-  contextWindow: p.contextWindow,
-  maxTailTokens: p.maxTailTokens,
-  compactAtTokens: p.compactAtTokens
-})
+  CompactionPolicy.makeUnsafe({ ...policyFields(base), compactAtTokens: base.contextWindow - base.minRemaining })
 
 /** A stand-in summary text whose calibrated size is `tokens`. */
 const summaryTextOf = (tokens: number, factor: number, summarized: number): string => {
@@ -240,7 +231,7 @@ export const replay = (session: Prepared, policy: SimPolicy, settings: Settings)
   const library = libraryOptionsOf(strategy)
   const base = library?.policy === undefined
     ? settings.compaction
-    : CompactionPolicy.makeUnsafe({ ...fieldsOf(settings.compaction), ...library.policy })
+    : CompactionPolicy.makeUnsafe({ ...policyFields(settings.compaction), ...library.policy })
   const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
   const coldRules = library?.coldRules ?? true
   const systemTokens = calibration.systemTokens

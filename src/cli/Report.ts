@@ -1,0 +1,379 @@
+/**
+ * The data of the HTML report (`inspect --html`, `replay --html`): where a session's tokens and money went, request
+ * by request.
+ *
+ * `buildReport` computes every figure the page shows from the same functions the other commands print, so the page
+ * equals them for the same file: `inspect` is `analyze` (`inspect --json`), `replay` is `replayMessages` with the
+ * options of `replay` (`replay --json`), `simulate` is `simulate` with the options of the `simulate` command
+ * (`simulate --json`). The chart is the simulator's replay of the session under the chosen policy (`Library` with the
+ * replay's settings: the same `Conversation` transitions, priced by the cache model) beside its replay under no
+ * compaction; its compactions and evictions are read from the prompts that replay sent.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type { Session } from "../Import.ts"
+import { isText, isToolResult, isToolUse, type Message } from "../Message.ts"
+import { isOffloaded } from "../Offload.ts"
+import type { ConversationError } from "../Conversation.ts"
+import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
+import {
+  CompactionPolicy,
+  DEFAULT_CONTEXT_WINDOW,
+  DEFAULT_KEEP_RECENT_TOKENS,
+  DEFAULT_KEEP_RECENT_TURNS,
+  policyFields,
+  type PolicyOptions
+} from "../Policy.ts"
+import type { SessionLogError } from "../SessionLog.ts"
+import {
+  type MissCause,
+  type PolicyReport,
+  type RequestFigures,
+  type SimPolicy,
+  simulate,
+  type SimulateOptions,
+  simulatePolicy,
+  type SimulationReport
+} from "../Simulate.ts"
+import { ExtractiveSummarizer } from "../Summarizer.ts"
+import { estimateContentTokens } from "../Tokens.ts"
+import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
+import { replayMessages, type ReplaySummary } from "./Replay.ts"
+
+// ============================================================================
+// Shared with the commands
+// ============================================================================
+
+/**
+ * The simulator's options for a session as the `simulate` command runs it: `systemTokens` as given, else calibrated
+ * from the recorded usage when there is some, else the file's system prompt and tools, estimated.
+ * @category simulation
+ */
+export const simulateOptionsFor = (
+  session: Session,
+  tools: ReadonlyArray<unknown> | undefined,
+  systemTokens?: number | undefined
+): SimulateOptions => {
+  const system = systemTokens ??
+    (session.usage.length > 0 ? undefined : estimateContentTokens(session.system ?? "") + toolsTokens(tools))
+  return system === undefined ? {} : { systemTokens: system }
+}
+
+/** The `simulate --json` document: the report without the per-request figures. @category simulation */
+export type SimulateJson = { readonly file: string } & Omit<SimulationReport, "policies"> & {
+  readonly policies: ReadonlyArray<Omit<PolicyReport, "perRequest">>
+}
+
+/** The `simulate --json` document of a report. @category simulation */
+export const simulateJson = (file: string, report: SimulationReport): SimulateJson => ({
+  file,
+  ...report,
+  policies: report.policies.map(({ perRequest: _, ...rest }) => rest)
+})
+
+/**
+ * The policy `replay` runs for its flags: the window's room is a tenth of it, at most 20,000 tokens (the default's).
+ * @category models
+ */
+export const replayPolicyOptions = (flags: {
+  readonly keepRecentTokens: number
+  readonly keepRecentTurns: number
+  readonly contextWindow: number
+}): PolicyOptions => ({
+  keepRecentTokens: flags.keepRecentTokens,
+  keepRecentTurns: flags.keepRecentTurns,
+  contextWindow: flags.contextWindow,
+  minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10))
+})
+
+/** The `replay --json` document. @category models */
+export type ReplayJson = { readonly file: string } & ReplaySummary
+
+// ============================================================================
+// Report data
+// ============================================================================
+
+/** One request of the chosen policy's simulated replay, as the chart draws it. @category models */
+export interface ReportRequest {
+  /** Request number, from 1. */
+  readonly n: number
+  /** Index of the recorded reply this request produced. */
+  readonly message: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+  /** Uncached input tokens. */
+  readonly input: number
+  readonly output: number
+  readonly dollars: number
+  readonly miss: MissCause | null
+  /** A compaction ran before this request. */
+  readonly compacted: boolean
+  /** Tool results offloaded before this request (each counted once, the first time). */
+  readonly offloadedResults: number
+  /** The messages holding them, ascending. */
+  readonly offloaded: ReadonlyArray<number>
+  /** Tokens the same request sends under no compaction. */
+  readonly none: number
+  readonly noneDollars: number
+}
+
+/** One of the largest tool results of the session. @category models */
+export interface LargeToolResult {
+  readonly message: number
+  readonly toolUseId: string
+  /** The tool's name, when its call is in the session. */
+  readonly tool: string
+  /** What it acted on: the call's path, command or pattern, shortened. */
+  readonly target: string
+  readonly tokens: number
+  /** The request before which the chosen policy offloaded it, or null when it never did. */
+  readonly offloadedAt: number | null
+}
+
+/** A policy's totals in the chart. @category models */
+export interface ChartPolicy {
+  readonly name: string
+  readonly dollars: number
+  readonly tokensSent: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+  readonly inputTokens: number
+  readonly peakContext: number
+  readonly compactions: number
+  /** Requests before which tool results were offloaded. */
+  readonly evictions: number
+  readonly offloadedResults: number
+}
+
+/** Everything the report shows; embedded in the page as JSON (`#report-data`). @category models */
+export interface ReportData {
+  /** Equals `inspect --json`. */
+  readonly inspect: InspectReport
+  /** Equals `replay --json` with the same settings. */
+  readonly replay: ReplayJson
+  /** Equals `simulate --json`. */
+  readonly simulate: SimulateJson
+  readonly chosen: ChartPolicy
+  readonly none: ChartPolicy
+  readonly contextWindow: number
+  readonly requests: ReadonlyArray<ReportRequest>
+  readonly largestToolResults: ReadonlyArray<LargeToolResult>
+}
+
+/** The report's data and the inspect timeline the block strip draws. @category models */
+export interface Report {
+  readonly data: ReportData
+  readonly timeline: Analysis["timeline"]
+}
+
+/** Options of `buildReport`. @category models */
+export interface ReportOptions {
+  /** Shown as `file` (inspect, simulate). */
+  readonly file: string
+  /** Shown as `file` of the replay (the argument `replay` was given); default `file`. */
+  readonly replayFile?: string | undefined
+  /** Default `DEFAULT_KEEP_RECENT`, as `replay`. */
+  readonly keepRecent?: number | undefined
+  /** A fixed eviction threshold; absent: the library's rent-or-buy rule, as `replay` without `--min-savings`. */
+  readonly minSavings?: number | undefined
+  /** The chosen policy (as `replay` builds it from its flags); default `replay`'s for its default flags. */
+  readonly policy?: CompactionPolicy | undefined
+  readonly tools?: ReadonlyArray<unknown> | undefined
+  /** The summary of a replay already run with these settings (`replay --html`); absent: replayed here. */
+  readonly replay?: ReplaySummary | undefined
+  /** Most tool results listed (default 10). */
+  readonly largest?: number | undefined
+}
+
+const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * The `Library` strategy `replay` runs: its eviction settings (`minSavings` absent: rent-or-buy, the simulator's
+ * `ours (defaults)` rule) and its policy. @category simulation
+ */
+export const chosenPolicy = (options: {
+  readonly keepRecent: number
+  readonly minSavings?: number | undefined
+  readonly policy: CompactionPolicy
+}): SimPolicy => {
+  const p = options.policy
+  const eviction = options.minSavings === undefined ? "rent-or-buy" : `minSavings ${fmt(options.minSavings)}`
+  return {
+    name: `ours (keep ${options.keepRecent} results, ${eviction}, ` +
+      `keep ${fmt(p.keepRecentTokens)} tokens / ${p.keepRecentTurns} turns)`,
+    strategy: {
+      _tag: "Library",
+      options: {
+        keepRecent: options.keepRecent,
+        minSavings: options.minSavings,
+        policy: policyFields(p)
+      }
+    }
+  }
+}
+
+const blocksOf = (m: Message) => typeof m.content === "string" ? [] : m.content
+
+/** Tool-use id → the index of the message holding its result, in the recorded session. */
+const resultMessages = (messages: ReadonlyArray<Message>): Map<string, number> => {
+  const out = new Map<string, number>()
+  messages.forEach((m, i) => {
+    for (const b of blocksOf(m)) if (isToolResult(b) && !out.has(b.tool_use_id)) out.set(b.tool_use_id, i)
+  })
+  return out
+}
+
+const oneLine = (text: string, max: number): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat
+}
+
+const targetOf = (input: unknown): string => {
+  if (input === null || typeof input !== "object") return ""
+  const o = input as Record<string, unknown>
+  for (const key of ["file_path", "path", "command", "pattern", "query", "url"]) {
+    if (typeof o[key] === "string") return oneLine(o[key], 80)
+  }
+  return ""
+}
+
+const chartTotals = (
+  name: string,
+  report: PolicyReport,
+  requests: ReadonlyArray<{ readonly offloadedResults: number }>
+): ChartPolicy => ({
+  name,
+  dollars: report.dollars,
+  tokensSent: report.tokensSent,
+  cacheRead: report.cacheRead,
+  cacheWrite: report.cacheWrite,
+  inputTokens: report.inputTokens,
+  peakContext: report.peakContext,
+  compactions: report.compactions,
+  evictions: requests.filter((r) => r.offloadedResults > 0).length,
+  offloadedResults: requests.reduce((a, r) => a + r.offloadedResults, 0)
+})
+
+/**
+ * Builds the report of a session: `analyze`, `replayMessages` (unless `options.replay` is given), `simulate`, and the
+ * chosen policy's simulated replay with the requests it sent. Deterministic: the same session and options give the
+ * same data.
+ * @category report
+ */
+export const buildReport = (
+  session: Session,
+  reportOptions: ReportOptions
+): Effect.Effect<Report, SessionLogError | ConversationError<unknown>> =>
+  Effect.gen(function* () {
+    const options = {
+      ...reportOptions,
+      keepRecent: reportOptions.keepRecent ?? DEFAULT_KEEP_RECENT,
+      policy: reportOptions.policy ?? CompactionPolicy.makeUnsafe(replayPolicyOptions({
+        keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
+        keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
+        contextWindow: DEFAULT_CONTEXT_WINDOW
+      }))
+    }
+    const analysis = analyze(session, {
+      file: options.file,
+      keepRecent: options.keepRecent,
+      minSavings: options.minSavings,
+      ...(options.tools === undefined ? {} : { tools: options.tools })
+    })
+    const replayed = options.replay ?? (yield* replayMessages(
+      session.messages,
+      new Map(session.usage.map((u) => [u.messageIndex, u.usage])),
+      {
+        policy: options.policy,
+        keepRecent: options.keepRecent,
+        minSavings: options.minSavings,
+        system: session.system
+      }
+    ).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+    const simOptions = simulateOptionsFor(session, options.tools)
+    const simulation = simulate(session, simOptions)
+    const noneReport = simulation.policies.find((p) => p.strategy._tag === "None") ??
+      simulatePolicy(session, { name: "none", strategy: { _tag: "None" } }, simOptions)
+
+    // the chosen policy's replay, and the messages it offloaded before each request
+    const owner = resultMessages(session.messages)
+    const seen = new Set<string>()
+    const newlyOffloaded: Array<{ readonly results: number; readonly messages: ReadonlyArray<number> }> = []
+    const chosen = chosenPolicy(options)
+    const chosenReport = simulatePolicy(session, chosen, {
+      ...simOptions,
+      compaction: options.policy,
+      onRequest: (event) => {
+        const fresh = new Set<number>()
+        let results = 0
+        for (const m of event.prompt) {
+          for (const b of blocksOf(m)) {
+            if (isToolResult(b) && isOffloaded(b) && !seen.has(b.tool_use_id)) {
+              seen.add(b.tool_use_id)
+              results++
+              const at = owner.get(b.tool_use_id)
+              if (at !== undefined) fresh.add(at)
+            }
+          }
+        }
+        newlyOffloaded.push({ results, messages: [...fresh].sort((a, b) => a - b) })
+      }
+    })
+    const noneByIndex = new Map<number, RequestFigures>(noneReport.perRequest.map((r) => [r.index, r]))
+    const requests: Array<ReportRequest> = chosenReport.perRequest.map((r, i) => ({
+      n: i + 1,
+      message: r.index,
+      cacheRead: r.cacheRead,
+      cacheWrite: r.cacheWrite,
+      input: r.input,
+      output: r.output,
+      dollars: r.dollars,
+      miss: r.miss ?? null,
+      compacted: r.compacted,
+      offloadedResults: newlyOffloaded[i]?.results ?? 0,
+      offloaded: newlyOffloaded[i]?.messages ?? [],
+      none: noneByIndex.get(r.index)?.promptTokens ?? 0,
+      noneDollars: noneByIndex.get(r.index)?.dollars ?? 0
+    }))
+
+    // the largest tool results, and when the chosen policy offloaded each
+    const offloadedAt = new Map<number, number>()
+    for (const r of requests) for (const m of r.offloaded) if (!offloadedAt.has(m)) offloadedAt.set(m, r.n)
+    const calls = new Map<string, { readonly name: string; readonly input: unknown }>()
+    for (const m of session.messages) {
+      for (const b of blocksOf(m)) if (isToolUse(b)) calls.set(b.id, { name: b.name, input: b.input })
+    }
+    const results: Array<LargeToolResult> = []
+    session.messages.forEach((m, i) => {
+      for (const b of blocksOf(m)) {
+        if (!isToolResult(b)) continue
+        const call = calls.get(b.tool_use_id)
+        const text = typeof b.content === "string"
+          ? b.content
+          : (b.content ?? []).map((c) => isText(c) ? c.text : "").join(" ")
+        results.push({
+          message: i,
+          toolUseId: b.tool_use_id,
+          tool: call?.name ?? "(call not in the session)",
+          target: call === undefined ? oneLine(text, 80) : targetOf(call.input) || oneLine(text, 80),
+          tokens: estimateContentTokens([b]),
+          offloadedAt: offloadedAt.get(i) ?? null
+        })
+      }
+    })
+    results.sort((a, b) => b.tokens - a.tokens || a.message - b.message)
+
+    const data: ReportData = {
+      inspect: analysis.report,
+      replay: { file: options.replayFile ?? options.file, ...replayed },
+      simulate: simulateJson(options.file, simulation),
+      chosen: chartTotals(chosen.name, chosenReport, requests),
+      none: chartTotals("none", noneReport, noneReport.perRequest.map(() => ({ offloadedResults: 0 }))),
+      contextWindow: options.policy.contextWindow,
+      requests,
+      largestToolResults: results.slice(0, options.largest ?? 10)
+    }
+    return { data, timeline: analysis.timeline }
+  })

@@ -1,0 +1,90 @@
+/**
+ * `SessionLogError`, the one error of the session log and its stores, and its reasons. Re-exported by `SessionEntry`
+ * (and `SessionLog`); it lives here to keep `SessionEntry` small.
+ */
+import type * as Cause from "effect/Cause"
+import * as Schema from "effect/Schema"
+
+const REASONS = [
+  "Locked",
+  "Io",
+  "Corrupt",
+  "HashMismatch",
+  "InvalidId",
+  "FutureVersion",
+  "InvalidInput",
+  "Conflict",
+  "NotFound"
+] as const
+
+/** Why a session log operation failed. @category errors */
+export const SessionLogErrorReason: Schema.Literals<typeof REASONS> = Schema.Literals(REASONS)
+/** @category errors */
+export type SessionLogErrorReason = typeof SessionLogErrorReason.Type
+
+/** errno codes that are worth retrying: the same write can succeed a moment later. */
+const RETRYABLE_CODES: ReadonlySet<string> = new Set([
+  "EAGAIN",
+  "EWOULDBLOCK",
+  "EBUSY",
+  "EINTR",
+  // effect/sql reasons that are worth retrying (an append is idempotent by its entry ids)
+  "ConnectionError",
+  "DeadlockError",
+  "SerializationError",
+  "LockTimeoutError",
+  "StatementTimeoutError"
+])
+
+/** The schema fields of `SessionLogError`, written out so that its base class has an explicit type (JSR). */
+type SessionLogErrorFields = {
+  readonly reason: typeof SessionLogErrorReason
+  readonly sessionId: Schema.optionalKey<Schema.String>
+  readonly detail: Schema.String
+  readonly entryId: Schema.optionalKey<Schema.String>
+  readonly line: Schema.optionalKey<Schema.Int>
+  readonly lines: Schema.optionalKey<Schema.$Array<Schema.Int>>
+  readonly code: Schema.optionalKey<Schema.String>
+  readonly pid: Schema.optionalKey<Schema.Int>
+  readonly cause: Schema.optionalKey<Schema.Defect>
+}
+
+const SessionLogErrorBase: Schema.Class<
+  SessionLogError,
+  Schema.TaggedStruct<"SessionLogError", SessionLogErrorFields>,
+  Cause.YieldableError
+> = Schema.TaggedError<SessionLogError>()("SessionLogError", {
+  reason: SessionLogErrorReason,
+  sessionId: Schema.optionalKey(Schema.String),
+  detail: Schema.String,
+  entryId: Schema.optionalKey(Schema.String),
+  line: Schema.optionalKey(Schema.Int),
+  lines: Schema.optionalKey(Schema.Array(Schema.Int)),
+  code: Schema.optionalKey(Schema.String),
+  pid: Schema.optionalKey(Schema.Int),
+  cause: Schema.optionalKey(Schema.Defect())
+})
+
+/**
+ * The one error of this module. `reason` says what happened; `entryId` / `line` / `lines` say where; `code` is the
+ * errno code (or the `effect/sql` reason) of an `Io` failure and `pid` the holder of a `Locked` session. `line` is the
+ * entry's line in a JSONL file and its `seq` in any other store (the same number: the n-th entry of the session).
+ * Only `Io` failures with a transient code (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a deadlock or lock
+ * timeout) are `isRetryable`; `ENOSPC`, `EACCES` and every other reason are permanent.
+ * @category errors
+ */
+export class SessionLogError extends SessionLogErrorBase {
+  /** True for transient storage failures (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a lock timeout). */
+  get isRetryable(): boolean {
+    return this.reason === "Io" && this.code !== undefined && RETRYABLE_CODES.has(this.code)
+  }
+  override get message(): string {
+    const where = [
+      this.sessionId === undefined ? undefined : `session ${this.sessionId}`,
+      this.entryId === undefined ? undefined : `entry ${this.entryId}`,
+      this.line === undefined ? undefined : `line ${this.line}`,
+      this.code
+    ].filter((s) => s !== undefined).join(", ")
+    return `${this.reason}${where === "" ? "" : ` (${where})`}: ${this.detail}`
+  }
+}
