@@ -1,8 +1,9 @@
 /**
  * The CI benchmark run: a quick pass over the hot paths that checks the ratio budgets of `bench/budgets.ts`.
  *
- * It times 23 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
- * estimator workload (the largest real session repeated 10 times, also in pi's format), each with mitata's `measure`
+ * It times 30 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
+ * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), plus one `Conversation`
+ * step on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`), each with mitata's `measure`
  * (the median of at least 12 samples over 2 s of CPU time; calls that need a new input per sample, fresh message
  * objects or one more agent step, build it untimed and take at most 150 or 1,000 samples), in an order that keeps the
  * two sides of each budget close in time (neighbours, or two calls apart). A budget that is over its limit is measured again,
@@ -45,7 +46,15 @@ import {
   sumStringLengths,
   visitBlocks
 } from "./baselines.ts"
-import { ours, peers, prepareSession, prepareWorkload } from "./peers/adapters.ts"
+import { stateOf, stepMeasure } from "./conversation.bench.ts"
+import {
+  KEEP_RECENT_TOOL_RESULTS,
+  ours,
+  peers,
+  prepareSession,
+  prepareWorkload,
+  warmEviction
+} from "./peers/adapters.ts"
 
 const started = performance.now()
 const loadBefore = os.loadavg()
@@ -65,6 +74,12 @@ estimateTokens(s10k)
 estimateTokens(s50k)
 estimateTokens(real.messages)
 const KEEP = 5
+/** Warm eviction on the real session x10, one new turn per sample (the index grows over the attempts). */
+const warm = warmEviction(real.messages)
+/** Conversation states over generated sessions, prepared once; each sample is one more step. */
+const step1k = stateOf(generateSession(1_000, { messages: 1_000 }))
+const step10k = stateOf(s10k)
+const step50k = stateOf(s50k)
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for (mitata's default is 0.642 s): more samples make steadier medians. */
@@ -108,7 +123,14 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.piEstimateReal, timed(() => peers.piEstimate(real))],
   [M.estimateStepReal, timedPerSample(growingSession(real.messages), estimateTokens, 1000)],
   [M.estimateStep10k, timedPerSample(growingSession(s10k), estimateTokens, 1000)],
-  [M.estimateStep50k, timedPerSample(growingSession(s50k), estimateTokens, 1000)]
+  [M.estimateStep50k, timedPerSample(growingSession(s50k), estimateTokens, 1000)],
+  [M.pruneReal, timed(() => peers.aiPrune(real))],
+  [M.evictColdReal, timed(() => evictStaleToolResults(real.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))],
+  [M.evictWarmReal, timedPerSample(warm.input, warm.evict, 1000)],
+  [M.step1k, () => stepMeasure(step1k, 1000)],
+  [M.step10k, () => stepMeasure(step10k, 1000)],
+  [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
+  [M.step50k, () => stepMeasure(step50k, 1000)]
 ]
 
 // ============================================================================

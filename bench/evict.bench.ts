@@ -1,45 +1,60 @@
 /**
- * `evictStaleToolResults` on the real sessions and on generated sessions of 1k, 10k and 50k messages.
- * - baseline: one pass that visits every block of every message (the least any eviction can do);
- * - cold: eviction of a session nothing was offloaded from yet (keepRecent 5);
- * - warm: one new turn (a read and its result) appended to a session that was already evicted, evicted again;
+ * Eviction against the AI SDK's `pruneMessages` on the issue's workload (the largest real session repeated 10 times,
+ * ~9.6k messages) and on generated sessions of 1k, 10k and 50k messages. Every row is a mitata median of this run:
+ * - prune: `pruneMessages` deleting tool parts before the last 40 messages (the same session in the AI SDK's format);
+ * - cold: `evictStaleToolResults` (keepRecent 20, `minSavings` 0) on a session nothing was offloaded from, as new
+ *   objects per sample (messages and blocks, estimated before as a live loop has), so no cache of ours has seen them;
+ * - warm: one new turn (a read and its 8,000-character result) on an already-evicted session, decided on the carried
+ *   index as `Conversation`'s prepare does (`warmEviction`);
  * - hot paths: `HotPaths.fromMessages` on the evicted session (what a resumed session pays once).
  * Run: npx node --expose-gc bench/evict.bench.ts
  */
-import { bench, do_not_optimize, group, summary } from "mitata"
+import { do_not_optimize, measure } from "mitata"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
-import type { Message } from "../src/Message.ts"
-import { estimateTokens } from "../src/Tokens.ts"
-import { generateSession } from "../test/fixtures/Conversation.ts"
-import { corpus } from "../test/fixtures/Corpus.ts"
-import { visitBlocks } from "./baselines.ts"
-import { runBenchmarks } from "./util.ts"
+import { perSample, perSampleOptions, repeatedRealSession } from "./baselines.ts"
+import {
+  freshForEviction,
+  GENERATED_SIZES,
+  KEEP_RECENT_TOOL_RESULTS,
+  peers,
+  type PreparedSession,
+  prepareSession,
+  prepareWorkload,
+  warmEviction
+} from "./peers/adapters.ts"
 
-const sessions: Array<readonly [string, ReadonlyArray<Message>]> = [
-  ...corpus().map((s) => [s.name, s.messages] as const),
-  ...[1_000, 10_000, 50_000].map((n) => [`generated-${n / 1000}k`, generateSession(n, { messages: n })] as const)
+const p50 = async (f: Parameters<typeof measure>[0], options?: object): Promise<number> =>
+  (await measure(f as never, options as never)).p50
+
+const sessions: ReadonlyArray<PreparedSession> = [
+  prepareSession("real session ×10", repeatedRealSession(10)),
+  ...GENERATED_SIZES.map((n) => prepareWorkload(n).sessions[0]!)
 ]
 
-const KEEP = 5
-
-for (const [name, messages] of sessions) {
-  estimateTokens(messages) // a live loop has estimated every message before
-  const evicted = evictStaleToolResults(messages, KEEP, { minSavings: 0 }).messages
-  estimateTokens(evicted)
-  const turn: ReadonlyArray<Message> = [
-    { role: "assistant", content: [{ type: "tool_use", id: "bench_new", name: "read", input: { path: "/new.ts" } }] },
-    { role: "user", content: [{ type: "tool_result", tool_use_id: "bench_new", content: "x".repeat(8000) }] }
-  ]
-  const grown = [...evicted, ...turn]
-  group(`${name} (${messages.length} messages)`, () => {
-    summary(() => {
-      bench("baseline: visit every block", () => do_not_optimize(visitBlocks(messages))).baseline(true)
-      bench("evict cold", () => do_not_optimize(evictStaleToolResults(messages, KEEP, { minSavings: 0 })))
-      bench("evict warm (+1 turn)", () => do_not_optimize(evictStaleToolResults(grown, KEEP, { minSavings: 0 })))
-      bench("HotPaths.fromMessages", () => do_not_optimize(HotPaths.fromMessages(evicted)))
-    })
-  })
+const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
+const lines = [
+  "| workload | messages | `pruneMessages` | cold | cold / prune | warm (+1 turn) | warm / prune | `HotPaths.fromMessages` |",
+  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+]
+for (const s of sessions) {
+  const messages = s.messages
+  const prune = await p50(() => do_not_optimize(peers.aiPrune(s)))
+  const cold = await p50(
+    perSample(
+      () => freshForEviction(messages),
+      (m) => evictStaleToolResults(m, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
+    ),
+    perSampleOptions(messages.length > 20_000 ? 20 : 60)
+  )
+  const warm = warmEviction(messages)
+  const warmNs = await p50(perSample(warm.input, warm.evict), perSampleOptions(1000))
+  const evicted = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }).messages
+  const hot = await p50(() => do_not_optimize(HotPaths.fromMessages(evicted)))
+  lines.push(
+    `| ${s.name} | ${messages.length.toLocaleString("en")} | ${time(prune)} | ${time(cold)} | ${
+      (cold / prune).toFixed(2)
+    } | ${time(warmNs)} | ${(warmNs / prune).toFixed(3)} | ${time(hot)} |`
+  )
 }
-
-await runBenchmarks()
+console.log(lines.join("\n"))

@@ -96,9 +96,9 @@ const prefixTokens = (
   messages: ReadonlyArray<Message>,
   position: BlockPosition,
   systemTokens: number,
-  before: ReadonlyArray<number>
+  before: (message: number) => number
 ): number =>
-  systemTokens + before[position.message]! +
+  systemTokens + before(position.message) +
   estimateContentTokens(blocksOf(messages[position.message]!).slice(0, position.block + 1))
 
 /** Options of `planBreakpoints`. Every option may be `undefined`, which means absent. @category models */
@@ -113,6 +113,11 @@ export interface BreakpointOptions {
   readonly previousFrontier?: BlockPosition | undefined
   /** The model's minimum cacheable length; default `minCacheableTokens()` (4,096). */
   readonly minTokens?: number | undefined
+  /**
+   * The estimated tokens of `messages[0..m)` for a message index `m`, when the caller keeps them (it must equal the
+   * sum of `estimateMessageTokens`); absent, they are summed here, in one pass over the messages.
+   */
+  readonly messageTokensBefore?: ((message: number) => number) | undefined
 }
 
 const samePosition = (a: BlockPosition, b: BlockPosition): boolean => a.message === b.message && a.block === b.block
@@ -128,13 +133,18 @@ export const planBreakpoints = (messages: ReadonlyArray<Message>, options: Break
   const systemTokens = options.systemTokens ?? 0
   const minTokens = options.minTokens ?? minCacheableTokens()
   const system = options.hasSystem === true && systemTokens >= minTokens
-  const before: Array<number> = [0]
-  for (let i = 0; i < messages.length; i++) before.push(before[i]! + estimateMessageTokens(messages[i]!))
+  let before = options.messageTokensBefore
+  if (before === undefined) {
+    const sums: Array<number> = [0]
+    for (let i = 0; i < messages.length; i++) sums.push(sums[i]! + estimateMessageTokens(messages[i]!))
+    before = (message) => sums[message]!
+  }
+  const tokensBefore = before
   const valid = (p: BlockPosition | undefined): p is BlockPosition => {
     if (p === undefined || p.message < 0 || p.message >= messages.length) return false
     const block = blocksOf(messages[p.message]!)[p.block]
     return block !== undefined && acceptsBreakpoint(block) &&
-      prefixTokens(messages, p, systemTokens, before) >= minTokens
+      prefixTokens(messages, p, systemTokens, tokensBefore) >= minTokens
   }
   const chosen: Array<BlockPosition> = []
   // by priority: the newest block (the next request's read), the frontier, then the previous frontier

@@ -36,7 +36,8 @@ import {
   type FinishedCompaction,
   prepareCompaction
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, evictStaleToolResults, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { evictCarried, handOnAppend, toolUseIdsOf } from "./internal/conversation/carried.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { HotPaths } from "./HotPaths.ts"
@@ -187,6 +188,8 @@ export const decodeMessageParams = (input: unknown): Array<MessageParam> =>
 export const asMessageParams = (messages: ReadonlyArray<Message>): Array<MessageParam> =>
   [...messages] as unknown as Array<MessageParam>
 
+const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
+
 const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
   typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
@@ -202,11 +205,9 @@ const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
 // ============================================================================
 
 const appendStep = (state: ConversationState, message: MessageParam, meta?: ReplyMeta): Transition => {
-  const next: ConversationState = {
-    ...state,
-    view: [...state.view, message],
-    hot: state.hot.observe([message])
-  }
+  const view = state.view.concat([message]) // concat copies the outer array fastest (a large spread is ~2x slower)
+  handOnAppend(asMessages(state.view), asMessages(view))
+  const next: ConversationState = { ...state, view, hot: state.hot.observe([message]) }
   return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
 }
 
@@ -276,15 +277,6 @@ const usageOf = (usage: ReportedUsage): ReportedUsage => ({
     : { cache_creation_input_tokens: usage.cache_creation_input_tokens })
 })
 
-const viewToolUseIds = (view: ReadonlyArray<MessageParam>): Set<string> => {
-  const ids = new Set<string>()
-  for (const message of view) {
-    if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (block.type === "tool_use") ids.add(block.id)
-  }
-  return ids
-}
-
 /**
  * Records an assistant reply and the usage the provider reported for it (`requestEpoch`: the epoch the request was
  * prepared in, by default the current one). Calls still pending are answered as interrupted first; a `tool_use` id
@@ -300,7 +292,9 @@ export const recordReply = (
   const clean = wireMessage(message)
   if (clean === undefined) return none(state)
   return chain(chain(closePending(state), leadingUser), (s) => {
-    const used = viewToolUseIds(s.view)
+    const inView = toolUseIdsOf(asMessages(s.view))
+    const added = new Set<string>()
+    const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
     const renamed: Record<string, string> = {}
     let content = clean.content
     if (typeof content !== "string") {
@@ -367,14 +361,19 @@ export const offload = (
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
-  const evicted = evictStaleToolResults(state.view, options.keepRecent ?? DEFAULT_KEEP_RECENT, {
+  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier })`
+  const evicted = evictCarried(asMessages(state.view), options.keepRecent ?? DEFAULT_KEEP_RECENT, {
     minSavings: options.minSavings,
     pinned: state.hot.pinned,
     cacheCold,
     classifier: options.classifier
   })
   if (evicted.offloaded.length === 0) return none(state)
-  const next = { ...state, view: evicted.messages, hot: state.hot.observeOffloads(evicted.offloaded) }
+  const next = {
+    ...state,
+    view: evicted.messages as unknown as ReadonlyArray<MessageParam>,
+    hot: state.hot.observeOffloads(evicted.offloaded)
+  }
   return { steps: [{ change: Change.Offloaded({ offloaded: evicted.offloaded }), state: next }], state: next }
 }
 

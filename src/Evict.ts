@@ -22,14 +22,13 @@
  *
  * @since 0.1.0
  */
-import { apiViewStart } from "./ApiView.ts"
-import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "./Message.ts"
-import { isImage, isToolResult, isToolUse } from "./Message.ts"
-import type { Offloaded, OffloadReason, OffloadRef } from "./Offload.ts"
-import { formatOffloadRef, isOffloaded, payloadTokens, pointerBlock } from "./Offload.ts"
-import { CHARS_PER_TOKEN, estimateMessageTokens } from "./Tokens.ts"
-import type { LineRange, ToolAction, ToolClassifier } from "./Tools.ts"
-import { covers, defaultToolClassifier, shortInput } from "./Tools.ts"
+import { buildIndex, decide, type DecideOptions, keepOf, MIN_POINTER_TOKENS, viewStartOf } from "./internal/eviction.ts"
+import type { Message, ToolUseBlock } from "./Message.ts"
+import { isToolResult, isToolUse } from "./Message.ts"
+import type { Offloaded } from "./Offload.ts"
+import { isOffloaded, payloadTokens } from "./Offload.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { defaultToolClassifier } from "./Tools.ts"
 
 /** The pointer format, moved to `Offload`; re-exported so `Evict.formatOffloadRef` and the rest keep working. */
 export {
@@ -100,110 +99,6 @@ export interface EvictResult<M extends Message> {
   readonly tokensFreed: number
 }
 
-/** Per-path facts about the part of the conversation after the current position (the backward scan). */
-interface PathState {
-  /** A later successful read of the whole file exists. */
-  whole: boolean
-  /** Ranges of later successful partial reads (none covered by another). */
-  ranges: Array<LineRange>
-  /** A later successful write or edit exists. */
-  modified: boolean
-  /** A later successful read exists (so this one is not the path's latest). */
-  readLater: boolean
-  /** Message index of the earliest later whole read, and of the earliest later write. */
-  wholeAt: number
-  modifiedAt: number
-  /** Message index of each range in `ranges`. */
-  rangeAt: Array<number>
-}
-
-const countImages = (content: ToolResultBlock["content"]): number => {
-  if (content === undefined || typeof content === "string") return 0
-  let n = 0
-  for (const block of content) if (isImage(block)) n++
-  return n
-}
-
-const makeRef = (
-  toolUse: ToolUseBlock,
-  action: ToolAction,
-  block: ToolResultBlock,
-  reason: OffloadReason,
-  tokens: number
-): OffloadRef => {
-  const images = countImages(block.content)
-  const common = { tool: toolUse.name, toolUseId: block.tool_use_id, reason, tokens, images }
-  if (action._tag !== "Read") return { _tag: "Output", input: shortInput(toolUse), ...common }
-  return action.range === undefined
-    ? { _tag: "Read", path: action.path, ...common }
-    : { _tag: "Read", path: action.path, range: action.range, ...common }
-}
-
-/** No pointer is shorter than this many tokens: its fixed text alone is longer. */
-const MIN_POINTER_TOKENS = Math.floor(
-  Math.min(
-    ...(["superseded", "modified", "stale"] as const).flatMap((reason) => {
-      const common = { tool: "", toolUseId: "", reason, tokens: 0, images: 0 }
-      return [
-        formatOffloadRef({ _tag: "Output", input: "", ...common }).length,
-        formatOffloadRef({ _tag: "Read", path: "", ...common }).length
-      ]
-    })
-  ) / CHARS_PER_TOKEN
-)
-
-/** Results whose pointer for the given reason was not smaller than their payload (their decision is cached). */
-const tooSmall = new WeakMap<ToolResultBlock, OffloadReason>()
-
-const addRead = (state: PathState, range: LineRange | undefined, at: number): void => {
-  state.readLater = true
-  if (range === undefined) {
-    state.whole = true
-    state.wholeAt = at
-    state.ranges = []
-    state.rangeAt = []
-    return
-  }
-  if (state.whole) return
-  const kept = state.ranges.map((r, k) => ({ r, at: state.rangeAt[k]! })).filter(({ r }) => !covers(range, r))
-  state.ranges = [...kept.map((k) => k.r), range]
-  state.rangeAt = [...kept.map((k) => k.at), at]
-}
-
-const isCovered = (state: PathState, range: LineRange | undefined): boolean =>
-  state.whole || (range !== undefined && state.ranges.some((r) => covers(r, range)))
-
-/** Message index of the earliest later read covering `range` (the moment this read became superseded). */
-const coveredAt = (state: PathState, range: LineRange | undefined): number => {
-  let at = state.whole ? state.wholeAt : Infinity
-  if (range !== undefined) state.ranges.forEach((r, k) => covers(r, range) && (at = Math.min(at, state.rangeAt[k]!)))
-  return at
-}
-
-/**
- * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
- * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
- * reads already paid on the freed tokens (their tokens times the requests sent since they became evictable, at the read
- * price) reach the cost of rewriting the prompt behind the first change (its tokens after the eviction, at the write
- * price). Like renting skis until the rent paid equals the price, it never pays more than twice the best choice made
- * with hindsight.
- */
-const worthIt = (
-  options: EvictOptions,
-  tokensFreed: number,
-  readsPaid: number,
-  out: ReadonlyArray<Message>,
-  firstChange: number
-): boolean => {
-  if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
-  if (tokensFreed <= 0) return false
-  if (options.cacheCold === true) return true
-  const prices = options.prices ?? CACHE_PRICES
-  let behind = 0
-  for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!)
-  return readsPaid * prices.cacheRead >= behind * prices.cacheWrite
-}
-
 /**
  * Offloads the payload of old tool_result blocks, replacing it with a typed pointer (`formatOffloadRef`).
  *
@@ -228,123 +123,17 @@ export const evictStaleToolResults = <M extends Message>(
   keepRecent: number,
   options: EvictOptions = {}
 ): EvictResult<M> => {
-  const classify = options.classifier ?? defaultToolClassifier
-  const pinned = options.pinned
-  const keep = Number.isNaN(keepRecent) ? 0 : Math.max(0, keepRecent)
-  // forward: each tool_result's call is the nearest preceding tool_use with its id (real sessions reuse ids)
-  const calls = new Map<string, ToolUseBlock>()
-  const resolved: Array<ToolUseBlock | undefined> = []
-  const viewStart = apiViewStart(messages)
-  // replies at or before each message: the requests sent with a message in the prompt are the replies after it
-  const repliesUpTo: Array<number> = []
-  let replies = 0
-  for (let i = 0; i < messages.length; i++) {
-    const message = messages[i]!
-    if (message.role === "assistant") replies++
-    repliesUpTo.push(replies)
-    if (i < viewStart || typeof message.content === "string") continue
-    if (message.role === "assistant") {
-      for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
-    } else if (message.role === "user") {
-      for (const block of message.content) if (isToolResult(block)) resolved.push(calls.get(block.tool_use_id))
-    }
-  }
-  const paths = new Map<string, PathState>()
-  const stateOf = (path: string): PathState => {
-    let state = paths.get(path)
-    if (state === undefined) {
-      state = {
-        whole: false,
-        ranges: [],
-        modified: false,
-        readLater: false,
-        wholeAt: Infinity,
-        modifiedAt: Infinity,
-        rangeAt: []
-      }
-      paths.set(path, state)
-    }
-    return state
-  }
-  const offloaded: Array<Offloaded> = []
-  let out: Array<M> | undefined
-  let tokensFreed = 0
-  let rank = 0
-  // message index of each live result by rank (newest first): the result of rank r went stale with rank r - keep
-  const rankAt: Array<number> = []
-  // rent-or-buy: the cache reads already paid on the tokens an offload frees, and the first changed message
-  let readsPaid = 0
-  let firstChange = messages.length
-  for (let i = messages.length - 1; i >= viewStart; i--) {
-    const message = messages[i]!
-    if (message.role !== "user" || typeof message.content === "string") continue
-    const content = message.content
-    let newContent: Array<ContentBlock> | undefined
-    for (let j = content.length - 1; j >= 0; j--) {
-      const block = content[j]!
-      if (!isToolResult(block)) continue
-      const toolUse = resolved.pop()
-      if (toolUse === undefined) continue
-      const action = classify(toolUse)
-      const failed = block.is_error === true
-      let reason: OffloadReason | undefined
-      let since = i
-      const staleSince = (r: number) => r - keep < rankAt.length ? rankAt[r - keep]! : i
-      if (action._tag === "Read") {
-        const state = stateOf(action.path)
-        const superseded = isCovered(state, action.range)
-        const pinnedLatest = !state.readLater && pinned !== undefined && pinned(action.path)
-        const r = rank
-        if (superseded) (reason = "superseded", since = coveredAt(state, action.range))
-        else if (state.modified && !pinnedLatest) (reason = "modified", since = state.modifiedAt)
-        else if (rank++ >= keep && !pinnedLatest) (reason = "stale", since = staleSince(r))
-        if (!failed) addRead(state, action.range, i)
-      } else {
-        if (action._tag === "Write" && !failed) {
-          const state = stateOf(action.path)
-          state.modified = true
-          state.modifiedAt = i
-        }
-        if (rank++ >= keep) (reason = "stale", since = staleSince(rank - 1))
-      }
-      if (rank > rankAt.length) rankAt.push(i)
-      if (reason === undefined || (failed && reason === "stale") || isOffloaded(block)) continue
-      const before = payloadTokens(block)
-      if (before <= MIN_POINTER_TOKENS || tooSmall.get(block) === reason) continue
-      const ref = makeRef(toolUse, action, block, reason, before)
-      const replacement = pointerBlock(block, ref)
-      const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
-      if (after >= before) {
-        tooSmall.set(block, reason)
-        continue
-      }
-      newContent ??= content.slice()
-      newContent[j] = replacement
-      readsPaid += (before - after) * (replies - (repliesUpTo[since] ?? replies))
-      firstChange = i
-      offloaded.push({
-        messageIndex: i,
-        blockIndex: j,
-        toolUseId: block.tool_use_id,
-        block: replacement,
-        reason,
-        tokensFreed: before - after,
-        ref
-      })
-    }
-    if (newContent !== undefined) {
-      const replaced = { ...message, content: newContent } as M
-      tokensFreed += estimateMessageTokens(message) - estimateMessageTokens(replaced)
-      out ??= messages.slice()
-      out[i] = replaced
-    }
-  }
-  if (out === undefined || !worthIt(options, tokensFreed, readsPaid, out, firstChange)) {
-    return { messages: messages as Array<M>, offloaded: [], tokensFreed: 0 }
-  }
-  offloaded.reverse()
-  return { messages: out, offloaded, tokensFreed }
+  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, viewStartOf(messages), false)
+  return decide(index, messages, keepOf(keepRecent), decideOptions(options))
 }
+
+/** The options of the decisions for `EvictOptions`. */
+const decideOptions = (options: EvictOptions): DecideOptions => ({
+  pinned: options.pinned,
+  minSavings: options.minSavings,
+  cacheCold: options.cacheCold,
+  prices: options.prices ?? CACHE_PRICES
+})
 
 /**
  * The eviction frontier: the position (message, block) of the oldest tool result an eviction may still offload — not

@@ -144,6 +144,17 @@ describe("the budget table", () => {
     assert.isDefined(max("growth/estimate-step"))
   })
 
+  it("holds the eviction and step goals of issue 18: warm eviction <= 0.1x pruneMessages, a flat step to 10k", () => {
+    const byId = (id: string) => budgets.find((b) => b.id === id)
+    assert.strictEqual(byId("evict-warm/prune")?.max, 0.1)
+    assert.strictEqual(byId("evict-warm/prune")?.baseline, M.pruneReal)
+    assert.isAtMost(byId("growth/step-10k")!.max, 2)
+    assert.isAtMost(byId("step/evict-cold")!.max, 0.1)
+    // the cold goal (<= 2) is not reached: the budget is a regression guard and says so
+    assert.isDefined(byId("evict-cold/prune"))
+    assert.match(byId("evict-cold/prune")!.why, /not reached/)
+  })
+
   it("prints a ratio below 0.01 with two significant digits, so a 300x budget reads as one", () => {
     const b = budget("step", 0.0033)
     const table = formatTable([checkBudget(b, measured(b, [0.0012]))]).split("\n")

@@ -10,7 +10,10 @@ import { estimateTokens as piEstimateTokens, findCutPoint } from "@mariozechner/
 import { type BaseMessage, trimMessages } from "@langchain/core/messages"
 import { type ModelMessage, pruneMessages } from "ai"
 import { cutForPolicy, type CutPolicy } from "../../src/Cut.ts"
-import { type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
+import { apiViewStart } from "../../src/ApiView.ts"
+import { CACHE_PRICES, type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
+import { applyOffloads, buildIndex, decide, extendIndex } from "../../src/internal/eviction.ts"
+import { defaultToolClassifier } from "../../src/Tools.ts"
 import type { Message } from "../../src/Message.ts"
 import { CompactionPolicy } from "../../src/Policy.ts"
 import { estimateTokens } from "../../src/Tokens.ts"
@@ -151,4 +154,57 @@ export const peers = {
       messages: s.ai.messages as Array<ModelMessage>,
       toolCalls: `before-last-${KEEP_RECENT_MESSAGES}-messages`
     })
+}
+
+// ============================================================================
+// Eviction workloads: cold on fresh objects, warm one turn at a time
+// ============================================================================
+
+/**
+ * The session as new objects, messages and tool_result blocks alike (strings shared), estimated once as a live loop
+ * has: no cache of the eviction (its pointers, the payloads it parsed) has seen any of them.
+ */
+export const freshForEviction = (messages: ReadonlyArray<Message>): Array<Message> => {
+  const fresh = messages.map((m): Message =>
+    typeof m.content === "string" ? { ...m } : { ...m, content: m.content.map((b) => ({ ...b })) } as Message
+  )
+  estimateTokens(fresh)
+  return fresh
+}
+
+/** One agent turn: a whole-file read of a new path and its 8,000-character result. */
+const readTurn = (n: number): ReadonlyArray<Message> => {
+  const id = `toolu_warm_${n}`
+  const path = `/warm/file_${n}.ts`
+  return [
+    { role: "assistant", content: [{ type: "tool_use", id, name: "read", input: { path } }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: `${path}\n${"x".repeat(8000)}` }] }
+  ]
+}
+
+/**
+ * Warm eviction as a `perSample` pair: the session evicted once (`KEEP_RECENT_TOOL_RESULTS`, `minSavings` 0) and
+ * its decisions indexed; `input` appends one new turn (untimed), `evict` extends the carried index by it and decides
+ * (what `Conversation`'s prepare does), taking the eviction's output as the next view. Each decision equals
+ * `evictStaleToolResults` on the same list (`test/EvictCarried.property.test.ts`).
+ */
+export const warmEviction = (messages: ReadonlyArray<Message>) => {
+  let view: ReadonlyArray<Message> = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
+    .messages
+  const index = buildIndex(view, defaultToolClassifier, apiViewStart(view), true)
+  const options = { minSavings: 0, prices: CACHE_PRICES }
+  decide(index, view, KEEP_RECENT_TOOL_RESULTS, options)
+  let n = 0
+  return {
+    input: (): ReadonlyArray<Message> => (view = view.concat(readTurn(n++))),
+    evict: (grown: ReadonlyArray<Message>): number => {
+      extendIndex(index, grown)
+      const result = decide(index, grown, KEEP_RECENT_TOOL_RESULTS, options)
+      if (result.offloaded.length > 0) {
+        applyOffloads(index, result.messages, result.offloaded)
+        view = result.messages
+      }
+      return result.offloaded.length
+    }
+  }
 }

@@ -15,6 +15,7 @@ import {
 } from "../../Cache.ts"
 import type { ConversationState, MessageParam, Request } from "../../Conversation.ts"
 import { evictionFrontier } from "../../Evict.ts"
+import { carriedFrontier, carriedRequestParts } from "./carried.ts"
 import type { Message } from "../../Message.ts"
 import { estimateContentTokens, jsonSize } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
@@ -56,12 +57,12 @@ export const requestOf = (
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = state.view
   const frontier = frontierOf(view, options.classifier)
-  const base = (): Request => ({
+  const withMessages = (messages: Array<MessageParam>): Request => ({
     ...(system === undefined ? {} : { system }),
     ...(tools === undefined ? {} : { tools }),
-    messages: [...view]
+    messages
   })
-  if (options.breakpoints === false) return base()
+  if (options.breakpoints === false) return withMessages([...view])
   const before = options.before !== undefined && options.before.epoch === state.epoch
     ? frontierOf(options.before.view, options.classifier)
     : undefined
@@ -71,15 +72,19 @@ export const requestOf = (
     : undefined
   const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
     (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / 4))
+  const carried = carriedRequestParts(asMessages(view))
   const plan = planBreakpoints(asMessages(view), {
     systemTokens,
     hasSystem: system !== undefined || tools !== undefined,
     frontier,
     previousFrontier: previous,
-    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model)
+    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
+    messageTokensBefore: carried?.tokensBefore
   })
-  const messages = applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
-  if (!plan.system) return { ...base(), messages }
+  const messages = carried === undefined
+    ? applyBreakpoints(asMessages(view), plan.blocks) as unknown as Array<MessageParam>
+    : breakpointsAt(view, plan.blocks, carried.cacheControlled)
+  if (!plan.system) return withMessages(messages)
   if (system !== undefined) {
     const blocks = systemBlocks(system)
     const last = blocks.length - 1
@@ -94,12 +99,33 @@ export const requestOf = (
   return { tools: marked as Array<Anthropic.ToolUnion>, messages }
 }
 
+/**
+ * `applyBreakpoints(view, blocks)` when only the messages at `cacheControlled` carry a `cache_control`: the view is
+ * copied and only the planned and the carrying messages are rewritten (each exactly as `applyBreakpoints` would).
+ */
+const breakpointsAt = (
+  view: ReadonlyArray<MessageParam>,
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>
+): Array<MessageParam> => {
+  const messages = view.slice()
+  const touched = new Set<number>()
+  for (const p of blocks) touched.add(p.message)
+  for (const m of cacheControlled) if (m < view.length) touched.add(m)
+  for (const m of touched) {
+    const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
+    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks)[0] as unknown as MessageParam
+  }
+  return messages
+}
+
 /** The frontier breakpoint of a view: the last block before the oldest result that may still be offloaded. */
 const frontierOf = (
   view: ReadonlyArray<MessageParam>,
   classifier: ToolClassifier | undefined
 ): BlockPosition | undefined => {
-  const result = evictionFrontier(asMessages(view), { classifier })
+  const carried = carriedFrontier(asMessages(view), classifier)
+  const result = carried.known ? carried.at : evictionFrontier(asMessages(view), { classifier })
   return result === undefined ? undefined : breakpointBefore(asMessages(view), result)
 }
 

@@ -1,0 +1,110 @@
+/**
+ * One `Conversation` step on sessions of 1k, 10k and 50k messages, and the heap a 50k-message state retains.
+ *
+ * A step is what an agent loop does between two model calls when no compaction is due: record a reply that reads a
+ * file, append its result, `prepareStep` (close pending calls, carried-forward eviction, trigger check) and build the
+ * request (`requestOf`, breakpoints included). Each state starts from a generated session, prepared once (its eviction
+ * index built, what is stale offloaded), so every timed step is a warm one. The rows:
+ * - step: the whole step, median of up to 1,000 consecutive steps on the growing state;
+ * - view copy: `[...view, message]` alone, the linear part an immutable view array keeps;
+ * - evict cold: `evictStaleToolResults` on the same view, what a step would cost without the carried decisions.
+ * Then the heap the 50k state retains against the heap of its messages (run with --expose-gc).
+ *
+ * Run: npx node --expose-gc bench/conversation.bench.ts
+ */
+import { do_not_optimize, measure } from "mitata"
+import {
+  appendMessage,
+  asMessageParams,
+  type ConversationState,
+  emptyState,
+  type MessageParam,
+  prepareStep,
+  recordReply,
+  requestOf
+} from "../src/Conversation.ts"
+import { evictStaleToolResults } from "../src/Evict.ts"
+import { HotPaths } from "../src/HotPaths.ts"
+import type { Message } from "../src/Message.ts"
+import { generateSession } from "../test/fixtures/Conversation.ts"
+import { perSample, perSampleOptions } from "./baselines.ts"
+
+/** A state holding `session` as its view, as a resumed conversation would, then prepared once. */
+export const stateOf = (session: ReadonlyArray<Message>): ConversationState => {
+  const view = asMessageParams(session)
+  const state: ConversationState = { ...emptyState(), view, hot: HotPaths.fromMessages(session) }
+  return prepareStep(state).transition.state
+}
+
+/** One agent step on `state`: a reply reading a file, its result, prepare, the request. Returns the new state. */
+export const conversationStep = (state: ConversationState, n: number): ConversationState => {
+  const id = `toolu_step_${n}`
+  const path = `/bench/file_${n % 50}.ts`
+  const reply: MessageParam = { role: "assistant", content: [{ type: "tool_use", id, name: "read", input: { path } }] }
+  const result: MessageParam = {
+    role: "user",
+    content: [{ type: "tool_result", tool_use_id: id, content: `${path}\n${"line of code\n".repeat(200)}` }]
+  }
+  const replied = recordReply(state, reply, { input_tokens: 1000, output_tokens: 50 }).state
+  const answered = appendMessage(replied, result).state
+  const prepared = prepareStep(answered).transition.state
+  do_not_optimize(requestOf(prepared, "You are a coding agent.", { before: answered }))
+  return prepared
+}
+
+/** A mitata per-sample measurement of consecutive steps on one growing state. */
+export const stepMeasure = (start: ConversationState, maxSamples: number) => {
+  let state = start
+  let n = 0
+  return measure(perSample(() => 0, () => (state = conversationStep(state, n++))), perSampleOptions(maxSamples))
+}
+
+const isMain = import.meta.url === `file://${process.argv[1]}`
+if (isMain) {
+  const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
+  const lines = [
+    "| messages | step | view copy | evict cold (no carried decisions) | step / evict cold |",
+    "| ---: | ---: | ---: | ---: | ---: |"
+  ]
+  const steps = new Map<number, number>()
+  for (const size of [1_000, 10_000, 50_000]) {
+    const session = generateSession(size, { messages: size })
+    const start = stateOf(session)
+    const step = (await stepMeasure(start, 1000)).p50
+    const view = start.view
+    const extra: MessageParam = { role: "user", content: "one more" }
+    const copy = (await measure(() => do_not_optimize([...view, extra]))).p50
+    const cold = (await measure(() => do_not_optimize(evictStaleToolResults(session, 10)))).p50
+    steps.set(size, step)
+    lines.push(
+      `| ${session.length.toLocaleString("en")} | ${time(step)} | ${time(copy)} | ${time(cold)} | ${
+        (step / cold).toFixed(3)
+      } |`
+    )
+  }
+  lines.push("", `step growth 50k / 10k: ${(steps.get(50_000)! / steps.get(10_000)!).toFixed(2)}`)
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
+  else {
+    const heap = () => {
+      gc()
+      gc()
+      return process.memoryUsage().heapUsed
+    }
+    const h0 = heap()
+    const session = generateSession(50_001, { messages: 50_000 })
+    const h1 = heap()
+    let state = stateOf(session)
+    for (let n = 0; n < 100; n++) state = conversationStep(state, n)
+    const h2 = heap()
+    const mb = (b: number) => `${(b / 2 ** 20).toFixed(1)} MB`
+    lines.push(
+      "",
+      `Memory, ${state.view.length.toLocaleString("en")} messages: the messages ${mb(h1 - h0)}; the state after ` +
+        `100 steps retains ${mb(h2 - h1)} more (${((h2 - h1) / (h1 - h0)).toFixed(2)}× the messages; ` +
+        `${((h2 - h0) / (h1 - h0)).toFixed(2)}× with them)`
+    )
+    do_not_optimize([session, state])
+  }
+  console.log(lines.join("\n"))
+}

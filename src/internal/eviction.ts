@@ -1,0 +1,563 @@
+/**
+ * The eviction decisions of `Evict.evictStaleToolResults`, as an index that is built once and carried forward.
+ *
+ * An `EvictionIndex` holds what a decision needs to know about every tool result of the API view, maintained in
+ * conversation order as messages are appended:
+ * - the result's call and its classified action (a result's call is the nearest preceding tool_use with its id);
+ * - for reads, whether a later successful read covers it (superseded, and the message of the earliest such read),
+ *   whether a later successful write of its file exists (modified, and the earliest), whether any later successful
+ *   read of the file exists (so it is not the file's latest);
+ * - whether it is *counted* for `keepRecent` (every result but a superseded read and a modified read that is not a
+ *   pinned latest one), in a Fenwick tree, so a result's rank (counted results after it) and the result `keepRecent`
+ *   places after it are O(log n);
+ * - the *open* results: not offloaded, larger than any pointer, not a failed non-read, and not parked (a failed read
+ *   with no reason yet, or a result whose pointer can never be smaller: only an event on its file wakes it).
+ * Appending a message costs its blocks and, per read or write, the reads of that file not yet superseded. A decision
+ * (`decide`) visits only the open results and the pin-sensitive ones (modified latest reads: their count follows the
+ * `pinned` option), never the whole conversation; building the result copies the outer array only when it changes.
+ *
+ * @internal
+ */
+import { compactionBlockIndex } from "../ApiView.ts"
+import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
+import { isImage, isToolResult, isToolUse } from "../Message.ts"
+import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
+import { formatOffloadRef, isOffloaded, pointerBlock } from "../Offload.ts"
+import {
+  CHARS_PER_TOKEN,
+  estimateMessageTokens,
+  estimateMessageTokensUncached,
+  MESSAGE_OVERHEAD_TOKENS
+} from "../Tokens.ts"
+import type { ToolAction, ToolClassifier } from "../Tools.ts"
+import { covers, shortInput } from "../Tools.ts"
+import { Fenwick } from "./fenwick.ts"
+
+/** What one tool result of the view is, and what the results after it decided about it. */
+interface ResultRecord {
+  /** Position among the view's resolved results, from 0. */
+  readonly ordinal: number
+  readonly message: number
+  readonly block: number
+  readonly toolUse: ToolUseBlock
+  /** The tool_result block as indexed: an offload replaces it in the messages, so another block there is a pointer. */
+  readonly result: ToolResultBlock
+  readonly action: ToolAction
+  readonly failed: boolean
+  /** When indexed: not offloaded, larger than any pointer, not a failed non-read (what the frontier looks for). */
+  readonly eligible: boolean
+  superseded: boolean
+  coveredAt: number
+  modified: boolean
+  modifiedAt: number
+  readLater: boolean
+  counted: boolean
+  /** In `open`; `parked`: waiting for an event on its file. */
+  state: "open" | "parked" | "closed"
+}
+
+/** The reads of one file not yet superseded, in order. */
+type LiveReads = Array<ResultRecord>
+
+/** The carried-forward decisions of one API view (see the module doc). Mutable: owned by one caller at a time. */
+export interface EvictionIndex {
+  readonly classify: ToolClassifier
+  /** The first message of the API view. */
+  readonly viewStart: number
+  /** Messages indexed so far. */
+  length: number
+  readonly calls: Map<string, ToolUseBlock>
+  readonly records: Array<ResultRecord>
+  readonly paths: Map<string, LiveReads>
+  /** 1 for each counted result, by ordinal. */
+  readonly counted: Fenwick
+  /**
+   * The estimate of each message (0 before `viewStart`), for the rent-or-buy rule; absent in an index built for one
+   * call (the prompt behind the first change is then summed from the output).
+   */
+  readonly tokens: Fenwick | undefined
+  /** `repliesUpTo[i]`: assistant messages at or before message i. */
+  repliesUpTo: Int32Array
+  /** Open results, by ordinal. */
+  open: Array<ResultRecord>
+  /** Parked results an event woke, to merge into `open`. */
+  readonly woken: Array<ResultRecord>
+  /** Modified reads with no later read and not superseded: counted exactly when their path is pinned. */
+  readonly pinSensitive: Set<ResultRecord>
+  /** Ordinal of the oldest result that may still be offloaded (the eviction frontier), advanced lazily. */
+  frontier: number
+}
+
+/** No pointer is shorter than this many tokens: its fixed text alone is longer. */
+export const MIN_POINTER_TOKENS: number = Math.floor(
+  Math.min(
+    ...(["superseded", "modified", "stale"] as const).flatMap((reason) => {
+      const common = { tool: "", toolUseId: "", reason, tokens: 0, images: 0 }
+      return [
+        formatOffloadRef({ _tag: "Output", input: "", ...common }).length,
+        formatOffloadRef({ _tag: "Read", path: "", ...common }).length
+      ]
+    })
+  ) / CHARS_PER_TOKEN
+)
+
+/**
+ * Most estimated tokens a pointer's payload can have: `Offload` reads a pointer only from a text of at most 2,048
+ * characters (`test/EvictCarried.property.test.ts` holds it to that), so a larger payload is not offloaded.
+ */
+export const MAX_POINTER_TOKENS: number = 2048 / CHARS_PER_TOKEN
+
+/**
+ * `Offload.payloadTokens(block)` without a cache entry for a block list seen once: the same count (the content's
+ * estimate inside a message, without the message's overhead).
+ */
+const payloadOf = (block: ToolResultBlock): number => {
+  const content = block.content
+  if (content === undefined) return 0
+  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
+  return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+}
+
+/** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
+const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
+  payload <= MAX_POINTER_TOKENS && isOffloaded(block)
+
+/** The index of an empty view starting at `viewStart` (nothing indexed yet). */
+const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolean): EvictionIndex => ({
+  classify,
+  viewStart,
+  length: 0,
+  calls: new Map(),
+  records: [],
+  paths: new Map(),
+  counted: new Fenwick(),
+  tokens: carried ? new Fenwick() : undefined,
+  repliesUpTo: new Int32Array(64),
+  open: [],
+  woken: [],
+  pinSensitive: new Set(),
+  frontier: 0
+})
+
+/** True when the API view would start at this message (it holds a compaction block with content). */
+const opensView = (message: Message): boolean => {
+  const content = message.content
+  if (typeof content === "string" || message.role === "system") return false
+  for (let b = 0; b < content.length; b++) {
+    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
+  }
+  return false
+}
+
+/**
+ * `ApiView.apiViewStart(messages)`, without a cache entry per message: only a message holding a compaction block is
+ * asked `compactionBlockIndex`.
+ */
+export const viewStartOf = (messages: ReadonlyArray<Message>): number => {
+  for (let i = messages.length - 1; i > 0; i--) if (opensView(messages[i]!)) return i
+  return 0
+}
+
+/**
+ * The index of `messages`, built in one forward pass. `carried`: it will be extended and decided on again (it then
+ * keeps the messages' estimates for the rent-or-buy rule).
+ */
+export const buildIndex = (
+  messages: ReadonlyArray<Message>,
+  classify: ToolClassifier,
+  viewStart: number,
+  carried: boolean
+): EvictionIndex => {
+  const index = emptyIndex(classify, viewStart, carried)
+  extendIndex(index, messages)
+  return index
+}
+
+/**
+ * Indexes `messages[index.length..)`, which must extend the messages indexed so far. Returns false (and indexes
+ * nothing) when a new message opens a new API view: the index no longer applies, build a new one.
+ */
+export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Message>): boolean => {
+  const from = index.length
+  for (let i = Math.max(from, index.viewStart + 1); i < messages.length; i++) if (opensView(messages[i]!)) return false
+  if (index.repliesUpTo.length < messages.length) {
+    let capacity = index.repliesUpTo.length
+    while (capacity < messages.length) capacity *= 2
+    const grown = new Int32Array(capacity)
+    grown.set(index.repliesUpTo)
+    index.repliesUpTo = grown
+  }
+  let replies = from === 0 ? 0 : index.repliesUpTo[from - 1]!
+  for (let i = from; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "assistant") replies++
+    index.repliesUpTo[i] = replies
+    const inView = i >= index.viewStart
+    index.tokens?.push(inView ? estimateMessageTokens(message) : 0)
+    if (!inView || typeof message.content === "string") continue
+    const content = message.content
+    if (message.role === "assistant") {
+      for (const block of content) if (isToolUse(block)) index.calls.set(block.id, block)
+    } else if (message.role === "user") {
+      for (let j = 0; j < content.length; j++) {
+        const block = content[j]!
+        if (!isToolResult(block)) continue
+        const toolUse = index.calls.get(block.tool_use_id)
+        if (toolUse !== undefined) addResult(index, i, j, block, toolUse)
+      }
+    }
+  }
+  index.length = messages.length
+  return true
+}
+
+const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
+  if (record.counted === counted) return
+  record.counted = counted
+  index.counted.set(record.ordinal, counted ? 1 : 0)
+}
+
+/** Recomputes whether a read is counted after an event on its file (pin-sensitive ones are settled by `decide`). */
+const recount = (index: EvictionIndex, record: ResultRecord): void => {
+  if (record.superseded) {
+    index.pinSensitive.delete(record)
+    setCounted(index, record, false)
+  } else if (!record.modified) setCounted(index, record, true)
+  else if (record.readLater) {
+    index.pinSensitive.delete(record)
+    setCounted(index, record, false)
+  } else index.pinSensitive.add(record)
+}
+
+const wake = (index: EvictionIndex, record: ResultRecord): void => {
+  if (record.state !== "parked") return
+  record.state = "open"
+  index.woken.push(record)
+}
+
+const addResult = (
+  index: EvictionIndex,
+  message: number,
+  block: number,
+  result: ToolResultBlock,
+  toolUse: ToolUseBlock
+): void => {
+  const action = index.classify(toolUse)
+  const failed = result.is_error === true
+  let eligible = !(failed && action._tag !== "Read")
+  if (eligible) {
+    const payload = payloadOf(result)
+    eligible = payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload)
+  }
+  const record: ResultRecord = {
+    ordinal: index.records.length,
+    message,
+    block,
+    toolUse,
+    result,
+    action,
+    failed,
+    eligible,
+    superseded: false,
+    coveredAt: Infinity,
+    modified: false,
+    modifiedAt: Infinity,
+    readLater: false,
+    counted: true,
+    state: eligible ? "open" : "closed"
+  }
+  if (action._tag === "Read") {
+    let live = index.paths.get(action.path)
+    if (live === undefined) index.paths.set(action.path, live = [])
+    if (!failed) {
+      let kept = 0
+      for (let k = 0; k < live.length; k++) {
+        const earlier = live[k]!
+        earlier.readLater = true
+        if (covers(action.range, earlier.action._tag === "Read" ? earlier.action.range : undefined)) {
+          earlier.superseded = true
+          earlier.coveredAt = message
+        } else live[kept++] = earlier
+        recount(index, earlier)
+        wake(index, earlier)
+      }
+      live.length = kept
+    }
+    live.push(record)
+  } else if (action._tag === "Write" && !failed) {
+    const live = index.paths.get(action.path)
+    if (live !== undefined) {
+      for (const earlier of live) {
+        if (earlier.modified) continue
+        earlier.modified = true
+        earlier.modifiedAt = message
+        recount(index, earlier)
+        wake(index, earlier)
+      }
+    }
+  }
+  index.records.push(record)
+  index.counted.push(1)
+  if (record.state === "open") index.open.push(record)
+}
+
+/** The block an index record points at in `messages`, if it is still that result. */
+const blockAt = (messages: ReadonlyArray<Message>, record: ResultRecord): ToolResultBlock | undefined => {
+  const content = messages[record.message]?.content
+  if (content === undefined || typeof content === "string") return undefined
+  const block = content[record.block]
+  return block !== undefined && isToolResult(block) ? block : undefined
+}
+
+const countImages = (content: ToolResultBlock["content"]): number => {
+  if (content === undefined || typeof content === "string") return 0
+  let n = 0
+  for (const block of content) if (isImage(block)) n++
+  return n
+}
+
+const makeRef = (
+  toolUse: ToolUseBlock,
+  action: ToolAction,
+  block: ToolResultBlock,
+  reason: OffloadReason,
+  tokens: number
+): OffloadRef => {
+  const images = countImages(block.content)
+  const common = { tool: toolUse.name, toolUseId: block.tool_use_id, reason, tokens, images }
+  if (action._tag !== "Read") return { _tag: "Output", input: shortInput(toolUse), ...common }
+  return action.range === undefined
+    ? { _tag: "Read", path: action.path, ...common }
+    : { _tag: "Read", path: action.path, range: action.range, ...common }
+}
+
+/** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
+interface Pointer {
+  readonly reason: OffloadReason
+  readonly ref: OffloadRef
+  readonly replacement: ToolResultBlock
+  readonly before: number
+  readonly after: number
+}
+
+/** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
+const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
+
+/** A result's pointer for `reason`; remembered by block when `remember` (a carried index decides again next step). */
+const pointerFor = (
+  record: ResultRecord,
+  block: ToolResultBlock,
+  reason: OffloadReason,
+  remember: boolean
+): Pointer => {
+  let built = remember ? pointers.get(block) : undefined
+  if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
+  const before = payloadOf(block)
+  const ref = makeRef(record.toolUse, record.action, block, reason, before)
+  const replacement = pointerBlock(block, ref)
+  const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
+  const pointer: Pointer = { reason, ref, replacement, before, after }
+  if (remember) {
+    if (built === undefined) pointers.set(block, built = [])
+    built.push(pointer)
+  }
+  return pointer
+}
+
+/** The reasons a result may still be offloaded for, now or after later messages. */
+const reachableReasons = (record: ResultRecord): ReadonlyArray<OffloadReason> => {
+  if (record.action._tag !== "Read") return ["stale"]
+  if (record.superseded) return ["superseded"]
+  return record.failed ? ["superseded", "modified"] : ["superseded", "modified", "stale"]
+}
+
+/** Options of `decide`: `EvictOptions` without the classifier (the index's). */
+export interface DecideOptions {
+  readonly pinned?: ((path: string) => boolean) | undefined
+  readonly minSavings?: number | undefined
+  readonly cacheCold?: boolean | undefined
+  readonly prices: { readonly cacheRead: number; readonly cacheWrite: number }
+}
+
+/** What `decide` returns: `EvictResult` fields. */
+export interface Decision<M extends Message> {
+  readonly messages: Array<M>
+  readonly offloaded: ReadonlyArray<Offloaded>
+  readonly tokensFreed: number
+}
+
+/**
+ * The eviction of `messages`: exactly the messages the index holds, where only eviction outputs recorded with
+ * `applyOffloads` replaced blocks: `evictStaleToolResults`' result. Settles the
+ * counts of pin-sensitive reads under `pinned`, drops results offloaded since, and parks results no pointer can ever
+ * replace. Never changes what a later call decides; `applyOffloads` records a result that was taken.
+ */
+export const decide = <M extends Message>(
+  index: EvictionIndex,
+  messages: ReadonlyArray<M>,
+  keep: number,
+  options: DecideOptions
+): Decision<M> => {
+  const pinned = options.pinned
+  const remember = index.tokens !== undefined
+  for (const record of index.pinSensitive) {
+    setCounted(index, record, pinned !== undefined && pinned((record.action as { path: string }).path))
+  }
+  if (index.woken.length > 0) {
+    index.open = [...index.open, ...index.woken].sort((a, b) => a.ordinal - b.ordinal)
+    index.woken.length = 0
+  }
+  const counted = index.counted
+  const total = counted.prefix(counted.length)
+  const replies = messages.length === 0 ? 0 : index.repliesUpTo[messages.length - 1]!
+  const taken: Array<{ readonly record: ResultRecord; readonly pointer: Pointer; readonly since: number }> = []
+  let kept = 0
+  const open = index.open
+  for (let k = 0; k < open.length; k++) {
+    const record = open[k]!
+    const block = blockAt(messages, record)
+    if (block !== record.result || record.state !== "open") {
+      record.state = "closed"
+      continue
+    }
+    let reason: OffloadReason | undefined
+    let since = record.message
+    const action = record.action
+    const pinnedLatest = action._tag === "Read" && !record.readLater && pinned !== undefined && pinned(action.path)
+    if (record.superseded) (reason = "superseded", since = record.coveredAt)
+    else if (record.modified && !pinnedLatest) (reason = "modified", since = record.modifiedAt)
+    else if (!pinnedLatest && !record.failed) {
+      const after = counted.prefix(record.ordinal + 1)
+      if (total - after >= keep) {
+        reason = "stale"
+        since = keep === 0 ? record.message : index.records[counted.search(after + keep)]!.message
+      }
+    }
+    if (reason === undefined) {
+      // a failed read of a file nothing happened to since: only an event on its file can give it a reason
+      if (record.failed && !record.modified) record.state = "parked"
+      else open[kept++] = record
+      continue
+    }
+    const pointer = pointerFor(record, block, reason, remember)
+    if (pointer.after >= pointer.before) {
+      // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
+      const never = reachableReasons(record).every((r) => {
+        const p = pointerFor(record, block, r, remember)
+        return p.after >= p.before
+      })
+      record.state = never ? "closed" : "parked"
+      continue
+    }
+    open[kept++] = record
+    taken.push({ record, pointer, since })
+  }
+  open.length = kept
+  if (taken.length === 0) return unchanged(messages)
+  // rebuild the changed messages, newest first (the order the backward scan summed in)
+  let out: Array<M> | undefined
+  let tokensFreed = 0
+  let readsPaid = 0
+  const offloaded: Array<Offloaded> = []
+  for (let t = taken.length - 1; t >= 0;) {
+    const i = taken[t]!.record.message
+    const message = messages[i]!
+    const newContent = (message.content as ReadonlyArray<ContentBlock>).slice()
+    let u = t
+    for (; u >= 0 && taken[u]!.record.message === i; u--) {
+      const { pointer, record, since } = taken[u]!
+      newContent[record.block] = pointer.replacement
+      readsPaid += (pointer.before - pointer.after) * (replies - index.repliesUpTo[since]!)
+    }
+    const replaced = { ...message, content: newContent } as M
+    tokensFreed += estimateMessageTokens(message) - estimateMessageTokensUncached(replaced)
+    out ??= messages.slice()
+    out[i] = replaced
+    t = u
+  }
+  for (const { pointer, record } of taken) {
+    offloaded.push({
+      messageIndex: record.message,
+      blockIndex: record.block,
+      toolUseId: pointer.replacement.tool_use_id,
+      block: pointer.replacement,
+      reason: pointer.reason,
+      tokensFreed: pointer.before - pointer.after,
+      ref: pointer.ref
+    })
+  }
+  const firstChange = taken[0]!.record.message
+  if (!worthIt(index, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
+  return { messages: out!, offloaded, tokensFreed }
+}
+
+const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decision<M> => ({
+  messages: messages as Array<M>,
+  offloaded: [],
+  tokensFreed: 0
+})
+
+/** `keepRecent` as the decisions read it: at least 0, and 0 for NaN. */
+export const keepOf = (keepRecent: number): number => Number.isNaN(keepRecent) ? 0 : Math.max(0, keepRecent)
+
+/**
+ * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
+ * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
+ * reads already paid on the freed tokens (their tokens times the requests sent since they became evictable, at the read
+ * price) reach the cost of rewriting the prompt behind the first change (its tokens after the eviction, at the write
+ * price). Like renting skis until the rent paid equals the price, it never pays more than twice the best choice made
+ * with hindsight.
+ */
+const worthIt = (
+  index: EvictionIndex,
+  options: DecideOptions,
+  tokensFreed: number,
+  readsPaid: number,
+  out: ReadonlyArray<Message>,
+  firstChange: number
+): boolean => {
+  if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
+  if (tokensFreed <= 0) return false
+  if (options.cacheCold === true) return true
+  const tokens = index.tokens
+  let behind = 0
+  if (tokens === undefined) { for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!) }
+  else behind = tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
+  return readsPaid * options.prices.cacheRead >= behind * options.prices.cacheWrite
+}
+
+/**
+ * Records an eviction's result as the index's messages: the offloaded results close and their messages' estimates
+ * are replaced. `messages` is the eviction's output.
+ */
+export const applyOffloads = (
+  index: EvictionIndex,
+  messages: ReadonlyArray<Message>,
+  offloaded: ReadonlyArray<Offloaded>
+): void => {
+  const tokens = index.tokens
+  if (tokens === undefined) return
+  let last = -1
+  for (const o of offloaded) {
+    if (o.messageIndex === last) continue
+    last = o.messageIndex
+    tokens.set(last, estimateMessageTokens(messages[last]!))
+  }
+  // the offloaded records are dropped from `open` by the next `decide` (their blocks are offloaded now)
+}
+
+/**
+ * The eviction frontier of the indexed messages (`Evict.evictionFrontier`: the oldest result not offloaded, larger
+ * than any pointer and not a failed non-read), found by advancing a carried position: a result once offloaded stays so.
+ */
+export const frontierOf = (
+  index: EvictionIndex,
+  messages: ReadonlyArray<Message>
+): { readonly message: number; readonly block: number } | undefined => {
+  const records = index.records
+  let f = index.frontier
+  while (f < records.length && !(records[f]!.eligible && blockAt(messages, records[f]!) === records[f]!.result)) f++
+  index.frontier = f
+  const at = records[f]
+  return at === undefined ? undefined : { message: at.message, block: at.block }
+}

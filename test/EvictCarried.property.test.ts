@@ -1,0 +1,115 @@
+import { assert, describe, it } from "@effect/vitest"
+import { apiViewStart } from "../src/ApiView.ts"
+import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
+import { HotPaths } from "../src/HotPaths.ts"
+import {
+  applyOffloads,
+  buildIndex,
+  decide,
+  extendIndex,
+  frontierOf,
+  MAX_POINTER_TOKENS
+} from "../src/internal/eviction.ts"
+import { formatOffloadRef, isOffloaded } from "../src/Offload.ts"
+import { evictionFrontier } from "../src/Evict.ts"
+import type { Message } from "../src/Message.ts"
+import { defaultToolClassifier } from "../src/Tools.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { referenceEvict } from "./fixtures/EvictReference.ts"
+
+const pathsOf = (messages: ReadonlyArray<Message>): Array<string> => {
+  const paths = new Set<string>()
+  for (const m of messages) {
+    if (typeof m.content === "string") continue
+    for (const b of m.content) {
+      const input = b.type === "tool_use" ? (b as { input: { path?: unknown } }).input : undefined
+      if (typeof input?.path === "string") paths.add(input.path)
+    }
+  }
+  return [...paths]
+}
+
+/**
+ * One agent loop over a generated session: messages arrive one to three at a time; after each arrival the carried
+ * index is extended and decides, and its result must equal a fresh `evictStaleToolResults` and the reference
+ * backward scan on the same list, byte for byte. When the result offloads, the loop continues from its output.
+ */
+const runLoop = (seed: number): number => {
+  const rand = prng(seed * 7919)
+  const session = generateSession(seed, {
+    messages: 30 + Math.floor(rand() * 150),
+    maxOutput: 1 + Math.floor(rand() * 3) * 3000
+  })
+  const paths = pathsOf(session)
+  const keep = [0, 1, 3, 5, 10][Math.floor(rand() * 5)]!
+  const mode = Math.floor(rand() * 5)
+  let view: Array<Message> = []
+  const index = buildIndex(view, defaultToolClassifier, 0, true)
+  let compared = 0
+  let next = 0
+  while (next < session.length) {
+    const take = 1 + Math.floor(rand() * 3)
+    view = [...view, ...session.slice(next, next + take)]
+    next += take
+    assert.isTrue(extendIndex(index, view))
+    // pinned: the hot paths (they only grow) or a random set that changes every step
+    const pinnedSet = mode === 4 ? new Set(paths.filter(() => rand() < 0.3)) : undefined
+    const hot = HotPaths.fromMessages(view)
+    const options: EvictOptions = {
+      pinned: pinnedSet === undefined ? hot.pinned : (p) => pinnedSet.has(p),
+      ...(mode === 0 ? { minSavings: 0 } : mode === 1 ? { minSavings: 400 } : {}),
+      ...(mode === 2 && rand() < 0.3 ? { cacheCold: true } : {})
+    }
+    const carried = decide(index, view, keep, { ...options, prices: CACHE_PRICES })
+    const fresh = evictStaleToolResults(view, keep, options)
+    const reference = referenceEvict(view, keep, options)
+    assert.deepStrictEqual(carried, fresh, `seed ${seed} at ${view.length}`)
+    assert.deepStrictEqual(carried, reference, `seed ${seed} at ${view.length} (reference)`)
+    assert.strictEqual(carried.messages === view, fresh.messages === view)
+    compared++
+    if (carried.offloaded.length > 0) {
+      view = carried.messages
+      applyOffloads(index, view, carried.offloaded)
+    }
+    assert.deepStrictEqual(frontierOf(index, view), evictionFrontier(view), `frontier, seed ${seed}`)
+  }
+  return compared
+}
+
+describe("carried-forward eviction", () => {
+  it("equals a fresh eviction and the reference backward scan after every step of 150 generated agent loops", () => {
+    let compared = 0
+    for (let seed = 1; seed <= 150; seed++) compared += runLoop(seed)
+    assert.isAbove(compared, 5_000)
+  })
+
+  it("reads a pointer only from at most MAX_POINTER_TOKENS of payload, as Offload does", () => {
+    const pointerOfLength = (length: number) => {
+      const ref = {
+        _tag: "Read" as const,
+        tool: "read",
+        toolUseId: "t",
+        reason: "stale" as const,
+        tokens: 9,
+        images: 0
+      }
+      const base = formatOffloadRef({ ...ref, path: "" }).length
+      return formatOffloadRef({ ...ref, path: "p".repeat(length - base) })
+    }
+    const at = (text: string) => isOffloaded({ type: "tool_result", tool_use_id: "t", content: text })
+    const longest = pointerOfLength(MAX_POINTER_TOKENS * 4)
+    assert.strictEqual(longest.length, MAX_POINTER_TOKENS * 4)
+    assert.isTrue(at(longest))
+    assert.isFalse(at(pointerOfLength(MAX_POINTER_TOKENS * 4 + 1)))
+  })
+
+  it("refuses to extend past a message that opens a new API view", () => {
+    const session = generateSession(3, { messages: 20 })
+    const index = buildIndex(session, defaultToolClassifier, apiViewStart(session), true)
+    const compacted: Message = {
+      role: "assistant",
+      content: [{ type: "compaction", content: "summary of the work so far" } as never]
+    }
+    assert.isFalse(extendIndex(index, [...session, compacted]))
+  })
+})
