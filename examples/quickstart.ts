@@ -12,10 +12,8 @@ const untrustedJson: unknown = JSON.parse(readFileSync(new URL("./session.json",
 const messages = Message.decodeMessagesSync(untrustedJson) // typed error with the path on bad input
 
 const hot = HotPaths.HotPaths.fromMessages(messages) // files the model re-read after an offload
-const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT, {
-  minSavings: Evict.DEFAULT_MIN_SAVINGS,
-  pinned: hot.pinned
-})
+// minSavings absent: rent-or-buy decides when an eviction is worth rewriting the cached prefix
+const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT, { pinned: hot.pinned })
 const plan = Cut.planForPolicy(evicted.messages, Policy.defaultPolicy)
 console.log(`estimated tokens: ${Tokens.estimateTokens(messages)} -> ${Tokens.estimateTokens(evicted.messages)}`)
 console.log(`offloaded ${evicted.offloaded.length} stale tool results; the policy would cut at message ${plan.cut}`)

@@ -54,14 +54,22 @@ export {
 export const DEFAULT_KEEP_RECENT = 10
 
 /**
- * The recommended `minSavings` for an agent loop, in estimated tokens. Each eviction rewrites the prompt prefix, so
- * the provider re-writes its cache (1.25× input) instead of reading it (0.1×). With `minSavings` 0 the pi sessions
- * break the cache about every other request (179 breaks, 0.647× the cost of no eviction); from 2,000 evictions are
- * batched (39 breaks, 0.627×); up to 15,000 the corpus cost stays within 1.5% of its minimum. It is what
- * `evictStaleToolResults` uses when `minSavings` is absent; pass `minSavings: 0` to evict whatever is stale.
+ * A fixed `minSavings` threshold, in estimated tokens, for callers that want one instead of the rent-or-buy default.
+ * Each eviction rewrites the prompt prefix, so the provider re-writes its cache (1.25× input) instead of reading it
+ * (0.1×). With `minSavings` 0 the pi sessions break the cache about every other request; from 2,000 evictions are
+ * batched. Rent-or-buy (what `evictStaleToolResults` does when `minSavings` is absent) weighs the reads already paid
+ * instead of a fixed size, and costs less on the corpus (COMPACTION.md, "What a session costs").
  * @category constants
  */
-export const DEFAULT_MIN_SAVINGS = 2_000
+export const FIXED_MIN_SAVINGS = 2_000
+
+/**
+ * The former default `minSavings`, kept so existing imports work: it is `FIXED_MIN_SAVINGS`, and it is **not** what
+ * `evictStaleToolResults` uses when `minSavings` is absent (that is the rent-or-buy rule).
+ * @deprecated Use `FIXED_MIN_SAVINGS`, or leave `minSavings` out for the rent-or-buy default.
+ * @category constants
+ */
+export const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
 
 /**
  * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
@@ -77,7 +85,8 @@ export interface EvictOptions {
    */
   readonly pinned?: (path: string) => boolean
   /**
-   * Fewest estimated tokens worth an eviction (default `DEFAULT_MIN_SAVINGS`, 2,000). When the eviction would free fewer, nothing changes and
+   * Fewest estimated tokens worth an eviction, as a fixed threshold (e.g. `FIXED_MIN_SAVINGS`); absent, the rent-or-buy
+   * rule decides. When the eviction would free fewer, nothing changes and
    * the input array itself is returned, so the provider's prompt cache stays valid.
    */
   readonly minSavings?: number | undefined
@@ -110,7 +119,7 @@ export interface EvictResult<M extends Message> {
  * - only the API view (`ApiView.apiViewStart` on) is touched: results before the last compaction block with content
  *   are left as they are (the API drops them), so `tokensFreed` is what the API view loses;
  * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens` (taken on the API view);
- * - when fewer than `minSavings` tokens (default `DEFAULT_MIN_SAVINGS`) would be freed (or nothing would change), the input array is returned;
+ * - when fewer than `minSavings` tokens (if given; otherwise when rent-or-buy says the rewrite does not pay) would be freed (or nothing would change), the input array is returned;
  * - the input is never mutated; unchanged messages and blocks are shared by reference;
  * - pure and idempotent: the same input and options give byte-identical output, and a second application changes
  *   nothing. Tool results without a preceding tool_use, and blocks already offloaded, are left as they are.

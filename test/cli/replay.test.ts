@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
 import { replayPolicyOptions } from "../../src/cli/Report.ts"
 import { replayMessages } from "../../src/cli/Replay.ts"
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../../src/Evict.ts"
+import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../src/Evict.ts"
 import { ExtractiveSummarizer } from "../../src/ExtractiveSummarizer.ts"
 import { importSession } from "../../src/Import.ts"
 import {
@@ -124,9 +124,9 @@ describe("compaction replay", () => {
           return JSON.parse(result.stdout)
         }
         const byDefault = replayJson([])
-        const fixed = replayJson(["--min-savings", String(DEFAULT_MIN_SAVINGS)])
+        const fixed = replayJson(["--min-savings", String(FIXED_MIN_SAVINGS)])
         assert.deepStrictEqual(byDefault, { file: example, ...(yield* library(undefined)) })
-        assert.deepStrictEqual(fixed, { file: example, ...(yield* library(DEFAULT_MIN_SAVINGS)) })
+        assert.deepStrictEqual(fixed, { file: example, ...(yield* library(FIXED_MIN_SAVINGS)) })
         // on this session the two rules evict at different requests, so the test tells them apart
         assert.notStrictEqual(byDefault.evictions, fixed.evictions)
       }),

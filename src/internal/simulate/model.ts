@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import { DEFAULT_KEEP_RECENT, DEFAULT_MIN_SAVINGS } from "../../Evict.ts"
+import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { MessageUsage, RecordedAt } from "../../Import.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions } from "../../Policy.ts"
@@ -141,8 +141,8 @@ export const CLEAR_TOOL_USES_DEFAULTS = { triggerTokens: 100_000, keep: 3 } as c
 /** The library's eviction defaults: `DEFAULT_KEEP_RECENT` and the rent-or-buy rule (no fixed `minSavings`). @category constants */
 export const OURS_DEFAULTS = { keepRecent: DEFAULT_KEEP_RECENT } as const
 
-/** The fixed threshold of the "minSavings" row, the former default: `DEFAULT_MIN_SAVINGS` (2,000). @category constants */
-export const OURS_TUNED_MIN_SAVINGS = DEFAULT_MIN_SAVINGS
+/** The fixed threshold of the "minSavings" row, `FIXED_MIN_SAVINGS` (2,000), the former default. @category constants */
+export const OURS_TUNED_MIN_SAVINGS = FIXED_MIN_SAVINGS
 
 /**
  * The policies of the report, in order: none, compaction at the window, masking (10), opencode pruning (40k/20k),
