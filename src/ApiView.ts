@@ -41,6 +41,21 @@ export const compactionBlockIndex = (message: Message): number => {
 }
 
 /**
+ * True when the API view may start at this message (it holds a compaction block with content): the same answer as
+ * `compactionBlockIndex(message) >= 0`, but a message without any compaction block is answered by a scan of its block
+ * types, with no cache entry, so a walk over a long list stays cheap.
+ * @category api view
+ */
+export const opensApiView = (message: Message): boolean => {
+  const content = message.content
+  if (typeof content === "string" || message.role === "system") return false
+  for (let b = 0; b < content.length; b++) {
+    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
+  }
+  return false
+}
+
+/**
  * The index where the API view starts: the message holding the last compaction block with content, or 0 when there
  * is none. `messages.slice(apiViewStart(messages))` is what the API processes; everything before is dropped.
  * @category api view

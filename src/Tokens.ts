@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { compactionBlockIndex } from "./ApiView.ts"
+import { opensApiView } from "./ApiView.ts"
 import { makeTally } from "./internal/tally.ts"
 import type { CompactionBlock, ContentBlock, DocumentBlock, ImageBlock, Message } from "./Message.ts"
 
@@ -392,20 +392,7 @@ export const estimateMessageTokens = (message: Message): number => {
   return tokens
 }
 
-/**
- * True when the API view may start at this message: `ApiView.compactionBlockIndex(message) >= 0`, asked only of the
- * rare message that holds a compaction block (so the common message costs no cache entry).
- */
-const opensView = (message: Message): boolean => {
-  const content = message.content
-  if (typeof content === "string" || message.role === "system") return false
-  for (let b = 0; b < content.length; b++) {
-    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
-  }
-  return false
-}
-
-const tally = makeTally({ fresh: computeMessageTokens, cached: estimateMessageTokens, opensView })
+const tally = makeTally({ fresh: computeMessageTokens, cached: estimateMessageTokens, opensView: opensApiView })
 
 /**
  * The estimated prompt tokens of a conversation as the API processes it: exactly the sum of `estimateMessageTokens`

@@ -18,7 +18,7 @@
  *
  * @internal
  */
-import { compactionBlockIndex } from "../ApiView.ts"
+import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import { isImage, isToolResult, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
@@ -139,22 +139,12 @@ const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolea
   frontier: 0
 })
 
-/** True when the API view would start at this message (it holds a compaction block with content). */
-const opensView = (message: Message): boolean => {
-  const content = message.content
-  if (typeof content === "string" || message.role === "system") return false
-  for (let b = 0; b < content.length; b++) {
-    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
-  }
-  return false
-}
-
 /**
  * `ApiView.apiViewStart(messages)`, without a cache entry per message: only a message holding a compaction block is
  * asked `compactionBlockIndex`.
  */
 export const viewStartOf = (messages: ReadonlyArray<Message>): number => {
-  for (let i = messages.length - 1; i > 0; i--) if (opensView(messages[i]!)) return i
+  for (let i = messages.length - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
   return 0
 }
 
@@ -179,7 +169,9 @@ export const buildIndex = (
  */
 export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Message>): boolean => {
   const from = index.length
-  for (let i = Math.max(from, index.viewStart + 1); i < messages.length; i++) if (opensView(messages[i]!)) return false
+  for (let i = Math.max(from, index.viewStart + 1); i < messages.length; i++) {
+    if (opensApiView(messages[i]!)) return false
+  }
   if (index.repliesUpTo.length < messages.length) {
     let capacity = index.repliesUpTo.length
     while (capacity < messages.length) capacity *= 2
