@@ -58,7 +58,8 @@ export const blockEstimate = (block: ContentBlock): number => {
 const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
   typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
-const promptOf = (u: ReportedUsage): number =>
+/** The prompt tokens a request was billed for: `input_tokens` plus cache reads and cache writes. */
+export const promptOf = (u: ReportedUsage): number =>
   u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0)
 
 /** Calibrates a session from its record (see the module doc). */
