@@ -8,7 +8,7 @@
  * @internal
  */
 import { CACHE_TTL_MS } from "../../Cache.ts"
-import type { ContentBlock, Message } from "../../Message.ts"
+import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
 
@@ -54,9 +54,6 @@ export const blockEstimate = (block: ContentBlock): number => {
   }
   return e
 }
-
-const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
 /** The prompt tokens a request was billed for: `input_tokens` plus cache reads and cache writes. */
 export const promptOf = (u: ReportedUsage): number =>
