@@ -429,9 +429,12 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       const after = kept === undefined
         ? [input.summary, ...before.slice(cut)]
         : [input.summary, ...kept.messages, ...before.slice(end)]
+      const afterHash = viewHash(after)
       if (input.expectedView !== undefined) {
         const expected = viewHash(input.expectedView)
-        const actual = viewHash(after.slice(0, 1 + (kept === undefined ? end - cut : kept.messages.length)))
+        // the caller's view is `after` itself unless messages were appended since the snapshot
+        const compared = 1 + (kept === undefined ? end - cut : kept.messages.length)
+        const actual = compared === after.length ? afterHash : viewHash(after.slice(0, compared))
         if (expected !== actual) {
           return yield* new SessionLogError({
             reason: "HashMismatch",
@@ -451,7 +454,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         summarizer: input.summarizer,
         ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
         ...(kept === undefined ? {} : { kept }),
-        viewHash: viewHash(after)
+        viewHash: afterHash
       }
       return {
         entries: [entry],

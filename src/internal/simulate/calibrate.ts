@@ -8,7 +8,7 @@
  * @internal
  */
 import { CACHE_TTL_MS } from "../../Cache.ts"
-import type { ContentBlock, Message } from "../../Message.ts"
+import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
 
@@ -55,10 +55,8 @@ export const blockEstimate = (block: ContentBlock): number => {
   return e
 }
 
-const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
-
-const promptOf = (u: ReportedUsage): number =>
+/** The prompt tokens a request was billed for: `input_tokens` plus cache reads and cache writes. */
+export const promptOf = (u: ReportedUsage): number =>
   u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0)
 
 /** Calibrates a session from its record (see the module doc). */

@@ -15,7 +15,7 @@ import type { CompactionRecord, MessageUsage, RecordedAt } from "../../Import.ts
 import type { Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { blockKey, chainKey, PromptCache } from "./cache.ts"
-import { blockEstimate, calibrateSession } from "./calibrate.ts"
+import { blockEstimate, calibrateSession, promptOf } from "./calibrate.ts"
 
 /** Read, write and uncached input tokens, summed over requests. */
 export interface TokenSums {
@@ -40,9 +40,6 @@ export interface RecordCheck {
 }
 
 const weigh = (t: TokenSums): number => t.read * 0.1 + t.write * 1.25 + t.input
-
-const promptOf = (u: ReportedUsage): number =>
-  u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0)
 
 /**
  * Prices a recorded session's own requests with the cache model and compares them with its billed usage (see the

@@ -16,7 +16,7 @@ import {
   recordReply,
   requestOf
 } from "../../Conversation.ts"
-import type { ContentBlock, Message } from "../../Message.ts"
+import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
@@ -131,9 +131,6 @@ export const prepareSession = (input: ReadonlyArray<Message> | RecordedSession, 
 // ============================================================================
 // Prompts as units
 // ============================================================================
-
-const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
 /** Builds the priced units of prompts, reusing the prefix shared with the previous prompt (same message objects). */
 class Units {
