@@ -6,8 +6,8 @@
  * list. Estimates, turn counts, cuts and calibration are taken on the view, and nothing this library produces is
  * placed before its start (the API would throw it away).
  *
- * Every function here is O(messages + blocks) at worst, with the per-message part cached by identity, so asking
- * again about a growing list costs a lookup per message.
+ * Every function here is O(messages + blocks) at worst: a message without a compaction block costs a scan of its block
+ * types, and one holding such a block is answered from a cache by identity.
  *
  * @since 0.1.0
  */
@@ -61,7 +61,7 @@ export const opensApiView = (message: Message): boolean => {
  * @category api view
  */
 export const apiViewStart = (messages: ReadonlyArray<Message>): number => {
-  for (let i = messages.length - 1; i > 0; i--) if (compactionBlockIndex(messages[i]!) >= 0) return i
+  for (let i = messages.length - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
   return 0
 }
 

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import * as Option from "effect/Option"
-import { compactionBlockIndex } from "./ApiView.ts"
+import { opensApiView } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
@@ -90,7 +90,7 @@ const viewBound = (messages: ReadonlyArray<Message>): ViewBound => {
   const inView = (i: number): boolean => {
     while (found < 0 && checked > i && checked > 0) {
       checked--
-      if (checked > 0 && compactionBlockIndex(messages[checked]!) >= 0) found = checked
+      if (checked > 0 && opensApiView(messages[checked]!)) found = checked
     }
     return i >= (found < 0 ? 0 : found)
   }
@@ -126,10 +126,13 @@ const greatestSafe = (window: SafeWindow, requested: number): number => {
  * block (cached per message by identity).
  * @category cutting
  */
-export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number => {
+export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number =>
+  safeCutIn(messages, requested, viewBound(messages))
+
+/** `safeCut` with the API view's bound of `messages` already at hand (what it has read is not read again). */
+const safeCutIn = (messages: ReadonlyArray<Message>, requested: number, view: ViewBound): number => {
   const n = messages.length
   const at = clampCut(n, requested)
-  const view = viewBound(messages)
   if (!view.inView(at)) return 0
   if (at === 0 || at === n || view.isStart(at)) return at
   const cut = greatestSafe(safeWindow(messages, at, at), at)
@@ -195,7 +198,7 @@ export const plan = <M extends Message>(
   const view = viewBound(messages)
   const requested = keep === 0 ? messages.length : turnStartFromEnd(messages, keep, view)
   if (requested < 0 || !turnStartsBefore(messages, requested, view)) return Option.none()
-  const cut = safeCut(messages, requested)
+  const cut = safeCutIn(messages, requested, view)
   if (cut === 0 || view.isStart(cut)) return Option.none()
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
 }

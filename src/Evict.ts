@@ -22,7 +22,8 @@
  *
  * @since 0.1.0
  */
-import { buildIndex, decide, type DecideOptions, keepOf, MIN_POINTER_TOKENS, viewStartOf } from "./internal/eviction.ts"
+import { apiViewStart } from "./ApiView.ts"
+import { buildIndex, decide, type DecideOptions, keepOf, MIN_POINTER_TOKENS } from "./internal/eviction.ts"
 import type { Message, ToolUseBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
 import type { Offloaded } from "./Offload.ts"
@@ -132,7 +133,7 @@ export const evictStaleToolResults = <M extends Message>(
   keepRecent: number,
   options: EvictOptions = {}
 ): EvictResult<M> => {
-  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, viewStartOf(messages), false)
+  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, apiViewStart(messages), false)
   return decide(index, messages, keepOf(keepRecent), decideOptions(options))
 }
 

@@ -182,10 +182,9 @@ const scalarSize = (value: unknown): number => {
   }
 }
 
-/** Array items that JSON writes as `null`. */
-const isNullInArray = (item: unknown): boolean =>
-  item === undefined || typeof item === "function" ||
-  typeof item === "symbol"
+/** Values JSON has no text for: omitted as an object's property, written as `null` as an array item. */
+const isUnwritable = (item: unknown): boolean =>
+  item === undefined || typeof item === "function" || typeof item === "symbol"
 
 /** Marks, on `jsonSize`'s stack, the end of the object below it. */
 const EXIT: unique symbol = Symbol("jsonSize/exit")
@@ -213,7 +212,7 @@ const objectSizeRecursive = (item: object, depth: number): number => {
         const inner = objectSizeRecursive(v, depth - 1)
         if (inner < 0) return -1
         size += inner
-      } else size += isNullInArray(v) ? 4 : scalarSize(v)
+      } else size += isUnwritable(v) ? 4 : scalarSize(v)
     }
     return size
   }
@@ -222,7 +221,7 @@ const objectSizeRecursive = (item: object, depth: number): number => {
   for (const key in item) {
     if (!Object.hasOwn(item, key)) continue
     const v = (item as Record<string, unknown>)[key]
-    if (v === undefined || typeof v === "function" || typeof v === "symbol") continue
+    if (isUnwritable(v)) continue
     size += (first ? 0 : 1) + key.length + 3
     first = false
     if (v !== null && typeof v === "object") {
@@ -259,7 +258,7 @@ const objectSizeIterative = (value: object): number => {
       size += 2 + Math.max(0, item.length - 1)
       for (let i = item.length - 1; i >= 0; i--) {
         const v = item[i]
-        if (isNullInArray(v)) size += 4
+        if (isUnwritable(v)) size += 4
         else stack.push(v)
       }
       continue
@@ -269,7 +268,7 @@ const objectSizeIterative = (value: object): number => {
     for (const key in item) {
       if (!Object.hasOwn(item, key)) continue
       const v = (item as Record<string, unknown>)[key]
-      if (v === undefined || typeof v === "function" || typeof v === "symbol") continue
+      if (isUnwritable(v)) continue
       size += (first ? 0 : 1) + key.length + 3
       first = false
       stack.push(v)

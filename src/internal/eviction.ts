@@ -140,15 +140,6 @@ const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolea
 })
 
 /**
- * `ApiView.apiViewStart(messages)`, without a cache entry per message: only a message holding a compaction block is
- * asked `compactionBlockIndex`.
- */
-export const viewStartOf = (messages: ReadonlyArray<Message>): number => {
-  for (let i = messages.length - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
-  return 0
-}
-
-/**
  * The index of `messages`, built in one forward pass. `carried`: it will be extended and decided on again (it then
  * keeps the messages' estimates for the rent-or-buy rule).
  */

@@ -17,7 +17,7 @@ import type { ConversationState, MessageParam, Request } from "../../Conversatio
 import { evictionFrontier } from "../../Evict.ts"
 import { carriedFrontier, carriedRequestParts } from "./carried.ts"
 import type { Message } from "../../Message.ts"
-import { estimateContentTokens, jsonSize } from "../../Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, jsonSize } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 
 /** How `requestOf` places breakpoints. Every option may be `undefined`, which means its default. @category models */
@@ -71,7 +71,7 @@ export const requestOf = (
     ? before
     : undefined
   const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
-    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / 4))
+    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
   const carried = carriedRequestParts(asMessages(view))
   const plan = planBreakpoints(asMessages(view), {
     systemTokens,
