@@ -35,6 +35,7 @@ import {
   progressLine,
   readSession,
   recordWritten,
+  reportFailure,
   sessionDocument,
   type SessionInput,
   status,
@@ -110,9 +111,8 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     return yield* readSession(file, { strict: input.strict })
   })
 
-/** A replay that failed while the report was built (only a failing summarizer or log can). @category errors */
-export const reportFailure = (e: { readonly message: string }): CliFailure =>
-  new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+/** `reportFailure` now lives in `Run.ts`, beside the other failures. */
+export { reportFailure } from "./Run.ts"
 
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
