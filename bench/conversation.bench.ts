@@ -28,6 +28,7 @@ import { HotPaths } from "../src/HotPaths.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import { perSample, perSampleOptions } from "./baselines.ts"
+import { mb, settledHeap } from "./util.ts"
 
 /** A state holding `session` as its view, as a resumed conversation would, then prepared once. */
 export const stateOf = (session: ReadonlyArray<Message>): ConversationState => {
@@ -83,21 +84,15 @@ if (isMain) {
     )
   }
   lines.push("", `step growth 50k / 10k: ${(steps.get(50_000)! / steps.get(10_000)!).toFixed(2)}`)
-  const gc = (globalThis as { gc?: () => void }).gc
-  if (gc === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
+  const heap = settledHeap()
+  if (heap === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
   else {
-    const heap = () => {
-      gc()
-      gc()
-      return process.memoryUsage().heapUsed
-    }
     const h0 = heap()
     const session = generateSession(50_001, { messages: 50_000 })
     const h1 = heap()
     let state = stateOf(session)
     for (let n = 0; n < 100; n++) state = conversationStep(state, n)
     const h2 = heap()
-    const mb = (b: number) => `${(b / 2 ** 20).toFixed(1)} MB`
     lines.push(
       "",
       `Memory, ${state.view.length.toLocaleString("en")} messages: the messages ${mb(h1 - h0)}; the state after ` +

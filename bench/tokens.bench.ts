@@ -26,6 +26,7 @@ import {
   sumStringLengths
 } from "./baselines.ts"
 import { peers, prepareSession } from "./peers/adapters.ts"
+import { mb, settledHeap } from "./util.ts"
 
 const p50 = async (f: Parameters<typeof measure>[0], options?: object): Promise<number> =>
   (await measure(f as never, options as never)).p50
@@ -77,14 +78,9 @@ const sized = await p50(() => {
 })
 lines.push("", `jsonSize / JSON.stringify(input).length over ${inputs.length} tool inputs: ${ratio(sized / stringify)}`)
 
-const gc = (globalThis as { gc?: () => void }).gc
-if (gc === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
+const heap = settledHeap()
+if (heap === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
 else {
-  const heap = () => {
-    gc()
-    gc()
-    return process.memoryUsage().heapUsed
-  }
   const h0 = heap()
   const session = generateSession(50_001, { messages: 50_000 })
   const h1 = heap()
@@ -92,7 +88,6 @@ else {
   const h2 = heap()
   for (const m of session) estimateMessageTokens(m)
   const h3 = heap()
-  const mb = (b: number) => `${(b / 2 ** 20).toFixed(1)} MB`
   lines.push(
     "",
     `Memory, ${session.length.toLocaleString("en")} messages: the session ${

@@ -32,3 +32,20 @@ export const runBenchmarks = async (): Promise<ReadonlyArray<BenchRow>> => {
   writeFileSync(out, JSON.stringify({ runtime: context.runtime, cpu: context.cpu.name, rows }, null, 2))
   return rows
 }
+
+/**
+ * A probe of the heap in use after two full collections, or `undefined` when the runtime exposes no `gc`
+ * (run with --expose-gc).
+ */
+export const settledHeap = (): (() => number) | undefined => {
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc === undefined) return undefined
+  return () => {
+    gc()
+    gc()
+    return process.memoryUsage().heapUsed
+  }
+}
+
+/** A byte count in mebibytes with one decimal, e.g. `12.3 MB`. */
+export const mb = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MB`

@@ -239,19 +239,18 @@ describe("issue 11, case 6: a stale error read is offloaded", () => {
     content: [{ type: "tool_result", tool_use_id: id, content: text, ...(isError ? { is_error: true } : {}) }]
   })
   const failure = `EACCES: permission denied ${"x".repeat(4000)}`
+  /** A failed read of /a.ts, then an edit of `editPath` answered by `editAnswer`. */
+  const failedReadThenEdit = (editPath: string, editAnswer: Message): Array<Message> => [
+    user("go"),
+    readCall("r1", "/a.ts"),
+    answer("r1", failure, true),
+    editCall("e1", editPath),
+    editAnswer,
+    assistant("done")
+  ]
 
   it("a failed read that a later successful write of the same file made stale goes (reason modified)", () => {
-    const messages = [
-      user("go"),
-      readCall("r1", "/a.ts"),
-      answer("r1", failure, true),
-      editCall("e1", "/a.ts"),
-      answer(
-        "e1",
-        "ok"
-      ),
-      assistant("done")
-    ]
+    const messages = failedReadThenEdit("/a.ts", answer("e1", "ok"))
     const out = evictStaleToolResults(messages, 10, { minSavings: 0 })
     assert.deepStrictEqual(out.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "modified"]])
     assert.isAbove(out.tokensFreed, 900)
@@ -261,30 +260,9 @@ describe("issue 11, case 6: a stale error read is offloaded", () => {
   })
 
   it("a failed read stays when the later write failed, or when nothing later touched the file", () => {
-    const failedWrite = [
-      user("go"),
-      readCall("r1", "/a.ts"),
-      answer("r1", failure, true),
-      editCall("e1", "/a.ts"),
-      answer(
-        "e1",
-        "no match",
-        true
-      ),
-      assistant("done")
-    ]
+    const failedWrite = failedReadThenEdit("/a.ts", answer("e1", "no match", true))
     assert.deepStrictEqual(evictStaleToolResults(failedWrite, 10, { minSavings: 0 }).offloaded, [])
-    const otherFile = [
-      user("go"),
-      readCall("r1", "/a.ts"),
-      answer("r1", failure, true),
-      editCall("e1", "/b.ts"),
-      answer(
-        "e1",
-        "ok"
-      ),
-      assistant("done")
-    ]
+    const otherFile = failedReadThenEdit("/b.ts", answer("e1", "ok"))
     assert.deepStrictEqual(evictStaleToolResults(otherFile, 0, { minSavings: 0 }).offloaded, [])
   })
 })

@@ -56,6 +56,16 @@ const keepRecent = Flag.Int("keep-recent").pipe(
   Flag.withDefault(DEFAULT_KEEP_RECENT)
 )
 
+const keepRecentTokens = Flag.Int("keep-recent-tokens").pipe(
+  Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
+  Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
+)
+
+const keepRecentTurns = Flag.Int("keep-recent-turns").pipe(
+  Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
+  Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
+)
+
 /** Absent: the library's default, rent-or-buy (`evictStaleToolResults` and `Conversation` without `minSavings`). */
 const minSavings = (whenAbsent: string) =>
   Flag.Int("min-savings").pipe(
@@ -162,14 +172,8 @@ const compact = Command.make(
       Flag.withDescription("What the summary should focus on (like /compact <focus>)"),
       Flag.optional
     ),
-    keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
-      Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
-    ),
-    keepRecentTurns: Flag.Int("keep-recent-turns").pipe(
-      Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
-    ),
+    keepRecentTokens,
+    keepRecentTurns,
     out,
     keepPrivate,
     log: Flag.String("log").pipe(
@@ -270,14 +274,8 @@ export const replay = Command.make(
     ),
     keepRecent,
     minSavings: minSavings(""),
-    keepRecentTokens: Flag.Int("keep-recent-tokens").pipe(
-      Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
-    ),
-    keepRecentTurns: Flag.Int("keep-recent-turns").pipe(
-      Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
-      Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
-    ),
+    keepRecentTokens,
+    keepRecentTurns,
     contextWindow: Flag.Int("context-window").pipe(
       Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
       Flag.withDefault(DEFAULT_CONTEXT_WINDOW)

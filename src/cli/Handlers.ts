@@ -24,7 +24,7 @@ import { estimateTokens } from "../Tokens.ts"
 import { repairResult, validate as validateMessages } from "../Validate.ts"
 import { renderHtml } from "./Html.ts"
 import { buildReport, simulateJson, simulateOptionsFor } from "./Report.ts"
-import { analyze, formatInspect, groupViolations, violationReport } from "./Inspect.ts"
+import { analyze, formatInspect, groupViolations, type InspectReport, violationReport } from "./Inspect.ts"
 import {
   CliFailure,
   configFailure,
@@ -35,6 +35,7 @@ import {
   progressLine,
   readSession,
   recordWritten,
+  reportFailure,
   sessionDocument,
   type SessionInput,
   status,
@@ -110,9 +111,8 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     return yield* readSession(file, { strict: input.strict })
   })
 
-/** A replay that failed while the report was built (only a failing summarizer or log can). @category errors */
-export const reportFailure = (e: { readonly message: string }): CliFailure =>
-  new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+/** `reportFailure` now lives in `Run.ts`, beside the other failures. */
+export { reportFailure } from "./Run.ts"
 
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
@@ -120,13 +120,9 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
     const keep = yield* nonNegative("inspect", "keep-recent", input.keepRecent)
     const savings = yield* minSavingsOf("inspect", input.minSavings)
     const read = yield* inspectedSession(input)
-    const analysis = analyze(read.session, {
-      file: read.name,
-      keepRecent: keep,
-      minSavings: savings,
-      ...(read.tools === undefined ? {} : { tools: read.tools })
-    })
+    let inspected: InspectReport
     if (Option.isSome(input.html)) {
+      // the page's report holds the same analysis: it is not run a second time
       const report = yield* buildReport(read.session, {
         file: read.name,
         keepRecent: keep,
@@ -136,11 +132,16 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
       yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value === STDIO_PATH) return
       yield* status(`wrote the HTML report to ${input.html.value}`)
+      inspected = report.data.inspect
+    } else {
+      inspected = analyze(read.session, {
+        file: read.name,
+        keepRecent: keep,
+        minSavings: savings,
+        ...(read.tools === undefined ? {} : { tools: read.tools })
+      }).report
     }
-    yield* writeText(
-      undefined,
-      input.json ? prettyJson(analysis.report) : formatInspect(analysis.report, { color: useColor() })
-    )
+    yield* writeText(undefined, input.json ? prettyJson(inspected) : formatInspect(inspected, { color: useColor() }))
   })
 
 // ============================================================================

@@ -144,6 +144,13 @@ const seeHelp = (commandPath: ReadonlyArray<string>): string => `see "${commandP
 export const usageFailure = (command: string, problem: string): CliFailure =>
   new CliFailure({ code: ExitCode.Usage, message: `${problem}; ${seeHelp(["compaction", command])}` })
 
+/**
+ * A replay that failed while the report was built (only a failing summarizer or log can): exit `Internal`.
+ * @category errors
+ */
+export const reportFailure = (e: { readonly message: string }): CliFailure =>
+  new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
+
 const invocationProblem = (error: CliError.CliError): string => {
   if (error._tag === "InvalidValue") {
     const flag = error.option.startsWith("-") ? error.option : `--${error.option}`

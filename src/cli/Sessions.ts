@@ -28,6 +28,7 @@ import {
   flagValueProblem,
   prettyJson,
   readSession,
+  reportFailure,
   type SessionInput,
   status,
   STDIO_PATH,
@@ -304,11 +305,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         policy: policy.success,
         tools: read.tools,
         replay: summary
-      }).pipe(
-        Effect.mapError((e) =>
-          new CliFailure({ code: ExitCode.Internal, message: `the report's replay failed: ${e.message}` })
-        )
-      )
+      }).pipe(Effect.mapError(reportFailure))
       yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value !== STDIO_PATH) yield* status(`wrote the HTML report to ${input.html.value}`)
     }

@@ -9,13 +9,11 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { CliOutput, Command } from "effect/cli"
-import { spawn } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { compaction } from "../../src/cli/Commands.ts"
 import { renderHtml } from "../../src/cli/Html.ts"
@@ -28,63 +26,7 @@ import type { Message } from "../../src/Message.ts"
 import { readJsonl } from "../../src/SessionLog.ts"
 import { validate } from "../../src/Validate.ts"
 import { rawFile } from "../fixtures/Corpus.ts"
-
-declare const Deno: { readonly execPath: () => string } | undefined
-
-const root = fileURLToPath(new URL("../../", import.meta.url))
-const main = join(root, "src/cli/main.ts")
-const example = join(root, "examples/session.json")
-
-/** The command that runs the CLI: the current Deno, or Node 22+ (the current one, or the npm-installed one). */
-const runner = (): { readonly command: string; readonly args: ReadonlyArray<string> } => {
-  if (typeof Deno !== "undefined") return { command: Deno.execPath(), args: ["run", "-A", "-q", main] }
-  const major = Number(process.versions.node.split(".")[0])
-  return { command: major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), args: [main] }
-}
-
-interface Run {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const baseEnv = (): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && k !== "ANTHROPIC_API_KEY" && k !== "ANTHROPIC_BASE_URL") env[k] = v
-  }
-  return { ...env, NO_COLOR: "1" }
-}
-
-const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Run> =>
-  new Promise((resolve, reject) => {
-    const { args: pre, command } = runner()
-    const child = spawn(command, [...pre, ...args], { cwd: root, env: { ...baseEnv(), ...env } })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
-    child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-  })
-
-/** Runs the jobs, at most `limit` at a time. */
-const pool = async <K extends string>(
-  jobs: Readonly<Record<K, () => Promise<Run>>>,
-  limit: number
-): Promise<Record<K, Run>> => {
-  const entries = Object.entries(jobs) as Array<[K, () => Promise<Run>]>
-  const results = {} as Record<K, Run>
-  let next = 0
-  const worker = async () => {
-    while (next < entries.length) {
-      const [key, job] = entries[next++]!
-      results[key] = await job()
-    }
-  }
-  await Promise.all(Array.from({ length: limit }, worker))
-  return results
-}
+import { example, pool, type Run, run } from "./Process.ts"
 
 // ============================================================================
 // A fake Messages API

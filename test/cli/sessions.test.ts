@@ -64,44 +64,20 @@ const lines = (text: string) => text.split("\n").filter((l) => l.length > 0)
 describe("compact --log goes on with an existing session", () => {
   it("adds the new messages when the stored messages or the stored view start the input; else exits 5", () => {
     const logs = join(work, "logs")
-    const first = cli([
-      "compact",
-      sessionFile("first.json", example.messages.slice(0, 300)),
-      "-o",
-      join(work, "a.json"),
-      "--log",
-      logs,
-      "--session-id",
-      "grow"
-    ])
+    /** `compact` of `messages` (written to `input`) into `output`, logged as session "grow" under `logs`. */
+    const compactGrow = (input: string, messages: ReadonlyArray<unknown>, output: string) =>
+      cli(["compact", sessionFile(input, messages), "-o", join(work, output), "--log", logs, "--session-id", "grow"])
+    const first = compactGrow("first.json", example.messages.slice(0, 300), "a.json")
     assert.strictEqual(first.status, 0, first.stderr)
     assert.include(first.stderr, "added 300 new messages to session grow")
     // the agent's full history, grown: its first 300 messages are the stored ones
-    const grown = cli([
-      "compact",
-      sessionFile("grown.json", example.messages),
-      "-o",
-      join(work, "b.json"),
-      "--log",
-      logs,
-      "--session-id",
-      "grow"
-    ])
+    const grown = compactGrow("grown.json", example.messages, "b.json")
     assert.strictEqual(grown.status, 0, grown.stderr)
     assert.include(grown.stderr, "added 100 new messages to session grow")
     // the compacted output and two new messages: the stored view starts it
     const compacted = JSON.parse(readFileSync(join(work, "b.json"), "utf8")).messages as Array<unknown>
     const next = [...compacted, { role: "user", content: "and now?" }, { role: "assistant", content: "done" }]
-    const more = cli([
-      "compact",
-      sessionFile("more.json", next),
-      "-o",
-      join(work, "c.json"),
-      "--log",
-      logs,
-      "--session-id",
-      "grow"
-    ])
+    const more = compactGrow("more.json", next, "c.json")
     assert.strictEqual(more.status, 0, more.stderr)
     assert.include(more.stderr, "added 2 new messages to session grow")
     const stored = cli(["inspect", join(logs, "grow.jsonl"), "--json"])
@@ -112,16 +88,7 @@ describe("compact --log goes on with an existing session", () => {
     )
     // another conversation: exit 5, one line, nothing written
     const before = readFileSync(join(logs, "grow.jsonl"), "utf8")
-    const other = cli([
-      "compact",
-      sessionFile("other.json", [{ role: "user", content: "hello" }]),
-      "-o",
-      join(work, "d.json"),
-      "--log",
-      logs,
-      "--session-id",
-      "grow"
-    ])
+    const other = compactGrow("other.json", [{ role: "user", content: "hello" }], "d.json")
     assert.strictEqual(other.status, 5, other.stderr)
     assert.deepStrictEqual(lines(other.stderr), [
       `compaction: --log ${logs}: session "grow" holds another conversation (neither its view of ${
