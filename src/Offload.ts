@@ -53,37 +53,52 @@ export type OffloadRef =
 
 const PREFIX = "[offloaded "
 
-/** The fixed instruction after a pointer's header; the parser requires it, so stray text never parses as a pointer. */
-const instruction = (ref: OffloadRef): string => {
-  if (ref._tag === "Output") return "This tool output was removed to save context. Make the same call again to see it."
-  switch (ref.reason) {
-    case "superseded":
-      return "A later read of this file is further down. Re-read the file to restore this output."
-    case "modified":
-      return "The file was changed after this read. Re-read the file to see its current content."
-    case "stale":
-      return "This file read was removed to save context. Re-read the file to restore it."
-  }
+/**
+ * The text after a pointer's tokens field: `] ` and the fixed instruction, by kind and reason. The parser requires
+ * it, so stray text never parses as a pointer.
+ */
+const READ_TAIL: Readonly<Record<OffloadReason, string>> = {
+  superseded: "] A later read of this file is further down. Re-read the file to restore this output.",
+  modified: "] The file was changed after this read. Re-read the file to see its current content.",
+  stale: "] This file read was removed to save context. Re-read the file to restore it."
+}
+const OUTPUT_TAIL = "] This tool output was removed to save context. Make the same call again to see it."
+
+/** The fields from the closing quote of `id` to the tokens value, by reason. */
+const REASON_FIELD: Readonly<Record<OffloadReason, string>> = {
+  superseded: '" reason=superseded tokens=',
+  modified: '" reason=modified tokens=',
+  stale: '" reason=stale tokens='
 }
 
-const formatRange = (range: LineRange): string => `${range.start}-${range.end ?? ""}`
+/** True when `JSON.stringify` may escape a character of `text`: a quote, backslash, control character or surrogate. */
+const needsEscape = (text: string): boolean => {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return true
+  }
+  return false
+}
+
+/** `JSON.stringify(text)` without its quotes: `text` itself when it needs no escape (the common case). */
+const escaped = (text: string): string => needsEscape(text) ? JSON.stringify(text).slice(1, -1) : text
 
 /**
  * The pointer text of a ref: one line, a bracketed header of `key=value` fields (strings JSON-quoted) and a fixed
- * instruction. Deterministic: it holds no time and no message index, only what the ref holds.
+ * instruction. Deterministic: it holds no time and no message index, only what the ref holds. An eviction writes
+ * one per offloaded result, so it is built from few pieces.
  * @category pointers
  */
 export const formatOffloadRef = (ref: OffloadRef): string => {
-  let header = `${PREFIX}${ref._tag === "Read" ? "read" : "output"} tool=${JSON.stringify(ref.tool)}`
-  if (ref._tag === "Read") {
-    header += ` path=${JSON.stringify(ref.path)}`
-    if (ref.range !== undefined) header += ` lines=${formatRange(ref.range)}`
-  } else {
-    header += ` input=${JSON.stringify(ref.input)}`
+  const images = ref.images > 0 ? ` images=${ref.images}` : ""
+  const tail = REASON_FIELD[ref.reason] + ref.tokens + images
+  if (ref._tag === "Output") {
+    return PREFIX + 'output tool="' + escaped(ref.tool) + '" input="' + escaped(ref.input) + '" id="' +
+      escaped(ref.toolUseId) + tail + OUTPUT_TAIL
   }
-  header += ` id=${JSON.stringify(ref.toolUseId)} reason=${ref.reason} tokens=${ref.tokens}`
-  if (ref.images > 0) header += ` images=${ref.images}`
-  return `${header}] ${instruction(ref)}`
+  const lines = ref.range === undefined ? "" : ` lines=${ref.range.start}-${ref.range.end ?? ""}`
+  return PREFIX + 'read tool="' + escaped(ref.tool) + '" path="' + escaped(ref.path) + '"' + lines + ' id="' +
+    escaped(ref.toolUseId) + tail + READ_TAIL[ref.reason]
 }
 
 const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
@@ -184,20 +199,22 @@ const pointerText = (content: ToolResultBlock["content"]): string | undefined =>
 }
 
 /**
- * What each short tool_result block holds, by identity: our pointer, the legacy placeholder, or neither. Blocks are
- * immutable, so a block is parsed at most once; blocks this module builds are entered when built (the warm path).
+ * What each tool_result block that could hold a pointer holds, by identity: our pointer, the legacy placeholder, or
+ * neither. Blocks are immutable, so such a block is parsed at most once. Any other text is told apart by its first
+ * character, with no entry: real tool output is never entered, and neither are the blocks `pointerBlock` builds (an
+ * eviction builds thousands; its result carries each block's ref).
  */
 const pointers = new WeakMap<ContentBlock, OffloadRef | "legacy" | "none">()
 
+/** The first character of every pointer and of the legacy placeholder. */
+const OPEN_BRACKET = 91
+
 const pointerOf = (block: ToolResultBlock): OffloadRef | "legacy" | "none" => {
+  const text = pointerText(block.content)
+  if (text === undefined || text.length > MAX_POINTER_LENGTH || text.charCodeAt(0) !== OPEN_BRACKET) return "none"
   let known = pointers.get(block)
   if (known === undefined) {
-    const text = pointerText(block.content)
-    known = text === undefined || text.length > MAX_POINTER_LENGTH
-      ? "none"
-      : text === OMITTED_TOOL_RESULT
-      ? "legacy"
-      : parseOffloadRef(text) ?? "none"
+    known = text === OMITTED_TOOL_RESULT ? "legacy" : parseOffloadRef(text) ?? "none"
     pointers.set(block, known)
   }
   return known
@@ -221,14 +238,13 @@ export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block)
 
 /**
  * The block with its `content` replaced by the pointer text of `ref` (`formatOffloadRef(ref)`); every other field is
- * kept. `offloadRefOf` of the result is `ref`, known without parsing.
+ * kept. `offloadRefOf` of the result is `ref`.
  * @category pointers
  */
-export const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResultBlock => {
-  const replacement: ToolResultBlock = { ...block, content: formatOffloadRef(ref) }
-  pointers.set(replacement, ref)
-  return replacement
-}
+export const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResultBlock => ({
+  ...block,
+  content: formatOffloadRef(ref)
+})
 
 /**
  * The estimated tokens of a tool_result's payload, as the estimator counts its content inside a message: what

@@ -44,6 +44,8 @@ interface ResultRecord {
   readonly result: ToolResultBlock
   readonly action: ToolAction
   readonly failed: boolean
+  /** The payload's estimated tokens (`payloadOf`), computed when a pointer could replace it, else 0. */
+  readonly payload: number
   /** When indexed: not offloaded, larger than any pointer, not a failed non-read (what the frontier looks for). */
   readonly eligible: boolean
   superseded: boolean
@@ -228,8 +230,9 @@ const addResult = (
   const action = index.classify(toolUse)
   const failed = result.is_error === true
   let eligible = !(failed && action._tag !== "Read")
+  let payload = 0
   if (eligible) {
-    const payload = payloadOf(result)
+    payload = payloadOf(result)
     eligible = payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload)
   }
   const record: ResultRecord = {
@@ -240,6 +243,7 @@ const addResult = (
     result,
     action,
     failed,
+    payload,
     eligible,
     superseded: false,
     coveredAt: Infinity,
@@ -306,12 +310,16 @@ const makeRef = (
   reason: OffloadReason,
   tokens: number
 ): OffloadRef => {
+  const tool = toolUse.name
+  const toolUseId = block.tool_use_id
   const images = countImages(block.content)
-  const common = { tool: toolUse.name, toolUseId: block.tool_use_id, reason, tokens, images }
-  if (action._tag !== "Read") return { _tag: "Output", input: shortInput(toolUse), ...common }
+  if (action._tag !== "Read") {
+    return { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens, images }
+  }
+  // the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back
   return action.range === undefined
-    ? { _tag: "Read", path: action.path, ...common }
-    : { _tag: "Read", path: action.path, range: action.range, ...common }
+    ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
+    : { _tag: "Read", path: action.path, range: action.range, tool, toolUseId, reason, tokens, images }
 }
 
 /** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
@@ -335,7 +343,7 @@ const pointerFor = (
 ): Pointer => {
   let built = remember ? pointers.get(block) : undefined
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
-  const before = payloadOf(block)
+  const before = record.payload
   const ref = makeRef(record.toolUse, record.action, block, reason, before)
   const replacement = pointerBlock(block, ref)
   const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)

@@ -1,0 +1,122 @@
+/**
+ * The pointer text and the short input form are built by hand for speed (an eviction writes one per offloaded
+ * result). Here both are held, over thousands of generated inputs, to references written the plain way: every string
+ * JSON-quoted with `JSON.stringify`, and the input folded with one regular expression.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { ToolUseBlock } from "../src/Message.ts"
+import { formatOffloadRef, type OffloadReason, type OffloadRef, parseOffloadRef } from "../src/Offload.ts"
+import { shortInput } from "../src/Tools.ts"
+import { prng } from "./fixtures/Conversation.ts"
+
+const CASES = 5_000
+
+/** Characters that stress the escapes: quotes, backslashes, controls, white space of every kind, lone surrogates. */
+const ALPHABET = [
+  ..."abcXYZ019 _-./:=[]{}",
+  '"',
+  "\\",
+  "\u0000",
+  "\u0007",
+  "\n",
+  "\r",
+  "\t",
+  "\u000b",
+  "\u000c",
+  "\u001f",
+  "\u007f",
+  "\u00a0",
+  "\u1680",
+  "\u2003",
+  "\u2028",
+  "\u2029",
+  "\u3000",
+  "\ufeff",
+  "é",
+  "…",
+  "\ud83d\ude00",
+  "\ud800",
+  "\udfff"
+]
+
+const stringOf = (random: () => number, maxLength: number): string => {
+  const length = Math.floor(random() * (maxLength + 1))
+  let s = ""
+  for (let i = 0; i < length; i++) s += ALPHABET[Math.floor(random() * ALPHABET.length)]!
+  return s
+}
+
+const REASONS: ReadonlyArray<OffloadReason> = ["superseded", "modified", "stale"]
+
+const refOf = (random: () => number): OffloadRef => {
+  const common = {
+    tool: stringOf(random, 12),
+    toolUseId: stringOf(random, 30),
+    reason: REASONS[Math.floor(random() * 3)]!,
+    tokens: Math.floor(random() * 100_000),
+    images: random() < 0.8 ? 0 : Math.floor(random() * 5)
+  }
+  if (random() < 0.5) return { _tag: "Output", input: stringOf(random, 60), ...common }
+  const path = stringOf(random, 40)
+  if (random() < 0.5) return { _tag: "Read", path, ...common }
+  const start = 1 + Math.floor(random() * 500)
+  return random() < 0.5
+    ? { _tag: "Read", path, range: { start }, ...common }
+    : { _tag: "Read", path, range: { start, end: start + Math.floor(random() * 500) }, ...common }
+}
+
+/** The pointer format of `Offload`'s doc comment, written the plain way. */
+const referencePointer = (ref: OffloadRef): string => {
+  const q = JSON.stringify
+  let header = `[offloaded ${ref._tag === "Read" ? "read" : "output"} tool=${q(ref.tool)}`
+  if (ref._tag === "Read") {
+    header += ` path=${q(ref.path)}`
+    if (ref.range !== undefined) header += ` lines=${ref.range.start}-${ref.range.end ?? ""}`
+  } else header += ` input=${q(ref.input)}`
+  header += ` id=${q(ref.toolUseId)} reason=${ref.reason} tokens=${ref.tokens}`
+  if (ref.images > 0) header += ` images=${ref.images}`
+  const instruction = ref._tag === "Output"
+    ? "This tool output was removed to save context. Make the same call again to see it."
+    : {
+      superseded: "A later read of this file is further down. Re-read the file to restore this output.",
+      modified: "The file was changed after this read. Re-read the file to see its current content.",
+      stale: "This file read was removed to save context. Re-read the file to restore it."
+    }[ref.reason]
+  return `${header}] ${instruction}`
+}
+
+/** `shortInput` for a call whose input has a `command` and nothing else, written the plain way. */
+const referenceShortCommand = (command: string, max: number): string => {
+  const text = command.slice(0, max * 4).replace(/\s+/g, " ").trim()
+  if (text.length <= max) return text
+  let head = Math.max(0, max - 1)
+  const last = text.charCodeAt(head - 1)
+  const next = text.charCodeAt(head)
+  if (last >= 0xd800 && last <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) head--
+  return `${text.slice(0, head)}…`
+}
+
+describe("pointer text", () => {
+  it("formatOffloadRef equals the JSON-quoted reference and parses back to its ref", () => {
+    const random = prng(18)
+    for (let n = 0; n < CASES; n++) {
+      const ref = refOf(random)
+      const text = formatOffloadRef(ref)
+      assert.strictEqual(text, referencePointer(ref), JSON.stringify(ref))
+      assert.deepStrictEqual(parseOffloadRef(text), ref)
+    }
+  })
+})
+
+describe("shortInput", () => {
+  it("folds white space and clips exactly as the one-regex reference", () => {
+    const random = prng(1818)
+    for (let n = 0; n < CASES; n++) {
+      // a non-empty command (an empty one is no command: the input's JSON is used)
+      const command = ALPHABET[Math.floor(random() * ALPHABET.length)]! + stringOf(random, random() < 0.9 ? 80 : 700)
+      const max = 1 + Math.floor(random() * 150)
+      const use: ToolUseBlock = { type: "tool_use", id: "toolu_1", name: "bash", input: { command } }
+      assert.strictEqual(shortInput(use, max), referenceShortCommand(command, max), JSON.stringify({ command, max }))
+    }
+  })
+})
