@@ -78,10 +78,11 @@ export class Fenwick {
     const capacity = this.#values.length * 2
     const values = new Float64Array(capacity)
     values.set(this.#values)
+    // the linear build: every node, in order, adds its finished sum to its parent (past `length` too, whatever the
+    // capacity: a node there still holds the sums of its children below `length`)
     const tree = new Float64Array(capacity + 1)
-    for (let i = 0; i < this.#length; i++) {
-      const k = i + 1
-      tree[k] = tree[k]! + values[i]!
+    for (let k = 1; k <= capacity; k++) {
+      tree[k] = tree[k]! + values[k - 1]!
       const parent = k + (k & -k)
       if (parent <= capacity) tree[parent] = tree[parent]! + tree[k]!
     }
