@@ -22,7 +22,6 @@
  *
  * @since 0.1.0
  */
-import { apiViewStart } from "./ApiView.ts"
 import { buildIndex, decide, type DecideOptions, keepOf, MIN_POINTER_TOKENS } from "./internal/eviction.ts"
 import type { Message, ToolUseBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
@@ -133,7 +132,7 @@ export const evictStaleToolResults = <M extends Message>(
   keepRecent: number,
   options: EvictOptions = {}
 ): EvictResult<M> => {
-  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, apiViewStart(messages), false)
+  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, false)
   return decide(index, messages, keepOf(keepRecent), decideOptions(options))
 }
 

@@ -121,8 +121,8 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
   return outer.start <= inner.start && innerEnd <= outerEnd
 }
 
-/** White space that `replace(/\s+/g, " ")` would change: a run of two, or one that is not a plain space. */
-const UNFOLDED_SPACE = /\s\s|[^\S ]/
+/** White space other than a plain space; with a run of two spaces, what `replace(/\s+/g, " ")` would change. */
+const OTHER_SPACE = /[^\S ]/
 
 /**
  * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
@@ -134,7 +134,7 @@ export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
   const key = str(input, "command", "cmd", "file_path", "path", "pattern", "query", "url", "notebook_path")
   const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
   let text = raw.slice(0, max * 4)
-  if (UNFOLDED_SPACE.test(text)) text = text.replace(/\s+/g, " ")
+  if (OTHER_SPACE.test(text) || text.includes("  ")) text = text.replace(/\s+/g, " ")
   text = text.trim()
   if (key !== undefined && typeof input === "object" && input !== null) {
     const range = offsetLimit(input) ?? viewRange(input)

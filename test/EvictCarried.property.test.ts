@@ -1,5 +1,4 @@
 import { assert, describe, it } from "@effect/vitest"
-import { apiViewStart } from "../src/ApiView.ts"
 import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import {
@@ -44,7 +43,7 @@ const runLoop = (seed: number): number => {
   const keep = [0, 1, 3, 5, 10][Math.floor(rand() * 5)]!
   const mode = Math.floor(rand() * 5)
   let view: Array<Message> = []
-  const index = buildIndex(view, defaultToolClassifier, 0, true)
+  const index = buildIndex(view, defaultToolClassifier, true)
   let compared = 0
   let next = 0
   while (next < session.length) {
@@ -105,7 +104,7 @@ describe("carried-forward eviction", () => {
 
   it("refuses to extend past a message that opens a new API view", () => {
     const session = generateSession(3, { messages: 20 })
-    const index = buildIndex(session, defaultToolClassifier, apiViewStart(session), true)
+    const index = buildIndex(session, defaultToolClassifier, true)
     const compacted: Message = {
       role: "assistant",
       content: [{ type: "compaction", content: "summary of the work so far" } as never]

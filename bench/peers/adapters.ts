@@ -10,7 +10,6 @@ import { estimateTokens as piEstimateTokens, findCutPoint } from "@mariozechner/
 import { type BaseMessage, trimMessages } from "@langchain/core/messages"
 import { type ModelMessage, pruneMessages } from "ai"
 import { cutForPolicy, type CutPolicy } from "../../src/Cut.ts"
-import { apiViewStart } from "../../src/ApiView.ts"
 import { CACHE_PRICES, type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../../src/internal/eviction.ts"
 import { defaultToolClassifier } from "../../src/Tools.ts"
@@ -191,7 +190,7 @@ const readTurn = (n: number): ReadonlyArray<Message> => {
 export const warmEviction = (messages: ReadonlyArray<Message>) => {
   let view: ReadonlyArray<Message> = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
     .messages
-  const index = buildIndex(view, defaultToolClassifier, apiViewStart(view), true)
+  const index = buildIndex(view, defaultToolClassifier, true)
   const options = { minSavings: 0, prices: CACHE_PRICES }
   decide(index, view, KEEP_RECENT_TOOL_RESULTS, options)
   let n = 0

@@ -18,7 +18,7 @@
  *
  * @internal
  */
-import { opensApiView } from "../ApiView.ts"
+import { apiViewStart, opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import { isImage, isToolResult, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
@@ -124,17 +124,22 @@ const payloadOf = (block: ToolResultBlock): number => {
 const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
   payload <= MAX_POINTER_TOKENS && isOffloaded(block)
 
-/** The index of an empty view starting at `viewStart` (nothing indexed yet). */
-const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolean): EvictionIndex => ({
+/** The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages. */
+const emptyIndex = (
+  classify: ToolClassifier,
+  viewStart: number,
+  carried: boolean,
+  capacity: number
+): EvictionIndex => ({
   classify,
   viewStart,
   length: 0,
   calls: new Map(),
   records: [],
   paths: new Map(),
-  counted: new Fenwick(),
-  tokens: carried ? new Fenwick() : undefined,
-  repliesUpTo: new Int32Array(64),
+  counted: new Fenwick(Math.max(64, capacity >> 1)),
+  tokens: carried ? new Fenwick(Math.max(64, capacity)) : undefined,
+  repliesUpTo: new Int32Array(Math.max(64, capacity)),
   open: [],
   woken: [],
   pinSensitive: new Set(),
@@ -142,17 +147,16 @@ const emptyIndex = (classify: ToolClassifier, viewStart: number, carried: boolea
 })
 
 /**
- * The index of `messages`, built in one forward pass. `carried`: it will be extended and decided on again (it then
- * keeps the messages' estimates for the rent-or-buy rule).
+ * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass. `carried`:
+ * it will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
  */
 export const buildIndex = (
   messages: ReadonlyArray<Message>,
   classify: ToolClassifier,
-  viewStart: number,
   carried: boolean
 ): EvictionIndex => {
-  const index = emptyIndex(classify, viewStart, carried)
-  extendIndex(index, messages)
+  const index = emptyIndex(classify, apiViewStart(messages), carried, messages.length)
+  indexMessages(index, messages)
   return index
 }
 
@@ -161,10 +165,16 @@ export const buildIndex = (
  * nothing) when a new message opens a new API view: the index no longer applies, build a new one.
  */
 export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Message>): boolean => {
-  const from = index.length
-  for (let i = Math.max(from, index.viewStart + 1); i < messages.length; i++) {
+  for (let i = Math.max(index.length, index.viewStart + 1); i < messages.length; i++) {
     if (opensApiView(messages[i]!)) return false
   }
+  indexMessages(index, messages)
+  return true
+}
+
+/** Indexes `messages[index.length..)`, none of which opens an API view after `index.viewStart`. */
+const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): void => {
+  const from = index.length
   if (index.repliesUpTo.length < messages.length) {
     let capacity = index.repliesUpTo.length
     while (capacity < messages.length) capacity *= 2
@@ -193,7 +203,6 @@ export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Messag
     }
   }
   index.length = messages.length
-  return true
 }
 
 const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
@@ -461,7 +470,8 @@ export const decide = <M extends Message>(
       readsPaid += (pointer.before - pointer.after) * (replies - index.repliesUpTo[since]!)
     }
     const replaced = { ...message, content: newContent } as M
-    tokensFreed += estimateMessageTokens(message) - estimateMessageTokensUncached(replaced)
+    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
+    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
     out ??= messages.slice()
     out[i] = replaced
     t = u

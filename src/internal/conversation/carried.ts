@@ -10,7 +10,6 @@
  *
  * @internal
  */
-import { apiViewStart } from "../../ApiView.ts"
 import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
@@ -56,7 +55,7 @@ const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | unde
   const classify = classifier ?? defaultToolClassifier
   const owned = owners.get(view)
   if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
-  const index = buildIndex(view, classify, apiViewStart(view), true)
+  const index = buildIndex(view, classify, true)
   const fresh: Owned = { index, owner: view, cacheControlled: [] }
   noteCacheControl(fresh, view, 0)
   owners.set(view, fresh)
