@@ -49,8 +49,10 @@ interface ResultRecord {
   /** When indexed: not offloaded, larger than any pointer, not a failed non-read (what the frontier looks for). */
   readonly eligible: boolean
   superseded: boolean
+  /** The message of the earliest later read that covers it, when `superseded` (-1 before: a small integer keeps the field unboxed). */
   coveredAt: number
   modified: boolean
+  /** The message of the earliest later write of its file, when `modified` (-1 before). */
   modifiedAt: number
   readLater: boolean
   counted: boolean
@@ -255,9 +257,9 @@ const addResult = (
     payload,
     eligible,
     superseded: false,
-    coveredAt: Infinity,
+    coveredAt: -1,
     modified: false,
-    modifiedAt: Infinity,
+    modifiedAt: -1,
     readLater: false,
     counted: true,
     state: eligible ? "open" : "closed"
