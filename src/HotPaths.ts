@@ -16,9 +16,10 @@
  * trie path, ⌈log₃₂ n⌉ nodes for n entries), not a copy of every file the session read. Every older value keeps
  * answering as before, and deriving two values from one (a branch) costs what a step costs. The ownership trick of
  * `internal/conversation/carried.ts` (mutable maps owned by the newest value) would need an undo log per value here,
- * as an older tracker has no view to rebuild its state from. Within one `observe` the maps are updated as transients
- * (`HashMap.beginMutation`), which mutate only nodes that call created. The hot paths are a persistent set for
- * `pinned` and a list, newest first, for `paths`.
+ * as an older tracker has no view to rebuild its state from. One `observe` collects its changes in native maps over
+ * the persistent ones and applies each changed key once, as a transient (`HashMap.mutate`, which mutates only nodes
+ * it creates): a long batch (`fromMessages`, a resume) pays the trie for what it leaves, not for every call it saw
+ * opened and answered. The hot paths are a persistent set for `pinned` and a list, newest first, for `paths`.
  *
  * Pending calls. A read call is remembered until a successful result answers it or a later read call reuses its id.
  * An error result does not close it (a later successful result for the same id still counts) and any later message
@@ -118,37 +119,40 @@ export class HotPaths {
    */
   observe(messages: ReadonlyArray<Message>): HotPaths {
     let hot = this.#hot
-    // transients, begun at the first change: they mutate only nodes this call created, never this value's
-    let previous: HashMap.HashMap<string, PreviousRead> | undefined
-    let pending: HashMap.HashMap<string, ReadCall> | undefined
+    // this call's changes, in native maps over the persistent ones (`undefined`: a call answered here)
+    let pending: Map<string, ReadCall | undefined> | undefined
+    let previous: Map<string, PreviousRead> | undefined
     for (const message of messages) {
       if (typeof message.content === "string") continue
       for (const block of message.content) {
         if (isToolUse(block) && message.role === "assistant") {
           const action = this.#classify(block)
           if (action._tag !== "Read") continue
-          pending ??= HashMap.beginMutation(this.#pending)
-          HashMap.set(pending, block.id, { path: action.path, range: action.range })
+          pending ??= new Map()
+          pending.set(block.id, { path: action.path, range: action.range })
         } else if (isToolResult(block) && message.role === "user") {
-          const call = Option.getOrUndefined(HashMap.get(pending ?? this.#pending, block.tool_use_id))
+          const id = block.tool_use_id
+          const call = pending?.has(id) === true ? pending.get(id) : lookup(this.#pending, id)
           if (call === undefined || block.is_error === true) continue
-          pending ??= HashMap.beginMutation(this.#pending)
-          HashMap.remove(pending, block.tool_use_id)
-          const before = Option.getOrUndefined(HashMap.get(previous ?? this.#previous, call.path))
+          pending ??= new Map()
+          // marked answered only if the persistent map may hold it (so a long batch's map holds only open calls)
+          if (HashMap.size(this.#pending) === 0) pending.delete(id)
+          else pending.set(id, undefined)
+          const before = previous?.get(call.path) ?? lookup(this.#previous, call.path)
           if (
             before !== undefined && before.offloaded && covers(call.range, before.range) &&
             !HashSet.has(hot.set, call.path)
           ) hot = addHot(hot, call.path)
-          previous ??= HashMap.beginMutation(this.#previous)
-          HashMap.set(previous, call.path, { ...call, toolUseId: block.tool_use_id, offloaded: offloadedEarly(block) })
+          previous ??= new Map()
+          previous.set(call.path, { ...call, toolUseId: id, offloaded: offloadedEarly(block) })
         }
       }
     }
     if (previous === undefined && pending === undefined) return this
     return new HotPaths(
       hot,
-      previous === undefined ? this.#previous : HashMap.endMutation(previous),
-      pending === undefined ? this.#pending : HashMap.endMutation(pending),
+      previous === undefined ? this.#previous : withChanges(this.#previous, previous),
+      pending === undefined ? this.#pending : withChanges(this.#pending, pending),
       this.#classify
     )
   }
@@ -171,6 +175,26 @@ export class HotPaths {
       ? this
       : new HotPaths(this.#hot, HashMap.endMutation(previous), this.#pending, this.#classify)
   }
+}
+
+const lookup = <V>(map: HashMap.HashMap<string, V>, key: string): V | undefined =>
+  HashMap.size(map) === 0 ? undefined : Option.getOrUndefined(HashMap.get(map, key))
+
+/**
+ * `map` with `changes` applied (an `undefined` value removes its key), as one transient: it mutates only the nodes it
+ * creates, never `map`'s. A key removed is one `changes` never set, so it can be in the result only if `map` holds it.
+ */
+const withChanges = <V>(
+  map: HashMap.HashMap<string, V>,
+  changes: ReadonlyMap<string, V | undefined>
+): HashMap.HashMap<string, V> => {
+  const keep = HashMap.size(map) > 0
+  return HashMap.mutate(map, (out) => {
+    for (const [key, value] of changes) {
+      if (value !== undefined) HashMap.set(out, key, value)
+      else if (keep) HashMap.remove(out, key)
+    }
+  })
 }
 
 /** The result was offloaded before any later covering read existed: the legacy placeholder or a non-superseded pointer. */
