@@ -188,11 +188,11 @@ const withChanges = <V>(
   map: HashMap.HashMap<string, V>,
   changes: ReadonlyMap<string, V | undefined>
 ): HashMap.HashMap<string, V> => {
-  const keep = HashMap.size(map) > 0
+  const mayHold = HashMap.size(map) > 0
   return HashMap.mutate(map, (out) => {
     for (const [key, value] of changes) {
       if (value !== undefined) HashMap.set(out, key, value)
-      else if (keep) HashMap.remove(out, key)
+      else if (mayHold) HashMap.remove(out, key)
     }
   })
 }
