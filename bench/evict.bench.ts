@@ -6,13 +6,19 @@
  *   objects per sample (messages and blocks, estimated before as a live loop has), so no cache of ours has seen them;
  * - warm: one new turn (a read and its 8,000-character result) on an already-evicted session, decided on the carried
  *   index as `Conversation`'s prepare does (`warmEviction`);
- * - hot paths: `HotPaths.fromMessages` on the evicted session (what a resumed session pays once).
+ * - hot paths: `HotPaths.fromMessages` on the evicted session (what a resumed session pays once), and the same with
+ *   the copying tracker `HotPaths` was before its state became persistent maps (`test/fixtures/HotPathsReference.ts`).
  * Every workload is evicted and pruned a few times, untimed, before the first measurement.
+ * Then one step of the hot-path tracker (a reply that reads a new file and its result) on a tracker that has seen 100
+ * and 10,000 distinct files, persistent against copying: observed in one call, and one call per message as
+ * `Conversation` does.
  * Run: npx node --expose-gc bench/evict.bench.ts
  */
 import { do_not_optimize, measure } from "mitata"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
+import type { Message } from "../src/Message.ts"
+import { CopyingHotPaths } from "../test/fixtures/HotPathsReference.ts"
 import { perSample, perSampleOptions, repeatedRealSession } from "./baselines.ts"
 import {
   freshForEviction,
@@ -35,8 +41,8 @@ const sessions: ReadonlyArray<PreparedSession> = [
 
 const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
 const lines = [
-  "| workload | messages | `pruneMessages` | cold | cold / prune | warm (+1 turn) | warm / prune | `HotPaths.fromMessages` |",
-  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  "| workload | messages | `pruneMessages` | cold | cold / prune | warm (+1 turn) | warm / prune | `HotPaths.fromMessages` | copying | copying / persistent |",
+  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 ]
 /** One eviction of every kind on every workload, untimed: the first timed workload would otherwise pay the JIT's tiers. */
 for (const s of sessions) {
@@ -60,10 +66,66 @@ for (const s of sessions) {
   const warmNs = await p50(perSample(warm.input, warm.evict), perSampleOptions(1000))
   const evicted = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }).messages
   const hot = await p50(() => do_not_optimize(HotPaths.fromMessages(evicted)))
+  const copying = await p50(() => do_not_optimize(CopyingHotPaths.fromMessages(evicted)))
   lines.push(
     `| ${s.name} | ${messages.length.toLocaleString("en")} | ${time(prune)} | ${time(cold)} | ${
       (cold / prune).toFixed(2)
-    } | ${time(warmNs)} | ${(warmNs / prune).toFixed(3)} | ${time(hot)} |`
+    } | ${time(warmNs)} | ${(warmNs / prune).toFixed(3)} | ${time(hot)} | ${time(copying)} | ${
+      (copying / hot).toFixed(2)
+    } |`
   )
 }
 console.log(lines.join("\n"))
+
+// ============================================================================
+// One hot-path step against the files seen
+// ============================================================================
+
+/** A read of `path` under `id` and its successful result. */
+const readStep = (id: string, path: string): readonly [Message, Message] => [
+  { role: "assistant", content: [{ type: "tool_use", id, name: "read", input: { path } }] },
+  { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: `contents of ${path}` }] }
+]
+
+/** The steps that read `files` distinct files, once each. */
+const filesRead = (files: number): Array<Message> =>
+  Array.from({ length: files }, (_, i) => readStep(`seen${i}`, `/repo/src/module${i}/file${i}.ts`)).flat()
+
+interface Tracker {
+  observe(messages: ReadonlyArray<Message>): Tracker
+}
+
+const step = readStep("next", "/repo/src/new/file.ts")
+const stepRows = [
+  "| files seen | observed | copying | persistent | copying / persistent |",
+  "| ---: | --- | ---: | ---: | ---: |"
+]
+const measured: Record<string, { readonly copying: number; readonly persistent: number }> = {}
+for (const files of [100, 10_000]) {
+  const seen = filesRead(files)
+  const copyingTracker: Tracker = CopyingHotPaths.fromMessages(seen)
+  const persistentTracker: Tracker = HotPaths.fromMessages(seen)
+  for (
+    const [observed, run] of [
+      ["in one call", (t: Tracker) => t.observe(step)],
+      ["per message", (t: Tracker) => t.observe([step[0]]).observe([step[1]])]
+    ] as const
+  ) {
+    const copying = await p50(() => do_not_optimize(run(copyingTracker)))
+    const persistent = await p50(() => do_not_optimize(run(persistentTracker)))
+    measured[`${files} ${observed}`] = { copying, persistent }
+    stepRows.push(
+      `| ${files.toLocaleString("en")} | ${observed} | ${time(copying)} | ${time(persistent)} | ${
+        (copying / persistent).toFixed(1)
+      } |`
+    )
+  }
+}
+console.log(`\n${stepRows.join("\n")}`)
+for (const observed of ["in one call", "per message"]) {
+  const [small, large] = [measured[`100 ${observed}`]!, measured[`10000 ${observed}`]!]
+  console.log(
+    `step ${observed}, 10,000 files / 100 files: persistent ${(large.persistent / small.persistent).toFixed(2)}, ` +
+      `copying ${(large.copying / small.copying).toFixed(1)}`
+  )
+}

@@ -11,8 +11,27 @@
  * the same paths as observing it live. A partial re-read (a range that does not cover the previous read) is not
  * counted.
  *
+ * The cost. The state lives in persistent hash maps (`effect/HashMap`, a hash array mapped trie): a new value shares
+ * every untouched node with the value it came from, so one observed step costs what it adds (each change copies one
+ * trie path, ⌈log₃₂ n⌉ nodes for n entries), not a copy of every file the session read. Every older value keeps
+ * answering as before, and deriving two values from one (a branch) costs what a step costs. The ownership trick of
+ * `internal/conversation/carried.ts` (mutable maps owned by the newest value) would need an undo log per value here,
+ * as an older tracker has no view to rebuild its state from. One `observe` collects its changes in native maps over
+ * the persistent ones and applies each changed key once, as a transient (`HashMap.mutate`, which mutates only nodes
+ * it creates): a long batch (`fromMessages`, a resume) pays the trie for what it leaves, not for every call it saw
+ * opened and answered. The hot paths are a persistent set for `pinned` and a list, newest first, for `paths`.
+ *
+ * Pending calls. A read call is remembered until a successful result answers it or a later read call reuses its id.
+ * An error result does not close it (a later successful result for the same id still counts) and any later message
+ * may carry such a result, so no entry can be dropped without changing an answer. In a `Conversation`, which answers
+ * every call exactly once, the entries that stay are the reads whose result was an error (interrupted ones included):
+ * one small entry each, which a step only looks up.
+ *
  * @since 0.1.0
  */
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Option from "effect/Option"
 import type { Message, ToolResultBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
 import type { LineRange, ToolClassifier } from "./Tools.ts"
@@ -30,21 +49,41 @@ interface PreviousRead extends ReadCall {
   readonly offloaded: boolean
 }
 
+/** The hot paths, newest first: shared tails, so becoming hot prepends one node. */
+interface HotList {
+  readonly path: string
+  readonly rest: HotList | undefined
+}
+
+interface Hot {
+  readonly set: HashSet.HashSet<string>
+  readonly list: HotList | undefined
+  readonly size: number
+}
+
+const NO_HOT: Hot = { set: HashSet.empty(), list: undefined, size: 0 }
+
+const addHot = (hot: Hot, path: string): Hot => ({
+  set: HashSet.add(hot.set, path),
+  list: { path, rest: hot.list },
+  size: hot.size + 1
+})
+
 /**
  * An immutable tracker of hot paths. Build it with `HotPaths.fromMessages`, feed it new messages with `observe` and
  * offloads made by eviction with `observeOffloads`; each returns a new value and leaves this one unchanged.
  * @category models
  */
 export class HotPaths {
-  readonly #hot: ReadonlySet<string>
-  readonly #previous: ReadonlyMap<string, PreviousRead>
-  readonly #pending: ReadonlyMap<string, ReadCall>
+  readonly #hot: Hot
+  readonly #previous: HashMap.HashMap<string, PreviousRead>
+  readonly #pending: HashMap.HashMap<string, ReadCall>
   readonly #classify: ToolClassifier
 
   private constructor(
-    hot: ReadonlySet<string>,
-    previous: ReadonlyMap<string, PreviousRead>,
-    pending: ReadonlyMap<string, ReadCall>,
+    hot: Hot,
+    previous: HashMap.HashMap<string, PreviousRead>,
+    pending: HashMap.HashMap<string, ReadCall>,
     classify: ToolClassifier
   ) {
     this.#hot = hot
@@ -55,7 +94,7 @@ export class HotPaths {
 
   /** A tracker that has seen nothing: no path is hot. */
   static empty(classifier: ToolClassifier = defaultToolClassifier): HotPaths {
-    return new HotPaths(new Set(), new Map(), new Map(), classifier)
+    return new HotPaths(NO_HOT, HashMap.empty(), HashMap.empty(), classifier)
   }
 
   /** The tracker after observing `messages` from the start: `HotPaths.empty(classifier).observe(messages)`. */
@@ -65,47 +104,57 @@ export class HotPaths {
 
   /** The hot paths, in the order they became hot. */
   get paths(): ReadonlyArray<string> {
-    return [...this.#hot]
+    const out = new Array<string>(this.#hot.size)
+    let i = out.length
+    for (let node = this.#hot.list; node !== undefined; node = node.rest) out[--i] = node.path
+    return out
   }
 
   /** True when `path` is hot. Pass it as `evictStaleToolResults`' `pinned` option (it is bound). */
-  readonly pinned = (path: string): boolean => this.#hot.has(path)
+  readonly pinned = (path: string): boolean => this.#hot.size > 0 && HashSet.has(this.#hot.set, path)
 
   /**
    * Observes messages appended to the conversation, in order. A read's tool_use is remembered until its result
    * arrives; the result decides (see the module doc). Returns `this` when nothing changed.
    */
   observe(messages: ReadonlyArray<Message>): HotPaths {
-    let hot: Set<string> | undefined
+    let hot = this.#hot
+    // this call's changes, in native maps over the persistent ones (`undefined`: a call answered here)
+    let pending: Map<string, ReadCall | undefined> | undefined
     let previous: Map<string, PreviousRead> | undefined
-    let pending: Map<string, ReadCall> | undefined
     for (const message of messages) {
       if (typeof message.content === "string") continue
       for (const block of message.content) {
         if (isToolUse(block) && message.role === "assistant") {
           const action = this.#classify(block)
           if (action._tag !== "Read") continue
-          pending ??= new Map(this.#pending)
+          pending ??= new Map()
           pending.set(block.id, { path: action.path, range: action.range })
         } else if (isToolResult(block) && message.role === "user") {
-          const call = (pending ?? this.#pending).get(block.tool_use_id)
+          const id = block.tool_use_id
+          const call = pending?.has(id) === true ? pending.get(id) : lookup(this.#pending, id)
           if (call === undefined || block.is_error === true) continue
-          pending ??= new Map(this.#pending)
-          pending.delete(block.tool_use_id)
-          const before = (previous ?? this.#previous).get(call.path)
+          pending ??= new Map()
+          // marked answered only if the persistent map may hold it (so a long batch's map holds only open calls)
+          if (HashMap.size(this.#pending) === 0) pending.delete(id)
+          else pending.set(id, undefined)
+          const before = previous?.get(call.path) ?? lookup(this.#previous, call.path)
           if (
-            before !== undefined && before.offloaded && covers(call.range, before.range) && !this.#hot.has(call.path)
-          ) {
-            hot ??= new Set(this.#hot)
-            hot.add(call.path)
-          }
-          previous ??= new Map(this.#previous)
-          previous.set(call.path, { ...call, toolUseId: block.tool_use_id, offloaded: offloadedEarly(block) })
+            before !== undefined && before.offloaded && covers(call.range, before.range) &&
+            !HashSet.has(hot.set, call.path)
+          ) hot = addHot(hot, call.path)
+          previous ??= new Map()
+          previous.set(call.path, { ...call, toolUseId: id, offloaded: offloadedEarly(block) })
         }
       }
     }
-    if (hot === undefined && previous === undefined && pending === undefined) return this
-    return new HotPaths(hot ?? this.#hot, previous ?? this.#previous, pending ?? this.#pending, this.#classify)
+    if (previous === undefined && pending === undefined) return this
+    return new HotPaths(
+      hot,
+      previous === undefined ? this.#previous : withChanges(this.#previous, previous),
+      pending === undefined ? this.#pending : withChanges(this.#pending, pending),
+      this.#classify
+    )
   }
 
   /**
@@ -114,16 +163,38 @@ export class HotPaths {
    * are read, so a resume can pass what an eviction entry recorded. Returns `this` when nothing changed.
    */
   observeOffloads(offloaded: ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">>): HotPaths {
-    let previous: Map<string, PreviousRead> | undefined
+    let previous: HashMap.HashMap<string, PreviousRead> | undefined
     for (const entry of offloaded) {
       if (entry.ref._tag !== "Read" || entry.reason === "superseded") continue
-      const before = (previous ?? this.#previous).get(entry.ref.path)
+      const before = Option.getOrUndefined(HashMap.get(previous ?? this.#previous, entry.ref.path))
       if (before === undefined || before.toolUseId !== entry.toolUseId || before.offloaded) continue
-      previous ??= new Map(this.#previous)
-      previous.set(entry.ref.path, { ...before, offloaded: true })
+      previous ??= HashMap.beginMutation(this.#previous)
+      HashMap.set(previous, entry.ref.path, { ...before, offloaded: true })
     }
-    return previous === undefined ? this : new HotPaths(this.#hot, previous, this.#pending, this.#classify)
+    return previous === undefined
+      ? this
+      : new HotPaths(this.#hot, HashMap.endMutation(previous), this.#pending, this.#classify)
   }
+}
+
+const lookup = <V>(map: HashMap.HashMap<string, V>, key: string): V | undefined =>
+  HashMap.size(map) === 0 ? undefined : Option.getOrUndefined(HashMap.get(map, key))
+
+/**
+ * `map` with `changes` applied (an `undefined` value removes its key), as one transient: it mutates only the nodes it
+ * creates, never `map`'s. A key removed is one `changes` never set, so it can be in the result only if `map` holds it.
+ */
+const withChanges = <V>(
+  map: HashMap.HashMap<string, V>,
+  changes: ReadonlyMap<string, V | undefined>
+): HashMap.HashMap<string, V> => {
+  const mayHold = HashMap.size(map) > 0
+  return HashMap.mutate(map, (out) => {
+    for (const [key, value] of changes) {
+      if (value !== undefined) HashMap.set(out, key, value)
+      else if (mayHold) HashMap.remove(out, key)
+    }
+  })
 }
 
 /** The result was offloaded before any later covering read existed: the legacy placeholder or a non-superseded pointer. */

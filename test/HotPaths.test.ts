@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
 import { evictStaleToolResults, formatOffloadRef, isOffloaded, OMITTED_TOOL_RESULT } from "../src/Evict.ts"
-import type { OffloadReason } from "../src/Evict.ts"
+import type { Offloaded, OffloadReason } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../src/Message.ts"
 import { isToolResult, isToolUse } from "../src/Message.ts"
@@ -10,6 +10,7 @@ import { covers, defaultToolClassifier } from "../src/Tools.ts"
 import type { LineRange } from "../src/Tools.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { CopyingHotPaths } from "./fixtures/HotPathsReference.ts"
 
 const big = (tag: string) => `${tag} ${"x".repeat(4000)}`
 const read = (id: string, path: string, extra: Record<string, unknown> = {}): ToolUseBlock => ({
@@ -275,4 +276,136 @@ describe("HotPaths against thrash", () => {
     assert.strictEqual(original.cacheBreaks, 0)
     assert.isBelow(Math.min(...costs.slice(1)), costs[0]!)
   })
+})
+
+// ============================================================================
+// The persistent implementation against the copying one (test/fixtures/HotPathsReference.ts)
+// ============================================================================
+
+const Small = (max: number) => Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: max }))
+/** One call of a step: a read (or another tool) and, usually, its result under its own id. */
+const CallScript = Schema.Struct({
+  id: Small(4),
+  tool: Schema.Literals(["read", "read", "Read", "bash"]), // a literal repeated weighs more
+  path: Small(2),
+  range: Small(3),
+  content: Schema.Literals(["body", "legacy", "stale", "modified", "superseded"]),
+  /** 0: an error result. */
+  error: Small(3),
+  /** 0: no result, 1: a result for another id, else a result for this call. */
+  answer: Small(4)
+})
+/** Off-pattern input: tool blocks in the wrong role, plain text, results that answer nothing. */
+const NoiseScript = Schema.Struct({
+  role: Schema.Literals(["assistant", "user"]),
+  text: Schema.Boolean,
+  call: CallScript
+})
+const OffloadScript = Schema.Struct({
+  /** Above 0: names the path's previous read (when it has one), else a random id. */
+  previous: Small(3),
+  id: Small(4),
+  path: Small(2),
+  /** 0: an `Output` ref. */
+  read: Small(3),
+  reason: Schema.Literals(["stale", "modified", "superseded"])
+})
+const OpScript = Schema.Struct({
+  /** Which value of the pool to derive from, counted back from the newest: 0 extends the newest, others branch. */
+  from: Small(5),
+  kind: Schema.Literals(["step", "step", "step", "offloads", "noise"]),
+  /** A step's reply and results observed in one call, or one call each. */
+  split: Schema.Boolean,
+  calls: Schema.Array(CallScript).check(Schema.isMinLength(1), Schema.isMaxLength(3)),
+  noise: Schema.Array(NoiseScript).check(Schema.isMaxLength(2)),
+  entries: Schema.Array(OffloadScript).check(Schema.isMaxLength(3))
+})
+
+const PATHS = ["/a.ts", "/b.ts", "/c.ts"]
+const RANGES: ReadonlyArray<Record<string, unknown>> = [{}, { offset: 1, limit: 10 }, { offset: 5, limit: 3 }, {
+  offset: 1,
+  limit: 100
+}]
+
+const useOf = (c: typeof CallScript.Type): ToolUseBlock => {
+  const path = PATHS[c.path]!
+  const input = c.tool === "bash"
+    ? { command: "ls" }
+    : c.tool === "Read"
+    ? { file_path: path, ...RANGES[c.range] }
+    : { path, ...RANGES[c.range] }
+  return { type: "tool_use", id: `t${c.id}`, name: c.tool, input }
+}
+
+const resultOf = (c: typeof CallScript.Type): ToolResultBlock => {
+  const id = c.answer === 1 ? `t${(c.id + 1) % 5}` : `t${c.id}`
+  const content = c.content === "body"
+    ? "text"
+    : c.content === "legacy"
+    ? OMITTED_TOOL_RESULT
+    : pointer(id, PATHS[c.path]!, c.content)
+  return result(id, content, c.error === 0)
+}
+
+/** The messages of an op, as one or more `observe` calls. */
+const batchesOf = (op: typeof OpScript.Type): ReadonlyArray<ReadonlyArray<Message>> => {
+  if (op.kind === "noise") {
+    return [
+      op.noise.map((n): Message =>
+        n.text
+          ? { role: n.role, content: "plain" }
+          : { role: n.role, content: [{ type: "text", text: "note" }, useOf(n.call), resultOf(n.call)] }
+      )
+    ]
+  }
+  const reply: Message = { role: "assistant", content: op.calls.map(useOf) }
+  const results: Message = { role: "user", content: op.calls.filter((c) => c.answer > 0).map(resultOf) }
+  return op.split ? [[reply], [results]] : [[reply, results]]
+}
+
+const offloadsOf = (
+  op: typeof OpScript.Type,
+  reference: CopyingHotPaths
+): ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">> =>
+  op.entries.map((e) => {
+    const path = PATHS[e.path]!
+    const toolUseId = e.previous > 0 ? reference.previousReadId(path) ?? `t${e.id}` : `t${e.id}`
+    return {
+      toolUseId,
+      reason: e.reason,
+      ref: e.read > 0
+        ? { _tag: "Read", tool: "read", toolUseId, path, reason: e.reason, tokens: 1, images: 0 }
+        : { _tag: "Output", tool: "bash", toolUseId, input: "ls", reason: e.reason, tokens: 1, images: 0 }
+    }
+  })
+
+describe("HotPaths persistent state", () => {
+  it.prop(
+    "equals the copying tracker over random observe/observeOffloads sequences, branches included",
+    [Arbitrary.schema(Schema.Array(OpScript).check(Schema.isMinLength(8), Schema.isMaxLength(20)))],
+    ([ops]) => {
+      const pool: Array<readonly [HotPaths, CopyingHotPaths]> = [[HotPaths.empty(), CopyingHotPaths.empty()]]
+      for (const op of ops) {
+        let [hot, ref] = pool[pool.length - 1 - (op.from % pool.length)]!
+        for (const batch of op.kind === "offloads" ? [] : batchesOf(op)) {
+          const [h, r] = [hot.observe(batch), ref.observe(batch)]
+          assert.strictEqual(h === hot, r === ref, "observe returns this exactly when the reference does")
+          ;[hot, ref] = [h, r]
+        }
+        if (op.kind === "offloads") {
+          const entries = offloadsOf(op, ref)
+          const [h, r] = [hot.observeOffloads(entries), ref.observeOffloads(entries)]
+          assert.strictEqual(h === hot, r === ref, "observeOffloads returns this exactly when the reference does")
+          ;[hot, ref] = [h, r]
+        }
+        pool.push([hot, ref])
+        // every value, the older ones and the other branches included, answers as its reference does
+        for (const [h, r] of pool) {
+          assert.deepStrictEqual(h.paths, r.paths)
+          for (const path of [...PATHS, "/none.ts"]) assert.strictEqual(h.pinned(path), r.pinned(path))
+        }
+      }
+    },
+    { arbitrary: { runs: 5000 } }
+  )
 })
