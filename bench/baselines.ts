@@ -83,3 +83,20 @@ export const growingSession = (start: ReadonlyArray<Message>): () => ReadonlyArr
   let step = 0
   return () => (current = [...current, { role: "user", content: `step ${step++}: and one more question on the build` }])
 }
+
+// ============================================================================
+// Hot-path workloads shared by bench/evict.bench.ts and bench/ci.ts
+// ============================================================================
+
+/** A read of `path` under `id` and its successful result. */
+const readStep = (id: string, path: string): readonly [Message, Message] => [
+  { role: "assistant", content: [{ type: "tool_use", id, name: "read", input: { path } }] },
+  { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: `contents of ${path}` }] }
+]
+
+/** The steps that read `files` distinct files, once each: what a `HotPaths` tracker is built over. */
+export const filesRead = (files: number): Array<Message> =>
+  Array.from({ length: files }, (_, i) => readStep(`seen${i}`, `/repo/src/module${i}/file${i}.ts`)).flat()
+
+/** One agent step for a hot-path tracker: a reply reading a file not seen before, and its result. */
+export const hotPathStep: readonly [Message, Message] = readStep("next", "/repo/src/new/file.ts")

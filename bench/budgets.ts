@@ -182,7 +182,9 @@ export const M = {
   step1k: "Conversation step (reply, result, prepare, request) [1k]",
   step10k: "Conversation step (reply, result, prepare, request) [10k]",
   step50k: "Conversation step (reply, result, prepare, request) [50k]",
-  evictFull50k: "evictStaleToolResults, keepRecent 10 (the conversation default) [50k]"
+  evictFull50k: "evictStaleToolResults, keepRecent 10 (the conversation default) [50k]",
+  hotStep100: "HotPaths step (a new file read) on a tracker that saw 100 files",
+  hotStep10k: "HotPaths step (a new file read) on a tracker that saw 10,000 files"
 } as const
 
 /** Growth from 10k to 50k messages (the 50k session has 50,004): 5 means linear, 25 quadratic. */
@@ -361,6 +363,16 @@ export const budgets: ReadonlyArray<Budget> = [
       "measured 0.37). The issue's 50k / 10k <= 1.5 is not reached (measured 7 to 21): each step copies the view " +
       "array three times (two appends, the request), and past ~16k messages V8 allocates such arrays in its " +
       "large-object space (0.23 to 0.56 ms a copy at 50k against 5 to 15 us at 10k)"
+  },
+  {
+    id: "growth/hot-step",
+    description: "one HotPaths step (a reply reading a new file, its result): 10,000 files seen / 100 files seen",
+    subject: M.hotStep10k,
+    baseline: M.hotStep100,
+    max: 3,
+    why: "the hot paths carry persistent maps, so a step costs what it adds: measured 0.98 to 1.09 (a ~0.4 us " +
+      "call). The tracker that copied its maps measured 120 to 185 here; 3 leaves room for the noise of timing a " +
+      "sub-microsecond call and still fails any copy of the files seen"
   },
   {
     id: "cut/pi",

@@ -1,9 +1,10 @@
 /**
  * The CI benchmark run: a quick pass over the hot paths that checks the ratio budgets of `bench/budgets.ts`.
  *
- * It times 30 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
+ * It times 32 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
  * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), plus one `Conversation`
- * step on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`), each with mitata's `measure`
+ * step on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw
+ * 100 and 10,000 files, each with mitata's `measure`
  * (the median of at least 12 samples over 2 s of CPU time; calls that need a new input per sample, fresh message
  * objects or one more agent step, build it untimed and take at most 150 or 1,000 samples), in an order that keeps the
  * two sides of each budget close in time (neighbours, or two calls apart). A budget that is over its limit is measured again,
@@ -21,6 +22,7 @@ import * as os from "node:os"
 import { do_not_optimize, measure } from "mitata"
 import { cutForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
+import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
@@ -38,8 +40,10 @@ import {
 } from "./budgets.ts"
 import {
   coldEstimate,
+  filesRead,
   freshCopies,
   growingSession,
+  hotPathStep,
   perSample,
   perSampleOptions,
   repeatedRealSession,
@@ -80,6 +84,9 @@ const warm = warmEviction(real.messages)
 const step1k = stateOf(generateSession(1_000, { messages: 1_000 }))
 const step10k = stateOf(s10k)
 const step50k = stateOf(s50k)
+/** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
+const hot100 = HotPaths.fromMessages(filesRead(100))
+const hot10k = HotPaths.fromMessages(filesRead(10_000))
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for (mitata's default is 0.642 s): more samples make steadier medians. */
@@ -130,7 +137,9 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.step1k, () => stepMeasure(step1k, 1000)],
   [M.step10k, () => stepMeasure(step10k, 1000)],
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
-  [M.step50k, () => stepMeasure(step50k, 1000)]
+  [M.step50k, () => stepMeasure(step50k, 1000)],
+  [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
+  [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))]
 ]
 
 // ============================================================================

@@ -19,7 +19,7 @@ import { evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import type { Message } from "../src/Message.ts"
 import { CopyingHotPaths } from "../test/fixtures/HotPathsReference.ts"
-import { perSample, perSampleOptions, repeatedRealSession } from "./baselines.ts"
+import { filesRead, hotPathStep, perSample, perSampleOptions, repeatedRealSession } from "./baselines.ts"
 import {
   freshForEviction,
   GENERATED_SIZES,
@@ -81,21 +81,11 @@ console.log(lines.join("\n"))
 // One hot-path step against the files seen
 // ============================================================================
 
-/** A read of `path` under `id` and its successful result. */
-const readStep = (id: string, path: string): readonly [Message, Message] => [
-  { role: "assistant", content: [{ type: "tool_use", id, name: "read", input: { path } }] },
-  { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: `contents of ${path}` }] }
-]
-
-/** The steps that read `files` distinct files, once each. */
-const filesRead = (files: number): Array<Message> =>
-  Array.from({ length: files }, (_, i) => readStep(`seen${i}`, `/repo/src/module${i}/file${i}.ts`)).flat()
-
 interface Tracker {
   observe(messages: ReadonlyArray<Message>): Tracker
 }
 
-const step = readStep("next", "/repo/src/new/file.ts")
+const step = hotPathStep
 const stepRows = [
   "| files seen | observed | copying | persistent | copying / persistent |",
   "| ---: | --- | ---: | ---: | ---: |"
