@@ -1,7 +1,8 @@
 /**
  * The SQL store against the real PostgreSQL (DATABASE_URL, a schema of its own per run): 8 worker processes × 50
  * appends to one session plus a compactor, a worker SIGKILLed inside a transaction, and the connection cut before
- * and after an INSERT reaches the server (through a loopback TCP proxy), retried with the same entry ids.
+ * and after an INSERT reaches the server (through a loopback TCP proxy), retried with the same entry ids; and 12
+ * workers booting at once on an empty schema, each running the migrations.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Metric } from "effect"
@@ -182,4 +183,40 @@ describe("SessionStoreSql on PostgreSQL", () => {
       30_000
     )
   }
+
+  it.live(
+    "12 workers booting at once on an empty schema: every layer builds, the migration runs once, all can append",
+    () =>
+      Effect.gen(function* () {
+        const schema = `${pg!.schema}_boot`
+        yield* withPg(
+          Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`CREATE SCHEMA ${schema}`))
+        )
+        const worker = (w: number) =>
+          Effect.flatMap(Effect.service(SessionLog), (log) => log.append([{ role: "user", content: `boot ${w}` }]))
+            .pipe(
+              Effect.provide(
+                SessionLog.layer({ sessionId: `boot-${w}` }).pipe(
+                  Layer.provide(
+                    SessionStoreSql.layerPg({ url: databaseUrl, startupParameters: { search_path: schema } })
+                  )
+                )
+              ),
+              Effect.exit
+            )
+        const exits = yield* Effect.all(Array.from({ length: 12 }, (_, w) => worker(w)), { concurrency: "unbounded" })
+        const counts = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+          Effect.all([
+            sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_migrations`),
+            sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_entries`)
+          ])))
+        yield* withPg(
+          Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`DROP SCHEMA ${schema} CASCADE`))
+        )
+        for (const exit of exits) assert.isTrue(exit._tag === "Success", String(exit))
+        assert.strictEqual(counts[0][0]!.n, 1, "the migration is recorded once")
+        assert.isAtLeast(counts[1][0]!.n, 12, "every worker appended")
+      }),
+    60_000
+  )
 })
