@@ -33,8 +33,28 @@ export const MIGRATIONS_TABLE = "compaction_migrations"
 /** How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models */
 export const DEFAULT_LOCK_SECONDS = 10
 
-const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogError =>
-  new SessionLogError({ reason: "Io", sessionId, detail: `${what}: ${e.message}`, code: e.reason._tag, cause: e })
+/** The database driver's own error under an `effect/sql` one (its reason's cause): PostgreSQL's message and code. */
+const driverError = (e: SqlError): { readonly message?: string; readonly code?: string } => {
+  const cause: unknown = e.reason.cause
+  if (typeof cause !== "object" || cause === null) return {}
+  const { message, code } = cause as { readonly message?: unknown; readonly code?: unknown }
+  return {
+    ...(typeof message === "string" && message !== e.message ? { message } : {}),
+    ...(typeof code === "string" ? { code } : {})
+  }
+}
+
+/** PostgreSQL's `undefined_table`: the store's tables are not in this database (or not on its `search_path`). */
+const UNDEFINED_TABLE = "42P01"
+
+const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogError => {
+  const driver = driverError(e)
+  const detail = driver.code === UNDEFINED_TABLE
+    ? `${what}: the store's tables are not in this database or schema (${driver.message}); ` +
+      "they are created when a session is first opened for writing, or by SessionStoreSql.layerMigrations"
+    : `${what}: ${e.message}${driver.message === undefined ? "" : `: ${driver.message}`}`
+  return new SessionLogError({ reason: "Io", sessionId, detail, code: e.reason._tag, cause: e })
+}
 
 const migration0001 = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -157,6 +157,25 @@ describe("inspect and sessions over stores", () => {
     assert.match(noId.stderr, /--store needs --session-id/)
   })
 
+  it("PostgreSQL without the store's tables: one line that says so and how they are made", () => {
+    const empty = `${schema}_empty`
+    psql(`CREATE SCHEMA ${empty}`)
+    try {
+      const url = storeUrl.replace(`search_path%3D${schema}`, `search_path%3D${empty}`)
+      const listed = cli(["sessions", "--store", url])
+      assert.strictEqual(listed.status, 3)
+      const inspected = cli(["inspect", "--store", url, "--session-id", "any"])
+      assert.strictEqual(inspected.status, 3)
+      for (const r of [listed, inspected]) {
+        assert.lengthOf(lines(r.stderr), 1, r.stderr)
+        assert.match(r.stderr, /the store's tables are not in this database or schema \(relation "compaction_\w+"/)
+        assert.include(r.stderr, "SessionStoreSql.layerMigrations")
+      }
+    } finally {
+      psql(`DROP SCHEMA ${empty} CASCADE`)
+    }
+  })
+
   it("a password in --store is never printed", () => {
     const url = databaseUrl.replace("://", "://postgres:s3cret@").replace("postgres@", "")
     const r = cli([
