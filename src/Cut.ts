@@ -123,7 +123,7 @@ const greatestSafe = (window: SafeWindow, requested: number): number => {
  *
  * Reads the assistant turn at or before `requested` and the messages up to the next assistant turn (O(1) turns on a
  * well-formed list), plus, to find the API view's start, whether each message after `requested` holds a compaction
- * block (cached per message by identity).
+ * block (`ApiView.opensApiView`, a scan of its block types): linear in the messages after the cut.
  * @category cutting
  */
 export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number =>
