@@ -412,7 +412,7 @@ export const finishCompaction = <M extends Message>(
     record: {
       summary: summaryMsg,
       cut,
-      ...(sameMessages(keptTail, tail) ? {} : { kept: keptTail }),
+      ...(identicalMessages(keptTail, tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
       tokensAfter,
@@ -454,7 +454,7 @@ const withoutToolChanges = <M extends Message>(message: M): ReadonlyArray<M> => 
 }
 
 /** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */
-const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
+const identicalMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
   a === b || (a.length === b.length && a.every((m, i) => m === b[i]))
 
 /** The summarize step: the plan's request through the `Summarizer`; a failure keeps the caller's messages. */

@@ -221,7 +221,8 @@ interface Built<A> {
   readonly value: (stored: ReadonlyArray<Entry>) => A
 }
 
-const sameMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
+/** True when both lists hold equal messages: the same objects or the same JSON. */
+const equalMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
   a.length === b.length && a.every((m, i) => m === b[i] || JSON.stringify(m) === JSON.stringify(b[i]))
 
 /** A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). */
@@ -412,7 +413,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       const before = live.view()
       const end = snapshot.entryIds.length
       // no copy without a reason: kept messages equal to the snapshot's are stored as ids only
-      const keptGiven = input.kept !== undefined && !sameMessages(input.kept, snapshot.view.slice(cut))
+      const keptGiven = input.kept !== undefined && !equalMessages(input.kept, snapshot.view.slice(cut))
         ? input.kept
         : undefined
       let kept: KeptMessages | undefined = undefined
