@@ -1,12 +1,14 @@
 /**
  * The pointer text and the short input form are built by hand for speed (an eviction writes one per offloaded
  * result). Here both are held, over thousands of generated inputs, to references written the plain way: every string
- * JSON-quoted with `JSON.stringify`, and the input folded with one regular expression.
+ * JSON-quoted with `JSON.stringify`, and the input folded with one regular expression. A pointer priced before it is
+ * written (its draft's length) is priced at the length of the text it becomes.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { ToolUseBlock } from "../src/Message.ts"
 import { formatOffloadRef, type OffloadReason, type OffloadRef, parseOffloadRef } from "../src/Offload.ts"
 import { shortInput } from "../src/Tools.ts"
+import { draftLength, draftText, pointerDraft } from "../src/internal/pointer.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
 const CASES = 5_000
@@ -104,6 +106,20 @@ describe("pointer text", () => {
       const text = formatOffloadRef(ref)
       assert.strictEqual(text, referencePointer(ref), JSON.stringify(ref))
       assert.deepStrictEqual(parseOffloadRef(text), ref)
+    }
+  })
+
+  it("a draft's length for each reason is its text's, and its text for the ref's reason is formatOffloadRef's", () => {
+    const random = prng(1918)
+    for (let n = 0; n < CASES; n++) {
+      const ref = refOf(random)
+      const draft = pointerDraft(ref)
+      assert.strictEqual(draftText(draft, ref.reason), formatOffloadRef(ref))
+      for (const reason of REASONS) {
+        const text = draftText(draft, reason)
+        assert.strictEqual(draftLength(draft, reason), text.length, JSON.stringify({ ref, reason }))
+        assert.strictEqual(text, referencePointer({ ...ref, reason }))
+      }
     }
   })
 })

@@ -22,7 +22,7 @@ import { apiViewStart, opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import { isImage, isToolResult, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
-import { formatOffloadRef, isOffloaded, pointerBlock } from "../Offload.ts"
+import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
   CHARS_PER_TOKEN,
   estimateMessageTokens,
@@ -32,6 +32,7 @@ import {
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
 import { Fenwick } from "./fenwick.ts"
+import { draftLength, draftText, pointerDraft } from "./pointer.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -345,19 +346,24 @@ interface Pointer {
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
 const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
 
-/** A result's pointer for `reason`; remembered by block when `remember` (a carried index decides again next step). */
+/**
+ * A result's pointer for `reason` when it is smaller than the payload (priced before its text is written), else
+ * undefined; a pointer built is remembered by block when `remember` (a carried index decides again next step).
+ */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
   reason: OffloadReason,
   remember: boolean
-): Pointer => {
+): Pointer | undefined => {
   let built = remember ? pointers.get(block) : undefined
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
   const before = record.payload
   const ref = makeRef(record.toolUse, record.action, block, reason, before)
-  const replacement = pointerBlock(block, ref)
-  const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
+  const draft = pointerDraft(ref)
+  const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
+  if (after >= before) return undefined
+  const replacement: ToolResultBlock = { ...block, content: draftText(draft, reason) }
   const pointer: Pointer = { reason, ref, replacement, before, after }
   if (remember) {
     if (built === undefined) pointers.set(block, built = [])
@@ -442,12 +448,11 @@ export const decide = <M extends Message>(
       continue
     }
     const pointer = pointerFor(record, block, reason, remember)
-    if (pointer.after >= pointer.before) {
+    if (pointer === undefined) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
-      const never = reachableReasons(record).every((r) => {
-        const p = pointerFor(record, block, r, remember)
-        return p.after >= p.before
-      })
+      const never = reachableReasons(record).every((r) =>
+        r === reason || pointerFor(record, block, r, remember) === undefined
+      )
       record.state = never ? "closed" : "parked"
       continue
     }
