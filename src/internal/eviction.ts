@@ -61,7 +61,7 @@ interface ResultRecord {
   state: "open" | "parked" | "closed"
 }
 
-/** The reads of one file not yet superseded, in order. */
+/** The reads of one file not yet superseded, in order: the modified ones first (see the write case of `addResult`). */
 type LiveReads = Array<ResultRecord>
 
 /** The carried-forward decisions of one API view (see the module doc). Mutable: owned by one caller at a time. */
@@ -272,11 +272,16 @@ const addResult = (
       let kept = 0
       for (let k = 0; k < live.length; k++) {
         const earlier = live[k]!
+        const first = !earlier.readLater
         earlier.readLater = true
         if (covers(action.range, earlier.action._tag === "Read" ? earlier.action.range : undefined)) {
           earlier.superseded = true
           earlier.coveredAt = message
-        } else live[kept++] = earlier
+        } else {
+          live[kept++] = earlier
+          // a read that already had a later one and is not covered: nothing it is decided on changed
+          if (!first) continue
+        }
         recount(index, earlier)
         wake(index, earlier)
       }
@@ -286,8 +291,11 @@ const addResult = (
   } else if (action._tag === "Write" && !failed) {
     const live = index.paths.get(action.path)
     if (live !== undefined) {
-      for (const earlier of live) {
-        if (earlier.modified) continue
+      // a write modifies every live read, and reads come after it unmodified: the unmodified ones are a suffix
+      let from = live.length
+      while (from > 0 && !live[from - 1]!.modified) from--
+      for (let k = from; k < live.length; k++) {
+        const earlier = live[k]!
         earlier.modified = true
         earlier.modifiedAt = message
         recount(index, earlier)
