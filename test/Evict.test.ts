@@ -329,9 +329,9 @@ describe("evictStaleToolResults", () => {
       ...step([read("r2", "/hot.ts", { offset: 20, limit: 10 })], [result("r2", big("r2"))]),
       ...step([call("o", "bash", { command: "pwd" })], [result("o", big("o"))])
     ]
-    for (const pinned of [undefined, (p: string) => p === "/hot.ts"]) {
+    for (const options of [{ minSavings: 0 }, { pinned: (p: string) => p === "/hot.ts", minSavings: 0 }]) {
       const offloaded = (keep: number) =>
-        evictStaleToolResults(messages, keep, { pinned, minSavings: 0 }).offloaded.map((o) => o.toolUseId)
+        evictStaleToolResults(messages, keep, options).offloaded.map((o) => o.toolUseId)
       assert.deepStrictEqual(offloaded(4), ["r1"])
       assert.deepStrictEqual(offloaded(3), ["b", "r1"])
     }
