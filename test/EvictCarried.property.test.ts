@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
+import { apiViewStart } from "../src/ApiView.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import {
   applyOffloads,
@@ -100,6 +101,32 @@ describe("carried-forward eviction", () => {
     assert.strictEqual(longest.length, MAX_POINTER_TOKENS * 4)
     assert.isTrue(at(longest))
     assert.isFalse(at(pointerOfLength(MAX_POINTER_TOKENS * 4 + 1)))
+  })
+
+  it("built over compaction blocks anywhere, decides on the view from the last one with content, as the reference", () => {
+    let opened = 0
+    for (let seed = 1; seed <= 300; seed++) {
+      const rand = prng(seed * 104_729)
+      const messages: Array<Message> = generateSession(seed, { messages: 10 + Math.floor(rand() * 80) })
+      // 0-3 compaction blocks, some without content (no-ops), at any block of any message, the first one too
+      for (let k = Math.floor(rand() * 4); k > 0; k--) {
+        const i = Math.floor(rand() * messages.length)
+        const m = messages[i]!
+        const content = typeof m.content === "string" ? [{ type: "text" as const, text: m.content }] : [...m.content]
+        const block = { type: "compaction", content: rand() < 0.2 ? null : `summary ${k}` } as never
+        content.splice(Math.floor(rand() * (content.length + 1)), 0, block)
+        messages[i] = { ...m, content } as Message
+      }
+      if (apiViewStart(messages) > 0) opened++
+      const keep = [0, 1, 3, 10][Math.floor(rand() * 4)]!
+      const options: EvictOptions = rand() < 0.5 ? { minSavings: 0 } : { cacheCold: rand() < 0.3 }
+      const reference = referenceEvict(messages, keep, options)
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), reference, `seed ${seed}`)
+      const carried = buildIndex(messages, defaultToolClassifier, true)
+      assert.strictEqual(carried.viewStart, apiViewStart(messages), `seed ${seed}: view start`)
+      assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: CACHE_PRICES }), reference)
+    }
+    assert.isAbove(opened, 100)
   })
 
   it("refuses to extend past a message that opens a new API view", () => {

@@ -18,9 +18,9 @@
  *
  * @internal
  */
-import { apiViewStart, opensApiView } from "../ApiView.ts"
+import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage, isToolResult, isToolUse } from "../Message.ts"
+import { isImage, isToolResult } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
@@ -127,12 +127,16 @@ const payloadOf = (block: ToolResultBlock): number => {
 const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
   payload <= MAX_POINTER_TOKENS && isOffloaded(block)
 
-/** The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages. */
+/**
+ * The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages; `replies`:
+ * the `repliesUpTo` of an index of the same messages, to keep.
+ */
 const emptyIndex = (
   classify: ToolClassifier,
   viewStart: number,
   carried: boolean,
-  capacity: number
+  capacity: number,
+  replies?: Int32Array
 ): EvictionIndex => ({
   classify,
   viewStart,
@@ -142,7 +146,7 @@ const emptyIndex = (
   paths: new Map(),
   counted: new Fenwick(Math.max(64, capacity >> 1)),
   tokens: carried ? new Fenwick(Math.max(64, capacity)) : undefined,
-  repliesUpTo: new Int32Array(Math.max(64, capacity)),
+  repliesUpTo: replies ?? new Int32Array(Math.max(64, capacity)),
   open: [],
   woken: [],
   pinSensitive: new Set(),
@@ -150,16 +154,23 @@ const emptyIndex = (
 })
 
 /**
- * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass. `carried`:
- * it will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
+ * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass: a message that
+ * opens a later view restarts the index there, so finding the view's start costs no scan of its own. `carried`: it
+ * will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
  */
 export const buildIndex = (
   messages: ReadonlyArray<Message>,
   classify: ToolClassifier,
   carried: boolean
 ): EvictionIndex => {
-  const index = emptyIndex(classify, apiViewStart(messages), carried, messages.length)
-  indexMessages(index, messages)
+  let index = emptyIndex(classify, 0, carried, messages.length)
+  for (let opener = indexMessages(index, messages, true); opener >= 0;) {
+    // what lies before the view keeps its replies and costs nothing
+    index = emptyIndex(classify, opener, carried, messages.length, index.repliesUpTo)
+    for (let i = 0; i < opener; i++) index.tokens?.push(0)
+    index.length = opener
+    opener = indexMessages(index, messages, true)
+  }
   return index
 }
 
@@ -171,12 +182,15 @@ export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Messag
   for (let i = Math.max(index.length, index.viewStart + 1); i < messages.length; i++) {
     if (opensApiView(messages[i]!)) return false
   }
-  indexMessages(index, messages)
+  indexMessages(index, messages, false)
   return true
 }
 
-/** Indexes `messages[index.length..)`, none of which opens an API view after `index.viewStart`. */
-const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): void => {
+/**
+ * Indexes `messages[index.length..)` and returns -1. With `stopAtOpener`, a message after `index.viewStart` that
+ * opens an API view stops it: its position is returned and the index is left half-built (build one from there).
+ */
+const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, stopAtOpener: boolean): number => {
   const from = index.length
   if (index.repliesUpTo.length < messages.length) {
     let capacity = index.repliesUpTo.length
@@ -186,6 +200,7 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): 
     index.repliesUpTo = grown
   }
   let replies = from === 0 ? 0 : index.repliesUpTo[from - 1]!
+  const opensAt = (i: number): boolean => stopAtOpener && i > index.viewStart && opensApiView(messages[i]!)
   for (let i = from; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role === "assistant") replies++
@@ -195,17 +210,25 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): 
     if (!inView || typeof message.content === "string") continue
     const content = message.content
     if (message.role === "assistant") {
-      for (const block of content) if (isToolUse(block)) index.calls.set(block.id, block)
+      for (const block of content) {
+        const type = block.type
+        if (type === "tool_use") index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
+        else if (type === "compaction" && opensAt(i)) return i
+      }
     } else if (message.role === "user") {
       for (let j = 0; j < content.length; j++) {
         const block = content[j]!
-        if (!isToolResult(block)) continue
-        const toolUse = index.calls.get(block.tool_use_id)
-        if (toolUse !== undefined) addResult(index, i, j, block, toolUse)
+        const type = block.type
+        if (type === "tool_result") {
+          const result = block as ToolResultBlock
+          const toolUse = index.calls.get(result.tool_use_id)
+          if (toolUse !== undefined) addResult(index, i, j, result, toolUse)
+        } else if (type === "compaction" && opensAt(i)) return i
       }
     }
   }
   index.length = messages.length
+  return -1
 }
 
 const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
