@@ -32,7 +32,7 @@ import {
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
 import { Fenwick } from "./fenwick.ts"
-import { draftLength, draftText, pointerDraft } from "./pointer.ts"
+import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "./pointer.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -391,6 +391,7 @@ const pointerFor = (
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
   const before = record.payload
   const ref = makeRef(record.toolUse, record.action, block, reason, before)
+  if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   const draft = pointerDraft(ref)
   const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
   if (after >= before) return undefined

@@ -1,7 +1,8 @@
 /**
  * How `Offload.formatOffloadRef` writes a pointer, in two steps so an eviction can price one before writing it: a
  * draft holds the fields that do not depend on the reason, escaped once (`pointerDraft`); its length for a reason is
- * sums of lengths (`draftLength`), and its text is built only for a pointer that is taken (`draftText`).
+ * sums of lengths (`draftLength`), and its text is built only for a pointer that is taken (`draftText`). Before
+ * any escape, `pointerLengthAtLeast` bounds the length from below by the fields' own lengths.
  * `formatOffloadRef(ref)` is `draftText(pointerDraft(ref), ref.reason)`.
  *
  * @internal
@@ -53,17 +54,43 @@ export interface PointerDraft {
   readonly read: boolean
 }
 
+const INPUT_FIELD = '" input="'
+const PATH_FIELD = '" path="'
+const LINES_FIELD = " lines="
+const ID_FIELD = ' id="'
+const IMAGES_FIELD = " images="
+
 /** The draft of `ref`'s pointer (its reason is not read): every string field escaped once. */
 export const pointerDraft = (ref: OffloadRef): PointerDraft => {
-  const counts = ref.images > 0 ? `${ref.tokens} images=${ref.images}` : `${ref.tokens}`
+  const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : `${ref.tokens}`
   if (ref._tag === "Output") {
-    const head = OUTPUT_HEAD + escaped(ref.tool) + '" input="' + escaped(ref.input) + '" id="' + escaped(ref.toolUseId)
+    const head = OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escaped(ref.input) + '"' + ID_FIELD +
+      escaped(ref.toolUseId)
     return { head, counts, read: false }
   }
-  const lines = ref.range === undefined ? "" : ` lines=${ref.range.start}-${ref.range.end ?? ""}`
-  const head = READ_HEAD + escaped(ref.tool) + '" path="' + escaped(ref.path) + '"' + lines + ' id="' +
+  const lines = ref.range === undefined ? "" : `${LINES_FIELD}${ref.range.start}-${ref.range.end ?? ""}`
+  const head = READ_HEAD + escaped(ref.tool) + PATH_FIELD + escaped(ref.path) + '"' + lines + ID_FIELD +
     escaped(ref.toolUseId)
   return { head, counts, read: true }
+}
+
+const digits = (n: number): number => `${n}`.length
+
+/**
+ * At most the length of `ref`'s pointer for `reason`, and exactly it when no string field needs an escape: the sum of
+ * the fields' own lengths, with nothing escaped or built. A pointer this long already is no smaller than its payload.
+ */
+export const pointerLengthAtLeast = (ref: OffloadRef, reason: OffloadReason): number => {
+  const counts = digits(ref.tokens) + (ref.images > 0 ? IMAGES_FIELD.length + digits(ref.images) : 0)
+  const common = ref.tool.length + ID_FIELD.length + ref.toolUseId.length + REASON_FIELD[reason].length + counts
+  if (ref._tag === "Output") {
+    return OUTPUT_HEAD.length + INPUT_FIELD.length + ref.input.length + 1 + common + OUTPUT_TAIL.length
+  }
+  const range = ref.range
+  const lines = range === undefined
+    ? 0
+    : LINES_FIELD.length + digits(range.start) + 1 + (range.end === undefined ? 0 : digits(range.end))
+  return READ_HEAD.length + PATH_FIELD.length + ref.path.length + 1 + lines + common + READ_TAIL[reason].length
 }
 
 /** `draftText(draft, reason).length`, without building the text. */
