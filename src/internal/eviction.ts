@@ -20,7 +20,7 @@
  */
 import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage, isToolResult } from "../Message.ts"
+import { isImage } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
@@ -331,12 +331,10 @@ const addResult = (
   if (record.state === "open") index.open.push(record)
 }
 
-/** The block an index record points at in `messages`, if it is still that result. */
-const blockAt = (messages: ReadonlyArray<Message>, record: ResultRecord): ToolResultBlock | undefined => {
+/** Whether the block an index record points at in `messages` is still its result. */
+const holds = (messages: ReadonlyArray<Message>, record: ResultRecord): boolean => {
   const content = messages[record.message]?.content
-  if (content === undefined || typeof content === "string") return undefined
-  const block = content[record.block]
-  return block !== undefined && isToolResult(block) ? block : undefined
+  return content !== undefined && typeof content !== "string" && content[record.block] === record.result
 }
 
 const countImages = (content: ToolResultBlock["content"]): number => {
@@ -450,16 +448,18 @@ export const decide = <M extends Message>(
   const counted = index.counted
   const total = counted.prefix(counted.length)
   const replies = messages.length === 0 ? 0 : index.repliesUpTo[messages.length - 1]!
-  const taken: Array<{ readonly record: ResultRecord; readonly pointer: Pointer; readonly since: number }> = []
+  // the offloads in conversation order, and the message each became offloadable at
+  const offloaded: Array<Offloaded> = []
+  const sinces: Array<number> = []
   let kept = 0
   const open = index.open
   for (let k = 0; k < open.length; k++) {
     const record = open[k]!
-    const block = blockAt(messages, record)
-    if (block !== record.result || record.state !== "open") {
+    if (record.state !== "open" || !holds(messages, record)) {
       record.state = "closed"
       continue
     }
+    const block = record.result
     let reason: OffloadReason | undefined
     let since = record.message
     const action = record.action
@@ -489,33 +489,6 @@ export const decide = <M extends Message>(
       continue
     }
     open[kept++] = record
-    taken.push({ record, pointer, since })
-  }
-  open.length = kept
-  if (taken.length === 0) return unchanged(messages)
-  // rebuild the changed messages, newest first (the order the backward scan summed in)
-  let out: Array<M> | undefined
-  let tokensFreed = 0
-  let readsPaid = 0
-  const offloaded: Array<Offloaded> = []
-  for (let t = taken.length - 1; t >= 0;) {
-    const i = taken[t]!.record.message
-    const message = messages[i]!
-    const newContent = (message.content as ReadonlyArray<ContentBlock>).slice()
-    let u = t
-    for (; u >= 0 && taken[u]!.record.message === i; u--) {
-      const { pointer, record, since } = taken[u]!
-      newContent[record.block] = pointer.replacement
-      readsPaid += (pointer.before - pointer.after) * (replies - index.repliesUpTo[since]!)
-    }
-    const replaced = { ...message, content: newContent } as M
-    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
-    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
-    out ??= messages.slice()
-    out[i] = replaced
-    t = u
-  }
-  for (const { pointer, record } of taken) {
     offloaded.push({
       messageIndex: record.message,
       blockIndex: record.block,
@@ -525,8 +498,32 @@ export const decide = <M extends Message>(
       tokensFreed: pointer.before - pointer.after,
       ref: pointer.ref
     })
+    sinces.push(since)
   }
-  const firstChange = taken[0]!.record.message
+  open.length = kept
+  if (offloaded.length === 0) return unchanged(messages)
+  // rebuild the changed messages, newest first (the order the backward scan summed in)
+  let out: Array<M> | undefined
+  let tokensFreed = 0
+  let readsPaid = 0
+  for (let t = offloaded.length - 1; t >= 0;) {
+    const i = offloaded[t]!.messageIndex
+    const message = messages[i]!
+    const newContent = (message.content as ReadonlyArray<ContentBlock>).slice()
+    let u = t
+    for (; u >= 0 && offloaded[u]!.messageIndex === i; u--) {
+      const o = offloaded[u]!
+      newContent[o.blockIndex] = o.block
+      readsPaid += o.tokensFreed * (replies - index.repliesUpTo[sinces[u]!]!)
+    }
+    const replaced = { ...message, content: newContent } as M
+    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
+    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
+    out ??= messages.slice()
+    out[i] = replaced
+    t = u
+  }
+  const firstChange = offloaded[0]!.messageIndex
   if (!worthIt(index, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
 }
@@ -596,7 +593,7 @@ export const frontierOf = (
 ): { readonly message: number; readonly block: number } | undefined => {
   const records = index.records
   let f = index.frontier
-  while (f < records.length && !(records[f]!.eligible && blockAt(messages, records[f]!) === records[f]!.result)) f++
+  while (f < records.length && !(records[f]!.eligible && holds(messages, records[f]!))) f++
   index.frontier = f
   const at = records[f]
   return at === undefined ? undefined : { message: at.message, block: at.block }
