@@ -344,19 +344,19 @@ const countImages = (content: ToolResultBlock["content"]): number => {
   return n
 }
 
+/** A result's ref; an `Output` one with `input` for its input (`shortInput` of the call, or "" to price it without). */
 const makeRef = (
   toolUse: ToolUseBlock,
   action: ToolAction,
   block: ToolResultBlock,
   reason: OffloadReason,
-  tokens: number
+  tokens: number,
+  input: string
 ): OffloadRef => {
   const tool = toolUse.name
   const toolUseId = block.tool_use_id
   const images = countImages(block.content)
-  if (action._tag !== "Read") {
-    return { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens, images }
-  }
+  if (action._tag !== "Read") return { _tag: "Output", input, tool, toolUseId, reason, tokens, images }
   // the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back
   return action.range === undefined
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
@@ -388,8 +388,13 @@ const pointerFor = (
   let built = remember ? pointers.get(block) : undefined
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
   const before = record.payload
-  const ref = makeRef(record.toolUse, record.action, block, reason, before)
+  // priced before anything is escaped, and an output's pointer before its input is shortened
+  let ref = makeRef(record.toolUse, record.action, block, reason, before, "")
   if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
+  if (ref._tag === "Output") {
+    ref = { ...ref, input: shortInput(record.toolUse) }
+    if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
+  }
   const draft = pointerDraft(ref)
   const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
   if (after >= before) return undefined
