@@ -12,7 +12,7 @@ import {
 } from "../src/internal/eviction.ts"
 import { formatOffloadRef, isOffloaded } from "../src/Offload.ts"
 import { evictionFrontier } from "../src/Evict.ts"
-import type { Message } from "../src/Message.ts"
+import type { ContentBlock, Message } from "../src/Message.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { referenceEvict } from "./fixtures/EvictReference.ts"
@@ -127,6 +127,35 @@ describe("carried-forward eviction", () => {
       assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: CACHE_PRICES }), reference)
     }
     assert.isAbove(opened, 100)
+  })
+
+  it("prices tool output held as lists of text blocks as the estimator does, as the reference", () => {
+    let split = 0
+    for (let seed = 1; seed <= 200; seed++) {
+      const rand = prng(seed * 7_727)
+      // every string tool output as 1-3 text blocks (an empty one at times), some with an image after them
+      const messages = generateSession(seed, { messages: 20 + Math.floor(rand() * 80) }).map((m): Message => {
+        if (typeof m.content === "string") return m
+        const content = m.content.map((b) => {
+          if (b.type !== "tool_result" || typeof (b as { content?: unknown }).content !== "string") return b
+          const text = (b as { content: string }).content
+          const cut = Math.floor(rand() * (text.length + 1))
+          const parts = rand() < 0.5 ? [text] : [text.slice(0, cut), text.slice(cut)]
+          const blocks: Array<ContentBlock> = parts.map((part) => ({ type: "text", text: part }))
+          if (rand() < 0.1) blocks.push({ type: "text", text: "" })
+          if (rand() < 0.05) {
+            blocks.push({ type: "image", source: { type: "base64", media_type: "image/png", data: "" } })
+          }
+          split++
+          return { ...b, content: blocks } as ContentBlock
+        })
+        return { ...m, content } as Message
+      })
+      const keep = [0, 1, 3, 10][Math.floor(rand() * 4)]!
+      const options: EvictOptions = rand() < 0.5 ? { minSavings: 0 } : { cacheCold: true }
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), referenceEvict(messages, keep, options))
+    }
+    assert.isAbove(split, 1_000)
   })
 
   it("refuses to extend past a message that opens a new API view", () => {

@@ -120,7 +120,17 @@ const payloadOf = (block: ToolResultBlock): number => {
   const content = block.content
   if (content === undefined) return 0
   if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
-  return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+  // text blocks alone (the usual payload) cost their characters, as the estimator counts them
+  let chars = 0
+  for (let b = 0; b < content.length; b++) {
+    const inner = content[b]!
+    const text = inner.type === "text" ? (inner as { readonly text?: unknown }).text : undefined
+    if (typeof text !== "string") {
+      return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+    }
+    chars += text.length
+  }
+  return Math.ceil(chars / CHARS_PER_TOKEN)
 }
 
 /** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
