@@ -158,6 +158,42 @@ describe("carried-forward eviction", () => {
     assert.isAbove(split, 1_000)
   })
 
+  it("finds each result's call as the nearest preceding tool_use with its id: reused ids, late results, wide replies", () => {
+    let late = 0
+    for (let seed = 1; seed <= 300; seed++) {
+      const rand = prng(seed * 15_485_863)
+      const int = (n: number) => Math.floor(rand() * n)
+      const paths = ["/a.ts", "/b.ts", "/c.ts"]
+      const messages: Array<Message> = [{ role: "user", content: "go" }]
+      const pending: Array<string> = []
+      for (let turn = 0; turn < 5 + int(30); turn++) {
+        // a reply of 1-3 calls, or a wide one of up to 40; ids drawn from a small pool, so they are reused
+        const calls = Array.from({ length: rand() < 0.15 ? 17 + int(24) : 1 + int(3) }, () => {
+          const id = `t${int(12)}`
+          const kind = int(3)
+          const input = kind === 2 ? { command: `ls ${int(5)}` } : { path: paths[int(3)]! }
+          return { type: "tool_use" as const, id, name: ["read", "edit", "bash"][kind]!, input }
+        })
+        messages.push({ role: "assistant", content: calls })
+        for (const c of calls) pending.push(c.id)
+        // the results of some pending calls, in any order, some of them turns later (none at times: two replies in a row)
+        const results: Array<ContentBlock> = []
+        for (let k = rand() < 0.2 ? -1 : pending.length - 1; k >= 0; k--) {
+          if (rand() < 0.7) {
+            if (pending.length - k > calls.length) late++
+            results.push({ type: "tool_result", tool_use_id: pending[k]!, content: "x".repeat(int(3000)) })
+            pending.splice(k, 1)
+          }
+        }
+        if (results.length > 0) messages.push({ role: "user", content: results.reverse() })
+      }
+      const keep = [0, 1, 3][int(3)]!
+      const options: EvictOptions = { minSavings: 0 }
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), referenceEvict(messages, keep, options))
+    }
+    assert.isAbove(late, 300)
+  })
+
   it("refuses to extend past a message that opens a new API view", () => {
     const session = generateSession(3, { messages: 20 })
     const index = buildIndex(session, defaultToolClassifier, true)

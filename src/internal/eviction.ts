@@ -20,7 +20,7 @@
  */
 import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage } from "../Message.ts"
+import { isImage, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
@@ -71,7 +71,15 @@ export interface EvictionIndex {
   readonly viewStart: number
   /** Messages indexed so far. */
   length: number
+  /**
+   * The view's tool calls by id (the latest of each id): in a carried index every call as it comes; in one built for
+   * one call, those of the replies before `callsUpTo`, entered only when a result's call is not among the last blocks
+   * of the last reply, where it almost always is (`callOf`).
+   */
   readonly calls: Map<string, ToolUseBlock>
+  callsUpTo: number
+  /** The latest assistant message of the view indexed so far (with blocks), or -1. */
+  lastReply: number
   readonly records: Array<ResultRecord>
   readonly paths: Map<string, LiveReads>
   /** 1 for each counted result, by ordinal. */
@@ -152,6 +160,8 @@ const emptyIndex = (
   viewStart,
   length: 0,
   calls: new Map(),
+  callsUpTo: viewStart,
+  lastReply: -1,
   records: [],
   paths: new Map(),
   counted: new Fenwick(Math.max(64, capacity >> 1)),
@@ -210,6 +220,7 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
     index.repliesUpTo = grown
   }
   let replies = from === 0 ? 0 : index.repliesUpTo[from - 1]!
+  const carried = index.tokens !== undefined
   const opensAt = (i: number): boolean => stopAtOpener && i > index.viewStart && opensApiView(messages[i]!)
   for (let i = from; i < messages.length; i++) {
     const message = messages[i]!
@@ -222,16 +233,18 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
     if (message.role === "assistant") {
       for (const block of content) {
         const type = block.type
-        if (type === "tool_use") index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
+        // a carried index takes each call as it comes: a later list may hold other objects at these positions
+        if (type === "tool_use" && carried) index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
         else if (type === "compaction" && opensAt(i)) return i
       }
+      index.lastReply = i
     } else if (message.role === "user") {
       for (let j = 0; j < content.length; j++) {
         const block = content[j]!
         const type = block.type
         if (type === "tool_result") {
           const result = block as ToolResultBlock
-          const toolUse = index.calls.get(result.tool_use_id)
+          const toolUse = callOf(index, messages, result.tool_use_id)
           if (toolUse !== undefined) addResult(index, i, j, result, toolUse)
         } else if (type === "compaction" && opensAt(i)) return i
       }
@@ -239,6 +252,31 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
   }
   index.length = messages.length
   return -1
+}
+
+/** How many blocks of the last reply, from its end, `callOf` compares before it asks the map (keeps it linear). */
+const LAST_REPLY_SCAN = 16
+
+/**
+ * The nearest preceding tool_use with `id` in the view indexed so far. A carried index holds every call in `calls`;
+ * one built for one call looks among the last blocks of the last reply first (where a result almost always finds its
+ * call), then in `calls`, filled first with the replies not in it yet (so each reply enters it at most once).
+ */
+const callOf = (index: EvictionIndex, messages: ReadonlyArray<Message>, id: string): ToolUseBlock | undefined => {
+  const last = index.lastReply
+  if (last < 0 || index.tokens !== undefined) return index.calls.get(id)
+  const reply = messages[last]!.content as ReadonlyArray<ContentBlock>
+  for (let b = reply.length - 1; b >= 0 && b >= reply.length - LAST_REPLY_SCAN; b--) {
+    const block = reply[b]!
+    if (block.type === "tool_use" && (block as ToolUseBlock).id === id) return block as ToolUseBlock
+  }
+  for (let i = index.callsUpTo; i <= last; i++) {
+    const message = messages[i]!
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (isToolUse(block)) index.calls.set(block.id, block)
+  }
+  index.callsUpTo = last + 1
+  return index.calls.get(id)
 }
 
 const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
