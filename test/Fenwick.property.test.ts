@@ -2,10 +2,11 @@
  * The Fenwick tree the eviction index ranks results with, against a plain array: prefix sums and k-th-one searches
  * after random appends and updates, from every starting capacity (the index sizes it by the session, so a capacity
  * is rarely a power of two and it grows from there), over 0/1 values and over token counts. An append computes its
- * node from its children and an update stops at the length, so appends after updates are what this exercises.
+ * node from its children and an update stops at the length, so appends after updates are what this exercises. A
+ * cursor (which walks on from its last answer) must give the tree's answers whatever the order of the questions.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Fenwick } from "../src/internal/fenwick.ts"
+import { Fenwick, FenwickCursor } from "../src/internal/fenwick.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
 describe("Fenwick", () => {
@@ -61,5 +62,36 @@ describe("Fenwick", () => {
       }
     }
     assert.isAbove(checks, 10_000)
+  })
+
+  it("a cursor answers prefix and search as the tree does, in increasing order, with jumps and with steps back", () => {
+    const random = prng(2424)
+    let walked = 0
+    for (let run = 0; run < 1_000; run++) {
+      const tree = new Fenwick(1 + Math.floor(random() * 50))
+      const length = Math.floor(random() * 400)
+      const counts = random() < 0.3
+      for (let i = 0; i < length; i++) tree.push(counts ? Math.floor(random() * 50) : random() < 0.5 ? 1 : 0)
+      const total = tree.prefix(length)
+      const ranks = new FenwickCursor(tree)
+      const places = new FenwickCursor(tree)
+      let n = 0
+      let target = 0
+      for (let q = 0; q < 200; q++) {
+        // mostly small steps forward (what decide asks), at times a jump past the walk or a step back
+        const move = random()
+        const step = move < 0.8
+          ? Math.floor(random() * 4)
+          : move < 0.9
+          ? Math.floor(random() * 100)
+          : -Math.floor(random() * 50)
+        n = Math.max(0, Math.min(length, n + step))
+        target = Math.max(0, Math.min(total + 1, target + (counts ? step * 25 : step)))
+        assert.strictEqual(ranks.prefix(n), tree.prefix(n), `run ${run}: prefix(${n})`)
+        assert.strictEqual(places.search(target), tree.search(target), `run ${run}: search(${target})`)
+        walked += step >= 0 && step < 4 ? 1 : 0
+      }
+    }
+    assert.isAbove(walked, 100_000)
   })
 })

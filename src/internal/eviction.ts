@@ -31,7 +31,7 @@ import {
 } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
-import { Fenwick } from "./fenwick.ts"
+import { Fenwick, FenwickCursor } from "./fenwick.ts"
 import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "./pointer.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
@@ -500,6 +500,9 @@ export const decide = <M extends Message>(
   }
   const counted = index.counted
   const total = counted.prefix(counted.length)
+  // a result's rank and the result keepRecent places after it: the open results come in order, so these walk on
+  const ranks = new FenwickCursor(counted)
+  const places = new FenwickCursor(counted)
   const replies = messages.length === 0 ? 0 : index.repliesUpTo[messages.length - 1]!
   // the offloads in conversation order, and the message each became offloadable at
   const offloaded: Array<Offloaded> = []
@@ -520,10 +523,10 @@ export const decide = <M extends Message>(
     if (record.superseded) (reason = "superseded", since = record.coveredAt)
     else if (record.modified && !pinnedLatest) (reason = "modified", since = record.modifiedAt)
     else if (!pinnedLatest && !record.failed) {
-      const after = counted.prefix(record.ordinal + 1)
+      const after = ranks.prefix(record.ordinal + 1)
       if (total - after >= keep) {
         reason = "stale"
-        since = keep === 0 ? record.message : index.records[counted.search(after + keep)]!.message
+        since = keep === 0 ? record.message : index.records[places.search(after + keep)]!.message
       }
     }
     if (reason === undefined) {

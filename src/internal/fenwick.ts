@@ -2,7 +2,7 @@
  * A growable Fenwick (binary indexed) tree over non-negative numbers: point updates, prefix sums and, for 0/1 values,
  * the position of the k-th one, each in O(log n). Positions are appended at the end in amortized O(1): a new node's
  * sum is its value plus its children's, and only nodes up to `length` are ever kept (the rest stay 0), so an update
- * stops at `length` and growing is a copy.
+ * stops at `length` and growing is a copy. A `FenwickCursor` answers questions asked in order by walking on.
  *
  * @internal
  */
@@ -92,5 +92,57 @@ export class Fenwick {
     tree.set(this.#tree)
     this.#values = values
     this.#tree = tree
+  }
+}
+
+/** How far a `FenwickCursor` walks from its last answer before it asks the tree instead. */
+const NEAR = 32
+
+/**
+ * Prefix sums, or searches, of a Fenwick tree asked mostly in increasing order (open results are visited in order):
+ * each is answered by walking on from the last answer when that is at most `NEAR` positions away, else by the tree.
+ * Any order gives the tree's answers; the tree must not change while a cursor is in use. Use one cursor per kind of
+ * question.
+ */
+export class FenwickCursor {
+  readonly #tree: Fenwick
+  /** `#sum` is `prefix(#at)`. */
+  #at = 0
+  #sum = 0
+
+  constructor(tree: Fenwick) {
+    this.#tree = tree
+  }
+
+  /** `tree.prefix(n)`. */
+  prefix(n: number): number {
+    const tree = this.#tree
+    if (n < this.#at || n - this.#at > NEAR) {
+      this.#at = n
+      this.#sum = tree.prefix(n)
+      return this.#sum
+    }
+    while (this.#at < n) this.#sum += tree.get(this.#at++)
+    return this.#sum
+  }
+
+  /** `tree.search(target)`. */
+  search(target: number): number {
+    const tree = this.#tree
+    // the answer is at or after `#at` when `prefix(#at) < target`: walk, else ask the tree
+    if (this.#sum < target) {
+      const end = Math.min(tree.length, this.#at + NEAR)
+      while (this.#at < end) {
+        const next = this.#sum + tree.get(this.#at)
+        if (next >= target) return this.#at
+        this.#sum = next
+        this.#at++
+      }
+      if (this.#at === tree.length) return this.#at
+    }
+    const p = tree.search(target)
+    this.#at = p
+    this.#sum = tree.prefix(p)
+    return p
   }
 }
