@@ -1,7 +1,7 @@
 /**
  * The offload pointer: the short, typed text that replaces an offloaded tool_result's payload (`OffloadRef`), how it
  * is written (`formatOffloadRef`) and read back (`parseOffloadRef`, `offloadRefOf`), and `isOffloaded`. Eviction
- * decisions live in `Evict`; this module only knows the format.
+ * decisions live in `Evict`; this module only knows the format (written by `internal/pointer`).
  *
  * @since 0.1.0
  */
@@ -9,6 +9,7 @@ import type { ContentBlock, ToolResultBlock } from "./Message.ts"
 import { isText, isToolResult } from "./Message.ts"
 import { estimateContentTokens } from "./Tokens.ts"
 import type { LineRange } from "./Tools.ts"
+import { draftText, pointerDraft, PREFIX } from "./internal/pointer.ts"
 
 /**
  * The legacy placeholder that older builds (the Go implementation) wrote instead of a typed pointer. `isOffloaded`
@@ -51,55 +52,13 @@ export type OffloadRef =
     readonly images: number
   }
 
-const PREFIX = "[offloaded "
-
-/**
- * The text after a pointer's tokens field: `] ` and the fixed instruction, by kind and reason. The parser requires
- * it, so stray text never parses as a pointer.
- */
-const READ_TAIL: Readonly<Record<OffloadReason, string>> = {
-  superseded: "] A later read of this file is further down. Re-read the file to restore this output.",
-  modified: "] The file was changed after this read. Re-read the file to see its current content.",
-  stale: "] This file read was removed to save context. Re-read the file to restore it."
-}
-const OUTPUT_TAIL = "] This tool output was removed to save context. Make the same call again to see it."
-
-/** The fields from the closing quote of `id` to the tokens value, by reason. */
-const REASON_FIELD: Readonly<Record<OffloadReason, string>> = {
-  superseded: '" reason=superseded tokens=',
-  modified: '" reason=modified tokens=',
-  stale: '" reason=stale tokens='
-}
-
-/** True when `JSON.stringify` may escape a character of `text`: a quote, backslash, control character or surrogate. */
-const needsEscape = (text: string): boolean => {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return true
-  }
-  return false
-}
-
-/** `JSON.stringify(text)` without its quotes: `text` itself when it needs no escape (the common case). */
-const escaped = (text: string): string => needsEscape(text) ? JSON.stringify(text).slice(1, -1) : text
-
 /**
  * The pointer text of a ref: one line, a bracketed header of `key=value` fields (strings JSON-quoted) and a fixed
  * instruction. Deterministic: it holds no time and no message index, only what the ref holds. An eviction writes
- * one per offloaded result, so it is built from few pieces.
+ * one per offloaded result, so it is built from few pieces (`internal/pointer`).
  * @category pointers
  */
-export const formatOffloadRef = (ref: OffloadRef): string => {
-  const images = ref.images > 0 ? ` images=${ref.images}` : ""
-  const tail = REASON_FIELD[ref.reason] + ref.tokens + images
-  if (ref._tag === "Output") {
-    return PREFIX + 'output tool="' + escaped(ref.tool) + '" input="' + escaped(ref.input) + '" id="' +
-      escaped(ref.toolUseId) + tail + OUTPUT_TAIL
-  }
-  const lines = ref.range === undefined ? "" : ` lines=${ref.range.start}-${ref.range.end ?? ""}`
-  return PREFIX + 'read tool="' + escaped(ref.tool) + '" path="' + escaped(ref.path) + '"' + lines + ' id="' +
-    escaped(ref.toolUseId) + tail + READ_TAIL[ref.reason]
-}
+export const formatOffloadRef = (ref: OffloadRef): string => draftText(pointerDraft(ref), ref.reason)
 
 const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
 const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])

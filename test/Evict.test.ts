@@ -318,6 +318,25 @@ describe("evictStaleToolResults", () => {
     ])
   })
 
+  it("a modified read that a later read of another part of its file follows is no latest read: not kept, not counted", () => {
+    // r1 is modified by e, then r2 reads other lines: r1 goes (modified) and, pinned or not, is not one of the newest
+    // keepRecent; the results after b are e, r2 and o, so keepRecent 4 keeps b and keepRecent 3 does not
+    const messages = [
+      user("go"),
+      ...step([call("b", "bash", { command: "ls" })], [result("b", big("b"))]),
+      ...step([read("r1", "/hot.ts", { offset: 1, limit: 10 })], [result("r1", big("r1"))]),
+      ...step([call("e", "edit", { path: "/hot.ts" })], [result("e", "ok")]),
+      ...step([read("r2", "/hot.ts", { offset: 20, limit: 10 })], [result("r2", big("r2"))]),
+      ...step([call("o", "bash", { command: "pwd" })], [result("o", big("o"))])
+    ]
+    for (const options of [{ minSavings: 0 }, { pinned: (p: string) => p === "/hot.ts", minSavings: 0 }]) {
+      const offloaded = (keep: number) =>
+        evictStaleToolResults(messages, keep, options).offloaded.map((o) => o.toolUseId)
+      assert.deepStrictEqual(offloaded(4), ["r1"])
+      assert.deepStrictEqual(offloaded(3), ["b", "r1"])
+    }
+  })
+
   it("with minSavings, a smaller saving changes nothing (DEFAULT_MIN_SAVINGS, 2,000, as the fixed threshold)", () => {
     assert.strictEqual(DEFAULT_MIN_SAVINGS, 2_000)
     const messages = [

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
+import { apiViewStart } from "../src/ApiView.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import {
   applyOffloads,
@@ -11,7 +12,7 @@ import {
 } from "../src/internal/eviction.ts"
 import { formatOffloadRef, isOffloaded } from "../src/Offload.ts"
 import { evictionFrontier } from "../src/Evict.ts"
-import type { Message } from "../src/Message.ts"
+import type { ContentBlock, Message } from "../src/Message.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { referenceEvict } from "./fixtures/EvictReference.ts"
@@ -100,6 +101,97 @@ describe("carried-forward eviction", () => {
     assert.strictEqual(longest.length, MAX_POINTER_TOKENS * 4)
     assert.isTrue(at(longest))
     assert.isFalse(at(pointerOfLength(MAX_POINTER_TOKENS * 4 + 1)))
+  })
+
+  it("built over compaction blocks anywhere, decides on the view from the last one with content, as the reference", () => {
+    let opened = 0
+    for (let seed = 1; seed <= 300; seed++) {
+      const rand = prng(seed * 104_729)
+      const messages: Array<Message> = generateSession(seed, { messages: 10 + Math.floor(rand() * 80) })
+      // 0-3 compaction blocks, some without content (no-ops), at any block of any message, the first one too
+      for (let k = Math.floor(rand() * 4); k > 0; k--) {
+        const i = Math.floor(rand() * messages.length)
+        const m = messages[i]!
+        const content = typeof m.content === "string" ? [{ type: "text" as const, text: m.content }] : [...m.content]
+        const block = { type: "compaction", content: rand() < 0.2 ? null : `summary ${k}` } as never
+        content.splice(Math.floor(rand() * (content.length + 1)), 0, block)
+        messages[i] = { ...m, content } as Message
+      }
+      if (apiViewStart(messages) > 0) opened++
+      const keep = [0, 1, 3, 10][Math.floor(rand() * 4)]!
+      const options: EvictOptions = rand() < 0.5 ? { minSavings: 0 } : { cacheCold: rand() < 0.3 }
+      const reference = referenceEvict(messages, keep, options)
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), reference, `seed ${seed}`)
+      const carried = buildIndex(messages, defaultToolClassifier, true)
+      assert.strictEqual(carried.viewStart, apiViewStart(messages), `seed ${seed}: view start`)
+      assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: CACHE_PRICES }), reference)
+    }
+    assert.isAbove(opened, 100)
+  })
+
+  it("prices tool output held as lists of text blocks as the estimator does, as the reference", () => {
+    let split = 0
+    for (let seed = 1; seed <= 200; seed++) {
+      const rand = prng(seed * 7_727)
+      // every string tool output as 1-3 text blocks (an empty one at times), some with an image after them
+      const messages = generateSession(seed, { messages: 20 + Math.floor(rand() * 80) }).map((m): Message => {
+        if (typeof m.content === "string") return m
+        const content = m.content.map((b) => {
+          if (b.type !== "tool_result" || typeof (b as { content?: unknown }).content !== "string") return b
+          const text = (b as { content: string }).content
+          const cut = Math.floor(rand() * (text.length + 1))
+          const parts = rand() < 0.5 ? [text] : [text.slice(0, cut), text.slice(cut)]
+          const blocks: Array<ContentBlock> = parts.map((part) => ({ type: "text", text: part }))
+          if (rand() < 0.1) blocks.push({ type: "text", text: "" })
+          if (rand() < 0.05) {
+            blocks.push({ type: "image", source: { type: "base64", media_type: "image/png", data: "" } })
+          }
+          split++
+          return { ...b, content: blocks } as ContentBlock
+        })
+        return { ...m, content } as Message
+      })
+      const keep = [0, 1, 3, 10][Math.floor(rand() * 4)]!
+      const options: EvictOptions = rand() < 0.5 ? { minSavings: 0 } : { cacheCold: true }
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), referenceEvict(messages, keep, options))
+    }
+    assert.isAbove(split, 1_000)
+  })
+
+  it("finds each result's call as the nearest preceding tool_use with its id: reused ids, late results, wide replies", () => {
+    let late = 0
+    for (let seed = 1; seed <= 300; seed++) {
+      const rand = prng(seed * 15_485_863)
+      const int = (n: number) => Math.floor(rand() * n)
+      const paths = ["/a.ts", "/b.ts", "/c.ts"]
+      const messages: Array<Message> = [{ role: "user", content: "go" }]
+      const pending: Array<string> = []
+      for (let turn = 0; turn < 5 + int(30); turn++) {
+        // a reply of 1-3 calls, or a wide one of up to 40; ids drawn from a small pool, so they are reused
+        const calls = Array.from({ length: rand() < 0.15 ? 17 + int(24) : 1 + int(3) }, () => {
+          const id = `t${int(12)}`
+          const kind = int(3)
+          const input = kind === 2 ? { command: `ls ${int(5)}` } : { path: paths[int(3)]! }
+          return { type: "tool_use" as const, id, name: ["read", "edit", "bash"][kind]!, input }
+        })
+        messages.push({ role: "assistant", content: calls })
+        for (const c of calls) pending.push(c.id)
+        // the results of some pending calls, in any order, some of them turns later (none at times: two replies in a row)
+        const results: Array<ContentBlock> = []
+        for (let k = rand() < 0.2 ? -1 : pending.length - 1; k >= 0; k--) {
+          if (rand() < 0.7) {
+            if (pending.length - k > calls.length) late++
+            results.push({ type: "tool_result", tool_use_id: pending[k]!, content: "x".repeat(int(3000)) })
+            pending.splice(k, 1)
+          }
+        }
+        if (results.length > 0) messages.push({ role: "user", content: results.reverse() })
+      }
+      const keep = [0, 1, 3][int(3)]!
+      const options: EvictOptions = { minSavings: 0 }
+      assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), referenceEvict(messages, keep, options))
+    }
+    assert.isAbove(late, 300)
   })
 
   it("refuses to extend past a message that opens a new API view", () => {

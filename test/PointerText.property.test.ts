@@ -1,12 +1,15 @@
 /**
  * The pointer text and the short input form are built by hand for speed (an eviction writes one per offloaded
  * result). Here both are held, over thousands of generated inputs, to references written the plain way: every string
- * JSON-quoted with `JSON.stringify`, and the input folded with one regular expression.
+ * JSON-quoted with `JSON.stringify`, and the input folded with one regular expression. A pointer priced before it is
+ * written (its draft's length) is priced at the length of the text it becomes, and the bound taken before any escape
+ * is never above it (and is it when nothing needs an escape).
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { ToolUseBlock } from "../src/Message.ts"
 import { formatOffloadRef, type OffloadReason, type OffloadRef, parseOffloadRef } from "../src/Offload.ts"
 import { shortInput } from "../src/Tools.ts"
+import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "../src/internal/pointer.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
 const CASES = 5_000
@@ -105,6 +108,35 @@ describe("pointer text", () => {
       assert.strictEqual(text, referencePointer(ref), JSON.stringify(ref))
       assert.deepStrictEqual(parseOffloadRef(text), ref)
     }
+  })
+
+  it("a draft's length for each reason is its text's, and its text for the ref's reason is formatOffloadRef's", () => {
+    const random = prng(1918)
+    let exact = 0
+    // half the refs with no character to escape, where the bound before escapes is exact
+    const plainOf = (text: string) => text.replace(/["\\\u0000-\u001f\ud800-\udfff]/g, "")
+    for (let n = 0; n < CASES; n++) {
+      const drawn = refOf(random)
+      const ref: OffloadRef = random() < 0.5
+        ? drawn
+        : drawn._tag === "Read"
+        ? { ...drawn, tool: plainOf(drawn.tool), toolUseId: plainOf(drawn.toolUseId), path: plainOf(drawn.path) }
+        : { ...drawn, tool: plainOf(drawn.tool), toolUseId: plainOf(drawn.toolUseId), input: plainOf(drawn.input) }
+      const draft = pointerDraft(ref)
+      assert.strictEqual(draftText(draft, ref.reason), formatOffloadRef(ref))
+      for (const reason of REASONS) {
+        const text = draftText(draft, reason)
+        assert.strictEqual(draftLength(draft, reason), text.length, JSON.stringify({ ref, reason }))
+        const bound = pointerLengthAtLeast(ref, reason)
+        const plain = [ref.tool, ref.toolUseId, ref._tag === "Read" ? ref.path : ref.input]
+          .every((field) => JSON.stringify(field) === `"${field}"`)
+        if (plain) assert.strictEqual(bound, text.length, JSON.stringify({ ref, reason }))
+        else assert.isAtMost(bound, text.length, JSON.stringify({ ref, reason }))
+        exact += plain ? 1 : 0
+        assert.strictEqual(text, referencePointer({ ...ref, reason }))
+      }
+    }
+    assert.isAbove(exact, CASES)
   })
 })
 

@@ -18,11 +18,11 @@
  *
  * @internal
  */
-import { apiViewStart, opensApiView } from "../ApiView.ts"
+import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage, isToolResult, isToolUse } from "../Message.ts"
+import { isImage, isToolUse } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
-import { formatOffloadRef, isOffloaded, pointerBlock } from "../Offload.ts"
+import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
   CHARS_PER_TOKEN,
   estimateMessageTokens,
@@ -31,7 +31,8 @@ import {
 } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
-import { Fenwick } from "./fenwick.ts"
+import { Fenwick, FenwickCursor } from "./fenwick.ts"
+import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "./pointer.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -60,7 +61,7 @@ interface ResultRecord {
   state: "open" | "parked" | "closed"
 }
 
-/** The reads of one file not yet superseded, in order. */
+/** The reads of one file not yet superseded, in order: the modified ones first (see the write case of `addResult`). */
 type LiveReads = Array<ResultRecord>
 
 /** The carried-forward decisions of one API view (see the module doc). Mutable: owned by one caller at a time. */
@@ -70,7 +71,15 @@ export interface EvictionIndex {
   readonly viewStart: number
   /** Messages indexed so far. */
   length: number
+  /**
+   * The view's tool calls by id (the latest of each id): in a carried index every call as it comes; in one built for
+   * one call, those of the replies before `callsUpTo`, entered only when a result's call is not among the last blocks
+   * of the last reply, where it almost always is (`callOf`).
+   */
   readonly calls: Map<string, ToolUseBlock>
+  callsUpTo: number
+  /** The latest assistant message of the view indexed so far (with blocks), or -1. */
+  lastReply: number
   readonly records: Array<ResultRecord>
   readonly paths: Map<string, LiveReads>
   /** 1 for each counted result, by ordinal. */
@@ -119,29 +128,45 @@ const payloadOf = (block: ToolResultBlock): number => {
   const content = block.content
   if (content === undefined) return 0
   if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
-  return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+  // text blocks alone (the usual payload) cost their characters, as the estimator counts them
+  let chars = 0
+  for (let b = 0; b < content.length; b++) {
+    const inner = content[b]!
+    const text = inner.type === "text" ? (inner as { readonly text?: unknown }).text : undefined
+    if (typeof text !== "string") {
+      return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
+    }
+    chars += text.length
+  }
+  return Math.ceil(chars / CHARS_PER_TOKEN)
 }
 
 /** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
 const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
   payload <= MAX_POINTER_TOKENS && isOffloaded(block)
 
-/** The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages. */
+/**
+ * The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages; `replies`:
+ * the `repliesUpTo` of an index of the same messages, to keep.
+ */
 const emptyIndex = (
   classify: ToolClassifier,
   viewStart: number,
   carried: boolean,
-  capacity: number
+  capacity: number,
+  replies?: Int32Array
 ): EvictionIndex => ({
   classify,
   viewStart,
   length: 0,
   calls: new Map(),
+  callsUpTo: viewStart,
+  lastReply: -1,
   records: [],
   paths: new Map(),
   counted: new Fenwick(Math.max(64, capacity >> 1)),
   tokens: carried ? new Fenwick(Math.max(64, capacity)) : undefined,
-  repliesUpTo: new Int32Array(Math.max(64, capacity)),
+  repliesUpTo: replies ?? new Int32Array(Math.max(64, capacity)),
   open: [],
   woken: [],
   pinSensitive: new Set(),
@@ -149,16 +174,23 @@ const emptyIndex = (
 })
 
 /**
- * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass. `carried`:
- * it will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
+ * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass: a message that
+ * opens a later view restarts the index there, so finding the view's start costs no scan of its own. `carried`: it
+ * will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
  */
 export const buildIndex = (
   messages: ReadonlyArray<Message>,
   classify: ToolClassifier,
   carried: boolean
 ): EvictionIndex => {
-  const index = emptyIndex(classify, apiViewStart(messages), carried, messages.length)
-  indexMessages(index, messages)
+  let index = emptyIndex(classify, 0, carried, messages.length)
+  for (let opener = indexMessages(index, messages, true); opener >= 0;) {
+    // what lies before the view keeps its replies and costs nothing
+    index = emptyIndex(classify, opener, carried, messages.length, index.repliesUpTo)
+    for (let i = 0; i < opener; i++) index.tokens?.push(0)
+    index.length = opener
+    opener = indexMessages(index, messages, true)
+  }
   return index
 }
 
@@ -170,12 +202,15 @@ export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Messag
   for (let i = Math.max(index.length, index.viewStart + 1); i < messages.length; i++) {
     if (opensApiView(messages[i]!)) return false
   }
-  indexMessages(index, messages)
+  indexMessages(index, messages, false)
   return true
 }
 
-/** Indexes `messages[index.length..)`, none of which opens an API view after `index.viewStart`. */
-const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): void => {
+/**
+ * Indexes `messages[index.length..)` and returns -1. With `stopAtOpener`, a message after `index.viewStart` that
+ * opens an API view stops it: its position is returned and the index is left half-built (build one from there).
+ */
+const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, stopAtOpener: boolean): number => {
   const from = index.length
   if (index.repliesUpTo.length < messages.length) {
     let capacity = index.repliesUpTo.length
@@ -185,6 +220,8 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): 
     index.repliesUpTo = grown
   }
   let replies = from === 0 ? 0 : index.repliesUpTo[from - 1]!
+  const carried = index.tokens !== undefined
+  const opensAt = (i: number): boolean => stopAtOpener && i > index.viewStart && opensApiView(messages[i]!)
   for (let i = from; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role === "assistant") replies++
@@ -194,17 +231,52 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>): 
     if (!inView || typeof message.content === "string") continue
     const content = message.content
     if (message.role === "assistant") {
-      for (const block of content) if (isToolUse(block)) index.calls.set(block.id, block)
+      for (const block of content) {
+        const type = block.type
+        // a carried index takes each call as it comes: a later list may hold other objects at these positions
+        if (type === "tool_use" && carried) index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
+        else if (type === "compaction" && opensAt(i)) return i
+      }
+      index.lastReply = i
     } else if (message.role === "user") {
       for (let j = 0; j < content.length; j++) {
         const block = content[j]!
-        if (!isToolResult(block)) continue
-        const toolUse = index.calls.get(block.tool_use_id)
-        if (toolUse !== undefined) addResult(index, i, j, block, toolUse)
+        const type = block.type
+        if (type === "tool_result") {
+          const result = block as ToolResultBlock
+          const toolUse = callOf(index, messages, result.tool_use_id)
+          if (toolUse !== undefined) addResult(index, i, j, result, toolUse)
+        } else if (type === "compaction" && opensAt(i)) return i
       }
     }
   }
   index.length = messages.length
+  return -1
+}
+
+/** How many blocks of the last reply, from its end, `callOf` compares before it asks the map (keeps it linear). */
+const LAST_REPLY_SCAN = 16
+
+/**
+ * The nearest preceding tool_use with `id` in the view indexed so far. A carried index holds every call in `calls`;
+ * one built for one call looks among the last blocks of the last reply first (where a result almost always finds its
+ * call), then in `calls`, filled first with the replies not in it yet (so each reply enters it at most once).
+ */
+const callOf = (index: EvictionIndex, messages: ReadonlyArray<Message>, id: string): ToolUseBlock | undefined => {
+  const last = index.lastReply
+  if (last < 0 || index.tokens !== undefined) return index.calls.get(id)
+  const reply = messages[last]!.content as ReadonlyArray<ContentBlock>
+  for (let b = reply.length - 1; b >= 0 && b >= reply.length - LAST_REPLY_SCAN; b--) {
+    const block = reply[b]!
+    if (block.type === "tool_use" && (block as ToolUseBlock).id === id) return block as ToolUseBlock
+  }
+  for (let i = index.callsUpTo; i <= last; i++) {
+    const message = messages[i]!
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (isToolUse(block)) index.calls.set(block.id, block)
+  }
+  index.callsUpTo = last + 1
+  return index.calls.get(id)
 }
 
 const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
@@ -271,11 +343,16 @@ const addResult = (
       let kept = 0
       for (let k = 0; k < live.length; k++) {
         const earlier = live[k]!
+        const first = !earlier.readLater
         earlier.readLater = true
         if (covers(action.range, earlier.action._tag === "Read" ? earlier.action.range : undefined)) {
           earlier.superseded = true
           earlier.coveredAt = message
-        } else live[kept++] = earlier
+        } else {
+          live[kept++] = earlier
+          // a read that already had a later one and is not covered: nothing it is decided on changed
+          if (!first) continue
+        }
         recount(index, earlier)
         wake(index, earlier)
       }
@@ -285,8 +362,11 @@ const addResult = (
   } else if (action._tag === "Write" && !failed) {
     const live = index.paths.get(action.path)
     if (live !== undefined) {
-      for (const earlier of live) {
-        if (earlier.modified) continue
+      // a write modifies every live read, and reads come after it unmodified: the unmodified ones are a suffix
+      let from = live.length
+      while (from > 0 && !live[from - 1]!.modified) from--
+      for (let k = from; k < live.length; k++) {
+        const earlier = live[k]!
         earlier.modified = true
         earlier.modifiedAt = message
         recount(index, earlier)
@@ -299,12 +379,10 @@ const addResult = (
   if (record.state === "open") index.open.push(record)
 }
 
-/** The block an index record points at in `messages`, if it is still that result. */
-const blockAt = (messages: ReadonlyArray<Message>, record: ResultRecord): ToolResultBlock | undefined => {
+/** Whether the block an index record points at in `messages` is still its result. */
+const holds = (messages: ReadonlyArray<Message>, record: ResultRecord): boolean => {
   const content = messages[record.message]?.content
-  if (content === undefined || typeof content === "string") return undefined
-  const block = content[record.block]
-  return block !== undefined && isToolResult(block) ? block : undefined
+  return content !== undefined && typeof content !== "string" && content[record.block] === record.result
 }
 
 const countImages = (content: ToolResultBlock["content"]): number => {
@@ -314,19 +392,19 @@ const countImages = (content: ToolResultBlock["content"]): number => {
   return n
 }
 
+/** A result's ref; an `Output` one with `input` for its input (`shortInput` of the call, or "" to price it without). */
 const makeRef = (
   toolUse: ToolUseBlock,
   action: ToolAction,
   block: ToolResultBlock,
   reason: OffloadReason,
-  tokens: number
+  tokens: number,
+  input: string
 ): OffloadRef => {
   const tool = toolUse.name
   const toolUseId = block.tool_use_id
   const images = countImages(block.content)
-  if (action._tag !== "Read") {
-    return { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens, images }
-  }
+  if (action._tag !== "Read") return { _tag: "Output", input, tool, toolUseId, reason, tokens, images }
   // the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back
   return action.range === undefined
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
@@ -345,19 +423,30 @@ interface Pointer {
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
 const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
 
-/** A result's pointer for `reason`; remembered by block when `remember` (a carried index decides again next step). */
+/**
+ * A result's pointer for `reason` when it is smaller than the payload (priced before its text is written), else
+ * undefined; a pointer built is remembered by block when `remember` (a carried index decides again next step).
+ */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
   reason: OffloadReason,
   remember: boolean
-): Pointer => {
+): Pointer | undefined => {
   let built = remember ? pointers.get(block) : undefined
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
   const before = record.payload
-  const ref = makeRef(record.toolUse, record.action, block, reason, before)
-  const replacement = pointerBlock(block, ref)
-  const after = Math.ceil((replacement.content as string).length / CHARS_PER_TOKEN)
+  // priced before anything is escaped, and an output's pointer before its input is shortened
+  let ref = makeRef(record.toolUse, record.action, block, reason, before, "")
+  if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
+  if (ref._tag === "Output") {
+    ref = { ...ref, input: shortInput(record.toolUse) }
+    if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
+  }
+  const draft = pointerDraft(ref)
+  const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
+  if (after >= before) return undefined
+  const replacement: ToolResultBlock = { ...block, content: draftText(draft, reason) }
   const pointer: Pointer = { reason, ref, replacement, before, after }
   if (remember) {
     if (built === undefined) pointers.set(block, built = [])
@@ -411,17 +500,22 @@ export const decide = <M extends Message>(
   }
   const counted = index.counted
   const total = counted.prefix(counted.length)
+  // a result's rank and the result keepRecent places after it: the open results come in order, so these walk on
+  const ranks = new FenwickCursor(counted)
+  const places = new FenwickCursor(counted)
   const replies = messages.length === 0 ? 0 : index.repliesUpTo[messages.length - 1]!
-  const taken: Array<{ readonly record: ResultRecord; readonly pointer: Pointer; readonly since: number }> = []
+  // the offloads in conversation order, and the message each became offloadable at
+  const offloaded: Array<Offloaded> = []
+  const sinces: Array<number> = []
   let kept = 0
   const open = index.open
   for (let k = 0; k < open.length; k++) {
     const record = open[k]!
-    const block = blockAt(messages, record)
-    if (block !== record.result || record.state !== "open") {
+    if (record.state !== "open" || !holds(messages, record)) {
       record.state = "closed"
       continue
     }
+    const block = record.result
     let reason: OffloadReason | undefined
     let since = record.message
     const action = record.action
@@ -429,10 +523,10 @@ export const decide = <M extends Message>(
     if (record.superseded) (reason = "superseded", since = record.coveredAt)
     else if (record.modified && !pinnedLatest) (reason = "modified", since = record.modifiedAt)
     else if (!pinnedLatest && !record.failed) {
-      const after = counted.prefix(record.ordinal + 1)
+      const after = ranks.prefix(record.ordinal + 1)
       if (total - after >= keep) {
         reason = "stale"
-        since = keep === 0 ? record.message : index.records[counted.search(after + keep)]!.message
+        since = keep === 0 ? record.message : index.records[places.search(after + keep)]!.message
       }
     }
     if (reason === undefined) {
@@ -442,43 +536,15 @@ export const decide = <M extends Message>(
       continue
     }
     const pointer = pointerFor(record, block, reason, remember)
-    if (pointer.after >= pointer.before) {
+    if (pointer === undefined) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
-      const never = reachableReasons(record).every((r) => {
-        const p = pointerFor(record, block, r, remember)
-        return p.after >= p.before
-      })
+      const never = reachableReasons(record).every((r) =>
+        r === reason || pointerFor(record, block, r, remember) === undefined
+      )
       record.state = never ? "closed" : "parked"
       continue
     }
     open[kept++] = record
-    taken.push({ record, pointer, since })
-  }
-  open.length = kept
-  if (taken.length === 0) return unchanged(messages)
-  // rebuild the changed messages, newest first (the order the backward scan summed in)
-  let out: Array<M> | undefined
-  let tokensFreed = 0
-  let readsPaid = 0
-  const offloaded: Array<Offloaded> = []
-  for (let t = taken.length - 1; t >= 0;) {
-    const i = taken[t]!.record.message
-    const message = messages[i]!
-    const newContent = (message.content as ReadonlyArray<ContentBlock>).slice()
-    let u = t
-    for (; u >= 0 && taken[u]!.record.message === i; u--) {
-      const { pointer, record, since } = taken[u]!
-      newContent[record.block] = pointer.replacement
-      readsPaid += (pointer.before - pointer.after) * (replies - index.repliesUpTo[since]!)
-    }
-    const replaced = { ...message, content: newContent } as M
-    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
-    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
-    out ??= messages.slice()
-    out[i] = replaced
-    t = u
-  }
-  for (const { pointer, record } of taken) {
     offloaded.push({
       messageIndex: record.message,
       blockIndex: record.block,
@@ -488,8 +554,32 @@ export const decide = <M extends Message>(
       tokensFreed: pointer.before - pointer.after,
       ref: pointer.ref
     })
+    sinces.push(since)
   }
-  const firstChange = taken[0]!.record.message
+  open.length = kept
+  if (offloaded.length === 0) return unchanged(messages)
+  // rebuild the changed messages, newest first (the order the backward scan summed in)
+  let out: Array<M> | undefined
+  let tokensFreed = 0
+  let readsPaid = 0
+  for (let t = offloaded.length - 1; t >= 0;) {
+    const i = offloaded[t]!.messageIndex
+    const message = messages[i]!
+    const newContent = (message.content as ReadonlyArray<ContentBlock>).slice()
+    let u = t
+    for (; u >= 0 && offloaded[u]!.messageIndex === i; u--) {
+      const o = offloaded[u]!
+      newContent[o.blockIndex] = o.block
+      readsPaid += o.tokensFreed * (replies - index.repliesUpTo[sinces[u]!]!)
+    }
+    const replaced = { ...message, content: newContent } as M
+    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
+    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
+    out ??= messages.slice()
+    out[i] = replaced
+    t = u
+  }
+  const firstChange = offloaded[0]!.messageIndex
   if (!worthIt(index, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
 }
@@ -559,7 +649,7 @@ export const frontierOf = (
 ): { readonly message: number; readonly block: number } | undefined => {
   const records = index.records
   let f = index.frontier
-  while (f < records.length && !(records[f]!.eligible && blockAt(messages, records[f]!) === records[f]!.result)) f++
+  while (f < records.length && !(records[f]!.eligible && holds(messages, records[f]!))) f++
   index.frontier = f
   const at = records[f]
   return at === undefined ? undefined : { message: at.message, block: at.block }
