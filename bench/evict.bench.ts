@@ -14,7 +14,7 @@
  * `Conversation` does.
  * Run: npx node --expose-gc bench/evict.bench.ts
  */
-import { do_not_optimize, measure } from "mitata"
+import { do_not_optimize } from "mitata"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import type { Message } from "../src/Message.ts"
@@ -30,9 +30,7 @@ import {
   prepareWorkload,
   warmEviction
 } from "./peers/adapters.ts"
-
-const p50 = async (f: Parameters<typeof measure>[0], options?: object): Promise<number> =>
-  (await measure(f as never, options as never)).p50
+import { p50 } from "./util.ts"
 
 const sessions: ReadonlyArray<PreparedSession> = [
   prepareSession("real session ×10", repeatedRealSession(10)),

@@ -12,7 +12,7 @@
  *
  * Run: npx node --expose-gc bench/tokens.bench.ts (about 60 s)
  */
-import { do_not_optimize, measure } from "mitata"
+import { do_not_optimize } from "mitata"
 import type { Message } from "../src/Message.ts"
 import { estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
@@ -26,10 +26,7 @@ import {
   sumStringLengths
 } from "./baselines.ts"
 import { peers, prepareSession } from "./peers/adapters.ts"
-import { mb, settledHeap } from "./util.ts"
-
-const p50 = async (f: Parameters<typeof measure>[0], options?: object): Promise<number> =>
-  (await measure(f as never, options as never)).p50
+import { mb, p50, settledHeap } from "./util.ts"
 
 const workloads: ReadonlyArray<readonly [string, ReadonlyArray<Message>]> = [
   ["real session ×10", repeatedRealSession(10)],
