@@ -372,6 +372,14 @@ export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlo
   return tokens
 }
 
+/**
+ * `estimateContentTokens` without its cache: the same count, computed every time and remembered nowhere. For content
+ * seen once (a cold eviction prices every tool result's payload), where a cache entry would cost more than the count.
+ * @category estimation
+ */
+export const estimateContentTokensUncached = (content: string | ReadonlyArray<ContentBlock>): number =>
+  typeof content === "string" ? Math.ceil(content.length / CHARS_PER_TOKEN) : blocksTokens(content)
+
 const computeMessageTokens = (message: Message): number =>
   (typeof message.content === "string"
     ? Math.ceil(message.content.length / CHARS_PER_TOKEN)

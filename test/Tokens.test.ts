@@ -4,6 +4,7 @@ import type { ContentBlock, Message } from "../src/Message.ts"
 import {
   calibrate,
   estimateContentTokens,
+  estimateContentTokensUncached,
   estimateMessageTokens,
   estimateMessageTokensUncached,
   estimateTokens,
@@ -176,6 +177,7 @@ describe("Tokens", () => {
       for (const message of whole) {
         const uncached = estimateMessageTokensUncached(message)
         assert.strictEqual(estimateContentTokens(message.content) + MESSAGE_OVERHEAD_TOKENS, uncached)
+        assert.strictEqual(estimateContentTokensUncached(message.content) + MESSAGE_OVERHEAD_TOKENS, uncached)
         assert.strictEqual(estimateMessageTokens(message), uncached)
         assert.strictEqual(estimateMessageTokens(message), uncached)
         sum += uncached

@@ -25,9 +25,9 @@ import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
   CHARS_PER_TOKEN,
+  estimateContentTokensUncached,
   estimateMessageTokens,
-  estimateMessageTokensUncached,
-  MESSAGE_OVERHEAD_TOKENS
+  estimateMessageTokensUncached
 } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
@@ -120,26 +120,9 @@ export const MIN_POINTER_TOKENS: number = Math.floor(
  */
 export const MAX_POINTER_TOKENS: number = 2048 / CHARS_PER_TOKEN
 
-/**
- * `Offload.payloadTokens(block)` without a cache entry for a block list seen once: the same count (the content's
- * estimate inside a message, without the message's overhead).
- */
-const payloadOf = (block: ToolResultBlock): number => {
-  const content = block.content
-  if (content === undefined) return 0
-  if (typeof content === "string") return Math.ceil(content.length / CHARS_PER_TOKEN)
-  // text blocks alone (the usual payload) cost their characters, as the estimator counts them
-  let chars = 0
-  for (let b = 0; b < content.length; b++) {
-    const inner = content[b]!
-    const text = inner.type === "text" ? (inner as { readonly text?: unknown }).text : undefined
-    if (typeof text !== "string") {
-      return estimateMessageTokensUncached({ role: "user", content }) - MESSAGE_OVERHEAD_TOKENS
-    }
-    chars += text.length
-  }
-  return Math.ceil(chars / CHARS_PER_TOKEN)
-}
+/** `Offload.payloadTokens(block)` without a cache entry: a cold eviction prices each payload once. */
+const payloadOf = (block: ToolResultBlock): number =>
+  block.content === undefined ? 0 : estimateContentTokensUncached(block.content)
 
 /** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
 const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
