@@ -22,7 +22,8 @@
  *
  * @since 0.1.0
  */
-import { buildIndex, decide, type DecideOptions, keepOf, MIN_POINTER_TOKENS } from "./internal/eviction.ts"
+import { evictCold } from "./internal/coldEviction.ts"
+import { type DecideOptions, keepOf, MIN_POINTER_TOKENS } from "./internal/eviction.ts"
 import type { Message, ToolUseBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
 import type { Offloaded } from "./Offload.ts"
@@ -124,7 +125,9 @@ export interface EvictResult<M extends Message> {
  * - pure and idempotent: the same input and options give byte-identical output, and a second application changes
  *   nothing. Tool results without a preceding tool_use, and blocks already offloaded, are left as they are.
  *
- * One forward pass indexes the tool calls, one backward pass decides and rebuilds: linear in the number of blocks.
+ * One backward pass decides each result from what follows it and rebuilds what it changes: linear in the number of
+ * blocks (a result whose call is not among the last 16 blocks of the reply before it looks it up in a map of the view's
+ * calls, built once).
  * @category eviction
  */
 export const evictStaleToolResults = <M extends Message>(
@@ -132,8 +135,7 @@ export const evictStaleToolResults = <M extends Message>(
   keepRecent: number,
   options: EvictOptions = {}
 ): EvictResult<M> => {
-  const index = buildIndex(messages, options.classifier ?? defaultToolClassifier, false)
-  return decide(index, messages, keepOf(keepRecent), decideOptions(options))
+  return evictCold(messages, keepOf(keepRecent), options.classifier ?? defaultToolClassifier, decideOptions(options))
 }
 
 /** The options of the decisions for `EvictOptions`. */

@@ -44,7 +44,7 @@ const runLoop = (seed: number): number => {
   const keep = [0, 1, 3, 5, 10][Math.floor(rand() * 5)]!
   const mode = Math.floor(rand() * 5)
   let view: Array<Message> = []
-  const index = buildIndex(view, defaultToolClassifier, true)
+  const index = buildIndex(view, defaultToolClassifier)
   let compared = 0
   let next = 0
   while (next < session.length) {
@@ -114,6 +114,11 @@ describe("carried-forward eviction", () => {
         const m = messages[i]!
         const content = typeof m.content === "string" ? [{ type: "text" as const, text: m.content }] : [...m.content]
         const block = { type: "compaction", content: rand() < 0.2 ? null : `summary ${k}` } as never
+        // into a message, or as a user message of its own (between a call and its result at times)
+        if (rand() < 0.3) {
+          messages.splice(i, 0, { role: "user", content: [block] })
+          continue
+        }
         content.splice(Math.floor(rand() * (content.length + 1)), 0, block)
         messages[i] = { ...m, content } as Message
       }
@@ -122,7 +127,7 @@ describe("carried-forward eviction", () => {
       const options: EvictOptions = rand() < 0.5 ? { minSavings: 0 } : { cacheCold: rand() < 0.3 }
       const reference = referenceEvict(messages, keep, options)
       assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), reference, `seed ${seed}`)
-      const carried = buildIndex(messages, defaultToolClassifier, true)
+      const carried = buildIndex(messages, defaultToolClassifier)
       assert.strictEqual(carried.viewStart, apiViewStart(messages), `seed ${seed}: view start`)
       assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: CACHE_PRICES }), reference)
     }
@@ -158,7 +163,7 @@ describe("carried-forward eviction", () => {
     assert.isAbove(split, 1_000)
   })
 
-  it("finds each result's call as the nearest preceding tool_use with its id: reused ids, late results, wide replies", () => {
+  it("finds each result's call as the nearest preceding tool_use with its id: reused ids, late results, wide replies, text replies and results split over user messages", () => {
     let late = 0
     for (let seed = 1; seed <= 300; seed++) {
       const rand = prng(seed * 15_485_863)
@@ -185,7 +190,12 @@ describe("carried-forward eviction", () => {
             pending.splice(k, 1)
           }
         }
-        if (results.length > 0) messages.push({ role: "user", content: results.reverse() })
+        results.reverse()
+        // at times a text-only reply comes between a call and its result, or the results come as two user messages
+        if (rand() < 0.1) messages.push({ role: "assistant", content: "thinking it over" })
+        const split = rand() < 0.2 ? int(results.length + 1) : 0
+        if (split > 0) messages.push({ role: "user", content: results.slice(0, split) })
+        if (results.length > split) messages.push({ role: "user", content: results.slice(split) })
       }
       const keep = [0, 1, 3][int(3)]!
       const options: EvictOptions = { minSavings: 0 }
@@ -196,7 +206,7 @@ describe("carried-forward eviction", () => {
 
   it("refuses to extend past a message that opens a new API view", () => {
     const session = generateSession(3, { messages: 20 })
-    const index = buildIndex(session, defaultToolClassifier, true)
+    const index = buildIndex(session, defaultToolClassifier)
     const compacted: Message = {
       role: "assistant",
       content: [{ type: "compaction", content: "summary of the work so far" } as never]

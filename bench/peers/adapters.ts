@@ -190,7 +190,7 @@ const readTurn = (n: number): ReadonlyArray<Message> => {
 export const warmEviction = (messages: ReadonlyArray<Message>) => {
   let view: ReadonlyArray<Message> = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
     .messages
-  const index = buildIndex(view, defaultToolClassifier, true)
+  const index = buildIndex(view, defaultToolClassifier)
   const options = { minSavings: 0, prices: CACHE_PRICES }
   decide(index, view, KEEP_RECENT_TOOL_RESULTS, options)
   let n = 0

@@ -1,5 +1,7 @@
 /**
- * The eviction decisions of `Evict.evictStaleToolResults`, as an index that is built once and carried forward.
+ * The eviction decisions of `Evict.evictStaleToolResults`, as an index that is built once and carried forward (what
+ * `Conversation` keeps from step to step; a single call decides in one backward pass, `internal/coldEviction`, and the
+ * two agree on every list). The pointer pricing and the rent-or-buy rule here are shared by both.
  *
  * An `EvictionIndex` holds what a decision needs to know about every tool result of the API view, maintained in
  * conversation order as messages are appended:
@@ -20,7 +22,7 @@
  */
 import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage, isToolUse } from "../Message.ts"
+import { isImage } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { formatOffloadRef, isOffloaded } from "../Offload.ts"
 import {
@@ -71,24 +73,14 @@ export interface EvictionIndex {
   readonly viewStart: number
   /** Messages indexed so far. */
   length: number
-  /**
-   * The view's tool calls by id (the latest of each id): in a carried index every call as it comes; in one built for
-   * one call, those of the replies before `callsUpTo`, entered only when a result's call is not among the last blocks
-   * of the last reply, where it almost always is (`callOf`).
-   */
+  /** The view's tool calls by id, each the latest with its id so far (a result's call is the nearest before it). */
   readonly calls: Map<string, ToolUseBlock>
-  callsUpTo: number
-  /** The latest assistant message of the view indexed so far (with blocks), or -1. */
-  lastReply: number
   readonly records: Array<ResultRecord>
   readonly paths: Map<string, LiveReads>
   /** 1 for each counted result, by ordinal. */
   readonly counted: Fenwick
-  /**
-   * The estimate of each message (0 before `viewStart`), for the rent-or-buy rule; absent in an index built for one
-   * call (the prompt behind the first change is then summed from the output).
-   */
-  readonly tokens: Fenwick | undefined
+  /** The estimate of each message (0 before `viewStart`), for the rent-or-buy rule. */
+  readonly tokens: Fenwick
   /** `repliesUpTo[i]`: assistant messages at or before message i. */
   repliesUpTo: Int32Array
   /** Open results, by ordinal. */
@@ -121,11 +113,11 @@ export const MIN_POINTER_TOKENS: number = Math.floor(
 export const MAX_POINTER_TOKENS: number = 2048 / CHARS_PER_TOKEN
 
 /** `Offload.payloadTokens(block)` without a cache entry: a cold eviction prices each payload once. */
-const payloadOf = (block: ToolResultBlock): number =>
+export const payloadOf = (block: ToolResultBlock): number =>
   block.content === undefined ? 0 : estimateContentTokensUncached(block.content)
 
 /** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
-const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
+export const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
   payload <= MAX_POINTER_TOKENS && isOffloaded(block)
 
 /**
@@ -135,7 +127,6 @@ const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
 const emptyIndex = (
   classify: ToolClassifier,
   viewStart: number,
-  carried: boolean,
   capacity: number,
   replies?: Int32Array
 ): EvictionIndex => ({
@@ -143,12 +134,10 @@ const emptyIndex = (
   viewStart,
   length: 0,
   calls: new Map(),
-  callsUpTo: viewStart,
-  lastReply: -1,
   records: [],
   paths: new Map(),
   counted: new Fenwick(Math.max(64, capacity >> 1)),
-  tokens: carried ? new Fenwick(Math.max(64, capacity)) : undefined,
+  tokens: new Fenwick(Math.max(64, capacity)),
   repliesUpTo: replies ?? new Int32Array(Math.max(64, capacity)),
   open: [],
   woken: [],
@@ -158,19 +147,17 @@ const emptyIndex = (
 
 /**
  * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass: a message that
- * opens a later view restarts the index there, so finding the view's start costs no scan of its own. `carried`: it
- * will be extended and decided on again (it then keeps the messages' estimates for the rent-or-buy rule).
+ * opens a later view restarts the index there, so finding the view's start costs no scan of its own.
  */
 export const buildIndex = (
   messages: ReadonlyArray<Message>,
-  classify: ToolClassifier,
-  carried: boolean
+  classify: ToolClassifier
 ): EvictionIndex => {
-  let index = emptyIndex(classify, 0, carried, messages.length)
+  let index = emptyIndex(classify, 0, messages.length)
   for (let opener = indexMessages(index, messages, true); opener >= 0;) {
     // what lies before the view keeps its replies and costs nothing
-    index = emptyIndex(classify, opener, carried, messages.length, index.repliesUpTo)
-    for (let i = 0; i < opener; i++) index.tokens?.push(0)
+    index = emptyIndex(classify, opener, messages.length, index.repliesUpTo)
+    for (let i = 0; i < opener; i++) index.tokens.push(0)
     index.length = opener
     opener = indexMessages(index, messages, true)
   }
@@ -203,31 +190,28 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
     index.repliesUpTo = grown
   }
   let replies = from === 0 ? 0 : index.repliesUpTo[from - 1]!
-  const carried = index.tokens !== undefined
   const opensAt = (i: number): boolean => stopAtOpener && i > index.viewStart && opensApiView(messages[i]!)
   for (let i = from; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role === "assistant") replies++
     index.repliesUpTo[i] = replies
     const inView = i >= index.viewStart
-    index.tokens?.push(inView ? estimateMessageTokens(message) : 0)
+    index.tokens.push(inView ? estimateMessageTokens(message) : 0)
     if (!inView || typeof message.content === "string") continue
     const content = message.content
     if (message.role === "assistant") {
       for (const block of content) {
         const type = block.type
-        // a carried index takes each call as it comes: a later list may hold other objects at these positions
-        if (type === "tool_use" && carried) index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
+        if (type === "tool_use") index.calls.set((block as ToolUseBlock).id, block as ToolUseBlock)
         else if (type === "compaction" && opensAt(i)) return i
       }
-      index.lastReply = i
     } else if (message.role === "user") {
       for (let j = 0; j < content.length; j++) {
         const block = content[j]!
         const type = block.type
         if (type === "tool_result") {
           const result = block as ToolResultBlock
-          const toolUse = callOf(index, messages, result.tool_use_id)
+          const toolUse = index.calls.get(result.tool_use_id)
           if (toolUse !== undefined) addResult(index, i, j, result, toolUse)
         } else if (type === "compaction" && opensAt(i)) return i
       }
@@ -235,31 +219,6 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
   }
   index.length = messages.length
   return -1
-}
-
-/** How many blocks of the last reply, from its end, `callOf` compares before it asks the map (keeps it linear). */
-const LAST_REPLY_SCAN = 16
-
-/**
- * The nearest preceding tool_use with `id` in the view indexed so far. A carried index holds every call in `calls`;
- * one built for one call looks among the last blocks of the last reply first (where a result almost always finds its
- * call), then in `calls`, filled first with the replies not in it yet (so each reply enters it at most once).
- */
-const callOf = (index: EvictionIndex, messages: ReadonlyArray<Message>, id: string): ToolUseBlock | undefined => {
-  const last = index.lastReply
-  if (last < 0 || index.tokens !== undefined) return index.calls.get(id)
-  const reply = messages[last]!.content as ReadonlyArray<ContentBlock>
-  for (let b = reply.length - 1; b >= 0 && b >= reply.length - LAST_REPLY_SCAN; b--) {
-    const block = reply[b]!
-    if (block.type === "tool_use" && (block as ToolUseBlock).id === id) return block as ToolUseBlock
-  }
-  for (let i = index.callsUpTo; i <= last; i++) {
-    const message = messages[i]!
-    if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (isToolUse(block)) index.calls.set(block.id, block)
-  }
-  index.callsUpTo = last + 1
-  return index.calls.get(id)
 }
 
 const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean): void => {
@@ -395,7 +354,7 @@ const makeRef = (
 }
 
 /** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
-interface Pointer {
+export interface Pointer {
   readonly reason: OffloadReason
   readonly ref: OffloadRef
   readonly replacement: ToolResultBlock
@@ -403,35 +362,43 @@ interface Pointer {
   readonly after: number
 }
 
-/** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
-const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
-
 /**
- * A result's pointer for `reason` when it is smaller than the payload (priced before its text is written), else
- * undefined; a pointer built is remembered by block when `remember` (a carried index decides again next step).
+ * The pointer of `block` (answering `toolUse`, classified `action`, its payload `before` tokens) for `reason` when it
+ * is smaller than the payload, else undefined. It is priced before its text is written, and an output's before its
+ * input is shortened.
  */
-const pointerFor = (
-  record: ResultRecord,
+export const pointerOf = (
+  toolUse: ToolUseBlock,
+  action: ToolAction,
   block: ToolResultBlock,
   reason: OffloadReason,
-  remember: boolean
+  before: number
 ): Pointer | undefined => {
-  let built = remember ? pointers.get(block) : undefined
-  if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
-  const before = record.payload
-  // priced before anything is escaped, and an output's pointer before its input is shortened
-  let ref = makeRef(record.toolUse, record.action, block, reason, before, "")
+  let ref = makeRef(toolUse, action, block, reason, before, "")
   if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   if (ref._tag === "Output") {
-    ref = { ...ref, input: shortInput(record.toolUse) }
+    ref = { ...ref, input: shortInput(toolUse) }
     if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   }
   const draft = pointerDraft(ref)
   const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
   if (after >= before) return undefined
-  const replacement: ToolResultBlock = { ...block, content: draftText(draft, reason) }
-  const pointer: Pointer = { reason, ref, replacement, before, after }
-  if (remember) {
+  return { reason, ref, replacement: { ...block, content: draftText(draft, reason) }, before, after }
+}
+
+/** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
+const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
+
+/** `pointerOf` for an indexed result, remembered by block: the index decides again next step. */
+const pointerFor = (
+  record: ResultRecord,
+  block: ToolResultBlock,
+  reason: OffloadReason
+): Pointer | undefined => {
+  let built = pointers.get(block)
+  if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
+  const pointer = pointerOf(record.toolUse, record.action, block, reason, record.payload)
+  if (pointer !== undefined) {
     if (built === undefined) pointers.set(block, built = [])
     built.push(pointer)
   }
@@ -473,7 +440,6 @@ export const decide = <M extends Message>(
   options: DecideOptions
 ): Decision<M> => {
   const pinned = options.pinned
-  const remember = index.tokens !== undefined
   for (const record of index.pinSensitive) {
     setCounted(index, record, pinned !== undefined && pinned((record.action as { path: string }).path))
   }
@@ -518,12 +484,10 @@ export const decide = <M extends Message>(
       else open[kept++] = record
       continue
     }
-    const pointer = pointerFor(record, block, reason, remember)
+    const pointer = pointerFor(record, block, reason)
     if (pointer === undefined) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
-      const never = reachableReasons(record).every((r) =>
-        r === reason || pointerFor(record, block, r, remember) === undefined
-      )
+      const never = reachableReasons(record).every((r) => r === reason || pointerFor(record, block, r) === undefined)
       record.state = never ? "closed" : "parked"
       continue
     }
@@ -563,11 +527,12 @@ export const decide = <M extends Message>(
     t = u
   }
   const firstChange = offloaded[0]!.messageIndex
-  if (!worthIt(index, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
+  if (!worthIt(index.tokens, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
 }
 
-const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decision<M> => ({
+/** The decision that changes nothing: the input array itself. */
+export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decision<M> => ({
   messages: messages as Array<M>,
   offloaded: [],
   tokensFreed: 0
@@ -584,8 +549,8 @@ export const keepOf = (keepRecent: number): number => Number.isNaN(keepRecent) ?
  * price). Like renting skis until the rent paid equals the price, it never pays more than twice the best choice made
  * with hindsight.
  */
-const worthIt = (
-  index: EvictionIndex,
+export const worthIt = (
+  tokens: Fenwick | undefined,
   options: DecideOptions,
   tokensFreed: number,
   readsPaid: number,
@@ -595,7 +560,6 @@ const worthIt = (
   if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
   if (tokensFreed <= 0) return false
   if (options.cacheCold === true) return true
-  const tokens = index.tokens
   let behind = 0
   if (tokens === undefined) { for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!) }
   else behind = tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
@@ -612,7 +576,6 @@ export const applyOffloads = (
   offloaded: ReadonlyArray<Offloaded>
 ): void => {
   const tokens = index.tokens
-  if (tokens === undefined) return
   let last = -1
   for (const o of offloaded) {
     if (o.messageIndex === last) continue

@@ -55,7 +55,7 @@ const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | unde
   const classify = classifier ?? defaultToolClassifier
   const owned = owners.get(view)
   if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
-  const index = buildIndex(view, classify, true)
+  const index = buildIndex(view, classify)
   const fresh: Owned = { index, owner: view, cacheControlled: [] }
   noteCacheControl(fresh, view, 0)
   owners.set(view, fresh)

@@ -1,0 +1,266 @@
+/**
+ * The cold eviction of `Evict.evictStaleToolResults`: one backward pass that decides each tool result with what the
+ * results after it already told, and rebuilds the messages it changes on the way. It keeps no per-result record: per
+ * file, the nearest later read, partial reads and write; per counted result, its message. What the carried index of
+ * `internal/eviction` decides on the same list is the same (`test/EvictCarried.property.test.ts`).
+ *
+ * @internal
+ */
+import { opensApiView } from "../ApiView.ts"
+import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
+import type { Offloaded, OffloadReason } from "../Offload.ts"
+import { estimateMessageTokensUncached } from "../Tokens.ts"
+import type { LineRange, ToolClassifier } from "../Tools.ts"
+import { covers } from "../Tools.ts"
+import {
+  type DecideOptions,
+  type Decision,
+  MIN_POINTER_TOKENS,
+  offloadedAlready,
+  payloadOf,
+  pointerOf,
+  unchanged,
+  worthIt
+} from "./eviction.ts"
+
+/** What the messages after the current position hold for one file. */
+interface LaterReads {
+  /** The nearest later successful whole read, or -1; and the replies after it. */
+  whole: number
+  wholeReplies: number
+  /** Later successful partial reads none of which another one covers, with their messages and replies after. */
+  ranges: Array<LineRange> | undefined
+  rangeAt: Array<number> | undefined
+  rangeReplies: Array<number> | undefined
+  /** The nearest later successful write, or -1; and the replies after it. */
+  write: number
+  writeReplies: number
+  /** A later successful read exists: this read is not the file's latest. */
+  readLater: boolean
+}
+
+const laterReadsOf = (paths: Map<string, LaterReads>, path: string): LaterReads => {
+  let facts = paths.get(path)
+  if (facts === undefined) {
+    facts = {
+      whole: -1,
+      wholeReplies: 0,
+      ranges: undefined,
+      rangeAt: undefined,
+      rangeReplies: undefined,
+      write: -1,
+      writeReplies: 0,
+      readLater: false
+    }
+    paths.set(path, facts)
+  }
+  return facts
+}
+
+/** Records a successful read at `message` as the nearest later one. */
+const addRead = (facts: LaterReads, range: LineRange | undefined, message: number, replies: number): void => {
+  facts.readLater = true
+  if (range === undefined) {
+    facts.whole = message
+    facts.wholeReplies = replies
+    facts.ranges = facts.rangeAt = facts.rangeReplies = undefined
+    return
+  }
+  const ranges = facts.ranges ??= []
+  const at = facts.rangeAt ??= []
+  const rs = facts.rangeReplies ??= []
+  let kept = 0
+  for (let k = 0; k < ranges.length; k++) {
+    if (covers(range, ranges[k])) continue
+    ranges[kept] = ranges[k]!
+    at[kept] = at[k]!
+    rs[kept++] = rs[k]!
+  }
+  ranges.length = at.length = rs.length = kept
+  ranges.push(range)
+  at.push(message)
+  rs.push(replies)
+}
+
+/**
+ * The replies after the nearest later read covering `range` (the moment this read became superseded), or -1 when no
+ * later read covers it. A later whole read covers every range.
+ */
+const coveringReplies = (facts: LaterReads, range: LineRange | undefined): number => {
+  let at = facts.whole
+  let replies = facts.wholeReplies
+  const ranges = facts.ranges
+  if (range !== undefined && ranges !== undefined) {
+    for (let k = 0; k < ranges.length; k++) {
+      const m = facts.rangeAt![k]!
+      if ((at < 0 || m < at) && covers(ranges[k], range)) (at = m, replies = facts.rangeReplies![k]!)
+    }
+  }
+  return at < 0 ? -1 : replies
+}
+
+/** How many blocks of the reply before a result, from its end, the call lookup compares before it asks the map. */
+const LAST_REPLY_SCAN = 16
+
+/** Every call of the view from `viewStart` on, by id, each id's in conversation order. */
+type CallsById = Map<string, Array<{ readonly message: number; readonly block: ToolUseBlock }>>
+
+const callsById = (messages: ReadonlyArray<Message>, viewStart: number): CallsById => {
+  const byId: CallsById = new Map()
+  for (let i = viewStart; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) {
+      if (block.type !== "tool_use") continue
+      const call = block as ToolUseBlock
+      let list = byId.get(call.id)
+      if (list === undefined) byId.set(call.id, list = [])
+      list.push({ message: i, block: call })
+    }
+  }
+  return byId
+}
+
+/** The nearest call with `id` before message `before` (`calls` holds the view's). */
+const callBefore = (calls: CallsById, id: string, before: number): ToolUseBlock | undefined => {
+  const list = calls.get(id)
+  if (list === undefined) return undefined
+  for (let k = list.length - 1; k >= 0; k--) if (list[k]!.message < before) return list[k]!.block
+  return undefined
+}
+
+/** The call with `id` among the last `LAST_REPLY_SCAN` blocks of `reply`, the latest first. */
+const callInReply = (reply: string | ReadonlyArray<ContentBlock>, id: string): ToolUseBlock | undefined => {
+  if (typeof reply === "string") return undefined
+  for (let b = reply.length - 1; b >= 0 && b >= reply.length - LAST_REPLY_SCAN; b--) {
+    const block = reply[b]!
+    if (block.type === "tool_use" && (block as ToolUseBlock).id === id) return block as ToolUseBlock
+  }
+  return undefined
+}
+
+/**
+ * The eviction of `messages` (`evictStaleToolResults`), decided backward: a read is superseded by the nearest later
+ * covering read, modified by the nearest later write, stale when `keep` counted results follow it.
+ */
+export const evictCold = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  keep: number,
+  classify: ToolClassifier,
+  options: DecideOptions
+): Decision<M> => {
+  const pinned = options.pinned
+  const paths = new Map<string, LaterReads>()
+  // the message of each counted result after the current one, newest first, and the replies after it
+  const countedAt: Array<number> = []
+  const countedReplies: Array<number> = []
+  const offloaded: Array<Offloaded> = []
+  let out: Array<M> | undefined
+  let tokensFreed = 0
+  let readsPaid = 0
+  let firstChange = messages.length
+  // assistant messages after message i
+  let replies = 0
+  let calls: CallsById | undefined
+  // where the search for the reply before a user message stopped: an assistant message, an opener, or -1
+  let stop = messages.length
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    const content = message.content
+    if (message.role === "assistant") {
+      replies++
+      if (opensApiView(message)) break
+      continue
+    }
+    if (message.role !== "user" || typeof content === "string") {
+      if (opensApiView(message)) break
+      continue
+    }
+    const opens = opensApiView(message)
+    // the reply the results answer: the nearest assistant message before, unless a view opens between (the stop of
+    // the last search holds for every message after it up to here, so each message is searched over once)
+    if (stop >= i) {
+      stop = i - 1
+      while (stop >= 0 && messages[stop]!.role !== "assistant" && !opensApiView(messages[stop]!)) stop--
+    }
+    const reply = opens || stop < 0 || messages[stop]!.role !== "assistant" ? undefined : messages[stop]!.content
+    let newContent: Array<ContentBlock> | undefined
+    for (let j = content.length - 1; j >= 0; j--) {
+      const block = content[j]!
+      if (block.type !== "tool_result") continue
+      const result = block as ToolResultBlock
+      const id = result.tool_use_id
+      let toolUse = reply === undefined ? undefined : callInReply(reply, id)
+      if (toolUse === undefined && !opens) {
+        toolUse = callBefore(calls ??= callsById(messages, viewStart(messages, i)), id, i)
+      }
+      if (toolUse === undefined) continue
+      const action = classify(toolUse)
+      const failed = result.is_error === true
+      let reason: OffloadReason | undefined
+      let sinceReplies = replies
+      const counted = countedAt.length
+      if (action._tag === "Read") {
+        const facts = laterReadsOf(paths, action.path)
+        const pinnedLatest = !facts.readLater && pinned !== undefined && pinned(action.path)
+        const covering = coveringReplies(facts, action.range)
+        if (covering >= 0) (reason = "superseded", sinceReplies = covering)
+        else if (facts.write >= 0 && !pinnedLatest) (reason = "modified", sinceReplies = facts.writeReplies)
+        else {
+          if (counted >= keep && !pinnedLatest) reason = "stale"
+          countedAt.push(i)
+          countedReplies.push(replies)
+        }
+        if (!failed) addRead(facts, action.range, i, replies)
+      } else {
+        if (action._tag === "Write" && !failed) {
+          const facts = laterReadsOf(paths, action.path)
+          facts.write = i
+          facts.writeReplies = replies
+        }
+        if (counted >= keep) reason = "stale"
+        countedAt.push(i)
+        countedReplies.push(replies)
+      }
+      if (reason === undefined || (failed && reason === "stale")) continue
+      // stale since the keep-th counted result after it arrived (or since itself, with keep 0)
+      if (reason === "stale" && keep > 0) sinceReplies = countedReplies[counted - keep]!
+      const payload = payloadOf(result)
+      if (payload <= MIN_POINTER_TOKENS || offloadedAlready(result, payload)) continue
+      const pointer = pointerOf(toolUse, action, result, reason, payload)
+      if (pointer === undefined) continue
+      newContent ??= content.slice()
+      newContent[j] = pointer.replacement
+      const freed = pointer.before - pointer.after
+      readsPaid += freed * sinceReplies
+      offloaded.push({
+        messageIndex: i,
+        blockIndex: j,
+        toolUseId: id,
+        block: pointer.replacement,
+        reason,
+        tokensFreed: freed,
+        ref: pointer.ref
+      })
+    }
+    if (newContent !== undefined) {
+      const replaced = { ...message, content: newContent } as M
+      tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
+      out ??= messages.slice()
+      out[i] = replaced
+      firstChange = i
+    }
+    if (opens) break
+  }
+  if (out === undefined || !worthIt(undefined, options, tokensFreed, readsPaid, out, firstChange)) {
+    return unchanged(messages)
+  }
+  offloaded.reverse()
+  return { messages: out, offloaded, tokensFreed }
+}
+
+/** The start of the API view of `messages` given that none of `messages[from..)` opens it. */
+const viewStart = (messages: ReadonlyArray<Message>, from: number): number => {
+  for (let i = from - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
+  return 0
+}
