@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { Message, ToolUseBlock } from "./Message.ts"
-import { clipEnd } from "./internal/text.ts"
+import { clipEnd, oneLineHead } from "./internal/text.ts"
 import { isToolUse } from "./Message.ts"
 
 /** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models */
@@ -121,9 +121,6 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
   return outer.start <= inner.start && innerEnd <= outerEnd
 }
 
-/** White space other than a plain space; with a run of two spaces, what `replace(/\s+/g, " ")` would change. */
-const OTHER_SPACE = /[^\S ]/
-
 /**
  * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
  * otherwise the input's JSON, clipped to `max` characters. Deterministic.
@@ -133,9 +130,8 @@ export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
   const input = toolUse.input
   const key = str(input, "command", "cmd", "file_path", "path", "pattern", "query", "url", "notebook_path")
   const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
-  let text = raw.slice(0, max * 4)
-  if (OTHER_SPACE.test(text) || text.includes("  ")) text = text.replace(/\s+/g, " ")
-  text = text.trim()
+  // folded from its first max * 4 code units, and only as far as the clip to max reads
+  let text = oneLineHead(raw, max * 4, max)
   if (key !== undefined && typeof input === "object" && input !== null) {
     const range = offsetLimit(input) ?? viewRange(input)
     if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`

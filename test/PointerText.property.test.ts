@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import type { ToolUseBlock } from "../src/Message.ts"
 import { formatOffloadRef, type OffloadReason, type OffloadRef, parseOffloadRef } from "../src/Offload.ts"
 import { shortInput } from "../src/Tools.ts"
+import { clipLine, oneLineHead } from "../src/internal/text.ts"
 import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "../src/internal/pointer.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
@@ -30,7 +31,14 @@ const ALPHABET = [
   "\u007f",
   "\u00a0",
   "\u1680",
+  "\u2000",
   "\u2003",
+  "\u200a",
+  "\u200b",
+  "\u202f",
+  "\u205f",
+  "\u0085",
+  "\u180e",
   "\u2028",
   "\u2029",
   "\u3000",
@@ -89,8 +97,11 @@ const referencePointer = (ref: OffloadRef): string => {
 }
 
 /** `shortInput` for a call whose input has a `command` and nothing else, written the plain way. */
-const referenceShortCommand = (command: string, max: number): string => {
-  const text = command.slice(0, max * 4).replace(/\s+/g, " ").trim()
+const referenceShortCommand = (command: string, max: number): string =>
+  referenceClip(command.slice(0, max * 4).replace(/\s+/g, " ").trim(), max)
+
+/** `text` clipped to `max` code units with an ellipsis, never between the halves of a surrogate pair. */
+const referenceClip = (text: string, max: number): string => {
   if (text.length <= max) return text
   let head = Math.max(0, max - 1)
   const last = text.charCodeAt(head - 1)
@@ -150,5 +161,26 @@ describe("shortInput", () => {
       const use: ToolUseBlock = { type: "tool_use", id: "toolu_1", name: "bash", input: { command } }
       assert.strictEqual(shortInput(use, max), referenceShortCommand(command, max), JSON.stringify({ command, max }))
     }
+  })
+
+  it("oneLineHead is the folded line, or a prefix of it longer than the clip; clipLine clips it as the reference", () => {
+    const random = prng(1819)
+    let cut = 0
+    for (let n = 0; n < CASES; n++) {
+      const text = stringOf(random, random() < 0.9 ? 80 : 700)
+      const end = Math.floor(random() * (text.length + 2))
+      const max = Math.floor(random() * 150)
+      const line = text.slice(0, end).replace(/\s+/g, " ").trim()
+      const head = oneLineHead(text, end, max)
+      const context = JSON.stringify({ text, end, max })
+      if (line.length <= max) assert.strictEqual(head, line, context)
+      else {
+        assert.isAbove(head.length, max, context)
+        assert.isTrue(line.startsWith(head), context)
+        cut++
+      }
+      assert.strictEqual(clipLine(text, max), referenceClip(text.replace(/\s+/g, " ").trim(), max), context)
+    }
+    assert.isAbove(cut, CASES / 10)
   })
 })

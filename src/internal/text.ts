@@ -34,11 +34,46 @@ export const tailOf = (s: string, n: number): string => {
 export const clipEnd = (text: string, max: number): string =>
   text.length <= max ? text : `${headOf(text, Math.max(0, max - 1))}…`
 
-/** `text` on one line: every run of white space one space, trimmed. */
-export const oneLine = (text: string): string => text.replace(/\s+/g, " ").trim()
+/** True for a character of JavaScript's white space (`\s`, what `trim` removes). */
+const isSpace = (c: number): boolean =>
+  c === 32 || (c >= 9 && c <= 13) ||
+  (c >= 0xa0 &&
+    (c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f ||
+      c === 0x205f || c === 0x3000 || c === 0xfeff))
 
-/** `text` as one line of at most `max` code units (`oneLine`, then `clipEnd`). */
-export const clipLine = (text: string, max: number): string => clipEnd(oneLine(text), max)
+/**
+ * The head of `text.slice(0, end)` on one line (every run of white space one space, trimmed) that decides its clip to `max`: that line itself when it has at most `max`
+ * code units, else a prefix of it longer than `max`, found without reading further. One pass over the characters it
+ * keeps; runs of white space other than one plain space are the only cuts, so a line without any is not copied.
+ */
+export const oneLineHead = (text: string, end: number, max: number): string => {
+  const last = Math.min(end, text.length)
+  let i = 0
+  while (i < last && isSpace(text.charCodeAt(i))) i++
+  let out = ""
+  let start = i
+  while (i < last) {
+    const c = text.charCodeAt(i)
+    if (!isSpace(c)) {
+      // more text follows what is kept, so it is a prefix of the line
+      if (out.length + (i - start) > max) return out + text.slice(start, i)
+      i++
+      continue
+    }
+    let j = i + 1
+    while (j < last && isSpace(text.charCodeAt(j))) j++
+    if (j === last) return out + text.slice(start, i)
+    if (c !== 32 || j > i + 1) {
+      out += text.slice(start, i) + " "
+      start = j
+    }
+    i = j
+  }
+  return out + text.slice(start, last)
+}
+
+/** `text` as one line of at most `max` code units (`oneLine`, then `clipEnd`), reading only the head it keeps. */
+export const clipLine = (text: string, max: number): string => clipEnd(oneLineHead(text, text.length, max), max)
 
 /**
  * `text` cut to its head and tail around a `[… N chars cut …]` line when longer than `max` (half of `max` each side);
