@@ -143,20 +143,21 @@ const pdfPages = (base64: string): number => {
   return pages > 0 ? pages : Math.max(1, Math.ceil(bin.length / 100_000))
 }
 
-const documentBlockTokens = (block: DocumentBlock): { chars: number; tokens: number } => {
+/** The characters of a document block; its pages add to `fixedTokens`. */
+const documentChars = (block: DocumentBlock): number => {
   const source = block.source
   const title = (block.title?.length ?? 0) + (block.context?.length ?? 0)
   switch (source.type) {
     case "base64":
-      return { chars: title, tokens: pdfPages(source.data) * PDF_PAGE_TOKENS }
+      fixedTokens += pdfPages(source.data) * PDF_PAGE_TOKENS
+      return title
     case "text":
-      return { chars: title + source.data.length, tokens: 0 }
+      return title + source.data.length
     case "content":
-      return typeof source.content === "string"
-        ? { chars: title + source.content.length, tokens: 0 }
-        : blocksCost(source.content, title)
+      return typeof source.content === "string" ? title + source.content.length : blocksChars(source.content, title)
     default:
-      return { chars: title, tokens: PDF_PAGE_TOKENS }
+      fixedTokens += PDF_PAGE_TOKENS
+      return title
   }
 }
 
@@ -295,9 +296,15 @@ export const jsonSize = (value: unknown): number => {
 // Estimation
 // ============================================================================
 
-const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): { chars: number; tokens: number } => {
+/**
+ * The tokens of the blocks being estimated that do not come from characters (images, PDF pages): `blocksChars` adds
+ * to it as it walks, and `blocksTokens` reads it (a walk allocates nothing; one walk runs at a time).
+ */
+let fixedTokens = 0
+
+/** The characters of `blocks` plus `initialChars`; their images and PDF pages add to `fixedTokens`. */
+const blocksChars = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): number => {
   let chars = initialChars
-  let tokens = 0
   for (const block of blocks) {
     switch (block.type) {
       case "text":
@@ -318,15 +325,11 @@ const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): 
       case "tool_result": {
         const content = (block as { content?: string | ReadonlyArray<ContentBlock> }).content
         if (typeof content === "string") chars += content.length
-        else if (content !== undefined) {
-          const inner = blocksCost(content, 0)
-          chars += inner.chars
-          tokens += inner.tokens
-        }
+        else if (content !== undefined) chars += blocksChars(content, 0)
         break
       }
       case "image":
-        tokens += imageBlockTokens(block as ImageBlock)
+        fixedTokens += imageBlockTokens(block as ImageBlock)
         break
       case "compaction": {
         // priced by the summary the model reads, not the opaque fields it sends back
@@ -334,24 +337,22 @@ const blocksCost = (blocks: ReadonlyArray<ContentBlock>, initialChars: number): 
         chars += typeof content === "string" ? content.length : 0
         break
       }
-      case "document": {
-        const doc = documentBlockTokens(block as DocumentBlock)
-        chars += doc.chars
-        tokens += doc.tokens
+      case "document":
+        chars += documentChars(block as DocumentBlock)
         break
-      }
       default:
         chars += jsonSize(block)
     }
   }
-  return { chars, tokens }
+  return chars
 }
 
 const cache = new WeakMap<Message, number>()
 
 const blocksTokens = (content: ReadonlyArray<ContentBlock>): number => {
-  const { chars, tokens } = blocksCost(content, 0)
-  return Math.ceil(chars / CHARS_PER_TOKEN) + tokens
+  fixedTokens = 0
+  const chars = blocksChars(content, 0)
+  return Math.ceil(chars / CHARS_PER_TOKEN) + fixedTokens
 }
 
 const contentCache = new WeakMap<ReadonlyArray<ContentBlock>, number>()
