@@ -3,7 +3,8 @@
  * ~9.6k messages) and on generated sessions of 1k, 10k and 50k messages. Every row is a mitata median of this run:
  * - prune: `pruneMessages` deleting tool parts before the last 40 messages (the same session in the AI SDK's format);
  * - cold: `evictStaleToolResults` (keepRecent 20, `minSavings` 0) on a session nothing was offloaded from, as new
- *   objects per sample (messages and blocks, estimated before as a live loop has), so no cache of ours has seen them;
+ *   objects per sample (messages and blocks, estimated before as a live loop has), so no cache of ours has seen them,
+ *   and moved out of the young generation before the call (`aged`), as a live session's messages are;
  * - warm: one new turn (a read and its 8,000-character result) on an already-evicted session, decided on the carried
  *   index as `Conversation`'s prepare does (`warmEviction`);
  * - hot paths: `HotPaths.fromMessages` on the evicted session (what a resumed session pays once), and the same with
@@ -30,7 +31,7 @@ import {
   prepareWorkload,
   warmEviction
 } from "./peers/adapters.ts"
-import { p50 } from "./util.ts"
+import { aged, p50 } from "./util.ts"
 
 const sessions: ReadonlyArray<PreparedSession> = [
   prepareSession("real session ×10", repeatedRealSession(10)),
@@ -55,7 +56,7 @@ for (const s of sessions) {
   const prune = await p50(() => do_not_optimize(peers.aiPrune(s)))
   const cold = await p50(
     perSample(
-      () => freshForEviction(messages),
+      () => aged(freshForEviction(messages)),
       (m) => evictStaleToolResults(m, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
     ),
     perSampleOptions(messages.length > 20_000 ? 20 : 60)
