@@ -6,9 +6,12 @@
  * request (`requestOf`, breakpoints included). Each state starts from a generated session, prepared once (its eviction
  * index built, what is stale offloaded), so every timed step is a warm one. The rows:
  * - step: the whole step, median of up to 1,000 consecutive steps on the growing state;
- * - view copy: `[...view, message]` alone, the linear part an immutable view array keeps;
+ * - view copy: `view.concat([message])` alone (how `Conversation` appends), the linear part an immutable view array
+ *   keeps;
  * - evict cold: `evictStaleToolResults` on the same view, what a step would cost without the carried decisions.
- * Then the heap the 50k state retains against the heap of its messages (run with --expose-gc).
+ * Then one copy of an array of messages below and above V8's large-object threshold (~16.4k elements), with the page
+ * faults it takes: the reason the step is not flat past 10k. Then the heap the 50k state retains against the heap of
+ * its messages (run with --expose-gc).
  *
  * Run: npx node --expose-gc bench/conversation.bench.ts
  */
@@ -60,6 +63,31 @@ export const stepMeasure = (start: ConversationState, maxSamples: number) => {
   return measure(perSample(() => 0, () => (state = conversationStep(state, n++))), perSampleOptions(maxSamples))
 }
 
+/**
+ * One copy of an array of messages below and above V8's large-object threshold, with the minor page faults it takes:
+ * why the step grows past 10k. A fresh array over 128 KiB of elements (~16.4k messages) is allocated in fresh pages,
+ * and every page costs a fault on first touch.
+ */
+const copyCliff = async (): Promise<Array<string>> => {
+  const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
+  const messages = generateSession(50_000, { messages: 50_000 })
+  const lines = [
+    "| elements | one copy (`slice`) | per element | minor page faults per copy |",
+    "| ---: | ---: | ---: | ---: |"
+  ]
+  for (const size of [10_000, 16_000, 16_500, 50_000]) {
+    const list = messages.slice(0, size)
+    const copy = (await measure(() => do_not_optimize(list.slice()))).p50
+    const faults = process.resourceUsage().minorPageFault
+    for (let k = 0; k < 200; k++) do_not_optimize(list.slice())
+    const perCopy = (process.resourceUsage().minorPageFault - faults) / 200
+    lines.push(
+      `| ${size.toLocaleString("en")} | ${time(copy)} | ${(copy / size).toFixed(2)} ns | ${perCopy.toFixed(1)} |`
+    )
+  }
+  return lines
+}
+
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
@@ -74,7 +102,7 @@ if (isMain) {
     const step = (await stepMeasure(start, 1000)).p50
     const view = start.view
     const extra: MessageParam = { role: "user", content: "one more" }
-    const copy = (await measure(() => do_not_optimize([...view, extra]))).p50
+    const copy = (await measure(() => do_not_optimize(view.concat([extra])))).p50
     const cold = (await measure(() => do_not_optimize(evictStaleToolResults(session, 10)))).p50
     steps.set(size, step)
     lines.push(
@@ -84,15 +112,21 @@ if (isMain) {
     )
   }
   lines.push("", `step growth 50k / 10k: ${(steps.get(50_000)! / steps.get(10_000)!).toFixed(2)}`)
+  lines.push("", ...(await copyCliff()))
   const heap = settledHeap()
+  // mitata's do_not_optimize keeps its last value in a global: empty it, or a probe counts what a benchmark left there
+  const probe = () => {
+    do_not_optimize(null)
+    return heap!()
+  }
   if (heap === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
   else {
-    const h0 = heap()
+    const h0 = probe()
     const session = generateSession(50_001, { messages: 50_000 })
-    const h1 = heap()
+    const h1 = probe()
     let state = stateOf(session)
     for (let n = 0; n < 100; n++) state = conversationStep(state, n)
-    const h2 = heap()
+    const h2 = probe()
     lines.push(
       "",
       `Memory, ${state.view.length.toLocaleString("en")} messages: the messages ${mb(h1 - h0)}; the state after ` +
