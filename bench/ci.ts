@@ -4,10 +4,11 @@
  * It times 32 calls on a generated session of 10k messages (also converted to pi's format), one of 50k and the issue's
  * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), plus one `Conversation`
  * step on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw
- * 100 and 10,000 files, each with mitata's `measure`
- * (the median of at least 12 samples over 2 s of CPU time; calls that need a new input per sample, fresh message
- * objects or one more agent step, build it untimed and take at most 150 or 1,000 samples), in an order that keeps the
- * two sides of each budget close in time (neighbours, or two calls apart). A budget that is over its limit is measured again,
+ * 100 and 10,000 files, each with mitata's `measure` (the median of at least 12 samples over 2 s of CPU time; calls
+ * that need a new input per sample, fresh message objects or one more agent step, build it untimed and take at most
+ * 150 or 1,000 samples), in an order that keeps the two sides of each budget close in time (neighbours, or two calls
+ * apart). Last, the heap a 50k-message state holds against its messages' (after full collections: a size, which load
+ * does not move). A budget that is over its limit is measured again,
  * both sides, up to `MAX_ATTEMPTS` attempts in all while the run is under 100 s old, and passes if any attempt is
  * within the limit (see `bench/budgets.ts`).
  *
@@ -50,7 +51,7 @@ import {
   sumStringLengths,
   visitBlocks
 } from "./baselines.ts"
-import { stateOf, stepMeasure } from "./conversation.bench.ts"
+import { stateMemory, stateOf, stepMeasure } from "./conversation.bench.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
   ours,
@@ -102,6 +103,17 @@ const timed = (f: () => unknown): Timed => () => measure(() => do_not_optimize(f
 const timedPerSample = <I>(input: () => I, f: (i: I) => unknown, maxSamples: number): Timed => () =>
   measure(perSample(input, f), { ...perSampleOptions(maxSamples), min_cpu_time: MIN_CPU_TIME_NS })
 
+/**
+ * A heap size as a timed row (a median of one): the messages' side measures both (`stateMemory`), the state's side,
+ * next in the list, reads them. Without --expose-gc it throws, so the memory budget fails as not measured.
+ */
+let heaps: ReturnType<typeof stateMemory>
+const heapOf = (side: "messages" | "state"): Timed => async () => {
+  if (side === "messages") heaps = stateMemory()
+  if (heaps === undefined) throw new Error("no heap measurement: run with --expose-gc")
+  return { p50: heaps[side], avg: heaps[side], samples: [heaps[side]] }
+}
+
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */
 const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.floor10k, () => sumStringLengths(s10k)],
@@ -139,7 +151,9 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, () => stepMeasure(step50k, 1000)],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
-  [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))]
+  [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
+  [M.messagesHeap50k, heapOf("messages")],
+  [M.stateHeap50k, heapOf("state")]
 ]
 
 // ============================================================================

@@ -88,6 +88,31 @@ const copyCliff = async (): Promise<Array<string>> => {
   return lines
 }
 
+/**
+ * The heap a generated 50k-message session takes, and the heap its `Conversation` state holds after 100 steps, the
+ * messages included (bytes, after full collections); `undefined` when the runtime exposes no `gc`.
+ */
+export const stateMemory = ():
+  | { readonly messageCount: number; readonly messages: number; readonly state: number }
+  | undefined => {
+  const heap = settledHeap()
+  if (heap === undefined) return undefined
+  // mitata's do_not_optimize keeps its last value in a global: empty it, or a probe counts what a benchmark left there
+  const probe = () => {
+    do_not_optimize(null)
+    return heap()
+  }
+  const h0 = probe()
+  const session = generateSession(50_001, { messages: 50_000 })
+  const h1 = probe()
+  let state = stateOf(session)
+  for (let n = 0; n < 100; n++) state = conversationStep(state, n)
+  const h2 = probe()
+  do_not_optimize([session, state])
+  do_not_optimize(null)
+  return { messageCount: state.view.length, messages: h1 - h0, state: h2 - h0 }
+}
+
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
@@ -113,27 +138,15 @@ if (isMain) {
   }
   lines.push("", `step growth 50k / 10k: ${(steps.get(50_000)! / steps.get(10_000)!).toFixed(2)}`)
   lines.push("", ...(await copyCliff()))
-  const heap = settledHeap()
-  // mitata's do_not_optimize keeps its last value in a global: empty it, or a probe counts what a benchmark left there
-  const probe = () => {
-    do_not_optimize(null)
-    return heap!()
-  }
-  if (heap === undefined) lines.push("", "Memory: skipped (run with --expose-gc).")
-  else {
-    const h0 = probe()
-    const session = generateSession(50_001, { messages: 50_000 })
-    const h1 = probe()
-    let state = stateOf(session)
-    for (let n = 0; n < 100; n++) state = conversationStep(state, n)
-    const h2 = probe()
-    lines.push(
-      "",
-      `Memory, ${state.view.length.toLocaleString("en")} messages: the messages ${mb(h1 - h0)}; the state after ` +
-        `100 steps retains ${mb(h2 - h1)} more (${((h2 - h1) / (h1 - h0)).toFixed(2)}× the messages; ` +
-        `${((h2 - h0) / (h1 - h0)).toFixed(2)}× with them)`
-    )
-    do_not_optimize([session, state])
-  }
+  const memory = stateMemory()
+  lines.push(
+    "",
+    memory === undefined
+      ? "Memory: skipped (run with --expose-gc)."
+      : `Memory, ${memory.messageCount.toLocaleString("en")} messages: the messages ${mb(memory.messages)}; the ` +
+        `state after 100 steps retains ${mb(memory.state - memory.messages)} more (${
+          ((memory.state - memory.messages) / memory.messages).toFixed(2)
+        }× the messages; ${(memory.state / memory.messages).toFixed(2)}× with them)`
+  )
   console.log(lines.join("\n"))
 }
