@@ -108,10 +108,10 @@ const timedPerSample = <I>(input: () => I, f: (i: I) => unknown, maxSamples: num
  * next in the list, reads them. Without --expose-gc it throws, so the memory budget fails as not measured.
  */
 let heaps: ReturnType<typeof stateMemory>
-const heapOf = (side: "messages" | "state"): Timed => async () => {
+const heapOf = (side: "messages" | "state"): Timed => () => {
   if (side === "messages") heaps = stateMemory()
-  if (heaps === undefined) throw new Error("no heap measurement: run with --expose-gc")
-  return { p50: heaps[side], avg: heaps[side], samples: [heaps[side]] }
+  if (heaps === undefined) return Promise.reject(new Error("no heap measurement: run with --expose-gc"))
+  return Promise.resolve({ p50: heaps[side], avg: heaps[side], samples: [heaps[side]] })
 }
 
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */

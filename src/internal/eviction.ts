@@ -538,8 +538,11 @@ export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decisi
   tokensFreed: 0
 })
 
-/** `keepRecent` as the decisions read it: at least 0, and 0 for NaN. */
-export const keepOf = (keepRecent: number): number => Number.isNaN(keepRecent) ? 0 : Math.max(0, keepRecent)
+/**
+ * `keepRecent` as the decisions read it: a whole number of results, at least 0 (0 for NaN; a fraction rounds up, since
+ * "the newest 2.5 stay" keeps the 3 whose rank is below 2.5).
+ */
+export const keepOf = (keepRecent: number): number => Number.isNaN(keepRecent) ? 0 : Math.max(0, Math.ceil(keepRecent))
 
 /**
  * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
