@@ -10,7 +10,7 @@ import {
   frontierOf,
   MAX_POINTER_TOKENS
 } from "../src/internal/eviction.ts"
-import { formatOffloadRef, isOffloaded } from "../src/Offload.ts"
+import { formatOffloadRef, isOffloaded, parseOffloadRef } from "../src/Offload.ts"
 import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
@@ -203,6 +203,46 @@ describe("carried-forward eviction", () => {
       assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), referenceEvict(messages, keep, options))
     }
     assert.isAbove(late, 300)
+  })
+
+  it("writes paths and commands that need escapes as the reference does, and every pointer parses back to its ref", () => {
+    let escapedPaths = 0
+    for (let seed = 1; seed <= 200; seed++) {
+      const rand = prng(seed * 7_919)
+      const int = (n: number) => Math.floor(rand() * n)
+      // each file read several times, so a file's escaped path is reused; commands with quotes and backslashes
+      const paths = [
+        '/src/"quoted".ts',
+        "C:\\repo\\b.ts",
+        "/tab\there.ts",
+        "/plain.ts",
+        "/emoji\ud83d\ude00.ts",
+        "/lone\ud800.ts"
+      ]
+      const messages: Array<Message> = [{ role: "user", content: "go" }]
+      for (let turn = 0; turn < 10 + int(30); turn++) {
+        const id = `t${turn}`
+        const kind = int(3)
+        const input = kind === 2 ? { command: `grep -n "x${int(9)}" src\\*.ts` } : { path: paths[int(paths.length)]! }
+        messages.push({
+          role: "assistant",
+          content: [{ type: "tool_use", id, name: ["read", "edit", "bash"][kind]!, input }]
+        })
+        messages.push({
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: id, content: "y".repeat(400 + int(3000)) }]
+        })
+      }
+      const keep = [0, 1, 3][int(3)]!
+      const options: EvictOptions = { minSavings: 0 }
+      const evicted = evictStaleToolResults(messages, keep, options)
+      assert.deepStrictEqual(evicted, referenceEvict(messages, keep, options), `seed ${seed}`)
+      for (const o of evicted.offloaded) {
+        assert.deepStrictEqual(parseOffloadRef(o.block.content as string), o.ref, `seed ${seed}`)
+        if (o.ref._tag === "Read" && JSON.stringify(o.ref.path) !== `"${o.ref.path}"`) escapedPaths++
+      }
+    }
+    assert.isAbove(escapedPaths, 200)
   })
 
   it("refuses to extend past a message that opens a new API view", () => {

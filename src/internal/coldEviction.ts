@@ -12,6 +12,7 @@ import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokensUncached } from "../Tokens.ts"
 import type { LineRange, ToolClassifier } from "../Tools.ts"
 import { covers } from "../Tools.ts"
+import { escaped } from "./pointer.ts"
 import {
   type DecideOptions,
   type Decision,
@@ -25,6 +26,7 @@ import {
 
 /** What the messages after the current position hold for one file. */
 interface LaterReads {
+  readonly path: string
   /** The nearest later successful whole read, or -1; and the replies after it. */
   whole: number
   wholeReplies: number
@@ -37,12 +39,15 @@ interface LaterReads {
   writeReplies: number
   /** A later successful read exists: this read is not the file's latest. */
   readLater: boolean
+  /** The path as a pointer writes it (`pointer.escaped`), once a pointer of a read of it was priced. */
+  escapedPath: string | undefined
 }
 
 const laterReadsOf = (paths: Map<string, LaterReads>, path: string): LaterReads => {
   let facts = paths.get(path)
   if (facts === undefined) {
     facts = {
+      path,
       whole: -1,
       wholeReplies: 0,
       ranges: undefined,
@@ -50,7 +55,8 @@ const laterReadsOf = (paths: Map<string, LaterReads>, path: string): LaterReads 
       rangeReplies: undefined,
       write: -1,
       writeReplies: 0,
-      readLater: false
+      readLater: false,
+      escapedPath: undefined
     }
     paths.set(path, facts)
   }
@@ -200,8 +206,9 @@ export const evictCold = <M extends Message>(
       let reason: OffloadReason | undefined
       let sinceReplies = replies
       const counted = countedAt.length
+      let read: LaterReads | undefined
       if (action._tag === "Read") {
-        const facts = laterReadsOf(paths, action.path)
+        const facts = read = laterReadsOf(paths, action.path)
         const pinnedLatest = !facts.readLater && pinned !== undefined && pinned(action.path)
         const covering = coveringReplies(facts, action.range)
         if (covering >= 0) (reason = "superseded", sinceReplies = covering)
@@ -227,7 +234,8 @@ export const evictCold = <M extends Message>(
       if (reason === "stale" && keep > 0) sinceReplies = countedReplies[counted - keep]!
       const payload = payloadOf(result)
       if (payload <= MIN_POINTER_TOKENS || offloadedAlready(result, payload)) continue
-      const pointer = pointerOf(toolUse, action, result, reason, payload)
+      const path = read === undefined ? undefined : (read.escapedPath ??= escaped(read.path))
+      const pointer = pointerOf(toolUse, action, result, reason, payload, path)
       if (pointer === undefined) continue
       newContent ??= content.slice()
       newContent[j] = pointer.replacement

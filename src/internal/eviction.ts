@@ -365,14 +365,15 @@ export interface Pointer {
 /**
  * The pointer of `block` (answering `toolUse`, classified `action`, its payload `before` tokens) for `reason` when it
  * is smaller than the payload, else undefined. It is priced before its text is written, and an output's before its
- * input is shortened.
+ * input is shortened. `path`: a read's path already escaped (`pointerDraft`).
  */
 export const pointerOf = (
   toolUse: ToolUseBlock,
   action: ToolAction,
   block: ToolResultBlock,
   reason: OffloadReason,
-  before: number
+  before: number,
+  path?: string
 ): Pointer | undefined => {
   let ref = makeRef(toolUse, action, block, reason, before, "")
   if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
@@ -380,7 +381,7 @@ export const pointerOf = (
     ref = { ...ref, input: shortInput(toolUse) }
     if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   }
-  const draft = pointerDraft(ref)
+  const draft = pointerDraft(ref, path)
   const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
   if (after >= before) return undefined
   return { reason, ref, replacement: { ...block, content: draftText(draft, reason) }, before, after }

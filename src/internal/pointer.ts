@@ -42,8 +42,20 @@ const needsEscape = (text: string): boolean => {
   return false
 }
 
-/** `JSON.stringify(text)` without its quotes: `text` itself when it needs no escape (the common case). */
-const escaped = (text: string): string => needsEscape(text) ? JSON.stringify(text).slice(1, -1) : text
+/**
+ * `JSON.stringify(text)` without its quotes: `text` itself when it needs no escape (the common case for names, ids
+ * and paths, which a scan finds faster than `JSON.stringify` copies).
+ */
+export const escaped = (text: string): string => needsEscape(text) ? JSON.stringify(text).slice(1, -1) : text
+
+/**
+ * `escaped` for a text that often needs an escape (most shell commands hold a quote): one native pass, no scan
+ * first. Equal lengths mean nothing was escaped, since every escape is longer than its character.
+ */
+const escapedOften = (text: string): string => {
+  const quoted = JSON.stringify(text)
+  return quoted.length === text.length + 2 ? text : quoted.slice(1, -1)
+}
 
 /** A pointer without its reason: the text up to the reason field, the tokens and images fields, and its kind. */
 export interface PointerDraft {
@@ -60,16 +72,19 @@ const LINES_FIELD = " lines="
 const ID_FIELD = ' id="'
 const IMAGES_FIELD = " images="
 
-/** The draft of `ref`'s pointer (its reason is not read): every string field escaped once. */
-export const pointerDraft = (ref: OffloadRef): PointerDraft => {
+/**
+ * The draft of `ref`'s pointer (its reason is not read): every string field escaped once. `path`: a read's path
+ * already `escaped` (an eviction escapes each file's once).
+ */
+export const pointerDraft = (ref: OffloadRef, path?: string): PointerDraft => {
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : `${ref.tokens}`
   if (ref._tag === "Output") {
-    const head = OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escaped(ref.input) + '"' + ID_FIELD +
+    const head = OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escapedOften(ref.input) + '"' + ID_FIELD +
       escaped(ref.toolUseId)
     return { head, counts, read: false }
   }
   const lines = ref.range === undefined ? "" : `${LINES_FIELD}${ref.range.start}-${ref.range.end ?? ""}`
-  const head = READ_HEAD + escaped(ref.tool) + PATH_FIELD + escaped(ref.path) + '"' + lines + ID_FIELD +
+  const head = READ_HEAD + escaped(ref.tool) + PATH_FIELD + (path ?? escaped(ref.path)) + '"' + lines + ID_FIELD +
     escaped(ref.toolUseId)
   return { head, counts, read: true }
 }
