@@ -41,35 +41,41 @@ const isSpace = (c: number): boolean =>
     (c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f ||
       c === 0x205f || c === 0x3000 || c === 0xfeff))
 
+/** Where a fold starts: white space other than a plain space, or a plain space that more white space follows. */
+const FOLD = /[^\S ]| (?=\s)/g
+
 /**
- * The head of `text.slice(0, end)` on one line (every run of white space one space, trimmed) that decides its clip to `max`: that line itself when it has at most `max`
- * code units, else a prefix of it longer than `max`, found without reading further. One pass over the characters it
- * keeps; runs of white space other than one plain space are the only cuts, so a line without any is not copied.
+ * The head of `text.slice(0, end)` on one line (every run of white space one space, trimmed) that decides its clip to
+ * `max`: that line itself when it has at most `max` code units, else a prefix of it longer than `max`, found without
+ * reading further. The runs to fold are found by a regular expression (native, so a line with none is scanned fast and
+ * not copied), the rest is copied in slices between them.
  */
 export const oneLineHead = (text: string, end: number, max: number): string => {
-  const last = Math.min(end, text.length)
-  let i = 0
-  while (i < last && isSpace(text.charCodeAt(i))) i++
+  const window = end < text.length ? text.slice(0, end) : text
+  const last = window.length
+  let start = 0
+  while (start < last && isSpace(window.charCodeAt(start))) start++
   let out = ""
-  let start = i
-  while (i < last) {
-    const c = text.charCodeAt(i)
-    if (!isSpace(c)) {
-      // more text follows what is kept, so it is a prefix of the line
-      if (out.length + (i - start) > max) return out + text.slice(start, i)
-      i++
-      continue
+  for (;;) {
+    FOLD.lastIndex = start
+    if (!FOLD.test(window)) {
+      // nothing more to fold: the rest is kept, but for a plain space at the very end
+      return out + window.slice(start, window.charCodeAt(last - 1) === 32 && last - 1 >= start ? last - 1 : last)
     }
-    let j = i + 1
-    while (j < last && isSpace(text.charCodeAt(j))) j++
-    if (j === last) return out + text.slice(start, i)
-    if (c !== 32 || j > i + 1) {
-      out += text.slice(start, i) + " "
-      start = j
+    const at = FOLD.lastIndex - 1
+    // what precedes `at` is kept as is, and more text follows it unless the run from `at` reaches the end
+    if (out.length + (at - start) > max) return out + window.slice(start, at)
+    let next = at + 1
+    while (next < last && isSpace(window.charCodeAt(next))) next++
+    if (next >= last) {
+      let stop = at
+      while (stop > start && isSpace(window.charCodeAt(stop - 1))) stop--
+      return out + window.slice(start, stop)
     }
-    i = j
+    out += window.slice(start, at) + " "
+    start = next
+    if (out.length > max) return out
   }
-  return out + text.slice(start, last)
 }
 
 /** `text` as one line of at most `max` code units (`oneLine`, then `clipEnd`), reading only the head it keeps. */
