@@ -67,11 +67,8 @@ export const oneLineHead = (text: string, end: number, max: number): string => {
     if (out.length + (at - start) > max) return out + window.slice(start, at)
     let next = at + 1
     while (next < last && isSpace(window.charCodeAt(next))) next++
-    if (next >= last) {
-      let stop = at
-      while (stop > start && isSpace(window.charCodeAt(stop - 1))) stop--
-      return out + window.slice(start, stop)
-    }
+    // a run that reaches the end is trimmed (the character before `at` is not white space: a fold would start there)
+    if (next >= last) return out + window.slice(start, at)
     out += window.slice(start, at) + " "
     start = next
     if (out.length > max) return out
