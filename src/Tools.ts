@@ -26,19 +26,38 @@ export type ToolClassifier = (toolUse: ToolUseBlock) => ToolAction
 
 const OTHER: ToolAction = { _tag: "Other" }
 
-const str = (input: unknown, ...keys: ReadonlyArray<string>): string | undefined => {
-  if (typeof input !== "object" || input === null) return undefined
-  for (const key of keys) {
-    const value = (input as Record<string, unknown>)[key]
-    if (typeof value === "string" && value.length > 0) return value
-  }
-  return undefined
+/**
+ * A tool input's fields as the classifier reads them. Each is read by name at its own site (a property load the
+ * engine caches per input shape), not through a shared lookup by a variable key.
+ */
+interface Input {
+  readonly command?: unknown
+  readonly cmd?: unknown
+  readonly path?: unknown
+  readonly file_path?: unknown
+  readonly file?: unknown
+  readonly filename?: unknown
+  readonly notebook_path?: unknown
+  readonly pattern?: unknown
+  readonly query?: unknown
+  readonly url?: unknown
+  readonly offset?: unknown
+  readonly limit?: unknown
+  readonly line_number?: unknown
+  readonly view_range?: unknown
 }
 
-const num = (input: unknown, key: string): number | undefined => {
-  const value = typeof input === "object" && input !== null ? (input as Record<string, unknown>)[key] : undefined
-  return typeof value === "number" && Number.isFinite(value) ? value : undefined
-}
+/** The input as an object to read fields of, or `undefined` when it is not one. */
+const fields = (input: unknown): Input | undefined =>
+  typeof input === "object" && input !== null ? input as Input : undefined
+
+/** `value` when it is a non-empty string. */
+const nonEmpty = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length > 0 ? value : undefined
+
+/** `value` when it is a finite number. */
+const finite = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isFinite(value) ? value : undefined
 
 const read = (path: string | undefined, range?: LineRange): ToolAction =>
   path === undefined ? OTHER : range === undefined ? { _tag: "Read", path } : { _tag: "Read", path, range }
@@ -46,19 +65,52 @@ const read = (path: string | undefined, range?: LineRange): ToolAction =>
 const write = (path: string | undefined): ToolAction => path === undefined ? OTHER : { _tag: "Write", path }
 
 /** An `offset` (first line, 1-based) plus `limit` (line count) read, as Claude Code and pi send it. */
-const offsetLimit = (input: unknown): LineRange | undefined => {
-  const offset = num(input, "offset")
-  const limit = num(input, "limit")
+const offsetLimit = (input: Input): LineRange | undefined => {
+  const offset = finite(input.offset)
+  const limit = finite(input.limit)
   if (offset === undefined && limit === undefined) return undefined
   const start = Math.max(1, offset ?? 1)
   return limit === undefined ? { start } : { start, end: start + Math.max(0, limit) - 1 }
 }
 
-const viewRange = (input: unknown): LineRange | undefined => {
-  const range = typeof input === "object" && input !== null ? (input as Record<string, unknown>).view_range : undefined
+const viewRange = (input: Input): LineRange | undefined => {
+  const range = input.view_range
   if (!Array.isArray(range) || typeof range[0] !== "number") return undefined
   const end = range[1]
   return typeof end === "number" && end >= range[0] ? { start: range[0], end } : { start: range[0] }
+}
+
+/** The classification of each known tool's input, by tool name (one lookup instead of a chain of name comparisons). */
+const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map<string, (input: Input) => ToolAction>(
+  [
+    ["Read", (i) => read(nonEmpty(i.file_path), offsetLimit(i))],
+    ["Write", (i) => write(nonEmpty(i.file_path))],
+    ["Edit", (i) => write(nonEmpty(i.file_path))],
+    ["MultiEdit", (i) => write(nonEmpty(i.file_path))],
+    ["NotebookEdit", (i) => write(nonEmpty(i.notebook_path))],
+    ["str_replace_based_edit_tool", (i) => textEditor(i)],
+    ["str_replace_editor", (i) => textEditor(i)],
+    ["read", (i) => read(nonEmpty(i.path) ?? nonEmpty(i.file_path), offsetLimit(i))],
+    ["read_file", (i) => read(nonEmpty(i.path) ?? nonEmpty(i.file_path), offsetLimit(i))],
+    // SWE-agent shows a window around `line_number`: only an identical `open` (or a whole-file read) covers it
+    ["open", (i) => {
+      const line = Math.max(1, finite(i.line_number) ?? 1)
+      return read(nonEmpty(i.path) ?? nonEmpty(i.file), { start: line, end: line })
+    }],
+    ...(["write", "edit", "write_file", "edit_file", "create"] as const).map((name) =>
+      [name, (i: Input) => write(nonEmpty(i.path) ?? nonEmpty(i.file_path) ?? nonEmpty(i.filename))] as const
+    )
+  ]
+)
+
+/** Anthropic's text editor tool: `view` reads, `create` / `str_replace` / `insert` / `undo_edit` write. */
+const textEditor = (input: Input): ToolAction => {
+  const command = nonEmpty(input.command)
+  if (command === "view") return read(nonEmpty(input.path), viewRange(input))
+  if (command === "create" || command === "str_replace" || command === "insert" || command === "undo_edit") {
+    return write(nonEmpty(input.path))
+  }
+  return OTHER
 }
 
 /**
@@ -74,42 +126,9 @@ const viewRange = (input: unknown): LineRange | undefined => {
  * @category classifiers
  */
 export const defaultToolClassifier: ToolClassifier = (toolUse) => {
-  const input = toolUse.input
-  switch (toolUse.name) {
-    case "Read":
-      return read(str(input, "file_path"), offsetLimit(input))
-    case "Write":
-    case "Edit":
-    case "MultiEdit":
-      return write(str(input, "file_path"))
-    case "NotebookEdit":
-      return write(str(input, "notebook_path"))
-    case "str_replace_based_edit_tool":
-    case "str_replace_editor": {
-      const command = str(input, "command")
-      if (command === "view") return read(str(input, "path"), viewRange(input))
-      if (command === "create" || command === "str_replace" || command === "insert" || command === "undo_edit") {
-        return write(str(input, "path"))
-      }
-      return OTHER
-    }
-    case "read":
-    case "read_file":
-      return read(str(input, "path", "file_path"), offsetLimit(input))
-    case "open": {
-      // SWE-agent shows a window around `line_number`: only an identical `open` (or a whole-file read) covers it
-      const line = Math.max(1, num(input, "line_number") ?? 1)
-      return read(str(input, "path", "file"), { start: line, end: line })
-    }
-    case "write":
-    case "edit":
-    case "write_file":
-    case "edit_file":
-    case "create":
-      return write(str(input, "path", "file_path", "filename"))
-    default:
-      return OTHER
-  }
+  const input = fields(toolUse.input)
+  const classify = input === undefined ? undefined : KNOWN_TOOLS.get(toolUse.name)
+  return classify === undefined ? OTHER : classify(input!)
 }
 
 /** True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges */
@@ -128,12 +147,16 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
  */
 export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
   const input = toolUse.input
-  const key = str(input, "command", "cmd", "file_path", "path", "pattern", "query", "url", "notebook_path")
+  const f = fields(input)
+  const key = f === undefined ?
+    undefined :
+    nonEmpty(f.command) ?? nonEmpty(f.cmd) ?? nonEmpty(f.file_path) ?? nonEmpty(f.path) ??
+      nonEmpty(f.pattern) ?? nonEmpty(f.query) ?? nonEmpty(f.url) ?? nonEmpty(f.notebook_path)
   const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
   // folded from its first max * 4 code units, and only as far as the clip to max reads
   let text = oneLineHead(raw, max * 4, max)
-  if (key !== undefined && typeof input === "object" && input !== null) {
-    const range = offsetLimit(input) ?? viewRange(input)
+  if (key !== undefined) {
+    const range = offsetLimit(f!) ?? viewRange(f!)
     if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`
   }
   return clipEnd(text, max) // never splits a surrogate pair

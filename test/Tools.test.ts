@@ -47,7 +47,15 @@ describe("defaultToolClassifier", () => {
       [use("Read", {}), { _tag: "Other" }],
       [use("Read", { file_path: "" }), { _tag: "Other" }],
       [use("read", "not an object"), { _tag: "Other" }],
-      [use("str_replace_editor", { command: "undo", path: "/a.ts" }), { _tag: "Other" }]
+      [use("str_replace_editor", { command: "undo", path: "/a.ts" }), { _tag: "Other" }],
+      [use("str_replace_editor", { command: "undo_edit", path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("NotebookEdit", { notebook_path: "/n.ipynb" }), { _tag: "Write", path: "/n.ipynb" }],
+      [use("edit_file", { file_path: "/a.ts" }), { _tag: "Write", path: "/a.ts" }],
+      [use("read", { file_path: "/a.ts", offset: Number.NaN }), { _tag: "Read", path: "/a.ts" }],
+      [use("open", { file: "b.py", line_number: 0 }), { _tag: "Read", path: "b.py", range: { start: 1, end: 1 } }],
+      [use("constructor", { path: "/a.ts" }), { _tag: "Other" }],
+      [use("__proto__", { path: "/a.ts" }), { _tag: "Other" }],
+      [use("Write", null), { _tag: "Other" }]
     ]
     for (const [toolUse, expected] of cases) {
       assert.deepStrictEqual(defaultToolClassifier(toolUse), expected, toolUse.name)
