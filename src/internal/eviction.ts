@@ -378,7 +378,9 @@ export const pointerOf = (
   let ref = makeRef(toolUse, action, block, reason, before, "")
   if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   if (ref._tag === "Output") {
-    ref = { ...ref, input: shortInput(toolUse) }
+    // the same keys in the same order as `makeRef`'s, so both refs share one shape
+    const { tool, toolUseId, images } = ref
+    ref = { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens: before, images }
     if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   }
   const draft = pointerDraft(ref, path)
