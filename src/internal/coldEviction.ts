@@ -24,21 +24,27 @@ import {
   worthIt
 } from "./eviction.ts"
 
-/** What the messages after the current position hold for one file. */
+/** A later successful partial read: its lines, its message and the replies after it. */
+interface PartialRead {
+  readonly range: LineRange
+  readonly message: number
+  readonly replies: number
+}
+
+/**
+ * What the messages after the current position hold for one file. A later successful read exists (this read is not
+ * the file's latest) exactly when `whole` or `ranges` is set.
+ */
 interface LaterReads {
   readonly path: string
   /** The nearest later successful whole read, or -1; and the replies after it. */
   whole: number
   wholeReplies: number
-  /** Later successful partial reads none of which another one covers, with their messages and replies after. */
-  ranges: Array<LineRange> | undefined
-  rangeAt: Array<number> | undefined
-  rangeReplies: Array<number> | undefined
+  /** Later successful partial reads after the nearest whole one, none of which another one covers. */
+  ranges: Array<PartialRead> | undefined
   /** The nearest later successful write, or -1; and the replies after it. */
   write: number
   writeReplies: number
-  /** A later successful read exists: this read is not the file's latest. */
-  readLater: boolean
   /** The path as a pointer writes it (`pointer.escaped`), once a pointer of a read of it was priced. */
   escapedPath: string | undefined
 }
@@ -51,11 +57,8 @@ const laterReadsOf = (paths: Map<string, LaterReads>, path: string): LaterReads 
       whole: -1,
       wholeReplies: 0,
       ranges: undefined,
-      rangeAt: undefined,
-      rangeReplies: undefined,
       write: -1,
       writeReplies: 0,
-      readLater: false,
       escapedPath: undefined
     }
     paths.set(path, facts)
@@ -65,28 +68,20 @@ const laterReadsOf = (paths: Map<string, LaterReads>, path: string): LaterReads 
 
 /** Records a successful read at `message` as the nearest later one. */
 const addRead = (facts: LaterReads, range: LineRange | undefined, message: number, replies: number): void => {
-  facts.readLater = true
   if (range === undefined) {
     facts.whole = message
     facts.wholeReplies = replies
-    facts.ranges = facts.rangeAt = facts.rangeReplies = undefined
+    facts.ranges = undefined
     return
   }
-  const ranges = facts.ranges ??= []
-  const at = facts.rangeAt ??= []
-  const rs = facts.rangeReplies ??= []
-  let kept = 0
-  for (let k = 0; k < ranges.length; k++) {
-    if (covers(range, ranges[k])) continue
-    ranges[kept] = ranges[k]!
-    at[kept] = at[k]!
-    rs[kept++] = rs[k]!
-  }
-  ranges.length = at.length = rs.length = kept
-  ranges.push(range)
-  at.push(message)
-  rs.push(replies)
+  // a farther read this one covers can no longer be the nearest covering one
+  const kept = facts.ranges?.filter((later) => !covers(range, later.range)) ?? []
+  kept.push({ range, message, replies })
+  facts.ranges = kept
 }
+
+/** Whether a later successful read of the file exists. */
+const readLater = (facts: LaterReads): boolean => facts.whole >= 0 || facts.ranges !== undefined
 
 /**
  * The replies after the nearest later read covering `range` (the moment this read became superseded), or -1 when no
@@ -95,11 +90,9 @@ const addRead = (facts: LaterReads, range: LineRange | undefined, message: numbe
 const coveringReplies = (facts: LaterReads, range: LineRange | undefined): number => {
   let at = facts.whole
   let replies = facts.wholeReplies
-  const ranges = facts.ranges
-  if (range !== undefined && ranges !== undefined) {
-    for (let k = 0; k < ranges.length; k++) {
-      const m = facts.rangeAt![k]!
-      if ((at < 0 || m < at) && covers(ranges[k], range)) (at = m, replies = facts.rangeReplies![k]!)
+  if (range !== undefined && facts.ranges !== undefined) {
+    for (const later of facts.ranges) {
+      if ((at < 0 || later.message < at) && covers(later.range, range)) (at = later.message, replies = later.replies)
     }
   }
   return at < 0 ? -1 : replies
@@ -209,7 +202,7 @@ export const evictCold = <M extends Message>(
       let read: LaterReads | undefined
       if (action._tag === "Read") {
         const facts = read = laterReadsOf(paths, action.path)
-        const pinnedLatest = !facts.readLater && pinned !== undefined && pinned(action.path)
+        const pinnedLatest = !readLater(facts) && pinned !== undefined && pinned(action.path)
         const covering = coveringReplies(facts, action.range)
         if (covering >= 0) (reason = "superseded", sinceReplies = covering)
         else if (facts.write >= 0 && !pinnedLatest) (reason = "modified", sinceReplies = facts.writeReplies)
