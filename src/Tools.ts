@@ -80,29 +80,6 @@ const viewRange = (input: Input): LineRange | undefined => {
   return typeof end === "number" && end >= range[0] ? { start: range[0], end } : { start: range[0] }
 }
 
-/** The classification of each known tool's input, by tool name (one lookup instead of a chain of name comparisons). */
-const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map<string, (input: Input) => ToolAction>(
-  [
-    ["Read", (i) => read(nonEmpty(i.file_path), offsetLimit(i))],
-    ["Write", (i) => write(nonEmpty(i.file_path))],
-    ["Edit", (i) => write(nonEmpty(i.file_path))],
-    ["MultiEdit", (i) => write(nonEmpty(i.file_path))],
-    ["NotebookEdit", (i) => write(nonEmpty(i.notebook_path))],
-    ["str_replace_based_edit_tool", (i) => textEditor(i)],
-    ["str_replace_editor", (i) => textEditor(i)],
-    ["read", (i) => read(nonEmpty(i.path) ?? nonEmpty(i.file_path), offsetLimit(i))],
-    ["read_file", (i) => read(nonEmpty(i.path) ?? nonEmpty(i.file_path), offsetLimit(i))],
-    // SWE-agent shows a window around `line_number`: only an identical `open` (or a whole-file read) covers it
-    ["open", (i) => {
-      const line = Math.max(1, finite(i.line_number) ?? 1)
-      return read(nonEmpty(i.path) ?? nonEmpty(i.file), { start: line, end: line })
-    }],
-    ...(["write", "edit", "write_file", "edit_file", "create"] as const).map((name) =>
-      [name, (i: Input) => write(nonEmpty(i.path) ?? nonEmpty(i.file_path) ?? nonEmpty(i.filename))] as const
-    )
-  ]
-)
-
 /** Anthropic's text editor tool: `view` reads, `create` / `str_replace` / `insert` / `undo_edit` write. */
 const textEditor = (input: Input): ToolAction => {
   const command = nonEmpty(input.command)
@@ -112,6 +89,42 @@ const textEditor = (input: Input): ToolAction => {
   }
   return OTHER
 }
+
+/** Claude Code's `Write`, `Edit` and `MultiEdit`. */
+const fileWrite = (input: Input): ToolAction => write(nonEmpty(input.file_path))
+
+/** pi's and the plain `read` / `read_file`. */
+const plainRead = (input: Input): ToolAction =>
+  read(nonEmpty(input.path) ?? nonEmpty(input.file_path), offsetLimit(input))
+
+/** pi's and the plain `write` / `edit` / `write_file` / `edit_file`, and SWE-agent's `create`. */
+const plainWrite = (input: Input): ToolAction =>
+  write(nonEmpty(input.path) ?? nonEmpty(input.file_path) ?? nonEmpty(input.filename))
+
+/** SWE-agent shows a window around `line_number`: only an identical `open` (or a whole-file read) covers it. */
+const openWindow = (input: Input): ToolAction => {
+  const line = Math.max(1, finite(input.line_number) ?? 1)
+  return read(nonEmpty(input.path) ?? nonEmpty(input.file), { start: line, end: line })
+}
+
+/** The classification of each known tool's input, by tool name (one lookup instead of a chain of name comparisons). */
+const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map([
+  ["Read", (input: Input) => read(nonEmpty(input.file_path), offsetLimit(input))],
+  ["Write", fileWrite],
+  ["Edit", fileWrite],
+  ["MultiEdit", fileWrite],
+  ["NotebookEdit", (input: Input) => write(nonEmpty(input.notebook_path))],
+  ["str_replace_based_edit_tool", textEditor],
+  ["str_replace_editor", textEditor],
+  ["read", plainRead],
+  ["read_file", plainRead],
+  ["open", openWindow],
+  ["write", plainWrite],
+  ["edit", plainWrite],
+  ["write_file", plainWrite],
+  ["edit_file", plainWrite],
+  ["create", plainWrite]
+])
 
 /**
  * The default classifier. It knows:

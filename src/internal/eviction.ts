@@ -334,19 +334,18 @@ const countImages = (content: ToolResultBlock["content"]): number => {
   return n
 }
 
-/** A result's ref; an `Output` one with `input` for its input (`shortInput` of the call, or "" to price it without). */
+/** A result's ref; an `Output` one with an empty input, to price it before its input is shortened. */
 const makeRef = (
   toolUse: ToolUseBlock,
   action: ToolAction,
   block: ToolResultBlock,
   reason: OffloadReason,
-  tokens: number,
-  input: string
+  tokens: number
 ): OffloadRef => {
   const tool = toolUse.name
   const toolUseId = block.tool_use_id
   const images = countImages(block.content)
-  if (action._tag !== "Read") return { _tag: "Output", input, tool, toolUseId, reason, tokens, images }
+  if (action._tag !== "Read") return { _tag: "Output", input: "", tool, toolUseId, reason, tokens, images }
   // the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back
   return action.range === undefined
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
@@ -375,7 +374,7 @@ export const pointerOf = (
   before: number,
   path?: string
 ): Pointer | undefined => {
-  let ref = makeRef(toolUse, action, block, reason, before, "")
+  let ref = makeRef(toolUse, action, block, reason, before)
   if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   if (ref._tag === "Output") {
     // the same keys in the same order as `makeRef`'s, so both refs share one shape
