@@ -31,7 +31,7 @@ import { HotPaths } from "../src/HotPaths.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import { perSample, perSampleOptions } from "./baselines.ts"
-import { mb, settledHeap } from "./util.ts"
+import { duration, mb, settledHeap } from "./util.ts"
 
 /** A state holding `session` as its view, as a resumed conversation would, then prepared once. */
 export const stateOf = (session: ReadonlyArray<Message>): ConversationState => {
@@ -69,7 +69,6 @@ export const stepMeasure = (start: ConversationState, maxSamples: number) => {
  * and every page costs a fault on first touch.
  */
 const copyCliff = async (): Promise<Array<string>> => {
-  const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
   const messages = generateSession(50_000, { messages: 50_000 })
   const lines = [
     "| elements | one copy (`slice`) | per element | minor page faults per copy |",
@@ -82,7 +81,7 @@ const copyCliff = async (): Promise<Array<string>> => {
     for (let k = 0; k < 200; k++) do_not_optimize(list.slice())
     const perCopy = (process.resourceUsage().minorPageFault - faults) / 200
     lines.push(
-      `| ${size.toLocaleString("en")} | ${time(copy)} | ${(copy / size).toFixed(2)} ns | ${perCopy.toFixed(1)} |`
+      `| ${size.toLocaleString("en")} | ${duration(copy)} | ${(copy / size).toFixed(2)} ns | ${perCopy.toFixed(1)} |`
     )
   }
   return lines
@@ -115,7 +114,6 @@ export const stateMemory = ():
 
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
-  const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
   const lines = [
     "| messages | step | view copy | evict cold (no carried decisions) | step / evict cold |",
     "| ---: | ---: | ---: | ---: | ---: |"
@@ -131,7 +129,7 @@ if (isMain) {
     const cold = (await measure(() => do_not_optimize(evictStaleToolResults(session, 10)))).p50
     steps.set(size, step)
     lines.push(
-      `| ${session.length.toLocaleString("en")} | ${time(step)} | ${time(copy)} | ${time(cold)} | ${
+      `| ${session.length.toLocaleString("en")} | ${duration(step)} | ${duration(copy)} | ${duration(cold)} | ${
         (step / cold).toFixed(3)
       } |`
     )

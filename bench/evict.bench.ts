@@ -31,14 +31,13 @@ import {
   prepareWorkload,
   warmEviction
 } from "./peers/adapters.ts"
-import { aged, p50 } from "./util.ts"
+import { aged, duration, p50 } from "./util.ts"
 
 const sessions: ReadonlyArray<PreparedSession> = [
   prepareSession("real session ×10", repeatedRealSession(10)),
   ...GENERATED_SIZES.map((n) => prepareWorkload(n).sessions[0]!)
 ]
 
-const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
 const lines = [
   "| workload | messages | `pruneMessages` | cold | cold / prune | warm (+1 turn) | warm / prune | `HotPaths.fromMessages` | copying | copying / persistent |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -67,9 +66,9 @@ for (const s of sessions) {
   const hot = await p50(() => do_not_optimize(HotPaths.fromMessages(evicted)))
   const copying = await p50(() => do_not_optimize(CopyingHotPaths.fromMessages(evicted)))
   lines.push(
-    `| ${s.name} | ${messages.length.toLocaleString("en")} | ${time(prune)} | ${time(cold)} | ${
+    `| ${s.name} | ${messages.length.toLocaleString("en")} | ${duration(prune)} | ${duration(cold)} | ${
       (cold / prune).toFixed(2)
-    } | ${time(warmNs)} | ${(warmNs / prune).toFixed(3)} | ${time(hot)} | ${time(copying)} | ${
+    } | ${duration(warmNs)} | ${(warmNs / prune).toFixed(3)} | ${duration(hot)} | ${duration(copying)} | ${
       (copying / hot).toFixed(2)
     } |`
   )
@@ -104,7 +103,7 @@ for (const files of [100, 10_000]) {
     const persistent = await p50(() => do_not_optimize(run(persistentTracker)))
     measured[`${files} ${observed}`] = { copying, persistent }
     stepRows.push(
-      `| ${files.toLocaleString("en")} | ${observed} | ${time(copying)} | ${time(persistent)} | ${
+      `| ${files.toLocaleString("en")} | ${observed} | ${duration(copying)} | ${duration(persistent)} | ${
         (copying / persistent).toFixed(1)
       } |`
     )

@@ -26,7 +26,7 @@ import {
   sumStringLengths
 } from "./baselines.ts"
 import { peers, prepareSession } from "./peers/adapters.ts"
-import { mb, p50, settledHeap } from "./util.ts"
+import { duration, mb, p50, settledHeap } from "./util.ts"
 
 const workloads: ReadonlyArray<readonly [string, ReadonlyArray<Message>]> = [
   ["real session ×10", repeatedRealSession(10)],
@@ -34,7 +34,6 @@ const workloads: ReadonlyArray<readonly [string, ReadonlyArray<Message>]> = [
 ]
 
 const ratio = (x: number) => x >= 10 ? x.toFixed(0) : x.toFixed(2)
-const time = (ns: number) => ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
 
 const lines = [
   "| workload | messages | floor | cold (fresh objects) | cold / floor | pi / cold | no cache | step (+1 message) | pi | pi / step |",
@@ -51,9 +50,9 @@ for (const [name, messages] of workloads) {
   const pi = await p50(() => do_not_optimize(peers.piEstimate(prepared)))
   steps.set(name, step)
   lines.push(
-    `| ${name} | ${messages.length.toLocaleString("en")} | ${time(floor)} | ${time(cold)} | ${ratio(cold / floor)} | ${
-      ratio(pi / cold)
-    } | ${time(uncached)} | ${time(step)} | ${time(pi)} | ${ratio(pi / step)} |`
+    `| ${name} | ${messages.length.toLocaleString("en")} | ${duration(floor)} | ${duration(cold)} | ${
+      ratio(cold / floor)
+    } | ${ratio(pi / cold)} | ${duration(uncached)} | ${duration(step)} | ${duration(pi)} | ${ratio(pi / step)} |`
   )
 }
 lines.push("", `step growth, generated 50k / 10k: ${ratio(steps.get("generated 50k")! / steps.get("generated 10k")!)}`)

@@ -60,6 +60,10 @@ export const aged = <A>(value: A): A => {
   return value
 }
 
+/** A duration in nanoseconds as microseconds with one decimal, or milliseconds with two from 1 ms on. */
+export const duration = (ns: number): string =>
+  ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(1)} µs`
+
 /** A byte count in mebibytes with one decimal, e.g. `12.3 MB`. */
 export const mb = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MB`
 
