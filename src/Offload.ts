@@ -9,7 +9,7 @@ import type { ContentBlock, ToolResultBlock } from "./Message.ts"
 import { isText, isToolResult } from "./Message.ts"
 import { estimateContentTokens } from "./Tokens.ts"
 import type { LineRange } from "./Tools.ts"
-import { draftText, pointerDraft, PREFIX } from "./internal/pointer.ts"
+import { PREFIX, writePointer } from "./internal/pointer.ts"
 
 /**
  * The legacy placeholder that older builds (the Go implementation) wrote instead of a typed pointer. `isOffloaded`
@@ -58,7 +58,7 @@ export type OffloadRef =
  * one per offloaded result, so it is built from few pieces (`internal/pointer`).
  * @category pointers
  */
-export const formatOffloadRef = (ref: OffloadRef): string => draftText(pointerDraft(ref), ref.reason)
+export const formatOffloadRef = (ref: OffloadRef): string => writePointer(ref)
 
 const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
 const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])

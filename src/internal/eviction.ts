@@ -34,7 +34,7 @@ import {
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers, shortInput } from "../Tools.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
-import { draftLength, draftText, pointerDraft, pointerLengthAtLeast } from "./pointer.ts"
+import { outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "./pointer.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -334,23 +334,18 @@ const countImages = (content: ToolResultBlock["content"]): number => {
   return n
 }
 
-/** A result's ref; an `Output` one with an empty input, to price it before its input is shortened. */
-const makeRef = (
-  toolUse: ToolUseBlock,
-  action: ToolAction,
-  block: ToolResultBlock,
+/** A read's ref, with the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back. */
+const readRef = (
+  action: Extract<ToolAction, { _tag: "Read" }>,
+  tool: string,
+  toolUseId: string,
   reason: OffloadReason,
-  tokens: number
-): OffloadRef => {
-  const tool = toolUse.name
-  const toolUseId = block.tool_use_id
-  const images = countImages(block.content)
-  if (action._tag !== "Read") return { _tag: "Output", input: "", tool, toolUseId, reason, tokens, images }
-  // the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back
-  return action.range === undefined
+  tokens: number,
+  images: number
+): OffloadRef =>
+  action.range === undefined
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
     : { _tag: "Read", path: action.path, range: action.range, tool, toolUseId, reason, tokens, images }
-}
 
 /** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
 export interface Pointer {
@@ -363,8 +358,8 @@ export interface Pointer {
 
 /**
  * The pointer of `block` (answering `toolUse`, classified `action`, its payload `before` tokens) for `reason` when it
- * is smaller than the payload, else undefined. It is priced before its text is written, and an output's before its
- * input is shortened. `path`: a read's path already escaped (`pointerDraft`).
+ * is smaller than the payload, else undefined. It is priced by its fields' lengths before its text is written, and an
+ * output's before its input is shortened. `path`: a read's path already escaped (`pointer.escaped`).
  */
 export const pointerOf = (
   toolUse: ToolUseBlock,
@@ -374,18 +369,22 @@ export const pointerOf = (
   before: number,
   path?: string
 ): Pointer | undefined => {
-  let ref = makeRef(toolUse, action, block, reason, before)
-  if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
-  if (ref._tag === "Output") {
-    // the same keys in the same order as `makeRef`'s, so both refs share one shape
-    const { tool, toolUseId, images } = ref
+  const tool = toolUse.name
+  const toolUseId = block.tool_use_id
+  const images = countImages(block.content)
+  let ref: OffloadRef
+  if (action._tag === "Read") ref = readRef(action, tool, toolUseId, reason, before, images)
+  else {
+    if (Math.ceil(outputLengthAtLeast(tool, toolUseId, 0, reason, before, images) / CHARS_PER_TOKEN) >= before) {
+      return undefined
+    }
     ref = { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens: before, images }
-    if (Math.ceil(pointerLengthAtLeast(ref, reason) / CHARS_PER_TOKEN) >= before) return undefined
   }
-  const draft = pointerDraft(ref, path)
-  const after = Math.ceil(draftLength(draft, reason) / CHARS_PER_TOKEN)
+  if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
+  const content = writePointer(ref, path)
+  const after = Math.ceil(content.length / CHARS_PER_TOKEN)
   if (after >= before) return undefined
-  return { reason, ref, replacement: { ...block, content: draftText(draft, reason) }, before, after }
+  return { reason, ref, replacement: { ...block, content }, before, after }
 }
 
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */

@@ -1,9 +1,7 @@
 /**
- * How `Offload.formatOffloadRef` writes a pointer, in two steps so an eviction can price one before writing it: a
- * draft holds the fields that do not depend on the reason, escaped once (`pointerDraft`); its length for a reason is
- * sums of lengths (`draftLength`), and its text is built only for a pointer that is taken (`draftText`). Before
- * any escape, `pointerLengthAtLeast` bounds the length from below by the fields' own lengths.
- * `formatOffloadRef(ref)` is `draftText(pointerDraft(ref), ref.reason)`.
+ * How `Offload.formatOffloadRef` writes a pointer (`writePointer`), from few pieces since an eviction writes one per
+ * offloaded result. Before any escape, `pointerLengthAtLeast` bounds its length from below by the fields' own lengths,
+ * so an eviction can drop a pointer that would not pay before it writes it.
  *
  * @internal
  */
@@ -57,62 +55,66 @@ const escapedOften = (text: string): string => {
   return quoted.length === text.length + 2 ? text : quoted.slice(1, -1)
 }
 
-/** A pointer without its reason: the text up to the reason field, the tokens and images fields, and its kind. */
-export interface PointerDraft {
-  /** From the `[` to the last character of the id's value. */
-  readonly head: string
-  /** The tokens value and, when there are images, the images field. */
-  readonly counts: string
-  readonly read: boolean
-}
-
 const INPUT_FIELD = '" input="'
 const PATH_FIELD = '" path="'
-const LINES_FIELD = " lines="
-const ID_FIELD = ' id="'
+/** The closing quote of the input or path and the id field's name. */
+const ID_FIELD = '" id="'
+/** A ranged read's path: its closing quote, the lines field's name; its id field's name after the range. */
+const LINES_FIELD = '" lines='
+const ID_AFTER_LINES = ' id="'
 const IMAGES_FIELD = " images="
 
 /**
- * The draft of `ref`'s pointer (its reason is not read): every string field escaped once. `path`: a read's path
+ * The pointer text of `ref` (`Offload.formatOffloadRef`), every string field escaped once. `path`: a read's path
  * already `escaped` (an eviction escapes each file's once).
  */
-export const pointerDraft = (ref: OffloadRef, path?: string): PointerDraft => {
-  const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : `${ref.tokens}`
+export const writePointer = (ref: OffloadRef, path?: string): string => {
+  const reason = ref.reason
+  const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
-    const head = OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escapedOften(ref.input) + '"' + ID_FIELD +
-      escaped(ref.toolUseId)
-    return { head, counts, read: false }
+    return OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escapedOften(ref.input) + ID_FIELD + escaped(ref.toolUseId) +
+      REASON_FIELD[reason] + counts + OUTPUT_TAIL
   }
-  const lines = ref.range === undefined ? "" : `${LINES_FIELD}${ref.range.start}-${ref.range.end ?? ""}`
-  const head = READ_HEAD + escaped(ref.tool) + PATH_FIELD + (path ?? escaped(ref.path)) + '"' + lines + ID_FIELD +
-    escaped(ref.toolUseId)
-  return { head, counts, read: true }
+  const range = ref.range
+  const idField = range === undefined ? ID_FIELD : `${LINES_FIELD}${range.start}-${range.end ?? ""}${ID_AFTER_LINES}`
+  return READ_HEAD + escaped(ref.tool) + PATH_FIELD + (path ?? escaped(ref.path)) + idField + escaped(ref.toolUseId) +
+    REASON_FIELD[reason] + counts + READ_TAIL[reason]
 }
 
 const digits = (n: number): number => `${n}`.length
 
 /**
- * At most the length of `ref`'s pointer for `reason`, and exactly it when no string field needs an escape: the sum of
- * the fields' own lengths, with nothing escaped or built. A pointer this long already is no smaller than its payload.
+ * At most the length of an output pointer with these fields (`input`: the input's length), and exactly it when no
+ * string field needs an escape: the sum of the fields' own lengths, with nothing escaped or built.
  */
-export const pointerLengthAtLeast = (ref: OffloadRef, reason: OffloadReason): number => {
-  const counts = digits(ref.tokens) + (ref.images > 0 ? IMAGES_FIELD.length + digits(ref.images) : 0)
-  const common = ref.tool.length + ID_FIELD.length + ref.toolUseId.length + REASON_FIELD[reason].length + counts
+export const outputLengthAtLeast = (
+  tool: string,
+  toolUseId: string,
+  input: number,
+  reason: OffloadReason,
+  tokens: number,
+  images: number
+): number =>
+  OUTPUT_HEAD.length + INPUT_FIELD.length + input + ID_FIELD.length + tool.length + toolUseId.length +
+  REASON_FIELD[reason].length + countsLength(tokens, images) + OUTPUT_TAIL.length
+
+const countsLength = (tokens: number, images: number): number =>
+  digits(tokens) + (images > 0 ? IMAGES_FIELD.length + digits(images) : 0)
+
+/**
+ * At most the length of `ref`'s pointer (`writePointer`), and exactly it when no string field needs an escape. A
+ * pointer this long already is no smaller than its payload.
+ */
+export const pointerLengthAtLeast = (ref: OffloadRef): number => {
   if (ref._tag === "Output") {
-    return OUTPUT_HEAD.length + INPUT_FIELD.length + ref.input.length + 1 + common + OUTPUT_TAIL.length
+    return outputLengthAtLeast(ref.tool, ref.toolUseId, ref.input.length, ref.reason, ref.tokens, ref.images)
   }
   const range = ref.range
-  const lines = range === undefined
-    ? 0
-    : LINES_FIELD.length + digits(range.start) + 1 + (range.end === undefined ? 0 : digits(range.end))
-  return READ_HEAD.length + PATH_FIELD.length + ref.path.length + 1 + lines + common + READ_TAIL[reason].length
+  const idField = range === undefined
+    ? ID_FIELD.length
+    : LINES_FIELD.length + digits(range.start) + 1 + (range.end === undefined ? 0 : digits(range.end)) +
+      ID_AFTER_LINES.length
+  return READ_HEAD.length + PATH_FIELD.length + ref.path.length + idField + ref.tool.length +
+    ref.toolUseId.length + REASON_FIELD[ref.reason].length + countsLength(ref.tokens, ref.images) +
+    READ_TAIL[ref.reason].length
 }
-
-/** `draftText(draft, reason).length`, without building the text. */
-export const draftLength = (draft: PointerDraft, reason: OffloadReason): number =>
-  draft.head.length + REASON_FIELD[reason].length + draft.counts.length +
-  (draft.read ? READ_TAIL[reason] : OUTPUT_TAIL).length
-
-/** The pointer text of a draft for `reason`. */
-export const draftText = (draft: PointerDraft, reason: OffloadReason): string =>
-  draft.head + REASON_FIELD[reason] + draft.counts + (draft.read ? READ_TAIL[reason] : OUTPUT_TAIL)
