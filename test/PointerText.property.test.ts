@@ -164,6 +164,21 @@ describe("shortInput", () => {
     }
   })
 
+  it("oneLineHead trims white space that starts right at the clip and runs to the end", () => {
+    for (const max of [0, 1, 5, 120]) {
+      for (const run of [" \n", "  ", " \t ", "\n", " \u00a0"]) {
+        const text = "a".repeat(max) + run
+        assert.strictEqual(oneLineHead(text, text.length, max), "a".repeat(max), JSON.stringify({ text, max }))
+        const longer = oneLineHead(text + "b", text.length + 1, max)
+        const line = (text + "b").replace(/\s+/g, " ").trim()
+        assert.isTrue(
+          line.startsWith(longer) && (longer === line || longer.length > max),
+          JSON.stringify({ text, max })
+        )
+      }
+    }
+  })
+
   it("oneLineHead is the folded line, or a prefix of it longer than the clip; clipLine clips it as the reference", () => {
     const random = prng(1819)
     let cut = 0
