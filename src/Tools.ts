@@ -6,7 +6,17 @@
  * @since 0.1.0
  */
 import type { Message, ToolUseBlock } from "./Message.ts"
-import { clipEnd, oneLineHead } from "./internal/text.ts"
+import { clipEnd } from "./internal/text.ts"
+import {
+  fields,
+  finite,
+  type Input,
+  inputLine,
+  nonEmpty,
+  offsetLimit,
+  SHORT_INPUT_MAX,
+  viewRange
+} from "./internal/toolInput.ts"
 import { isToolUse } from "./Message.ts"
 
 /** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models */
@@ -26,59 +36,10 @@ export type ToolClassifier = (toolUse: ToolUseBlock) => ToolAction
 
 const OTHER: ToolAction = { _tag: "Other" }
 
-/**
- * A tool input's fields as the classifier reads them. Each is read by name at its own site (a property load the
- * engine caches per input shape), not through a shared lookup by a variable key.
- */
-interface Input {
-  readonly command?: unknown
-  readonly cmd?: unknown
-  readonly path?: unknown
-  readonly file_path?: unknown
-  readonly file?: unknown
-  readonly filename?: unknown
-  readonly notebook_path?: unknown
-  readonly pattern?: unknown
-  readonly query?: unknown
-  readonly url?: unknown
-  readonly offset?: unknown
-  readonly limit?: unknown
-  readonly line_number?: unknown
-  readonly view_range?: unknown
-}
-
-/** The input as an object to read fields of, or `undefined` when it is not one. */
-const fields = (input: unknown): Input | undefined =>
-  typeof input === "object" && input !== null ? input as Input : undefined
-
-/** `value` when it is a non-empty string. */
-const nonEmpty = (value: unknown): string | undefined =>
-  typeof value === "string" && value.length > 0 ? value : undefined
-
-/** `value` when it is a finite number. */
-const finite = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isFinite(value) ? value : undefined
-
 const read = (path: string | undefined, range?: LineRange): ToolAction =>
   path === undefined ? OTHER : range === undefined ? { _tag: "Read", path } : { _tag: "Read", path, range }
 
 const write = (path: string | undefined): ToolAction => path === undefined ? OTHER : { _tag: "Write", path }
-
-/** An `offset` (first line, 1-based) plus `limit` (line count) read, as Claude Code and pi send it. */
-const offsetLimit = (input: Input): LineRange | undefined => {
-  const offset = finite(input.offset)
-  const limit = finite(input.limit)
-  if (offset === undefined && limit === undefined) return undefined
-  const start = Math.max(1, offset ?? 1)
-  return limit === undefined ? { start } : { start, end: start + Math.max(0, limit) - 1 }
-}
-
-const viewRange = (input: Input): LineRange | undefined => {
-  const range = input.view_range
-  if (!Array.isArray(range) || typeof range[0] !== "number") return undefined
-  const end = range[1]
-  return typeof end === "number" && end >= range[0] ? { start: range[0], end } : { start: range[0] }
-}
 
 /** Anthropic's text editor tool: `view` reads, `create` / `str_replace` / `insert` / `undo_edit` write. */
 const textEditor = (input: Input): ToolAction => {
@@ -158,22 +119,8 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
  * otherwise the input's JSON, clipped to `max` characters. Deterministic.
  * @category formatting
  */
-export const shortInput = (toolUse: ToolUseBlock, max = 120): string => {
-  const input = toolUse.input
-  const f = fields(input)
-  const key = f === undefined ?
-    undefined :
-    nonEmpty(f.command) ?? nonEmpty(f.cmd) ?? nonEmpty(f.file_path) ?? nonEmpty(f.path) ??
-      nonEmpty(f.pattern) ?? nonEmpty(f.query) ?? nonEmpty(f.url) ?? nonEmpty(f.notebook_path)
-  const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
-  // folded from its first max * 4 code units, and only as far as the clip to max reads
-  let text = oneLineHead(raw, max * 4, max)
-  if (key !== undefined) {
-    const range = offsetLimit(f!) ?? viewRange(f!)
-    if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`
-  }
-  return clipEnd(text, max) // never splits a surrogate pair
-}
+export const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
+  clipEnd(inputLine(toolUse, max), max) // never splits a surrogate pair
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */
 export interface FilesTouched {

@@ -32,9 +32,11 @@ import {
   estimateMessageTokensUncached
 } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
-import { covers, shortInput } from "../Tools.ts"
+import { covers } from "../Tools.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
-import { outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "./pointer.ts"
+import { escapedOften, outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "./pointer.ts"
+import { CLIP_MARK, clipHead } from "./text.ts"
+import { inputLine, SHORT_INPUT_MAX } from "./toolInput.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -373,15 +375,22 @@ export const pointerOf = (
   const toolUseId = block.tool_use_id
   const images = countImages(block.content)
   let ref: OffloadRef
+  let escapedField = path
   if (action._tag === "Read") ref = readRef(action, tool, toolUseId, reason, before, images)
   else {
     if (Math.ceil(outputLengthAtLeast(tool, toolUseId, 0, reason, before, images) / CHARS_PER_TOKEN) >= before) {
       return undefined
     }
-    ref = { _tag: "Output", input: shortInput(toolUse), tool, toolUseId, reason, tokens: before, images }
+    // `shortInput(toolUse)`; a clipped one's head is escaped before the clip mark joins it (escaping the joined
+    // text would first copy it into one string)
+    const line = inputLine(toolUse, SHORT_INPUT_MAX)
+    const head = clipHead(line, SHORT_INPUT_MAX)
+    let input = line
+    if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
+    ref = { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
   }
   if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
-  const content = writePointer(ref, path)
+  const content = writePointer(ref, escapedField)
   const after = Math.ceil(content.length / CHARS_PER_TOKEN)
   if (after >= before) return undefined
   return { reason, ref, replacement: { ...block, content }, before, after }

@@ -50,7 +50,7 @@ export const escaped = (text: string): string => needsEscape(text) ? JSON.string
  * `escaped` for a text that often needs an escape (most shell commands hold a quote): one native pass, no scan
  * first. Equal lengths mean nothing was escaped, since every escape is longer than its character.
  */
-const escapedOften = (text: string): string => {
+export const escapedOften = (text: string): string => {
   const quoted = JSON.stringify(text)
   return quoted.length === text.length + 2 ? text : quoted.slice(1, -1)
 }
@@ -65,19 +65,22 @@ const ID_AFTER_LINES = ' id="'
 const IMAGES_FIELD = " images="
 
 /**
- * The pointer text of `ref` (`Offload.formatOffloadRef`), every string field escaped once. `path`: a read's path
- * already `escaped` (an eviction escapes each file's once).
+ * The pointer text of `ref` (`Offload.formatOffloadRef`), every string field escaped once. `escapedField`: the
+ * path of a read or the input of an output already escaped (an eviction escapes each file's path once, and an
+ * input's head before it is clipped).
  */
-export const writePointer = (ref: OffloadRef, path?: string): string => {
+export const writePointer = (ref: OffloadRef, escapedField?: string): string => {
   const reason = ref.reason
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
-    return OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + escapedOften(ref.input) + ID_FIELD + escaped(ref.toolUseId) +
+    return OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + (escapedField ?? escapedOften(ref.input)) + ID_FIELD +
+      escaped(ref.toolUseId) +
       REASON_FIELD[reason] + counts + OUTPUT_TAIL
   }
   const range = ref.range
   const idField = range === undefined ? ID_FIELD : `${LINES_FIELD}${range.start}-${range.end ?? ""}${ID_AFTER_LINES}`
-  return READ_HEAD + escaped(ref.tool) + PATH_FIELD + (path ?? escaped(ref.path)) + idField + escaped(ref.toolUseId) +
+  return READ_HEAD + escaped(ref.tool) + PATH_FIELD + (escapedField ?? escaped(ref.path)) + idField +
+    escaped(ref.toolUseId) +
     REASON_FIELD[reason] + counts + READ_TAIL[reason]
 }
 

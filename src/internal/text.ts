@@ -30,9 +30,16 @@ export const tailOf = (s: string, n: number): string => {
   return s.slice(isLowSurrogate(s.charCodeAt(start)) && isHighSurrogate(s.charCodeAt(start - 1)) ? start + 1 : start)
 }
 
+/** What `clipEnd` appends to a clipped head. */
+export const CLIP_MARK = "…"
+
+/** What `clipEnd` keeps of `text`: `text` itself when it fits in `max` code units, else the head it marks. */
+export const clipHead = (text: string, max: number): string =>
+  text.length <= max ? text : headOf(text, Math.max(0, max - 1))
+
 /** `text` when it fits in `max` code units, otherwise its head and `…`: at most `max` code units. */
 export const clipEnd = (text: string, max: number): string =>
-  text.length <= max ? text : `${headOf(text, Math.max(0, max - 1))}…`
+  text.length <= max ? text : clipHead(text, max) + CLIP_MARK
 
 /** True for a character of JavaScript's white space (`\s`, what `trim` removes). */
 const isSpace = (c: number): boolean =>

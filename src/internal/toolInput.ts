@@ -1,0 +1,85 @@
+/**
+ * Reading a tool call's input: its fields by name, its line ranges, and the line `Tools.shortInput` clips. Shared by
+ * the classifier (`Tools`) and the eviction's pointers.
+ *
+ * @internal
+ */
+import type { ToolUseBlock } from "../Message.ts"
+import type { LineRange } from "../Tools.ts"
+import { oneLineHead } from "./text.ts"
+
+/**
+ * A tool input's fields as the classifier reads them. Each is read by name at its own site (a property load the
+ * engine caches per input shape), not through a shared lookup by a variable key.
+ */
+export interface Input {
+  readonly command?: unknown
+  readonly cmd?: unknown
+  readonly path?: unknown
+  readonly file_path?: unknown
+  readonly file?: unknown
+  readonly filename?: unknown
+  readonly notebook_path?: unknown
+  readonly pattern?: unknown
+  readonly query?: unknown
+  readonly url?: unknown
+  readonly offset?: unknown
+  readonly limit?: unknown
+  readonly line_number?: unknown
+  readonly view_range?: unknown
+}
+
+/** The input as an object to read fields of, or `undefined` when it is not one. */
+export const fields = (input: unknown): Input | undefined =>
+  typeof input === "object" && input !== null ? input as Input : undefined
+
+/** `value` when it is a non-empty string. */
+export const nonEmpty = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length > 0 ? value : undefined
+
+/** `value` when it is a finite number. */
+export const finite = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isFinite(value) ? value : undefined
+
+/** An `offset` (first line, 1-based) plus `limit` (line count) read, as Claude Code and pi send it. */
+export const offsetLimit = (input: Input): LineRange | undefined => {
+  const offset = finite(input.offset)
+  const limit = finite(input.limit)
+  if (offset === undefined && limit === undefined) return undefined
+  const start = Math.max(1, offset ?? 1)
+  return limit === undefined ? { start } : { start, end: start + Math.max(0, limit) - 1 }
+}
+
+/** The `view_range` of Anthropic's text editor tool: `[start, end]`, or `[start]` (or an end before it) to the end. */
+export const viewRange = (input: Input): LineRange | undefined => {
+  const range = input.view_range
+  if (!Array.isArray(range) || typeof range[0] !== "number") return undefined
+  const end = range[1]
+  return typeof end === "number" && end >= range[0] ? { start: range[0], end } : { start: range[0] }
+}
+
+/** The length `Tools.shortInput` clips to by default, and an eviction's pointers to. */
+export const SHORT_INPUT_MAX = 120
+
+/**
+ * The one line `Tools.shortInput` clips to `max`: the command, path, pattern, query or URL when there is one (with its
+ * line range), otherwise the input's JSON, folded to one line from its first `max * 4` code units and only as far as
+ * the clip reads (at most `max` code units, or longer than `max` when it is to be clipped). An eviction clips it
+ * itself, to escape the kept head alone.
+ */
+export const inputLine = (toolUse: ToolUseBlock, max: number): string => {
+  const input = toolUse.input
+  const f = fields(input)
+  const key = f === undefined ?
+    undefined :
+    nonEmpty(f.command) ?? nonEmpty(f.cmd) ?? nonEmpty(f.file_path) ?? nonEmpty(f.path) ??
+      nonEmpty(f.pattern) ?? nonEmpty(f.query) ?? nonEmpty(f.url) ?? nonEmpty(f.notebook_path)
+  const raw = key ?? (input === undefined ? "" : JSON.stringify(input) ?? "")
+  // folded from its first max * 4 code units, and only as far as the clip to max reads
+  let text = oneLineHead(raw, max * 4, max)
+  if (key !== undefined) {
+    const range = offsetLimit(f!) ?? viewRange(f!)
+    if (range !== undefined) text += `:${range.start}-${range.end ?? ""}`
+  }
+  return text
+}
