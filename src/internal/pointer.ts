@@ -65,6 +65,33 @@ const ID_AFTER_LINES = ' id="'
 const IMAGES_FIELD = " images="
 
 /**
+ * A pointer's text up to the value of its input (`output`) or path field, for the last tool each was asked for: an
+ * eviction writes many pointers of one tool in a row, and one string for them all saves each its own copy of it.
+ */
+const lastHead = {
+  outputTool: "",
+  output: OUTPUT_HEAD + INPUT_FIELD,
+  readTool: "",
+  read: READ_HEAD + PATH_FIELD
+}
+
+const outputHead = (tool: string): string => {
+  if (tool !== lastHead.outputTool) {
+    lastHead.outputTool = tool
+    lastHead.output = OUTPUT_HEAD + escaped(tool) + INPUT_FIELD
+  }
+  return lastHead.output
+}
+
+const readHead = (tool: string): string => {
+  if (tool !== lastHead.readTool) {
+    lastHead.readTool = tool
+    lastHead.read = READ_HEAD + escaped(tool) + PATH_FIELD
+  }
+  return lastHead.read
+}
+
+/**
  * The pointer text of `ref` (`Offload.formatOffloadRef`), every string field escaped once. `escapedField`: the
  * path of a read or the input of an output already escaped (an eviction escapes each file's path once, and an
  * input's head before it is clipped).
@@ -73,14 +100,12 @@ export const writePointer = (ref: OffloadRef, escapedField?: string): string => 
   const reason = ref.reason
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
-    return OUTPUT_HEAD + escaped(ref.tool) + INPUT_FIELD + (escapedField ?? escapedOften(ref.input)) + ID_FIELD +
-      escaped(ref.toolUseId) +
+    return outputHead(ref.tool) + (escapedField ?? escapedOften(ref.input)) + ID_FIELD + escaped(ref.toolUseId) +
       REASON_FIELD[reason] + counts + OUTPUT_TAIL
   }
   const range = ref.range
   const idField = range === undefined ? ID_FIELD : `${LINES_FIELD}${range.start}-${range.end ?? ""}${ID_AFTER_LINES}`
-  return READ_HEAD + escaped(ref.tool) + PATH_FIELD + (escapedField ?? escaped(ref.path)) + idField +
-    escaped(ref.toolUseId) +
+  return readHead(ref.tool) + (escapedField ?? escaped(ref.path)) + idField + escaped(ref.toolUseId) +
     REASON_FIELD[reason] + counts + READ_TAIL[reason]
 }
 
