@@ -31,20 +31,18 @@ const REASON_FIELD: Readonly<Record<OffloadReason, string>> = {
   stale: '" reason=stale tokens='
 }
 
-/** True when `JSON.stringify` may escape a character of `text`: a quote, backslash, control character or surrogate. */
-const needsEscape = (text: string): boolean => {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return true
-  }
-  return false
-}
+/**
+ * A character `JSON.stringify` may escape: a quote, backslash, control character or surrogate. The engine's scan for
+ * it is faster than a loop over char codes (29 against 39 ns on the real session's tool_use ids).
+ */
+// deno-lint-ignore no-control-regex -- control characters are what JSON escapes
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/
 
 /**
  * `JSON.stringify(text)` without its quotes: `text` itself when it needs no escape (the common case for names, ids
  * and paths, which a scan finds faster than `JSON.stringify` copies).
  */
-export const escaped = (text: string): string => needsEscape(text) ? JSON.stringify(text).slice(1, -1) : text
+export const escaped = (text: string): string => ESCAPED.test(text) ? JSON.stringify(text).slice(1, -1) : text
 
 /**
  * `escaped` for a text that often needs an escape (most shell commands hold a quote): one native pass, no scan
