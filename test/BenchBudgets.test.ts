@@ -150,9 +150,9 @@ describe("the budget table", () => {
     assert.strictEqual(byId("evict-warm/prune")?.baseline, M.pruneReal)
     assert.isAtMost(byId("growth/step-10k")!.max, 2)
     assert.isAtMost(byId("step/evict-cold")!.max, 0.1)
-    // the cold goal (<= 2) is not reached: the budget is a regression guard and says so
-    assert.isDefined(byId("evict-cold/prune"))
-    assert.match(byId("evict-cold/prune")!.why, /not reached/)
+    // the cold goal (<= 2) is not held in every run: the budget is a regression guard above it and says so
+    assert.isAbove(byId("evict-cold/prune")!.max, 2)
+    assert.match(byId("evict-cold/prune")!.why, /regression guard: the issue's goal \(<= 2\) is at its edge/)
   })
 
   it("prints a ratio below 0.01 with two significant digits, so a 300x budget reads as one", () => {
