@@ -205,8 +205,9 @@ describe("carried-forward eviction", () => {
     assert.isAbove(late, 300)
   })
 
-  it("writes paths and commands that need escapes as the reference does, and every pointer parses back to its ref", () => {
+  it("writes paths and commands that need escapes, clipped or not, as the reference does; every pointer parses back", () => {
     let escapedPaths = 0
+    let clippedEscaped = 0
     for (let seed = 1; seed <= 200; seed++) {
       const rand = prng(seed * 7_919)
       const int = (n: number) => Math.floor(rand() * n)
@@ -219,11 +220,19 @@ describe("carried-forward eviction", () => {
         "/emoji\ud83d\ude00.ts",
         "/lone\ud800.ts"
       ]
+      // short and long commands: quotes, backslashes, lines to fold, surrogate pairs where the 120-character clip falls
+      const commands = [
+        () => `grep -n "x${int(9)}" src\\*.ts`,
+        () => `cd /work && ${'echo "step" && '.repeat(5 + int(20))}grep -rn "needle" .`,
+        () => `python3 - <<'EOF'\nprint("${"a".repeat(int(300))}")\n  \tEOF`,
+        () => `echo${"x".repeat(int(2))} ${"\ud83d\ude00".repeat(50 + int(40))}`,
+        () => `printf '%s\\n' ${"x\\y ".repeat(20 + int(30))}`
+      ]
       const messages: Array<Message> = [{ role: "user", content: "go" }]
       for (let turn = 0; turn < 10 + int(30); turn++) {
         const id = `t${turn}`
         const kind = int(3)
-        const input = kind === 2 ? { command: `grep -n "x${int(9)}" src\\*.ts` } : { path: paths[int(paths.length)]! }
+        const input = kind === 2 ? { command: commands[int(commands.length)]!() } : { path: paths[int(paths.length)]! }
         messages.push({
           role: "assistant",
           content: [{ type: "tool_use", id, name: ["read", "edit", "bash"][kind]!, input }]
@@ -240,9 +249,11 @@ describe("carried-forward eviction", () => {
       for (const o of evicted.offloaded) {
         assert.deepStrictEqual(parseOffloadRef(o.block.content as string), o.ref, `seed ${seed}`)
         if (o.ref._tag === "Read" && JSON.stringify(o.ref.path) !== `"${o.ref.path}"`) escapedPaths++
+        if (o.ref._tag === "Output" && o.ref.input.endsWith("…") && /["\\]/.test(o.ref.input)) clippedEscaped++
       }
     }
     assert.isAbove(escapedPaths, 200)
+    assert.isAbove(clippedEscaped, 100)
   })
 
   it("refuses to extend past a message that opens a new API view", () => {
