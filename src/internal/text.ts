@@ -91,7 +91,10 @@ export const oneLineHead = (text: string, end: number, max: number): string => {
   }
 }
 
-/** `text` as one line of at most `max` code units (`oneLine`, then `clipEnd`), reading only the head it keeps. */
+/**
+ * `text` as one line (every run of white space one space, trimmed) of at most `max` code units, reading only the head
+ * it keeps.
+ */
 export const clipLine = (text: string, max: number): string => clipEnd(oneLineHead(text, text.length, max), max)
 
 /**
