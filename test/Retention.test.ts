@@ -1,0 +1,315 @@
+/**
+ * `Retention`: the anchors of hand-made spans, category by category; the normalization; the tail counted apart; and
+ * agreement with the independent extractor of `fixtures/Anchors.ts` on every corpus session (a missing corpus fails
+ * loudly, naming the folder) and on generated sessions.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { Message } from "../src/Message.ts"
+import {
+  type Anchor,
+  ANCHOR_LIMITS,
+  anchorKey,
+  anchorsOf,
+  CATEGORIES,
+  type Category,
+  measure,
+  normalize,
+  presentIn,
+  retention,
+  viewText
+} from "../src/Retention.ts"
+import { renderAppendix, summaryMessage } from "../src/Summary.ts"
+import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
+import { type RefAnchor, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
+import { generateSession } from "./fixtures/Conversation.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+
+const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
+const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
+const call = (id: string, name: string, input: unknown): Message => ({
+  role: "assistant",
+  content: [{ type: "tool_use", id, name, input }]
+})
+const result = (id: string, content: string, isError = false): Message => ({
+  role: "user",
+  content: [{ type: "tool_result", tool_use_id: id, content, ...(isError ? { is_error: true } : {}) }]
+})
+
+const of = (anchors: ReadonlyArray<Anchor>, category: Category) => anchors.filter((a) => a.category === category)
+const texts = (anchors: ReadonlyArray<Anchor>, category: Category) => of(anchors, category).map((a) => a.text)
+
+describe("anchorsOf, by category", () => {
+  it("paths: each file read or modified, once, modified when any call wrote it, with its last message", () => {
+    const span = [
+      user("fix it"),
+      call("a", "read", { path: "src/a.ts" }),
+      result("a", "…"),
+      call("b", "Edit", { file_path: "src/b.ts", old_string: "x", new_string: "y" }),
+      result("b", "ok"),
+      call("c", "read", { path: "src/b.ts", offset: 1, limit: 5 }),
+      result("c", "…"),
+      call("d", "bash", { command: "cat src/c.ts" })
+    ]
+    const paths = of(anchorsOf(span), "path")
+    assert.deepStrictEqual(paths.map((p) => [p.text, p.category === "path" ? p.access : "", p.messageIndex]), [
+      ["src/a.ts", "read", 1],
+      ["src/b.ts", "modified", 5]
+    ])
+  })
+
+  it("commands: the first non-blank line, its last outcome, its runs and failures; editors and blanks are not commands", () => {
+    const span = [
+      user("run the tests"),
+      call("1", "bash", { command: "\n  npm   test\necho done" }),
+      result("1", "1 failed", true),
+      call("2", "Bash", { command: "npm test", description: "again" }),
+      result("2", "all passed"),
+      call("3", "bash", { cmd: "git status" }),
+      call("4", "str_replace_based_edit_tool", { command: "view", path: "a.ts" }),
+      call("5", "bash", { command: "   " }),
+      call("6", "bash", { command: "x".repeat(300) })
+    ]
+    const commands = of(anchorsOf(span), "command")
+    assert.deepStrictEqual(
+      commands.map((c) => c.category === "command" ? [c.text, c.outcome, c.runs, c.failures, c.messageIndex] : []),
+      [
+        ["npm test", "ok", 2, 1, 3],
+        ["git status", "unanswered", 1, 0, 5],
+        ["x".repeat(ANCHOR_LIMITS.command), "unanswered", 1, 0, 8]
+      ]
+    )
+  })
+
+  it("errors: the first line that reads as an error, else the last line; the library's interrupted result is not one", () => {
+    const span = [
+      call("1", "bash", { command: "npm run check" }),
+      result("1", "\n> pkg@1.0.0 check\n> tsc\n\nsrc/a.ts(3,1): error TS2304: Cannot find name 'x'.\nmore\n", true),
+      call("2", "bash", { command: "ls" }),
+      result("2", "first\nlast line\n\n", true),
+      call("3", "bash", { command: "ok" }),
+      result("3", "error: but not failed"),
+      call("4", "bash", { command: "slow" }),
+      result("4", MISSING_RESULT_TEXT, true)
+    ]
+    assert.deepStrictEqual(texts(anchorsOf(span), "error"), [
+      "src/a.ts(3,1): error TS2304: Cannot find name 'x'.",
+      "last line"
+    ])
+  })
+
+  it("identifiers: URLs, UUIDs, hashes, versions, numbers with units and ids, from the user's and the assistant's text", () => {
+    const span = [
+      user(
+        "See https://example.com/a?b=1. Commit 3f2a9c1d, run 123e4567-E89B-12d3-a456-426614174000 on v1.2 and " +
+          "pkg@2.0.1-rc.1; it took 12ms, then 3.5 MB and 40%. Ticket #482, call toolu_01AbC9x."
+      ),
+      assistant("Upgraded to 1.10.0 (was 1.9.3): 2,048 tokens, 2x faster. Plain 8471 and abcdefgh and 3.14 are not."),
+      call("1", "bash", { command: "echo 9f9f9f9f1" }),
+      result("1", "deadbeef12 v9.9.9")
+    ]
+    const ids = of(anchorsOf(span), "identifier").map((a) => a.category === "identifier" ? `${a.kind} ${a.text}` : "")
+    assert.deepStrictEqual(ids, [
+      "url https://example.com/a?b=1",
+      "hash 3f2a9c1d",
+      "uuid 123e4567-E89B-12d3-a456-426614174000",
+      "version v1.2",
+      "version 2.0.1-rc.1",
+      "quantity 12ms",
+      "quantity 3.5 MB",
+      "quantity 40%",
+      "id #482",
+      "id toolu_01AbC9x",
+      "version 1.10.0",
+      "version 1.9.3",
+      "quantity 2,048 tokens",
+      "quantity 2x"
+    ])
+  })
+
+  it("instructions: what the user wrote, folded and cut to its head; not tool results, summaries or the assistant", () => {
+    const long = "word ".repeat(200)
+    const span: Array<Message> = [
+      summaryMessage("earlier work"),
+      user("  Please   fix\nthe build  "),
+      result("x", "output"),
+      assistant("I will."),
+      { role: "user", content: "use pnpm, not npm" },
+      user(long),
+      { role: "system", content: "be brief" }
+    ]
+    const instructions = of(anchorsOf(span), "instruction")
+    assert.deepStrictEqual(instructions.map((a) => [a.text, a.messageIndex]), [
+      ["Please fix the build", 1],
+      ["use pnpm, not npm", 4],
+      [normalize(long).slice(0, ANCHOR_LIMITS.instruction).trimEnd(), 5]
+    ])
+  })
+
+  it("plan: the items of the latest todo list (a todo tool or a checklist), from its message", () => {
+    const span = [
+      call("1", "TodoWrite", { todos: [{ content: "old step", status: "pending" }] }),
+      assistant("Plan:\n- [x] read the code\n- [ ] fix   the bug\n"),
+      call("2", "bash", { command: "ls" }),
+      assistant("One box is not a list:\n- [ ] alone")
+    ]
+    assert.deepStrictEqual(of(anchorsOf(span), "plan").map((a) => [a.text, a.messageIndex]), [
+      ["read the code", 1],
+      ["fix the bug", 1]
+    ])
+    const later = [...span, call("3", "update_plan", { plan: [{ step: "ship it" }, "and tell"] })]
+    assert.deepStrictEqual(texts(anchorsOf(later), "plan"), ["ship it", "and tell"])
+  })
+
+  it("orders by category, then by first appearance", () => {
+    const anchors = anchorsOf([
+      user("go to https://a.example"),
+      call("1", "bash", { command: "b" }),
+      call("2", "read", { path: "z.ts" }),
+      call("3", "bash", { command: "a" }),
+      call("4", "bash", { command: "b" })
+    ])
+    assert.deepStrictEqual(anchors.map((a) => `${a.category}:${a.text}`), [
+      "path:z.ts",
+      "command:b",
+      "command:a",
+      "identifier:https://a.example",
+      "instruction:go to https://a.example"
+    ])
+  })
+})
+
+describe("normalization and presence", () => {
+  it("folds white space, keeps case for paths, ignores it for hashes", () => {
+    const [path, hash] = anchorsOf([
+      call("1", "read", { path: "src/Foo.ts" }),
+      assistant("at commit ABC1234F")
+    ])
+    assert.strictEqual(normalize("  a \n\t b  "), "a b")
+    const view = viewText([user("read src/foo.ts\nand  abc1234f")])
+    assert.isFalse(presentIn(path!, view))
+    assert.isTrue(presentIn(path!, viewText([user("read  src/Foo.ts")])))
+    assert.isTrue(presentIn(hash!, view))
+    assert.strictEqual(anchorKey(hash!), anchorKey(anchorsOf([assistant("abc1234f")])[0]!))
+  })
+
+  it("an instruction split over lines in the view is present; one pasted across two pieces is not", () => {
+    const [instruction] = of(anchorsOf([user("fix the build please")]), "instruction")
+    assert.isTrue(presentIn(instruction!, viewText([assistant("The user said: fix the\n  build please.")])))
+    assert.isFalse(presentIn(instruction!, viewText([assistant("fix the"), assistant("build please")])))
+  })
+
+  it("a JSON-escaped path (the files appendix's form) is present", () => {
+    const [path] = anchorsOf([call("1", "read", { path: 'C:\\dir\\"q".ts' })])
+    const view = [summaryMessage(`work\n\n${renderAppendix({ read: [path!.text], modified: [] })}`)]
+    assert.isTrue(presentIn(path!, viewText(view)))
+  })
+
+  it("tool inputs and results, thinking and compaction content are searched", () => {
+    const [command] = anchorsOf([call("1", "bash", { command: "make all" })])
+    for (
+      const view of [
+        [call("9", "bash", { nested: { command: "make all" } })],
+        [result("9", "ran make all")],
+        [{ role: "assistant", content: [{ type: "thinking", thinking: "make all", signature: "s" }] }],
+        [{ role: "assistant", content: [{ type: "compaction", content: "we ran make all" }] }]
+      ] as ReadonlyArray<ReadonlyArray<Message>>
+    ) assert.isTrue(presentIn(command!, viewText(view)))
+    assert.isFalse(
+      presentIn(
+        command!,
+        viewText([{ role: "user", content: [{ type: "image", source: { type: "url", url: "make all" } }] }])
+      )
+    )
+  })
+})
+
+describe("retention", () => {
+  const span = [
+    user("rename the flag"),
+    call("1", "read", { path: "src/flags.ts" }),
+    result("1", "…"),
+    call("2", "bash", { command: "npm test" }),
+    result("2", "Error: flag not found", true)
+  ]
+
+  it("counts the tail's anchors apart, and shares the rest", () => {
+    const tail = [user("now npm test again"), call("3", "bash", { command: "npm test" })]
+    const view = [summaryMessage("We renamed the flag in src/flags.ts."), ...tail]
+    const r = measure(span, view, { tail })
+    assert.deepStrictEqual(
+      CATEGORIES.map((c) => [c, r.categories[c].counted, r.categories[c].present, r.categories[c].inTail]),
+      [["path", 1, 1, 0], ["command", 0, 0, 1], ["error", 1, 0, 0], ["identifier", 0, 0, 0], [
+        "instruction",
+        1,
+        0,
+        0
+      ], ["plan", 0, 0, 0]]
+    )
+    assert.strictEqual(r.categories.path.share, 1)
+    assert.strictEqual(r.categories.error.share, 0)
+    assert.strictEqual(r.categories.plan.share, 1, "no anchors: nothing lost")
+    assert.deepStrictEqual(r.categories.instruction.missing.map((a) => a.text), ["rename the flag"])
+  })
+
+  it("without a tail every anchor is counted; the same anchors against the span itself are all present", () => {
+    const anchors = anchorsOf(span)
+    const r = retention(anchors, span)
+    for (const c of CATEGORIES) {
+      assert.strictEqual(r.categories[c].inTail, 0)
+      assert.strictEqual(r.categories[c].present, r.categories[c].counted)
+    }
+    assert.strictEqual(CATEGORIES.reduce((n, c) => n + r.categories[c].counted, 0), anchors.length)
+  })
+})
+
+// ============================================================================
+// Against the independent extractor
+// ============================================================================
+
+const refKey = (a: RefAnchor): string => `${a.category}\u0000${a.caseless ? a.text.toLowerCase() : a.text}`
+
+/** The keys only the library found and only the reference found. */
+const disagreement = (messages: ReadonlyArray<Message>) => {
+  const lib = new Set(anchorsOf(messages).map(anchorKey))
+  const ref = new Set(referenceAnchors(messages).map(refKey))
+  return { onlyLibrary: [...lib].filter((k) => !ref.has(k)), onlyReference: [...ref].filter((k) => !lib.has(k)) }
+}
+
+/** The tallies of both on one span, view and tail. */
+const bothTallies = (span: ReadonlyArray<Message>, view: ReadonlyArray<Message>, tail: ReadonlyArray<Message>) => {
+  const lib = measure(span, view, { tail })
+  const ref = tallyRetention(referenceAnchors(span), view, tail)
+  return CATEGORIES.map((c) => ({
+    category: c,
+    library: [lib.categories[c].counted, lib.categories[c].present, lib.categories[c].inTail],
+    reference: [ref[c].counted, ref[c].present, ref[c].inTail]
+  }))
+}
+
+describe("Retention agrees with the independent extractor (tolerance: none; every anchor the same)", () => {
+  for (const session of corpus()) {
+    it(`${session.name}: the same anchors, and the same retention of its first half in its second`, () => {
+      const messages = session.messages
+      const { onlyLibrary, onlyReference } = disagreement(messages)
+      assert.deepStrictEqual({ onlyLibrary, onlyReference }, { onlyLibrary: [], onlyReference: [] })
+      assert.isAbove(anchorsOf(messages).length, 0)
+      // the span is the first half; the view is its last quarter and the rest; the tail is the second half
+      const half = Math.floor(messages.length / 2)
+      const span = messages.slice(0, half)
+      const view = messages.slice(Math.floor(half / 2))
+      const tail = messages.slice(half)
+      for (const row of bothTallies(span, view, tail)) assert.deepStrictEqual(row.library, row.reference, row.category)
+    }, 60_000)
+  }
+
+  it("on generated sessions too", () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const messages = generateSession(seed, { messages: 80 })
+      assert.deepStrictEqual(disagreement(messages), { onlyLibrary: [], onlyReference: [] }, `seed ${seed}`)
+      const cut = Math.floor(messages.length / 3)
+      for (const row of bothTallies(messages.slice(0, 2 * cut), messages.slice(cut), messages.slice(2 * cut))) {
+        assert.deepStrictEqual(row.library, row.reference, `seed ${seed} ${row.category}`)
+      }
+    }
+  })
+})
