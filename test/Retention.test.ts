@@ -100,7 +100,7 @@ describe("anchorsOf, by category", () => {
   it("identifiers: URLs, UUIDs, hashes, versions, numbers with units and ids, from the user's and the assistant's text", () => {
     const span = [
       user(
-        "See https://example.com/a?b=1. Commit 3f2a9c1d, run 123e4567-E89B-12d3-a456-426614174000 on v1.2 and " +
+        "See https://example.com/a?b=1. Commit 3f2a9c1 (not abc123), run 123e4567-E89B-12d3-a456-426614174000 on v1.2 and " +
           "pkg@2.0.1-rc.1; it took 12ms, then 3.5 MB and 40%. Ticket #482, call toolu_01AbC9x."
       ),
       assistant("Upgraded to 1.10.0 (was 1.9.3): 2,048 tokens, 2x faster. Plain 8471 and abcdefgh and 3.14 are not."),
@@ -110,7 +110,7 @@ describe("anchorsOf, by category", () => {
     const ids = of(anchorsOf(span), "identifier").map((a) => a.category === "identifier" ? `${a.kind} ${a.text}` : "")
     assert.deepStrictEqual(ids, [
       "url https://example.com/a?b=1",
-      "hash 3f2a9c1d",
+      "hash 3f2a9c1",
       "uuid 123e4567-E89B-12d3-a456-426614174000",
       "version v1.2",
       "version 2.0.1-rc.1",
