@@ -1,7 +1,7 @@
 /**
  * The Messages API summarizer: streams a summary through `@anthropic-ai/sdk`, with a per-attempt timeout and bounded,
- * jittered, `retry-after`-aware retries of retryable failures only. This module loads the SDK; `Summarizer` and the
- * barrel do not, and reach it by dynamic import.
+ * jittered, `retry-after`-aware retries of retryable failures only. This module loads the SDK; the barrel does not
+ * (`SummarizerAuto.layerAuto` reaches it by dynamic import, only when `ANTHROPIC_API_KEY` is set).
  *
  * @since 0.1.0
  */
@@ -18,7 +18,7 @@ import {
   anthropicConfig,
   type AnthropicLayerOptions,
   type AnthropicSummarizerOptions,
-  DEFAULT_SUMMARIZER_TIMEOUT
+  requestOptionsOf
 } from "./internal/anthropicConfig.ts"
 import {
   connectionReason,
@@ -31,25 +31,21 @@ import {
 } from "./internal/anthropicErrors.ts"
 import { readConfig } from "./internal/env.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
-import {
-  DEFAULT_SYSTEM_PROMPT,
-  EmptySummary,
-  makeRetrySchedule,
-  retrySummarize,
-  summarizationPrompt,
-  SummarizeError,
-  Summarizer,
-  type SummarizeRequest,
-  type SummarizerShape,
-  type Summary,
-  Timeout,
-  withAttemptTimeout,
-  withFallback
-} from "./Summarizer.ts"
+import { EmptySummary, SummarizeError, Timeout } from "./SummarizeError.ts"
+import * as Summarizer from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
-/** The Anthropic summarizer's defaults, options and config. */
-export * from "./internal/anthropicConfig.ts"
+/** The Anthropic summarizer's default model, options and config. */
+export {
+  ANTHROPIC_ENV_VARIABLES,
+  type AnthropicClient,
+  type AnthropicConfig,
+  anthropicConfig,
+  type AnthropicLayerOptions,
+  type AnthropicSummarizerOptions,
+  DEFAULT_SUMMARIZER_MODEL,
+  DEFAULT_SUMMARIZER_TIMEOUT
+} from "./internal/anthropicConfig.ts"
 
 /**
  * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status
@@ -136,12 +132,12 @@ const collect = async (
   return { text, model, usage, stopReason }
 }
 
-const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
+const makeAnthropic = (options: AnthropicSummarizerOptions): Summarizer.SummarizerShape => {
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
   const maxTokens = options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS
-  const system = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT
-  const schedule = makeRetrySchedule(options.retry)
+  const system = options.systemPrompt ?? Summarizer.DEFAULT_SYSTEM_PROMPT
+  const schedule = Summarizer.makeRetrySchedule(options.retry)
 
   const attempt = (prompt: string): Effect.Effect<Collected, SummarizeError> =>
     Effect.tryPromise({
@@ -173,22 +169,22 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): SummarizerShape => 
           })
         )
       ),
-      withAttemptTimeout(timeout)
+      Summarizer.withAttemptTimeout(timeout)
     )
 
-  const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: SummarizeRequest) {
+  const summarize = Effect.fn("AnthropicSummarizer.summarize")(function* (request: Summarizer.SummarizeRequest) {
     yield* Effect.annotateCurrentSpan({
       "summarizer.model": options.model,
       "summarizer.transcript_chars": request.transcript.length
     })
-    const collected = yield* retrySummarize(schedule)(attempt(summarizationPrompt(request)))
+    const collected = yield* Summarizer.retrySummarize(schedule)(attempt(Summarizer.summarizationPrompt(request)))
     return {
       text: collected.text,
       model: collected.model.length > 0 ? collected.model : options.model,
       usage: collected.usage,
       summarizer: "anthropic",
       ...(collected.stopReason === undefined ? {} : { stopReason: collected.stopReason })
-    } satisfies Summary
+    } satisfies Summarizer.Summary
   })
   return { name: "anthropic", summarize }
 }
@@ -207,19 +203,13 @@ export const clientFromConfig = (config: AnthropicConfig): Anthropic =>
   })
 
 const fromConfig = (extra: AnthropicLayerOptions) =>
-  Effect.gen(function* () {
-    const config = yield* readConfig(anthropicConfig)
-    const client = clientFromConfig(config)
-    return makeAnthropic({
-      client,
-      model: config.model,
-      maxTokens: config.maxTokens,
-      timeout: config.timeout,
-      retry: { retries: config.retries },
+  Effect.map(readConfig(anthropicConfig), (config) =>
+    makeAnthropic({
+      client: clientFromConfig(config),
+      ...requestOptionsOf(config),
       ...(Option.isSome(config.systemPrompt) ? { systemPrompt: config.systemPrompt.value } : {}),
       ...(extra.onProgress === undefined ? {} : { onProgress: extra.onProgress })
-    })
-  })
+    }))
 
 /**
  * The Messages API summarizer. It sends one request (system prompt + the `summarizationPrompt`), streams the reply
@@ -232,21 +222,21 @@ export const AnthropicSummarizer = {
   /** The summarizer from explicit options (tests pass a client whose `baseURL` is a local server). */
   make: makeAnthropic,
   /** A layer from explicit options. */
-  layerWith: (options: AnthropicSummarizerOptions): Layer.Layer<Summarizer> =>
-    Layer.succeed(Summarizer, makeAnthropic(options)),
+  layerWith: (options: AnthropicSummarizerOptions): Layer.Layer<Summarizer.Summarizer> =>
+    Layer.succeed(Summarizer.Summarizer, makeAnthropic(options)),
   /**
    * A layer from config: `ANTHROPIC_API_KEY` (required, redacted), `ANTHROPIC_BASE_URL`, `COMPACTION_SUMMARIZER_MODEL`
    * (default `DEFAULT_SUMMARIZER_MODEL`), `COMPACTION_SUMMARY_MAX_TOKENS` (8192), `COMPACTION_SUMMARIZER_TIMEOUT`
    * (120 seconds), `COMPACTION_SUMMARIZER_RETRIES` (4) and `COMPACTION_SUMMARIZER_PROMPT` (the system prompt).
    */
-  layerConfig: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
-    Layer.effect(Summarizer, fromConfig(extra)),
+  layerConfig: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
+    Layer.effect(Summarizer.Summarizer, fromConfig(extra)),
   /** `layerConfig` whose failures (after retries) fall back to the extractive summarizer. */
-  layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer, Config.ConfigError> =>
+  layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
     Layer.effect(
-      Summarizer,
-      Effect.map(fromConfig(extra), (primary) => withFallback(primary, ExtractiveSummarizer.make()))
+      Summarizer.Summarizer,
+      Effect.map(fromConfig(extra), (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
     ),
   /** `layerConfig()`. */
-  layer: Layer.effect(Summarizer, fromConfig({})) as Layer.Layer<Summarizer, Config.ConfigError>
+  layer: Layer.effect(Summarizer.Summarizer, fromConfig({})) as Layer.Layer<Summarizer.Summarizer, Config.ConfigError>
 } as const

@@ -23,7 +23,8 @@ import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import type { BuiltMessage, ContentBlock, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { SessionLog, SessionLogError, type SessionLogShape, type Snapshot } from "./SessionLog.ts"
-import { type SummarizeError, Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
+import type { SummarizeError } from "./SummarizeError.ts"
+import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
 import {
   filesMessage,
   filesOfMessage,

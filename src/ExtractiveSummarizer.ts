@@ -185,6 +185,6 @@ export const ExtractiveSummarizer = {
   make: extractive,
   /** A layer with a tool classifier. */
   layerWith: (options: ExtractiveOptions): Layer.Layer<Summarizer> => Layer.succeed(Summarizer, extractive(options)),
-  /** `layerWith({})`. Built on first use: `Summarizer` and this module import each other. */
-  layer: Layer.suspend(() => Layer.succeed(Summarizer, extractive())) as Layer.Layer<Summarizer>
+  /** `layerWith({})`. */
+  layer: Layer.succeed(Summarizer, extractive()) as Layer.Layer<Summarizer>
 } as const

@@ -16,26 +16,15 @@ import type { Usage } from "./Policy.ts"
 import {
   BadRequest,
   Connection,
-  DEFAULT_SUMMARIZER_TIMEOUT,
-  DEFAULT_SYSTEM_PROMPT,
   EmptySummary,
-  makeRetrySchedule,
   RateLimited,
-  type RetryOptions,
-  retrySummarize,
   Server,
   StreamError,
-  summarizationPrompt,
   SummarizeError,
   type SummarizeErrorReason,
-  Summarizer,
-  type SummarizeRequest,
-  type SummarizerShape,
-  type Summary,
-  Unauthorized,
-  withAttemptTimeout,
-  withFallback
-} from "./Summarizer.ts"
+  Unauthorized
+} from "./SummarizeError.ts"
+import * as Summarizer from "./Summarizer.ts"
 
 /** Options of `LanguageModelSummarizer`. Every one may be left out. @category models */
 export interface LanguageModelSummarizerOptions {
@@ -48,7 +37,7 @@ export interface LanguageModelSummarizerOptions {
   /** Per-attempt timeout. Default 120 seconds. */
   readonly timeout?: Duration.Input
   /** How retryable failures are retried (`makeRetrySchedule`). Default 4 retries from 1 second. */
-  readonly retry?: RetryOptions
+  readonly retry?: Summarizer.RetryOptions
 }
 
 /** The HTTP status the provider reported with the error, when it did. */
@@ -118,12 +107,12 @@ const failWith = (reason: SummarizeErrorReason) => Effect.fail(new SummarizeErro
  */
 const make = (
   options: LanguageModelSummarizerOptions = {}
-): Effect.Effect<SummarizerShape, never, LanguageModel.LanguageModel> =>
-  Effect.map(Effect.service(LanguageModel.LanguageModel), (model): SummarizerShape => {
+): Effect.Effect<Summarizer.SummarizerShape, never, LanguageModel.LanguageModel> =>
+  Effect.map(Effect.service(LanguageModel.LanguageModel), (model): Summarizer.SummarizerShape => {
     const name = options.name ?? "language-model"
-    const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
-    const schedule = makeRetrySchedule(options.retry)
-    const system = options.systemPrompt ?? DEFAULT_SYSTEM_PROMPT
+    const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+    const schedule = Summarizer.makeRetrySchedule(options.retry)
+    const system = options.systemPrompt ?? Summarizer.DEFAULT_SYSTEM_PROMPT
 
     const attempt = (prompt: string) =>
       model.generateText({
@@ -140,22 +129,22 @@ const make = (
           const metadata = response.content.find((part) => part.type === "response-metadata")
           return Effect.succeed({ text, usage, stopReason: response.finishReason, modelId: metadata?.modelId })
         }),
-        withAttemptTimeout(timeout)
+        Summarizer.withAttemptTimeout(timeout)
       )
 
-    const summarize = Effect.fn("LanguageModelSummarizer.summarize")(function* (request: SummarizeRequest) {
+    const summarize = Effect.fn("LanguageModelSummarizer.summarize")(function* (request: Summarizer.SummarizeRequest) {
       yield* Effect.annotateCurrentSpan({
         "summarizer.name": name,
         "summarizer.transcript_chars": request.transcript.length
       })
-      const reply = yield* retrySummarize(schedule)(attempt(summarizationPrompt(request)))
+      const reply = yield* Summarizer.retrySummarize(schedule)(attempt(Summarizer.summarizationPrompt(request)))
       return {
         text: reply.text,
         model: reply.modelId ?? options.model ?? "language-model",
         usage: reply.usage,
         summarizer: name,
         stopReason: reply.stopReason
-      } satisfies Summary
+      } satisfies Summarizer.Summary
     })
     return { name, summarize }
   })
@@ -170,11 +159,16 @@ export const LanguageModelSummarizer = {
   /** The summarizer as a value, from the `LanguageModel` in context. */
   make,
   /** A `Summarizer` layer that needs a `LanguageModel`. */
-  layer: (options: LanguageModelSummarizerOptions = {}): Layer.Layer<Summarizer, never, LanguageModel.LanguageModel> =>
-    Layer.effect(Summarizer, make(options)),
+  layer: (
+    options: LanguageModelSummarizerOptions = {}
+  ): Layer.Layer<Summarizer.Summarizer, never, LanguageModel.LanguageModel> =>
+    Layer.effect(Summarizer.Summarizer, make(options)),
   /** `layer`, falling back to `ExtractiveSummarizer` when the model fails (after its retries). */
   layerWithFallback: (
     options: LanguageModelSummarizerOptions = {}
-  ): Layer.Layer<Summarizer, never, LanguageModel.LanguageModel> =>
-    Layer.effect(Summarizer, Effect.map(make(options), (primary) => withFallback(primary, ExtractiveSummarizer.make())))
+  ): Layer.Layer<Summarizer.Summarizer, never, LanguageModel.LanguageModel> =>
+    Layer.effect(
+      Summarizer.Summarizer,
+      Effect.map(make(options), (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
+    )
 } as const

@@ -10,7 +10,7 @@
  * `withFallback(server, ExtractiveSummarizer.make())` writes a text summary instead. The usage is the sum of
  * `usage.iterations` (API-RULES 16: the top-level usage leaves the compaction step out).
  *
- * This module loads the SDK; `Summarizer` and the barrel do not, and reach it by dynamic import.
+ * This module loads the SDK; the barrel does not.
  *
  * **Gotchas**: the view it produces opens with a beta block: send it with `client.beta.messages` (the non-beta
  * `MessageParam` has no compaction block). The server must accept the head: it ends on a finished turn (`Compact`
@@ -27,7 +27,7 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import { clientFromConfig, summarizeErrorOf } from "./AnthropicSummarizer.ts"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
-import { anthropicConfig, DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/anthropicConfig.ts"
+import { anthropicConfig, requestOptionsOf } from "./internal/anthropicConfig.ts"
 import { describeCause } from "./internal/anthropicErrors.ts"
 import { readConfig } from "./internal/env.ts"
 import {
@@ -38,19 +38,8 @@ import {
 } from "./internal/serverCompactionConfig.ts"
 import type { CompactionBlock } from "./Message.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
-import {
-  CompactionFailed,
-  makeRetrySchedule,
-  NothingToSummarize,
-  retrySummarize,
-  SummarizeError,
-  Summarizer,
-  type SummarizeRequest,
-  type SummarizerShape,
-  type Summary,
-  withAttemptTimeout,
-  withFallback
-} from "./Summarizer.ts"
+import { CompactionFailed, NothingToSummarize, SummarizeError } from "./SummarizeError.ts"
+import * as Summarizer from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
 /** The server-compaction summarizer's beta header, default instructions and options. */
@@ -139,12 +128,12 @@ const instructionsOf = (base: string | undefined, focus: string | undefined): st
   return `${base ?? DEFAULT_COMPACTION_INSTRUCTIONS}\n\nGive particular attention to: ${trimmed}`
 }
 
-const makeServerCompaction = (options: ServerCompactionSummarizerOptions): SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
+const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summarizer.SummarizerShape => {
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
-  const schedule = makeRetrySchedule(options.retry)
+  const schedule = Summarizer.makeRetrySchedule(options.retry)
 
-  const attempt = (body: ServerCompactionBody): Effect.Effect<Summary, SummarizeError> =>
+  const attempt = (body: ServerCompactionBody): Effect.Effect<Summarizer.Summary, SummarizeError> =>
     Effect.tryPromise({
       // our timeout wraps the whole attempt; the SDK's is only a backstop
       try: (signal) =>
@@ -158,7 +147,7 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
         const model = Predicate.hasProperty(response, "model") && typeof response.model === "string"
           ? response.model
           : ""
-        return Effect.map(blockOf(response, stopReason), (compaction): Summary => ({
+        return Effect.map(blockOf(response, stopReason), (compaction): Summarizer.Summary => ({
           text: compaction.content,
           model: model.length > 0 ? model : options.model,
           usage: compactionUsage(Predicate.hasProperty(response, "usage") ? response.usage : undefined),
@@ -167,10 +156,10 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
           ...(stopReason === undefined ? {} : { stopReason })
         }))
       }),
-      withAttemptTimeout(timeout)
+      Summarizer.withAttemptTimeout(timeout)
     )
 
-  const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: SummarizeRequest) {
+  const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: Summarizer.SummarizeRequest) {
     const messages = request.head ?? request.messages
     yield* Effect.annotateCurrentSpan({ "summarizer.model": options.model, "summarizer.messages": messages.length })
     if (!messages.some((m) => m.role !== "system")) {
@@ -189,23 +178,17 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools })
     }
-    return yield* retrySummarize(schedule)(attempt(body))
+    return yield* Summarizer.retrySummarize(schedule)(attempt(body))
   })
   return { name: SERVER_COMPACTION_SUMMARIZER, summarize }
 }
 
-const fromConfig = Effect.gen(function* () {
-  const config = yield* readConfig(anthropicConfig)
-  const client = clientFromConfig(config)
-  return makeServerCompaction({
-    client,
-    model: config.model,
-    maxTokens: config.maxTokens,
-    timeout: config.timeout,
-    retry: { retries: config.retries },
+const fromConfig = Effect.map(readConfig(anthropicConfig), (config) =>
+  makeServerCompaction({
+    client: clientFromConfig(config),
+    ...requestOptionsOf(config),
     ...(Option.isSome(config.systemPrompt) ? { instructions: config.systemPrompt.value } : {})
-  })
-})
+  }))
 
 /**
  * The on-demand compaction summarizer. Each attempt is one streamed request with a timeout covering it and the whole
@@ -216,15 +199,19 @@ export const ServerCompactionSummarizer = {
   /** The summarizer from explicit options (tests pass a client whose `baseURL` is a local server). */
   make: makeServerCompaction,
   /** A layer from explicit options. */
-  layerWith: (options: ServerCompactionSummarizerOptions): Layer.Layer<Summarizer> =>
-    Layer.succeed(Summarizer, makeServerCompaction(options)),
+  layerWith: (options: ServerCompactionSummarizerOptions): Layer.Layer<Summarizer.Summarizer> =>
+    Layer.succeed(Summarizer.Summarizer, makeServerCompaction(options)),
   /**
    * A layer from config: the Anthropic summarizer's variables (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`,
    * `COMPACTION_SUMMARIZER_MODEL`, `COMPACTION_SUMMARY_MAX_TOKENS`, `COMPACTION_SUMMARIZER_TIMEOUT`,
    * `COMPACTION_SUMMARIZER_RETRIES`), with `COMPACTION_SUMMARIZER_PROMPT` as the `instructions`.
    */
-  layerConfig: (): Layer.Layer<Summarizer, Config.ConfigError> => Layer.effect(Summarizer, fromConfig),
+  layerConfig: (): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
+    Layer.effect(Summarizer.Summarizer, fromConfig),
   /** `layerConfig` whose failures (after retries, `content: null` included) fall back to the extractive summarizer. */
-  layerWithFallback: (): Layer.Layer<Summarizer, Config.ConfigError> =>
-    Layer.effect(Summarizer, Effect.map(fromConfig, (primary) => withFallback(primary, ExtractiveSummarizer.make())))
+  layerWithFallback: (): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
+    Layer.effect(
+      Summarizer.Summarizer,
+      Effect.map(fromConfig, (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
+    )
 } as const

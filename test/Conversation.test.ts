@@ -22,7 +22,7 @@ import {
 import { CompactionPolicy } from "../src/Policy.ts"
 import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { type MemoryStore, SessionLog, SessionLogError } from "../src/SessionLog.ts"
-import { ExtractiveSummarizer } from "../src/Summarizer.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
 import * as SqlClient from "effect/sql/SqlClient"

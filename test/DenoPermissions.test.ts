@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { ANTHROPIC_ENV_VARIABLES } from "../src/Summarizer.ts"
+import { ANTHROPIC_ENV_VARIABLES } from "../src/AnthropicSummarizer.ts"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const deno = path.join(root, "node_modules", ".bin", "deno")

@@ -6,12 +6,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Layer, Stream } from "effect"
 import { AiError, LanguageModel, type Prompt, type Response } from "effect/ai"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { LanguageModelSummarizer, reasonOfAiError } from "../src/LanguageModelSummarizer.ts"
+import { SummarizeError } from "../src/SummarizeError.ts"
 import {
   DEFAULT_SYSTEM_PROMPT,
-  ExtractiveSummarizer,
   summarizationPrompt,
-  SummarizeError,
   Summarizer,
   summarizeRequest,
   withFallback

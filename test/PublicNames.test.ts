@@ -184,5 +184,15 @@ describe("public names", () => {
     assert.strictEqual(Lib.Summarizer.zeroUsage, Lib.Policy.zeroUsage)
     assert.strictEqual(Lib.Summarizer.DEFAULT_SUMMARY_MAX_TOKENS, Lib.Simulate.DEFAULT_SUMMARY_MAX_TOKENS)
     assert.strictEqual(typeof Lib.Summarizer.AnthropicSummarizer.make, "function")
+    assert.strictEqual(Lib.Summarizer.EXTRACTIVE_LIMITS, Lib.ExtractiveSummarizer.EXTRACTIVE_LIMITS)
+    assert.strictEqual(Lib.Summarizer.layerAuto, Lib.SummarizerAuto.layerAuto)
+    assert.strictEqual(Lib.Summarizer.SummarizeError, Lib.SummarizeError.SummarizeError)
+    assert.strictEqual(Lib.Summarizer.SummarizeErrorReason, Lib.SummarizeError.SummarizeErrorReason)
+    for (const reason of Lib.SummarizeError.SummarizeErrorReason.members) {
+      const tag = reason.identifier as keyof typeof Lib.SummarizeError
+      assert.isDefined(Lib.SummarizeError[tag], tag)
+      assert.strictEqual((Lib.Summarizer as Record<string, unknown>)[tag], Lib.SummarizeError[tag], tag)
+    }
+    assert.strictEqual(typeof Lib.Summarizer.ServerCompactionSummarizer.make, "function")
   })
 })

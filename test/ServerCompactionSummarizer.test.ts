@@ -10,19 +10,12 @@ import { compactContext, finishCompaction, prepareCompaction } from "../src/Comp
 import { Conversation, type MessageParam, resumeState } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { CompactionBlock, ContentBlock, Message } from "../src/Message.ts"
-import { CompactionPolicy } from "../src/Policy.ts"
+import * as Lib from "../src/index.ts"
+import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
-import {
-  type SummarizeError,
-  Summarizer,
-  summarizeRequest,
-  type SummarizerShape,
-  type Summary,
-  withFallback,
-  zeroUsage
-} from "../src/Summarizer.ts"
-import * as SummarizerModule from "../src/Summarizer.ts"
+import type { SummarizeError } from "../src/SummarizeError.ts"
+import { Summarizer, summarizeRequest, type SummarizerShape, type Summary, withFallback } from "../src/Summarizer.ts"
 import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
@@ -117,7 +110,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
       server.enqueue(Reply.compaction(SUMMARY))
-      const summarizer = SummarizerModule.ServerCompactionSummarizer.make({ client: client(server), model: "m" })
+      const summarizer = Lib.Summarizer.ServerCompactionSummarizer.make({ client: client(server), model: "m" })
       assert.strictEqual(summarizer.name, "server-compaction")
       const summary = yield* summarizer.summarize(summarizeRequest([user("go"), assistant("ok")]))
       assert.deepStrictEqual(summary.compaction, expectedBlock(SUMMARY) as never)

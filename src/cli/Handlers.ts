@@ -310,9 +310,9 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
 
     // loaded on demand: the Anthropic SDK takes a while to load and only this command needs it
     const { compactContext } = yield* Effect.promise(() => import("../Compact.ts"))
-    const { AnthropicSummarizer, anthropicConfig, ExtractiveSummarizer, Summarizer } = yield* Effect.promise(() =>
-      import("../Summarizer.ts")
-    )
+    const { Summarizer } = yield* Effect.promise(() => import("../Summarizer.ts"))
+    const { ExtractiveSummarizer } = yield* Effect.promise(() => import("../ExtractiveSummarizer.ts"))
+    const { anthropicConfig } = yield* Effect.promise(() => import("../internal/anthropicConfig.ts"))
     // a configuration error is reported before anything is read or sent
     if (kind === "anthropic") yield* anthropicConfig.pipe(Effect.mapError(configFailure))
     const read = yield* readSession(input.file, { strict: input.strict })
@@ -320,9 +320,14 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     const progress = progressLine("summarizing")
     const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
       ? ExtractiveSummarizer.layer
-      : (fallback ? AnthropicSummarizer.layerWithFallback : AnthropicSummarizer.layerConfig)({
-        onProgress: progress.update
-      }).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, Effect.fail(configFailure(e)))))
+      // the Anthropic module (and the SDK) loads only when this layer is built
+      : Layer.unwrap(Effect.map(
+        Effect.promise(() => import("../AnthropicSummarizer.ts")),
+        ({ AnthropicSummarizer }) =>
+          (fallback ? AnthropicSummarizer.layerWithFallback : AnthropicSummarizer.layerConfig)({
+            onProgress: progress.update
+          })
+      )).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, Effect.fail(configFailure(e)))))
     if (kind === "anthropic") yield* status(`summarizing with the anthropic summarizer…`)
 
     const run = (messages: ReadonlyArray<Message>) =>

@@ -36,7 +36,7 @@ import {
   simulatePolicy,
   type SimulationReport
 } from "../Simulate.ts"
-import { ExtractiveSummarizer } from "../Summarizer.ts"
+import { ExtractiveSummarizer } from "../ExtractiveSummarizer.ts"
 import { estimateContentTokens } from "../Tokens.ts"
 import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
 import { replayMessages, type ReplaySummary } from "./Replay.ts"

@@ -19,7 +19,7 @@ import { type Loaded, readJsonl, readSession as readStored, SessionLog, type Ses
 import { SessionStore } from "../SessionStore.ts"
 import { SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
-import { ExtractiveSummarizer } from "../Summarizer.ts"
+import { ExtractiveSummarizer } from "../ExtractiveSummarizer.ts"
 import { replayMessages } from "./Replay.ts"
 import { replayPolicyOptions } from "./Report.ts"
 import {

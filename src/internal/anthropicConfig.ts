@@ -1,16 +1,17 @@
 /**
- * What the Anthropic summarizer needs that does not load `@anthropic-ai/sdk`: its defaults, its options and the
- * config it reads. Kept apart so `Summarizer` can re-export them (and read the key in `layerAuto`) without the SDK;
- * nothing here names an SDK type, so a consumer without the SDK installed type-checks with `skipLibCheck: false`.
+ * What the Anthropic summarizers need that does not load `@anthropic-ai/sdk`: the default model, the options and the
+ * config they read. Kept apart so the barrel's `Summarizer` namespace can re-export them and `layerAuto` can import
+ * them without the SDK; nothing here names an SDK type, so a consumer without the SDK installed type-checks with
+ * `skipLibCheck: false`. `AnthropicSummarizer` re-exports this file; nothing here imports it back.
  *
  * @internal
  */
 import * as Config from "effect/Config"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import type * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import type { RetryOptions } from "../Summarizer.ts"
+import * as Summarizer from "../Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
 
 /**
@@ -20,8 +21,12 @@ import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
  */
 export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
 
-/** Default per-attempt timeout (opening the request and reading the whole stream). @category constants */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
+/**
+ * The default per-attempt timeout (opening the request and reading the whole stream).
+ * @deprecated Use `Summarizer.DEFAULT_SUMMARIZER_TIMEOUT`.
+ * @category constants
+ */
+export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Summarizer.DEFAULT_SUMMARIZER_TIMEOUT
 
 /**
  * The part of an `@anthropic-ai/sdk` client the Anthropic summarizer calls; every `Anthropic` instance is one. Named
@@ -53,7 +58,7 @@ export interface AnthropicSummarizerOptions {
   /** Per-attempt timeout covering the request and the whole stream. Default 120 seconds. */
   readonly timeout?: Duration.Input
   readonly systemPrompt?: string
-  readonly retry?: RetryOptions
+  readonly retry?: Summarizer.RetryOptions
   /**
    * Called with the summary's length so far after each streamed text chunk (for a progress display). A retry starts
    * a fresh stream, so the count starts again from zero.
@@ -85,7 +90,9 @@ export const anthropicConfig: Config.Config<AnthropicConfig> = Config.all({
   maxTokens: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "COMPACTION_SUMMARY_MAX_TOKENS").pipe(
     Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)
   ),
-  timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(Config.withDefault(DEFAULT_SUMMARIZER_TIMEOUT)),
+  timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(
+    Config.withDefault(Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+  ),
   retries: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), "COMPACTION_SUMMARIZER_RETRIES").pipe(
     Config.withDefault(4)
   ),
@@ -114,3 +121,14 @@ export const ANTHROPIC_ENV_VARIABLES: ReadonlyArray<string> = [
   "ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE",
   "ANTHROPIC_OPEN_TELEMETRY_TRACES_MAX_CONTENT_BYTES"
 ]
+
+/**
+ * The options a config-reading Anthropic layer passes on to its summarizer as they are: the model, `max_tokens`, the
+ * per-attempt timeout and the retries (the client and the prompt are each summarizer's own).
+ */
+export const requestOptionsOf = (config: AnthropicConfig): {
+  readonly model: string
+  readonly maxTokens: number
+  readonly timeout: Duration.Duration
+  readonly retry: Summarizer.RetryOptions
+} => ({ model: config.model, maxTokens: config.maxTokens, timeout: config.timeout, retry: { retries: config.retries } })

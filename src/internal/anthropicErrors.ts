@@ -16,7 +16,7 @@ import {
   type SummarizeErrorReason,
   Timeout,
   Unauthorized
-} from "../Summarizer.ts"
+} from "../SummarizeError.ts"
 
 /** The API's own error message when the body has one (not the SDK's "401 {json}"), without a trailing period. */
 export const describeCause = (cause: unknown): string => {

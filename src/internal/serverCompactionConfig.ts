@@ -1,7 +1,8 @@
 /**
  * What the server-compaction summarizer needs that does not load `@anthropic-ai/sdk`: its beta header, its options
- * and the client shape it calls. Kept apart so `Summarizer` can re-export them without the SDK; nothing here names an
- * SDK type, so a consumer without the SDK installed type-checks with `skipLibCheck: false`.
+ * and the client shape it calls. Kept apart so the barrel's `Summarizer` namespace can re-export them without the
+ * SDK; nothing here names an SDK type, so a consumer without the SDK installed type-checks with
+ * `skipLibCheck: false`. `ServerCompactionSummarizer` re-exports this file; nothing here imports it back.
  *
  * @internal
  */

@@ -6,7 +6,7 @@
  */
 import * as Data from "effect/Data"
 import type { SessionLogError } from "../../SessionLog.ts"
-import type { SummarizeError } from "../../Summarizer.ts"
+import type { SummarizeError } from "../../SummarizeError.ts"
 
 const ConversationErrorBase: ReturnType<typeof Data.TaggedError<"ConversationError">> = Data.TaggedError(
   "ConversationError"

@@ -1,0 +1,300 @@
+/**
+ * Why a summarization failed: `SummarizeError`, with one reason class per cause (`RateLimited`, `Overloaded`,
+ * `Server`, `Timeout`, `Connection`, `BadRequest`, `Unauthorized`, `EmptySummary`, `StreamError`,
+ * `NothingToSummarize`, `CompactionFailed`), each with its own fields and `isRetryable`. How a provider's status codes
+ * map onto these reasons is each summarizer's own business, not part of this module.
+ *
+ * @since 0.1.0
+ */
+import type * as Cause from "effect/Cause"
+import * as Schema from "effect/Schema"
+
+/** The fields of a failed HTTP exchange that a retry may fix: the status when there was one, the server's wait. */
+type RetryableFields = {
+  readonly status: Schema.optionalKey<Schema.Int>
+  readonly retryAfterMillis: Schema.optionalKey<Schema.Number>
+  readonly detail: Schema.String
+  readonly cause: Schema.optionalKey<Schema.Defect>
+}
+
+const RetryableFields: RetryableFields = {
+  status: Schema.optionalKey(Schema.Int),
+  retryAfterMillis: Schema.optionalKey(Schema.Number),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}
+
+/**
+ * The fields of a request the API refused: its status (always present from the Messages API; absent when a
+ * `LanguageModel`'s provider reported none).
+ */
+type RefusedFields = {
+  readonly status: Schema.optionalKey<Schema.Int>
+  readonly detail: Schema.String
+  readonly cause: Schema.optionalKey<Schema.Defect>
+}
+
+const RefusedFields: RefusedFields = {
+  status: Schema.optionalKey(Schema.Int),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+}
+
+/** The schema class of a failure reason: tagged `Tag`, with the schema fields `Fields` (written out for JSR). */
+type ReasonClass<Self, Tag extends string, Fields extends Schema.Struct.Fields> = Schema.Class<
+  Self,
+  Schema.TaggedStruct<Tag, Fields>,
+  unknown
+>
+
+const RateLimitedBase: ReasonClass<RateLimited, "RateLimited", RetryableFields> = Schema.TaggedClass<RateLimited>()(
+  "RateLimited",
+  RetryableFields
+)
+const OverloadedBase: ReasonClass<Overloaded, "Overloaded", RetryableFields> = Schema.TaggedClass<Overloaded>()(
+  "Overloaded",
+  RetryableFields
+)
+const ServerBase: ReasonClass<Server, "Server", RetryableFields> = Schema.TaggedClass<Server>()(
+  "Server",
+  RetryableFields
+)
+const TimeoutBase: ReasonClass<Timeout, "Timeout", RetryableFields> = Schema.TaggedClass<Timeout>()(
+  "Timeout",
+  RetryableFields
+)
+const ConnectionBase: ReasonClass<
+  Connection,
+  "Connection",
+  { readonly detail: Schema.String; readonly cause: Schema.optionalKey<Schema.Defect> }
+> = Schema.TaggedClass<Connection>()("Connection", {
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+})
+const BadRequestBase: ReasonClass<BadRequest, "BadRequest", RefusedFields> = Schema.TaggedClass<BadRequest>()(
+  "BadRequest",
+  RefusedFields
+)
+const UnauthorizedBase: ReasonClass<Unauthorized, "Unauthorized", RefusedFields> = Schema.TaggedClass<
+  Unauthorized
+>()("Unauthorized", RefusedFields)
+const EmptySummaryBase: ReasonClass<
+  EmptySummary,
+  "EmptySummary",
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly outputTokens: Schema.Int }
+> = Schema.TaggedClass<EmptySummary>()("EmptySummary", {
+  stopReason: Schema.optionalKey(Schema.String),
+  outputTokens: Schema.Int
+})
+const StreamErrorBase: ReasonClass<
+  StreamError,
+  "StreamError",
+  {
+    readonly errorType: Schema.optionalKey<Schema.String>
+    readonly detail: Schema.String
+    readonly cause: Schema.optionalKey<Schema.Defect>
+  }
+> = Schema.TaggedClass<StreamError>()("StreamError", {
+  errorType: Schema.optionalKey(Schema.String),
+  detail: Schema.String,
+  cause: Schema.optionalKey(Schema.Defect())
+})
+
+const NothingToSummarizeBase: ReasonClass<NothingToSummarize, "NothingToSummarize", RefusedFields> = Schema
+  .TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields)
+const CompactionFailedBase: ReasonClass<
+  CompactionFailed,
+  "CompactionFailed",
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly detail: Schema.String }
+> = Schema.TaggedClass<CompactionFailed>()("CompactionFailed", {
+  stopReason: Schema.optionalKey(Schema.String),
+  detail: Schema.String
+})
+
+/** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
+export class RateLimited extends RateLimitedBase {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** 529, or an SSE `overloaded_error`. Retryable. @category errors */
+export class Overloaded extends OverloadedBase {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** Another 5xx, or an SSE `api_error`. Retryable. @category errors */
+export class Server extends ServerBase {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** No complete reply in time (our per-attempt timeout, the SDK's, a 408, an SSE `timeout_error`). Retryable. @category errors */
+export class Timeout extends TimeoutBase {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** The API could not be reached, or the connection dropped mid-stream. Retryable. @category errors */
+export class Connection extends ConnectionBase {
+  /** Always true. */
+  readonly isRetryable = true
+}
+
+/** The API rejected the request (a 4xx other than 401, 403, 408 and 429). Never retried. @category errors */
+export class BadRequest extends BadRequestBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** The API refused the credentials (401, 403). Never retried. @category errors */
+export class Unauthorized extends UnauthorizedBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** The reply held no summary text. Never retried. @category errors */
+export class EmptySummary extends EmptySummaryBase {
+  /** Always false. */
+  readonly isRetryable = false
+  /** The stop reason and the output tokens, as one line. */
+  get detail(): string {
+    return `stop reason ${this.stopReason ?? "unknown"}, ${this.outputTokens} output tokens`
+  }
+}
+
+/** The stream failed in a way no other reason covers (an SSE error event of another type). Never retried. @category errors */
+export class StreamError extends StreamErrorBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/**
+ * The Messages API's compaction had nothing to summarize (`compaction_nothing_to_summarize`: the head holds no user
+ * or assistant content). Never retried. @category errors
+ */
+export class NothingToSummarize extends NothingToSummarizeBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/**
+ * The Messages API's compaction failed: it returned a block with `content: null` (a no-op block), or no compaction
+ * block at all. Never retried; `withFallback` hands the request to the fallback. @category errors
+ */
+export class CompactionFailed extends CompactionFailedBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
+export const SummarizeErrorReason: Schema.Union<
+  readonly [
+    typeof RateLimited,
+    typeof Overloaded,
+    typeof Server,
+    typeof Timeout,
+    typeof Connection,
+    typeof BadRequest,
+    typeof Unauthorized,
+    typeof EmptySummary,
+    typeof StreamError,
+    typeof NothingToSummarize,
+    typeof CompactionFailed
+  ]
+> = Schema.Union([
+  RateLimited,
+  Overloaded,
+  Server,
+  Timeout,
+  Connection,
+  BadRequest,
+  Unauthorized,
+  EmptySummary,
+  StreamError,
+  NothingToSummarize,
+  CompactionFailed
+])
+/** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */
+export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
+
+const SummarizeErrorBase: Schema.Class<
+  SummarizeError,
+  Schema.TaggedStruct<
+    "SummarizeError",
+    { readonly reason: typeof SummarizeErrorReason; readonly attempts: Schema.Int }
+  >,
+  Cause.YieldableError
+> = Schema.TaggedError<SummarizeError>()("SummarizeError", {
+  reason: SummarizeErrorReason,
+  attempts: Schema.Int
+})
+
+/**
+ * A summarization failure. `reason` says why (match on `reason._tag`); `attempts` is how many requests were made in
+ * all. `isRetryable`, `status`, `retryAfterMillis` and `detail` read the reason. Only `RateLimited`, `Overloaded`,
+ * `Server`, `Connection` and `Timeout` are retryable; a 400, a 401 and an empty summary never are. `message` is one
+ * line that says why and what to try.
+ * @category errors
+ */
+export class SummarizeError extends SummarizeErrorBase {
+  /** True for failures that a new attempt may fix: 429, 529, other 5xx, connection errors and timeouts. */
+  get isRetryable(): boolean {
+    return this.reason.isRetryable
+  }
+
+  /** The HTTP status, when the failure had one. */
+  get status(): number | undefined {
+    return "status" in this.reason ? this.reason.status : undefined
+  }
+
+  /** The server's `retry-after` (or `retry-after-ms`) in milliseconds, when it sent one. */
+  get retryAfterMillis(): number | undefined {
+    return "retryAfterMillis" in this.reason ? this.reason.retryAfterMillis : undefined
+  }
+
+  /** What went wrong, in the API's or the runtime's words. */
+  get detail(): string {
+    return this.reason.detail
+  }
+
+  override get message(): string {
+    return describeFailure(this)
+  }
+
+  /** The same error with `attempts` set. */
+  withAttempts(attempts: number): SummarizeError {
+    return new SummarizeError({ reason: this.reason, attempts })
+  }
+}
+
+const describeFailure = (error: SummarizeError): string => {
+  const after = error.attempts > 1 ? ` after ${error.attempts} attempts` : ""
+  const status = error.status === undefined ? "" : ` (${error.status})`
+  const detail = error.detail.replace(/\s+/g, " ").trim()
+  const because = detail.length > 0 ? `: ${detail.length > 300 ? `${detail.slice(0, 299)}…` : detail}` : ""
+  switch (error.reason._tag) {
+    case "RateLimited":
+      return `The Messages API rate-limited the summarizer${status}${after}${because}. Wait a minute and retry.`
+    case "Overloaded":
+      return `The summarizer model is overloaded${status}${after}${because}. Retry later, or set COMPACTION_SUMMARIZER_MODEL to another model.`
+    case "Server":
+      return `The Messages API failed${status}${after}${because}. Retry later.`
+    case "Connection":
+      return `Could not reach the Messages API${after}${because}. Check the network and ANTHROPIC_BASE_URL.`
+    case "Timeout":
+      return `The summarization request timed out${after}${because}. Raise COMPACTION_SUMMARIZER_TIMEOUT or compact a shorter head.`
+    case "BadRequest":
+      return `The Messages API rejected the summarization request${status}${because}. Check COMPACTION_SUMMARIZER_MODEL and COMPACTION_SUMMARY_MAX_TOKENS.`
+    case "Unauthorized":
+      return `The Messages API refused the credentials${status}${because}. Check ANTHROPIC_API_KEY.`
+    case "EmptySummary":
+      return `The model returned no summary text${because}. Retry, or set COMPACTION_SUMMARIZER_MODEL to another model.`
+    case "NothingToSummarize":
+      return `The Messages API found nothing to compact${status}${because}. Compact a head with user or assistant content.`
+    case "CompactionFailed":
+      return `The Messages API's compaction produced no summary${because}. Retry, or use a text summarizer.`
+    default:
+      return `The summary stream failed${because}. Retry.`
+  }
+}
