@@ -111,9 +111,6 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     return yield* readSession(file, { strict: input.strict })
   })
 
-/** `reportFailure` now lives in `Run.ts`, beside the other failures. */
-export { reportFailure } from "./Run.ts"
-
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
 export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {

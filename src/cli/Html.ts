@@ -26,8 +26,6 @@ import { type Fate, groupViolations, KIND_LABELS, KINDS, type TimelineEntry } fr
 import type { Report } from "./Report.ts"
 import { CHART_COLORS, contextChart, costChart, escapeHtml } from "./ReportChart.ts"
 
-export { CHART_COLORS, escapeHtml, niceStep, requestDetails, shortTokens } from "./ReportChart.ts"
-
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 const dollars = (n: number): string => `$${n.toFixed(2)}`
 

@@ -1,5 +1,6 @@
 /**
- * `compaction replay FILE`: a recorded session replayed through `Conversation` exactly as an agent would run it.
+ * The loop behind `compaction replay FILE` (the command's tree is in `Commands.ts`, its handler in `Sessions.ts`): a
+ * recorded session replayed through `Conversation` exactly as an agent would run it.
  *
  * Open; for each recorded message, append it; before each recorded assistant reply, prepare the request; then record
  * that reply with its recorded usage. With `resumeEvery` N, the session is closed and resumed from its log before
@@ -108,6 +109,3 @@ export const replayMessages = <E = never, R = never>(
     }
     return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes }
   })
-
-/** The `replay` command now lives with the others in `Commands.ts` (its handler in `Sessions.ts`). */
-export { replay } from "./Commands.ts"
