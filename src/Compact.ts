@@ -22,7 +22,9 @@ import { planForPolicy } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import type { BuiltMessage, ContentBlock, Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
-import { SessionLog, SessionLogError, type SessionLogShape, type Snapshot } from "./SessionLog.ts"
+import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
+import type { Snapshot } from "./SessionEntry.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
 import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
 import {
@@ -176,20 +178,43 @@ export interface CompactionSkip<M extends Message> {
 }
 
 /**
- * What a finished compaction stores in a `SessionLog` (`SessionLogShape#recordCompaction`), derived from the same
- * value as the returned view: `[summary, ...(kept ?? messages.slice(cut))]` is the view.
+ * What a finished compaction stores in a `SessionLog` (`SessionLogShape#recordCompaction`): the new view itself (the
+ * array `FinishedCompaction#messages` is), where it was cut, and its figures. The log derives its entry and hash from
+ * `view` and goes on with that same array; `recordInput` is the one mapping to the log's input.
  * @category models
  */
 export interface CompactionRecord<M extends Message> {
-  readonly summary: BuiltMessage
+  /** The new view, summary first: `FinishedCompaction#messages`, the same array. */
+  readonly view: ReadonlyArray<M | BuiltMessage>
+  /** How many messages of the compacted view the summary replaces. */
   readonly cut: number
-  /** The repaired kept tail, when `repair` changed it; absent when the tail is `messages.slice(cut)` itself. */
-  readonly kept?: ReadonlyArray<M>
   readonly summarizer: string
   readonly tokensBefore: number
   readonly tokensAfter: number
   readonly turnsSummarized: number
+  /** The summary message. @deprecated Use `view[0]`. */
+  readonly summary: BuiltMessage
+  /**
+   * The repaired kept tail, when `repair` changed it; absent when the tail is `messages.slice(cut)` itself.
+   * @deprecated Use `view.slice(1)`: the log compares it with what it holds.
+   */
+  readonly kept?: ReadonlyArray<M>
 }
+
+/**
+ * The input of `SessionLogShape#recordCompaction` for a finished compaction of `snapshot.view`: the record's own
+ * view, cut and figures. The one mapping between a finished compaction and the log.
+ * @category compaction
+ */
+export const recordInput = <M extends Message>(record: CompactionRecord<M>, snapshot: Snapshot): CompactionInput => ({
+  snapshot,
+  view: record.view,
+  cut: record.cut,
+  summarizer: record.summarizer,
+  tokensBefore: record.tokensBefore,
+  tokensAfter: record.tokensAfter,
+  turnsSummarized: record.turnsSummarized
+})
 
 /** A finished compaction: the new view, its outcome, and the record to persist (absent when `Skipped`). @category models */
 export interface FinishedCompaction<M extends Message> extends CompactResult<M> {
@@ -411,8 +436,9 @@ export const finishCompaction = <M extends Message>(
     messages: next,
     outcome,
     record: {
-      summary: summaryMsg,
+      view: next,
       cut,
+      summary: summaryMsg,
       ...(identicalMessages(keptTail, tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
@@ -484,17 +510,7 @@ const recordIn = <M extends Message>(
   finished: FinishedCompaction<M>,
   messages: ReadonlyArray<M>
 ) =>
-  finished.record === undefined ? Effect.void : log.recordCompaction({
-    summary: finished.record.summary,
-    ...(finished.record.kept === undefined ? {} : { kept: finished.record.kept }),
-    snapshot,
-    cut: finished.record.cut,
-    summarizer: finished.record.summarizer,
-    tokensBefore: finished.record.tokensBefore,
-    tokensAfter: finished.record.tokensAfter,
-    turnsSummarized: finished.record.turnsSummarized,
-    expectedView: finished.messages
-  }).pipe(
+  finished.record === undefined ? Effect.void : log.recordCompaction(recordInput(finished.record, snapshot)).pipe(
     Effect.asVoid,
     Effect.mapError((cause) => new CompactError<M>({ reason: "Persist", messages: messages as Array<M>, cause }))
   )

@@ -34,7 +34,8 @@ import {
   CompactOutcome,
   finishCompaction,
   type FinishedCompaction,
-  prepareCompaction
+  prepareCompaction,
+  recordInput
 } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
 import { evictCarried, handOnAppend, toolUseIdsOf } from "./internal/conversation/carried.ts"
@@ -43,7 +44,8 @@ import { requestOf, type RequestOptions } from "./internal/conversation/request.
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { type CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
-import type { Entry, Eviction, Loaded, MessageEntry, SessionLogError, SessionLogShape, StepMeta } from "./SessionLog.ts"
+import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionEntry.ts"
+import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
 import { estimateTokens } from "./Tokens.ts"
@@ -112,7 +114,7 @@ export interface ReplyMeta {
 export type Change = Data.TaggedEnum<{
   Appended: { readonly message: MessageParam; readonly meta: ReplyMeta | undefined }
   Offloaded: { readonly offloaded: ReadonlyArray<Offloaded> }
-  Compacted: { readonly record: CompactionRecord<MessageParam> }
+  CompactionApplied: { readonly record: CompactionRecord<MessageParam> }
 }>
 
 /** Constructors for `Change`. @category constructors */
@@ -428,7 +430,7 @@ export const applyCompaction = (
 ): Transition => {
   if (finished.record === undefined) return none(state)
   const next: ConversationState = { ...state, view: finished.messages, epoch: state.epoch + 1 }
-  return { steps: [{ change: Change.Compacted({ record: finished.record }), state: next }], state: next }
+  return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
 }
 
 /** Building a request with its breakpoints lives in `internal/conversation/request.ts`. */
@@ -558,10 +560,13 @@ export interface Prepared {
 }
 
 /** What `compact` returns: the request after it and the outcome. @category models */
-export interface Compacted {
+export interface RequestAfterCompaction {
   readonly request: Request
   readonly outcome: CompactOutcome
 }
+
+/** @deprecated Use `RequestAfterCompaction` (`Compacted` is also an outcome's tag). */
+export type Compacted = RequestAfterCompaction
 
 /** The steps of an agent loop. Each is serialized with the others. @category services */
 export interface ConversationShape {
@@ -583,7 +588,7 @@ export interface ConversationShape {
   /** Compacts now (`/compact <focus>`), whatever the trigger says. */
   readonly compact: (
     options?: { readonly instructions?: string | undefined } | undefined
-  ) => Effect.Effect<Compacted, ConversationError<Compacted>>
+  ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
 const record = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
@@ -594,18 +599,9 @@ const record = (log: SessionLogShape, change: Change): Effect.Effect<void, Sessi
       )
     case "Offloaded":
       return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
-    case "Compacted":
-      return Effect.flatMap(log.snapshot, (snapshot) =>
-        log.recordCompaction({
-          summary: change.record.summary,
-          snapshot,
-          cut: change.record.cut,
-          ...(change.record.kept === undefined ? {} : { kept: change.record.kept as ReadonlyArray<Message> }),
-          summarizer: change.record.summarizer,
-          tokensBefore: change.record.tokensBefore,
-          tokensAfter: change.record.tokensAfter,
-          turnsSummarized: change.record.turnsSummarized
-        })).pipe(Effect.asVoid)
+    case "CompactionApplied":
+      return Effect.flatMap(log.snapshot, (snapshot) => log.recordCompaction(recordInput(change.record, snapshot)))
+        .pipe(Effect.asVoid)
   }
 }
 
@@ -625,8 +621,8 @@ const make = (
     const requestOptions = (before?: ConversationState): RequestOptions => ({ tools, model, classifier, before })
     const request = () => requestOf(state, options.system, requestOptions())
 
-    /** Records each change, committing the state after it; on failure the state is the last stored one. */
-    const commit = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
+    /** Records each change, then makes the state after it current; on failure the state is the last stored one. */
+    const persist = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
       Effect.forEach(t.steps, (step) =>
         (log === undefined ? Effect.void : record(log, step.change)).pipe(
           Effect.tap(() => Effect.sync(() => void (state = step.state))),
@@ -635,7 +631,7 @@ const make = (
 
     const compactNow = <A>(instructions: string | undefined, fallback: () => A) =>
       Effect.gen(function* () {
-        yield* commit(closePending(state), fallback)
+        yield* persist(closePending(state), fallback)
         const plan = prepareCompaction(state.view, policy, {
           instructions,
           minFreedTokens: options.minFreedTokens,
@@ -646,7 +642,7 @@ const make = (
           Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
         )
         const finished = finishCompaction(plan, summary)
-        yield* commit(applyCompaction(state, finished), fallback)
+        yield* persist(applyCompaction(state, finished), fallback)
         return finished.outcome
       })
 
@@ -656,10 +652,10 @@ const make = (
     return Conversation.of({
       state: Effect.sync(stateNow),
       append: (message) =>
-        serialized(Effect.suspend(() => commit(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))),
+        serialized(Effect.suspend(() => persist(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))),
       recordReply: (message, usage, replyOptions) =>
         serialized(
-          Effect.suspend(() => commit(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow)).pipe(
+          Effect.suspend(() => persist(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow)).pipe(
             Effect.map(stateNow)
           )
         ),
@@ -671,7 +667,7 @@ const make = (
         const cold = lastRequestAt !== undefined && now - lastRequestAt >= CACHE_TTL_MS
         const before = state
         const step = prepareStep(state, { ...options, policy }, cold)
-        yield* commit(step.transition, prepared)
+        yield* persist(step.transition, prepared)
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         if (step.compact) compaction = yield* compactNow(undefined, prepared)
         lastRequestAt = now
@@ -684,7 +680,7 @@ const make = (
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
-          const outcome = yield* compactNow(compactOptions?.instructions, (): Compacted => ({
+          const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
             outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(state.view) })
           }))

@@ -1,7 +1,7 @@
 /**
  * Session entries: their schemas and versions, the line each one is stored as (with its checksum), canonical JSON
  * and the view hash, and the pure fold that derives a view from entries. No storage and no service here: every store
- * moves these lines, and `SessionLog` folds them with `LiveView`.
+ * moves these lines, and `SessionLog` folds them with `LiveView`. The log's error is `SessionLog.SessionLogError`.
  *
  * A stored line is `JSON.stringify(entry)` with `,"sum":"<32 hex>"` inserted before its closing brace: the first 128
  * bits of the SHA-256 of the line without that member. Any changed byte of a line is then a `Corrupt` error naming
@@ -22,7 +22,7 @@ import {
   type ToolResultBlock,
   validateMessage
 } from "./Message.ts"
-import { SessionLogError } from "./internal/sessionLogError.ts"
+import { SessionLogError as LogError, SessionLogErrorReason as LogErrorReason } from "./internal/sessionLogError.ts"
 
 // ============================================================================
 // Entries
@@ -176,7 +176,14 @@ export type Entry = typeof Entry.Type
 // Errors
 // ============================================================================
 
-export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
+/** The session log's error. @deprecated Use `SessionLog.SessionLogError`: the error belongs to the log. */
+export const SessionLogError: typeof LogError = LogError
+/** @deprecated Use `SessionLog.SessionLogError`. */
+export type SessionLogError = LogError
+/** Why a session log operation failed. @deprecated Use `SessionLog.SessionLogErrorReason`. */
+export const SessionLogErrorReason: typeof LogErrorReason = LogErrorReason
+/** @deprecated Use `SessionLog.SessionLogErrorReason`. */
+export type SessionLogErrorReason = LogErrorReason
 
 // ============================================================================
 // Hash
@@ -232,11 +239,7 @@ export const viewHash = (view: ReadonlyArray<Message>): string => {
   // messages are hashed at every compaction, evicted ones are new objects)
   const hash = createHash("sha256").update("[")
   view.forEach((message, i) => {
-    let json = canonicalCache.get(message)
-    if (json === undefined) {
-      json = canonicalJson(message)
-      canonicalCache.set(message, json)
-    }
+    const json = canonicalOf(message)
     hash.update(i === 0 ? json : `,${json}`)
   })
   return hash.update("]").digest("hex")
@@ -250,6 +253,12 @@ const canonicalCache = new WeakMap<Message, string>()
 
 /** One view message and the id of the entry that put it there. @category models */
 export interface ViewItem {
+  readonly entryId: string
+  readonly message: Message
+}
+
+/** A view item as the fold holds it: an eviction replaces its message in place. */
+interface FoldItem {
   readonly entryId: string
   message: Message
 }
@@ -267,29 +276,80 @@ const replaceToolResults = (message: Message, toolUseId: string, block: ToolResu
   return changed ? { ...message, content } : message
 }
 
+/** The canonical JSON of a message, remembered by identity (the same cache `viewHash` reads). */
+const canonicalOf = (message: Message): string => {
+  let json = canonicalCache.get(message)
+  if (json === undefined) {
+    json = canonicalJson(message)
+    canonicalCache.set(message, json)
+  }
+  return json
+}
+
+/**
+ * True when two messages hash alike in a view: the same object, or the same canonical JSON. A message kept by entry
+ * id instead of stored again must be one of these, so the fold rebuilds the same view hash.
+ * @category hashing
+ */
+export const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
+
 /**
  * The fold behind `rebuildView` and the live service, applied entry by entry, so a worker keeps it and catches up
  * with only the entries written since (`seq` is the last one applied). Its items pair each view message with the id of
- * the entry that put it there (a message entry, or the compaction entry for the summary).
+ * the entry that put it there (a message entry, or the compaction entry for the summary). Its state changes only
+ * through `apply`, `applyCompaction` and `advance`; what it returns is never changed afterwards.
  * @category view
  */
 export class LiveView {
-  items: Array<ViewItem> = []
+  private items: Array<FoldItem> = []
   /** Every entry applied, in order (the session's history, which a resume replays). */
-  entries: Array<Entry> = []
+  private applied: Array<Entry> = []
   /** tool_use_id → the view item holding that tool_result. */
-  private byToolUse = new Map<string, ViewItem>()
-  head: string | null = null
-  seq = 0
+  private byToolUse = new Map<string, FoldItem>()
+  /** The view's messages, built on the first read after a change, or the view a writer built (`applyCompaction`). */
+  private messages: ReadonlyArray<Message> | undefined = undefined
+  private lastId: string | null = null
+  private lastSeq = 0
+
+  /** The id of the last entry applied (`null`: none). */
+  get head(): string | null {
+    return this.lastId
+  }
+
+  /** The `seq` of the last stored entry folded (0: none). */
+  get seq(): number {
+    return this.lastSeq
+  }
+
+  /** How many messages the view holds. */
+  get size(): number {
+    return this.items.length
+  }
+
+  /** Every entry applied, in order. */
+  get entries(): ReadonlyArray<Entry> {
+    return this.applied
+  }
+
+  /** The view item at `index` (from 0), or `undefined`. */
+  itemAt(index: number): ViewItem | undefined {
+    return this.items[index]
+  }
+
+  /** Records that the stored entries up to `seq` are folded. */
+  advance(seq: number): void {
+    this.lastSeq = seq
+  }
 
   /** An independent copy: applying entries to one never changes the other. */
   clone(): LiveView {
     const copy = new LiveView()
     copy.items = this.items.map((i) => ({ entryId: i.entryId, message: i.message }))
     for (const item of copy.items) copy.index(item)
-    copy.entries = [...this.entries]
-    copy.head = this.head
-    copy.seq = this.seq
+    copy.applied = [...this.applied]
+    copy.messages = this.messages
+    copy.lastId = this.lastId
+    copy.lastSeq = this.lastSeq
     return copy
   }
 
@@ -297,7 +357,7 @@ export class LiveView {
   apply(entry: Entry): string | undefined {
     switch (entry.type) {
       case "message": {
-        const item: ViewItem = { entryId: entry.id, message: entry.message }
+        const item: FoldItem = { entryId: entry.id, message: entry.message }
         this.items.push(item)
         this.index(item)
         break
@@ -312,26 +372,67 @@ export class LiveView {
       case "compaction": {
         const from = this.keptIndex(entry.firstKeptEntryId)
         if (from === -1) return `firstKeptEntryId ${entry.firstKeptEntryId} is not in the view`
-        const summary: ViewItem = { entryId: entry.id, message: entry.summary }
+        const summary: FoldItem = { entryId: entry.id, message: entry.summary }
         if (entry.kept === undefined) {
           this.items = [summary, ...this.items.slice(from)]
         } else {
           const end = entry.kept.through === null ? 0 : this.indexOf(entry.kept.through) + 1
           if (end === 0 && entry.kept.through !== null) return `kept.through ${entry.kept.through} is not in the view`
-          const kept = entry.kept.messages.map((message, i): ViewItem => ({
+          const kept = entry.kept.messages.map((message, i): FoldItem => ({
             entryId: keptEntryId(entry.id, i),
             message
           }))
           this.items = [summary, ...kept, ...this.items.slice(end)]
         }
-        this.byToolUse = new Map()
-        for (const item of this.items) this.index(item)
+        this.reindex()
         break
       }
     }
-    this.head = entry.id
-    this.entries.push(entry)
+    this.messages = undefined
+    this.appended(entry)
     return undefined
+  }
+
+  /**
+   * Applies a compaction entry that a writer derived from `view`, the new view it built (the caller's view, then the
+   * items appended after its snapshot), without building that view again: it checks that `view` is what `apply`
+   * rebuilds from the entry (the summary first, then the kept messages and the rest, each the same object or the same
+   * canonical JSON) and then holds `view` itself, so `snapshot().view` is that array. A `view` that does not match is
+   * not trusted: the entry is applied as a resume applies it. Returns the problem when the entry cannot apply.
+   */
+  applyCompaction(entry: CompactionEntry, view: ReadonlyArray<Message>): string | undefined {
+    const ids = this.entryIdsAfter(entry, view)
+    if (ids === undefined) return this.apply(entry)
+    this.items = view.map((message, i): FoldItem => ({ entryId: ids[i]!, message }))
+    this.reindex()
+    this.messages = view
+    this.appended(entry)
+    return undefined
+  }
+
+  /** The entry ids of `view` if `entry` rebuilds it from this fold, else `undefined`. */
+  private entryIdsAfter(entry: CompactionEntry, view: ReadonlyArray<Message>): Array<string> | undefined {
+    if (view.length === 0 || !sameMessage(view[0]!, entry.summary)) return undefined
+    const ids = [entry.id]
+    let from: number
+    if (entry.kept === undefined) {
+      from = this.keptIndex(entry.firstKeptEntryId)
+    } else {
+      from = entry.kept.through === null ? 0 : this.indexOf(entry.kept.through) + 1
+      if (from === 0 && entry.kept.through !== null) return undefined
+      const kept = entry.kept.messages
+      for (let i = 0; i < kept.length; i++) {
+        if (view[1 + i] === undefined || !sameMessage(view[1 + i]!, kept[i]!)) return undefined
+        ids.push(keptEntryId(entry.id, i))
+      }
+    }
+    if (from === -1 || view.length - ids.length !== this.items.length - from) return undefined
+    for (let i = from; i < this.items.length; i++) {
+      const item = this.items[i]!
+      if (!sameMessage(view[ids.length]!, item.message)) return undefined
+      ids.push(item.entryId)
+    }
+    return ids
   }
 
   /** The index of the first kept item, `items.length` for `null`, or -1 when the id is not in the view. */
@@ -344,22 +445,32 @@ export class LiveView {
     return this.items.findIndex((i) => i.entryId === entryId)
   }
 
-  /** The view's messages. */
-  view(): Array<Message> {
-    return this.items.map((i) => i.message)
+  /** The view's messages (the same array until the next entry is applied). */
+  view(): ReadonlyArray<Message> {
+    return this.messages ??= this.items.map((i) => i.message)
   }
 
   /** The view with its entry ids and head. */
   snapshot(): Snapshot {
-    return { view: this.view(), entryIds: this.items.map((i) => i.entryId), head: this.head }
+    return { view: this.view(), entryIds: this.items.map((i) => i.entryId), head: this.lastId }
   }
 
   /** The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues`. */
   loaded(issues: ReadonlyArray<LoadIssue>): Loaded {
-    return { ...this.snapshot(), entries: [...this.entries], seq: this.seq, issues }
+    return { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
   }
 
-  private index(item: ViewItem): void {
+  private appended(entry: Entry): void {
+    this.lastId = entry.id
+    this.applied.push(entry)
+  }
+
+  private reindex(): void {
+    this.byToolUse = new Map()
+    for (const item of this.items) this.index(item)
+  }
+
+  private index(item: FoldItem): void {
     for (const block of blocksOf(item.message)) {
       if (isToolResult(block)) this.byToolUse.set(block.tool_use_id, item)
     }
@@ -524,7 +635,7 @@ const corruptError = (
   corrupt: ReadonlyArray<{ readonly line: number; readonly entryId?: string; readonly detail: string }>
 ) => {
   const first = corrupt[0]!
-  return new SessionLogError({
+  return new LogError({
     reason: "Corrupt",
     line: first.line,
     lines: corrupt.map((c) => c.line),
@@ -548,7 +659,7 @@ export const applyStored = (
   options: LoadOptions = {}
 ): Result.Result<
   { readonly entries: ReadonlyArray<Entry>; readonly issues: ReadonlyArray<LoadIssue> },
-  SessionLogError
+  LogError
 > => {
   const repair = options.repair === true
   const entries: Array<Entry> = []
@@ -561,7 +672,7 @@ export const applyStored = (
     if (Result.isFailure(decoded)) {
       const problem = decoded.failure
       if (problem.reason === "FutureVersion") {
-        return Result.fail(new SessionLogError({ ...problem, line }))
+        return Result.fail(new LogError({ ...problem, line }))
       }
       if (repair) issues.push({ _tag: "CorruptLine", line, detail: problem.detail })
       else corrupt.push({ line, ...problem })
@@ -579,27 +690,27 @@ export const applyStored = (
     if (corrupt.length > 0) continue // keep looking for more damaged lines, apply nothing more
     const problem = live.apply(entry)
     if (problem !== undefined) {
-      return Result.fail(new SessionLogError({ reason: "Corrupt", entryId: entry.id, line, detail: problem }))
+      return Result.fail(new LogError({ reason: "Corrupt", entryId: entry.id, line, detail: problem }))
     }
     if (entry.type === "compaction") {
       const actual = viewHash(live.view())
       if (actual !== entry.viewHash) {
         const mismatch = { entryId: entry.id, expected: entry.viewHash, actual }
-        if (!repair) return Result.fail(new SessionLogError({ ...mismatchError(mismatch), line }))
+        if (!repair) return Result.fail(new LogError({ ...mismatchError(mismatch), line }))
         issues.push({ _tag: "HashMismatch", line, ...mismatch })
       }
     }
-    live.seq = line
+    live.advance(line)
     entries.push(entry)
   }
   if (corrupt.length > 0) return Result.fail(corruptError(corrupt))
   const last = stored.at(-1)
-  if (last !== undefined) live.seq = last.seq
+  if (last !== undefined) live.advance(last.seq)
   return Result.succeed({ entries, issues })
 }
 
-const mismatchError = (m: HashMismatch): SessionLogError =>
-  new SessionLogError({
+const mismatchError = (m: HashMismatch): LogError =>
+  new LogError({
     reason: "HashMismatch",
     entryId: m.entryId,
     detail: `the rebuilt view hashes to ${m.actual}, the entry recorded ${m.expected}`
@@ -614,7 +725,7 @@ export const loadStored = (
   stored: ReadonlyArray<StoredEntry>,
   options: LoadOptions = {},
   storeIssues: ReadonlyArray<LoadIssue> = []
-): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, SessionLogError> => {
+): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, LogError> => {
   const live = new LiveView()
   return Result.map(applyStored(live, stored, options), ({ issues }) => ({
     loaded: live.loaded([...storeIssues, ...issues]),
@@ -639,19 +750,19 @@ export const loadStored = (
  * keeps an entry that is not in the view; both name the entry's position (`line`, from 1).
  * @category view
  */
-export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, SessionLogError> => {
+export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
   const live = new LiveView()
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!
     const problem = live.apply(entry)
     if (problem !== undefined) {
-      return Result.fail(new SessionLogError({ reason: "Corrupt", entryId: entry.id, line: i + 1, detail: problem }))
+      return Result.fail(new LogError({ reason: "Corrupt", entryId: entry.id, line: i + 1, detail: problem }))
     }
     if (entry.type === "compaction") {
       const actual = viewHash(live.view())
       if (actual !== entry.viewHash) {
         return Result.fail(
-          new SessionLogError({
+          new LogError({
             ...mismatchError({ entryId: entry.id, expected: entry.viewHash, actual }),
             line: i + 1
           })

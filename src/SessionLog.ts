@@ -15,66 +15,92 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type * as FileSystem from "effect/FileSystem"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import type * as Path from "effect/Path"
 import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
-import type * as SqlClient from "effect/sql/SqlClient"
 import { randomUUID } from "node:crypto"
+import {
+  type AppendOptions,
+  type CompactionInput,
+  SessionLog as SessionLogService
+} from "./internal/sessionLogContract.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
 import { type Message, validateMessage } from "./Message.ts"
+import * as SessionEntry from "./SessionEntry.ts"
 import {
   applyStored,
-  type CompactionEntry,
-  CURRENT_VERSION,
   encodeEntry,
-  type Entry,
-  Eviction,
-  type EvictionEntry,
-  type KeptMessages,
+  type KeptMessages as KeptPart,
   type LiveView,
-  type Loaded,
-  type LoadIssue,
-  type LoadOptions,
   loadStored,
-  type MessageEntry,
-  SessionLogError,
-  type Snapshot,
-  StepMeta,
-  viewHash
+  sameMessage,
+  viewHash as hashOfView
 } from "./SessionEntry.ts"
-import { type MemorySessions, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
-import { SessionStoreJsonl } from "./SessionStoreJsonl.ts"
-import { SessionStoreSql } from "./SessionStoreSql.ts"
+import * as Store from "./SessionStore.ts"
+import { SessionStore, type SessionStoreShape } from "./SessionStore.ts"
 import { estimateTokens } from "./Tokens.ts"
 
-export {
-  canonicalJson,
-  CompactionEntry,
-  CURRENT_VERSION,
-  Entry,
-  Eviction,
-  EvictionEntry,
-  type HashMismatch,
-  KeptMessages,
-  type Loaded,
-  type LoadIssue,
-  type LoadOptions,
-  MessageEntry,
-  rebuildView,
-  SessionLogError,
-  SessionLogErrorReason,
-  type Snapshot,
-  StepMeta,
-  viewHash
-} from "./SessionEntry.ts"
-export { type MemorySessions as MemoryStore, validateSessionId } from "./SessionStore.ts"
-export { listSessions, readJsonl } from "./SessionStoreJsonl.ts"
+export type { AppendOptions, CompactionInput, SessionLogShape } from "./internal/sessionLogContract.ts"
+export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
+
+// ============================================================================
+// Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
+// ============================================================================
+
+/** @deprecated Use `SessionEntry.canonicalJson`. */
+export const canonicalJson: typeof SessionEntry.canonicalJson = SessionEntry.canonicalJson
+/** @deprecated Use `SessionEntry.CompactionEntry`. */
+export const CompactionEntry: typeof SessionEntry.CompactionEntry = SessionEntry.CompactionEntry
+/** @deprecated Use `SessionEntry.CompactionEntry`. */
+export type CompactionEntry = SessionEntry.CompactionEntry
+/** @deprecated Use `SessionEntry.CURRENT_VERSION`. */
+export const CURRENT_VERSION: typeof SessionEntry.CURRENT_VERSION = SessionEntry.CURRENT_VERSION
+/** @deprecated Use `SessionEntry.Entry`. */
+export const Entry: typeof SessionEntry.Entry = SessionEntry.Entry
+/** @deprecated Use `SessionEntry.Entry`. */
+export type Entry = SessionEntry.Entry
+/** @deprecated Use `SessionEntry.Eviction`. */
+export const Eviction: typeof SessionEntry.Eviction = SessionEntry.Eviction
+/** @deprecated Use `SessionEntry.Eviction`. */
+export type Eviction = SessionEntry.Eviction
+/** @deprecated Use `SessionEntry.EvictionEntry`. */
+export const EvictionEntry: typeof SessionEntry.EvictionEntry = SessionEntry.EvictionEntry
+/** @deprecated Use `SessionEntry.EvictionEntry`. */
+export type EvictionEntry = SessionEntry.EvictionEntry
+/** @deprecated Use `SessionEntry.HashMismatch`. */
+export type HashMismatch = SessionEntry.HashMismatch
+/** @deprecated Use `SessionEntry.KeptMessages`. */
+export const KeptMessages: typeof SessionEntry.KeptMessages = SessionEntry.KeptMessages
+/** @deprecated Use `SessionEntry.KeptMessages`. */
+export type KeptMessages = SessionEntry.KeptMessages
+/** @deprecated Use `SessionEntry.Loaded`. */
+export type Loaded = SessionEntry.Loaded
+/** @deprecated Use `SessionEntry.LoadIssue`. */
+export type LoadIssue = SessionEntry.LoadIssue
+/** @deprecated Use `SessionEntry.LoadOptions`. */
+export type LoadOptions = SessionEntry.LoadOptions
+/** @deprecated Use `SessionEntry.MessageEntry`. */
+export const MessageEntry: typeof SessionEntry.MessageEntry = SessionEntry.MessageEntry
+/** @deprecated Use `SessionEntry.MessageEntry`. */
+export type MessageEntry = SessionEntry.MessageEntry
+/** @deprecated Use `SessionEntry.rebuildView`. */
+export const rebuildView: typeof SessionEntry.rebuildView = SessionEntry.rebuildView
+/** @deprecated Use `SessionEntry.Snapshot`. */
+export type Snapshot = SessionEntry.Snapshot
+/** @deprecated Use `SessionEntry.StepMeta`. */
+export const StepMeta: typeof SessionEntry.StepMeta = SessionEntry.StepMeta
+/** @deprecated Use `SessionEntry.StepMeta`. */
+export type StepMeta = SessionEntry.StepMeta
+/** @deprecated Use `SessionEntry.viewHash`. */
+export const viewHash: typeof SessionEntry.viewHash = SessionEntry.viewHash
+/** @deprecated Use `SessionStore.MemorySessions`. */
+export type MemoryStore = Store.MemorySessions
+/** @deprecated Use `SessionStore.validateSessionId`. */
+export const validateSessionId: typeof Store.validateSessionId = Store.validateSessionId
 
 /**
  * How a store operation is retried when it fails: up to 5 retries, exponential from 10 ms, and only while the error
@@ -106,97 +132,8 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
 // The service
 // ============================================================================
 
-/** What `recordCompaction` needs. @category models */
-export interface CompactionInput {
-  /** The summary message that replaces `snapshot.view[0, cut)` (with `kept`: the message heading the new view). */
-  readonly summary: Message
-  /** The snapshot that was summarized (from `SessionLog.snapshot`). Entries appended since are kept. */
-  readonly snapshot: Snapshot
-  /** How many messages of `snapshot.view` the summary replaces (0 ≤ cut ≤ snapshot.view.length). */
-  readonly cut: number
-  /** The name of the summarizer that wrote `summary`. */
-  readonly summarizer: string
-  /** Default: `estimateTokens` of the view before the boundary. */
-  readonly tokensBefore?: number
-  /** Default: `estimateTokens` of the view after the boundary. */
-  readonly tokensAfter?: number
-  readonly turnsSummarized?: number
-  /**
-   * The messages that follow `summary` in place of `snapshot.view.slice(cut)`, when the caller changed them (a
-   * `repair` that answered an aborted tool call or merged messages). They are stored in the entry only when they
-   * differ from `snapshot.view.slice(cut)` (the same messages, by identity or by their JSON, store ids only), so a
-   * resume rebuilds them; entries appended after the snapshot still follow them. Fails with `Conflict` when an
-   * eviction changed `snapshot.view.slice(cut)` since the snapshot (it would be undone).
-   */
-  readonly kept?: ReadonlyArray<Message>
-  /**
-   * The view the caller goes on with, built from `snapshot` (`[summary, ...snapshot.view.slice(cut)]`, or
-   * `[summary, ...kept]`). When given, the boundary is written only if the log rebuilds exactly that (same
-   * `viewHash`); otherwise nothing is written and it fails with `HashMismatch`. A safety net: a caller that changed the
-   * kept messages without passing them as `kept` would otherwise diverge on resume.
-   */
-  readonly expectedView?: ReadonlyArray<Message>
-}
-
-/** Options of `SessionLogShape.append`. @category models */
-export interface AppendOptions {
-  /**
-   * The step metadata of each message (`meta[i]` for `messages[i]`; `undefined`: none), stored in its entry and
-   * returned by `load` in `entries`, never in the view. At most one per message; each a JSON object.
-   */
-  readonly meta?: ReadonlyArray<StepMeta | undefined>
-}
-
-/** The service over one session. @category services */
-export interface SessionLogShape {
-  readonly sessionId: string
-  /**
-   * Appends each message as one entry, in order, after every entry already written, with its step metadata when
-   * given. Returns their entry ids.
-   */
-  readonly append: (
-    messages: ReadonlyArray<Message>,
-    options?: AppendOptions
-  ) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
-  /** Records offloaded tool results (`block` must be a tool_result for `toolUseId`). */
-  readonly recordEviction: (evictions: ReadonlyArray<Eviction>) => Effect.Effect<EvictionEntry, SessionLogError>
-  /**
-   * Records a compaction boundary as one atomic entry. Fails with `Conflict` when another compaction was recorded
-   * since `input.snapshot` was taken (by this or another worker; nothing is written), and `InvalidInput` for a bad
-   * summary or cut.
-   */
-  readonly recordCompaction: (input: CompactionInput) => Effect.Effect<CompactionEntry, SessionLogError>
-  /** The live view with its entry ids: the fold of every entry this worker has written or caught up with. */
-  readonly snapshot: Effect.Effect<Snapshot>
-  /**
-   * The live fold as `load` returns it (every entry, the view, `seq`), without reading the store again: what a resume
-   * starts from. `issues` are what opening found (`recovered`).
-   */
-  readonly loaded: Effect.Effect<Loaded>
-  /**
-   * Reads only the entries other workers wrote since this worker's last write or catch-up, folds them into the live
-   * view, and returns it. Checks them like `load`.
-   */
-  readonly catchUp: Effect.Effect<Snapshot, SessionLogError>
-  /**
-   * Reads the stored log again and rebuilds the view, checking every line's checksum, the parent chain and every
-   * compaction's hash. Fails with `Corrupt`, `HashMismatch` or `FutureVersion`, naming the line; with
-   * `{ repair: true }` corrupt lines are skipped and mismatched hashes accepted, each reported in `issues` (a future
-   * version still fails). A torn last line is always reported and skipped.
-   */
-  readonly load: (options?: LoadOptions) => Effect.Effect<Loaded, SessionLogError>
-  /** What opening the session found and fixed (a torn last line, which the writer cuts off before appending). */
-  readonly recovered: ReadonlyArray<LoadIssue>
-}
-
 /** When the writer makes entries durable (fsync for a file): after compactions (default), after every append, or never. @category models */
 export type SyncMode = "compaction" | "always" | "never"
-
-/** Options of `SessionLog.layerJsonl`. @category models */
-export interface JsonlOptions extends SessionLogOptions {
-  /** The directory holding `<sessionId>.jsonl` (created with mode 0700 if missing). */
-  readonly directory: string
-}
 
 /** Options of `SessionLog.layer`. @category models */
 export interface SessionLogOptions {
@@ -205,9 +142,54 @@ export interface SessionLogOptions {
   readonly repair?: boolean
   /** When to make entries durable. Default `"compaction"`. */
   readonly sync?: SyncMode
+  /**
+   * Where the fold is kept when the log closes, and looked up when it opens: a resume of the same session then
+   * decodes only the lines written since (see `ClosedFolds`). Default none: every open folds every line.
+   */
+  readonly closedFolds?: ClosedFolds
 }
 
-const isStepMeta = Schema.is(StepMeta)
+/** A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models */
+export interface ClosedFold {
+  readonly lines: ReadonlyArray<string>
+  readonly live: LiveView
+}
+
+/** How many closed sessions' folds a `ClosedFolds` keeps by default (the most recently closed ones). @category models */
+export const DEFAULT_CLOSED_FOLDS = 16
+
+/**
+ * The folds of recently closed sessions, kept for the next open of the same session: a resume reuses one instead of
+ * decoding and checking every line again. Folding is a pure function of the stored lines, so a fold is reused only
+ * when the session's stored lines start with exactly the lines it folded; then only the lines after them are decoded
+ * and checked. Anything else (a changed byte, a rewritten log) folds from scratch. Pass one to the logs of one store
+ * (`SessionLogOptions.closedFolds`); `SessionLog.layerMemory` makes one per call.
+ * @category models
+ */
+export class ClosedFolds {
+  private readonly folds = new Map<string, ClosedFold>()
+  /** How many folds it keeps. */
+  readonly capacity: number
+
+  constructor(capacity: number = DEFAULT_CLOSED_FOLDS) {
+    this.capacity = capacity
+  }
+
+  /** Keeps the fold of a closing session, dropping the least recently closed one beyond `capacity`. */
+  keep(sessionId: string, fold: ClosedFold): void {
+    this.folds.delete(sessionId)
+    this.folds.set(sessionId, fold)
+    if (this.folds.size > this.capacity) this.folds.delete(this.folds.keys().next().value!)
+  }
+
+  /** The kept fold of `sessionId`, if any. */
+  get(sessionId: string): ClosedFold | undefined {
+    return this.folds.get(sessionId)
+  }
+}
+
+const isStepMeta = Schema.is(SessionEntry.StepMeta)
+const isEviction = Schema.is(SessionEntry.Eviction)
 
 const invalid = (sessionId: string, detail: string) =>
   new SessionLogError({ reason: "InvalidInput", sessionId, detail })
@@ -215,48 +197,28 @@ const invalid = (sessionId: string, detail: string) =>
 const withSession = (sessionId: string) => (e: SessionLogError): SessionLogError =>
   e.sessionId === undefined ? new SessionLogError({ ...e, sessionId }) : e
 
-/** What a write builds from the live view: the entries to append and what the caller gets once they are stored. */
-interface Built<A> {
-  readonly entries: ReadonlyArray<Entry>
-  readonly value: (stored: ReadonlyArray<Entry>) => A
-}
-
-/** True when both lists hold equal messages: the same objects or the same JSON. */
-const equalMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
-  a.length === b.length && a.every((m, i) => m === b[i] || JSON.stringify(m) === JSON.stringify(b[i]))
-
-/** A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). */
-interface Fold {
-  readonly lines: ReadonlyArray<string>
-  readonly live: LiveView
-}
-
-/** How many closed sessions' folds each store keeps for the next open (the most recently closed ones). */
-const FOLDS_PER_STORE = 16
-
 /**
- * The folds of recently closed sessions, per store object. Folding is a pure function of the stored lines, so a fold
- * is reused only when the session's stored lines start with exactly the lines it folded; then only the lines after
- * them are decoded and checked. Anything else (a changed byte, a rewritten log) folds from scratch.
+ * What a write derives from the live view: the entries to append, how the live fold takes them once stored, and what
+ * the caller gets.
  */
-const closedFolds = new WeakMap<SessionStoreShape, Map<string, Fold>>()
+interface PendingWrite<A> {
+  readonly entries: ReadonlyArray<SessionEntry.Entry>
+  readonly fold: (live: LiveView) => void
+  readonly value: (stored: ReadonlyArray<SessionEntry.Entry>) => A
+}
 
-const keepFold = (store: SessionStoreShape, sessionId: string, fold: Fold): void => {
-  let folds = closedFolds.get(store)
-  if (folds === undefined) closedFolds.set(store, folds = new Map())
-  folds.delete(sessionId)
-  folds.set(sessionId, fold)
-  if (folds.size > FOLDS_PER_STORE) folds.delete(folds.keys().next().value!)
+const foldEach = (entries: ReadonlyArray<SessionEntry.Entry>) => (live: LiveView) => {
+  for (const entry of entries) live.apply(entry)
 }
 
 /** The fold of `stored`: a kept fold of a prefix of them caught up with the rest, or a fold from scratch. */
 const openFold = (
-  store: SessionStoreShape,
+  closedFolds: ClosedFolds | undefined,
   sessionId: string,
-  stored: ReadonlyArray<{ readonly seq: number; readonly line: string }>,
-  options: LoadOptions
+  stored: ReadonlyArray<SessionEntry.StoredEntry>,
+  options: SessionEntry.LoadOptions
 ) => {
-  const kept = options.repair === true ? undefined : closedFolds.get(store)?.get(sessionId)
+  const kept = options.repair === true ? undefined : closedFolds?.get(sessionId)
   const reusable = kept !== undefined && kept.lines.length <= stored.length &&
     kept.lines.every((line, i) => stored[i]!.seq === i + 1 && stored[i]!.line === line)
   if (!reusable) return Result.map(loadStored(stored, options), ({ live, loaded }) => ({ live, issues: loaded.issues }))
@@ -264,26 +226,42 @@ const openFold = (
   return Result.map(applyStored(live, stored.slice(kept.lines.length)), ({ issues }) => ({ live, issues }))
 }
 
+/** The view a compaction input describes: `view`, or (the deprecated form) `[summary, ...kept or the snapshot's]`. */
+const inputView = (input: CompactionInput): ReadonlyArray<Message> | undefined =>
+  input.view ??
+    (input.summary === undefined ? undefined : [input.summary, ...(input.kept ?? input.snapshot.view.slice(input.cut))])
+
+/** True when `view` after its first message holds the messages of `snapshot.view` from `cut` on (identity or JSON). */
+const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.Snapshot, cut: number): boolean =>
+  view.length - 1 === snapshot.view.length - cut &&
+  snapshot.view.every((message, i) => i < cut || sameMessage(view[i - cut + 1]!, message))
+
 const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, options: SessionLogOptions) {
-  const sessionId = yield* validateSessionId(options.sessionId)
+  const sessionId = yield* Store.validateSessionId(options.sessionId)
   const sync = options.sync ?? "compaction"
   const recoveredByStore = yield* store.acquire(sessionId).pipe(Effect.mapError(withSession(sessionId)))
   const read = (afterSeq: number) => store.read(sessionId, afterSeq).pipe(Effect.mapError(withSession(sessionId)))
   const initial = yield* read(0)
   const repair = options.repair === true
-  const opened = yield* Effect.fromResult(openFold(store, sessionId, initial.entries, repair ? { repair } : {}))
-    .pipe(Effect.mapError(withSession(sessionId)))
+  const opened = yield* Effect.fromResult(
+    openFold(options.closedFolds, sessionId, initial.entries, repair ? { repair } : {})
+  ).pipe(Effect.mapError(withSession(sessionId)))
   const live: LiveView = opened.live
-  const recovered: ReadonlyArray<LoadIssue> = [...recoveredByStore, ...initial.issues, ...opened.issues]
+  const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...initial.issues, ...opened.issues]
   // the stored lines `live` has folded, in order; kept with the fold when the log closes (not after a repair, whose
   // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read)
   const lines: Array<string> = initial.entries.map((e) => e.line)
   let keepable = !repair
-  yield* Effect.addFinalizer(() =>
-    Effect.sync(() => {
-      if (keepable && lines.length === live.seq) keepFold(store, sessionId, { lines: [...lines], live: live.clone() })
-    })
-  )
+  const closedFolds = options.closedFolds
+  if (closedFolds !== undefined) {
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (keepable && lines.length === live.seq) {
+          closedFolds.keep(sessionId, { lines: [...lines], live: live.clone() })
+        }
+      })
+    )
+  }
   const lock = yield* Semaphore.make(1)
   const serialized = <A>(effect: Effect.Effect<A, SessionLogError>) => Semaphore.withPermits(lock, 1, effect)
 
@@ -302,34 +280,35 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   )
 
   const header = (id: string, parentId: string | null) =>
-    Effect.map(Clock.currentTimeMillis, (timestamp) => ({ v: CURRENT_VERSION, id, parentId, timestamp }))
+    Effect.map(Clock.currentTimeMillis, (timestamp) => ({ v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp }))
 
   /**
-   * Builds the entries from the live view and appends them at `live.seq`. `Conflict`: catch up, wait a random moment
-   * (up to 2^attempt ms, at most 200 ms) and build again (the same entry ids), at most `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up.
-   * Uninterruptible, so the live view never misses an entry that reached the store.
+   * Derives the entries from the live view (`derive`) and appends them at `live.seq`. `Conflict`: catch up, wait a
+   * random moment (up to 2^attempt ms, at most 200 ms) and derive again (the same entry ids), at most
+   * `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up. Uninterruptible, so the
+   * live view never misses an entry that reached the store.
    */
-  const commit = <A>(durable: boolean, build: () => Effect.Effect<Built<A>, SessionLogError>) =>
+  const appendDerived = <A>(durable: boolean, derive: () => Effect.Effect<PendingWrite<A>, SessionLogError>) =>
     Effect.uninterruptible(Effect.gen(function* () {
       for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
-        const built = yield* build()
-        const encoded = built.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
+        const pending = yield* derive()
+        const encoded = pending.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
         const result = yield* store.append(sessionId, live.seq, encoded, { durable }).pipe(
           Effect.retry(retryPolicy),
           Effect.mapError(withSession(sessionId))
         )
         if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
-          for (const entry of built.entries) live.apply(entry)
+          pending.fold(live)
           for (const e of encoded) lines.push(e.line)
-          live.seq = result.seq
-          return built.value(built.entries)
+          live.advance(result.seq)
+          return pending.value(pending.entries)
         }
         if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
         if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
         const others = yield* catchUpNow
         if (result._tag !== "Conflict") {
-          const ids = new Set(built.entries.map((e) => e.id))
-          return built.value(others.filter((e) => ids.has(e.id)))
+          const ids = new Set(pending.entries.map((e) => e.id))
+          return pending.value(others.filter((e) => ids.has(e.id)))
         }
         // writers that lost together should not collide again in step: a short random pause, growing
         yield* Effect.sleep(Math.floor(Math.random() * Math.min(2 ** attempt, 200)))
@@ -361,15 +340,15 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       if (messages.length === 0) return []
       const ids = messages.map(() => randomUUID() as string)
-      return yield* commit(sync === "always", () =>
+      return yield* appendDerived(sync === "always", () =>
         Effect.gen(function* () {
-          const entries: Array<MessageEntry> = []
+          const entries: Array<SessionEntry.MessageEntry> = []
           for (let i = 0; i < messages.length; i++) {
             const h = yield* header(ids[i]!, entries.at(-1)?.id ?? live.head)
             const m = meta[i]
             entries.push({ ...h, type: "message", message: messages[i]!, ...(m === undefined ? {} : { meta: m }) })
           }
-          return { entries, value: () => ids }
+          return { entries, fold: foldEach(entries), value: () => ids }
         }))
     })).pipe(
       Effect.withSpan("SessionLog.append", {
@@ -377,31 +356,39 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       })
     )
 
-  const recordEviction = (evictions: ReadonlyArray<Eviction>) =>
+  const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>) =>
     serialized(Effect.gen(function* () {
       for (const e of evictions) {
-        if (!Schema.is(Eviction)(e) || e.block.tool_use_id !== e.toolUseId) {
+        if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
           return yield* invalid(sessionId, `eviction of ${e.toolUseId}: block must be a tool_result for that id`)
         }
       }
       const id = randomUUID() as string
-      return yield* commit(sync === "always", () =>
-        Effect.map(header(id, live.head), (h): Built<EvictionEntry> => {
-          const entry: EvictionEntry = { ...h, type: "eviction", evictions }
-          return { entries: [entry], value: (stored) => (stored[0] as EvictionEntry | undefined) ?? entry }
+      return yield* appendDerived(sync === "always", () =>
+        Effect.map(header(id, live.head), (h): PendingWrite<SessionEntry.EvictionEntry> => {
+          const entry: SessionEntry.EvictionEntry = { ...h, type: "eviction", evictions }
+          return {
+            entries: [entry],
+            fold: foldEach([entry]),
+            value: (stored) =>
+              (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+          }
         }))
     })).pipe(Effect.withSpan("SessionLog.recordEviction", {
       attributes: { "session.id": sessionId, "session.evictions": evictions.length }
     }))
 
-  /** The compaction entry for `input` against the live view, or why it cannot be written. */
-  const buildCompaction = (input: CompactionInput, id: string) =>
+  /**
+   * The compaction entry derived from `view` (the caller's new view) against the live view, or why it cannot be
+   * written. The kept messages are stored only when they are not the snapshot's own; the hash is of `view` followed by
+   * what was appended after the snapshot, and that same array becomes the live view once the entry is stored.
+   */
+  const deriveCompaction = (input: CompactionInput, view: ReadonlyArray<Message>, id: string) =>
     Effect.gen(function* () {
       const { cut, snapshot } = input
       // the snapshot must still be a prefix of the live view: only appends and evictions may have happened since
-      const items = live.items
-      const stale = snapshot.entryIds.length > items.length ||
-        snapshot.entryIds.some((entryId, i) => items[i]!.entryId !== entryId)
+      const end = snapshot.entryIds.length
+      const stale = end > live.size || snapshot.entryIds.some((entryId, i) => live.itemAt(i)!.entryId !== entryId)
       if (stale) {
         return yield* new SessionLogError({
           reason: "Conflict",
@@ -409,33 +396,64 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           detail: "another compaction was recorded after this snapshot was taken; summarize the new view"
         })
       }
-      const firstKept = items[cut]?.entryId ?? null
-      const before = live.view()
-      const end = snapshot.entryIds.length
-      // no copy without a reason: kept messages equal to the snapshot's are stored as ids only
-      const keptGiven = input.kept !== undefined && !equalMessages(input.kept, snapshot.view.slice(cut))
-        ? input.kept
-        : undefined
-      let kept: KeptMessages | undefined = undefined
-      if (keptGiven !== undefined) {
-        if (viewHash(before.slice(cut, end)) !== viewHash(snapshot.view.slice(cut))) {
+      // an eviction since the snapshot replaced a kept message: keeping it by id would put the eviction in the log's
+      // view and not in the caller's, storing the caller's would undo it
+      for (let i = cut; i < end; i++) {
+        if (live.itemAt(i)!.message !== snapshot.view[i]) {
           return yield* new SessionLogError({
             reason: "Conflict",
             sessionId,
             detail: "an eviction changed the kept messages after this snapshot was taken; compact the new view"
           })
         }
-        kept = { through: snapshot.entryIds.at(-1) ?? null, messages: [...keptGiven] }
       }
-      const after = kept === undefined
-        ? [input.summary, ...before.slice(cut)]
-        : [input.summary, ...kept.messages, ...before.slice(end)]
-      const afterHash = viewHash(after)
+      // no copy without a reason: kept messages equal to the snapshot's are stored as ids only
+      const kept: KeptPart | undefined = keepsSnapshotTail(view, snapshot, cut)
+        ? undefined
+        : { through: snapshot.entryIds.at(-1) ?? null, messages: view.slice(1) }
+      const before = live.view()
+      const after = end === live.size ? view : [...view, ...before.slice(end)]
+      const entry: SessionEntry.CompactionEntry = {
+        ...(yield* header(id, live.head)),
+        type: "compaction",
+        summary: view[0]!,
+        firstKeptEntryId: live.itemAt(cut)?.entryId ?? null,
+        tokensBefore: input.tokensBefore ?? estimateTokens(before),
+        tokensAfter: input.tokensAfter ?? estimateTokens(after),
+        summarizer: input.summarizer,
+        ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
+        ...(kept === undefined ? {} : { kept }),
+        viewHash: hashOfView(after)
+      }
+      return {
+        entries: [entry],
+        fold: (l: LiveView) => void l.applyCompaction(entry, after),
+        value: (stored: ReadonlyArray<SessionEntry.Entry>) =>
+          (stored[0] as SessionEntry.CompactionEntry | undefined) ?? entry
+      }
+    })
+
+  const recordCompaction = (input: CompactionInput) =>
+    serialized(Effect.gen(function* () {
+      const view = inputView(input)
+      if (view === undefined || view.length === 0) {
+        return yield* invalid(sessionId, "a compaction needs its view (the summary first)")
+      }
+      const summaryError = validateMessage(view[0], 0)
+      if (summaryError !== undefined) return yield* invalid(sessionId, `summary: ${summaryError.message}`)
+      const { cut, snapshot } = input
+      if (!Number.isInteger(cut) || cut < 0 || cut > snapshot.view.length) {
+        return yield* invalid(sessionId, `cut ${cut} is outside the snapshot's view (0..${snapshot.view.length})`)
+      }
+      if (!keepsSnapshotTail(view, snapshot, cut)) {
+        for (let i = 1; i < view.length; i++) {
+          const error = validateMessage(view[i], i - 1)
+          if (error !== undefined) return yield* invalid(sessionId, `kept: ${error.message}`)
+        }
+      }
       if (input.expectedView !== undefined) {
-        const expected = viewHash(input.expectedView)
-        // the caller's view is `after` itself unless messages were appended since the snapshot
-        const compared = 1 + (kept === undefined ? end - cut : kept.messages.length)
-        const actual = compared === after.length ? afterHash : viewHash(after.slice(0, compared))
+        const expected = hashOfView(input.expectedView)
+        const actual = hashOfView(view)
         if (expected !== actual) {
           return yield* new SessionLogError({
             reason: "HashMismatch",
@@ -445,43 +463,13 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           })
         }
       }
-      const entry: CompactionEntry = {
-        ...(yield* header(id, live.head)),
-        type: "compaction",
-        summary: input.summary,
-        firstKeptEntryId: firstKept,
-        tokensBefore: input.tokensBefore ?? estimateTokens(before),
-        tokensAfter: input.tokensAfter ?? estimateTokens(after),
-        summarizer: input.summarizer,
-        ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
-        ...(kept === undefined ? {} : { kept }),
-        viewHash: afterHash
-      }
-      return {
-        entries: [entry],
-        value: (stored: ReadonlyArray<Entry>) => (stored[0] as CompactionEntry | undefined) ?? entry
-      }
-    })
-
-  const recordCompaction = (input: CompactionInput) =>
-    serialized(Effect.gen(function* () {
-      const summaryError = validateMessage(input.summary, 0)
-      if (summaryError !== undefined) return yield* invalid(sessionId, `summary: ${summaryError.message}`)
-      const { cut, snapshot } = input
-      if (!Number.isInteger(cut) || cut < 0 || cut > snapshot.view.length) {
-        return yield* invalid(sessionId, `cut ${cut} is outside the snapshot's view (0..${snapshot.view.length})`)
-      }
-      for (let i = 0; i < (input.kept ?? []).length; i++) {
-        const error = validateMessage(input.kept![i], i)
-        if (error !== undefined) return yield* invalid(sessionId, `kept: ${error.message}`)
-      }
       const id = randomUUID() as string
-      return yield* commit(sync !== "never", () => buildCompaction(input, id))
+      return yield* appendDerived(sync !== "never", () => deriveCompaction(input, view, id))
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
       attributes: { "session.id": sessionId, "session.cut": input.cut }
     }))
 
-  const load = (loadOptions: LoadOptions = {}) =>
+  const load = (loadOptions: SessionEntry.LoadOptions = {}) =>
     Effect.flatMap(read(0), (r) =>
       Effect.fromResult(loadStored(r.entries, loadOptions, r.issues)).pipe(
         Effect.map((l) => l.loaded),
@@ -510,11 +498,13 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   })
 })
 
-const SessionLogBase: Context.ServiceClass<SessionLog, "effect-compaction/SessionLog", SessionLogShape> = Context
-  .Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog")
-
-/** The service over one session. @category services */
-export class SessionLog extends SessionLogBase {
+/**
+ * The service over one session. `SessionLog.layer` opens it on the `SessionStore` in the context; the stores'
+ * modules have the shorthands that bring their store along (`SessionStoreJsonl.layerSessionLog`,
+ * `SessionStoreSql.layerSessionLog`, `SessionStoreSql.layerSessionLogPg`).
+ * @category services
+ */
+export class SessionLog extends SessionLogService {
   /**
    * The log of `options.sessionId` on the `SessionStore` in the context. Opening creates the session when missing,
    * takes what the store needs for writing (the JSONL lock), and rebuilds the live view (failing on damage unless
@@ -530,40 +520,22 @@ export class SessionLog extends SessionLogBase {
 
   /**
    * An in-memory log (tests): entries in a `SessionStore.layerMemory`. Pass a shared `store` to reopen a session after
-   * a simulated restart, or to have several logs (workers) over one session.
+   * a simulated restart, or to have several logs (workers) over one session. Each call keeps its own `ClosedFolds`, so
+   * reopening through the same layer reuses the fold of the last close.
    */
   static readonly layerMemory = (
-    options: { readonly sessionId?: string; readonly store?: MemorySessions; readonly repair?: boolean } = {}
+    options: {
+      readonly sessionId?: string
+      readonly store?: Store.MemorySessions
+      readonly repair?: boolean
+    } = {}
   ): Layer.Layer<SessionLog, SessionLogError> =>
     SessionLog.layer({
       sessionId: options.sessionId ?? "memory",
       ...(options.repair === undefined ? {} : { repair: options.repair }),
-      sync: "never"
+      sync: "never",
+      closedFolds: new ClosedFolds()
     }).pipe(Layer.provide(SessionStore.layerMemory(options.store)))
-
-  /**
-   * The embedded default: `<directory>/<sessionId>.jsonl`, created with mode 0600 (see `SessionStoreJsonl`). Opening
-   * takes the session's lock (`Locked` if a live process holds it) and cuts off a torn last line.
-   */
-  static readonly layerJsonl = (
-    options: JsonlOptions
-  ): Layer.Layer<SessionLog, SessionLogError, FileSystem.FileSystem | Path.Path> =>
-    SessionLog.layer(options).pipe(Layer.provide(SessionStoreJsonl.layer({ directory: options.directory })))
-
-  /**
-   * The log in a SQL database through `effect/sql`'s `SqlClient` (PostgreSQL; see `SessionStoreSql`). The tables must
-   * exist: run `SessionStoreSql.layerMigrations` once (a deploy step), or use `SessionLog.layerPg`.
-   */
-  static readonly layerSql = (
-    options: SessionLogOptions
-  ): Layer.Layer<SessionLog, SessionLogError, SqlClient.SqlClient> =>
-    SessionLog.layer(options).pipe(Layer.provide(SessionStoreSql.layer))
-
-  /** The log in PostgreSQL at `url`, with the migrations run first (see `SessionStoreSql.layerPg`). */
-  static readonly layerPg = (
-    options: SessionLogOptions & { readonly url: string }
-  ): Layer.Layer<SessionLog, SessionLogError> =>
-    SessionLog.layer(options).pipe(Layer.provide(SessionStoreSql.layerPg({ url: options.url })))
 }
 
 /**
@@ -573,11 +545,11 @@ export class SessionLog extends SessionLogBase {
  */
 export const readSession = (
   sessionId: string,
-  options: LoadOptions = {}
-): Effect.Effect<Loaded, SessionLogError, SessionStore> =>
+  options: SessionEntry.LoadOptions = {}
+): Effect.Effect<SessionEntry.Loaded, SessionLogError, SessionStore> =>
   Effect.gen(function* () {
     const store = yield* SessionStore
-    const r = yield* store.read(yield* validateSessionId(sessionId), 0)
+    const r = yield* store.read(yield* Store.validateSessionId(sessionId), 0)
     return yield* Effect.fromResult(Result.map(loadStored(r.entries, options, r.issues), (l) => l.loaded))
   }).pipe(
     Effect.mapError(withSession(sessionId)),

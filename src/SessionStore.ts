@@ -11,7 +11,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import { type LoadIssue, SessionLogError, type StoredEntry } from "./SessionEntry.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
+import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
 // The contract

@@ -16,7 +16,9 @@ import type * as PlatformError from "effect/PlatformError"
 import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import process from "node:process"
-import { type Loaded, type LoadIssue, type LoadOptions, loadStored, SessionLogError } from "./SessionEntry.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
+import { type Loaded, type LoadIssue, type LoadOptions, loadStored } from "./SessionEntry.ts"
+import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
 import {
   type AppendResult,
@@ -270,6 +272,23 @@ export const SessionStoreJsonl: {
 } = {
   layer: (options) => Layer.effect(SessionStore, makeJsonlStore(options.directory))
 }
+
+/** Options of `layerSessionLog`: the log's and the directory. @category models */
+export interface JsonlOptions extends SessionLogOptions {
+  /** The directory holding `<sessionId>.jsonl` (created with mode 0700 if missing). */
+  readonly directory: string
+}
+
+/**
+ * The session log in `<directory>/<sessionId>.jsonl`, created with mode 0600: `SessionLog.layer` over this store, the
+ * embedded default. Opening takes the session's lock (`Locked` if a live process holds it) and cuts off a torn last
+ * line.
+ * @category layers
+ */
+export const layerSessionLog = (
+  options: JsonlOptions
+): Layer.Layer<SessionLog, SessionLogError, FileSystem.FileSystem | Path.Path> =>
+  SessionLog.layer(options).pipe(Layer.provide(SessionStoreJsonl.layer({ directory: options.directory })))
 
 /**
  * The ids of the sessions stored in a directory (every `<id>.jsonl` with a valid id), sorted. A missing directory

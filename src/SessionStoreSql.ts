@@ -17,7 +17,8 @@ import * as Redacted from "effect/Redacted"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
-import { SessionLogError } from "./SessionEntry.ts"
+import { SessionLogError } from "./internal/sessionLogError.ts"
+import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import {
   type AppendResult,
   notFound,
@@ -222,3 +223,24 @@ export const SessionStoreSql: {
     return Layer.provideMerge(store, client)
   }
 }
+
+/**
+ * The session log in a SQL database through `effect/sql`'s `SqlClient` (PostgreSQL): `SessionLog.layer` over
+ * `SessionStoreSql.layer`. The tables must exist: run `SessionStoreSql.layerMigrations` once (a deploy step), or use
+ * `layerSessionLogPg`.
+ * @category layers
+ */
+export const layerSessionLog = (
+  options: SessionLogOptions
+): Layer.Layer<SessionLog, SessionLogError, SqlClient.SqlClient> =>
+  SessionLog.layer(options).pipe(Layer.provide(SessionStoreSql.layer))
+
+/**
+ * The session log in PostgreSQL at `url`, with the migrations run first: `SessionLog.layer` over
+ * `SessionStoreSql.layerPg`.
+ * @category layers
+ */
+export const layerSessionLogPg = (
+  options: SessionLogOptions & { readonly url: string }
+): Layer.Layer<SessionLog, SessionLogError> =>
+  SessionLog.layer(options).pipe(Layer.provide(SessionStoreSql.layerPg({ url: options.url })))

@@ -21,7 +21,7 @@ import {
 } from "../src/Conversation.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
-import { type MemoryStore, SessionLog, SessionLogError } from "../src/SessionLog.ts"
+import { type MemoryStore, SessionLog, SessionLogError } from "../src/internal/sessionLogNamespace.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { MISSING_RESULT_TEXT } from "../src/Validate.ts"

@@ -17,20 +17,10 @@ import { type ChildProcess, spawn } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
-import { CURRENT_VERSION, encodeEntry } from "../src/SessionEntry.ts"
-import {
-  canonicalJson,
-  type Entry,
-  listSessions,
-  type MemoryStore,
-  readJsonl,
-  rebuildView,
-  SessionLog,
-  type SessionLogError,
-  type SessionLogShape,
-  validateSessionId,
-  viewHash
-} from "../src/SessionLog.ts"
+import { canonicalJson, CURRENT_VERSION, encodeEntry, type Entry, rebuildView, viewHash } from "../src/SessionEntry.ts"
+import { SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
+import { type MemorySessions as MemoryStore, validateSessionId } from "../src/SessionStore.ts"
+import { layerSessionLog as layerJsonl, listSessions, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { crashScript } from "./fixtures/session-writer.ts"
 import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
@@ -55,7 +45,7 @@ const withJsonl = <A, E>(
   body: (log: SessionLogShape) => Effect.Effect<A, E>
 ): Effect.Effect<A, E | SessionLogError> =>
   Effect.flatMap(Effect.service(SessionLog), body).pipe(
-    Effect.provide(SessionLog.layerJsonl({ directory, sessionId }).pipe(Layer.provide(platform), Layer.fresh))
+    Effect.provide(layerJsonl({ directory, sessionId }).pipe(Layer.provide(platform), Layer.fresh))
   )
 
 const withMemory = <A, E>(
@@ -801,7 +791,7 @@ describe("SessionLog", () => {
   ) =>
     Effect.flatMap(Effect.service(SessionLog), (log) => Effect.exit(log.append(messages))).pipe(
       Effect.provide(
-        SessionLog.layerJsonl({ directory, sessionId: "flaky" }).pipe(
+        layerJsonl({ directory, sessionId: "flaky" }).pipe(
           Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
           Layer.fresh
         )
@@ -850,7 +840,7 @@ describe("SessionLog", () => {
           return { afterFailure, end: (yield* log.snapshot).view }
         })).pipe(
           Effect.provide(
-            SessionLog.layerJsonl({ directory, sessionId: "partial" }).pipe(
+            layerJsonl({ directory, sessionId: "partial" }).pipe(
               Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
               Layer.fresh
             )

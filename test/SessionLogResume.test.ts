@@ -1,28 +1,41 @@
 /**
  * Resume without a second read: `SessionLog.loaded` is the live fold (equal to a fresh `load`), a closed session's
- * fold is reused by the next open of the same store only while the stored lines are the ones it folded, and step
+ * fold is reused by the next open through the same `ClosedFolds` only while the stored lines are the ones it folded,
+ * and step
  * metadata (v3 `meta` of a message entry) is stored under the line's checksum, returned in `entries` and never in the
  * view; v2 logs still read.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import { isToolResult, type Message } from "../src/Message.ts"
-import { CURRENT_VERSION, encodeEntry, type Entry } from "../src/SessionEntry.ts"
-import {
-  type Loaded,
-  type MemoryStore,
-  SessionLog,
-  type SessionLogError,
-  type SessionLogShape
-} from "../src/SessionLog.ts"
-import { SessionStore } from "../src/SessionStore.ts"
+import { CURRENT_VERSION, encodeEntry, type Entry, type Loaded } from "../src/SessionEntry.ts"
+import { ClosedFolds, SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
+import { type MemorySessions as MemoryStore, SessionStore } from "../src/SessionStore.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const reply = (text: string): Message => ({ role: "assistant", content: text })
 
-/** A log layer over one store object, opened afresh at every use (a resume). */
-const logOver = (store: Layer.Layer<SessionStore>, sessionId = "s") =>
-  Layer.fresh(SessionLog.layer({ sessionId, sync: "never" }).pipe(Layer.provide(store)))
+/** A store layer and the closed folds kept for it. */
+interface Backend {
+  readonly store: Layer.Layer<SessionStore>
+  readonly closedFolds: ClosedFolds | undefined
+}
+
+/** The memory store over `sessions`, keeping closed folds (or not). */
+const backend = (sessions: MemoryStore, keepFolds = true): Backend => ({
+  store: SessionStore.layerMemory(sessions),
+  closedFolds: keepFolds ? new ClosedFolds() : undefined
+})
+
+/** A log layer over one store, opened afresh at every use (a resume). */
+const logOver = (over: Backend, sessionId = "s") =>
+  Layer.fresh(
+    SessionLog.layer({
+      sessionId,
+      sync: "never",
+      ...(over.closedFolds === undefined ? {} : { closedFolds: over.closedFolds })
+    }).pipe(Layer.provide(over.store))
+  )
 
 const withLog = <A, E>(
   layer: Layer.Layer<SessionLog, SessionLogError>,
@@ -87,7 +100,7 @@ describe("SessionLog: resume from the live fold", () => {
     Effect.gen(function* () {
       for (let seed = 1; seed <= 40; seed++) {
         const sessions: MemoryStore = new Map()
-        const store = SessionStore.layerMemory(sessions)
+        const store = backend(sessions)
         for (let round = 0; round < 4; round++) {
           yield* withLog(logOver(store), (log) =>
             Effect.gen(function* () {
@@ -98,7 +111,7 @@ describe("SessionLog: resume from the live fold", () => {
             }))
         }
         // a store object that never saw the session folds it from scratch to the same result
-        const fresh = yield* withLog(logOver(SessionStore.layerMemory(sessions)), (log) => log.loaded)
+        const fresh = yield* withLog(logOver(backend(sessions)), (log) => log.loaded)
         const resumed = yield* withLog(logOver(store), (log) => log.loaded)
         assert.deepStrictEqual(comparable(resumed), comparable(fresh))
       }
@@ -107,19 +120,39 @@ describe("SessionLog: resume from the live fold", () => {
   it.effect("a reused fold catches up with entries another worker wrote after it closed", () =>
     Effect.gen(function* () {
       const sessions: MemoryStore = new Map()
-      const store = SessionStore.layerMemory(sessions)
+      const store = backend(sessions)
       yield* withLog(logOver(store), (log) => log.append([user("one"), reply("two")]))
       // another worker, on another store object over the same sessions
-      yield* withLog(logOver(SessionStore.layerMemory(sessions)), (log) => log.append([user("three")]))
+      yield* withLog(logOver(backend(sessions)), (log) => log.append([user("three")]))
       const loaded = yield* withLog(logOver(store), (log) => log.loaded)
       assert.deepStrictEqual(loaded.view, [user("one"), reply("two"), user("three")])
       assert.strictEqual(loaded.seq, 3)
     }))
 
+  it.effect("a fold is reused only through the ClosedFolds the logs were given, and resumes equal to a fresh fold", () =>
+    Effect.gen(function* () {
+      const sessions: MemoryStore = new Map()
+      const kept = backend(sessions)
+      const none = { store: kept.store, closedFolds: undefined }
+      const first = yield* withLog(
+        logOver(kept),
+        (log) => Effect.andThen(log.append([user("one"), reply("two")]), log.loaded)
+      )
+      assert.isDefined(kept.closedFolds!.get("s"))
+      // the reused fold hands back the entries it decoded; a fresh fold decodes new ones
+      const reused = yield* withLog(logOver(kept), (log) => log.loaded)
+      const fresh = yield* withLog(logOver(none), (log) => log.loaded)
+      assert.strictEqual(reused.entries[0], first.entries[0])
+      assert.notStrictEqual(fresh.entries[0], first.entries[0])
+      assert.deepStrictEqual(comparable(reused), comparable(fresh))
+      // another ClosedFolds knows nothing of this session
+      assert.isUndefined(new ClosedFolds().get("s"))
+    }))
+
   it.effect("a changed byte of a line the closed fold had read fails the next open, naming the line", () =>
     Effect.gen(function* () {
       const sessions: MemoryStore = new Map()
-      const store = SessionStore.layerMemory(sessions)
+      const store = backend(sessions)
       yield* withLog(logOver(store), (log) => log.append([user("alpha"), reply("beta"), user("gamma")]))
       const entries = sessions.get("s")!
       const second = entries[1]!
@@ -141,7 +174,7 @@ describe("SessionLog: step metadata", () => {
       const sessions: MemoryStore = new Map()
       const meta = { conversation: { requestEpoch: 2, usage: { input_tokens: 10, output_tokens: 3 } } }
       const loaded = yield* withLog(
-        logOver(SessionStore.layerMemory(sessions)),
+        logOver(backend(sessions)),
         (log) => Effect.andThen(log.append([user("q"), reply("a")], { meta: [undefined, meta] }), log.load())
       )
       assert.deepStrictEqual(loaded.view, [user("q"), reply("a")])
@@ -154,14 +187,14 @@ describe("SessionLog: step metadata", () => {
       // a changed byte of the metadata is a corrupt line, never different metadata
       const stored = sessions.get("s")!
       stored[1] = { ...stored[1]!, line: stored[1]!.line.replace('"requestEpoch":2', '"requestEpoch":3') }
-      const error = failure(yield* Effect.exit(withLog(logOver(SessionStore.layerMemory(sessions)), (l) => l.load())))
+      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 2)
     }))
 
   it.effect("must be one JSON object per message at most", () =>
     Effect.gen(function* () {
-      const store = SessionStore.layerMemory(new Map())
+      const store = backend(new Map())
       const bad: ReadonlyArray<ReadonlyArray<unknown>> = [
         [{ a: 1 }, { b: 2 }],
         [[1, 2]],
@@ -187,10 +220,10 @@ describe("SessionLog: step metadata", () => {
         { seq: 1, entryId: "a", line: encodeEntry(v2("a", null, user("old"))) },
         { seq: 2, entryId: "b", line: encodeEntry(v2("b", "a", reply("log"))) }
       ]]])
-      const loaded = yield* withLog(logOver(SessionStore.layerMemory(sessions)), (log) => log.loaded)
+      const loaded = yield* withLog(logOver(backend(sessions)), (log) => log.loaded)
       assert.deepStrictEqual(loaded.view, [user("old"), reply("log")])
       sessions.get("s")!.push({ seq: 3, entryId: "c", line: encodeEntry(v2("c", "b", user("x"), { meta: { k: 1 } })) })
-      const error = failure(yield* Effect.exit(withLog(logOver(SessionStore.layerMemory(sessions)), (l) => l.load())))
+      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 3)
       assert.include(error.message, "cannot carry meta")

@@ -17,7 +17,9 @@ import { evictStaleToolResults } from "../Evict.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
-import { canonicalJson, SessionLog } from "../SessionLog.ts"
+import { canonicalJson } from "../SessionEntry.ts"
+import { SessionLog } from "../SessionLog.ts"
+import { layerSessionLog } from "../SessionStoreJsonl.ts"
 import { formatReport, paretoFront, simulate as simulateSession, sweep } from "../Simulate.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { estimateTokens } from "../Tokens.ts"
@@ -347,7 +349,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
         Effect.gen(function* () {
           const path = yield* Path.Path
           const sessionId = Option.getOrElse(input.sessionId, () => sessionIdFor(path, input.file))
-          const logLayer = SessionLog.layerJsonl({ directory, sessionId }).pipe(
+          const logLayer = layerSessionLog({ directory, sessionId }).pipe(
             Layer.catchTag(
               "SessionLogError",
               (e) => Layer.effect(SessionLog, Effect.fail(persistFailure(directory, e)))

@@ -15,9 +15,10 @@ import * as Result from "effect/Result"
 import { convertJson } from "../Import.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
-import { type Loaded, readJsonl, readSession as readStored, SessionLog, type SessionLogError } from "../SessionLog.ts"
+import type { Loaded } from "../SessionEntry.ts"
+import { readSession as readStored, type SessionLogError } from "../SessionLog.ts"
 import { SessionStore } from "../SessionStore.ts"
-import { SessionStoreJsonl } from "../SessionStoreJsonl.ts"
+import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
 import { ExtractiveSummarizer } from "../ExtractiveSummarizer.ts"
 import { replayMessages } from "./Replay.ts"
@@ -257,7 +258,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
       }
     }
     const log = Option.isSome(input.log)
-      ? SessionLog.layerJsonl({ directory: input.log.value, sessionId: input.sessionId })
+      ? layerSessionLog({ directory: input.log.value, sessionId: input.sessionId })
       : undefined
     const out = Option.getOrUndefined(input.out)
     if (out !== undefined) {

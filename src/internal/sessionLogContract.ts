@@ -1,0 +1,121 @@
+/**
+ * The session log's contract: the service key, its shape and what its writes take. `SessionLog` re-exports all of it
+ * and adds the implementation (`SessionLog.layer`); it lives here so that `Compact` can find the log in the context
+ * without loading the service, its stores or `effect/sql`.
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type { Message } from "../Message.ts"
+import type {
+  CompactionEntry,
+  Eviction,
+  EvictionEntry,
+  Loaded,
+  LoadIssue,
+  LoadOptions,
+  Snapshot,
+  StepMeta
+} from "../SessionEntry.ts"
+import type { SessionLogError } from "./sessionLogError.ts"
+
+/**
+ * What `recordCompaction` needs: the new view the caller goes on with, the snapshot it was built from and the cut.
+ * `Compact.finishCompaction`'s `record` is this without the snapshot, so a finished compaction is recorded as
+ * `{ ...finished.record, snapshot }`.
+ * @category models
+ */
+export interface CompactionInput {
+  /** The snapshot that was summarized (from `SessionLog.snapshot`). Entries appended since are kept. */
+  readonly snapshot: Snapshot
+  /** How many messages of `snapshot.view` the summary replaces (0 ≤ cut ≤ snapshot.view.length). */
+  readonly cut: number
+  /**
+   * The view the caller goes on with: the summary first, then the kept messages in place of
+   * `snapshot.view.slice(cut)` (`Compact.finishCompaction`'s `messages`). The log stores the kept messages only when
+   * they differ from `snapshot.view.slice(cut)` (by identity or JSON; otherwise their entry ids), hashes this view,
+   * and goes on with this same array (followed by the entries appended since the snapshot). Fails with `Conflict`
+   * when an eviction changed `snapshot.view.slice(cut)` since the snapshot (it would be undone, or the log's view would
+   * not be the caller's). Required unless `summary` is given.
+   */
+  readonly view?: ReadonlyArray<Message>
+  /** The name of the summarizer that wrote the summary. */
+  readonly summarizer: string
+  /** Default: `estimateTokens` of the view before the boundary. */
+  readonly tokensBefore?: number
+  /** Default: `estimateTokens` of the view after the boundary. */
+  readonly tokensAfter?: number
+  readonly turnsSummarized?: number
+  /**
+   * The summary message alone: the view is then `[summary, ...(kept ?? snapshot.view.slice(cut))]`, built by the log.
+   * Ignored when `view` is given.
+   * @deprecated Pass `view` (`[summary, ...kept]`), the array the caller goes on with.
+   */
+  readonly summary?: Message
+  /**
+   * The kept messages after `summary`, when the caller changed them. Ignored when `view` is given.
+   * @deprecated Pass `view` (`[summary, ...kept]`).
+   */
+  readonly kept?: ReadonlyArray<Message>
+  /**
+   * A view the log must rebuild (same `viewHash`), or nothing is written and it fails with `HashMismatch`.
+   * @deprecated Pass the view itself as `view`: the log then stores what rebuilds exactly that.
+   */
+  readonly expectedView?: ReadonlyArray<Message>
+}
+
+/** Options of `SessionLogShape.append`. @category models */
+export interface AppendOptions {
+  /**
+   * The step metadata of each message (`meta[i]` for `messages[i]`; `undefined`: none), stored in its entry and
+   * returned by `load` in `entries`, never in the view. At most one per message; each a JSON object.
+   */
+  readonly meta?: ReadonlyArray<StepMeta | undefined>
+}
+
+/** The service over one session. @category services */
+export interface SessionLogShape {
+  readonly sessionId: string
+  /**
+   * Appends each message as one entry, in order, after every entry already written, with its step metadata when
+   * given. Returns their entry ids.
+   */
+  readonly append: (
+    messages: ReadonlyArray<Message>,
+    options?: AppendOptions
+  ) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
+  /** Records offloaded tool results (`block` must be a tool_result for `toolUseId`). */
+  readonly recordEviction: (evictions: ReadonlyArray<Eviction>) => Effect.Effect<EvictionEntry, SessionLogError>
+  /**
+   * Records a compaction boundary as one atomic entry, derived from `input.view`. Fails with `Conflict` when another
+   * compaction was recorded since `input.snapshot` was taken (by this or another worker; nothing is written), and
+   * `InvalidInput` for a bad view or cut.
+   */
+  readonly recordCompaction: (input: CompactionInput) => Effect.Effect<CompactionEntry, SessionLogError>
+  /** The live view with its entry ids: the fold of every entry this worker has written or caught up with. */
+  readonly snapshot: Effect.Effect<Snapshot>
+  /**
+   * The live fold as `load` returns it (every entry, the view, `seq`), without reading the store again: what a resume
+   * starts from. `issues` are what opening found (`recovered`).
+   */
+  readonly loaded: Effect.Effect<Loaded>
+  /**
+   * Reads only the entries other workers wrote since this worker's last write or catch-up, folds them into the live
+   * view, and returns it. Checks them like `load`.
+   */
+  readonly catchUp: Effect.Effect<Snapshot, SessionLogError>
+  /**
+   * Reads the stored log again and rebuilds the view, checking every line's checksum, the parent chain and every
+   * compaction's hash. Fails with `Corrupt`, `HashMismatch` or `FutureVersion`, naming the line; with
+   * `{ repair: true }` corrupt lines are skipped and mismatched hashes accepted, each reported in `issues` (a future
+   * version still fails). A torn last line is always reported and skipped.
+   */
+  readonly load: (options?: LoadOptions) => Effect.Effect<Loaded, SessionLogError>
+  /** What opening the session found and fixed (a torn last line, which the writer cuts off before appending). */
+  readonly recovered: ReadonlyArray<LoadIssue>
+}
+
+const SessionLogBase: Context.ServiceClass<SessionLog, "effect-compaction/SessionLog", SessionLogShape> = Context
+  .Service<SessionLog, SessionLogShape>()("effect-compaction/SessionLog")
+
+/** The key of the session log service; the public `SessionLog` extends it with its layers. @category services */
+export class SessionLog extends SessionLogBase {}
