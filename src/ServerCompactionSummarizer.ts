@@ -38,7 +38,7 @@ import {
 } from "./internal/serverCompactionConfig.ts"
 import type { CompactionBlock } from "./Message.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
-import { CompactionFailed, NothingToSummarize, SummarizeError } from "./SummarizeError.ts"
+import { CompactionFailed, CompactionRefused, NothingToSummarize, SummarizeError } from "./SummarizeError.ts"
 import * as Summarizer from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
@@ -50,24 +50,31 @@ export const SERVER_COMPACTION_SUMMARIZER = "server-compaction"
 
 /**
  * Classifies anything an on-demand compaction attempt can throw, as `AnthropicSummarizer.summarizeErrorOf` does, with
- * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize` (never retried);
- * `compaction_unavailable` is a 529 and so `Overloaded` (retried).
+ * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize`, and
+ * `compaction_too_many_tool_references` and `compaction_incomplete_turn` are `CompactionRefused` (API-RULES 35: none is
+ * ever retried, whatever the status, since a retry sends the same view); `compaction_unavailable` is a 529 and so
+ * `Overloaded` (retried).
  * @category errors
  */
 export const compactionErrorOf = (cause: unknown): SummarizeError => {
-  if (cause instanceof Anthropic.APIError && cause.errorCode === "compaction_nothing_to_summarize") {
-    const status: number | undefined = cause.status
-    return new SummarizeError({
-      reason: new NothingToSummarize({
-        detail: describeCause(cause),
-        cause,
-        ...(status === undefined ? {} : { status })
-      }),
-      attempts: 1
-    })
+  if (!(cause instanceof Anthropic.APIError)) return summarizeErrorOf(cause)
+  const errorCode = cause.errorCode
+  const status: number | undefined = cause.status
+  const refused = { detail: describeCause(cause), cause, ...(status === undefined ? {} : { status }) }
+  if (errorCode === "compaction_nothing_to_summarize") {
+    return new SummarizeError({ reason: new NothingToSummarize(refused), attempts: 1 })
+  }
+  if (errorCode !== null && PERMANENT_REFUSALS.has(errorCode)) {
+    return new SummarizeError({ reason: new CompactionRefused({ ...refused, errorCode }), attempts: 1 })
   }
   return summarizeErrorOf(cause)
 }
+
+/** The on-demand compaction's error codes that no retry fixes, apart from `compaction_nothing_to_summarize`. */
+const PERMANENT_REFUSALS: ReadonlySet<string> = new Set([
+  "compaction_too_many_tool_references",
+  "compaction_incomplete_turn"
+])
 
 const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
 

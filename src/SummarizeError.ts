@@ -1,7 +1,7 @@
 /**
  * Why a summarization failed: `SummarizeError`, with one reason class per cause (`RateLimited`, `Overloaded`,
  * `Server`, `Timeout`, `Connection`, `BadRequest`, `Unauthorized`, `EmptySummary`, `StreamError`,
- * `NothingToSummarize`, `CompactionFailed`), each with its own fields and `isRetryable`. How a provider's status codes
+ * `NothingToSummarize`, `CompactionRefused`, `CompactionFailed`), each with its own fields and `isRetryable`. How a provider's status codes
  * map onto these reasons is each summarizer's own business, not part of this module.
  *
  * @since 0.1.0
@@ -102,6 +102,11 @@ const StreamErrorBase: ReasonClass<
 
 const NothingToSummarizeBase: ReasonClass<NothingToSummarize, "NothingToSummarize", RefusedFields> = Schema
   .TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields)
+const CompactionRefusedBase: ReasonClass<
+  CompactionRefused,
+  "CompactionRefused",
+  RefusedFields & { readonly errorCode: Schema.String }
+> = Schema.TaggedClass<CompactionRefused>()("CompactionRefused", { ...RefusedFields, errorCode: Schema.String })
 const CompactionFailedBase: ReasonClass<
   CompactionFailed,
   "CompactionFailed",
@@ -179,6 +184,16 @@ export class NothingToSummarize extends NothingToSummarizeBase {
 }
 
 /**
+ * The Messages API's compaction refused this view for good (API-RULES 35): `compaction_too_many_tool_references` or
+ * `compaction_incomplete_turn`, with its `errorCode`. A retry sends the same view and cannot succeed, so it is never
+ * retried, whatever the status; `withFallback` hands the request to the fallback at once. @category errors
+ */
+export class CompactionRefused extends CompactionRefusedBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
+/**
  * The Messages API's compaction failed: it returned a block with `content: null` (a no-op block), or no compaction
  * block at all. Never retried; `withFallback` hands the request to the fallback. @category errors
  */
@@ -200,6 +215,7 @@ export const SummarizeErrorReason: Schema.Union<
     typeof EmptySummary,
     typeof StreamError,
     typeof NothingToSummarize,
+    typeof CompactionRefused,
     typeof CompactionFailed
   ]
 > = Schema.Union([
@@ -213,6 +229,7 @@ export const SummarizeErrorReason: Schema.Union<
   EmptySummary,
   StreamError,
   NothingToSummarize,
+  CompactionRefused,
   CompactionFailed
 ])
 /** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */

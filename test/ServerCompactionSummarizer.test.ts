@@ -168,6 +168,32 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.strictEqual(server.requests.length, 1)
     }))
 
+  for (const code of ["compaction_too_many_tool_references", "compaction_incomplete_turn"]) {
+    it.live(`${code} is CompactionRefused: never retried, withFallback falls back at once (API-RULES 35)`, () =>
+      Effect.gen(function* () {
+        const server = yield* MessagesApiServer.make
+        server.enqueue(Reply.compactionRefused(code))
+        const error: SummarizeError = yield* Effect.flip(
+          serverSummarizer(server).summarize(summarizeRequest([user("go"), assistant("ok")]))
+        )
+        assert.strictEqual(error.reason._tag, "CompactionRefused")
+        assert.strictEqual(error.reason._tag === "CompactionRefused" ? error.reason.errorCode : "", code)
+        assert.isFalse(error.isRetryable)
+        assert.strictEqual(error.attempts, 1)
+        assert.strictEqual(server.requests.length, 1)
+        server.enqueue(Reply.compactionRefused(code))
+        const { messages, outcome } = yield* compactWith(
+          withFallback(serverSummarizer(server), ExtractiveSummarizer.make()),
+          generateSession(5, { messages: 40 })
+        )
+        assert.strictEqual(server.requests.length, 2)
+        assert.strictEqual(outcome._tag, "FellBack")
+        if (outcome._tag !== "FellBack") return
+        assert.strictEqual(outcome.summary.fellBackFrom?.error.reason._tag, "CompactionRefused")
+        assert.deepStrictEqual(checkApiRules(messages), [])
+      }))
+  }
+
   it.live("a head ending on an unfinished assistant turn is sent up to its last finished turn; the rest is kept", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make

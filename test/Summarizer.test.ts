@@ -10,6 +10,7 @@ import * as Lib from "../src/index.ts"
 import {
   BadRequest,
   CompactionFailed,
+  CompactionRefused,
   Connection,
   EmptySummary,
   NothingToSummarize,
@@ -95,6 +96,8 @@ const failWith = (tag: ReasonTag, extra: { status?: number; retryAfterMillis?: n
     ? new NothingToSummarize({ status: extra.status ?? 400, detail })
     : tag === "CompactionFailed"
     ? new CompactionFailed({ detail })
+    : tag === "CompactionRefused"
+    ? new CompactionRefused({ status: extra.status ?? 400, detail, errorCode: "compaction_incomplete_turn" })
     : new { RateLimited, Overloaded, Server, Timeout }[tag]({ detail, ...extra })
   return new SummarizeError({ reason, attempts: 1 })
 }
@@ -373,14 +376,15 @@ describe("summarizeRetrySchedule (TestClock)", () => {
       assert.strictEqual(failure(exit).reason._tag, "RateLimited")
     }))
 
-  it.effect("never retries 400, 401, an empty summary or a stream error", () =>
+  it.effect("never retries 400, 401, an empty summary, a stream error or a compaction refused for good", () =>
     Effect.gen(function* () {
       for (
         const error of [
           failWith("BadRequest", { status: 400 }),
           failWith("Unauthorized", { status: 401 }),
           failWith("EmptySummary"),
-          failWith("StreamError")
+          failWith("StreamError"),
+          failWith("CompactionRefused", { status: 500 })
         ]
       ) {
         const { exit, times } = yield* scripted(summarizeRetrySchedule, [error, error], "10 minutes")
