@@ -2,9 +2,10 @@
  * The agent loop as one owned API: a pure state value with pure transitions, and an Effect service over it.
  *
  * The state (`ConversationState`) is the view sent to the model, the hot paths, the compaction epoch, the tool calls
- * still waiting for results and the last reported usage. Every transition returns the changes it made
- * (`Transition`), each with the state after it, so the service persists exactly what the pure step produced and
- * commits the state only once its change is stored.
+ * still waiting for results and the last reported usage, and what its transition carries about the view for the next
+ * one (`carried`: the eviction index and frontier, so a step costs what it adds). Every transition returns the changes
+ * it made (`Transition`), each with the state after it, so the service persists exactly what the pure step produced
+ * and commits the state only once its change is stored.
  *
  * The rules every transition keeps, so that every prepared request is one the Messages API accepts:
  * - messages are stored as wire messages: private `_` keys and empty text blocks are dropped, empty messages skipped;
@@ -28,7 +29,15 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Clock from "effect/Clock"
 import * as Semaphore from "effect/Semaphore"
-import { CACHE_TTL_MS } from "./Cache.ts"
+import {
+  applyBreakpoints,
+  type BlockPosition,
+  breakpointBefore,
+  CACHE_TTL_MS,
+  EPHEMERAL,
+  minCacheableTokens,
+  planBreakpoints
+} from "./Cache.ts"
 import {
   type CompactionRecord,
   CompactOutcome,
@@ -37,10 +46,9 @@ import {
   prepareCompaction,
   recordInput
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, type Offloaded, offloadRefOf } from "./Evict.ts"
-import { evictCarried, handOnAppend, toolUseIdsOf } from "./internal/conversation/carried.ts"
+import { DEFAULT_KEEP_RECENT, evictionFrontier, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
-import { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
 import { type CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
@@ -48,7 +56,7 @@ import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionE
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
-import { estimateTokens } from "./Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateTokens, jsonSize } from "./Tokens.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 
@@ -87,7 +95,8 @@ export interface UsageReport {
  * - `hot`: the re-read tracker, fed every appended message and every offload;
  * - `epoch`: the number of compactions applied;
  * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
- * - `usage`: the last usage a reply reported, if any.
+ * - `usage`: the last usage a reply reported, if any;
+ * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`).
  * @category models
  */
 export interface ConversationState {
@@ -96,7 +105,21 @@ export interface ConversationState {
   readonly epoch: number
   readonly pending: ReadonlyArray<PendingCall>
   readonly usage: UsageReport | undefined
+  /**
+   * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
+   * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
+   * scratch, once, and sends the same requests. Derived from `view`: leave it out when comparing states; it is not
+   * serialized.
+   */
+  readonly carried?: CarriedIndex | undefined
 }
+
+/**
+ * What a state carries about its view from the transition that made it: the eviction index (handed from view to view
+ * by each transition), the positions of `cache_control`s and the view's eviction frontier. Opaque: only the
+ * transitions read it, and only for the view it was made for. @category models
+ */
+export type { CarriedIndex } from "./internal/conversation/carried.ts"
 
 /**
  * What a reply stores beside its message in a log (its entry's step metadata, under `conversation`), so a resume
@@ -133,13 +156,17 @@ export interface Transition {
 }
 
 /** The state of a conversation that has seen nothing. @category constructors */
-export const emptyState = (classifier?: ToolClassifier | undefined): ConversationState => ({
-  view: [],
-  hot: HotPaths.empty(classifier),
-  epoch: 0,
-  pending: [],
-  usage: undefined
-})
+export const emptyState = (classifier?: ToolClassifier | undefined): ConversationState => {
+  const view: ReadonlyArray<MessageParam> = []
+  return {
+    view,
+    hot: HotPaths.empty(classifier),
+    epoch: 0,
+    pending: [],
+    usage: undefined,
+    carried: CarriedIndex.fresh(asMessages(view))
+  }
+}
 
 const none = (state: ConversationState): Transition => ({ steps: [], state })
 
@@ -208,8 +235,8 @@ const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
 
 const appendStep = (state: ConversationState, message: MessageParam, meta?: ReplyMeta): Transition => {
   const view = state.view.concat([message]) // concat copies the outer array fastest (a large spread is ~2x slower)
-  handOnAppend(asMessages(state.view), asMessages(view))
-  const next: ConversationState = { ...state, view, hot: state.hot.observe([message]) }
+  const carried = CarriedIndex.appended(asMessages(state.view), state.carried, asMessages(view))
+  const next: ConversationState = { ...state, view, hot: state.hot.observe([message]), carried }
   return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
 }
 
@@ -294,7 +321,7 @@ export const recordReply = (
   const clean = wireMessage(message)
   if (clean === undefined) return none(state)
   return chain(chain(closePending(state), leadingUser), (s) => {
-    const inView = toolUseIdsOf(asMessages(s.view))
+    const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
     const added = new Set<string>()
     const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
     const renamed: Record<string, string> = {}
@@ -339,7 +366,7 @@ const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>
     ? []
     : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
 
-/** How `offload` evicts. Every option may be `undefined`, which means its default. @category models */
+/** How `offloadStaleResults` evicts. Every option may be `undefined`, which means its default. @category models */
 export interface OffloadOptions {
   /** Newest live tool results kept verbatim; default `DEFAULT_KEEP_RECENT`. */
   readonly keepRecent?: number | undefined
@@ -358,26 +385,30 @@ export interface OffloadOptions {
  * cache has expired, so offloading rewrites nothing that would have been read).
  * @category transitions
  */
-export const offload = (
+export const offloadStaleResults = (
   state: ConversationState,
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
   // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier })`
-  const evicted = evictCarried(asMessages(state.view), options.keepRecent ?? DEFAULT_KEEP_RECENT, {
-    minSavings: options.minSavings,
-    pinned: state.hot.pinned,
-    cacheCold,
-    classifier: options.classifier
-  })
-  if (evicted.offloaded.length === 0) return none(state)
-  const next = {
+  const { decision, carried } = CarriedIndex.evict(
+    asMessages(state.view),
+    state.carried,
+    options.keepRecent ?? DEFAULT_KEEP_RECENT,
+    { minSavings: options.minSavings, pinned: state.hot.pinned, cacheCold, classifier: options.classifier }
+  )
+  if (decision.offloaded.length === 0) return none(state)
+  const next: ConversationState = {
     ...state,
-    view: evicted.messages as unknown as ReadonlyArray<MessageParam>,
-    hot: state.hot.observeOffloads(evicted.offloaded)
+    view: decision.messages as unknown as ReadonlyArray<MessageParam>,
+    hot: state.hot.observeOffloads(decision.offloaded),
+    carried
   }
-  return { steps: [{ change: Change.Offloaded({ offloaded: evicted.offloaded }), state: next }], state: next }
+  return { steps: [{ change: Change.Offloaded({ offloaded: decision.offloaded }), state: next }], state: next }
 }
+
+/** The same transition as `offloadStaleResults`. @deprecated Use `Conversation.offloadStaleResults` */
+export const offload: typeof offloadStaleResults = offloadStaleResults
 
 /**
  * True when the last reported usage, measured on the current epoch, leaves less than the policy's room or reaches its
@@ -405,7 +436,7 @@ export interface PrepareStep {
 }
 
 /**
- * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offload`), and says whether compaction
+ * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offloadStaleResults`), and says whether compaction
  * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
  * older than `CACHE_TTL_MS`). The service and the simulator both run exactly this.
  * @category transitions
@@ -415,7 +446,7 @@ export const prepareStep = (
   options: OffloadOptions & { readonly policy?: CompactionPolicy | undefined } = {},
   cacheCold?: boolean | undefined
 ): PrepareStep => {
-  const transition = chain(closePending(state), (s) => offload(s, options, cacheCold))
+  const transition = chain(closePending(state), (s) => offloadStaleResults(s, options, cacheCold))
   return { transition, compact: triggerFires(transition.state, options.policy ?? defaultPolicy, cacheCold) }
 }
 
@@ -429,12 +460,129 @@ export const applyCompaction = (
   finished: FinishedCompaction<MessageParam>
 ): Transition => {
   if (finished.record === undefined) return none(state)
-  const next: ConversationState = { ...state, view: finished.messages, epoch: state.epoch + 1 }
+  const view = finished.messages
+  const next: ConversationState = {
+    ...state,
+    view,
+    epoch: state.epoch + 1,
+    carried: CarriedIndex.fresh(asMessages(view))
+  }
   return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
 }
 
-/** Building a request with its breakpoints lives in `internal/conversation/request.ts`. */
-export { requestOf, type RequestOptions } from "./internal/conversation/request.ts"
+// ============================================================================
+// The request
+// ============================================================================
+
+/** How `requestOf` places breakpoints. Every option may be `undefined`, which means its default. @category models */
+export interface RequestOptions {
+  readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
+  /** The model; it sets the minimum cacheable length (`Cache.minCacheableTokens`). */
+  readonly model?: string | undefined
+  /** The minimum cacheable length, overriding the model's. */
+  readonly minCacheTokens?: number | undefined
+  readonly classifier?: ToolClassifier | undefined
+  /**
+   * The state before this step's offload: when the offload moved the eviction frontier, its frontier keeps a
+   * breakpoint in this one request, so it still reads the prefix the previous request wrote.
+   */
+  readonly before?: ConversationState | undefined
+  /** Place no breakpoints (a caller that places its own). */
+  readonly breakpoints?: false | undefined
+}
+
+const systemBlocks = (
+  system: string | Array<Anthropic.TextBlockParam>
+): Array<Anthropic.TextBlockParam> => typeof system === "string" ? [{ type: "text", text: system }] : system
+
+/**
+ * The request for the current state: `{ system?, tools?, messages }` over the view's messages, with its
+ * `cache_control` breakpoints (`Cache.planBreakpoints`): the end of the system prompt and tools, the eviction
+ * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
+ * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
+ * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
+ * @category transitions
+ */
+export const requestOf = (
+  state: ConversationState,
+  system?: string | Array<Anthropic.TextBlockParam> | undefined,
+  options: RequestOptions = {}
+): Request => {
+  const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
+  const view = asMessages(state.view)
+  const withMessages = (messages: Array<MessageParam>): Request => ({
+    ...(system === undefined ? {} : { system }),
+    ...(tools === undefined ? {} : { tools }),
+    messages
+  })
+  if (options.breakpoints === false) return withMessages([...state.view])
+  const frontier = frontierBreakpoint(state, options.classifier)
+  const before = options.before !== undefined && options.before.epoch === state.epoch
+    ? frontierBreakpoint(options.before, options.classifier)
+    : undefined
+  const previous = before !== undefined &&
+      (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
+    ? before
+    : undefined
+  const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
+    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
+  const carried = CarriedIndex.requestParts(view, state.carried)
+  const plan = planBreakpoints(view, {
+    systemTokens,
+    hasSystem: system !== undefined || tools !== undefined,
+    frontier,
+    previousFrontier: previous,
+    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
+    messageTokensBefore: carried?.tokensBefore
+  })
+  const messages = carried === undefined
+    ? applyBreakpoints(view, plan.blocks) as unknown as Array<MessageParam>
+    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled)
+  if (!plan.system) return withMessages(messages)
+  if (system !== undefined) {
+    const blocks = systemBlocks(system)
+    const last = blocks.length - 1
+    return {
+      system: blocks.map((b, i) => i === last ? { ...b, cache_control: EPHEMERAL } : b),
+      ...(tools === undefined ? {} : { tools }),
+      messages
+    }
+  }
+  const all = tools ?? []
+  const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: EPHEMERAL } : t)
+  return { tools: marked as Array<Anthropic.ToolUnion>, messages }
+}
+
+/**
+ * `applyBreakpoints(view, blocks)` when only the messages at `cacheControlled` carry a `cache_control`: the view is
+ * copied and only the planned and the carrying messages are rewritten (each exactly as `applyBreakpoints` would).
+ */
+const breakpointsAt = (
+  view: ReadonlyArray<MessageParam>,
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>
+): Array<MessageParam> => {
+  const messages = view.slice()
+  const touched = new Set<number>()
+  for (const p of blocks) touched.add(p.message)
+  for (const m of cacheControlled) if (m < view.length) touched.add(m)
+  for (const m of touched) {
+    const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
+    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks)[0] as unknown as MessageParam
+  }
+  return messages
+}
+
+/** The frontier breakpoint of a state's view: the last block before the oldest result that may still be offloaded. */
+const frontierBreakpoint = (
+  state: ConversationState,
+  classifier: ToolClassifier | undefined
+): BlockPosition | undefined => {
+  const view = asMessages(state.view)
+  const carried = CarriedIndex.frontier(view, state.carried, classifier)
+  const result = carried.known ? carried.at : evictionFrontier(view, { classifier })
+  return result === undefined ? undefined : breakpointBefore(view, result)
+}
 
 // ============================================================================
 // Resume: the log's entries through the same transitions' effects
@@ -496,7 +644,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   }
   flush()
   const view = loaded.view.map(wireOf)
-  return { view, hot, epoch, pending: pendingAtEnd(loaded), usage }
+  return { view, hot, epoch, pending: pendingAtEnd(loaded), usage, carried: CarriedIndex.fresh(asMessages(view)) }
 }
 
 const wireOf = (message: Message): MessageParam => {
@@ -614,7 +762,10 @@ const make = (
     const summarizer = yield* Summarizer
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
-    let state = initial
+    // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
+    let state: ConversationState = initial.carried?.view === asMessages(initial.view)
+      ? initial
+      : { ...initial, carried: CarriedIndex.fresh(asMessages(initial.view)) }
     // the time of the last request lives here, never in the state: a resumed conversation starts warm
     let lastRequestAt: number | undefined
     const { classifier, model, tools } = options

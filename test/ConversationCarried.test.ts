@@ -5,8 +5,11 @@ import {
   closePending,
   type ConversationState,
   emptyState,
+  offload,
+  offloadStaleResults,
   prepareStep,
   recordReply,
+  type Request,
   requestOf
 } from "../src/Conversation.ts"
 import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../src/Evict.ts"
@@ -72,5 +75,64 @@ describe("Conversation with carried decisions", () => {
       })
       assert.deepStrictEqual(branched.view as unknown as ReadonlyArray<Message>, fresh.messages)
     }
+  })
+
+  it("a caller that copies the view (or builds a state around a copy) gets the same requests at every later step", () => {
+    /** One agent loop over a session; `copy` rewrites the state before the k-th prepare. */
+    const run = (
+      seed: number,
+      copy: (state: ConversationState, k: number) => ConversationState
+    ): Array<Request> => {
+      const session = asMessageParams(generateSession(seed, { messages: 400 }))
+      let state = emptyState()
+      const requests: Array<Request> = []
+      for (const message of session) {
+        state = message.role === "assistant"
+          ? recordReply(state, message, { input_tokens: 1_000, output_tokens: 10 }).state
+          : appendMessage(state, message).state
+        // every append carries for its own view again, whatever the state before it carried
+        assert.strictEqual(state.carried?.view, state.view as unknown)
+        if (message.role !== "user" || typeof message.content === "string") continue
+        state = copy(state, requests.length)
+        const before = state
+        state = prepareStep(state, { minSavings: 0 }).transition.state
+        requests.push(requestOf(state, "You are a coding agent.", { before }))
+      }
+      return requests
+    }
+    for (const seed of [3, 8, 13]) {
+      const plain = run(seed, (state) => state)
+      // every third step: the same state with a copied view (its carry now belongs to another array)
+      const copied = run(seed, (state, k) => k % 3 === 0 ? { ...state, view: [...state.view] } : state)
+      // every fourth step: a state built by hand from a copy, with no carry at all
+      const rebuilt = run(
+        seed,
+        (state, k) =>
+          k % 4 === 1
+            ? {
+              view: state.view.slice(),
+              hot: state.hot,
+              epoch: state.epoch,
+              pending: state.pending,
+              usage: state.usage
+            }
+            : state
+      )
+      assert.isAbove(plain.length, 50)
+      assert.deepStrictEqual(copied, plain, `seed ${seed}: copied views`)
+      assert.deepStrictEqual(rebuilt, plain, `seed ${seed}: states built around a copy`)
+    }
+  })
+
+  it("the carry is in the state, never in its JSON; offload is the deprecated name of offloadStaleResults", () => {
+    let state = emptyState()
+    for (const message of asMessageParams(generateSession(2, { messages: 60 }))) {
+      state = message.role === "assistant" ? recordReply(state, message).state : appendMessage(state, message).state
+    }
+    state = prepareStep(state, { minSavings: 0 }).transition.state
+    assert.isDefined(state.carried)
+    assert.notInclude(JSON.stringify(state), "carried")
+    assert.deepStrictEqual(JSON.parse(JSON.stringify(state)).view, JSON.parse(JSON.stringify(state.view)))
+    assert.strictEqual(offload, offloadStaleResults)
   })
 })

@@ -1,12 +1,17 @@
 /**
- * Eviction decisions carried from one conversation step to the next, keyed by the view array they describe.
+ * What a conversation state carries from the transition that made it (`ConversationState.carried`), so the next step
+ * decides in proportion to what changed: the eviction index of its view, the positions of the messages that carry a
+ * `cache_control`, and, once the index moved on, the view's eviction frontier. Every function here takes it as an
+ * argument; nothing is kept beside the state.
  *
- * A view array is immutable; each transition makes a new one. The `EvictionIndex` of a view is handed to the view a
- * transition derives from it (an append extends it by the new message, an offload records its blocks), so the next
- * `prepare` decides in proportion to what changed. One index is owned by one view at a time, the newest: an older
- * view (a state kept aside, a branch) finds it owned by another and gets a fresh index, built once. Each view the
- * index described keeps its eviction frontier, so the request after an offload still finds the previous one. The
- * frontier is carried only for a view with no compaction block (`Evict.evictionFrontier` reads the whole list).
+ * A view array is immutable; each transition makes a new one and a new `CarriedIndex` for it. The index itself is
+ * mutable and describes one view at a time, the newest it was handed: a transition hands it from its input's view to
+ * its output's (an append extends it by the new message, an offload records its blocks). A `CarriedIndex` applies only
+ * to the view it was made for: a state whose view is another array (a copy, a view set by hand) decides from scratch,
+ * as does a state whose index moved on to a newer view (a state kept aside, a branch); the index such a state builds
+ * is kept in its own `CarriedIndex`, so it is built once. When a view hands its index on, its frontier is kept, so the
+ * request after an offload still finds the previous one. The frontier is carried only for a view with no compaction
+ * block (`Evict.evictionFrontier` reads the whole list).
  *
  * @internal
  */
@@ -25,126 +30,159 @@ import {
   keepOf
 } from "../eviction.ts"
 
-interface Owned {
+/** An eviction index, the view it describes now (the newest it was handed) and that view's `cache_control` positions. */
+interface OwnedIndex {
   readonly index: EvictionIndex
-  /** The view that owns the index now. */
   owner: ReadonlyArray<Message>
   /** Positions of the messages that carry a `cache_control` (an offload keeps every other field of a block). */
   readonly cacheControlled: Array<number>
 }
 
+type Frontier = { readonly message: number; readonly block: number } | undefined
+
+/** A view's frontier, kept when its index moved on, with the classifier it was found under. */
+interface KeptFrontier {
+  readonly classify: ToolClassifier
+  readonly at: Frontier
+}
+
 const carriesCacheControl = (message: Message): boolean =>
   typeof message.content !== "string" && message.content.some((b) => "cache_control" in b)
 
-const noteCacheControl = (owned: Owned, view: ReadonlyArray<Message>, from: number): void => {
+const noteCacheControl = (owned: OwnedIndex, view: ReadonlyArray<Message>, from: number): void => {
   for (let i = from; i < view.length; i++) if (carriesCacheControl(view[i]!)) owned.cacheControlled.push(i)
 }
 
-type Frontier = { readonly message: number; readonly block: number } | undefined
-
-const owners = new WeakMap<ReadonlyArray<Message>, Owned>()
-const frontiers = new WeakMap<ReadonlyArray<Message>, Frontier>()
-
-/** Keeps the frontier of a view about to hand its index on (the API view must be the whole view, as the scan reads). */
-const keepFrontier = (index: EvictionIndex, view: ReadonlyArray<Message>): void => {
-  if (index.viewStart === 0) frontiers.set(view, frontierOf(index, view))
-}
-
-/** The index of `view` (built when no current one exists, or when it was built for another classifier). */
-const indexOf = (view: ReadonlyArray<Message>, classifier: ToolClassifier | undefined): EvictionIndex => {
-  const classify = classifier ?? defaultToolClassifier
-  const owned = owners.get(view)
-  if (owned !== undefined && owned.owner === view && owned.index.classify === classify) return owned.index
-  const index = buildIndex(view, classify)
-  const fresh: Owned = { index, owner: view, cacheControlled: [] }
-  noteCacheControl(fresh, view, 0)
-  owners.set(view, fresh)
-  return index
-}
-
-/** Hands the index of `from` (if it owns one) to `to`, which extends it; `to` gets none when it cannot be extended. */
-export const handOnAppend = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
-  const owned = owners.get(from)
-  if (owned === undefined || owned.owner !== from) return
-  keepFrontier(owned.index, from)
-  if (!extendIndex(owned.index, to)) return
-  noteCacheControl(owned, to, from.length)
-  owned.owner = to
-  owners.set(to, owned)
-}
-
 /**
- * The eviction of `view` decided on its carried index: equal to `evictStaleToolResults(view, keepRecent, options)`.
- * When it offloads, its output view takes the index over.
+ * What one view carries (see the module doc). Its two mutable fields only remember answers about `view`: the index
+ * built for it on first need (when no transition handed one on), and its frontier once the index moved on. It is not
+ * serialized (`toJSON` is `undefined`): it is derived from the view.
  */
-export const evictCarried = (
-  view: ReadonlyArray<Message>,
-  keepRecent: number,
-  options: {
-    readonly minSavings: number | undefined
-    readonly pinned: (path: string) => boolean
-    readonly cacheCold: boolean | undefined
-    readonly classifier: ToolClassifier | undefined
-  }
-): Decision<Message> => {
-  const index = indexOf(view, options.classifier)
-  const evicted = decide(index, view, keepOf(keepRecent), { ...options, prices: CACHE_PRICES })
-  if (evicted.offloaded.length > 0) {
-    applyOffloads(index, evicted.messages, evicted.offloaded)
-    handOnOffload(view, evicted.messages)
-  }
-  return evicted
-}
+export class CarriedIndex {
+  /** The view this was made for; for any other array it is ignored. */
+  readonly view: ReadonlyArray<Message>
+  private owned: OwnedIndex | undefined
+  private kept: KeptFrontier | undefined
 
-/** Hands the index of `from` to `to`, an eviction's output that `applyOffloads` already recorded in it. */
-const handOnOffload = (from: ReadonlyArray<Message>, to: ReadonlyArray<Message>): void => {
-  const owned = owners.get(from)
-  if (owned === undefined || owned.owner !== from) return
-  keepFrontier(owned.index, from)
-  owned.owner = to
-  owners.set(to, owned)
-}
-
-/** The eviction frontier of `view` from its index or the frontier it kept; `undefined` when neither is known. */
-export const carriedFrontier = (
-  view: ReadonlyArray<Message>,
-  classifier: ToolClassifier | undefined
-): { readonly known: boolean; readonly at: Frontier } => {
-  const owned = owners.get(view)
-  if (owned === undefined || owned.index.classify !== (classifier ?? defaultToolClassifier)) {
-    return { known: false, at: undefined }
+  private constructor(view: ReadonlyArray<Message>, owned: OwnedIndex | undefined) {
+    this.view = view
+    this.owned = owned
+    this.kept = undefined
   }
-  if (owned.owner === view && owned.index.viewStart === 0) {
-    return { known: true, at: frontierOf(owned.index, view) }
-  }
-  return frontiers.has(view) ? { known: true, at: frontiers.get(view) } : { known: false, at: undefined }
-}
 
-/**
- * What a request over `view` can read from its index instead of scanning the view, when `view` owns one with no
- * compaction block (the index then covers every message): the estimated tokens before each message, and the
- * positions of the messages that carry a `cache_control`.
- */
-export const carriedRequestParts = (
-  view: ReadonlyArray<Message>
-):
-  | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
-  | undefined => {
-  const owned = owners.get(view)
-  if (owned === undefined || owned.owner !== view || owned.index.viewStart !== 0) return undefined
-  const tokens = owned.index.tokens
-  if (tokens === undefined) return undefined
-  return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
-}
-
-/** The `tool_use` ids of `view`'s assistant messages: from its index when it owns one covering every message. */
-export const toolUseIdsOf = (view: ReadonlyArray<Message>): { has(id: string): boolean } => {
-  const owned = owners.get(view)
-  if (owned !== undefined && owned.owner === view && owned.index.viewStart === 0) return owned.index.calls
-  const ids = new Set<string>()
-  for (const message of view) {
-    if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (block.type === "tool_use") ids.add((block as { id: string }).id)
+  /** A carry for `view` with nothing decided yet: its index is built at its first eviction. */
+  static fresh(view: ReadonlyArray<Message>): CarriedIndex {
+    return new CarriedIndex(view, undefined)
   }
-  return ids
+
+  /** The carry of `view` after an append: `from`'s index extended, or nothing decided yet when it cannot be. */
+  static appended(
+    from: ReadonlyArray<Message>,
+    carried: CarriedIndex | undefined,
+    view: ReadonlyArray<Message>
+  ): CarriedIndex {
+    const owned = carried?.ownedBy(from)
+    if (owned === undefined) return CarriedIndex.fresh(view)
+    carried!.keepFrontier(owned)
+    if (!extendIndex(owned.index, view)) return CarriedIndex.fresh(view)
+    noteCacheControl(owned, view, from.length)
+    owned.owner = view
+    return new CarriedIndex(view, owned)
+  }
+
+  /**
+   * The eviction of `view` decided on its carried index: equal to `evictStaleToolResults(view, keepRecent, options)`.
+   * When it offloads, its output view takes the index over, in the returned `carried`.
+   */
+  static evict(
+    view: ReadonlyArray<Message>,
+    carried: CarriedIndex | undefined,
+    keepRecent: number,
+    options: {
+      readonly minSavings: number | undefined
+      readonly pinned: (path: string) => boolean
+      readonly cacheCold: boolean | undefined
+      readonly classifier: ToolClassifier | undefined
+    }
+  ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
+    const own = carried?.view === view ? carried : undefined
+    const classify = options.classifier ?? defaultToolClassifier
+    let owned = own?.ownedBy(view)
+    if (owned === undefined || owned.index.classify !== classify) {
+      owned = { index: buildIndex(view, classify), owner: view, cacheControlled: [] }
+      noteCacheControl(owned, view, 0)
+      if (own !== undefined) own.owned = owned
+    }
+    const decision = decide(owned.index, view, keepOf(keepRecent), { ...options, prices: CACHE_PRICES })
+    if (decision.offloaded.length === 0) return { decision, carried: own }
+    applyOffloads(owned.index, decision.messages, decision.offloaded)
+    own?.keepFrontier(owned)
+    owned.owner = decision.messages
+    return { decision, carried: new CarriedIndex(decision.messages, owned) }
+  }
+
+  /** The eviction frontier of `view` from its carry; `known: false` when the carry cannot tell (scan instead). */
+  static frontier(
+    view: ReadonlyArray<Message>,
+    carried: CarriedIndex | undefined,
+    classifier: ToolClassifier | undefined
+  ): { readonly known: boolean; readonly at: Frontier } {
+    if (carried?.view !== view) return { known: false, at: undefined }
+    const classify = classifier ?? defaultToolClassifier
+    const owned = carried.ownedBy(view)
+    if (owned !== undefined && owned.index.classify === classify && owned.index.viewStart === 0) {
+      return { known: true, at: frontierOf(owned.index, view) }
+    }
+    const kept = carried.kept
+    return kept !== undefined && kept.classify === classify
+      ? { known: true, at: kept.at }
+      : { known: false, at: undefined }
+  }
+
+  /**
+   * What a request over `view` can read from its carry instead of scanning the view, when it holds an index of `view`
+   * with no compaction block (the index then covers every message): the estimated tokens before each message, and the
+   * positions of the messages that carry a `cache_control`.
+   */
+  static requestParts(
+    view: ReadonlyArray<Message>,
+    carried: CarriedIndex | undefined
+  ):
+    | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
+    | undefined {
+    const owned = carried?.view === view ? carried.ownedBy(view) : undefined
+    if (owned === undefined || owned.index.viewStart !== 0) return undefined
+    const tokens = owned.index.tokens
+    return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
+  }
+
+  /** The `tool_use` ids of `view`'s assistant messages: from its carried index when that covers every message. */
+  static toolUseIds(view: ReadonlyArray<Message>, carried: CarriedIndex | undefined): { has(id: string): boolean } {
+    const owned = carried?.view === view ? carried.ownedBy(view) : undefined
+    if (owned !== undefined && owned.index.viewStart === 0) return owned.index.calls
+    const ids = new Set<string>()
+    for (const message of view) {
+      if (message.role !== "assistant" || typeof message.content === "string") continue
+      for (const block of message.content) if (block.type === "tool_use") ids.add((block as { id: string }).id)
+    }
+    return ids
+  }
+
+  /** Not serialized: a carry is derived from the view, which the state holds. */
+  toJSON(): undefined {
+    return undefined
+  }
+
+  /** The index when it still describes `view`. */
+  private ownedBy(view: ReadonlyArray<Message>): OwnedIndex | undefined {
+    const owned = this.owned
+    return owned !== undefined && owned.owner === view && this.view === view ? owned : undefined
+  }
+
+  /** Keeps this view's frontier before its index moves on (the API view must be the whole view, as the scan reads). */
+  private keepFrontier(owned: OwnedIndex): void {
+    if (owned.index.viewStart === 0) {
+      this.kept = { classify: owned.index.classify, at: frontierOf(owned.index, this.view) }
+    }
+  }
 }
