@@ -13,7 +13,7 @@
  */
 import * as Option from "effect/Option"
 import type { CompactionBlock, ContentBlock, Message } from "./Message.ts"
-import { isCompactionWithContent } from "./Message.ts"
+import { isCompactionWithContent, systemFields } from "./Message.ts"
 
 const lastBlockCache = new WeakMap<Message, number>()
 
@@ -104,3 +104,26 @@ export const viewCompaction = (messages: ReadonlyArray<Message>): Option.Option<
  */
 export const viewSummary = (messages: ReadonlyArray<Message>): Option.Option<string> =>
   Option.map(viewCompaction(messages), (c) => c.block.content)
+
+/**
+ * The indices of the system messages the API still shows the model at the end of `messages`, ascending (API-RULES 27):
+ * those in the API view (`apiViewStart` on) that are not cleared. A system message with `clear_at:
+ * "next_user_message"` is cleared once any later `role: "user"` message exists (tool results included): it stays in
+ * the list and is sent unchanged, but it costs no tokens and is dead, so a compaction must never re-emit it as live
+ * (in a summary, or moved after one). A content-less settings message (`output_config`, rule 26) counts as any other.
+ * O(messages).
+ * @category api view
+ */
+export const liveSystemMessages = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
+  const live: Array<number> = []
+  const start = apiViewStart(messages)
+  let laterUser = false
+  for (let i = messages.length - 1; i >= start; i--) {
+    const message = messages[i]!
+    if (message.role === "user") laterUser = true
+    else if (message.role === "system" && !(laterUser && systemFields(message).clear_at === "next_user_message")) {
+      live.push(i)
+    }
+  }
+  return live.reverse()
+}

@@ -2,8 +2,9 @@
  * Where to cut: the index that splits a conversation into a head (to summarize) and a tail (kept raw).
  *
  * Every cut here is tool-safe: no client tool pair (a `tool_use` and the `tool_result` that answers it, as the API
- * pairs them on the merged view, see `toolPairs`) lies across it, so `messages.slice(cut)` never holds a result whose
- * call was cut off. Cuts only ever move earlier to stay safe: the library summarizes less rather than break a pair.
+ * pairs them on the merged view, see `toolPairs`) lies across it, and no server tool pair (a `server_tool_use` or
+ * `mcp_tool_use` and its result, split over two assistant messages by a `pause_turn`), so `messages.slice(cut)` never
+ * holds a result whose call was cut off. Cuts only ever move earlier to stay safe: the library summarizes less rather than break a pair.
  * Token counts are estimates (`estimateMessageTokens`); they only place the cut.
  *
  * Costs. Tool pairs only ever join an assistant turn (a maximal run of assistant messages) to the user turn right
@@ -18,6 +19,7 @@
 import * as Option from "effect/Option"
 import { opensApiView } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
+import { isServerToolCall, isServerToolResult } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
 import { isHumanMessage, isTurnStart } from "./Turns.ts"
@@ -59,6 +61,23 @@ const safeWindow = (messages: ReadonlyArray<Message>, lo: number, hi: number): S
     diff[useIndex + 1]!++
     diff[resultIndex + 1]!--
   })
+  // a server tool call (`server_tool_use`, `mcp_tool_use`) and its result live in one assistant turn, but a
+  // `pause_turn` split puts them in two assistant messages: no cut goes between them (API-RULES 30)
+  let calls: Map<string, number> | undefined
+  for (let k = from; k < to; k++) {
+    const message = messages[k]!
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) {
+      if (isServerToolCall(block)) (calls ??= new Map()).set(block.id, k - from)
+      else if (calls !== undefined && isServerToolResult(block)) {
+        const use = calls.get(block.tool_use_id)
+        if (use !== undefined && use < k - from) {
+          diff[use + 1]!++
+          diff[k - from + 1]!--
+        }
+      }
+    }
+  }
   const safe = new Uint8Array(size + 1)
   let open = 0
   for (let c = 0; c <= size; c++) {

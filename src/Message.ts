@@ -118,21 +118,50 @@ export interface ServerToolUseBlock {
   readonly cache_control?: unknown
 }
 
-/** The `type` of every server tool result block the API has. @category models */
+/**
+ * The `type` of every server tool result block the API has: the results of `server_tool_use` (web search, web fetch,
+ * code execution, tool search, the advisor) and of `mcp_tool_use`. A system message may follow an assistant turn that
+ * ends in one (API-RULES 9, 30). @category models
+ */
 export const SERVER_TOOL_RESULT_TYPES = [
   "web_search_tool_result",
   "web_fetch_tool_result",
   "code_execution_tool_result",
   "bash_code_execution_tool_result",
   "text_editor_code_execution_tool_result",
-  "tool_search_tool_result"
+  "tool_search_tool_result",
+  "advisor_tool_result",
+  "mcp_tool_result"
 ] as const
 
-/** The result of a server tool call. It lives in the same assistant message as its `server_tool_use`. @category models */
+/**
+ * The `type` of every call the provider runs itself: `server_tool_use` and `mcp_tool_use`. Its result comes in the
+ * same assistant turn; an assistant turn that ends in one is unfinished (a `pause_turn`, API-RULES 15, 31).
+ * @category models
+ */
+export const SERVER_TOOL_CALL_TYPES = ["server_tool_use", "mcp_tool_use"] as const
+
+/**
+ * The result of a server tool call. It lives in the same assistant turn as its `server_tool_use` or `mcp_tool_use`,
+ * and goes back verbatim and in place (API-RULES 30). @category models
+ */
 export interface ServerToolResultBlock {
   readonly type: (typeof SERVER_TOOL_RESULT_TYPES)[number]
   readonly tool_use_id: string
   readonly content: unknown
+  readonly cache_control?: unknown
+}
+
+/**
+ * A call of a tool on a remote MCP server, run by the provider (its result is an `mcp_tool_result` in the same
+ * assistant turn). @category models
+ */
+export interface McpToolUseBlock {
+  readonly type: "mcp_tool_use"
+  readonly id: string
+  readonly name: string
+  readonly server_name: string
+  readonly input: unknown
   readonly cache_control?: unknown
 }
 
@@ -180,6 +209,7 @@ export type KnownBlock =
   | ToolResultBlock
   | ServerToolUseBlock
   | ServerToolResultBlock
+  | McpToolUseBlock
   | ContainerUploadBlock
   | CompactionBlock
 
@@ -193,11 +223,34 @@ export type ContentBlock = KnownBlock | UnknownBlock
  */
 export type Role = "user" | "assistant" | "system"
 
-/** One message of a conversation. `@anthropic-ai/sdk`'s `MessageParam` is assignable to it. @category models */
+/**
+ * One message of a conversation. `@anthropic-ai/sdk`'s `MessageParam` is assignable to it.
+ *
+ * A system message may also carry `SystemMessageFields` (read them with `systemFields`). **Gotcha:** a system message
+ * that carries `output_config` may have no `content` at all (API-RULES 26), and decodes so; the type keeps `content`
+ * required until 0.2.0 (making it optional would break every reader), so read a message's blocks with `blocksOf`
+ * (which gives `[]` for it) or test `hasContent` before reading `content`.
+ * @category models
+ */
 export interface Message {
   readonly role: Role
   readonly content: string | ReadonlyArray<ContentBlock>
 }
+
+/**
+ * The fields of a mid-conversation system message besides its content (the SDK's `BetaSystemMessageParam`):
+ * `output_config`, per-turn settings such as `effort` for the turn after it (API-RULES 26), and `clear_at`
+ * (`"next_user_message"`: the API stops showing the message once a later user message exists, rule 27).
+ * @category models
+ */
+export interface SystemMessageFields {
+  readonly output_config?: unknown
+  readonly clear_at?: "next_user_message" | "never" | null
+}
+
+/** The system-message fields of a message (none on a user or assistant message). @category utility */
+export const systemFields = (message: Message): SystemMessageFields =>
+  message.role === "system" ? message as SystemMessageFields : {}
 
 /** A text block this library builds itself, with no extra fields. @category models */
 export interface BuiltTextBlock {
@@ -229,6 +282,7 @@ export const KNOWN_BLOCK_TYPES: ReadonlySet<string> = new Set([
   "tool_use",
   "tool_result",
   "server_tool_use",
+  "mcp_tool_use",
   "container_upload",
   "compaction",
   ...SERVER_TOOL_RESULT_TYPES
@@ -251,9 +305,19 @@ export const isToolUse = (block: ContentBlock): block is ToolUseBlock => block.t
 export const isToolResult = (block: ContentBlock): block is ToolResultBlock => block.type === "tool_result"
 /** @category guards */
 export const isServerToolUse = (block: ContentBlock): block is ServerToolUseBlock => block.type === "server_tool_use"
-/** True for every server tool result block (web search, web fetch, code execution, …). @category guards */
+/**
+ * True for every server tool result block (web search, web fetch, code execution, tool search, advisor, MCP).
+ * @category guards
+ */
 export const isServerToolResult = (block: ContentBlock): block is ServerToolResultBlock =>
   (SERVER_TOOL_RESULT_TYPES as ReadonlyArray<string>).includes(block.type)
+/**
+ * True for a call the provider runs itself (`server_tool_use`, `mcp_tool_use`): its result lives in the same
+ * assistant turn, so it never pairs with a client `tool_result`, and a turn ending in one is unfinished.
+ * @category guards
+ */
+export const isServerToolCall = (block: ContentBlock): block is ServerToolUseBlock | McpToolUseBlock =>
+  block.type === "server_tool_use" || block.type === "mcp_tool_use"
 /** True for the API's compaction block, with content or not (`content: null` is a no-op). @category guards */
 export const isCompaction = (block: ContentBlock): block is CompactionBlock => block.type === "compaction"
 /**
@@ -266,9 +330,32 @@ export const isCompactionWithContent = (block: ContentBlock): block is Compactio
 /** True for a block whose type this library does not model. @category guards */
 export const isUnknownBlock = (block: ContentBlock): boolean => !KNOWN_BLOCK_TYPES.has(block.type)
 
-/** The content of a message as a list of blocks (a string becomes one text block). @category utility */
-export const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+/**
+ * The content of a message as a list of blocks (a string becomes one text block; a system message without content,
+ * API-RULES 26, has none).
+ * @category utility
+ */
+export const blocksOf = (message: Message): ReadonlyArray<ContentBlock> => {
+  const content = message.content as Message["content"] | undefined
+  return typeof content === "string" ? [{ type: "text", text: content }] : content ?? []
+}
+
+/**
+ * False only for a system message with no `content` (one that carries `output_config` alone, API-RULES 26): every
+ * other decoded message has `content`.
+ * @category guards
+ */
+export const hasContent = (message: Message): boolean => (message.content as Message["content"] | undefined) != null
+
+/**
+ * True for a system message that carries per-turn settings (`output_config`, API-RULES 26): it governs the turn that
+ * follows it, so moving it changes which turn that is.
+ * @category guards
+ */
+export const hasOutputConfig = (message: Message): boolean => {
+  const config = systemFields(message).output_config
+  return config !== undefined && config !== null
+}
 
 /**
  * True when a user message holds only tool results (the agent loop's reply to a tool call), so it is not a human turn.
@@ -280,11 +367,11 @@ export const isToolResultMessage = (message: Message): boolean =>
 
 /** The ids of the tool_use blocks in a message, in order. @category utility */
 export const toolUseIds = (message: Message): ReadonlyArray<string> =>
-  typeof message.content === "string" ? [] : message.content.filter(isToolUse).map((b) => b.id)
+  blocksOf(message).filter(isToolUse).map((b) => b.id)
 
 /** The `tool_use_id`s of the tool_result blocks in a message, in order. @category utility */
 export const toolResultIds = (message: Message): ReadonlyArray<string> =>
-  typeof message.content === "string" ? [] : message.content.filter(isToolResult).map((b) => b.tool_use_id)
+  blocksOf(message).filter(isToolResult).map((b) => b.tool_use_id)
 
 /** A user message with one text block, assignable to the SDK's `MessageParam`. @category constructors */
 export const userText = (text: string): BuiltMessage => ({ role: "user", content: [{ type: "text", text }] })

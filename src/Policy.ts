@@ -252,13 +252,33 @@ export const zeroUsage: Usage = {
 }
 
 /**
- * `Usage` as `@anthropic-ai/sdk` reports it on a `Message` (`message.usage`): the cache counts may be missing or
- * null. The SDK's `Usage`, and every `Usage`, is assignable to it.
+ * One sampling step of a reply, as `usage.iterations` lists it (the SDK's `BetaIterationsUsage` entries): `message`
+ * for a step of the model (a server tool loop has several), `compaction` for the server's compaction step,
+ * `advisor_message` for the advisor model, `fallback_message` for the step a fallback model finished the reply with.
+ * @category models
+ */
+export type UsageIteration =
+  & { readonly type: string }
+  & Pick<Usage, "input_tokens" | "output_tokens">
+  & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }
+
+/**
+ * `Usage` as `@anthropic-ai/sdk` reports it on a `Message` or `BetaMessage` (`message.usage`): the cache counts may
+ * be missing or null; `cache_creation` splits the cache writes by TTL (API-RULES 32); `iterations` lists the
+ * sampling steps when server tools or compaction ran (rule 25). The SDK's `Usage` and `BetaUsage`, and every
+ * `Usage`, are assignable to it.
  * @category models
  */
 export type ReportedUsage =
   & Pick<Usage, "input_tokens" | "output_tokens">
   & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }
+  & {
+    readonly cache_creation?: {
+      readonly ephemeral_5m_input_tokens: number
+      readonly ephemeral_1h_input_tokens: number
+    } | null
+    readonly iterations?: ReadonlyArray<UsageIteration> | null
+  }
 
 /**
  * Which view a usage report belongs to. The caller keeps a compaction epoch that each compaction increments, and
@@ -271,14 +291,39 @@ export interface UsageEpoch {
   readonly currentEpoch: number
 }
 
+/** True for the iterations of the model answering this conversation (not the compaction step, not the advisor). */
+const isMessageStep = (step: UsageIteration): boolean => step.type === "message" || step.type === "fallback_message"
+
+const prompt = (u: Omit<UsageIteration, "type">): number =>
+  u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0)
+
 /**
  * The tokens the context holds after a reply: the prompt the provider saw (`input_tokens` plus cache reads and cache
- * writes) plus the reply itself (`output_tokens`), which is now part of the context.
+ * writes) plus the reply itself (`output_tokens`), which is now part of the context. With `usage.iterations` (server
+ * tools, compaction: API-RULES 25) it is that sum for the last step of the model (a `message` entry, or the
+ * `fallback_message` that finished a fallback-served reply): the top-level counts add up every step, so three web
+ * search steps over a 60k context read 180k there, and the compaction step measures the context it closed.
  * @category trigger
  */
-export const contextTokens = (usage: ReportedUsage): number =>
-  usage.input_tokens + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) +
-  usage.output_tokens
+export const contextTokens = (usage: ReportedUsage): number => {
+  const steps = usage.iterations ?? []
+  let last: Omit<UsageIteration, "type"> = usage
+  for (let i = steps.length - 1; i >= 0; i--) {
+    if (isMessageStep(steps[i]!)) {
+      last = steps[i]!
+      break
+    }
+  }
+  return prompt(last) + last.output_tokens
+}
+
+/**
+ * The prompt tokens the provider counted for the request as it was sent: the prompt of the first step of the model
+ * when `usage.iterations` lists the steps (later steps also read the server tool results of the reply), otherwise
+ * `input_tokens` plus cache reads and writes. Pass it to `Tokens.calibrate` with the request's messages.
+ * @category trigger
+ */
+export const promptTokens = (usage: ReportedUsage): number => prompt(usage.iterations?.find(isMessageStep) ?? usage)
 
 /** Tokens left below the context window after that reply (negative when over). @category trigger */
 export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usage: ReportedUsage): number =>

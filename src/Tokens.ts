@@ -381,10 +381,15 @@ export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlo
 export const estimateContentTokensUncached = (content: string | ReadonlyArray<ContentBlock>): number =>
   typeof content === "string" ? Math.ceil(content.length / CHARS_PER_TOKEN) : blocksTokens(content)
 
-const computeMessageTokens = (message: Message): number =>
-  (typeof message.content === "string"
-    ? Math.ceil(message.content.length / CHARS_PER_TOKEN)
-    : blocksTokens(message.content)) + MESSAGE_OVERHEAD_TOKENS
+/** A system message without content (API-RULES 26) costs only its framing: its `output_config` is settings, not text. */
+const computeMessageTokens = (message: Message): number => {
+  const content = message.content as Message["content"] | undefined
+  return (typeof content === "string"
+    ? Math.ceil(content.length / CHARS_PER_TOKEN)
+    : content === undefined
+    ? 0
+    : blocksTokens(content)) + MESSAGE_OVERHEAD_TOKENS
+}
 
 /**
  * The estimated prompt tokens of one message. Messages are immutable, so the result is cached by identity: a second

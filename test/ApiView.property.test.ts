@@ -10,7 +10,7 @@ import { Effect, Result } from "effect"
 import { compactContext } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { blocksOf, type ContentBlock, type Message } from "../src/Message.ts"
+import { blocksOf, type ContentBlock, type Message, type SystemMessageFields } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { planForPolicy } from "../src/Cut.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
@@ -19,6 +19,7 @@ import { countTurns } from "../src/Turns.ts"
 import { repairResult, validate } from "../src/Validate.ts"
 import { apiViewStart, checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { liveSystemMessages } from "../src/ApiView.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 
 const isDeno = "Deno" in globalThis
@@ -225,5 +226,59 @@ describe("compaction blocks and system messages at many points", () => {
     console.log(`API view property suite (seed ${SEED}, ${CASES} cases):\n${table}`)
     assert.isAbove(counts.get("generated: compacted over a server summary") ?? 0, 20)
     assert.isAbove(counts.get("corpus: compacted with system messages") ?? 0, 20)
+  })
+})
+
+describe("liveSystemMessages (API-RULES 27)", () => {
+  const note = (
+    text: string,
+    clear?: "next_user_message" | "never"
+  ): Message => {
+    const fields: SystemMessageFields = clear === undefined ? {} : { clear_at: clear }
+    return { role: "system", content: text, ...fields } as Message
+  }
+
+  it("issue 27 finding 5: a clear_at message cleared by a later user message is not live", () => {
+    const messages: Array<Message> = [
+      { role: "user", content: "a" },
+      note("only for this turn", "next_user_message"),
+      { role: "assistant", content: "b" },
+      { role: "user", content: "c" },
+      note("always", "never"),
+      { role: "assistant", content: "d" },
+      { role: "user", content: "e" },
+      note("this turn too", "next_user_message")
+    ]
+    assert.deepStrictEqual(liveSystemMessages(messages), [4, 7])
+    // a tool-result message is a user message too; and what precedes the API view is never live
+    const summary = { type: "compaction", content: "s", encrypted_content: null } as ContentBlock
+    assert.deepStrictEqual(
+      liveSystemMessages([
+        ...messages.slice(0, 5),
+        { role: "assistant", content: [summary, { type: "text", text: "go" }] },
+        note("fresh", "next_user_message")
+      ]),
+      [6]
+    )
+  })
+
+  it("agrees with the rule read literally on random lists", () => {
+    const rand = prng(SEED)
+    const roles = ["user", "assistant", "system"] as const
+    for (let c = 0; c < 2_000; c++) {
+      const messages: Array<Message> = Array.from({ length: Math.floor(rand() * 12) }, (_, i) => {
+        const role = roles[Math.floor(rand() * 3)]!
+        if (role !== "system") return { role, content: `m${i}` }
+        return note(`s${i}`, rand() < 0.5 ? "next_user_message" : rand() < 0.5 ? "never" : undefined)
+      })
+      const expected = messages.flatMap((m, i) =>
+        m.role === "system" &&
+          !((m as SystemMessageFields).clear_at === "next_user_message" &&
+            messages.slice(i + 1).some((x) => x.role === "user"))
+          ? [i]
+          : []
+      )
+      assert.deepStrictEqual(liveSystemMessages(messages), expected, JSON.stringify(messages))
+    }
   })
 })

@@ -191,6 +191,37 @@ describe("planForPolicy", () => {
     assert.isAbove(p.keptTokens, 1000)
   })
 
+  it("issue 27 finding 11: the oversized-turn cut never lands between a server tool call and its result", () => {
+    // a pause_turn split: the advisor's call ends one assistant message, its result opens the next
+    const paused: Message = {
+      role: "assistant",
+      content: [
+        { type: "text", text: "x".repeat(8_000) },
+        { type: "server_tool_use", id: "srvtoolu_adv", name: "advisor", input: {} }
+      ]
+    }
+    const resumed: Message = {
+      role: "assistant",
+      content: [
+        { type: "advisor_tool_result", tool_use_id: "srvtoolu_adv", content: { type: "advisor_result", text: "ok" } },
+        { type: "text", text: "done" }
+      ] as Array<ContentBlock>
+    }
+    const messages = [user("a"), assistant("x"), user("b"), paused, resumed]
+    const p = planForPolicy(messages, policy(100, 1, 1000))
+    assert.deepInclude(p, { cut: 3, oversizedTurn: true, overBudget: true })
+    assert.strictEqual(safeCut(messages, 4), 3)
+    const mcp: Message = {
+      role: "assistant",
+      content: [{ type: "mcp_tool_use", id: "mcptoolu_1", name: "q", server_name: "db", input: {} }]
+    }
+    const answered: Message = {
+      role: "assistant",
+      content: [{ type: "mcp_tool_result", tool_use_id: "mcptoolu_1", content: "rows" }, { type: "text", text: "ok" }]
+    }
+    assert.strictEqual(safeCut([user("a"), mcp, answered, user("c")], 2), 1)
+  })
+
   const seen = { oversizedTurn: 0, overBudget: 0, splitTurn: 0, belowFloor: 0, nothingToCut: 0 }
 
   it.prop(

@@ -7,6 +7,8 @@ import {
   type ContentBlock,
   decodeMessages,
   decodeMessagesSync,
+  hasContent,
+  isServerToolCall,
   isServerToolResult,
   isToolResultMessage,
   isUnknownBlock,
@@ -193,6 +195,72 @@ describe("Message", () => {
     assert.isTrue(isToolResultMessage(results))
     assert.isFalse(isToolResultMessage({ role: "user", content: [] }))
     assert.deepStrictEqual(blocksOf({ role: "user", content: "x" }), [{ type: "text", text: "x" }])
+  })
+
+  it("issue 27 finding 1: a system message with no content carrying output_config decodes, fields verbatim", () => {
+    const settings = { role: "system", output_config: { effort: "low" }, clear_at: "never", _mine: [1] }
+    const input = [
+      { role: "user", content: "a" },
+      { role: "assistant", content: "b" },
+      { role: "user", content: "c" },
+      settings,
+      { role: "system", content: "later", clear_at: "next_user_message", output_config: null }
+    ]
+    const decoded = decodeMessagesSync(input)
+    assert.strictEqual<unknown>(decoded, input)
+    assert.strictEqual<unknown>(decoded[3], settings)
+    assert.deepStrictEqual(JSON.parse(JSON.stringify(decoded)), JSON.parse(JSON.stringify(input)))
+    assert.isFalse(hasContent(decoded[3]!))
+    assert.deepStrictEqual(blocksOf(decoded[3]!), [])
+    assert.deepStrictEqual(toolUseIds(decoded[3]!), [])
+    // content is still required without output_config, and the system fields are checked
+    const fails = (messages: unknown, message: string) => {
+      try {
+        decodeMessagesSync(messages)
+        assert.fail("expected a MessageDecodeError")
+      } catch (error) {
+        assert.strictEqual((error as MessageDecodeError).message, message)
+      }
+    }
+    fails([{ role: "system" }], "messages[0].content: Missing key")
+    fails([{ role: "user", output_config: { effort: "low" } }], "messages[0].content: Missing key")
+    fails([{ role: "system", output_config: "low" }], "messages[0].output_config: Expected object | null")
+    fails(
+      [{ role: "system", content: "x", clear_at: "later" }],
+      `messages[0].clear_at: Expected "next_user_message" | "never" | null`
+    )
+  })
+
+  it("issue 27 finding 6: advisor and MCP results are server tool results; MCP calls are server calls", () => {
+    for (const type of ["advisor_tool_result", "mcp_tool_result"]) {
+      assert.isTrue(isServerToolResult({ type }), type)
+      assert.isFalse(isUnknownBlock({ type }), type)
+    }
+    assert.isTrue(isServerToolCall({ type: "mcp_tool_use" }))
+    assert.isTrue(isServerToolCall({ type: "server_tool_use" }))
+    assert.isFalse(isServerToolCall({ type: "tool_use" }))
+    const turn: Message = {
+      role: "assistant",
+      content: [
+        { type: "mcp_tool_listing", mcp_server_name: "db", tools: [] } as ContentBlock,
+        { type: "mcp_tool_use", id: "mcptoolu_1", name: "query", server_name: "db", input: { q: 1 } },
+        { type: "mcp_tool_result", tool_use_id: "mcptoolu_1", content: [{ type: "text", text: "rows" }] },
+        { type: "fallback", from: { model: "a" }, to: { model: "b" }, trigger: null } as ContentBlock,
+        { type: "server_tool_use", id: "srvtoolu_2", name: "advisor", input: {} },
+        { type: "advisor_tool_result", tool_use_id: "srvtoolu_2", content: { type: "advisor_result", text: "ok" } }
+      ]
+    }
+    const input = [{ role: "user", content: "q" }, turn]
+    assert.strictEqual<unknown>(decodeMessagesSync(input), input)
+    try {
+      decodeMessagesSync([{ role: "assistant", content: [{ type: "mcp_tool_use", id: "m", name: "q", input: {} }] }])
+      assert.fail("expected a MessageDecodeError")
+    } catch (error) {
+      assert.strictEqual(
+        (error as MessageDecodeError).message,
+        "messages[0].content[0].server_name (mcp_tool_use): Missing key"
+      )
+    }
   })
 
   it("decodes every real session in the corpus", () => {

@@ -1,3 +1,4 @@
+import type Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import {
@@ -11,6 +12,7 @@ import {
   defaultMaxTailTokens,
   defaultPolicy,
   PolicyError,
+  promptTokens,
   remainingTokens,
   type ReportedUsage,
   shouldCompact
@@ -105,6 +107,50 @@ describe("shouldCompact", () => {
     assert.strictEqual(contextTokens(usage(1_000, 500, 150_000, 2_000)), 153_500)
     assert.strictEqual(contextTokens({ input_tokens: 10, output_tokens: 5, cache_read_input_tokens: null }), 15)
     assert.strictEqual(remainingTokens(defaultPolicy, usage(100_000, 0, 50_000)), 50_000)
+  })
+
+  it("issue 27 finding 3: reads the context from the last message iteration, as the API reports it", () => {
+    const step = (type: string, input: number, cached: number, output: number) => ({
+      type,
+      input_tokens: input,
+      output_tokens: output,
+      cache_read_input_tokens: cached,
+      cache_creation_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+      model: null
+    })
+    // three web search steps over a 60k context: the top level adds them up (180k)
+    const searches = {
+      ...usage(3_000, 1_500, 177_000),
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+      iterations: [
+        step("message", 1_000, 59_000, 500),
+        step("message", 1_000, 59_000, 500),
+        step("message", 1_000, 59_000, 500)
+      ]
+    }
+    assert.strictEqual(contextTokens(searches), 60_500)
+    assert.strictEqual(promptTokens(searches), 60_000)
+    assert.isFalse(shouldCompact(defaultPolicy, searches, fresh))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(3_000, 1_500, 177_000), fresh), "the top level alone would fire")
+    // the compaction step measures the context it closed, never ours; a fallback model's step finished the reply
+    const compacted = {
+      ...usage(2_000, 300),
+      iterations: [step("compaction", 150_000, 0, 3_000), step("message", 2_000, 0, 300)]
+    }
+    assert.strictEqual(contextTokens(compacted), 2_300)
+    const fellBack = {
+      ...usage(9, 9),
+      iterations: [step("message", 40_000, 0, 0), step("fallback_message", 41_000, 0, 50)]
+    }
+    assert.strictEqual(contextTokens(fellBack), 41_050)
+    assert.strictEqual(contextTokens({ ...usage(10, 5), iterations: null }), 15)
+    // the SDK's usage shapes are accepted as they are
+    const fromSdk = (
+      beta: Anthropic.Beta.BetaUsage,
+      plain: Anthropic.Usage
+    ): Array<number> => [contextTokens(beta), contextTokens(plain)]
+    assert.isFunction(fromSdk)
   })
 
   it("fires once fewer than minRemaining tokens remain, and not before", () => {

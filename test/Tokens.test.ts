@@ -194,6 +194,14 @@ describe("Tokens", () => {
     assert.strictEqual(estimateTokens([...session, next]), before + estimateMessageTokens(next))
   })
 
+  it("issue 27 finding 1: a system message with no content costs its framing", () => {
+    const settings = { role: "system", output_config: { effort: "low" } } as unknown as Message
+    assert.strictEqual(estimateMessageTokens(settings), MESSAGE_OVERHEAD_TOKENS)
+    assert.strictEqual(estimateMessageTokensUncached(settings), MESSAGE_OVERHEAD_TOKENS)
+    const list: Array<Message> = [{ role: "user", content: "abcd" }, { role: "assistant", content: "efgh" }, settings]
+    assert.strictEqual(estimateTokens(list), 1 + 1 + 3 * MESSAGE_OVERHEAD_TOKENS)
+  })
+
   it("calibrate is the ratio of reported to estimated tokens", () => {
     const messages: ReadonlyArray<Message> = [{ role: "user", content: "x".repeat(384) }]
     assert.strictEqual(calibrate(messages, 150), 1.5)

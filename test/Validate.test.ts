@@ -207,6 +207,109 @@ describe("validate", () => {
 })
 
 // ============================================================================
+// issue 27: what today's API accepts
+// ============================================================================
+
+const settings = (effort: string): Message => ({ role: "system", output_config: { effort } }) as unknown as Message
+const compaction = (content: string): ContentBlock =>
+  ({ type: "compaction", content, encrypted_content: null, signature: `sig-${content}` }) as ContentBlock
+const advisorTurn = (last: "result" | "call"): Message => ({
+  role: "assistant",
+  content: [
+    { type: "text", text: "asking the advisor" },
+    { type: "server_tool_use", id: "srvtoolu_a", name: "advisor", input: {} },
+    ...(last === "result"
+      ? [
+        {
+          type: "advisor_tool_result",
+          tool_use_id: "srvtoolu_a",
+          content: { type: "advisor_result", text: "go" }
+        } as ContentBlock
+      ]
+      : [])
+  ]
+})
+
+describe("validate and repair on issue 27's shapes", () => {
+  it("finding 11: validate answers on a system message without content instead of throwing", () => {
+    assert.deepStrictEqual(validate([user("a"), settings("low"), assistant("b")]), [])
+    assert.deepStrictEqual(validate([user("a"), assistant("b"), user("c"), settings("high")]), [])
+    const empty = { role: "system", output_config: {} } as unknown as Message
+    assert.deepStrictEqual(tags(validate([user("a"), empty, assistant("b")])), ["EmptyMessage"])
+    const repaired = repair([user("a"), settings("low"), settings("high"), assistant("b"), {
+      role: "user",
+      content: []
+    }])
+    assert.deepStrictEqual(validate(repaired.messages), [])
+    assert.deepStrictEqual<unknown>(repaired.messages[1], { role: "system", output_config: { effort: "high" } })
+  })
+
+  it("finding 6: a system message after an advisor or MCP result is legal", () => {
+    const mcpTurn: Message = {
+      role: "assistant",
+      content: [
+        { type: "mcp_tool_use", id: "mcptoolu_1", name: "query", server_name: "db", input: {} },
+        { type: "mcp_tool_result", tool_use_id: "mcptoolu_1", content: "rows" }
+      ]
+    }
+    const note: Message = { role: "system", content: "answer in French" }
+    assert.deepStrictEqual(validate([user("a"), advisorTurn("result"), note, assistant("b")]), [])
+    assert.deepStrictEqual(validate([user("a"), mcpTurn, note]), [])
+    assert.deepStrictEqual(tags(validate([user("a"), advisorTurn("call"), note])), ["SystemMessageNotAfterTurn"])
+  })
+
+  it("finding 6: repair sends mcp_tool_listing and fallback blocks back verbatim and in place", () => {
+    const listing = { type: "mcp_tool_listing", mcp_server_name: "db", tools: [{ name: "q" }] } as ContentBlock
+    const fallback = { type: "fallback", from: { model: "a" }, to: { model: "b" }, trigger: { x: 1 } } as ContentBlock
+    const turn: Message = {
+      role: "assistant",
+      content: [listing, { type: "thinking", thinking: "t", signature: "s" }, fallback, { type: "text", text: "" }, {
+        type: "text",
+        text: "done"
+      }]
+    }
+    const { messages: out } = repair([user("a"), turn, user("b")])
+    const blocks = out[1]!.content as ReadonlyArray<ContentBlock>
+    assert.strictEqual(blocks[0], listing)
+    assert.strictEqual(blocks[2], fallback)
+    assert.deepStrictEqual(blocks.map((b) => b.type), ["mcp_tool_listing", "thinking", "fallback", "text"])
+  })
+
+  it("finding 8: a compaction block in the middle of a list is what the API accepts; repair reports the drop", () => {
+    const opened: Message = { role: "assistant", content: [compaction("summary"), { type: "text", text: "next" }] }
+    const messages = [user("a"), assistant("b"), user("c"), opened, user("d")]
+    assert.deepStrictEqual(validate(messages), [])
+    assert.isTrue(isValid(messages))
+    // what the API drops anyway, repair drops, as a change it reports
+    const { messages: out, report } = repair(messages)
+    assert.deepStrictEqual(out, [opened, user("d")])
+    assert.strictEqual(report.droppedBeforeCompaction, 3)
+    // the strict rules of an on-demand request still hold there
+    assert.deepStrictEqual(tags(validate(messages, undefined, { mode: "on-demand" })), ["CompactionBlockMisplaced"])
+    assert.deepStrictEqual(tags(validate(out, undefined, { mode: "on-demand" })), [])
+    // the API view is judged, not what precedes it
+    assert.deepStrictEqual(validate([assistant("x"), call("t1"), opened, user("d")]), [])
+    // still rejected anywhere: a compaction block that is not its message's first block, or in a system message
+    const late: Message = { role: "assistant", content: [{ type: "text", text: "x" }, compaction("s2")] }
+    assert.deepStrictEqual(tags(validate([user("a"), late, user("b")])), [
+      "FirstMessageNotUser",
+      "CompactionBlockMisplaced"
+    ])
+  })
+
+  it("finding 9: no empty text block survives repair, at the end of a list included", () => {
+    const trailing: Message = { role: "assistant", content: [{ type: "text", text: "" }] }
+    assert.deepStrictEqual(tags(validate([user("a"), trailing])), ["EmptyTextBlock"])
+    assert.deepStrictEqual(repair([user("a"), trailing]).messages, [user("a")])
+    const mixed: Message = { role: "assistant", content: [{ type: "text", text: "Sure" }, { type: "text", text: " " }] }
+    assert.deepStrictEqual(repair([user("a"), mixed]).messages[1]!.content, [{ type: "text", text: "Sure" }])
+    assert.deepStrictEqual(tags(validate([user("a"), { role: "assistant", content: " \n" }])), ["EmptyMessage"])
+    // an empty final assistant message (a prefill) is still accepted
+    assert.deepStrictEqual(validate([user("a"), { role: "assistant", content: [] }]), [])
+  })
+})
+
+// ============================================================================
 // repair
 // ============================================================================
 

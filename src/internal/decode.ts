@@ -187,7 +187,10 @@ const BLOCK_SPECS: Readonly<Record<string, Readonly<Record<string, Field>>>> = {
   code_execution_tool_result: SERVER_TOOL_RESULT_SPEC,
   bash_code_execution_tool_result: SERVER_TOOL_RESULT_SPEC,
   text_editor_code_execution_tool_result: SERVER_TOOL_RESULT_SPEC,
-  tool_search_tool_result: SERVER_TOOL_RESULT_SPEC
+  tool_search_tool_result: SERVER_TOOL_RESULT_SPEC,
+  advisor_tool_result: SERVER_TOOL_RESULT_SPEC,
+  mcp_tool_result: { tool_use_id: req(nonEmpty), content: opt(nestedBlocks), is_error: opt(boolean) },
+  mcp_tool_use: { id: req(nonEmpty), name: req(string), server_name: req(string), input: req(record) }
 }
 
 /** Checks one content block; a failure carries the innermost block's type. Recursion is bounded by `tooDeep`. */
@@ -205,6 +208,21 @@ const checkBlock = (v: unknown): DecodeFailure | undefined => {
 }
 
 const ROLES = new Set(["user", "assistant", "system"])
+
+const CLEAR_AT = new Set(["next_user_message", "never"])
+
+/** The fields only a system message has (API-RULES 26, 27): `output_config` is an object, `clear_at` a known value. */
+const systemFields = (v: Obj): DecodeFailure | undefined => {
+  const config = v.output_config
+  if (config !== undefined && config !== null && !isObject(config)) {
+    return fail("Expected object | null", "output_config")
+  }
+  const clearAt = v.clear_at
+  if (clearAt !== undefined && clearAt !== null && (typeof clearAt !== "string" || !CLEAR_AT.has(clearAt))) {
+    return fail(`Expected "next_user_message" | "never" | null`, "clear_at")
+  }
+  return undefined
+}
 
 /** Checks one message, with a path relative to the message; `blockIndex` is the failing top-level block, if any. */
 export const checkMessage = (
@@ -224,8 +242,16 @@ export const checkMessage = (
   if (typeof v.role !== "string" || !ROLES.has(v.role)) {
     return { failure: fail(`Expected "user" | "assistant" | "system"`, "role"), blockIndex: undefined }
   }
+  if (v.role === "system") {
+    const failure = systemFields(v)
+    if (failure !== undefined) return { failure, blockIndex: undefined }
+  }
   const content = v.content
-  if (content === undefined) return { failure: fail("Missing key", "content"), blockIndex: undefined }
+  if (content === undefined) {
+    // a system message may carry only per-turn settings (API-RULES 26)
+    if (v.role === "system" && isObject(v.output_config)) return undefined
+    return { failure: fail("Missing key", "content"), blockIndex: undefined }
+  }
   if (typeof content === "string") return undefined
   if (!Array.isArray(content)) return { failure: fail("Expected string | array", "content"), blockIndex: undefined }
   for (let i = 0; i < content.length; i++) {

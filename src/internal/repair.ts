@@ -6,7 +6,16 @@ import * as Data from "effect/Data"
 import * as Result from "effect/Result"
 import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
 import type { ContentBlock, Message, Role, ToolResultBlock } from "../Message.ts"
-import { blocksOf, isToolResult, isToolUse, toolUseIds } from "../Message.ts"
+import {
+  blocksOf,
+  hasContent,
+  hasOutputConfig,
+  isToolResult,
+  isToolUse,
+  systemFields,
+  type SystemMessageFields,
+  toolUseIds
+} from "../Message.ts"
 import { endsInServerResult, hasToolUse, isBlankText, SYSTEM_BLOCK_TYPES, validate } from "./validate.ts"
 
 /** The text of the error result `repair` gives a `tool_use` that had none. @category constants */
@@ -217,6 +226,23 @@ export interface SystemPlacement<M extends Message> {
 }
 
 /**
+ * System messages that land in one place, as one: their blocks in order, their `output_config` fields merged (a later
+ * one's field wins: they govern the same turn now), and `clear_at: "next_user_message"` only when every one had it
+ * (text that was to stay must not be cleared). The first message's other keys are kept.
+ */
+const mergeSystemMessages = <M extends Message>(group: ReadonlyArray<M>): M => {
+  const configs = group.filter(hasOutputConfig).map((m) => systemFields(m).output_config as object)
+  const { clear_at: _clearAt, output_config: _outputConfig, ...rest } = group[0]! as Message & SystemMessageFields
+  const { content: _content, ...fields } = rest
+  return {
+    ...fields,
+    ...(group.some(hasContent) ? { content: group.flatMap((m) => [...blocksOf(m)]) } : {}),
+    ...(configs.length === 0 ? {} : { output_config: Object.assign({}, ...configs) }),
+    ...(group.every((m) => systemFields(m).clear_at === "next_user_message") ? { clear_at: "next_user_message" } : {})
+  } as unknown as M
+}
+
+/**
  * Puts system messages into `list` (which holds none, and whose tool pairs are whole), each at the nearest place at
  * or after `wanted` that rules 8–11 allow (after a user turn, before an assistant turn or at the end), or the nearest
  * earlier one when there is no later one; system messages that land together become one (blocks in the order given).
@@ -256,7 +282,7 @@ export const placeSystemMessages = <M extends Message>(
       if (group.length === 1) messages.push(group[0]!)
       else {
         merged += group.length - 1
-        messages.push({ ...group[0]!, content: group.flatMap((m) => [...blocksOf(m)]) })
+        messages.push(mergeSystemMessages(group))
       }
     }
     if (q < out.length) messages.push(out[q]!)
@@ -267,7 +293,8 @@ export const placeSystemMessages = <M extends Message>(
 /**
  * The closest valid list, and what was changed to get it, or `NothingToSend` when the input holds no user or
  * assistant content (never an empty list). A valid list (`validate(messages)` is empty) is returned as is, the same
- * array. Otherwise, rule by rule (API-RULES numbers), losing as little as possible:
+ * array, unless the API ignores part of it: what precedes the last compaction block with content is dropped, and
+ * reported (`droppedBeforeCompaction`), so the output holds in on-demand mode too. Otherwise, rule by rule (API-RULES numbers), losing as little as possible:
  *
  * 1. **Compaction (12, 13).** Everything before the last compaction block with content is dropped (the API drops it
  *    anyway), and so are the blocks before that block in its message; a compaction block in a system message is
@@ -290,14 +317,19 @@ export const placeSystemMessages = <M extends Message>(
  *    when there is no later one. System messages that land together are merged into one. Blocks a system message
  *    may not hold are dropped.
  *
- * Thinking blocks and compaction blocks are never changed. The output always validates, so `repair` is idempotent.
+ * A system message without content that carries `output_config` (API-RULES 26) is kept as it is; when system
+ * messages merge, their `output_config` fields merge and `clear_at: "next_user_message"` stays only if all had it.
+ * Thinking, compaction, server tool, `mcp_tool_listing` and `fallback` blocks are never changed or moved within
+ * their message. The output always validates, so `repair` is idempotent.
  * O(messages + blocks).
  * @category repair
  */
 export const repairResult = <M extends Message>(
   messages: ReadonlyArray<M>
 ): Result.Result<Repaired<M>, NothingToSend> => {
-  if (validate(messages).length === 0 && messages.length > 0) {
+  // a valid list comes back as is, unless the API ignores part of it (what precedes the last compaction block)
+  const viewStart = apiViewStart(messages)
+  if (viewStart === 0 && messages.length > 0 && validate(messages).length === 0) {
     return Result.succeed({ messages: messages as Array<M>, report: EMPTY_REPORT })
   }
   let droppedEmptyBlocks = 0
@@ -314,7 +346,6 @@ export const repairResult = <M extends Message>(
   const renamedToolUses: Array<{ readonly from: string; readonly to: string }> = []
 
   // 1–3: the API view, duplicate ids and empty content; system messages are set aside with their place
-  const viewStart = apiViewStart(messages)
   const base: Array<M> = []
   const systems: Array<{ readonly after: number; readonly message: M }> = []
   const { dropped, renames } = dedupeToolUses(messages, viewStart, droppedDuplicateToolUses, renamedToolUses)
@@ -329,6 +360,12 @@ export const repairResult = <M extends Message>(
         blocks = blocks.slice(opening)
         changed = true
       }
+    }
+    if (message.role === "system" && !hasContent(message)) {
+      // per-turn settings alone (API-RULES 26): kept as they are, or dropped when they carry nothing
+      if (hasOutputConfig(message)) systems.push({ after: base.length, message })
+      else droppedEmptyMessages++
+      continue
     }
     if (message.role === "system") {
       const allowed = blocks.filter((b) => SYSTEM_BLOCK_TYPES.has(b.type))

@@ -8,13 +8,16 @@ import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
 import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
 import {
   blocksOf,
+  hasContent,
+  hasOutputConfig,
   isCompaction,
   isCompactionWithContent,
   isServerToolResult,
   isText,
   isThinking,
   isToolResult,
-  isToolUse
+  isToolUse,
+  systemFields
 } from "../Message.ts"
 import { isHumanMessage } from "../Turns.ts"
 
@@ -86,14 +89,14 @@ interface ScanSink {
  * One pass over the merged view: each maximal run of same-role messages is one API turn, and the calls of an
  * assistant turn are answered by the user turn right after it. System messages are skipped (they never pair). O(messages + blocks); one map and one set, reused.
  */
-const scanPairs = (messages: ReadonlyArray<Message>, sink: ScanSink): void => {
+const scanPairs = (messages: ReadonlyArray<Message>, sink: ScanSink, start = 0): void => {
   const n = messages.length
   const uses = new Map<string, Location>()
   const answered = new Set<string>()
   const flushMissing = () => {
     for (const [id, use] of uses) if (!answered.has(id)) sink.missing(id, use)
   }
-  let i = 0
+  let i = start
   while (i < n) {
     const role = messages[i]!.role
     if (role === "system") {
@@ -188,28 +191,29 @@ export const SYSTEM_BLOCK_TYPES: ReadonlySet<string> = new Set(["text", "tool_ad
 
 /** True when an assistant message ends in a server tool result (a system message may follow it, rule 9). */
 export const endsInServerResult = (message: Message): boolean => {
-  if (typeof message.content === "string") return false
+  if (typeof message.content === "string" || !hasContent(message)) return false
   const last = message.content.at(-1)
   return last !== undefined && isServerToolResult(last)
 }
 
 /** True when an assistant message holds a client `tool_use` (its results must come in the next user turn). */
 export const hasToolUse = (message: Message): boolean =>
-  typeof message.content !== "string" && message.content.some(isToolUse)
+  typeof message.content !== "string" && hasContent(message) && message.content.some(isToolUse)
 
 /**
- * Where a system message breaks rules 8–11, judged by its neighbours (the nearest non-system message before it, and
- * the message after it), or undefined when it is placed well.
+ * Where a system message breaks rules 8–11, judged by its neighbours in the API view that starts at `viewStart` (the
+ * nearest non-system message before it, and the message after it), or undefined when it is placed well.
  */
 const systemPlacement = (
   messages: ReadonlyArray<Message>,
-  i: number
+  i: number,
+  viewStart: number
 ): "SystemMessageFirst" | "SystemMessageInToolCall" | "SystemMessageNotAfterTurn" | undefined => {
-  if (i === 0) return "SystemMessageFirst"
+  if (i === viewStart) return "SystemMessageFirst"
   const prev = messages[i - 1]!
   let before = i - 1
-  while (before >= 0 && messages[before]!.role === "system") before--
-  if (before >= 0 && messages[before]!.role === "assistant" && hasToolUse(messages[before]!)) {
+  while (before >= viewStart && messages[before]!.role === "system") before--
+  if (before >= viewStart && messages[before]!.role === "assistant" && hasToolUse(messages[before]!)) {
     return "SystemMessageInToolCall"
   }
   if (prev.role === "system" || (prev.role === "assistant" && !endsInServerResult(prev))) {
@@ -223,52 +227,83 @@ const compactionKey = (block: CompactionBlock): string =>
   JSON.stringify(block.tool_changes ?? null)
 
 /**
- * Every rule of the Messages API (API-RULES 1–15, see the module doc for the table) that the list breaks, grouped by
- * rule: the list and its messages (in message order), tool pairing (in message order), thinking and compaction
- * fidelity. An empty result means the API accepts the list's structure.
+ * How the list is sent: `"threshold"` (an ordinary request, with or without `context_management`; the default) or
+ * `"on-demand"` (a request with the `compaction` parameter, API-RULES 13, 15). @category models
+ */
+export interface ValidateOptions {
+  readonly mode?: "threshold" | "on-demand" | undefined
+}
+
+/** True for a system message that has no content and carries `output_config` fields (API-RULES 26). */
+const isSettingsOnly = (message: Message): boolean =>
+  !hasContent(message) && hasOutputConfig(message) &&
+  Object.keys(systemFields(message).output_config as object).length > 0
+
+/**
+ * Every rule of the Messages API (API-RULES 1–15, 26, 30; see the module doc for the table) that the list breaks,
+ * grouped by rule: the list and its messages (in message order), tool pairing (in message order), thinking and
+ * compaction fidelity. An empty result means the API accepts the list's structure; only what the API rejects is
+ * reported. What precedes the last compaction block with content is dropped by the API (rule 12), so rules 2–6 and
+ * 8–11 are judged on the API view (`ApiView.apiViewStart` on), and rules 7 and 13 on the whole list. In the default
+ * `"threshold"` mode a compaction block with content may sit in any user or assistant message, as the first block of
+ * it; `"on-demand"` adds that there is one (`CompactionBlockAmbiguous`) and that it opens the list
+ * (`CompactionBlockMisplaced`).
  *
  * `reference` is the view the signed blocks came from (for example the list before compaction). With it, each signed
  * thinking block in the latest assistant turn (the assistant messages after the last human message) must appear in
  * `reference` with the same signature and the same text, and each compaction block must appear there with the same
  * `content`, `encrypted_content`, `signature` and `tool_changes`; without it those rules are not checked, since only
- * the provider can verify a signature. O(messages + blocks).
+ * the provider can verify a signature. Total on decoded input (a system message without content included).
+ * O(messages + blocks).
  * @category validation
  */
 export const validate = (
   messages: ReadonlyArray<Message>,
-  reference?: ReadonlyArray<Message>
+  reference?: ReadonlyArray<Message>,
+  options: ValidateOptions = {}
 ): ReadonlyArray<Violation> => {
   const out: Array<Violation> = []
   const n = messages.length
   if (n === 0) return [Violation.EmptyConversation({ messageIndex: 0 })]
-  const first = messages[0]!
-  if (first.role === "assistant" && compactionBlockIndex(first) !== 0) {
-    out.push(Violation.FirstMessageNotUser({ messageIndex: 0 }))
-  }
+  const onDemand = options.mode === "on-demand"
   const viewStart = apiViewStart(messages)
-  const opening = compactionBlockIndex(messages[viewStart]!)
+  const first = messages[viewStart]!
+  if (first.role === "assistant" && compactionBlockIndex(first) !== 0) {
+    out.push(Violation.FirstMessageNotUser({ messageIndex: viewStart }))
+  }
   const useIds = new Set<string>()
+  let withContent = 0
   for (let i = 0; i < n; i++) {
     const message = messages[i]!
-    const content = message.content
-    if (message.role === "system") {
-      const misplaced = systemPlacement(messages, i)
+    const inView = i >= viewStart
+    if (inView && message.role === "system") {
+      const misplaced = systemPlacement(messages, i, viewStart)
       if (misplaced !== undefined) out.push(Violation[misplaced]({ messageIndex: i }))
       const next = messages[i + 1]
       if (next !== undefined && next.role === "user") {
         out.push(Violation.SystemMessageNotBeforeAssistant({ messageIndex: i }))
       }
     }
-    if (content.length === 0 || (typeof content === "string" && isBlank(content))) {
-      if (!(i === n - 1 && message.role === "assistant")) out.push(Violation.EmptyMessage({ messageIndex: i }))
+    if (!hasContent(message)) {
+      if (inView && !isSettingsOnly(message)) out.push(Violation.EmptyMessage({ messageIndex: i }))
       continue
     }
-    if (typeof content === "string") continue
-    const prefill = i === n - 1 && message.role === "assistant"
+    const content = message.content
+    // only a final assistant message's whole content may be empty; no text is ever blank (rule 4)
+    if (content.length === 0) {
+      if (inView && !(i === n - 1 && message.role === "assistant")) {
+        out.push(Violation.EmptyMessage({ messageIndex: i }))
+      }
+      continue
+    }
+    if (typeof content === "string") {
+      if (inView && isBlank(content)) out.push(Violation.EmptyMessage({ messageIndex: i }))
+      continue
+    }
     for (let b = 0; b < content.length; b++) {
       const block = content[b]!
       if (isBlankText(block)) {
-        if (!prefill) out.push(Violation.EmptyTextBlock({ messageIndex: i, blockIndex: b }))
+        if (inView) out.push(Violation.EmptyTextBlock({ messageIndex: i, blockIndex: b }))
       } else if (isToolUse(block)) {
         if (useIds.has(block.id)) {
           out.push(Violation.DuplicateToolUseId({ messageIndex: i, blockIndex: b, toolUseId: block.id }))
@@ -276,14 +311,15 @@ export const validate = (
       } else if (isCompaction(block)) {
         if (message.role === "system") out.push(Violation.CompactionBlockMisplaced({ messageIndex: i, blockIndex: b }))
         else if (isCompactionWithContent(block)) {
-          if (i !== viewStart || b !== opening) {
+          withContent++
+          if (onDemand && withContent > 1) {
             out.push(Violation.CompactionBlockAmbiguous({ messageIndex: i, blockIndex: b }))
-          } else if (i !== 0 || b !== 0) {
+          } else if (b !== 0 || (onDemand && i !== 0)) {
             out.push(Violation.CompactionBlockMisplaced({ messageIndex: i, blockIndex: b }))
           }
         }
       }
-      if (message.role === "system" && !SYSTEM_BLOCK_TYPES.has(block.type) && !isCompaction(block)) {
+      if (inView && message.role === "system" && !SYSTEM_BLOCK_TYPES.has(block.type) && !isCompaction(block)) {
         out.push(Violation.SystemMessageBlock({ messageIndex: i, blockIndex: b, blockType: block.type }))
       }
     }
@@ -295,7 +331,7 @@ export const validate = (
     orphan: (toolUseId, at) => out.push(Violation.OrphanedToolResult({ ...position(at), toolUseId })),
     duplicate: (toolUseId, at) => out.push(Violation.DuplicateToolResult({ ...position(at), toolUseId })),
     missing: (toolUseId, at) => out.push(Violation.MissingToolResult({ ...position(at), toolUseId }))
-  })
+  }, viewStart)
   if (reference !== undefined) {
     checkThinking(messages, reference, out)
     checkCompaction(messages, reference, out)
@@ -310,8 +346,7 @@ const checkCompaction = (
 ): void => {
   let known: Set<string> | undefined
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]!.content
-    if (typeof content === "string") continue
+    const content = blocksOf(messages[i]!)
     for (let b = 0; b < content.length; b++) {
       const block = content[b]!
       if (!isCompaction(block)) continue
@@ -330,14 +365,14 @@ const checkThinking = (
   while (start > 0 && !isHumanMessage(messages[start - 1]!)) start--
   const known = new Set<string>()
   for (const message of reference) {
-    if (message.role !== "assistant" || typeof message.content === "string") continue
+    if (message.role !== "assistant" || typeof message.content === "string" || !hasContent(message)) continue
     for (const block of message.content) {
       if (isThinking(block) && block.signature !== undefined) known.add(thinkingKey(block))
     }
   }
   for (let i = start; i < messages.length; i++) {
     const message = messages[i]!
-    if (message.role !== "assistant" || typeof message.content === "string") continue
+    if (message.role !== "assistant" || typeof message.content === "string" || !hasContent(message)) continue
     for (let b = 0; b < message.content.length; b++) {
       const block = message.content[b]!
       if (isThinking(block) && block.signature !== undefined && !known.has(thinkingKey(block))) {
