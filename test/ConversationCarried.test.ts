@@ -134,5 +134,10 @@ describe("Conversation with carried decisions", () => {
     assert.notInclude(JSON.stringify(state), "carried")
     assert.deepStrictEqual(JSON.parse(JSON.stringify(state)).view, JSON.parse(JSON.stringify(state.view)))
     assert.strictEqual(offload, offloadStaleResults)
+    // a carry spread into a plain object is not one: the next steps decide from scratch and send the same requests
+    const next = (s: ConversationState) =>
+      prepareStep(appendMessage(s, { role: "user", content: "and now?" }).state, { minSavings: 0 }).transition.state
+    const spread = { ...state, carried: { ...state.carried } as typeof state.carried }
+    assert.deepStrictEqual(requestOf(next(spread), "s"), requestOf(next(state), "s"))
   })
 })

@@ -81,7 +81,7 @@ export class CarriedIndex {
     carried: CarriedIndex | undefined,
     view: ReadonlyArray<Message>
   ): CarriedIndex {
-    const owned = carried?.ownedBy(from)
+    const owned = fits(carried, from) ? carried.ownedBy(from) : undefined
     if (owned === undefined) return CarriedIndex.fresh(view)
     carried!.keepFrontier(owned)
     if (!extendIndex(owned.index, view)) return CarriedIndex.fresh(view)
@@ -105,7 +105,7 @@ export class CarriedIndex {
       readonly classifier: ToolClassifier | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
-    const own = carried?.view === view ? carried : undefined
+    const own = fits(carried, view) ? carried : undefined
     const classify = options.classifier ?? defaultToolClassifier
     let owned = own?.ownedBy(view)
     if (owned === undefined || owned.index.classify !== classify) {
@@ -127,7 +127,7 @@ export class CarriedIndex {
     carried: CarriedIndex | undefined,
     classifier: ToolClassifier | undefined
   ): { readonly known: boolean; readonly at: Frontier } {
-    if (carried?.view !== view) return { known: false, at: undefined }
+    if (!fits(carried, view)) return { known: false, at: undefined }
     const classify = classifier ?? defaultToolClassifier
     const owned = carried.ownedBy(view)
     if (owned !== undefined && owned.index.classify === classify && owned.index.viewStart === 0) {
@@ -150,7 +150,7 @@ export class CarriedIndex {
   ):
     | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
     | undefined {
-    const owned = carried?.view === view ? carried.ownedBy(view) : undefined
+    const owned = fits(carried, view) ? carried.ownedBy(view) : undefined
     if (owned === undefined || owned.index.viewStart !== 0) return undefined
     const tokens = owned.index.tokens
     return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
@@ -158,7 +158,7 @@ export class CarriedIndex {
 
   /** The `tool_use` ids of `view`'s assistant messages: from its carried index when that covers every message. */
   static toolUseIds(view: ReadonlyArray<Message>, carried: CarriedIndex | undefined): { has(id: string): boolean } {
-    const owned = carried?.view === view ? carried.ownedBy(view) : undefined
+    const owned = fits(carried, view) ? carried.ownedBy(view) : undefined
     if (owned !== undefined && owned.index.viewStart === 0) return owned.index.calls
     const ids = new Set<string>()
     for (const message of view) {
@@ -186,3 +186,7 @@ export class CarriedIndex {
     }
   }
 }
+
+/** The carry applies to `view`: a carry made for this very array (not one spread into a plain object, or a copy's). */
+const fits = (carried: CarriedIndex | undefined, view: ReadonlyArray<Message>): carried is CarriedIndex =>
+  carried instanceof CarriedIndex && carried.view === view
