@@ -313,6 +313,27 @@ describe("the local Messages API server judges rules 22–35 with the API's erro
       assert.strictEqual(codeOf(unknown.text), "thread_not_found")
     })))
 
+  it.effect("a thread whose reply is still streaming cannot be continued (thread_continue_in_flight)", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.stall)
+      const controller = new AbortController()
+      const stalled = yield* Effect.promise(() =>
+        fetch(`${server.url}/v1/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ ...base, messages: [user("a")], thread: { type: "create" } }),
+          signal: controller.signal
+        })
+      )
+      assert.strictEqual(stalled.status, 200)
+      const next = { ...base, messages: [user("b")], thread: { type: "continue", previous_message_id: "msg_test_1" } }
+      const busy = yield* post(server.url, next)
+      assert.strictEqual(busy.status, 409)
+      assert.strictEqual(codeOf(busy.text), "thread_continue_in_flight")
+      controller.abort()
+    })))
+
   it.effect("a rewritten prefix fails a bound thinking block, or drops it with drop_block and says so", () =>
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
