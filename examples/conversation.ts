@@ -4,7 +4,7 @@
  * `{ model, max_tokens, tools, ...request }` instead.
  */
 import { Effect, Layer } from "effect"
-import { Conversation, Policy, SessionLog, Summarizer } from "../src/index.ts"
+import { Conversation, ExtractiveSummarizer, Policy, SessionLog, type SessionStore } from "../src/index.ts"
 
 // stands in for `client.messages.create(...)`: reads a file twice, then answers
 const model = (turn: number) => ({
@@ -43,11 +43,12 @@ const agent = Effect.gen(function* () {
   return yield* conversation.state
 })
 
-const store: SessionLog.MemoryStore = new Map() // SessionLog.layerJsonl({ directory, sessionId }) persists to a file
+// SessionStoreJsonl.layerSessionLog({ directory, sessionId }) persists to a file instead
+const store: SessionStore.MemorySessions = new Map()
 const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 1_000, keepRecentTurns: 1 })
-const logged = Conversation.Conversation.layerLogged({ policy, minFreedTokens: 500 }).pipe(
+const logged = Conversation.layerLogged({ policy, minFreedTokens: 500 }).pipe(
   Layer.provide(Layer.fresh(SessionLog.SessionLog.layerMemory({ store }))),
-  Layer.provide(Summarizer.ExtractiveSummarizer.layer)
+  Layer.provide(ExtractiveSummarizer.ExtractiveSummarizer.layer)
 )
 const live = await Effect.runPromise(agent.pipe(Effect.provide(logged)))
 // a restart: the same layer resumes from the log

@@ -1,33 +1,53 @@
 /**
  * The README's quick start, runnable: `node examples/quickstart.ts` (Node 22) or `deno run -A examples/quickstart.ts`.
- * With ANTHROPIC_API_KEY set it summarizes with Claude (falling back to the extractive summarizer on failure);
- * without it, it uses the extractive summarizer and needs no network.
+ * A recorded session (`session.json`, 400 messages) runs through a `Conversation` as an agent would run it, each
+ * recorded reply standing in for the model's. With ANTHROPIC_API_KEY set it summarizes with Claude (falling back to the
+ * extractive summarizer on failure); without it, it uses the extractive summarizer and needs no network.
  */
-import { Effect } from "effect"
-import { Compact, Cut, Evict, HotPaths, Message, Policy, Summarizer, Tokens, Validate } from "../src/index.ts"
+import { Effect, Layer } from "effect"
+import { Conversation, Cut, Evict, Message, Policy, SummarizerAuto, Tokens, Validate } from "../src/index.ts"
 import { readFileSync } from "node:fs"
 
-// 1. The pure core: plain arrays in, plain arrays out.
-const untrustedJson: unknown = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8")).messages
-const messages = Message.decodeMessagesSync(untrustedJson) // typed error with the path on bad input
+const recorded = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8"))
+const messages = Message.decodeMessagesSync(recorded.messages) // typed error with the path on bad input
 
-const hot = HotPaths.HotPaths.fromMessages(messages) // files the model re-read after an offload
-// minSavings absent: rent-or-buy decides when an eviction is worth rewriting the cached prefix
-const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT, { pinned: hot.pinned })
-const plan = Cut.planForPolicy(evicted.messages, Policy.defaultPolicy)
-console.log(`estimated tokens: ${Tokens.estimateTokens(messages)} -> ${Tokens.estimateTokens(evicted.messages)}`)
-console.log(`offloaded ${evicted.offloaded.length} stale tool results; the policy would cut at message ${plan.cut}`)
-console.log(`violations: ${Validate.validate(evicted.messages).length}`)
-
-// 2. The effectful shell: compact with a summarizer, as a typed Effect.
-const program = Effect.gen(function* () {
-  const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 8_000, keepRecentTurns: 2 })
-  const { messages: view, outcome } = yield* Compact.compactContext(evicted.messages, policy, {
-    instructions: "keep the file paths of the parser work"
-  })
-  console.log(`${outcome._tag}: ${messages.length} -> ${view.length} messages, valid: ${Validate.isValid(view)}`)
-  return view // pass straight to client.messages.create({ messages: view, ... })
+// 1. The front door: a Conversation. Append what the user and the tools say, prepare each request, record each reply.
+const agent = Effect.gen(function* () {
+  const conversation = yield* Conversation.Conversation
+  let requests = 0
+  let compactions = 0
+  for (const message of Conversation.asMessageParams(messages)) {
+    if (message.role !== "assistant") {
+      yield* conversation.append(message) // a user message, or the results of the tool calls
+      continue
+    }
+    // stale tool output offloaded; compacted when the provider-reported usage says so
+    const { request, epoch, compaction } = yield* conversation.prepare
+    requests++
+    if (compaction?._tag === "Compacted") compactions++
+    // a real agent sends it here: client.messages.create({ model, max_tokens, tools, ...request })
+    const usage = { input_tokens: Tokens.estimateTokens(request.messages), output_tokens: 200 } // the reply's usage
+    yield* conversation.recordReply(message, usage, { requestEpoch: epoch })
+  }
+  const { request } = yield* conversation.prepare
+  console.log(`${requests} requests, ${compactions} compactions`)
+  console.log(
+    `next request: ${request.messages.length} of ${messages.length} messages, ${
+      Tokens.estimateTokens(request.messages)
+    } of ${Tokens.estimateTokens(messages)} estimated tokens, valid: ${Validate.isValid(request.messages)}`
+  )
 })
 
+const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 8_000, compactAtTokens: 40_000 })
 // Claude (with an extractive fallback) when ANTHROPIC_API_KEY is set; the offline extractive summarizer otherwise.
-await Effect.runPromise(program.pipe(Effect.provide(Summarizer.layerAuto())))
+const conversation = Conversation.layerMemory({ policy, system: recorded.system }).pipe(
+  Layer.provide(SummarizerAuto.layerAuto())
+)
+await Effect.runPromise(agent.pipe(Effect.provide(conversation)))
+
+// 2. Underneath, plain functions over plain arrays, for a loop of your own.
+// stale tool output offloaded to typed pointers (rent-or-buy decides when an eviction is worth its cache rewrite)
+const evicted = Evict.evictStaleToolResults(messages, Evict.DEFAULT_KEEP_RECENT)
+const plan = Cut.planForPolicy(evicted.messages, policy) // where a compaction would cut, never inside a tool pair
+console.log(`offloaded ${evicted.offloaded.length} stale tool results; the policy would cut at message ${plan.cut}`)
+console.log(`violations: ${Validate.validate(evicted.messages).length}`)

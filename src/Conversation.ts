@@ -17,8 +17,9 @@
  * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
  *   the log's entries through the same two calls: a resumed state equals the live one.
  *
- * Two services, told apart by their types: `Conversation.layerMemory` needs only a `Summarizer`;
- * `Conversation.layerLogged` also needs a `SessionLog`, resumes from it and records every transition in it.
+ * Two layers of the service, told apart by their types: `layerMemory` needs only a `Summarizer`; `layerLogged` also
+ * needs a `SessionLog`, resumes from it and records every transition in it (`Conversation.layerLogged(options)` with
+ * the barrel's namespace, as Effect's `Chat.layerPersisted`; the service class carries the same two as statics).
  *
  * @since 0.1.0
  */
@@ -843,28 +844,37 @@ const make = (
 const ConversationBase: Context.ServiceClass<Conversation, "effect-compaction/Conversation", ConversationShape> =
   Context.Service<Conversation, ConversationShape>()("effect-compaction/Conversation")
 
-/** The conversation service. @category services */
-export class Conversation extends ConversationBase {
-  /** A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. Needs a `Summarizer`. */
-  static readonly layerMemory = (
-    options: ConversationOptions & { readonly initial?: ConversationState | undefined } = {}
-  ): Layer.Layer<Conversation, never, Summarizer> =>
-    Layer.effect(Conversation, make(options.initial ?? emptyState(options.classifier), undefined, options))
+/**
+ * A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. Needs a `Summarizer`.
+ * @category layers
+ */
+export const layerMemory = (
+  options: ConversationOptions & { readonly initial?: ConversationState | undefined } = {}
+): Layer.Layer<Conversation, never, Summarizer> =>
+  Layer.effect(Conversation, make(options.initial ?? emptyState(options.classifier), undefined, options))
 
-  /**
-   * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
-   * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
-   * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
-   */
-  static readonly layerLogged = (
-    options: ConversationOptions = {}
-  ): Layer.Layer<Conversation, SessionLogError, Summarizer | SessionLog> =>
-    Layer.effect(
-      Conversation,
-      Effect.gen(function* () {
-        const log = yield* SessionLog
-        const loaded = yield* log.loaded
-        return yield* make(resumeState(loaded, options.classifier), log, options)
-      })
-    )
+/**
+ * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
+ * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
+ * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
+ * @category layers
+ */
+export const layerLogged = (
+  options: ConversationOptions = {}
+): Layer.Layer<Conversation, SessionLogError, Summarizer | SessionLog> =>
+  Layer.effect(
+    Conversation,
+    Effect.gen(function* () {
+      const log = yield* SessionLog
+      const loaded = yield* log.loaded
+      return yield* make(resumeState(loaded, options.classifier), log, options)
+    })
+  )
+
+/** The conversation service; its layers are the module's `layerMemory` and `layerLogged`. @category services */
+export class Conversation extends ConversationBase {
+  /** The module's `layerMemory`, also reachable from the service. */
+  static readonly layerMemory: typeof layerMemory = layerMemory
+  /** The module's `layerLogged`, also reachable from the service. */
+  static readonly layerLogged: typeof layerLogged = layerLogged
 }

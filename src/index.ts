@@ -1,12 +1,15 @@
 /**
  * effect-compaction: context compaction for LLM agents, on Effect 4.
  *
- * The pure core decides where to cut and what to offload; the effectful shell summarizes and persists; the tools
- * import recorded sessions and price policies over them. Importing this barrel never loads `@anthropic-ai/sdk`: only
- * `AnthropicSummarizer` does, on first use. See COMPACTION.md for the doctrine.
+ * `Conversation` is the front door: an agent appends messages, asks for the next request and records the reply; it
+ * runs the rest. Below it, the pure core decides where to cut and what to offload; the effectful shell summarizes and
+ * persists; the tools import recorded sessions and price policies over them. Importing this barrel never loads
+ * `@anthropic-ai/sdk`: only `AnthropicSummarizer` does, on first use. See COMPACTION.md for the doctrine.
  *
  * @since 0.1.0
  */
+// The front door: the agent loop (the state value, its transitions, and the service and layers over them)
+export * as Conversation from "./Conversation.ts"
 // The pure core: plain values in, plain values out; no services, no I/O
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"
@@ -29,7 +32,6 @@ export * as ExtractiveSummarizer from "./ExtractiveSummarizer.ts"
 export * as LanguageModelSummarizer from "./LanguageModelSummarizer.ts"
 export * as SummarizerAuto from "./SummarizerAuto.ts"
 export * as Compact from "./Compact.ts"
-export * as Conversation from "./Conversation.ts"
 export * as SessionLog from "./internal/sessionLogNamespace.ts"
 export * as SessionEntry from "./SessionEntry.ts"
 export * as SessionStore from "./SessionStore.ts"

@@ -3,6 +3,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -30,12 +31,28 @@ describe("Examples", () => {
     )
   })
 
-  it("the quick start runs offline and compacts the bundled session into a valid view", () => {
+  it("the quick start runs the bundled session through a Conversation offline: it compacts, every request valid", () => {
     const result = runExample("examples/quickstart.ts")
     assert.strictEqual(result.status, 0, result.stderr)
-    assert.match(result.stdout, /estimated tokens: \d+ -> \d+/)
+    const loop = /(\d+) requests, (\d+) compactions/.exec(result.stdout)
+    assert.isNotNull(loop, result.stdout)
+    assert.strictEqual(Number(loop![1]), 200, "one request per recorded assistant reply")
+    assert.isAtLeast(Number(loop![2]), 1)
+    const next = /next request: (\d+) of 400 messages, (\d+) of (\d+) estimated tokens, valid: true/.exec(result.stdout)
+    assert.isNotNull(next, result.stdout)
+    assert.isBelow(Number(next![1]), 400)
+    assert.isBelow(Number(next![2]), Number(next![3]) / 2)
+    assert.match(result.stdout, /offloaded [1-9]\d* stale tool results; the policy would cut at message \d+/)
     assert.match(result.stdout, /violations: 0/)
-    assert.match(result.stdout, /Compacted: 400 -> \d+ messages, valid: true/)
+  })
+
+  it("the README's quick start is examples/quickstart.ts, from its first import on", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("## Library quick start"))
+    const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
+    const example = readFileSync(join(root, "examples/quickstart.ts"), "utf8")
+    const code = example.slice(example.indexOf("import ")).replace(`"../src/index.ts"`, `"effect-compaction"`)
+    assert.strictEqual(block, code)
   })
 
   it("the Conversation loop runs offline, compacts on /compact and resumes to the live state", () => {
