@@ -1,6 +1,8 @@
 /**
- * Regression tests for issue 11's numbered cases 1–5, 7 (validate and repair) and 8 (estimate, turns, cut,
- * calibrate, repair), each judged by the library and by the independent checker of API-RULES.
+ * The API's rules (`Validate`, and the independent checker of API-RULES) held where inputs are hard: duplicate tool_use
+ * ids, repair output, an empty list (also in the CLI), decode depth and error paths, a stale failed read, system
+ * messages mid-conversation, and the API's own compaction block (estimate, turns, cut, calibrate, eviction, repair,
+ * render). Each case is judged by the library and by the checker.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
@@ -73,7 +75,7 @@ const assertRepaired = (input: ReadonlyArray<Message>): Array<Message> => {
   return messages
 }
 
-describe("issue 11, case 1: duplicate tool_use ids", () => {
+describe("duplicate tool_use ids", () => {
   it("two tool_use blocks with one id in one message: reported, and the exact duplicate block dropped", () => {
     const input = [user("go"), call("t1", "t1"), results("t1")]
     assert.deepStrictEqual(tags(validate(input)), ["DuplicateToolUseId"])
@@ -104,7 +106,7 @@ describe("issue 11, case 1: duplicate tool_use ids", () => {
   })
 })
 
-describe("issue 11, case 2: repair output that validate rejects", () => {
+describe("repair output that validate rejects", () => {
   it("[user, assistant [t1], assistant [t1]]: one answer for t1, and repair is idempotent", () => {
     const input = [user("go"), call("t1"), call("t1")]
     const out = assertRepaired(input)
@@ -112,7 +114,7 @@ describe("issue 11, case 2: repair output that validate rejects", () => {
   })
 })
 
-describe("issue 11, case 3: an empty list", () => {
+describe("an empty list", () => {
   it("validate([]) reports rule 1, and the checker agrees", () => {
     assert.deepStrictEqual(tags(validate([])), ["EmptyConversation"])
     assert.deepStrictEqual(checkApiRules([]).map((v) => v.rule), [1])
@@ -131,7 +133,7 @@ describe("issue 11, case 3: an empty list", () => {
   })
 })
 
-describe("issue 11, case 3, in the CLI: `compaction repair` of a list with nothing to send", () => {
+describe("in the CLI: `compaction repair` of a list with nothing to send", () => {
   it("exits 1 (Violations) with the reason, never an internal error or an empty list", async () => {
     const root = fileURLToPath(new URL("../", import.meta.url))
     const dir = mkdtempSync(join(tmpdir(), "validity-"))
@@ -158,7 +160,7 @@ describe("issue 11, case 3, in the CLI: `compaction repair` of a list with nothi
   }, 30_000)
 })
 
-describe("issue 11, case 4: decode is total", () => {
+describe("decode is total", () => {
   const nested = (depth: number): unknown => {
     let content: unknown = "leaf"
     for (let i = 0; i < depth; i++) content = [{ type: "tool_result", tool_use_id: `t${i}`, content }]
@@ -207,7 +209,7 @@ describe("issue 11, case 4: decode is total", () => {
   })
 })
 
-describe("issue 11, case 5: the error path ends at the field", () => {
+describe("the error path ends at the field", () => {
   it("a base64 image whose data is a number: messages[2].content[1].source.data", () => {
     const input = [user("a"), assistant("b"), {
       role: "user",
@@ -225,7 +227,7 @@ describe("issue 11, case 5: the error path ends at the field", () => {
   })
 })
 
-describe("issue 11, case 6: a stale error read is offloaded", () => {
+describe("a stale error read is offloaded", () => {
   const readCall = (id: string, path: string): Message => ({
     role: "assistant",
     content: [{ type: "tool_use", id, name: "read", input: { path } }]
@@ -267,7 +269,7 @@ describe("issue 11, case 6: a stale error read is offloaded", () => {
   })
 })
 
-describe("issue 11, case 7: mid-conversation system messages", () => {
+describe("mid-conversation system messages", () => {
   it("validate checks rules 8–11", () => {
     assert.deepStrictEqual(tags(validate([system("s"), user("a")])), [
       "SystemMessageFirst",
@@ -313,7 +315,7 @@ describe("issue 11, case 7: mid-conversation system messages", () => {
   })
 })
 
-describe("issue 11, case 7: system messages in render, the extractive summary and compactContext", () => {
+describe("system messages in render, the extractive summary and compactContext", () => {
   const rule = system("From now on, answer in French.")
   const head = [user(long("first task")), assistant(long("did it")), rule, assistant(long("more"))]
   const conversation = [...head, user("second task"), assistant("ok"), user("third task"), assistant("fine")]
@@ -369,7 +371,7 @@ describe("issue 11, case 7: system messages in render, the extractive summary an
     }))
 })
 
-describe("issue 11, case 8: the API's own compaction", () => {
+describe("the API's own compaction", () => {
   const head = [user("old question"), assistant("x".repeat(40_000)), user("more"), assistant("y".repeat(40_000))]
   const opened: Message = {
     role: "assistant",

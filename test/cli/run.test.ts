@@ -1,7 +1,7 @@
 /**
- * Issue 17, the command line: honest input handling, outputs the Messages API accepts, clear failures, fast start-up,
- * context in view and the HTML strip. Every process is started once in `beforeAll` (a few at a time); each test
- * asserts on the results.
+ * The command line's runner (`cli/Run.ts`) end to end: honest input handling, outputs the Messages API accepts, clear
+ * failures with their exit codes, fast start-up, context in view and the HTML strip. Every process is started once in
+ * `beforeAll` (a few at a time); each test asserts on the results.
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -86,7 +86,7 @@ const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(InspectRepor
 const startup: { version: Array<number>; help: Array<number> } = { version: [], help: [] }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "compaction-cli17-"))
+  dir = mkdtempSync(join(tmpdir(), "compaction-cli-run-"))
   const lines = readFileSync(rawFile("claude-code__coverage-test-fix.jsonl"), "utf8").split("\n")
   lines.splice(GARBAGE_LINE - 1, 0, "garbage {not json")
   writeFileSync(path("garbage.jsonl"), lines.join("\n"))
@@ -201,7 +201,7 @@ const readJson = (file: string) =>
     meta?: { messages: Array<{ index: number } & Record<string, unknown>> }
   }
 
-describe("compaction CLI, issue 17", () => {
+describe("compaction CLI: input, failures, start-up and the context in view", () => {
   it("every command warns on stderr about a corrupt input line, with the count and its line number", () => {
     for (const command of COMMANDS_READING) {
       const res = got(`${command}Garbage`)
