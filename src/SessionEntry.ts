@@ -306,7 +306,7 @@ export class LiveView {
   private applied: Array<Entry> = []
   /** tool_use_id → the view item holding that tool_result. */
   private byToolUse = new Map<string, FoldItem>()
-  /** The view's messages, built on the first read after a change, or the view a writer built (`applyCompaction`). */
+  /** The view's messages as last returned, or the view a writer built (`applyCompaction`); `view` checks it. */
   private messages: ReadonlyArray<Message> | undefined = undefined
   private lastId: string | null = null
   private lastSeq = 0
@@ -445,9 +445,16 @@ export class LiveView {
     return this.items.findIndex((i) => i.entryId === entryId)
   }
 
-  /** The view's messages (the same array until the next entry is applied). */
+  /**
+   * The view's messages: the same array from one call to the next (the one a writer built, after `applyCompaction`)
+   * while it holds exactly the fold's messages, checked at every call, so an array a caller changed is never
+   * returned.
+   */
   view(): ReadonlyArray<Message> {
-    return this.messages ??= this.items.map((i) => i.message)
+    const held = this.messages
+    const items = this.items
+    if (held !== undefined && held.length === items.length && held.every((m, i) => m === items[i]!.message)) return held
+    return this.messages = items.map((i) => i.message)
   }
 
   /** The view with its entry ids and head. */

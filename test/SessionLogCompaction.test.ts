@@ -57,6 +57,20 @@ describe("SessionLog: a compaction's view is built once", () => {
       assert.strictEqual(JSON.stringify(resumed.view), live)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("a caller that changes the returned array does not change the log's view", () =>
+    Effect.gen(function* () {
+      const log = yield* SessionLog
+      yield* log.append(turns(12))
+      const { messages } = yield* compactContext((yield* log.snapshot).view, policy, { minFreedTokens: 1 })
+      const held = JSON.stringify(messages)
+      messages.push(user("pushed by the caller, never appended"))
+      messages[1] = user("replaced by the caller")
+      const after = yield* log.snapshot
+      assert.notStrictEqual(after.view, messages)
+      assert.strictEqual(JSON.stringify(after.view), held)
+      assert.strictEqual(after.view.length, after.entryIds.length)
+    }).pipe(Effect.provide(Layer.mergeAll(SessionLog.layerMemory(), ExtractiveSummarizer.layer))))
+
   it.effect("messages appended while summarizing follow the very messages of the compacted view", () =>
     Effect.gen(function* () {
       const log = yield* SessionLog
