@@ -47,7 +47,8 @@ import {
   prepareCompaction,
   recordInput
 } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, evictionFrontier, type Offloaded, offloadRefOf } from "./Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
+import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import { HotPaths } from "./HotPaths.ts"

@@ -1,6 +1,7 @@
 /**
  * Eviction decisions: which tool_result payloads to offload, and `evictStaleToolResults`, which offloads them. The
- * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload` and is re-exported here.
+ * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload`; its names here are
+ * deprecated re-exports.
  *
  * Tool output is most of a coding agent's context, and most of it is stale: a file read that was read again later, a
  * test run from ten turns ago. `evictStaleToolResults` replaces the payload of such tool_result blocks with a short,
@@ -23,25 +24,40 @@
  * @since 0.1.0
  */
 import { evictCold } from "./internal/coldEviction.ts"
-import { type DecideOptions, keepOf, MIN_POINTER_TOKENS } from "./internal/eviction.ts"
+import { type DecideOptions, eligible, keepOf } from "./internal/evictionRules.ts"
 import type { Message, ToolUseBlock } from "./Message.ts"
 import { isToolResult, isToolUse } from "./Message.ts"
-import type { Offloaded } from "./Offload.ts"
-import { isOffloaded, payloadTokens } from "./Offload.ts"
+import * as Offload from "./Offload.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { defaultToolClassifier } from "./Tools.ts"
 
-/** The pointer format, moved to `Offload`; re-exported so `Evict.formatOffloadRef` and the rest keep working. */
-export {
-  formatOffloadRef,
-  isOffloaded,
-  type Offloaded,
-  type OffloadReason,
-  type OffloadRef,
-  offloadRefOf,
-  OMITTED_TOOL_RESULT,
-  parseOffloadRef
-} from "./Offload.ts"
+// ============================================================================
+// The pointer format, at home in `Offload`
+// ============================================================================
+
+/** @deprecated Use `Offload.formatOffloadRef` (the pointer format lives in `Offload`). @category pointers */
+export const formatOffloadRef: typeof Offload.formatOffloadRef = Offload.formatOffloadRef
+
+/** @deprecated Use `Offload.parseOffloadRef` (the pointer format lives in `Offload`). @category pointers */
+export const parseOffloadRef: typeof Offload.parseOffloadRef = Offload.parseOffloadRef
+
+/** @deprecated Use `Offload.offloadRefOf` (the pointer format lives in `Offload`). @category pointers */
+export const offloadRefOf: typeof Offload.offloadRefOf = Offload.offloadRefOf
+
+/** @deprecated Use `Offload.isOffloaded` (the pointer format lives in `Offload`). @category pointers */
+export const isOffloaded: typeof Offload.isOffloaded = Offload.isOffloaded
+
+/** @deprecated Use `Offload.OMITTED_TOOL_RESULT` (the pointer format lives in `Offload`). @category constants */
+export const OMITTED_TOOL_RESULT: typeof Offload.OMITTED_TOOL_RESULT = Offload.OMITTED_TOOL_RESULT
+
+/** @deprecated Use `Offload.OffloadReason` (the pointer format lives in `Offload`). @category models */
+export type OffloadReason = Offload.OffloadReason
+
+/** @deprecated Use `Offload.OffloadRef` (the pointer format lives in `Offload`). @category models */
+export type OffloadRef = Offload.OffloadRef
+
+/** @deprecated Use `Offload.Offloaded` (the pointer format lives in `Offload`). @category models */
+export type Offloaded = Offload.Offloaded
 
 // ============================================================================
 // Eviction
@@ -104,7 +120,7 @@ export interface EvictResult<M extends Message> {
   /** The conversation with offloaded payloads; the input array itself when nothing changed. */
   readonly messages: Array<M>
   /** The offloaded blocks, in conversation order. */
-  readonly offloaded: ReadonlyArray<Offloaded>
+  readonly offloaded: ReadonlyArray<Offload.Offloaded>
   /** `estimateTokens(input) - estimateTokens(messages)`, exactly. */
   readonly tokensFreed: number
 }
@@ -120,14 +136,16 @@ export interface EvictResult<M extends Message> {
  * - only the API view (`ApiView.apiViewStart` on) is touched: results before the last compaction block with content
  *   are left as they are (the API drops them), so `tokensFreed` is what the API view loses;
  * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens` (taken on the API view);
- * - when fewer than `minSavings` tokens (if given; otherwise when rent-or-buy says the rewrite does not pay) would be freed (or nothing would change), the input array is returned;
+ * - when fewer than `minSavings` tokens (if given; otherwise when rent-or-buy says the rewrite does not pay) would be
+ *   freed (or nothing would change), the input array is returned;
  * - the input is never mutated; unchanged messages and blocks are shared by reference;
  * - pure and idempotent: the same input and options give byte-identical output, and a second application changes
  *   nothing. Tool results without a preceding tool_use, and blocks already offloaded, are left as they are.
  *
  * One backward pass decides each result from what follows it and rebuilds what it changes: linear in the number of
  * blocks (a result whose call is not among the last 16 blocks of the reply before it looks it up in a map of the view's
- * calls, built once).
+ * calls, built once). Its rules are those of the index `Conversation` carries from step to step (one module of rules
+ * serves both).
  * @category eviction
  */
 export const evictStaleToolResults = <M extends Message>(
@@ -168,11 +186,12 @@ export const evictionFrontier = (
     }
     for (let j = 0; j < message.content.length; j++) {
       const block = message.content[j]!
-      if (!isToolResult(block) || isOffloaded(block)) continue
+      if (!isToolResult(block)) continue
       const call = calls.get(block.tool_use_id)
-      if (call === undefined || payloadTokens(block) <= MIN_POINTER_TOKENS) continue
-      if (block.is_error === true && classify(call)._tag !== "Read") continue
-      return { message: i, block: j }
+      if (call === undefined) continue
+      if (eligible(block, classify(call), block.is_error === true, Offload.payloadTokens(block))) {
+        return { message: i, block: j }
+      }
     }
   }
   return undefined

@@ -1,15 +1,17 @@
 /**
  * The offload pointer: the short, typed text that replaces an offloaded tool_result's payload (`OffloadRef`), how it
  * is written (`formatOffloadRef`) and read back (`parseOffloadRef`, `offloadRefOf`), and `isOffloaded`. Eviction
- * decisions live in `Evict`; this module only knows the format (written by `internal/pointer`).
+ * decisions live in `Evict`. The text format itself (its writer, its parser and its one length limit) is written once,
+ * in `internal/pointer`, below this module: the eviction prices pointers with the writer's fast paths there, which are
+ * not API.
  *
  * @since 0.1.0
  */
 import type { ContentBlock, ToolResultBlock } from "./Message.ts"
 import { isText, isToolResult } from "./Message.ts"
 import { estimateContentTokens } from "./Tokens.ts"
-import type { LineRange } from "./Tools.ts"
-import { PREFIX, writePointer } from "./internal/pointer.ts"
+import type { OffloadReason as PointerReason, OffloadRef as PointerRef } from "./internal/pointer.ts"
+import { MAX_POINTER_LENGTH, parsePointer, writePointer } from "./internal/pointer.ts"
 
 /**
  * The legacy placeholder that older builds (the Go implementation) wrote instead of a typed pointer. `isOffloaded`
@@ -23,7 +25,7 @@ export const OMITTED_TOOL_RESULT = "[earlier tool output omitted to keep this tu
  * (`modified`), or it fell outside the `keepRecent` working set (`stale`).
  * @category models
  */
-export type OffloadReason = "superseded" | "modified" | "stale"
+export type OffloadReason = PointerReason
 
 /**
  * What an offload pointer records. A `Read` pointer is lossless: re-reading `path` (with `range`) restores the output.
@@ -31,122 +33,21 @@ export type OffloadReason = "superseded" | "modified" | "stale"
  * estimated size of the removed payload and `images` the number of image blocks it held.
  * @category models
  */
-export type OffloadRef =
-  | {
-    readonly _tag: "Read"
-    readonly tool: string
-    readonly toolUseId: string
-    readonly path: string
-    readonly range?: LineRange
-    readonly reason: OffloadReason
-    readonly tokens: number
-    readonly images: number
-  }
-  | {
-    readonly _tag: "Output"
-    readonly tool: string
-    readonly toolUseId: string
-    readonly input: string
-    readonly reason: OffloadReason
-    readonly tokens: number
-    readonly images: number
-  }
+export type OffloadRef = PointerRef
 
 /**
  * The pointer text of a ref: one line, a bracketed header of `key=value` fields (strings JSON-quoted) and a fixed
- * instruction. Deterministic: it holds no time and no message index, only what the ref holds. An eviction writes
- * one per offloaded result, so it is built from few pieces (`internal/pointer`).
+ * instruction. Deterministic: it holds no time and no message index, only what the ref holds.
  * @category pointers
  */
 export const formatOffloadRef = (ref: OffloadRef): string => writePointer(ref)
-
-const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
-const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
-const NAT = /^(?:0|[1-9][0-9]*)$/
-
-const parseRange = (text: string): LineRange | undefined => {
-  const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
-  if (match === null) return undefined
-  const start = Number(match[1])
-  if (match[2] === undefined) return { start }
-  const end = Number(match[2])
-  return end >= start ? { start, end } : undefined
-}
 
 /**
  * Parses a pointer written by `formatOffloadRef`. Returns `undefined` for any other text, including the legacy
  * placeholder. `parseOffloadRef(formatOffloadRef(ref))` deep-equals `ref`.
  * @category pointers
  */
-export const parseOffloadRef = (text: string): OffloadRef | undefined => {
-  if (!text.startsWith(PREFIX)) return undefined
-  const kind = text.startsWith("read", PREFIX.length)
-    ? "read"
-    : text.startsWith("output", PREFIX.length)
-    ? "output"
-    : ""
-  if (kind === "") return undefined
-  let rest = text.slice(PREFIX.length + kind.length)
-  const fields = new Map<string, string>()
-  for (;;) {
-    const match = FIELD.exec(rest)
-    if (match === null) break
-    const key = match[1]!
-    if (fields.has(key)) return undefined
-    let value = match[2]!
-    if (value.startsWith('"')) {
-      try {
-        value = JSON.parse(value) as string
-      } catch {
-        return undefined
-      }
-    }
-    fields.set(key, value)
-    rest = rest.slice(match[0].length)
-  }
-  if (!rest.startsWith("] ")) return undefined
-  const tool = fields.get("tool")
-  const toolUseId = fields.get("id")
-  const reason = fields.get("reason")
-  const tokens = fields.get("tokens")
-  const images = fields.get("images") ?? "0"
-  if (tool === undefined || toolUseId === undefined || reason === undefined || !REASONS.has(reason)) return undefined
-  if (tokens === undefined || !NAT.test(tokens) || !NAT.test(images)) return undefined
-  const common = {
-    tool,
-    toolUseId,
-    reason: reason as OffloadReason,
-    tokens: Number(tokens),
-    images: Number(images)
-  }
-  const expected = kind === "read" ? ["tool", "path", "lines", "id", "reason", "tokens", "images"] : [
-    "tool",
-    "input",
-    "id",
-    "reason",
-    "tokens",
-    "images"
-  ]
-  for (const key of fields.keys()) if (!expected.includes(key)) return undefined
-  let ref: OffloadRef
-  if (kind === "read") {
-    const path = fields.get("path")
-    if (path === undefined) return undefined
-    const lines = fields.get("lines")
-    const range = lines === undefined ? undefined : parseRange(lines)
-    if (lines !== undefined && range === undefined) return undefined
-    ref = range === undefined ? { _tag: "Read", path, ...common } : { _tag: "Read", path, range, ...common }
-  } else {
-    const input = fields.get("input")
-    if (input === undefined) return undefined
-    ref = { _tag: "Output", input, ...common }
-  }
-  // the canonical form is the only accepted form: field order, spacing and instruction must match exactly
-  return formatOffloadRef(ref) === text ? ref : undefined
-}
-
-/** Pointers are short; longer text is never parsed, which keeps the check cheap on real tool output. */
-const MAX_POINTER_LENGTH = 2048
+export const parseOffloadRef = (text: string): OffloadRef | undefined => parsePointer(text)
 
 const pointerText = (content: ToolResultBlock["content"]): string | undefined => {
   if (typeof content === "string") return content
@@ -168,7 +69,8 @@ const pointers = new WeakMap<ContentBlock, OffloadRef | "legacy" | "none">()
 /** The first character of every pointer and of the legacy placeholder. */
 const OPEN_BRACKET = 91
 
-const pointerOf = (block: ToolResultBlock): OffloadRef | "legacy" | "none" => {
+/** What `block` holds: one of our pointers, the legacy placeholder, or neither (`none`). */
+const heldPointer = (block: ToolResultBlock): OffloadRef | "legacy" | "none" => {
   const text = pointerText(block.content)
   if (text === undefined || text.length > MAX_POINTER_LENGTH || text.charCodeAt(0) !== OPEN_BRACKET) return "none"
   let known = pointers.get(block)
@@ -184,7 +86,7 @@ const pointerOf = (block: ToolResultBlock): OffloadRef | "legacy" | "none" => {
  * @category pointers
  */
 export const offloadRefOf = (block: ToolResultBlock): OffloadRef | undefined => {
-  const known = pointerOf(block)
+  const known = heldPointer(block)
   return typeof known === "string" ? undefined : known
 }
 
@@ -193,7 +95,7 @@ export const offloadRefOf = (block: ToolResultBlock): OffloadRef | undefined => 
  * `OMITTED_TOOL_RESULT` placeholder. Such a block is never offloaded again and never counted twice.
  * @category pointers
  */
-export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block) && pointerOf(block) !== "none"
+export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block) && heldPointer(block) !== "none"
 
 /**
  * The block with its `content` replaced by the pointer text of `ref` (`formatOffloadRef(ref)`); every other field is

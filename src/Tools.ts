@@ -12,6 +12,7 @@ import {
   finite,
   type Input,
   inputLine,
+  type LineRange as InputLineRange,
   nonEmpty,
   offsetLimit,
   SHORT_INPUT_MAX,
@@ -20,10 +21,7 @@ import {
 import { isToolUse } from "./Message.ts"
 
 /** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models */
-export interface LineRange {
-  readonly start: number
-  readonly end?: number
-}
+export type LineRange = InputLineRange
 
 /** What a tool call does to files. @category models */
 export type ToolAction =
@@ -31,7 +29,10 @@ export type ToolAction =
   | { readonly _tag: "Write"; readonly path: string }
   | { readonly _tag: "Other" }
 
-/** Maps a tool_use block to its `ToolAction`. Must be pure: the same call always classifies the same. @category models */
+/**
+ * Maps a tool_use block to its `ToolAction`. Must be pure: the same call always classifies the same.
+ * @category models
+ */
 export type ToolClassifier = (toolUse: ToolUseBlock) => ToolAction
 
 const OTHER: ToolAction = { _tag: "Other" }

@@ -1,16 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
-import {
-  DEFAULT_MIN_SAVINGS,
-  evictStaleToolResults,
-  formatOffloadRef,
-  isOffloaded,
-  offloadRefOf,
-  OMITTED_TOOL_RESULT,
-  parseOffloadRef
-} from "../src/Evict.ts"
+import { DEFAULT_MIN_SAVINGS, evictStaleToolResults } from "../src/Evict.ts"
 import { CACHE_PRICES } from "../src/Evict.ts"
-import type { EvictOptions, OffloadRef } from "../src/Evict.ts"
+import type { EvictOptions } from "../src/Evict.ts"
+import { formatOffloadRef, isOffloaded, offloadRefOf, OMITTED_TOOL_RESULT, parseOffloadRef } from "../src/Offload.ts"
+import type { OffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../src/Message.ts"
 import { isToolResult, isToolUse } from "../src/Message.ts"
 import { estimateMessageTokensUncached, estimateTokens } from "../src/Tokens.ts"

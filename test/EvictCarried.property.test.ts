@@ -2,14 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { apiViewStart } from "../src/ApiView.ts"
 import { HotPaths } from "../src/HotPaths.ts"
-import {
-  applyOffloads,
-  buildIndex,
-  decide,
-  extendIndex,
-  frontierOf,
-  MAX_POINTER_TOKENS
-} from "../src/internal/eviction.ts"
+import { applyOffloads, buildIndex, decide, extendIndex, indexedFrontier } from "../src/internal/eviction.ts"
+import { MAX_POINTER_TOKENS } from "../src/internal/evictionRules.ts"
 import { formatOffloadRef, isOffloaded, parseOffloadRef } from "../src/Offload.ts"
 import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
@@ -72,7 +66,7 @@ const runLoop = (seed: number): number => {
       view = carried.messages
       applyOffloads(index, view, carried.offloaded)
     }
-    assert.deepStrictEqual(frontierOf(index, view), evictionFrontier(view), `frontier, seed ${seed}`)
+    assert.deepStrictEqual(indexedFrontier(index, view), evictionFrontier(view), `frontier, seed ${seed}`)
   }
   return compared
 }

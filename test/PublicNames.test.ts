@@ -179,6 +179,9 @@ describe("public names", () => {
   it("the moved names are the same values as at their new homes", () => {
     assert.strictEqual(Lib.Evict.parseOffloadRef, Lib.Offload.parseOffloadRef)
     assert.strictEqual(Lib.Evict.isOffloaded, Lib.Offload.isOffloaded)
+    assert.strictEqual(Lib.Evict.formatOffloadRef, Lib.Offload.formatOffloadRef)
+    assert.strictEqual(Lib.Evict.offloadRefOf, Lib.Offload.offloadRefOf)
+    assert.strictEqual(Lib.Evict.OMITTED_TOOL_RESULT, Lib.Offload.OMITTED_TOOL_RESULT)
     assert.strictEqual(Lib.Compact.summaryMessage, Lib.Summary.summaryMessage)
     assert.strictEqual(Lib.Compact.SUMMARY_HEADER, Lib.Summary.SUMMARY_HEADER)
     assert.strictEqual(Lib.Render.renderAppendix, Lib.Summary.renderAppendix)

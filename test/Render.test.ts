@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { formatOffloadRef } from "../src/Evict.ts"
+import { formatOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import {
   CLIP_MARKER_MAX,

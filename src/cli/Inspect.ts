@@ -10,7 +10,8 @@
 import * as Schema from "effect/Schema"
 import { summaryText } from "../Summary.ts"
 import { planForPolicy } from "../Cut.ts"
-import { DEFAULT_KEEP_RECENT, evictStaleToolResults, isOffloaded, type Offloaded } from "../Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../Evict.ts"
+import { isOffloaded, type Offloaded } from "../Offload.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Session } from "../Import.ts"
 import {

@@ -1,28 +1,34 @@
 /**
  * The cold eviction of `Evict.evictStaleToolResults`: one backward pass that decides each tool result with what the
  * results after it already told, and rebuilds the messages it changes on the way. It keeps no per-result record: per
- * file, the nearest later read, partial reads and write; per counted result, its message. What the carried index of
- * `internal/eviction` decides on the same list is the same (`test/EvictCarried.property.test.ts`).
+ * file, the nearest later read, partial reads and write; per counted result, its message. It applies the rules of
+ * `internal/evictionRules`, as the carried index of `internal/eviction` does, so the two decide the same on every list
+ * (`test/EvictCarried.property.test.ts`). It is a pass of its own because building the index for one call costs 3 to
+ * 4 times this pass.
  *
  * @internal
  */
 import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import type { Offloaded, OffloadReason } from "../Offload.ts"
-import { estimateMessageTokensUncached } from "../Tokens.ts"
+import { estimateMessageTokens } from "../Tokens.ts"
 import type { LineRange, ToolClassifier } from "../Tools.ts"
 import { covers } from "../Tools.ts"
-import { escaped } from "./pointer.ts"
 import {
+  countedForKeep,
   type DecideOptions,
   type Decision,
-  MIN_POINTER_TOKENS,
-  offloadedAlready,
+  eligible,
+  freedBy,
+  isPinnedLatest,
+  offloadedBy,
   payloadOf,
-  pointerOf,
+  pricedPointer,
+  reasonFor,
   unchanged,
   worthIt
-} from "./eviction.ts"
+} from "./evictionRules.ts"
+import { escaped } from "./pointer.ts"
 
 /** A later successful partial read: its lines, its message and the replies after it. */
 interface PartialRead {
@@ -197,17 +203,21 @@ export const evictCold = <M extends Message>(
       const action = classify(toolUse)
       const failed = result.is_error === true
       let reason: OffloadReason | undefined
+      // the replies after the moment it became offloadable: the covering read's, the write's, or (stale) the
+      // keep-th counted result's after it, or its own with keep 0
       let sinceReplies = replies
       const counted = countedAt.length
       let read: LaterReads | undefined
       if (action._tag === "Read") {
         const facts = read = laterReadsOf(paths, action.path)
-        const pinnedLatest = !readLater(facts) && pinned !== undefined && pinned(action.path)
+        const pinnedLatest = isPinnedLatest(action, readLater(facts), pinned)
         const covering = coveringReplies(facts, action.range)
-        if (covering >= 0) (reason = "superseded", sinceReplies = covering)
-        else if (facts.write >= 0 && !pinnedLatest) (reason = "modified", sinceReplies = facts.writeReplies)
-        else {
-          if (counted >= keep && !pinnedLatest) reason = "stale"
+        const superseded = covering >= 0
+        const modified = facts.write >= 0
+        reason = reasonFor(superseded, modified, pinnedLatest, failed, counted, keep)
+        if (reason === "superseded") sinceReplies = covering
+        else if (reason === "modified") sinceReplies = facts.writeReplies
+        if (countedForKeep(superseded, modified, pinnedLatest)) {
           countedAt.push(i)
           countedReplies.push(replies)
         }
@@ -218,44 +228,41 @@ export const evictCold = <M extends Message>(
           facts.write = i
           facts.writeReplies = replies
         }
-        if (counted >= keep) reason = "stale"
+        // nothing supersedes or modifies a call that is not a read: it is counted, and only ever stale
+        reason = reasonFor(false, false, false, failed, counted, keep)
         countedAt.push(i)
         countedReplies.push(replies)
       }
-      if (reason === undefined || (failed && reason === "stale")) continue
-      // stale since the keep-th counted result after it arrived (or since itself, with keep 0)
+      if (reason === undefined) continue
       if (reason === "stale" && keep > 0) sinceReplies = countedReplies[counted - keep]!
       const payload = payloadOf(result)
-      if (payload <= MIN_POINTER_TOKENS || offloadedAlready(result, payload)) continue
+      if (!eligible(result, action, failed, payload)) continue
       const path = read === undefined ? undefined : (read.escapedPath ??= escaped(read.path))
-      const pointer = pointerOf(toolUse, action, result, reason, payload, path)
+      const pointer = pricedPointer(toolUse, action, result, reason, payload, path)
       if (pointer === undefined) continue
       newContent ??= content.slice()
       newContent[j] = pointer.replacement
-      const freed = pointer.before - pointer.after
-      readsPaid += freed * sinceReplies
-      offloaded.push({
-        messageIndex: i,
-        blockIndex: j,
-        toolUseId: id,
-        block: pointer.replacement,
-        reason,
-        tokensFreed: freed,
-        ref: pointer.ref
-      })
+      const o = offloadedBy(i, j, pointer)
+      readsPaid += o.tokensFreed * sinceReplies
+      offloaded.push(o)
     }
     if (newContent !== undefined) {
       const replaced = { ...message, content: newContent } as M
-      tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
+      tokensFreed += freedBy(message, replaced)
       out ??= messages.slice()
       out[i] = replaced
       firstChange = i
     }
     if (opens) break
   }
-  if (out === undefined || !worthIt(undefined, options, tokensFreed, readsPaid, out, firstChange)) {
-    return unchanged(messages)
+  if (out === undefined) return unchanged(messages)
+  const evicted = out
+  const behind = () => {
+    let sum = 0
+    for (let k = firstChange; k < evicted.length; k++) sum += estimateMessageTokens(evicted[k]!)
+    return sum
   }
+  if (!worthIt(options, tokensFreed, readsPaid, behind)) return unchanged(messages)
   offloaded.reverse()
   return { messages: out, offloaded, tokensFreed }
 }

@@ -1,7 +1,8 @@
 /**
  * The eviction decisions of `Evict.evictStaleToolResults`, as an index that is built once and carried forward (what
- * `Conversation` keeps from step to step; a single call decides in one backward pass, `internal/coldEviction`, and the
- * two agree on every list). The pointer pricing and the rent-or-buy rule here are shared by both.
+ * `Conversation` keeps from step to step; a single call decides in one backward pass, `internal/coldEviction`). Both
+ * apply the rules of `internal/evictionRules` (eligibility, reasons, pricing, rent-or-buy); this module only keeps what
+ * those rules read up to date as messages arrive.
  *
  * An `EvictionIndex` holds what a decision needs to know about every tool result of the API view, maintained in
  * conversation order as messages are appended:
@@ -9,11 +10,10 @@
  * - for reads, whether a later successful read covers it (superseded, and the message of the earliest such read),
  *   whether a later successful write of its file exists (modified, and the earliest), whether any later successful
  *   read of the file exists (so it is not the file's latest);
- * - whether it is *counted* for `keepRecent` (every result but a superseded read and a modified read that is not a
- *   pinned latest one), in a Fenwick tree, so a result's rank (counted results after it) and the result `keepRecent`
- *   places after it are O(log n);
- * - the *open* results: not offloaded, larger than any pointer, not a failed non-read, and not parked (a failed read
- *   with no reason yet, or a result whose pointer can never be smaller: only an event on its file wakes it).
+ * - whether it is *counted* for `keepRecent` (`countedForKeep`), in a Fenwick tree, so a result's rank (counted
+ *   results after it) and the result `keepRecent` places after it are O(log n);
+ * - the *open* results: `eligible`, and not parked (a failed read with no reason yet, or a result whose pointer can
+ *   never be smaller: only an event on its file wakes it).
  * Appending a message costs its blocks and, per read or write, the reads of that file not yet superseded. A decision
  * (`decide`) visits only the open results and the pin-sensitive ones (modified latest reads: their count follows the
  * `pinned` option), never the whole conversation; building the result copies the outer array only when it changes.
@@ -22,21 +22,26 @@
  */
 import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage } from "../Message.ts"
-import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
-import { formatOffloadRef, isOffloaded } from "../Offload.ts"
-import {
-  CHARS_PER_TOKEN,
-  estimateContentTokensUncached,
-  estimateMessageTokens,
-  estimateMessageTokensUncached
-} from "../Tokens.ts"
+import type { Offloaded, OffloadReason } from "../Offload.ts"
+import { estimateMessageTokens } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers } from "../Tools.ts"
+import {
+  countedForKeep,
+  type DecideOptions,
+  type Decision,
+  eligible,
+  freedBy,
+  isPinnedLatest,
+  offloadedBy,
+  payloadOf,
+  type PricedPointer,
+  pricedPointer,
+  reasonFor,
+  unchanged,
+  worthIt
+} from "./evictionRules.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
-import { escapedOften, outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "./pointer.ts"
-import { CLIP_MARK, clipHead } from "./text.ts"
-import { inputLine, SHORT_INPUT_MAX } from "./toolInput.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -49,12 +54,15 @@ interface ResultRecord {
   readonly result: ToolResultBlock
   readonly action: ToolAction
   readonly failed: boolean
-  /** The payload's estimated tokens (`payloadOf`), computed when a pointer could replace it, else 0. */
+  /** The payload's estimated tokens (`payloadOf`). */
   readonly payload: number
-  /** When indexed: not offloaded, larger than any pointer, not a failed non-read (what the frontier looks for). */
+  /** `evictionRules.eligible` when indexed (what the frontier looks for). */
   readonly eligible: boolean
   superseded: boolean
-  /** The message of the earliest later read that covers it, when `superseded` (-1 before: a small integer keeps the field unboxed). */
+  /**
+   * The message of the earliest later read that covers it, when `superseded` (-1 before: a small integer keeps the
+   * field unboxed).
+   */
   coveredAt: number
   modified: boolean
   /** The message of the earliest later write of its file, when `modified` (-1 before). */
@@ -94,33 +102,6 @@ export interface EvictionIndex {
   /** Ordinal of the oldest result that may still be offloaded (the eviction frontier), advanced lazily. */
   frontier: number
 }
-
-/** No pointer is shorter than this many tokens: its fixed text alone is longer. */
-export const MIN_POINTER_TOKENS: number = Math.floor(
-  Math.min(
-    ...(["superseded", "modified", "stale"] as const).flatMap((reason) => {
-      const common = { tool: "", toolUseId: "", reason, tokens: 0, images: 0 }
-      return [
-        formatOffloadRef({ _tag: "Output", input: "", ...common }).length,
-        formatOffloadRef({ _tag: "Read", path: "", ...common }).length
-      ]
-    })
-  ) / CHARS_PER_TOKEN
-)
-
-/**
- * Most estimated tokens a pointer's payload can have: `Offload` reads a pointer only from a text of at most 2,048
- * characters (`test/EvictCarried.property.test.ts` holds it to that), so a larger payload is not offloaded.
- */
-export const MAX_POINTER_TOKENS: number = 2048 / CHARS_PER_TOKEN
-
-/** `Offload.payloadTokens(block)` without a cache entry: a cold eviction prices each payload once. */
-export const payloadOf = (block: ToolResultBlock): number =>
-  block.content === undefined ? 0 : estimateContentTokensUncached(block.content)
-
-/** `isOffloaded(block)`, asked only of a payload small enough to be a pointer. */
-export const offloadedAlready = (block: ToolResultBlock, payload: number): boolean =>
-  payload <= MAX_POINTER_TOKENS && isOffloaded(block)
 
 /**
  * The index of an empty view starting at `viewStart` (nothing indexed yet), sized for `capacity` messages; `replies`:
@@ -229,16 +210,17 @@ const setCounted = (index: EvictionIndex, record: ResultRecord, counted: boolean
   index.counted.set(record.ordinal, counted ? 1 : 0)
 }
 
-/** Recomputes whether a read is counted after an event on its file (pin-sensitive ones are settled by `decide`). */
+/**
+ * Recomputes whether a read is counted (`countedForKeep`) after an event on its file. A modified latest read not
+ * superseded is counted exactly when its path is pinned, which only `decide` knows: it is pin-sensitive until then.
+ */
 const recount = (index: EvictionIndex, record: ResultRecord): void => {
-  if (record.superseded) {
-    index.pinSensitive.delete(record)
-    setCounted(index, record, false)
-  } else if (!record.modified) setCounted(index, record, true)
-  else if (record.readLater) {
-    index.pinSensitive.delete(record)
-    setCounted(index, record, false)
-  } else index.pinSensitive.add(record)
+  if (record.modified && !record.superseded && !record.readLater) index.pinSensitive.add(record)
+  else {
+    if (record.modified || record.superseded) index.pinSensitive.delete(record)
+    // being pinned matters only to a modified latest read (above): false stands for it here
+    setCounted(index, record, countedForKeep(record.superseded, record.modified, false))
+  }
 }
 
 const wake = (index: EvictionIndex, record: ResultRecord): void => {
@@ -256,12 +238,8 @@ const addResult = (
 ): void => {
   const action = index.classify(toolUse)
   const failed = result.is_error === true
-  let eligible = !(failed && action._tag !== "Read")
-  let payload = 0
-  if (eligible) {
-    payload = payloadOf(result)
-    eligible = payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload)
-  }
+  const payload = payloadOf(result)
+  const open = eligible(result, action, failed, payload)
   const record: ResultRecord = {
     ordinal: index.records.length,
     message,
@@ -271,14 +249,14 @@ const addResult = (
     action,
     failed,
     payload,
-    eligible,
+    eligible: open,
     superseded: false,
     coveredAt: -1,
     modified: false,
     modifiedAt: -1,
     readLater: false,
     counted: true,
-    state: eligible ? "open" : "closed"
+    state: open ? "open" : "closed"
   }
   if (action._tag === "Read") {
     let live = index.paths.get(action.path)
@@ -329,85 +307,18 @@ const holds = (messages: ReadonlyArray<Message>, record: ResultRecord): boolean 
   return content !== undefined && typeof content !== "string" && content[record.block] === record.result
 }
 
-const countImages = (content: ToolResultBlock["content"]): number => {
-  if (content === undefined || typeof content === "string") return 0
-  let n = 0
-  for (const block of content) if (isImage(block)) n++
-  return n
-}
-
-/** A read's ref, with the key order of `parseOffloadRef`'s refs, so an offload's ref serializes as the one read back. */
-const readRef = (
-  action: Extract<ToolAction, { _tag: "Read" }>,
-  tool: string,
-  toolUseId: string,
-  reason: OffloadReason,
-  tokens: number,
-  images: number
-): OffloadRef =>
-  action.range === undefined
-    ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
-    : { _tag: "Read", path: action.path, range: action.range, tool, toolUseId, reason, tokens, images }
-
-/** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
-export interface Pointer {
-  readonly reason: OffloadReason
-  readonly ref: OffloadRef
-  readonly replacement: ToolResultBlock
-  readonly before: number
-  readonly after: number
-}
-
-/**
- * The pointer of `block` (answering `toolUse`, classified `action`, its payload `before` tokens) for `reason` when it
- * is smaller than the payload, else undefined. It is priced by its fields' lengths before its text is written, and an
- * output's before its input is shortened. `path`: a read's path already escaped (`pointer.escaped`).
- */
-export const pointerOf = (
-  toolUse: ToolUseBlock,
-  action: ToolAction,
-  block: ToolResultBlock,
-  reason: OffloadReason,
-  before: number,
-  path?: string
-): Pointer | undefined => {
-  const tool = toolUse.name
-  const toolUseId = block.tool_use_id
-  const images = countImages(block.content)
-  let ref: OffloadRef
-  let escapedField = path
-  if (action._tag === "Read") ref = readRef(action, tool, toolUseId, reason, before, images)
-  else {
-    if (Math.ceil(outputLengthAtLeast(tool, toolUseId, 0, reason, before, images) / CHARS_PER_TOKEN) >= before) {
-      return undefined
-    }
-    // `shortInput(toolUse)`; a clipped one's head is escaped before the clip mark joins it (escaping the joined
-    // text would first copy it into one string)
-    const line = inputLine(toolUse, SHORT_INPUT_MAX)
-    const head = clipHead(line, SHORT_INPUT_MAX)
-    let input = line
-    if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
-    ref = { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
-  }
-  if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
-  const content = writePointer(ref, escapedField)
-  const after = Math.ceil(content.length / CHARS_PER_TOKEN)
-  if (after >= before) return undefined
-  return { reason, ref, replacement: { ...block, content }, before, after }
-}
-
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
-const pointers = new WeakMap<ToolResultBlock, Array<Pointer>>()
+const pointers = new WeakMap<ToolResultBlock, Array<PricedPointer>>()
 
-/** `pointerOf` for an indexed result, remembered by block: the index decides again next step. */
+/** `pricedPointer` for an indexed result, remembered by block: the index decides again next step. */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
   reason: OffloadReason
-): Pointer | undefined => {
+): PricedPointer | undefined => {
   let built = pointers.get(block)
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
-  const pointer = pointerOf(record.toolUse, record.action, block, reason, record.payload)
+  const pointer = pricedPointer(record.toolUse, record.action, block, reason, record.payload)
   if (pointer !== undefined) {
     if (built === undefined) pointers.set(block, built = [])
     built.push(pointer)
@@ -420,21 +331,6 @@ const reachableReasons = (record: ResultRecord): ReadonlyArray<OffloadReason> =>
   if (record.action._tag !== "Read") return ["stale"]
   if (record.superseded) return ["superseded"]
   return record.failed ? ["superseded", "modified"] : ["superseded", "modified", "stale"]
-}
-
-/** Options of `decide`: `EvictOptions` without the classifier (the index's). */
-export interface DecideOptions {
-  readonly pinned?: ((path: string) => boolean) | undefined
-  readonly minSavings?: number | undefined
-  readonly cacheCold?: boolean | undefined
-  readonly prices: { readonly cacheRead: number; readonly cacheWrite: number }
-}
-
-/** What `decide` returns: `EvictResult` fields. */
-export interface Decision<M extends Message> {
-  readonly messages: Array<M>
-  readonly offloaded: ReadonlyArray<Offloaded>
-  readonly tokensFreed: number
 }
 
 /**
@@ -450,8 +346,9 @@ export const decide = <M extends Message>(
   options: DecideOptions
 ): Decision<M> => {
   const pinned = options.pinned
+  // a pin-sensitive read is a modified latest read, not superseded
   for (const record of index.pinSensitive) {
-    setCounted(index, record, pinned !== undefined && pinned((record.action as { path: string }).path))
+    setCounted(index, record, countedForKeep(false, true, isPinnedLatest(record.action, false, pinned)))
   }
   if (index.woken.length > 0) {
     index.open = [...index.open, ...index.woken].sort((a, b) => a.ordinal - b.ordinal)
@@ -475,19 +372,15 @@ export const decide = <M extends Message>(
       continue
     }
     const block = record.result
-    let reason: OffloadReason | undefined
+    const pinnedLatest = isPinnedLatest(record.action, record.readLater, pinned)
+    const after = ranks.prefix(record.ordinal + 1)
+    const reason = reasonFor(record.superseded, record.modified, pinnedLatest, record.failed, total - after, keep)
+    // the message it became offloadable at: the covering read's, the write's, or (stale) the keep-th counted result's
+    // after it, or its own with keep 0
     let since = record.message
-    const action = record.action
-    const pinnedLatest = action._tag === "Read" && !record.readLater && pinned !== undefined && pinned(action.path)
-    if (record.superseded) (reason = "superseded", since = record.coveredAt)
-    else if (record.modified && !pinnedLatest) (reason = "modified", since = record.modifiedAt)
-    else if (!pinnedLatest && !record.failed) {
-      const after = ranks.prefix(record.ordinal + 1)
-      if (total - after >= keep) {
-        reason = "stale"
-        since = keep === 0 ? record.message : index.records[places.search(after + keep)]!.message
-      }
-    }
+    if (reason === "superseded") since = record.coveredAt
+    else if (reason === "modified") since = record.modifiedAt
+    else if (reason === "stale" && keep > 0) since = index.records[places.search(after + keep)]!.message
     if (reason === undefined) {
       // a failed read of a file nothing happened to since: only an event on its file can give it a reason
       if (record.failed && !record.modified) record.state = "parked"
@@ -502,15 +395,7 @@ export const decide = <M extends Message>(
       continue
     }
     open[kept++] = record
-    offloaded.push({
-      messageIndex: record.message,
-      blockIndex: record.block,
-      toolUseId: pointer.replacement.tool_use_id,
-      block: pointer.replacement,
-      reason: pointer.reason,
-      tokensFreed: pointer.before - pointer.after,
-      ref: pointer.ref
-    })
+    offloaded.push(offloadedBy(record.message, record.block, pointer))
     sinces.push(since)
   }
   open.length = kept
@@ -530,53 +415,16 @@ export const decide = <M extends Message>(
       readsPaid += o.tokensFreed * (replies - index.repliesUpTo[sinces[u]!]!)
     }
     const replaced = { ...message, content: newContent } as M
-    // both uncached: a cache entry per changed message would cost more than the walk (their blocks are few)
-    tokensFreed += estimateMessageTokensUncached(message) - estimateMessageTokensUncached(replaced)
+    tokensFreed += freedBy(message, replaced)
     out ??= messages.slice()
     out[i] = replaced
     t = u
   }
   const firstChange = offloaded[0]!.messageIndex
-  if (!worthIt(index.tokens, options, tokensFreed, readsPaid, out!, firstChange)) return unchanged(messages)
+  const tokens = index.tokens
+  const behind = () => tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
+  if (!worthIt(options, tokensFreed, readsPaid, behind)) return unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
-}
-
-/** The decision that changes nothing: the input array itself. */
-export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decision<M> => ({
-  messages: messages as Array<M>,
-  offloaded: [],
-  tokensFreed: 0
-})
-
-/**
- * `keepRecent` as the decisions read it: a whole number of results, at least 0 (0 for NaN; a fraction rounds up, since
- * "the newest 2.5 stay" keeps the 3 whose rank is below 2.5).
- */
-export const keepOf = (keepRecent: number): number => Number.isNaN(keepRecent) ? 0 : Math.max(0, Math.ceil(keepRecent))
-
-/**
- * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
- * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
- * reads already paid on the freed tokens (their tokens times the requests sent since they became evictable, at the read
- * price) reach the cost of rewriting the prompt behind the first change (its tokens after the eviction, at the write
- * price). Like renting skis until the rent paid equals the price, it never pays more than twice the best choice made
- * with hindsight.
- */
-export const worthIt = (
-  tokens: Fenwick | undefined,
-  options: DecideOptions,
-  tokensFreed: number,
-  readsPaid: number,
-  out: ReadonlyArray<Message>,
-  firstChange: number
-): boolean => {
-  if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
-  if (tokensFreed <= 0) return false
-  if (options.cacheCold === true) return true
-  let behind = 0
-  if (tokens === undefined) { for (let i = firstChange; i < out.length; i++) behind += estimateMessageTokens(out[i]!) }
-  else behind = tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
-  return readsPaid * options.prices.cacheRead >= behind * options.prices.cacheWrite
 }
 
 /**
@@ -599,10 +447,10 @@ export const applyOffloads = (
 }
 
 /**
- * The eviction frontier of the indexed messages (`Evict.evictionFrontier`: the oldest result not offloaded, larger
- * than any pointer and not a failed non-read), found by advancing a carried position: a result once offloaded stays so.
+ * The eviction frontier of the indexed messages (`Evict.evictionFrontier`: the oldest `evictionRules.eligible`
+ * result), found by advancing a carried position: a result once offloaded stays so.
  */
-export const frontierOf = (
+export const indexedFrontier = (
   index: EvictionIndex,
   messages: ReadonlyArray<Message>
 ): { readonly message: number; readonly block: number } | undefined => {

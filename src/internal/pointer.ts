@@ -1,14 +1,55 @@
 /**
- * How `Offload.formatOffloadRef` writes a pointer (`writePointer`), from few pieces since an eviction writes one per
- * offloaded result. Before any escape, `pointerLengthAtLeast` bounds its length from below by the fields' own lengths,
- * so an eviction can drop a pointer that would not pay before it writes it.
+ * The offload pointer's text format, in one place: what a ref holds (`OffloadRef`), how its text is written
+ * (`writePointer`, from few pieces since an eviction writes one per offloaded result) and read back (`parsePointer`,
+ * which accepts only what `writePointer` writes), and the one length limit a pointer's text keeps
+ * (`MAX_POINTER_LENGTH`). Before any escape, `pointerLengthAtLeast` bounds a pointer's length from below by its
+ * fields' own lengths, so an eviction can drop a pointer that would not pay before it writes it.
+ *
+ * `Offload` is the public face of this format (its names, `isOffloaded` and the block-level reads); the eviction's
+ * pricing (`internal/evictionRules`) uses the writer's fast paths here, which are not API.
  *
  * @internal
  */
-import type { OffloadReason, OffloadRef } from "../Offload.ts"
+import type { LineRange } from "./toolInput.ts"
+
+/** Why a result was offloaded (`Offload.OffloadReason`). */
+export type OffloadReason = "superseded" | "modified" | "stale"
+
+/**
+ * What an offload pointer records (`Offload.OffloadRef`): a `Read` (re-reading `path`, with `range`, restores the
+ * output) or an `Output` (the tool and a short form of its input); `tokens` the payload's estimated size, `images` its
+ * image blocks.
+ */
+export type OffloadRef =
+  | {
+    readonly _tag: "Read"
+    readonly tool: string
+    readonly toolUseId: string
+    readonly path: string
+    readonly range?: LineRange
+    readonly reason: OffloadReason
+    readonly tokens: number
+    readonly images: number
+  }
+  | {
+    readonly _tag: "Output"
+    readonly tool: string
+    readonly toolUseId: string
+    readonly input: string
+    readonly reason: OffloadReason
+    readonly tokens: number
+    readonly images: number
+  }
+
+/**
+ * The longest text read as a pointer: pointers are short, and longer text is never parsed, which keeps the check
+ * cheap on real tool output. A pointer whose payload is larger than this text is never written
+ * (`evictionRules.MAX_POINTER_TOKENS`).
+ */
+export const MAX_POINTER_LENGTH = 2048
 
 /** The start of every pointer. */
-export const PREFIX = "[offloaded "
+const PREFIX = "[offloaded "
 
 const OUTPUT_HEAD = PREFIX + 'output tool="'
 const READ_HEAD = PREFIX + 'read tool="'
@@ -90,9 +131,10 @@ const readHead = (tool: string): string => {
 }
 
 /**
- * The pointer text of `ref` (`Offload.formatOffloadRef`), every string field escaped once. `escapedField`: the
- * path of a read or the input of an output already escaped (an eviction escapes each file's path once, and an
- * input's head before it is clipped).
+ * The pointer text of `ref` (`Offload.formatOffloadRef`): one line, a bracketed header of `key=value` fields (strings
+ * JSON-quoted) and a fixed instruction; deterministic (no time, no message index), every string field escaped once.
+ * `escapedField`: the path of a read or the input of an output already escaped (an eviction escapes each file's path
+ * once, and an input's head before it is clipped).
  */
 export const writePointer = (ref: OffloadRef, escapedField?: string): string => {
   const reason = ref.reason
@@ -143,4 +185,83 @@ export const pointerLengthAtLeast = (ref: OffloadRef): number => {
   return READ_HEAD.length + PATH_FIELD.length + ref.path.length + idField + ref.tool.length +
     ref.toolUseId.length + REASON_FIELD[ref.reason].length + countsLength(ref.tokens, ref.images) +
     READ_TAIL[ref.reason].length
+}
+
+const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
+const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
+const NAT = /^(?:0|[1-9][0-9]*)$/
+const READ_FIELDS: ReadonlyArray<string> = ["tool", "path", "lines", "id", "reason", "tokens", "images"]
+const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images"]
+
+const parseRange = (text: string): LineRange | undefined => {
+  const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
+  if (match === null) return undefined
+  const start = Number(match[1])
+  if (match[2] === undefined) return { start }
+  const end = Number(match[2])
+  return end >= start ? { start, end } : undefined
+}
+
+/**
+ * The ref of a pointer text written by `writePointer`, or `undefined` for any other text (the canonical form is the
+ * only one accepted: field order, spacing and instruction must match exactly). `parsePointer(writePointer(ref))`
+ * deep-equals `ref`.
+ */
+export const parsePointer = (text: string): OffloadRef | undefined => {
+  if (!text.startsWith(PREFIX)) return undefined
+  const kind = text.startsWith("read", PREFIX.length)
+    ? "read"
+    : text.startsWith("output", PREFIX.length)
+    ? "output"
+    : ""
+  if (kind === "") return undefined
+  let rest = text.slice(PREFIX.length + kind.length)
+  const fields = new Map<string, string>()
+  for (;;) {
+    const match = FIELD.exec(rest)
+    if (match === null) break
+    const key = match[1]!
+    if (fields.has(key)) return undefined
+    let value = match[2]!
+    if (value.startsWith('"')) {
+      try {
+        value = JSON.parse(value) as string
+      } catch {
+        return undefined
+      }
+    }
+    fields.set(key, value)
+    rest = rest.slice(match[0].length)
+  }
+  if (!rest.startsWith("] ")) return undefined
+  const tool = fields.get("tool")
+  const toolUseId = fields.get("id")
+  const reason = fields.get("reason")
+  const tokens = fields.get("tokens")
+  const images = fields.get("images") ?? "0"
+  if (tool === undefined || toolUseId === undefined || reason === undefined || !REASONS.has(reason)) return undefined
+  if (tokens === undefined || !NAT.test(tokens) || !NAT.test(images)) return undefined
+  const common = {
+    tool,
+    toolUseId,
+    reason: reason as OffloadReason,
+    tokens: Number(tokens),
+    images: Number(images)
+  }
+  const expected = kind === "read" ? READ_FIELDS : OUTPUT_FIELDS
+  for (const key of fields.keys()) if (!expected.includes(key)) return undefined
+  let ref: OffloadRef
+  if (kind === "read") {
+    const path = fields.get("path")
+    if (path === undefined) return undefined
+    const lines = fields.get("lines")
+    const range = lines === undefined ? undefined : parseRange(lines)
+    if (lines !== undefined && range === undefined) return undefined
+    ref = range === undefined ? { _tag: "Read", path, ...common } : { _tag: "Read", path, range, ...common }
+  } else {
+    const input = fields.get("input")
+    if (input === undefined) return undefined
+    ref = { _tag: "Output", input, ...common }
+  }
+  return writePointer(ref) === text ? ref : undefined
 }

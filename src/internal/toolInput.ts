@@ -1,12 +1,18 @@
 /**
- * Reading a tool call's input: its fields by name, its line ranges, and the line `Tools.shortInput` clips. Shared by
- * the classifier (`Tools`) and the eviction's pointers.
+ * Reading a tool call's input, below `Tools`: its fields by name, its line ranges (`LineRange`, which `Tools`
+ * re-exports), and the line `Tools.shortInput` clips. Shared by the classifier (`Tools`) and the eviction's pointers;
+ * it imports nothing of `Tools`.
  *
  * @internal
  */
 import type { ToolUseBlock } from "../Message.ts"
-import type { LineRange } from "../Tools.ts"
 import { oneLineHead } from "./text.ts"
+
+/** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file (`Tools.LineRange`). */
+export interface LineRange {
+  readonly start: number
+  readonly end?: number
+}
 
 /**
  * A tool input's fields as the classifier reads them. Each is read by name at its own site (a property load the

@@ -19,16 +19,8 @@ import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
 import { CACHE_PRICES } from "../../Evict.ts"
-import {
-  applyOffloads,
-  buildIndex,
-  decide,
-  type Decision,
-  type EvictionIndex,
-  extendIndex,
-  frontierOf,
-  keepOf
-} from "../eviction.ts"
+import { applyOffloads, buildIndex, decide, type EvictionIndex, extendIndex, indexedFrontier } from "../eviction.ts"
+import { type Decision, keepOf } from "../evictionRules.ts"
 
 /** An eviction index, the view it describes now (the newest it was handed) and that view's `cache_control` positions. */
 interface OwnedIndex {
@@ -131,7 +123,7 @@ export class CarriedIndex {
     const classify = classifier ?? defaultToolClassifier
     const owned = carried.ownedBy(view)
     if (owned !== undefined && owned.index.classify === classify && owned.index.viewStart === 0) {
-      return { known: true, at: frontierOf(owned.index, view) }
+      return { known: true, at: indexedFrontier(owned.index, view) }
     }
     const kept = carried.kept
     return kept !== undefined && kept.classify === classify
@@ -182,7 +174,7 @@ export class CarriedIndex {
   /** Keeps this view's frontier before its index moves on (the API view must be the whole view, as the scan reads). */
   private keepFrontier(owned: OwnedIndex): void {
     if (owned.index.viewStart === 0) {
-      this.kept = { classify: owned.index.classify, at: frontierOf(owned.index, this.view) }
+      this.kept = { classify: owned.index.classify, at: indexedFrontier(owned.index, this.view) }
     }
   }
 }
