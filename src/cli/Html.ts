@@ -29,8 +29,6 @@ import { CHART_COLORS, contextChart, costChart, escapeHtml } from "./ReportChart
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 const dollars = (n: number): string => `$${n.toFixed(2)}`
 
-const times = (n: number): string => n === 1 ? "once" : `${fmt(n)} times`
-
 const pct = (part: number, whole: number): string => whole <= 0 ? "0%" : `${(100 * part / whole).toFixed(1)}%`
 
 /** Total timeline width in pixels the messages share (they wrap into rows). @category constants */
@@ -223,19 +221,14 @@ export const renderHtml = (report: Report): string => {
     "replay.compactions",
     "int",
     data.replay.compactions,
-    data.chosen.compactions === data.replay.compactions
-      ? "marked in the chart where they run"
-      : `the chart's simulated replay: ${data.chosen.compactions}`
+    "marked in the chart where they run"
   )
   numStat(
     "evictions",
     "replay.evictions",
     "int",
     data.replay.evictions,
-    `${fmt(data.replay.offloadedResults)} tool results offloaded` +
-      (data.chosen.evictions === data.replay.evictions && data.chosen.offloadedResults === data.replay.offloadedResults
-        ? ", marked in the chart"
-        : `; the chart's simulated replay: ${data.chosen.evictions}, ${fmt(data.chosen.offloadedResults)} results`)
+    `${fmt(data.replay.offloadedResults)} tool results offloaded, marked in the chart`
   )
   push("</div>")
   push("<h2>Context per request</h2>")
@@ -256,18 +249,11 @@ export const renderHtml = (report: Report): string => {
   push(`<div class="chart">${contextChart(data)}<div id="tip" class="tip" hidden=""></div></div>`)
   push(
     `<p class="note">Bars: the chosen policy, <b>${escapeHtml(data.chosen.name)}</b>, replayed through ` +
-      "Conversation's transitions by the cost simulator (usage fed back from the simulated bills), each request priced " +
+      "Conversation's transitions by the replay engine <code>compaction replay</code> and <code>compaction simulate</code> " +
+      "run (each reply recorded with the usage its own request is predicted to be billed), each request priced " +
       `by the prompt-cache model. The window is ${fmt(data.contextWindow)} tokens. Hover a request for its ` +
       "details.</p>"
   )
-  if (data.chosen.compactions !== data.replay.compactions || data.chosen.evictions !== data.replay.evictions) {
-    push(
-      `<p class="note">The replay with the recorded usage (the figures above, as <code>compaction replay</code> ` +
-        `prints them) compacted ${times(data.replay.compactions)} and evicted ${times(data.replay.evictions)}; the ` +
-        `simulated replay charted here, whose usage is what its own requests would have been billed, compacted ` +
-        `${times(data.chosen.compactions)} and evicted ${times(data.chosen.evictions)}.</p>`
-    )
-  }
 
   push("<h2>Cost, cumulative</h2>")
   push('<div class="legend">')

@@ -1,25 +1,36 @@
 /**
- * The loop behind `compaction replay FILE` (the command's tree is in `Commands.ts`, its handler in `Sessions.ts`): a
- * recorded session replayed through `Conversation` exactly as an agent would run it.
+ * The loops behind `compaction replay FILE` (the command's tree is in `Commands.ts`, its handler in `Sessions.ts`).
  *
- * Open; for each recorded message, append it; before each recorded assistant reply, prepare the request; then record
- * that reply with its recorded usage. With `resumeEvery` N, the session is closed and resumed from its log before
- * every N-th request (a step is one request and the messages appended before it), so a resumed replay must produce the same requests, byte for byte, as an uninterrupted one.
+ * `replaySession` is what the command runs: the simulator's replay engine (`Simulate`'s, the one `simulate` and the
+ * HTML report run) over `Conversation`'s pure transitions, each reply recorded with the usage its own request is
+ * predicted to be billed (never the recorded usage of the original, different, view: that only calibrates sizes).
+ * With a log, every change is stored as `Conversation.layerLogged` stores it; with `resumeEvery` N, the conversation
+ * is resumed from the log (`resumeState`) after every N-th request, so a resumed replay must send the same requests,
+ * byte for byte, as an uninterrupted one.
+ *
+ * `replayMessages` drives the `Conversation` service itself with given usage (the tests use it to hold the service
+ * and the engine to the same requests).
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { recordInput } from "../Compact.ts"
 import {
   asMessageParams,
+  type Change,
   Conversation,
   type ConversationError,
   type ConversationOptions,
-  type Request
+  type ConversationState,
+  type Request,
+  resumeState
 } from "../Conversation.ts"
 import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
-import { type MemoryStore, SessionLog, type SessionLogError } from "../SessionLog.ts"
+import { type MemoryStore, SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
+import type { PolicyReport, RecordedSession, RequestEvent, SimPolicy, SimulateOptions } from "../Simulate.ts"
+import { prepareSession, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
 
@@ -108,4 +119,129 @@ export const replayMessages = <E = never, R = never>(
       if (s > 0) resumes++
     }
     return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes }
+  })
+
+// ============================================================================
+// The engine's replay (what `compaction replay` runs)
+// ============================================================================
+
+/** The tokens of one request, as the engine predicts the provider bills them. @category models */
+export interface RequestTokens {
+  /** Index of the recorded reply this request produced. */
+  readonly message: number
+  readonly cacheRead: number
+  readonly cacheWrite: number
+  /** Uncached input tokens. */
+  readonly input: number
+  readonly output: number
+}
+
+/** The per-request tokens of a policy's replay. @category models */
+export const requestTokensOf = (report: PolicyReport): ReadonlyArray<RequestTokens> =>
+  report.perRequest.map((r) => ({
+    message: r.index,
+    cacheRead: r.cacheRead,
+    cacheWrite: r.cacheWrite,
+    input: r.input,
+    output: r.output
+  }))
+
+/** What `replaySession` did: the summary, the per-request tokens, and the engine's full report. @category models */
+export interface SessionReplay {
+  readonly summary: ReplaySummary
+  readonly tokens: ReadonlyArray<RequestTokens>
+  readonly report: PolicyReport
+}
+
+/** The summary of an engine replay: its counts from the report, `invalidRequests` and `resumes` as the driver saw them. @category replay */
+export const replaySummaryOf = (report: PolicyReport, invalidRequests: number, resumes: number): ReplaySummary => ({
+  requests: report.requests,
+  compactions: report.compactions,
+  evictions: report.evictions,
+  offloadedResults: report.offloadedResults,
+  invalidRequests,
+  resumes
+})
+
+/** Options of `replaySession`. @category models */
+export interface SessionReplayOptions<E, R> {
+  /** The simulator's options (the compaction policy, prices…), as `simulate` takes them. */
+  readonly simulate?: SimulateOptions | undefined
+  /** Resume the conversation from the log after every this many-th request (absent: never). */
+  readonly resumeEvery?: number | undefined
+  /** The log every change is stored in; default a fresh in-memory one when `resumeEvery` is set, none otherwise. */
+  readonly log?: Layer.Layer<SessionLog, SessionLogError, R> | undefined
+  /** Called with each request (numbered from 1) and its predicted usage, in order. */
+  readonly onRequest?: ((n: number, event: RequestEvent) => Effect.Effect<void, E, R>) | undefined
+}
+
+/** Stores one change as the logged `Conversation` does (a reply's usage and epoch under `conversation`). */
+const store = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
+  switch (change._tag) {
+    case "Appended":
+      return Effect.asVoid(log.append([change.message as unknown as Message], {
+        meta: [change.meta === undefined ? undefined : { conversation: change.meta as never }]
+      }))
+    case "Offloaded":
+      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
+    case "CompactionApplied":
+      return Effect.flatMap(log.snapshot, (snapshot) => log.recordCompaction(recordInput(change.record, snapshot)))
+        .pipe(Effect.asVoid)
+  }
+}
+
+/**
+ * Replays a recorded session under `policy` with the replay engine (see the module doc): the same requests, usage
+ * and counts as `simulatePolicy(session, policy, options.simulate)`, every request checked with `validate`.
+ * @category replay
+ */
+export const replaySession = <E = never, R = never>(
+  session: RecordedSession,
+  policy: SimPolicy,
+  options: SessionReplayOptions<E, R> = {}
+): Effect.Effect<SessionReplay, E | SessionLogError, R> =>
+  Effect.gen(function* () {
+    const simulateOptions = options.simulate ?? {}
+    const every = options.resumeEvery
+    const logLayer: Layer.Layer<SessionLog, SessionLogError, R> | undefined = options.log ??
+      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemoryStore }))
+    const steps = replaySteps(prepareSession(session, simulateOptions), policy, settingsOf(simulateOptions))
+    const total = session.messages.filter((m) => m.role === "assistant").length
+    let invalid = 0
+    let resumes = 0
+    let n = 0
+    const persist = (log: SessionLogShape | undefined, changes: ReadonlyArray<Change>) =>
+      log === undefined ? Effect.void : Effect.forEach(changes, (c) => store(log, c), { discard: true })
+    // one segment per log opening: it runs until the engine ends or a resume point
+    const segment = (log: SessionLogShape | undefined, resumed: ConversationState | undefined) =>
+      Effect.gen(function* () {
+        let next = steps.next(resumed)
+        while (next.done !== true) {
+          const { changes, event } = next.value
+          n++
+          yield* persist(log, changes)
+          if (validate(event.request.messages as unknown as ReadonlyArray<Message>).length > 0) invalid++
+          if (options.onRequest !== undefined) yield* options.onRequest(n, event)
+          if (every !== undefined && n % every === 0 && n < total) return undefined
+          next = steps.next()
+        }
+        yield* persist(log, next.value.changes)
+        return next.value.report
+      })
+    let report: PolicyReport | undefined
+    let first = true
+    while (report === undefined) {
+      if (logLayer === undefined) report = yield* segment(undefined, undefined)
+      else {
+        const opened = Effect.gen(function* () {
+          const log = yield* SessionLog
+          const state = first ? undefined : resumeState(yield* log.loaded)
+          return yield* segment(log, state)
+        })
+        report = yield* opened.pipe(Effect.provide(Layer.fresh(logLayer), { local: true }))
+        if (!first) resumes++
+        first = false
+      }
+    }
+    return { summary: replaySummaryOf(report, invalid, resumes), tokens: requestTokensOf(report), report }
   })

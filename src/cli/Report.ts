@@ -3,11 +3,11 @@
  * by request.
  *
  * `buildReport` computes every figure the page shows from the same functions the other commands print, so the page
- * equals them for the same file: `inspect` is `analyze` (`inspect --json`), `replay` is `replayMessages` with the
- * options of `replay` (`replay --json`), `simulate` is `simulate` with the options of the `simulate` command
- * (`simulate --json`). The chart is the simulator's replay of the session under the chosen policy (`Library` with the
- * replay's settings: the same `Conversation` transitions, priced by the cache model) beside its replay under no
- * compaction; its compactions and evictions are read from the prompts that replay sent.
+ * equals them for the same file: `inspect` is `analyze` (`inspect --json`), `simulate` is `simulate` with the options
+ * of the `simulate` command (`simulate --json`), and `replay` and the chart are one run of the replay engine under the
+ * chosen policy (`Library` with the replay's settings: `Conversation`'s transitions, each reply recorded with the
+ * usage its own request is predicted to be billed), the run `compaction replay` makes (`replay --json`), beside the
+ * engine's run under no compaction. The offloads the chart marks are read from the requests that run sent.
  *
  * @since 0.1.0
  */
@@ -15,7 +15,6 @@ import * as Effect from "effect/Effect"
 import type { Session } from "../Import.ts"
 import { isText, isToolResult, isToolUse, type Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
-import type { ConversationError } from "../Conversation.ts"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import {
   CompactionPolicy,
@@ -25,7 +24,6 @@ import {
   policyFields,
   type PolicyOptions
 } from "../Policy.ts"
-import type { SessionLogError } from "../SessionLog.ts"
 import {
   type MissCause,
   type PolicyReport,
@@ -36,10 +34,10 @@ import {
   simulatePolicy,
   type SimulationReport
 } from "../Simulate.ts"
-import { ExtractiveSummarizer } from "../ExtractiveSummarizer.ts"
 import { estimateContentTokens } from "../Tokens.ts"
+import { validate } from "../Validate.ts"
 import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
-import { replayMessages, type ReplaySummary } from "./Replay.ts"
+import { type ReplaySummary, replaySummaryOf, type RequestTokens, requestTokensOf } from "./Replay.ts"
 
 // ============================================================================
 // Shared with the commands
@@ -60,16 +58,24 @@ export const simulateOptionsFor = (
   return system === undefined ? {} : { systemTokens: system }
 }
 
-/** The `simulate --json` document: the report without the per-request figures. @category simulation */
+/**
+ * The `simulate --json` document: each policy's report with its per-request tokens (`requestTokens`) instead of the
+ * full per-request figures. @category simulation
+ */
 export type SimulateJson = { readonly file: string } & Omit<SimulationReport, "policies"> & {
-  readonly policies: ReadonlyArray<Omit<PolicyReport, "perRequest">>
+  readonly policies: ReadonlyArray<
+    Omit<PolicyReport, "perRequest"> & { readonly requestTokens: ReadonlyArray<RequestTokens> }
+  >
 }
 
 /** The `simulate --json` document of a report. @category simulation */
 export const simulateJson = (file: string, report: SimulationReport): SimulateJson => ({
   file,
   ...report,
-  policies: report.policies.map(({ perRequest: _, ...rest }) => rest)
+  policies: report.policies.map((p) => {
+    const { perRequest: _, ...rest } = p
+    return { ...rest, requestTokens: requestTokensOf(p) }
+  })
 })
 
 /**
@@ -87,8 +93,10 @@ export const replayPolicyOptions = (flags: {
   minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10))
 })
 
-/** The `replay --json` document. @category models */
-export type ReplayJson = { readonly file: string } & ReplaySummary
+/** The `replay --json` document: the summary and the tokens of every request. @category models */
+export type ReplayJson = { readonly file: string } & ReplaySummary & {
+  readonly requestTokens: ReadonlyArray<RequestTokens>
+}
 
 // ============================================================================
 // Report data
@@ -180,7 +188,10 @@ export interface ReportOptions {
   /** The chosen policy (as `replay` builds it from its flags); default `replay`'s for its default flags. */
   readonly policy?: CompactionPolicy | undefined
   readonly tools?: ReadonlyArray<unknown> | undefined
-  /** The summary of a replay already run with these settings (`replay --html`); absent: replayed here. */
+  /**
+   * The summary of the replay `replay --html` ran with these settings (its resumes); absent: the report's own run of
+   * the engine, with no resumes.
+   */
   readonly replay?: ReplaySummary | undefined
   /** Most tool results listed (default 10). */
   readonly largest?: number | undefined
@@ -256,16 +267,16 @@ const chartTotals = (
 })
 
 /**
- * Builds the report of a session: `analyze`, `replayMessages` (unless `options.replay` is given), `simulate`, and the
- * chosen policy's simulated replay with the requests it sent. Deterministic: the same session and options give the
+ * Builds the report of a session: `analyze`, `simulate`, and the replay engine's run under the chosen policy (the
+ * replay's figures and the chart) with the requests it sent. Deterministic: the same session and options give the
  * same data.
  * @category report
  */
 export const buildReport = (
   session: Session,
   reportOptions: ReportOptions
-): Effect.Effect<Report, SessionLogError | ConversationError<unknown>> =>
-  Effect.gen(function* () {
+): Effect.Effect<Report> =>
+  Effect.sync(() => {
     const options = {
       ...reportOptions,
       keepRecent: reportOptions.keepRecent ?? DEFAULT_KEEP_RECENT,
@@ -281,17 +292,6 @@ export const buildReport = (
       minSavings: options.minSavings,
       ...(options.tools === undefined ? {} : { tools: options.tools })
     })
-    const replayed = options.replay ?? (yield* replayMessages(
-      session.messages,
-      new Map(session.usage.map((u) => [u.messageIndex, u.usage])),
-      {
-        policy: options.policy,
-        keepRecent: options.keepRecent,
-        minSavings: options.minSavings,
-        system: session.system
-      }
-    ).pipe(Effect.provide(ExtractiveSummarizer.layer)))
-
     const simOptions = simulateOptionsFor(session, options.tools)
     const simulation = simulate(session, simOptions)
     const noneReport = simulation.policies.find((p) => p.strategy._tag === "None") ??
@@ -302,10 +302,12 @@ export const buildReport = (
     const seen = new Set<string>()
     const newlyOffloaded: Array<{ readonly results: number; readonly messages: ReadonlyArray<number> }> = []
     const chosen = chosenPolicy(options)
+    let invalidRequests = 0
     const chosenReport = simulatePolicy(session, chosen, {
       ...simOptions,
       compaction: options.policy,
       onRequest: (event) => {
+        if (validate(event.prompt).length > 0) invalidRequests++
         const fresh = new Set<number>()
         let results = 0
         for (const m of event.prompt) {
@@ -367,7 +369,11 @@ export const buildReport = (
 
     const data: ReportData = {
       inspect: analysis.report,
-      replay: { file: options.replayFile ?? options.file, ...replayed },
+      replay: {
+        file: options.replayFile ?? options.file,
+        ...(options.replay ?? replaySummaryOf(chosenReport, invalidRequests, 0)),
+        requestTokens: requestTokensOf(chosenReport)
+      },
       simulate: simulateJson(options.file, simulation),
       chosen: chartTotals(chosen.name, chosenReport, requests),
       none: chartTotals("none", noneReport, noneReport.perRequest.map(() => ({ offloadedResults: 0 }))),

@@ -20,9 +20,9 @@ import { readSession as readStored, type SessionLogError } from "../SessionLog.t
 import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
-import { ExtractiveSummarizer } from "../ExtractiveSummarizer.ts"
-import { replayMessages } from "./Replay.ts"
-import { replayPolicyOptions } from "./Report.ts"
+import type { RequestEvent } from "../Simulate.ts"
+import { replaySession } from "./Replay.ts"
+import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
 import {
   CliFailure,
   ExitCode,
@@ -215,10 +215,30 @@ const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
 const requestFile = (path: Path.Path, directory: string, n: number): string =>
   path.join(directory, `request-${String(n).padStart(4, "0")}.json`)
 
+const usageFile = (path: Path.Path, directory: string, n: number): string =>
+  path.join(directory, `request-${String(n).padStart(4, "0")}.usage.json`)
+
 /**
- * `replay`: the session through `Conversation` (prepare before each recorded reply, then record it), every request
- * to `--out DIR`, the conversation to `--log DIR/<session-id>.jsonl` (a new session: a log that already holds entries
- * exits `Persist`), the summary on stdout; exit `Violations` when a request is invalid.
+ * What `replay --out` writes beside request N: the usage the engine predicts it is billed (the reply is recorded
+ * with it), when it was sent (ms since the epoch, from the record), its model, and whether the record shows the
+ * provider lost the cache before it, so it can be priced independently.
+ */
+const predictedUsage = (n: number, event: RequestEvent) => ({
+  request: n,
+  message: event.index,
+  time: event.figures.time,
+  model: event.figures.model ?? null,
+  cacheLost: event.cacheLost,
+  usage: event.usage,
+  dollars: event.figures.dollars
+})
+
+/**
+ * `replay`: the session through the replay engine `simulate` runs (`Conversation`'s transitions, each reply recorded
+ * with the usage its own request is predicted to be billed), every request to `--out DIR` (`request-NNNN.json`, and
+ * its predicted usage in `request-NNNN.usage.json`), the conversation to `--log DIR/<session-id>.jsonl` (a new
+ * session: a log that already holds entries exits `Persist`), the summary and per-request tokens on stdout; exit
+ * `Violations` when a request is invalid.
  */
 export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
@@ -238,7 +258,6 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
     const read = yield* readSession(input.file, { strict: false })
     const session = read.session
     const path = yield* Path.Path
-    const usage = new Map(session.usage.map((u) => [u.messageIndex, u.usage]))
     if (Option.isSome(input.log)) {
       const source = jsonlSource(path, path.join(input.log.value, `${input.sessionId}.jsonl`))
       const existing = yield* readJsonl({ directory: input.log.value, sessionId: input.sessionId }).pipe(
@@ -267,24 +286,29 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         Effect.mapError((e) => new CliFailure({ code: ExitCode.Output, message: `cannot create ${out}: ${e.message}` }))
       )
     }
-    const summary = yield* replayMessages<CliFailure, Env>(session.messages, usage, {
-      policy: policy.success,
-      keepRecent,
-      minSavings,
-      system: session.system,
-      resumeEvery,
-      log,
-      onRequest: out === undefined
-        ? undefined
-        : (n, request) => writeText(requestFile(path, out, n), prettyJson(request))
-    }).pipe(
-      Effect.provide(ExtractiveSummarizer.layer),
+    const replayed = yield* replaySession<CliFailure, Env>(
+      session,
+      chosenPolicy({ keepRecent, minSavings, policy: policy.success }),
+      {
+        simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy.success },
+        resumeEvery,
+        log,
+        onRequest: out === undefined ?
+          undefined :
+          (n, event) =>
+            writeText(requestFile(path, out, n), prettyJson(event.request)).pipe(
+              Effect.andThen(writeText(usageFile(path, out, n), prettyJson(predictedUsage(n, event))))
+            )
+      }
+    ).pipe(
       Effect.mapError((e) =>
         e._tag === "CliFailure" ? e : new CliFailure({ code: ExitCode.Persist, message: `replay failed: ${e.message}` })
       )
     )
-    if (input.json) yield* writeText(undefined, prettyJson({ file: input.file, ...summary }))
-    else {
+    const summary = replayed.summary
+    if (input.json) {
+      yield* writeText(undefined, prettyJson({ file: input.file, ...summary, requestTokens: replayed.tokens }))
+    } else {
       yield* writeText(
         undefined,
         `${input.file}: ${summary.requests} requests, ${summary.compactions} compactions, ${summary.evictions} ` +

@@ -10,10 +10,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
-import { replayPolicyOptions } from "../../src/cli/Report.ts"
-import { replayMessages } from "../../src/cli/Replay.ts"
+import { replaySession } from "../../src/cli/Replay.ts"
+import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../src/Evict.ts"
-import { ExtractiveSummarizer } from "../../src/ExtractiveSummarizer.ts"
 import { importSession } from "../../src/Import.ts"
 import {
   CompactionPolicy,
@@ -51,7 +50,7 @@ describe("compaction replay", () => {
   })
 
   it("writes every request, persists, and a replay resumed every 7 requests writes the same bytes", () => {
-    const policy = ["--context-window", "100000"]
+    const policy = ["--context-window", "60000"]
     const plain = join(work, "plain")
     const resumed = join(work, "resumed")
     const logs = join(work, "logs")
@@ -61,9 +60,10 @@ describe("compaction replay", () => {
     assert.strictEqual(summary.invalidRequests, 0)
     assert.isAbove(summary.compactions, 0)
     assert.isAbove(summary.evictions, 0)
-    const files = requestFiles(plain)
+    const files = requestFiles(plain).filter((f) => !f.endsWith(".usage.json"))
     assert.strictEqual(files.length, summary.requests)
     assert.strictEqual(files[0], "request-0001.json")
+    assert.strictEqual(requestFiles(plain).length, 2 * summary.requests, "a usage file beside every request")
     for (const file of files) {
       const request = JSON.parse(readFileSync(join(plain, file), "utf8"))
       assert.isArray(request.messages)
@@ -87,8 +87,8 @@ describe("compaction replay", () => {
     const again = JSON.parse(second.stdout)
     assert.strictEqual(again.resumes, Math.ceil(summary.requests / 7) - 1)
     assert.deepStrictEqual({ ...again, resumes: 0 }, { ...summary, resumes: 0 })
-    assert.deepStrictEqual(requestFiles(resumed), files)
-    for (const file of files) {
+    assert.deepStrictEqual(requestFiles(resumed), requestFiles(plain))
+    for (const file of requestFiles(plain)) {
       if (readFileSync(join(resumed, file), "utf8") !== readFileSync(join(plain, file), "utf8")) {
         assert.fail(`${file} differs between the resumed and the uninterrupted replay`)
       }
@@ -102,36 +102,33 @@ describe("compaction replay", () => {
     )
   })
 
-  it.effect(
-    "without --min-savings it replays with the library's default (rent-or-buy), not the fixed 2,000",
-    () =>
-      Effect.gen(function* () {
-        const session = yield* importSession(readFileSync(example, "utf8"))
-        const library = (minSavings: number | undefined) =>
-          replayMessages(session.messages, new Map(session.usage.map((u) => [u.messageIndex, u.usage])), {
-            policy: CompactionPolicy.makeUnsafe(replayPolicyOptions({
-              keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-              keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-              contextWindow: DEFAULT_CONTEXT_WINDOW
-            })),
-            keepRecent: DEFAULT_KEEP_RECENT,
-            minSavings,
-            system: session.system
-          }).pipe(Effect.provide(ExtractiveSummarizer.layer))
-        const replayJson = (args: ReadonlyArray<string>) => {
-          const result = cli(["replay", example, "--json", ...args])
-          assert.strictEqual(result.status, 0, result.stderr)
-          return JSON.parse(result.stdout)
-        }
-        const byDefault = replayJson([])
-        const fixed = replayJson(["--min-savings", String(FIXED_MIN_SAVINGS)])
-        assert.deepStrictEqual(byDefault, { file: example, ...(yield* library(undefined)) })
-        assert.deepStrictEqual(fixed, { file: example, ...(yield* library(FIXED_MIN_SAVINGS)) })
-        // on this session the two rules evict at different requests, so the test tells them apart
-        assert.notStrictEqual(byDefault.evictions, fixed.evictions)
-      }),
-    60_000
-  )
+  it("without --min-savings it replays with the library's default (rent-or-buy), not the fixed 2,000", () => {
+    const replayJson = (args: ReadonlyArray<string>) => {
+      const result = cli(["replay", example, "--json", ...args])
+      assert.strictEqual(result.status, 0, result.stderr)
+      return JSON.parse(result.stdout)
+    }
+    const session = Effect.runSync(importSession(readFileSync(example, "utf8")))
+    const policy = CompactionPolicy.makeUnsafe(replayPolicyOptions({
+      keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
+      keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
+      contextWindow: DEFAULT_CONTEXT_WINDOW
+    }))
+    const library = (minSavings: number | undefined) => {
+      const r = Effect.runSync(
+        replaySession(session, chosenPolicy({ keepRecent: DEFAULT_KEEP_RECENT, minSavings, policy }), {
+          simulate: { ...simulateOptionsFor(session, undefined), compaction: policy }
+        })
+      )
+      return { file: example, ...r.summary, requestTokens: r.tokens }
+    }
+    const byDefault = replayJson([])
+    const fixed = replayJson(["--min-savings", String(FIXED_MIN_SAVINGS)])
+    assert.deepStrictEqual(byDefault, library(undefined))
+    assert.deepStrictEqual(fixed, library(FIXED_MIN_SAVINGS))
+    // on this session the two rules evict at different requests, so the test tells them apart
+    assert.notStrictEqual(byDefault.evictions, fixed.evictions)
+  }, 60_000)
 
   it("rejects a bad --resume-every with the usage exit code", () => {
     const result = cli(["replay", session, "--resume-every", "0"])

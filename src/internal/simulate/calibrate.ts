@@ -11,6 +11,7 @@ import { CACHE_TTL_MS } from "../../Cache.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
+import { blockKey } from "./cache.ts"
 
 /** What the simulator knows of a session beyond its messages. */
 export interface Recording {
@@ -25,7 +26,10 @@ export interface Calibration {
   /** Billed tokens per estimated token, for blocks the record has no size for. */
   readonly factor: number
   readonly systemTokens: number
-  /** The true tokens of a recorded block (its message's overhead on the first block). */
+  /**
+   * The true tokens of a recorded block (its message's overhead on the first block), found by content, so a block
+   * read back from a session log weighs what the recorded one did.
+   */
   readonly blockTokens: (block: object) => number | undefined
   /** Billed output of reply `index`, when recorded. */
   readonly output: (index: number) => number | undefined
@@ -92,13 +96,13 @@ export const calibrateSession = (
   const sumTokens = segments.reduce((s, x) => s + x.tokens, 0)
   const sumEstimate = segments.reduce((s, x) => s + x.estimate, 0)
   const factor = options.factor ?? (sumEstimate > 0 ? sumTokens / sumEstimate : DEFAULT_TOKEN_FACTOR)
-  const sizes = new WeakMap<object, number>()
+  const sizes = new Map<number, number>()
   for (const seg of segments) {
     const ratio = seg.tokens / seg.estimate
     for (let i = seg.from; i < seg.to; i++) {
       blocksOf(messages[i]!).forEach((b, j) => {
         if (typeof messages[i]!.content === "string") return
-        sizes.set(b, ratio * (blockEstimate(b) + (j === 0 ? MESSAGE_OVERHEAD_TOKENS : 0)))
+        sizes.set(blockKey(b), ratio * (blockEstimate(b) + (j === 0 ? MESSAGE_OVERHEAD_TOKENS : 0)))
       })
     }
   }
@@ -130,7 +134,7 @@ export const calibrateSession = (
   return {
     factor,
     systemTokens,
-    blockTokens: (block) => sizes.get(block),
+    blockTokens: (block) => sizes.size === 0 ? undefined : sizes.get(blockKey(block)),
     output: (index) => recording.usage.get(index)?.output_tokens,
     requestTime,
     externalMisses,

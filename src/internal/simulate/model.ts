@@ -5,8 +5,9 @@
  */
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { MessageUsage, RecordedAt } from "../../Import.ts"
+import type { Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
-import type { CompactionPolicy, PolicyOptions } from "../../Policy.ts"
+import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 
 // ============================================================================
 // Prices
@@ -187,6 +188,17 @@ export interface RequestEvent {
   readonly index: number
   /** The messages sent (without the system prompt), breakpoints included. */
   readonly prompt: ReadonlyArray<Message>
+  /** The whole request priced: system prompt (the session's, or a stand-in of its calibrated size) and `prompt`. */
+  readonly request: Request
+  /** The usage the request is predicted to be billed, which the reply is recorded with. */
+  readonly usage: ReportedUsage
+  /** Its priced figures. */
+  readonly figures: RequestFigures
+  /**
+   * The provider lost the cache before this request (a miss the record shows and no cache rule explains, replayed
+   * under every policy alike): nothing cached before it can be read.
+   */
+  readonly cacheLost: boolean
 }
 
 /** Options of `simulate` and `simulatePolicy`. Every field is optional. @category models */
@@ -240,6 +252,8 @@ export interface RequestFigures {
   readonly invalidated: boolean
   readonly overWindow: boolean
   readonly compacted: boolean
+  /** Tool results the policy's eviction offloaded right before this request (0 for the peers). */
+  readonly offloadedResults: number
 }
 
 /** Cache misses by cause. @category models */
@@ -277,6 +291,10 @@ export interface PolicyReport {
   readonly cacheInvalidations: number
   /** Calibrated tokens removed by eviction, masking, pruning or clearing. */
   readonly tokensOffloaded: number
+  /** Requests before which the library's eviction changed the view (0 for the peers). */
+  readonly evictions: number
+  /** Tool results the library's eviction offloaded, over the session. */
+  readonly offloadedResults: number
   readonly perRequest: ReadonlyArray<RequestFigures>
 }
 

@@ -9,12 +9,15 @@ import {
   appendMessage,
   applyCompaction,
   asMessageParams,
+  type Change,
   type ConversationState,
   emptyState,
   type MessageParam,
   prepareStep,
   recordReply,
-  requestOf
+  type Request,
+  requestOf,
+  type Transition
 } from "../../Conversation.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
@@ -72,10 +75,11 @@ export const settingsOf = (options: SimulateOptions): Settings => ({
   onRequest: options.onRequest
 })
 
-/** A session ready to replay: its messages, calibration and reply models. */
-/** A session ready to replay. */
+/** A session ready to replay: its messages, system prompt, calibration and reply models. */
 export interface Prepared {
   readonly messages: ReadonlyArray<Message>
+  /** The recorded system prompt, when the file holds it. */
+  readonly system: string | undefined
   readonly calibration: Calibration
   readonly models: ReadonlyMap<number, string>
   readonly modelOf: (index: number) => string | undefined
@@ -122,6 +126,7 @@ export const prepareSession = (input: ReadonlyArray<Message> | RecordedSession, 
   })
   return {
     messages: session.messages,
+    system: session.system,
     calibration,
     models,
     modelOf: (i) => models.get(i) ?? byIndex[i] ?? options.model
@@ -221,8 +226,29 @@ const summaryTextOf = (tokens: number, factor: number, summarized: number): stri
   return header.padEnd(Math.max(header.length, Math.round((tokens * CHARS_PER_TOKEN) / factor)), " .")
 }
 
-/** Replays one prepared session under one policy. */
-export const replay = (session: Prepared, policy: SimPolicy, settings: Settings): PolicyReport => {
+/** One request of a replay: the event (request, predicted usage, figures) and the changes that led to it, in order. */
+export interface ReplayStep {
+  readonly event: RequestEvent
+  /** The transitions' changes since the previous request, ending with the recorded reply. */
+  readonly changes: ReadonlyArray<Change>
+}
+
+/** The end of a replay: the report, and the changes after the last request (messages appended after it). */
+export interface ReplayEnd {
+  readonly report: PolicyReport
+  readonly changes: ReadonlyArray<Change>
+}
+
+/**
+ * The replay engine: walks one prepared session under one policy, yielding each request as it is priced. The driver
+ * may answer a step with a state to go on from (a conversation resumed from its log); the engine never reads a clock,
+ * so a resumed replay sends what an uninterrupted one sends when the state it is given is equal.
+ */
+export function* replaySteps(
+  session: Prepared,
+  policy: SimPolicy,
+  settings: Settings
+): Generator<ReplayStep, ReplayEnd, ConversationState | undefined> {
   const { calibration } = session
   const strategy = policy.strategy
   const library = libraryOptionsOf(strategy)
@@ -232,17 +258,21 @@ export const replay = (session: Prepared, policy: SimPolicy, settings: Settings)
   const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
   const coldRules = library?.coldRules ?? true
   const systemTokens = calibration.systemTokens
-  const systemPlaceholder = systemTokens > 0
-    ? "s".repeat(Math.round((systemTokens / calibration.factor) * CHARS_PER_TOKEN))
-    : undefined
+  const system = session.system ?? systemStandIn(systemTokens, calibration.factor)
   const units = new Units(calibration)
   const peerUnits = new Units(calibration)
-  const minTokensOf = (model: string | undefined) => minCacheableTokens(model)
   let cache: PromptCache | undefined
   let state: ConversationState = emptyState()
   const cleared = new Set<string>()
   const perRequest: Array<RequestFigures> = []
+  let changes: Array<Change> = []
+  const apply = (t: Transition) => {
+    for (const step of t.steps) changes.push(step.change)
+    state = t.state
+  }
   let offloaded = 0
+  let offloadedResults = 0
+  let evictions = 0
   let compactions = 0
   let summarizerCalls = 0
   let summarizerInput = 0
@@ -281,7 +311,7 @@ export const replay = (session: Prepared, policy: SimPolicy, settings: Settings)
     summarizerInput += transcript + settings.summarizerOverheadTokens
     summarizerOutput += tokens
     summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
-    state = applyCompaction(state, finished).state
+    apply(applyCompaction(state, finished))
     compactions++
     return true
   }
@@ -297,17 +327,18 @@ export const replay = (session: Prepared, policy: SimPolicy, settings: Settings)
   for (let index = 0; index < messages.length; index++) {
     const message = asParam(messages[index]!)
     if (message.role !== "assistant") {
-      state = appendMessage(state, message).state
+      apply(appendMessage(state, message))
       continue
     }
     const model = session.modelOf(index)
-    cache ??= new PromptCache(minTokensOf(model))
+    cache ??= new PromptCache(minCacheableTokens(model))
     const time = calibration.requestTime(index)
     const expired = lastTime !== undefined && time - lastTime >= cache.ttlMs
     const cold = coldRules && expired
     const before = state
     let compacted = false
-    let sent: ReadonlyArray<Message>
+    let results = 0
+    let request: Request
     let breakpoints: Array<number>
     let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
     if (library !== undefined) {
@@ -316,81 +347,125 @@ export const replay = (session: Prepared, policy: SimPolicy, settings: Settings)
         minSavings: library.minSavings,
         policy: compactionPolicy
       }, cold)
-      state = step.transition.state
+      apply(step.transition)
+      for (const s of step.transition.steps) if (s.change._tag === "Offloaded") results += s.change.offloaded.length
+      if (results > 0) evictions++
+      offloadedResults += results
       sumOffloaded(before, state)
       if (step.compact) compacted = compact(model)
-      const request = requestOf(state, systemPlaceholder, { model, before: compacted ? undefined : before })
-      sent = asMessages(request.messages)
+      request = requestOf(state, system, { model, before: compacted ? undefined : before })
       const built = units.build(asMessages(state.view), systemTokens)
-      const system = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
-      breakpoints = [...(system ? [0] : []), ...breakpointUnits(sent, built.starts)]
+      const withSystem = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
+      breakpoints = [...(withSystem ? [0] : []), ...breakpointUnits(asMessages(request.messages), built.starts)]
       priced = built
     } else {
       const step = prepareStep(state, { keepRecent: Infinity, minSavings: Infinity, policy: compactionPolicy })
-      state = step.transition.state
+      apply(step.transition)
       if (strategy._tag !== "None" && step.compact) compacted = compact(model)
       const peer = peerRewrite(strategy, state.view, cleared, units, systemTokens)
       if (peer.persist) {
         sumOffloaded(state, { ...state, view: peer.view })
         state = { ...state, view: peer.view }
       } else offloaded += peer.freed
-      sent = asMessages(peer.view)
+      const sent = asMessages(peer.view)
+      request = { ...(system === undefined ? {} : { system }), messages: [...peer.view] }
       const built = (peer.view === state.view ? units : peerUnits).build(sent, systemTokens)
       // a typical client: a breakpoint at the end of the system prompt and one on the newest block
       const last = lastBreakpoint(sent)
-      const minTokens = cache.minTokens
       breakpoints = [
-        ...(systemTokens >= minTokens ? [0] : []),
+        ...(systemTokens >= cache.minTokens ? [0] : []),
         ...(last === undefined ? [] : [built.starts[last.message]! + last.block])
       ]
       priced = built
     }
-    if (settings.externalMisses && calibration.externalMisses.has(index)) cache.clear()
+    const cacheLost = settings.externalMisses && calibration.externalMisses.has(index)
+    if (cacheLost) cache.clear()
     const bill: CacheBill = cache.price({ keys: priced.keys, cumulative: priced.cumulative, breakpoints }, time)
-    const output = calibration.output(index) ?? calibration.factor * estimateContentTokens(message.content as never)
-    const promptTokens = bill.read + bill.write + bill.input
+    // whole tokens, as a provider reports them: read + write + input is the rounded prompt
+    const cacheRead = Math.round(bill.read)
+    const cachedTo = Math.round(bill.read + bill.write)
+    const promptTokens = Math.round(bill.read + bill.write + bill.input)
+    const output = Math.round(
+      calibration.output(index) ?? calibration.factor * estimateContentTokens(message.content as never)
+    )
     const miss: MissCause | undefined = perRequest.length > 0 && bill.read < previousCached
       ? expired ? "ttl" : calibration.externalMisses.has(index) && settings.externalMisses ? "external" : "policy"
       : undefined
     previousCached = bill.read + bill.write
+    const usage: ReportedUsage = {
+      input_tokens: promptTokens - cachedTo,
+      output_tokens: output,
+      cache_read_input_tokens: cacheRead,
+      cache_creation_input_tokens: cachedTo - cacheRead
+    }
     const price = dollarsOf(model)
-    const dollars = (bill.read * price.input * 0.1 + bill.write * price.input * 1.25 + bill.input * price.input +
-      output * price.output) / 1e6
-    perRequest.push({
+    const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * 1.25 +
+      (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
+    const figures: RequestFigures = {
       index,
       time,
       model,
       promptTokens,
-      cacheRead: bill.read,
-      cacheWrite: bill.write,
-      input: bill.input,
+      cacheRead,
+      cacheWrite: cachedTo - cacheRead,
+      input: promptTokens - cachedTo,
       output,
       dollars,
       breakpoints: breakpoints.length,
       miss,
       invalidated: miss === "policy",
       overWindow: promptTokens + output > settings.compaction.contextWindow,
-      compacted
-    })
-    settings.onRequest?.({ policy: policy.name, index, prompt: sent })
-    lastTime = time
-    const usage: ReportedUsage = {
-      input_tokens: Math.round(bill.input),
-      output_tokens: Math.round(output),
-      cache_read_input_tokens: Math.round(bill.read),
-      cache_creation_input_tokens: Math.round(bill.write)
+      compacted,
+      offloadedResults: results
     }
-    state = recordReply(state, message, usage, state.epoch).state
+    perRequest.push(figures)
+    lastTime = time
+    apply(recordReply(state, message, usage, state.epoch))
+    const event: RequestEvent = {
+      policy: policy.name,
+      index,
+      prompt: asMessages(request.messages),
+      request,
+      usage,
+      figures,
+      cacheLost
+    }
+    settings.onRequest?.(event)
+    const step: ReplayStep = { event, changes }
+    changes = []
+    const resumed = yield step
+    if (resumed !== undefined) state = resumed
   }
-  return summarize(policy, perRequest, settings, {
+  const report = summarize(policy, perRequest, settings, {
     compactions,
     summarizerCalls,
     summarizerInput,
     summarizerOutput,
     summarizerDollars,
     failedCompactions,
-    offloaded
+    offloaded,
+    evictions,
+    offloadedResults
   })
+  return { report, changes }
+}
+
+/** Replays one prepared session under one policy (`replaySteps` run to its end). */
+export const replay = (session: Prepared, policy: SimPolicy, settings: Settings): PolicyReport => {
+  const steps = replaySteps(session, policy, settings)
+  let next = steps.next()
+  while (next.done !== true) next = steps.next()
+  return next.value.report
+}
+
+/**
+ * The system prompt a request carries when the session's text is not recorded: a stand-in of the tokens the record
+ * billed for system prompt and tools, so the request has the size it was priced at.
+ */
+const systemStandIn = (tokens: number, factor: number): string | undefined => {
+  if (tokens <= 0) return undefined
+  const header = `[The recorded session's system prompt and tools, not in the file: ${Math.round(tokens)} tokens]`
+  return header.padEnd(Math.max(header.length, Math.round((tokens / factor) * CHARS_PER_TOKEN)), " .")
 }
 
 const asParam = (message: Message): MessageParam => asMessageParams([message])[0]!
@@ -437,6 +512,8 @@ const summarize = (
     readonly summarizerDollars: number
     readonly failedCompactions: number
     readonly offloaded: number
+    readonly evictions: number
+    readonly offloadedResults: number
   }
 ): PolicyReport => {
   let tokensSent = 0
@@ -483,6 +560,8 @@ const summarize = (
     misses,
     cacheInvalidations: misses.policy,
     tokensOffloaded: extra.offloaded,
+    evictions: extra.evictions,
+    offloadedResults: extra.offloadedResults,
     perRequest
   }
 }
