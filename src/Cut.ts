@@ -209,7 +209,7 @@ export interface Split<M extends Message> {
  * the call is O(messages) for the copies and O(kept turns + blocks) for everything else.
  * @category cutting
  */
-export const plan = <M extends Message>(
+export const splitKeepingTurns = <M extends Message>(
   messages: ReadonlyArray<M>,
   keepRecentTurns: number
 ): Option.Option<Split<M>> => {
@@ -221,6 +221,12 @@ export const plan = <M extends Message>(
   if (cut === 0 || view.isStart(cut)) return Option.none()
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
 }
+
+/**
+ * The same function as `splitKeepingTurns`.
+ * @deprecated Use `Cut.splitKeepingTurns` (the name says what it plans: a split that keeps the last turns).
+ */
+export const plan: typeof splitKeepingTurns = splitKeepingTurns
 
 // ============================================================================
 // Policy cut
@@ -354,6 +360,7 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
 /**
  * The cut of `planForPolicy`: keep the newest messages up to `policy.keepRecentTokens`, never fewer than
  * `policy.keepRecentTurns` whole turns unless the oversized-turn rule applies, tool-safe. 0 means nothing to compact.
+ * @deprecated Use `Cut.planForPolicy(messages, policy).cut`: the plan says why it cuts there.
  * @category cutting
  */
 export const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>

@@ -1,6 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Schema } from "effect"
-import { cutForPolicy, type CutPlan, type CutPolicy, plan, planForPolicy, safeCut, type Split } from "../src/Cut.ts"
+import {
+  cutForPolicy,
+  type CutPlan,
+  type CutPolicy,
+  planForPolicy,
+  safeCut,
+  type Split,
+  splitKeepingTurns
+} from "../src/Cut.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
@@ -112,24 +120,24 @@ describe("safeCut", () => {
 })
 
 // ============================================================================
-// plan
+// splitKeepingTurns
 // ============================================================================
 
-describe("plan", () => {
+describe("splitKeepingTurns", () => {
   it("keeps the last turns raw and summarizes the rest", () => {
     const messages = [user("a"), call("t1"), results("t1"), assistant("x"), user("b"), assistant("y"), user("c")]
-    const split = Option.getOrThrow(plan(messages, 2))
+    const split = Option.getOrThrow(splitKeepingTurns(messages, 2))
     assert.deepStrictEqual(split.head, messages.slice(0, 4))
     assert.deepStrictEqual(split.tail, messages.slice(4))
-    assert.isTrue(Option.isNone(plan(messages, 3)))
-    assert.isTrue(Option.isNone(plan(messages, 5)))
+    assert.isTrue(Option.isNone(splitKeepingTurns(messages, 3)))
+    assert.isTrue(Option.isNone(splitKeepingTurns(messages, 5)))
   })
 
   it.prop(
     "keeps exactly keepRecentTurns turns when it returns some, and none only when there are no more turns",
     [conversationArbitrary({ allowInvalid: true }), Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 6 }))],
     ([messages, keep]) => {
-      const result = plan(messages, keep)
+      const result = splitKeepingTurns(messages, keep)
       if (Option.isNone(result)) {
         assert.isAtMost(countTurns(messages), keep)
         return
@@ -333,7 +341,7 @@ describe("corpus", () => {
 
 /**
  * The full-scan implementation the walk-back one replaced (suffix sums and safe flags over the whole list), kept as
- * the oracle: the new `safeCut`, `plan` and `planForPolicy` must agree with it on every input, valid or not.
+ * the oracle: the new `safeCut`, `splitKeepingTurns` and `planForPolicy` must agree with it on every input, valid or not.
  */
 const safeCutsReference = (messages: ReadonlyArray<Message>): Uint8Array => {
   const n = messages.length
@@ -364,7 +372,7 @@ const safeCutReference = (messages: ReadonlyArray<Message>, requested: number): 
   return greatestSafeReference(safeCutsReference(messages), at)
 }
 
-const planReference = <M extends Message>(
+const splitKeepingTurnsReference = <M extends Message>(
   messages: ReadonlyArray<M>,
   keepRecentTurns: number
 ): Option.Option<Split<M>> => {
@@ -486,7 +494,9 @@ const assertCutsSameAsReference = (messages: ReadonlyArray<Message>): void => {
     assert.strictEqual(cut, safeCutReference(messages, requested), `safeCut ${requested}`)
     if (cut < requested) compared.movedBySafety++
   }
-  for (const keep of [0, 1, 2, 3, 4, 6]) assert.deepStrictEqual(plan(messages, keep), planReference(messages, keep))
+  for (const keep of [0, 1, 2, 3, 4, 6]) {
+    assert.deepStrictEqual(splitKeepingTurns(messages, keep), splitKeepingTurnsReference(messages, keep))
+  }
 }
 
 describe("walk-back cut equals the full-scan reference", () => {
