@@ -19,6 +19,7 @@ import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
 import * as Retention from "../src/Retention.ts"
 import { summaryText } from "../src/Summary.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import {
   emptyTallies,
   fold,
@@ -115,6 +116,8 @@ const measureReplay = (
 ) => {
   const anchors = compactions.map((c) => referenceAnchors(c.span))
   compactions.forEach((c, i) => {
+    const summary = (c.request.messages as unknown as ReadonlyArray<Message>)[0]!
+    largestSummary = Math.max(largestSummary, estimateTokens([summary]))
     const tail = tailOf(c.request)
     const one = tallyRetention(anchors[i]!, c.request.messages, tail)
     for (const category of REF_CATEGORIES) {
@@ -139,6 +142,8 @@ const measureReplay = (
 
 let checked = 0
 let disagreements = 0
+/** The largest summary message of the policy being replayed, in estimated tokens. */
+let largestSummary = 0
 
 const ROWS: ReadonlyArray<[RefCategory, string]> = [
   ["path", "file paths read or modified"],
@@ -169,6 +174,7 @@ console.log("Anchors by test/fixtures/Anchors.ts; counted: not present in the ke
 
 for (const [policyName, policy] of POLICIES) {
   const results = []
+  largestSummary = 0
   for (const [name, layer] of SUMMARIZERS) {
     const now = emptyTallies()
     const later = emptyTallies()
@@ -198,6 +204,10 @@ for (const [policyName, policy] of POLICIES) {
         " | "
       )
     } |\n`
+  )
+  console.log(
+    `Largest summary message (model text, manifest, files): ${largestSummary.toLocaleString("en-US")} tokens; ` +
+      `the policy's summaryBudgetTokens: ${policy.summaryBudgetTokens.toLocaleString("en-US")}.\n`
   )
 }
 

@@ -30,12 +30,16 @@ import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } fro
 import {
   filesMessage,
   filesOfMessage,
+  type Manifest,
   mergeFiles,
+  nextManifest,
   noFiles,
-  renderAppendix,
-  splitAppendix,
+  splitSummary,
+  type SummaryBudget,
+  summaryFloorTokens,
   summaryMessage,
-  summaryText
+  summaryText,
+  summaryWithManifest
 } from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
@@ -153,6 +157,10 @@ export interface CompactionPlan<M extends Message> {
   readonly request: SummarizeRequest
   /** The file lists carried forward: the earlier summary's merged with what the new head touched. */
   readonly files: ReturnType<typeof mergeFiles>
+  /** What the summary keeps by rule: the earlier summary's manifest merged with the new head's (`Summary.nextManifest`). */
+  readonly manifest: Manifest
+  /** The policy's summary budget, and the most a summary may take to stay smaller than the head it replaces. */
+  readonly summaryBudget: SummaryBudget
   /**
    * The system messages of the summarized head (of its API view): not summarized but kept, re-emitted after the
    * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail.
@@ -273,7 +281,7 @@ export const prepareCompaction = <M extends Message>(
     : typeof first.content !== "string" && first.content.length > 1
     ? [{ role: first.role, content: first.content.slice(1) }, ...head.slice(1)]
     : head.slice(1)
-  const earlier = previous === undefined ? undefined : splitAppendix(previous)
+  const earlier = previous === undefined ? undefined : splitSummary(previous)
   // the server's compaction opens the API view inside the head: its summary replaces ours as the earlier summary, and
   // only what follows it is summarized (the part before it is dropped by the API and already in its summary); the
   // files message that follows a block this library put there carries the file lists on
@@ -291,6 +299,16 @@ export const prepareCompaction = <M extends Message>(
   if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
   // the block's message itself is never left out: the head must hold it (and the kept part must not)
   const compactionCut = finishedTurnEnd(head, afterServer)
+  // the files appendix is computed from the whole conversation, the part the API dropped included
+  const files = mergeFiles(
+    mergeFiles(earlier?.files ?? noFiles, carried ?? noFiles),
+    filesTouched(sinceSummary, options.classifier)
+  )
+  const manifest = nextManifest(earlier ?? {}, sinceSummary, options.classifier)
+  // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
+  if (tokensBefore - plan.keptTokens - summaryFloorTokens(manifest, files) < minFreedTokens) {
+    return unchanged(messages, "TooLittleFreed", tokensBefore)
+  }
   return {
     _tag: "Planned",
     messages,
@@ -301,11 +319,12 @@ export const prepareCompaction = <M extends Message>(
       ...(previousSummary === undefined ? {} : { previousSummary }),
       head: serverHead(head, server, compactionCut)
     }),
-    // the files appendix is computed from the whole conversation, the part the API dropped included
-    files: mergeFiles(
-      mergeFiles(earlier?.files ?? noFiles, carried ?? noFiles),
-      filesTouched(sinceSummary, options.classifier)
-    ),
+    files,
+    manifest,
+    summaryBudget: {
+      budgetTokens: policy.summaryBudgetTokens,
+      spanTokens: Math.max(0, tokensBefore - plan.keptTokens - minFreedTokens)
+    },
     systemMessages: head.slice(afterServer).filter((m) => m.role === "system"),
     compactionCut,
     tokensBefore,
@@ -393,7 +412,7 @@ export const finishCompaction = <M extends Message>(
   // the block goes first, verbatim, in an assistant message of its own (the typed view keeps `BuiltMessage` for SDK
   // assignability: this message is a beta block, sent with `client.beta.messages`)
   const summaryMsg: BuiltMessage = block === undefined
-    ? summaryMessage(`${summary.text.trim()}\n\n${renderAppendix(plan.files)}`)
+    ? summaryMessage(summaryWithManifest(summary.text, plan.manifest, plan.files, plan.summaryBudget))
     : { role: "assistant", content: [block] } as unknown as BuiltMessage
   // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
   // message gets no filler in front of it: the summary, or the files message after a block, is its user message)

@@ -61,6 +61,14 @@ export const DEFAULT_COMPACT_AT_TOKENS = 100_000
  */
 export const COLD_COMPACT_FRACTION = 0.5
 
+/**
+ * The largest summary message by default, in estimated tokens: 8,000. The model's text, the manifest kept by rule and
+ * the files appendix share it (`Summary.summaryWithManifest`); it is a third of the 24k trigger of a policy that
+ * compacts often, and a twelfth of the default 100k, so a summary never crowds out the kept tail.
+ * @category constants
+ */
+export const DEFAULT_SUMMARY_BUDGET_TOKENS = 8_000
+
 // ============================================================================
 // Policy
 // ============================================================================
@@ -103,6 +111,8 @@ export interface PolicyFields {
   readonly maxTailTokens: number
   /** The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`). */
   readonly compactAtTokens: number
+  /** The largest summary message (model text, manifest and files appendix), in estimated tokens. */
+  readonly summaryBudgetTokens: number
 }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
@@ -135,6 +145,7 @@ export class CompactionPolicy implements PolicyFields {
   readonly contextWindow: number
   readonly maxTailTokens: number
   readonly compactAtTokens: number
+  readonly summaryBudgetTokens: number
 
   private constructor(fields: PolicyFields) {
     this.keepRecentTokens = fields.keepRecentTokens
@@ -143,6 +154,7 @@ export class CompactionPolicy implements PolicyFields {
     this.contextWindow = fields.contextWindow
     this.maxTailTokens = fields.maxTailTokens
     this.compactAtTokens = fields.compactAtTokens
+    this.summaryBudgetTokens = fields.summaryBudgetTokens
     Object.freeze(this)
   }
 
@@ -168,11 +180,16 @@ export class CompactionPolicy implements PolicyFields {
       ...base,
       maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
       compactAtTokens: options.compactAtTokens ??
-        Math.max(Math.min(DEFAULT_COMPACT_AT_TOKENS, room), Math.min(room, base.keepRecentTokens + 1))
+        Math.max(Math.min(DEFAULT_COMPACT_AT_TOKENS, room), Math.min(room, base.keepRecentTokens + 1)),
+      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULT_SUMMARY_BUDGET_TOKENS
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
     const error = check(
+      "summaryBudgetTokens",
+      Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,
+      "expected a positive integer"
+    ) ?? check(
       "maxTailTokens",
       Number.isSafeInteger(fields.maxTailTokens) && fields.maxTailTokens > 0,
       "expected a positive integer"
@@ -223,7 +240,8 @@ export const policyFields = (p: CompactionPolicy): PolicyFields => ({
   minRemaining: p.minRemaining,
   contextWindow: p.contextWindow,
   maxTailTokens: p.maxTailTokens,
-  compactAtTokens: p.compactAtTokens
+  compactAtTokens: p.compactAtTokens,
+  summaryBudgetTokens: p.summaryBudgetTokens
 })
 
 // ============================================================================

@@ -15,73 +15,32 @@
  *
  * @since 0.1.0
  */
-import { blocksOf, type ContentBlock, isToolResult, isToolUse, type Message, type ToolUseBlock } from "./Message.ts"
+import { type Anchor, caseless, CATEGORIES, type Category, normalize, spanAnchors, textOf } from "./internal/anchors.ts"
+import { blocksOf, type ContentBlock, type Message } from "./Message.ts"
 import { filesOfMessage, summaryText } from "./Summary.ts"
-import { defaultToolClassifier, type ToolClassifier } from "./Tools.ts"
-import { isHumanMessage } from "./Turns.ts"
-import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
-import { headOf } from "./internal/text.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { LEADING_USER_TEXT } from "./Validate.ts"
+
+export {
+  type Anchor,
+  ANCHOR_LIMITS,
+  anchorKey,
+  CATEGORIES,
+  type Category,
+  type CommandAnchor,
+  type CommandOutcome,
+  type ErrorAnchor,
+  type IdentifierAnchor,
+  type IdentifierKind,
+  type InstructionAnchor,
+  normalize,
+  type PathAnchor,
+  type PlanAnchor
+} from "./internal/anchors.ts"
 
 // ============================================================================
 // Models
 // ============================================================================
-
-/** The kinds of anchor, in the order reports list them. @category models */
-export type Category = "path" | "command" | "error" | "identifier" | "instruction" | "plan"
-
-/** Every category, in report order. @category constants */
-export const CATEGORIES: ReadonlyArray<Category> = ["path", "command", "error", "identifier", "instruction", "plan"]
-
-/** How a command ended: its result's `is_error`, or `unanswered` when the span holds no result for it. @category models */
-export type CommandOutcome = "ok" | "failed" | "unanswered"
-
-/** What an identifier is (see `anchorsOf` for the rule of each). @category models */
-export type IdentifierKind = "url" | "uuid" | "hash" | "version" | "quantity" | "id"
-
-interface AnchorFields {
-  /** The anchor's folded text: what is looked for in a view. */
-  readonly text: string
-  /** The index, in the span given to `anchorsOf`, of the last message it was found in. */
-  readonly messageIndex: number
-}
-
-/** A file a tool call read or modified (by the `ToolClassifier`); `modified` when any call in the span wrote it. @category models */
-export interface PathAnchor extends AnchorFields {
-  readonly category: "path"
-  readonly access: "read" | "modified"
-}
-
-/** A shell command's first line, with how its last run ended and how many of its runs failed. @category models */
-export interface CommandAnchor extends AnchorFields {
-  readonly category: "command"
-  readonly outcome: CommandOutcome
-  readonly runs: number
-  readonly failures: number
-}
-
-/** The error line of a failed tool result. @category models */
-export interface ErrorAnchor extends AnchorFields {
-  readonly category: "error"
-}
-
-/** A hash, UUID, URL, version, number with a unit or id written in the user's or the assistant's text. @category models */
-export interface IdentifierAnchor extends AnchorFields {
-  readonly category: "identifier"
-  readonly kind: IdentifierKind
-}
-
-/** The text of a message the user wrote (its head, up to `INSTRUCTION_MAX`). @category models */
-export interface InstructionAnchor extends AnchorFields {
-  readonly category: "instruction"
-}
-
-/** One item of the latest plan or todo list of the span. @category models */
-export interface PlanAnchor extends AnchorFields {
-  readonly category: "plan"
-}
-
-/** One anchor of a span, tagged by its `category`. @category models */
-export type Anchor = PathAnchor | CommandAnchor | ErrorAnchor | IdentifierAnchor | InstructionAnchor | PlanAnchor
 
 /** How much of one category survived. `share` is `present / counted`, and 1 when nothing was counted. @category models */
 export interface CategoryRetention {
@@ -100,162 +59,6 @@ export interface CategoryRetention {
 /** What `retention` measured: one record per category, every category present. @category models */
 export interface Retention {
   readonly categories: { readonly [C in Category]: CategoryRetention }
-}
-
-// ============================================================================
-// Limits and normalization
-// ============================================================================
-
-/**
- * The longest anchor text kept, in code units, by category: a longer command line, error line, plan item or
- * instruction is cut to its head (no clip mark), and that head is what is looked for. Paths and identifiers are
- * never cut. @category constants
- */
-export const ANCHOR_LIMITS = { command: 200, error: 200, plan: 200, instruction: 500 } as const
-
-/** `text` folded: every run of white space one space, both ends trimmed. Idempotent. @category normalization */
-export const normalize = (text: string): string => text.replace(/\s+/g, " ").trim()
-
-const clipped = (text: string, max: number): string => headOf(normalize(text), max).trimEnd()
-
-/** True for the identifiers compared in lower case (hashes and UUIDs). */
-const caseless = (anchor: Anchor): boolean =>
-  anchor.category === "identifier" && (anchor.kind === "hash" || anchor.kind === "uuid")
-
-/**
- * The key two anchors of one category are the same by: the folded text, in lower case for hashes and UUIDs.
- * @category normalization
- */
-export const anchorKey = (anchor: Anchor): string =>
-  `${anchor.category}\u0000${caseless(anchor) ? anchor.text.toLowerCase() : anchor.text}`
-
-// ============================================================================
-// Reading messages
-// ============================================================================
-
-/** The text of a tool result's content: a string, or its text blocks (nested ones too) joined by newlines. */
-const resultText = (content: unknown): string => {
-  if (typeof content === "string") return content
-  if (!Array.isArray(content)) return ""
-  const parts: Array<string> = []
-  for (const block of content as ReadonlyArray<ContentBlock>) {
-    if (block.type === "text") parts.push((block as { readonly text: string }).text)
-  }
-  return parts.join("\n")
-}
-
-/** The text blocks of a message joined by newlines (a string content is itself). */
-const textOf = (message: Message): string =>
-  typeof message.content === "string"
-    ? message.content
-    : message.content.flatMap((b) => b.type === "text" ? [(b as { readonly text: string }).text] : []).join("\n")
-
-/** The text editors' `command` is a sub-command (`view`, `create`), not a shell command. */
-const EDITOR_TOOLS: ReadonlySet<string> = new Set(["str_replace_based_edit_tool", "str_replace_editor"])
-
-/** The shell command of a tool call: a non-empty string `command` (or `cmd`) of any tool but a text editor. */
-const commandOf = (toolUse: ToolUseBlock): string | undefined => {
-  if (EDITOR_TOOLS.has(toolUse.name)) return undefined
-  const input = toolUse.input
-  if (typeof input !== "object" || input === null) return undefined
-  const fields = input as { readonly command?: unknown; readonly cmd?: unknown }
-  const command = typeof fields.command === "string" ? fields.command : fields.cmd
-  return typeof command === "string" && command.trim().length > 0 ? command : undefined
-}
-
-const firstLine = (text: string): string => text.split("\n").find((line) => line.trim().length > 0) ?? ""
-
-/** A line that reads as an error: the first such line of a failed result is its error string. */
-const ERROR_LINE =
-  /error|fail|exception|not found|no such|cannot|can't|could not|couldn't|denied|invalid|unexpected|abort|exit(?:ed)? (?:with )?code|traceback|panic/i
-
-/** The error string of a failed result: its first line that reads as an error, else its last non-blank line. */
-const errorLine = (text: string): string => {
-  const lines = text.split("\n").filter((line) => line.trim().length > 0)
-  return lines.find((line) => ERROR_LINE.test(line)) ?? lines.at(-1) ?? ""
-}
-
-/** The tools whose input is a todo list (`todos`, `plan` or `items`: strings, or objects with a text field). */
-const TODO_TOOLS: ReadonlySet<string> = new Set(["todowrite", "todo_write", "todo", "write_todos", "update_plan"])
-
-const itemText = (item: unknown): string | undefined => {
-  if (typeof item === "string") return item
-  if (typeof item !== "object" || item === null) return undefined
-  const fields = item as Record<string, unknown>
-  for (const key of ["content", "step", "text", "title", "task"]) {
-    if (typeof fields[key] === "string") return fields[key]
-  }
-  return undefined
-}
-
-const todoItems = (toolUse: ToolUseBlock): ReadonlyArray<string> | undefined => {
-  if (!TODO_TOOLS.has(toolUse.name.toLowerCase())) return undefined
-  const input = toolUse.input
-  if (typeof input !== "object" || input === null) return undefined
-  const fields = input as Record<string, unknown>
-  const list = fields["todos"] ?? fields["plan"] ?? fields["items"]
-  if (!Array.isArray(list)) return undefined
-  return list.flatMap((item) => {
-    const text = itemText(item)
-    return text === undefined || text.trim().length === 0 ? [] : [text]
-  })
-}
-
-const CHECKLIST_ITEM = /^\s*[-*] \[[ xX]\] (.+)$/
-
-/** The items of a markdown checklist (`- [ ] …`, `- [x] …`) in an assistant's text, when it has at least two. */
-const checklistItems = (text: string): ReadonlyArray<string> | undefined => {
-  const items = text.split("\n").flatMap((line) => {
-    const match = CHECKLIST_ITEM.exec(line)
-    return match === null || match[1]!.trim().length === 0 ? [] : [match[1]!]
-  })
-  return items.length >= 2 ? items : undefined
-}
-
-// ============================================================================
-// Identifiers
-// ============================================================================
-
-/** Where words end: white space and the quotes, brackets and separators around identifiers in prose and code. */
-const WORD_BREAK = /[\s"'`()[\]{}<>;|*]+/
-/** What a word loses at its end: sentence punctuation. */
-const TRAILING_PUNCTUATION = /[.,:!?]+$/
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-const HASH = /^[0-9a-f]{7,64}$/i
-const VERSION = /^(?:v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z.-]+)?|v\d+\.\d+)$/
-const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
-const UNITS = "ms|s|sec|µs|us|ns|min|h|B|KB|kB|MB|GB|TB|KiB|MiB|GiB|bytes|k|K|tokens|lines|px|%|x"
-const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS})$`)
-const UNIT = new RegExp(`^(?:${UNITS})$`)
-const ID = /^(?:#\d{1,7}|[A-Za-z]+_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{6,})$/
-
-const kindOfWord = (word: string): IdentifierKind | undefined => {
-  if (/^https?:\/\/./.test(word)) return "url"
-  if (UUID.test(word)) return "uuid"
-  if (HASH.test(word) && /\d/.test(word) && /[a-f]/i.test(word)) return "hash"
-  if (VERSION.test(word)) return "version"
-  if (QUANTITY.test(word)) return "quantity"
-  if (ID.test(word)) return "id"
-  return undefined
-}
-
-/** The identifiers of a text, in order, each with its kind. */
-const identifiersOf = (text: string): ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> => {
-  const words = text.split(WORD_BREAK).map((w) => w.replace(TRAILING_PUNCTUATION, "")).filter((w) => w.length > 0)
-  const found: Array<{ readonly text: string; readonly kind: IdentifierKind }> = []
-  for (let i = 0; i < words.length; i++) {
-    const word = words[i]!
-    const at = word.lastIndexOf("@")
-    const candidate = at > 0 && VERSION.test(word.slice(at + 1)) ? word.slice(at + 1) : word
-    const kind = kindOfWord(candidate)
-    if (kind !== undefined) found.push({ text: candidate, kind })
-    else if (NUMBER.test(word) && i + 1 < words.length && UNIT.test(words[i + 1]!)) {
-      found.push({ text: `${word} ${words[i + 1]}`, kind: "quantity" })
-      i++
-    }
-  }
-  return found
 }
 
 // ============================================================================
@@ -294,104 +97,13 @@ export interface AnchorOptions {
  *   items. Each item, cut to `ANCHOR_LIMITS.plan`, is one anchor.
  * @category anchors
  */
-export const anchorsOf = (messages: ReadonlyArray<Message>, options: AnchorOptions = {}): ReadonlyArray<Anchor> => {
-  const classify = options.classifier ?? defaultToolClassifier
-  const found = new Map<string, Anchor>()
-  const add = (anchor: Anchor): void => {
-    if (anchor.text.length === 0) return
-    const key = anchorKey(anchor)
-    const earlier = found.get(key)
-    // a key set again keeps its place: the order stays that of first appearance
-    found.set(key, earlier === undefined ? anchor : merge(earlier, anchor))
-  }
-  // outcomes of tool calls by id, read first so a command's result may come after it
-  const outcomes = new Map<string, boolean>()
-  for (const message of messages) {
-    if (typeof message.content === "string") continue
-    for (const block of message.content) {
-      if (isToolResult(block)) outcomes.set(block.tool_use_id, block.is_error === true)
-    }
-  }
-  let plan: { readonly items: ReadonlyArray<string>; readonly messageIndex: number } | undefined
-  messages.forEach((message, messageIndex) => {
-    if (message.role === "system") return
-    if (message.role === "user") {
-      if (isHumanMessage(message) && !isLibraryMessage(message)) {
-        const text = textOf(message)
-        add({ category: "instruction", text: clipped(text, ANCHOR_LIMITS.instruction), messageIndex })
-        for (const id of identifiersOf(text)) add({ category: "identifier", ...id, messageIndex })
-      }
-      if (typeof message.content === "string") return
-      for (const block of message.content) {
-        if (!isToolResult(block) || block.is_error !== true) continue
-        const text = resultText(block.content)
-        if (normalize(text) === MISSING_RESULT_TEXT) continue
-        add({ category: "error", text: clipped(errorLine(text), ANCHOR_LIMITS.error), messageIndex })
-      }
-      return
-    }
-    for (const block of blocksOf(message)) {
-      if (block.type === "text") {
-        const text = (block as { readonly text: string }).text
-        for (const id of identifiersOf(text)) add({ category: "identifier", ...id, messageIndex })
-        const items = checklistItems(text)
-        if (items !== undefined) plan = { items, messageIndex }
-        continue
-      }
-      if (!isToolUse(block)) continue
-      const action = classify(block)
-      if (action._tag !== "Other") {
-        add({
-          category: "path",
-          text: normalize(action.path),
-          access: action._tag === "Write" ? "modified" : "read",
-          messageIndex
-        })
-      }
-      const command = commandOf(block)
-      if (command !== undefined) {
-        const failed = outcomes.get(block.id)
-        add({
-          category: "command",
-          text: clipped(firstLine(command), ANCHOR_LIMITS.command),
-          outcome: failed === undefined ? "unanswered" : failed ? "failed" : "ok",
-          runs: 1,
-          failures: failed === true ? 1 : 0,
-          messageIndex
-        })
-      }
-      const items = todoItems(block)
-      if (items !== undefined) plan = { items, messageIndex }
-    }
-  })
-  if (plan !== undefined) {
-    for (const item of plan.items) {
-      add({ category: "plan", text: clipped(item, ANCHOR_LIMITS.plan), messageIndex: plan.messageIndex })
-    }
-  }
-  const all = [...found.values()]
-  return CATEGORIES.flatMap((category) => all.filter((a) => a.category === category))
-}
+export const anchorsOf = (messages: ReadonlyArray<Message>, options: AnchorOptions = {}): ReadonlyArray<Anchor> =>
+  spanAnchors(messages, isLibraryMessage, options.classifier)
 
 /** The summary, files and leading messages the library writes in the user's role. */
 const isLibraryMessage = (message: Message): boolean =>
   summaryText(message) !== undefined || filesOfMessage(message) !== undefined ||
   normalize(textOf(message)) === LEADING_USER_TEXT
-
-/** A later sighting of the same anchor: its message, and for a command its run counted and its outcome the last. */
-const merge = (earlier: Anchor, later: Anchor): Anchor => {
-  if (earlier.category === "command" && later.category === "command") {
-    return {
-      ...later,
-      runs: earlier.runs + later.runs,
-      failures: earlier.failures + later.failures
-    }
-  }
-  if (earlier.category === "path" && later.category === "path") {
-    return { ...later, access: earlier.access === "modified" ? "modified" : later.access }
-  }
-  return later
-}
 
 // ============================================================================
 // Presence in a view

@@ -5,6 +5,7 @@ import {
   CompactionPolicy,
   contextTokens,
   DEFAULT_COMPACT_AT_TOKENS,
+  DEFAULT_SUMMARY_BUDGET_TOKENS,
   DEFAULT_CONTEXT_WINDOW,
   DEFAULT_KEEP_RECENT_TOKENS,
   DEFAULT_KEEP_RECENT_TURNS,
@@ -34,7 +35,8 @@ describe("CompactionPolicy", () => {
       minRemaining: DEFAULT_MIN_REMAINING,
       contextWindow: DEFAULT_CONTEXT_WINDOW,
       maxTailTokens: 90_000,
-      compactAtTokens: DEFAULT_COMPACT_AT_TOKENS
+      compactAtTokens: DEFAULT_COMPACT_AT_TOKENS,
+      summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS
     })
     assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 100_000)
     assert.deepStrictEqual(

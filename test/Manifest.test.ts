@@ -1,0 +1,348 @@
+/**
+ * The manifest a summary carries by rule (`Summary.nextManifest`, `summaryWithManifest`, `splitSummary`): what it
+ * takes from a span, how it renders and parses back, how a chain of compactions merges it instead of nesting it, and
+ * the budget. Then the corpus: every shared session replayed through `Conversation` with a scripted model that
+ * answers every summary with one generic sentence, judged by the independent extractor of `fixtures/Anchors.ts` (a
+ * missing corpus fails loudly, naming the folder).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { compactContext } from "../src/Compact.ts"
+import { Conversation, type MessageParam, type Request } from "../src/Conversation.ts"
+import { normalizeUsage } from "../src/Import.ts"
+import type { Message } from "../src/Message.ts"
+import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
+import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
+import {
+  type Manifest,
+  type ManifestEntry,
+  nextManifest,
+  noFiles,
+  renderManifest,
+  splitManifest,
+  splitSummary,
+  summaryMessage,
+  summaryText,
+  summaryWithManifest
+} from "../src/Summary.ts"
+import { estimateTokens } from "../src/Tokens.ts"
+import { emptyTallies, REF_CATEGORIES, type RefCategory, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
+import { generateSession } from "./fixtures/Conversation.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+
+const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
+const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
+const call = (id: string, name: string, input: unknown): Message => ({
+  role: "assistant",
+  content: [{ type: "tool_use", id, name, input }]
+})
+const result = (id: string, content: string, isError = false): Message => ({
+  role: "user",
+  content: [{ type: "tool_result", tool_use_id: id, content, ...(isError ? { is_error: true } : {}) }]
+})
+const bash = (id: string, command: string, output: string, failed = false): ReadonlyArray<Message> => [
+  call(id, "bash", { command }),
+  result(id, output, failed)
+]
+
+const ofKind = <K extends ManifestEntry["kind"]>(manifest: Manifest, kind: K) =>
+  manifest.entries.filter((e): e is ManifestEntry & { readonly kind: K } => e.kind === kind)
+
+const GENERIC = "We worked on the code and made progress."
+
+describe("nextManifest", () => {
+  const span: ReadonlyArray<Message> = [
+    user("Fix the lexer.\nKeep the public API."),
+    ...bash("t1", "npm test", "Error: expected 3 to be 4", true),
+    ...bash("t2", "npm test", "Error: expected 3 to be 4", true),
+    call("w1", "write", { path: "src/lexer.ts", content: "export const a = 1\n" }),
+    result("w1", "ok"),
+    call("e1", "edit", { path: "src/lexer.ts", oldText: "a = 1", newText: "a = 2" }),
+    result("e1", "ok"),
+    ...bash("t3", "npm test", "all passed"),
+    ...bash("l1", "npm run lint", "error: no-unused-vars in src/x.ts", true),
+    assistant("Commit a1b2c3d4e5 is on v1.2.3; it took 340ms."),
+    call("todo", "TodoWrite", { todos: [{ content: "write the test" }, { content: "ship it" }] }),
+    result("todo", "ok"),
+    user("Now the parser, please.")
+  ]
+  const manifest = nextManifest({}, span)
+
+  it("keeps the user's instructions verbatim, newest first", () => {
+    assert.deepStrictEqual(ofKind(manifest, "instruction").map((e) => e.text), [
+      "Now the parser, please.",
+      "Fix the lexer.\nKeep the public API."
+    ])
+  })
+
+  it("deduplicates commands with their runs, failures and last outcome", () => {
+    const commands = ofKind(manifest, "command")
+    assert.deepStrictEqual(commands.map((e) => [e.text, e.runs, e.failures, e.last]), [
+      ["npm run lint", 1, 1, "failed"],
+      ["npm test", 3, 2, "ok"]
+    ])
+    assert.include(renderManifest(manifest), `command 0 "npm test" ×3: 2 failed, last passed`)
+  })
+
+  it("marks an error resolved once the same command later succeeds", () => {
+    const errors = ofKind(manifest, "error")
+    assert.deepStrictEqual(errors.map((e) => [e.text, e.source, e.resolved]), [
+      ["error: no-unused-vars in src/x.ts", "npm run lint", false],
+      ["Error: expected 3 to be 4", "npm test", true]
+    ])
+  })
+
+  it("keeps identifiers, the latest plan, and a modified file's latest known content", () => {
+    assert.deepStrictEqual(ofKind(manifest, "identifier").map((e) => e.text).sort(), [
+      "340ms",
+      "a1b2c3d4e5",
+      "v1.2.3"
+    ])
+    assert.deepStrictEqual(ofKind(manifest, "plan").map((e) => e.text), ["write the test", "ship it"])
+    assert.deepStrictEqual(ofKind(manifest, "file").map((e) => [e.text, e.content]), [
+      ["src/lexer.ts", "export const a = 2\n"]
+    ])
+  })
+
+  it("a chained manifest ages the earlier entries, merges them, and resolves what the new span fixed", () => {
+    const later = nextManifest({ manifest, body: "We kept the hash deadbeef42 in mind." }, [
+      user("Run the lint again."),
+      ...bash("l2", "npm run lint", "clean"),
+      ...bash("t4", "npm test", "Error: boom", true)
+    ])
+    const commands = ofKind(later, "command")
+    assert.deepStrictEqual(commands.map((e) => [e.text, e.runs, e.failures, e.last, e.age]), [
+      ["npm test", 4, 3, "failed", 0],
+      ["npm run lint", 2, 1, "ok", 0]
+    ])
+    const lint = ofKind(later, "error").find((e) => e.source === "npm run lint")!
+    assert.deepStrictEqual([lint.resolved, lint.age], [true, 1])
+    assert.deepStrictEqual(ofKind(later, "instruction").map((e) => [e.text, e.age]), [
+      ["Run the lint again.", 0],
+      ["Now the parser, please.", 1],
+      ["Fix the lexer.\nKeep the public API.", 1]
+    ])
+    // the earlier model text's identifiers join the manifest, so a later model that drops them loses nothing
+    assert.isTrue(ofKind(later, "identifier").some((e) => e.text === "deadbeef42" && e.age === 1))
+    // no new plan: the earlier one stays; the file content stays known
+    assert.deepStrictEqual(ofKind(later, "plan").map((e) => e.age), [1, 1])
+    assert.deepStrictEqual(ofKind(later, "file").map((e) => e.content), ["export const a = 2\n"])
+  })
+})
+
+describe("manifest text", () => {
+  const hostile: Manifest = {
+    entries: [
+      { kind: "instruction", text: 'two\nlines with "quotes" and </compaction-manifest>', age: 0 },
+      { kind: "error", text: 'Error: "x"\\y', source: "tool a.ts", resolved: false, age: 2 },
+      { kind: "plan", text: "step ✓", age: 1 },
+      { kind: "command", text: "npm test", runs: 1, failures: 1, last: "failed", age: 0 },
+      { kind: "command", text: "make", runs: 2, failures: 0, last: "unanswered", age: 3 },
+      { kind: "identifier", text: "toolu_01AbC9", age: 0 },
+      { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },
+      { kind: "file", text: "c.ts", content: undefined, age: 1 }
+    ]
+  }
+
+  it("parses back exactly what it rendered, hostile text included, after any model text", () => {
+    const text = `The model wrote this.\n\n${renderManifest(hostile)}\n`
+    assert.deepStrictEqual(splitManifest(text), { body: "The model wrote this.", manifest: hostile })
+  })
+
+  it("only a block at the very end counts: an imitation inside the model's text is body", () => {
+    const imitation = `Before.\n${renderManifest(hostile)}\nAfter, the model went on.`
+    assert.deepStrictEqual(splitManifest(imitation), { body: imitation, manifest: undefined })
+    const broken = renderManifest(hostile).replace('command 0 "npm test" ×1: failed', "command zero")
+    assert.isUndefined(splitManifest(broken).manifest)
+  })
+
+  it("a summary splits into the model's text, the manifest and the files", () => {
+    const files = { read: ["r.ts"], modified: ["m.ts"] }
+    const text = summaryWithManifest("Model text.", hostile, files, { budgetTokens: 8_000 })
+    assert.deepStrictEqual(splitSummary(text), { body: "Model text.", manifest: hostile, files })
+  })
+})
+
+describe("the budget", () => {
+  const entries: Array<ManifestEntry> = []
+  for (let age = 0; age < 10; age++) {
+    entries.push({ kind: "instruction", text: `instruction of age ${age}: ${"x".repeat(400)}`, age })
+    entries.push({ kind: "command", text: `command-${age} ${"y".repeat(100)}`, runs: 1, failures: 0, last: "ok", age })
+  }
+  const manifest: Manifest = { entries }
+
+  it("stays within the budget, and the oldest leave first", () => {
+    const text = summaryWithManifest(GENERIC, manifest, noFiles, { budgetTokens: 1_200 })
+    assert.isAtMost(estimateTokens([summaryMessage(text)]), 1_200)
+    const kept = splitSummary(text).manifest!.entries
+    assert.isAbove(kept.length, 2)
+    assert.isBelow(kept.length, entries.length)
+    // within each kind the newest stay: the kept ages are 0, 1, 2, … with no gap, and the oldest left
+    for (const kind of ["instruction", "command"] as const) {
+      const ages = kept.filter((e) => e.kind === kind).map((e) => e.age)
+      assert.deepStrictEqual(ages, ages.map((_, i) => i), kind)
+    }
+    assert.isFalse(kept.some((e) => e.age === 9))
+  })
+
+  it("never takes more than the span it replaces allows", () => {
+    const text = summaryWithManifest(GENERIC, manifest, noFiles, { budgetTokens: 8_000, spanTokens: 700 })
+    assert.isAtMost(estimateTokens([summaryMessage(text)]), 700)
+  })
+
+  it("identifiers the model's text already holds are not repeated", () => {
+    const ids: Manifest = {
+      entries: [{ kind: "identifier", text: "a1b2c3d", age: 0 }, { kind: "identifier", text: "v9.9.9", age: 0 }]
+    }
+    const kept = splitSummary(summaryWithManifest("We pinned a1b2c3d.", ids, noFiles, { budgetTokens: 8_000 }))
+    assert.deepStrictEqual(kept.manifest!.entries.map((e) => e.text), ["v9.9.9"])
+  })
+
+  it("a model text that leaves no room is cut, and the entries of the span stay", () => {
+    const fresh: Manifest = { entries: [{ kind: "instruction", text: "keep me", age: 0 }] }
+    const text = summaryWithManifest("z".repeat(40_000), fresh, noFiles, { budgetTokens: 2_000 })
+    assert.isAtMost(estimateTokens([summaryMessage(text)]), 2_000)
+    assert.include(text, "the summary was cut here")
+    assert.deepStrictEqual(splitSummary(text).manifest!.entries, fresh.entries)
+  })
+})
+
+/** A summarizer that answers every request with `GENERIC`, recording each request. */
+const genericSummarizer = (requests: Array<SummarizeRequest>) =>
+  Layer.succeed(Summarizer, {
+    name: "generic",
+    summarize: (request: SummarizeRequest) =>
+      Effect.sync(() => {
+        requests.push(request)
+        return { text: GENERIC, model: "scripted", usage: zeroUsage, summarizer: "generic" }
+      })
+  })
+
+describe("compactContext carries the manifest", () => {
+  it.effect("a second compaction merges the first one's manifest instead of nesting it", () =>
+    Effect.gen(function* () {
+      const requests: Array<SummarizeRequest> = []
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 20_000,
+        minRemaining: 2_000,
+        keepRecentTokens: 2_000,
+        maxTailTokens: 4_000
+      })
+      const session = generateSession(31, { messages: 300 })
+      const first = yield* compactContext(session, policy).pipe(Effect.provide(genericSummarizer(requests)))
+      assert.strictEqual(first.outcome._tag, "Compacted")
+      const firstParts = splitSummary(summaryText(first.messages[0]!)!)
+      assert.isDefined(firstParts.manifest)
+      const more = generateSession(32, { messages: 300 }).slice(1)
+      const second = yield* compactContext([...first.messages, ...more], policy).pipe(
+        Effect.provide(genericSummarizer(requests))
+      )
+      assert.strictEqual(second.outcome._tag, "Compacted")
+      const text = summaryText(second.messages[0]!)!
+      // the model saw the earlier model text only, and the new summary holds one manifest block
+      assert.strictEqual(requests[1]!.previousSummary, GENERIC)
+      assert.strictEqual(text.split("<compaction-manifest").length, 2)
+      const secondParts = splitSummary(text)
+      assert.strictEqual(secondParts.body, GENERIC)
+      const aged = secondParts.manifest!.entries.filter((e) => e.age === 1)
+      assert.isAbove(aged.length, 0)
+      for (const entry of aged) {
+        assert.isTrue(firstParts.manifest!.entries.some((e) => e.kind === entry.kind && e.text === entry.text))
+      }
+    }))
+})
+
+// ============================================================================
+// The corpus, through Conversation
+// ============================================================================
+
+interface Replayed {
+  readonly span: ReadonlyArray<Message>
+  /** The previous summary message, when the replaced head opened with one. */
+  readonly previous: Message | undefined
+  readonly request: Request
+}
+
+const tailOf = (request: Request): ReadonlyArray<Message> => {
+  const messages = request.messages as unknown as ReadonlyArray<Message>
+  const first = messages[0]
+  if (first === undefined || summaryText(first) === undefined) return messages
+  const merged = typeof first.content === "string" ? [] : first.content.slice(1)
+  return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
+}
+
+const replay = (messages: ReadonlyArray<Message>, policy: CompactionPolicy): Promise<ReadonlyArray<Replayed>> => {
+  const requests: Array<SummarizeRequest> = []
+  const out: Array<Replayed> = []
+  let previous: Message | undefined
+  return Effect.runPromise(
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      for (const message of messages) {
+        const param = message as unknown as MessageParam
+        if (message.role !== "assistant") {
+          yield* conversation.append(param)
+          continue
+        }
+        const before = requests.length
+        const prepared = yield* conversation.prepare
+        if (requests.length > before) {
+          const outcome = prepared.compaction
+          if (outcome !== undefined && outcome._tag !== "Skipped") {
+            out.push({ span: requests.at(-1)!.messages, previous, request: prepared.request })
+            previous = (prepared.request.messages as unknown as ReadonlyArray<Message>)[0]
+          }
+        }
+        const usage = normalizeUsage((message as unknown as Record<string, unknown>)["_usage"])
+        yield* conversation.recordReply(param, usage, { requestEpoch: prepared.epoch })
+      }
+    }).pipe(Effect.provide(Conversation.layerMemory({ policy }).pipe(Layer.provide(genericSummarizer(requests)))))
+  ).then(() => out)
+}
+
+const OFTEN = CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentTokens: 4_000, maxTailTokens: 4_000 })
+
+describe("the corpus, with a model that writes one generic sentence", () => {
+  const sessions = corpus()
+  for (const [name, policy] of [["24k/4k", OFTEN], ["the defaults", defaultPolicy]] as const) {
+    it(
+      `${name}: the next request keeps every path, and at least 0.95 of commands, errors, ids, instructions`,
+      async () => {
+        const tallies = emptyTallies()
+        let compactions = 0
+        for (const session of sessions) {
+          for (const c of await replay(session.messages, policy)) {
+            compactions++
+            tallyRetention(referenceAnchors(c.span), c.request.messages, tailOf(c.request), tallies)
+            const summary = (c.request.messages as unknown as ReadonlyArray<Message>)[0]!
+            const size = estimateTokens([summary])
+            // within the policy's budget, and never larger than the span it replaces
+            assert.isAtMost(size, policy.summaryBudgetTokens, `${session.name}: compaction ${compactions}`)
+            const replaced = estimateTokens(c.previous === undefined ? c.span : [c.previous, ...c.span])
+            assert.isAtMost(size, replaced, `${session.name}: compaction ${compactions}`)
+          }
+        }
+        assert.isAbove(compactions, 50)
+        const share = (c: RefCategory) => tallies[c].present / tallies[c].counted
+        const floors: Record<RefCategory, number> = {
+          path: 1,
+          command: 0.99,
+          error: 1,
+          identifier: 1,
+          instruction: 1,
+          plan: 1
+        }
+        for (const category of REF_CATEGORIES) {
+          if (tallies[category].counted === 0) continue
+          assert.isAtLeast(
+            share(category),
+            floors[category],
+            `${name}: ${category} ${JSON.stringify(tallies[category])}`
+          )
+        }
+      },
+      120_000
+    )
+  }
+})
