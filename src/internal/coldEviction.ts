@@ -14,20 +14,7 @@ import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
 import type { LineRange, ToolClassifier } from "../Tools.ts"
 import { covers } from "../Tools.ts"
-import {
-  countedForKeep,
-  type DecideOptions,
-  type Decision,
-  eligible,
-  freedBy,
-  isPinnedLatest,
-  offloadedBy,
-  payloadOf,
-  pricedPointer,
-  reasonFor,
-  unchanged,
-  worthIt
-} from "./evictionRules.ts"
+import * as rules from "./evictionRules.ts"
 import { escaped } from "./pointer.ts"
 
 /** A later successful partial read: its lines, its message and the replies after it. */
@@ -152,8 +139,8 @@ export const evictCold = <M extends Message>(
   messages: ReadonlyArray<M>,
   keep: number,
   classify: ToolClassifier,
-  options: DecideOptions
-): Decision<M> => {
+  options: rules.DecideOptions
+): rules.Decision<M> => {
   const pinned = options.pinned
   const paths = new Map<string, LaterReads>()
   // the message of each counted result after the current one, newest first, and the replies after it
@@ -210,14 +197,14 @@ export const evictCold = <M extends Message>(
       let read: LaterReads | undefined
       if (action._tag === "Read") {
         const facts = read = laterReadsOf(paths, action.path)
-        const pinnedLatest = isPinnedLatest(action, readLater(facts), pinned)
+        const pinnedLatest = rules.isPinnedLatest(action, readLater(facts), pinned)
         const covering = coveringReplies(facts, action.range)
         const superseded = covering >= 0
         const modified = facts.write >= 0
-        reason = reasonFor(superseded, modified, pinnedLatest, failed, counted, keep)
+        reason = rules.reasonFor(superseded, modified, pinnedLatest, failed, counted, keep)
         if (reason === "superseded") sinceReplies = covering
         else if (reason === "modified") sinceReplies = facts.writeReplies
-        if (countedForKeep(superseded, modified, pinnedLatest)) {
+        if (rules.countedForKeep(superseded, modified, pinnedLatest)) {
           countedAt.push(i)
           countedReplies.push(replies)
         }
@@ -229,40 +216,40 @@ export const evictCold = <M extends Message>(
           facts.writeReplies = replies
         }
         // nothing supersedes or modifies a call that is not a read: it is counted, and only ever stale
-        reason = reasonFor(false, false, false, failed, counted, keep)
+        reason = rules.reasonFor(false, false, false, failed, counted, keep)
         countedAt.push(i)
         countedReplies.push(replies)
       }
       if (reason === undefined) continue
       if (reason === "stale" && keep > 0) sinceReplies = countedReplies[counted - keep]!
-      const payload = payloadOf(result)
-      if (!eligible(result, action, failed, payload)) continue
+      const payload = rules.payloadOf(result)
+      if (!rules.eligible(result, action, failed, payload)) continue
       const path = read === undefined ? undefined : (read.escapedPath ??= escaped(read.path))
-      const pointer = pricedPointer(toolUse, action, result, reason, payload, path)
+      const pointer = rules.pricedPointer(toolUse, action, result, reason, payload, path)
       if (pointer === undefined) continue
       newContent ??= content.slice()
       newContent[j] = pointer.replacement
-      const o = offloadedBy(i, j, pointer)
+      const o = rules.offloadedBy(i, j, pointer)
       readsPaid += o.tokensFreed * sinceReplies
       offloaded.push(o)
     }
     if (newContent !== undefined) {
       const replaced = { ...message, content: newContent } as M
-      tokensFreed += freedBy(message, replaced)
+      tokensFreed += rules.freedBy(message, replaced)
       out ??= messages.slice()
       out[i] = replaced
       firstChange = i
     }
     if (opens) break
   }
-  if (out === undefined) return unchanged(messages)
+  if (out === undefined) return rules.unchanged(messages)
   const evicted = out
   const behind = () => {
     let sum = 0
     for (let k = firstChange; k < evicted.length; k++) sum += estimateMessageTokens(evicted[k]!)
     return sum
   }
-  if (!worthIt(options, tokensFreed, readsPaid, behind)) return unchanged(messages)
+  if (!rules.worthIt(options, tokensFreed, readsPaid, behind)) return rules.unchanged(messages)
   offloaded.reverse()
   return { messages: out, offloaded, tokensFreed }
 }

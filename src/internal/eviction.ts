@@ -26,21 +26,7 @@ import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
 import type { ToolAction, ToolClassifier } from "../Tools.ts"
 import { covers } from "../Tools.ts"
-import {
-  countedForKeep,
-  type DecideOptions,
-  type Decision,
-  eligible,
-  freedBy,
-  isPinnedLatest,
-  offloadedBy,
-  payloadOf,
-  type PricedPointer,
-  pricedPointer,
-  reasonFor,
-  unchanged,
-  worthIt
-} from "./evictionRules.ts"
+import * as rules from "./evictionRules.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
@@ -219,7 +205,7 @@ const recount = (index: EvictionIndex, record: ResultRecord): void => {
   else {
     if (record.modified || record.superseded) index.pinSensitive.delete(record)
     // being pinned matters only to a modified latest read (above): false stands for it here
-    setCounted(index, record, countedForKeep(record.superseded, record.modified, false))
+    setCounted(index, record, rules.countedForKeep(record.superseded, record.modified, false))
   }
 }
 
@@ -238,8 +224,8 @@ const addResult = (
 ): void => {
   const action = index.classify(toolUse)
   const failed = result.is_error === true
-  const payload = payloadOf(result)
-  const open = eligible(result, action, failed, payload)
+  const payload = rules.payloadOf(result)
+  const open = rules.eligible(result, action, failed, payload)
   const record: ResultRecord = {
     ordinal: index.records.length,
     message,
@@ -308,17 +294,17 @@ const holds = (messages: ReadonlyArray<Message>, record: ResultRecord): boolean 
 }
 
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
-const pointers = new WeakMap<ToolResultBlock, Array<PricedPointer>>()
+const pointers = new WeakMap<ToolResultBlock, Array<rules.PricedPointer>>()
 
 /** `pricedPointer` for an indexed result, remembered by block: the index decides again next step. */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
   reason: OffloadReason
-): PricedPointer | undefined => {
+): rules.PricedPointer | undefined => {
   let built = pointers.get(block)
   if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
-  const pointer = pricedPointer(record.toolUse, record.action, block, reason, record.payload)
+  const pointer = rules.pricedPointer(record.toolUse, record.action, block, reason, record.payload)
   if (pointer !== undefined) {
     if (built === undefined) pointers.set(block, built = [])
     built.push(pointer)
@@ -343,12 +329,12 @@ export const decide = <M extends Message>(
   index: EvictionIndex,
   messages: ReadonlyArray<M>,
   keep: number,
-  options: DecideOptions
-): Decision<M> => {
+  options: rules.DecideOptions
+): rules.Decision<M> => {
   const pinned = options.pinned
   // a pin-sensitive read is a modified latest read, not superseded
   for (const record of index.pinSensitive) {
-    setCounted(index, record, countedForKeep(false, true, isPinnedLatest(record.action, false, pinned)))
+    setCounted(index, record, rules.countedForKeep(false, true, rules.isPinnedLatest(record.action, false, pinned)))
   }
   if (index.woken.length > 0) {
     index.open = [...index.open, ...index.woken].sort((a, b) => a.ordinal - b.ordinal)
@@ -372,9 +358,9 @@ export const decide = <M extends Message>(
       continue
     }
     const block = record.result
-    const pinnedLatest = isPinnedLatest(record.action, record.readLater, pinned)
+    const pinnedLatest = rules.isPinnedLatest(record.action, record.readLater, pinned)
     const after = ranks.prefix(record.ordinal + 1)
-    const reason = reasonFor(record.superseded, record.modified, pinnedLatest, record.failed, total - after, keep)
+    const reason = rules.reasonFor(record.superseded, record.modified, pinnedLatest, record.failed, total - after, keep)
     // the message it became offloadable at: the covering read's, the write's, or (stale) the keep-th counted result's
     // after it, or its own with keep 0
     let since = record.message
@@ -395,11 +381,11 @@ export const decide = <M extends Message>(
       continue
     }
     open[kept++] = record
-    offloaded.push(offloadedBy(record.message, record.block, pointer))
+    offloaded.push(rules.offloadedBy(record.message, record.block, pointer))
     sinces.push(since)
   }
   open.length = kept
-  if (offloaded.length === 0) return unchanged(messages)
+  if (offloaded.length === 0) return rules.unchanged(messages)
   // rebuild the changed messages, newest first (the order the backward scan summed in)
   let out: Array<M> | undefined
   let tokensFreed = 0
@@ -415,7 +401,7 @@ export const decide = <M extends Message>(
       readsPaid += o.tokensFreed * (replies - index.repliesUpTo[sinces[u]!]!)
     }
     const replaced = { ...message, content: newContent } as M
-    tokensFreed += freedBy(message, replaced)
+    tokensFreed += rules.freedBy(message, replaced)
     out ??= messages.slice()
     out[i] = replaced
     t = u
@@ -423,7 +409,7 @@ export const decide = <M extends Message>(
   const firstChange = offloaded[0]!.messageIndex
   const tokens = index.tokens
   const behind = () => tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
-  if (!worthIt(options, tokensFreed, readsPaid, behind)) return unchanged(messages)
+  if (!rules.worthIt(options, tokensFreed, readsPaid, behind)) return rules.unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
 }
 
