@@ -5,8 +5,10 @@
  * own pure transitions (`appendMessage`, `prepareStep`, `prepareCompaction`/`finishCompaction`, `recordReply`), so
  * the requests priced are exactly those the library would send, breakpoints included (`requestOf`). Before each
  * recorded reply a request is made; the reply is then recorded with the usage the simulated request was billed, and
- * that usage drives the trigger, as a provider's would. No summarizer is called: a summary is
- * `min(summaryMaxTokens, summaryRatio × transcript)` tokens, and its call is billed as uncached input (the transcript
+ * that usage drives the trigger, as a provider's would (the recorded usage, which measured the original session's
+ * view, only calibrates sizes). `compaction replay` and the HTML report run this same engine
+ * (`internal/simulate/replay.ts`), so they send, count and price the same requests. No summarizer is called: a
+ * summary is `min(summaryMaxTokens, summaryRatio × transcript)` tokens, and its call is billed as uncached input (the transcript
  * plus `summarizerOverheadTokens`) and output.
  *
  * **The cache** is modelled as the API does it (`internal/simulate/cache.ts`): entries at each request's breakpoints,

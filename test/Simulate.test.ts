@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { readFileSync } from "node:fs"
 import { MAX_BREAKPOINTS } from "../src/Cache.ts"
 import { replayMessages } from "../src/cli/Replay.ts"
 import type { Request } from "../src/Conversation.ts"
-import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { importSession, type Session } from "../src/Import.ts"
 import { PromptCache } from "../src/internal/simulate/cache.ts"
 import type { Message } from "../src/Message.ts"
-import { CompactionPolicy } from "../src/Policy.ts"
+import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import type { RequestEvent, SimPolicy } from "../src/Simulate.ts"
 import {
   checkAgainstRecord,
@@ -20,6 +20,8 @@ import {
   standardPolicies,
   type SweepPoint
 } from "../src/Simulate.ts"
+import { Summarizer } from "../src/Summarizer.ts"
+import { summaryText } from "../src/Summary.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { rawFile } from "./fixtures/Corpus.ts"
@@ -116,23 +118,46 @@ describe("checked against the bills", () => {
 })
 
 describe("simulate", () => {
-  it.effect("prices exactly the requests Conversation sends", () =>
+  it.effect("its requests are the Conversation service's, fed the usage and the summaries it predicts", () =>
     Effect.gen(function* () {
       const messages = generateSession(5, { messages: 240 })
-      const policy = CompactionPolicy.makeUnsafe({ contextWindow: 1_000_000, minRemaining: 20_000 })
-      const sent: Array<Request> = []
-      yield* replayMessages(messages, new Map(), {
-        policy,
-        onRequest: (_, request) => Effect.sync(() => void sent.push(request))
-      }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 20_000,
+        minRemaining: 2_000,
+        keepRecentTokens: 2_000
+      })
       const simulated: Array<RequestEvent> = []
       const report = simulatePolicy(messages, {
         name: "ours",
-        strategy: { _tag: "Library", options: { policy: { contextWindow: 1_000_000 } } }
+        strategy: { _tag: "Library", options: {} }
       }, { onRequest: (e) => simulated.push(e), compaction: policy })
       assert.isAbove(report.tokensOffloaded, 0, "the session evicts")
-      assert.strictEqual(simulated.length, sent.length)
-      simulated.forEach((e, i) => assert.deepStrictEqual(e.prompt, sent[i]!.messages as never, `request ${i}`))
+      assert.isAbove(report.compactions, 0, "the session compacts")
+      // the service gets, for each reply, the usage the engine predicted, and for each compaction the engine's summary
+      // (its stand-in text is one line: the rest of the summary message is the appendix the compaction adds)
+      const usage = new Map(simulated.map((e) => [e.index, e.usage]))
+      const summaries = simulated.flatMap((e, i) =>
+        report.perRequest[i]!.compacted ? [summaryText(e.prompt[0]!)!.split("\n")[0]!] : []
+      )
+      const summarizer = Layer.succeed(Summarizer, {
+        name: "simulated",
+        summarize: () =>
+          Effect.sync(() => ({
+            text: summaries.shift()!,
+            model: "simulated",
+            usage: zeroUsage,
+            summarizer: "simulated"
+          }))
+      })
+      const sent: Array<Request> = []
+      const replayed = yield* replayMessages(messages, usage, {
+        policy,
+        onRequest: (_, request) => Effect.sync(() => void sent.push(request))
+      }).pipe(Effect.provide(summarizer))
+      assert.strictEqual(replayed.compactions, report.compactions)
+      assert.strictEqual(replayed.evictions, report.evictions)
+      assert.strictEqual(sent.length, simulated.length)
+      simulated.forEach((e, i) => assert.deepStrictEqual(sent[i], e.request, `request ${i + 1}`))
     }))
 
   it.prop(

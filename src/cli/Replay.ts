@@ -153,7 +153,10 @@ export interface SessionReplay {
   readonly report: PolicyReport
 }
 
-/** The summary of an engine replay: its counts from the report, `invalidRequests` and `resumes` as the driver saw them. @category replay */
+/**
+ * The summary of an engine replay: its counts from the report, `invalidRequests` and `resumes` as the driver saw them.
+ * @category replay
+ */
 export const replaySummaryOf = (report: PolicyReport, invalidRequests: number, resumes: number): ReplaySummary => ({
   requests: report.requests,
   compactions: report.compactions,
