@@ -37,17 +37,21 @@ import {
   splitSummary,
   type SummaryBudget,
   summaryFloorTokens,
-  summaryMessage,
-  summaryText,
   summaryWithManifest
 } from "./Summary.ts"
+import * as SummaryModule from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
 
-/** The summary message, moved to `Summary`; re-exported so `Compact.summaryMessage` and the rest keep working. */
-export { SUMMARY_HEADER, summaryMessage, summaryText } from "./Summary.ts"
+// The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
+/** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */
+export const SUMMARY_HEADER: typeof SummaryModule.SUMMARY_HEADER = SummaryModule.SUMMARY_HEADER
+/** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */
+export const summaryMessage: typeof SummaryModule.summaryMessage = SummaryModule.summaryMessage
+/** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */
+export const summaryText: typeof SummaryModule.summaryText = SummaryModule.summaryText
 
 // ============================================================================
 // Outcome and errors
@@ -273,7 +277,7 @@ export const prepareCompaction = <M extends Message>(
   if (tokensBefore - plan.keptTokens < minFreedTokens) return unchanged(messages, "TooLittleFreed", tokensBefore)
   const head = messages.slice(0, plan.cut)
   const first = head[0]!
-  const previous = summaryText(first)
+  const previous = SummaryModule.summaryText(first)
   // an earlier summary is fed as `previousSummary`, not summarized again; blocks merged into its message after the
   // summary text (a caller's own `repair` merges consecutive user messages) are new content
   const sinceSummary: ReadonlyArray<Message> = previous === undefined
@@ -412,7 +416,7 @@ export const finishCompaction = <M extends Message>(
   // the block goes first, verbatim, in an assistant message of its own (the typed view keeps `BuiltMessage` for SDK
   // assignability: this message is a beta block, sent with `client.beta.messages`)
   const summaryMsg: BuiltMessage = block === undefined
-    ? summaryMessage(summaryWithManifest(summary.text, plan.manifest, plan.files, plan.summaryBudget))
+    ? SummaryModule.summaryMessage(summaryWithManifest(summary.text, plan.manifest, plan.files, plan.summaryBudget))
     : { role: "assistant", content: [block] } as unknown as BuiltMessage
   // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
   // message gets no filler in front of it: the summary, or the files message after a block, is its user message)

@@ -288,22 +288,22 @@ export const KNOWN_BLOCK_TYPES: ReadonlySet<string> = new Set([
   ...SERVER_TOOL_RESULT_TYPES
 ])
 
-/** @category guards */
+/** True when the block is a `text` block. @category guards */
 export const isText = (block: ContentBlock): block is TextBlock => block.type === "text"
-/** @category guards */
+/** True when the block is an `image` block. @category guards */
 export const isImage = (block: ContentBlock): block is ImageBlock => block.type === "image"
-/** @category guards */
+/** True when the block is a `document` block. @category guards */
 export const isDocument = (block: ContentBlock): block is DocumentBlock => block.type === "document"
-/** @category guards */
+/** True when the block is a `thinking` block. @category guards */
 export const isThinking = (block: ContentBlock): block is ThinkingBlock => block.type === "thinking"
-/** @category guards */
+/** True when the block is a `redacted_thinking` block. @category guards */
 export const isRedactedThinking = (block: ContentBlock): block is RedactedThinkingBlock =>
   block.type === "redacted_thinking"
-/** @category guards */
+/** True when the block is a client `tool_use` block. @category guards */
 export const isToolUse = (block: ContentBlock): block is ToolUseBlock => block.type === "tool_use"
-/** @category guards */
+/** True when the block is a client `tool_result` block. @category guards */
 export const isToolResult = (block: ContentBlock): block is ToolResultBlock => block.type === "tool_result"
-/** @category guards */
+/** True when the block is a `server_tool_use` block. @category guards */
 export const isServerToolUse = (block: ContentBlock): block is ServerToolUseBlock => block.type === "server_tool_use"
 /**
  * True for every server tool result block (web search, web fetch, code execution, tool search, advisor, MCP).

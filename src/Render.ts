@@ -1,6 +1,6 @@
 /**
  * The transcript for a summarizer: `render` turns a summarized head into plain text, bounded by `renderBound`. (The
- * file appendix that ends a summary message lives in `Summary` and is re-exported here.)
+ * file appendix that ends a summary message lives in `Summary`; its old names here are deprecated.)
  *
  * `render` is lossy in the safe direction: user and assistant prose is kept nearly whole, a tool call becomes a
  * one-liner, tool output is clipped (head and tail kept, the clip says how much was cut), thinking is left out, images
@@ -36,18 +36,24 @@ import {
   isToolResult,
   isToolUse
 } from "./Message.ts"
+import * as Summary from "./Summary.ts"
 import { shortInput } from "./Tools.ts"
 
-/** The summary appendix, moved to `Summary`; re-exported so `Render.renderAppendix` and the rest keep working. */
-export {
-  APPENDIX_MAX_FILES,
-  mergeFiles,
-  noFiles,
-  parseAppendix,
-  renderAppendix,
-  splitAppendix,
-  stripAppendix
-} from "./Summary.ts"
+// The summary appendix moved to `Summary`; its old names here are the same values, until 0.2.0.
+/** @deprecated Use `Summary.APPENDIX_MAX_FILES` (the appendix belongs to the summary message). */
+export const APPENDIX_MAX_FILES: typeof Summary.APPENDIX_MAX_FILES = Summary.APPENDIX_MAX_FILES
+/** @deprecated Use `Summary.mergeFiles` (the appendix belongs to the summary message). */
+export const mergeFiles: typeof Summary.mergeFiles = Summary.mergeFiles
+/** @deprecated Use `Summary.noFiles` (the appendix belongs to the summary message). */
+export const noFiles: typeof Summary.noFiles = Summary.noFiles
+/** @deprecated Use `Summary.parseAppendix` (the appendix belongs to the summary message). */
+export const parseAppendix: typeof Summary.parseAppendix = Summary.parseAppendix
+/** @deprecated Use `Summary.renderAppendix` (the appendix belongs to the summary message). */
+export const renderAppendix: typeof Summary.renderAppendix = Summary.renderAppendix
+/** @deprecated Use `Summary.splitAppendix` (the appendix belongs to the summary message). */
+export const splitAppendix: typeof Summary.splitAppendix = Summary.splitAppendix
+/** @deprecated Use `Summary.stripAppendix` (the appendix belongs to the summary message). */
+export const stripAppendix: typeof Summary.stripAppendix = Summary.stripAppendix
 
 // ============================================================================
 // Options

@@ -4,6 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Lib from "../src/index.ts"
+import { barrelNamespaces, isDeprecated, parseDocComment, publicNames } from "./fixtures/PublicApi.ts"
 
 /** The value exports of each namespace before the split. */
 const VALUES_BEFORE: Readonly<Record<string, ReadonlyArray<string>>> = {
@@ -201,5 +202,69 @@ describe("public names", () => {
       assert.strictEqual((Lib.Summarizer as Record<string, unknown>)[tag], Lib.SummarizeError[tag], tag)
     }
     assert.strictEqual(typeof Lib.Summarizer.ServerCompactionSummarizer.make, "function")
+  })
+})
+
+/** The barrel's public names read from the source (`test/fixtures/PublicApi.ts`), with their doc comments. */
+const names = publicNames()
+const live = names.filter((name) => !isDeprecated(name))
+const barrel = Lib as unknown as Record<string, Record<string, unknown> | undefined>
+const valueOf = (namespace: string, name: string): unknown => barrel[namespace]?.[name]
+const isObject = (value: unknown): value is object =>
+  (typeof value === "object" && value !== null) || typeof value === "function"
+
+describe("the public surface, read from the source", () => {
+  it("the reader sees exactly the values each namespace of the barrel exports", () => {
+    for (const { namespace } of barrelNamespaces()) {
+      const read = names.filter((n) => n.namespace === namespace && n.declarations.some((d) => d.kind === "value"))
+      assert.deepStrictEqual(read.map((n) => n.name).sort(), Object.keys(barrel[namespace]!).sort(), namespace)
+    }
+    assert.deepStrictEqual(names.filter((n) => n.declarations.length === 0), [], "every name reaches a declaration")
+  })
+
+  it("every deprecated name says what to use instead; a replacement the barrel holds is the very same value", () => {
+    let compared = 0
+    for (const name of names.filter(isDeprecated)) {
+      const note = name.declarations.map((d) => d.deprecated ?? "").join(" ")
+      assert.match(note, /Use `[^`]+`/, `${name.namespace}.${name.name}: a @deprecated note says what to use`)
+      // `Namespace.name` or a `name` of the same namespace, exactly (a call or an expression is only read)
+      const use = /Use `([\w$]+)(?:\.([\w$]+))?`/.exec(note)
+      if (use === null) continue
+      const [namespace, replacement] = use[2] === undefined ? [name.namespace, use[1]!] : [use[1]!, use[2]]
+      const now = valueOf(namespace, replacement)
+      const old = valueOf(name.namespace, name.name)
+      if (now === undefined || old === undefined) continue
+      assert.strictEqual(old, now, `${name.namespace}.${name.name} is ${namespace}.${replacement}`)
+      compared++
+    }
+    assert.isAbove(compared, 40, "the deprecated values compared with their replacements")
+  })
+
+  it("a value the barrel reaches under two names is deprecated under all but one of them", () => {
+    const namesOf = new Map<object, Array<string>>()
+    for (const name of live) {
+      const value = valueOf(name.namespace, name.name)
+      if (isObject(value)) namesOf.set(value, [...(namesOf.get(value) ?? []), `${name.namespace}.${name.name}`])
+    }
+    assert.deepStrictEqual([...namesOf.values()].filter((both) => both.length > 1), [])
+  })
+
+  it("every name that is not deprecated has a doc comment", () => {
+    const undocumented = live.filter((name) => name.declarations.every((d) => d.doc === ""))
+    assert.deepStrictEqual(undocumented.map((name) => `${name.namespace}.${name.name}`), [])
+  })
+})
+
+describe("the source reader of the public surface", () => {
+  it("reads a doc comment's text apart from its tags, and the @deprecated note", () => {
+    assert.deepStrictEqual(parseDocComment("/** The same. @deprecated Use `A.b`. */"), {
+      doc: "The same.",
+      deprecated: "Use `A.b`."
+    })
+    assert.deepStrictEqual(parseDocComment("/**\n * Two lines\n * of text.\n * @category models\n */"), {
+      doc: "Two lines\nof text.",
+      deprecated: undefined
+    })
+    assert.deepStrictEqual(parseDocComment("/** @category guards */"), { doc: "", deprecated: undefined })
   })
 })
