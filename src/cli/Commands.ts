@@ -249,7 +249,10 @@ export const replay = Command.make(
   {
     file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
     out: Flag.String("out").pipe(
-      Flag.withDescription("Write every prepared request to DIR/request-0001.json, … ({ system?, messages })"),
+      Flag.withDescription(
+        "Write every request to DIR/request-0001.json, … ({ system?, messages }) and its predicted usage beside it " +
+          "(request-0001.usage.json, …)"
+      ),
       Flag.optional
     ),
     log: Flag.String("log").pipe(
@@ -284,7 +287,8 @@ export const replay = Command.make(
   (input) => Effect.flatMap(sessionHandlers, (h) => h.replay(input))
 ).pipe(
   Command.withDescription(
-    "Replay a recorded session through Conversation as an agent would (prepare before each reply, then record it)"
+    "Replay a recorded session through Conversation as an agent would (prepare before each reply, then record it " +
+      "with the usage its request is predicted to be billed, as simulate does)"
   ),
   Command.withExamples([
     { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
