@@ -1,5 +1,7 @@
 /**
- * The replay of one session under one policy, through `Conversation`'s pure transitions (see `Simulate`).
+ * The replay engine: one session under one policy, through `Conversation`'s pure transitions (see `Simulate`). It is
+ * the only one: `simulate`, the sweep, the HTML report and `compaction replay` (`cli/Replay.ts`, which adds the log
+ * and the resumes around its steps) all run `replaySteps`.
  *
  * @internal
  */
