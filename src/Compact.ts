@@ -310,7 +310,8 @@ export const prepareCompaction = <M extends Message>(
   )
   const manifest = nextManifest(earlier ?? {}, sinceSummary, options.classifier)
   // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
-  if (tokensBefore - plan.keptTokens - summaryFloorTokens(manifest, files) < minFreedTokens) {
+  const floor = summaryFloorTokens(manifest, files, policy.summaryBudgetTokens)
+  if (tokensBefore - plan.keptTokens - floor < minFreedTokens) {
     return unchanged(messages, "TooLittleFreed", tokensBefore)
   }
   return {

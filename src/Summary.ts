@@ -644,6 +644,8 @@ const KIND_RANK = (entry: ManifestEntry): number => {
 
 const CUT_NOTE = "\n[… the summary was cut here to fit the summary budget]"
 
+const messageTokens = (text: string): number => estimateTokens([summaryMessage(text)])
+
 /** The budget a summary is built within (`summaryWithManifest`). @category models */
 export interface SummaryBudget {
   /** The policy's budget for the whole summary message (`CompactionPolicy#summaryBudgetTokens`), in tokens. */
@@ -655,8 +657,6 @@ export interface SummaryBudget {
   readonly spanTokens?: number | undefined
 }
 
-const messageTokens = (text: string): number => estimateTokens([summaryMessage(text)])
-
 /** True when `entry` is found (folded, or JSON-escaped) in the folded model text. */
 const inText = (entry: ManifestEntry, folded: string): boolean => {
   const needle = normalize(entry.text)
@@ -664,34 +664,69 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
 }
 
 /**
- * The tokens of the smallest summary message that keeps what the span just summarized must keep: an empty model
- * text, the manifest's entries of age 0 (file contents aside) and the files appendix. `Compact.prepareCompaction`
- * skips a pass (`TooLittleFreed`) whose head would not free `minFreedTokens` even with a summary this small, so the
- * manifest is never squeezed out by a head too short to hold it.
- * @category manifest
+ * The share of the summary budget kept for the model's text when the manifest could use it: a quarter. A shorter
+ * text leaves the rest to the manifest; a longer one gets what the manifest leaves, and is cut past that.
+ * @category constants
  */
-export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched): number => {
-  const entries = manifest.entries.filter((e) => e.age === 0 && e.kind !== "file")
-  const appendix = renderAppendix(files)
-  return messageTokens(entries.length === 0 ? appendix : `${renderManifest({ entries })}\n\n${appendix}`) +
-    SUMMARY_TEXT_RESERVE_TOKENS
+export const SUMMARY_TEXT_SHARE = 0.25
+
+/** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
+const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
+
+/**
+ * `body`, then the entries of `candidates` admitted within `limit` tokens (the span's own entries first, file contents
+ * aside; then by rank, the kind's plus the age; one that does not fit is skipped and a smaller one may still enter),
+ * in manifest order, then the appendix.
+ */
+const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix: string, limit: number): string => {
+  const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
+    entries.length === 0 ? `${body}\n\n${appendix}` : `${body}\n\n${renderManifest({ entries })}\n\n${appendix}`
+  const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
+  const order = candidates.map((entry, index) => ({ entry, index, rank: KIND_RANK(entry) + entry.age }))
+    .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
+  // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
+  const overhead = messageTokens("")
+  const fits = (chars: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= limit
+  let used = compose([]).length + renderManifest({ entries: [] }).length + 2
+  const admitted = new Set<number>()
+  for (const { entry, index } of order) {
+    const cost = renderEntry(entry).length + 1
+    if (!fits(used + cost)) continue
+    used += cost
+    admitted.add(index)
+  }
+  const kept = (): ReadonlyArray<ManifestEntry> => candidates.filter((_, i) => admitted.has(i))
+  // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
+  let result = compose(kept())
+  for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {
+    if (!admitted.delete(order[i]!.index)) continue
+    result = compose(kept())
+  }
+  return result
 }
 
 /**
- * The room a summary floor (`summaryFloorTokens`) keeps for the model's text: 256 tokens, so a short text never
- * pushes the fresh entries out; a longer one is cut to the room it leaves them (`summaryWithManifest`).
- * @category constants
+ * The tokens of the smallest summary message that keeps what the manifest keeps under `budgetTokens`: the entries
+ * admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), that share for the text, and the
+ * files appendix. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head would not free
+ * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
+ * of squeezing it.
+ * @category manifest
  */
-export const SUMMARY_TEXT_RESERVE_TOKENS = 256
+export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number => {
+  const reserve = textReserve(budgetTokens)
+  return messageTokens(admit("", manifest.entries, renderAppendix(files), budgetTokens - reserve)) + reserve
+}
 
 /**
  * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
- * (`renderAppendix(files)`, always whole). Identifiers the model's text already holds are left out. Entries are
- * admitted by rank (instructions and unresolved errors first, then plan, commands and identifiers, then resolved
- * errors, then file contents; each one rank lower per compaction of age) while the message stays within
- * `min(budgetTokens, spanTokens)`; one that does not fit is skipped and smaller ones may still enter. When the
- * model's text alone leaves the manifest less than a quarter of `budgetTokens`, or leaves the entries of age 0 less
- * than their room (`summaryFloorTokens`), its end is cut (and marked) to leave it. The message exceeds the budget only when the files appendix alone does.
+ * (`renderAppendix(files)`, always whole), within `limit = min(budgetTokens, spanTokens)`. The model's text claims up
+ * to `SUMMARY_TEXT_SHARE` of the budget first; the entries are admitted in the rest (the span's own entries first,
+ * then by rank: instructions and unresolved errors, then plan, commands and identifiers, then resolved errors, then
+ * file contents, each one rank lower per compaction of age; one that does not fit is skipped and a smaller one may
+ * still enter); the text then gets what they leave, and a longer text is cut at its end (and marked). Identifiers the
+ * model's text holds are not repeated (unless the text had to be cut). The message exceeds the budget only when the
+ * files appendix alone does.
  * @category manifest
  */
 export const summaryWithManifest = (
@@ -702,44 +737,18 @@ export const summaryWithManifest = (
 ): string => {
   const appendix = renderAppendix(files)
   const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
-  const all = manifest.entries
-  const compose = (body: string, entries: ReadonlyArray<ManifestEntry>): string =>
-    entries.length === 0 ? `${body}\n\n${appendix}` : `${body}\n\n${renderManifest({ entries })}\n\n${appendix}`
-  let body = text.trim()
-  // the model's text leaves the fresh entries their room, and at most three quarters of the policy's budget when the
-  // manifest needs the rest
-  const wanted = all.length === 0 ? 0 : messageTokens(compose("", all)) - messageTokens(compose("", []))
-  const reserve = Math.min(wanted, Math.floor(budget.budgetTokens / 4))
-  const floor = summaryFloorTokens({ entries: all }, files) - SUMMARY_TEXT_RESERVE_TOKENS
-  const textTokens = Math.min(budget.budgetTokens - reserve - messageTokens(appendix), limit - floor)
-  const textRoom = Math.max(0, textTokens * CHARS_PER_TOKEN - 8)
-  if (body.length > textRoom) body = headOf(body, Math.max(0, textRoom - CUT_NOTE.length)).trimEnd() + CUT_NOTE
-  // identifiers the (kept part of the) model's text holds are not repeated
-  const folded = normalize(body)
-  const candidates = all.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
-  // admit by rank, then render in manifest order
-  // the span's own entries (file contents aside) first: the room `summaryFloorTokens` promised them
-  const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
-  const order = candidates.map((entry, index) => ({ entry, index, rank: KIND_RANK(entry) + entry.age }))
-    .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
-  // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
-  const overhead = messageTokens("")
-  const fits = (chars: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= limit
-  const frame = renderManifest({ entries: [] }).length + 2
-  let used = compose(body, []).length + frame
-  const admitted = new Set<number>()
-  for (const { entry, index } of order) {
-    const cost = renderEntry(entry).length + 1
-    if (!fits(used + cost)) continue
-    used += cost
-    admitted.add(index)
-  }
-  const kept = (): ReadonlyArray<ManifestEntry> => candidates.filter((_, i) => admitted.has(i))
-  // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
-  let result = compose(body, kept())
-  for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {
-    if (!admitted.delete(order[i]!.index)) continue
-    result = compose(body, kept())
-  }
-  return result
+  const whole = text.trim()
+  const textClaim = Math.min(Math.ceil(whole.length / CHARS_PER_TOKEN) + 1, textReserve(budget.budgetTokens))
+  const folded = normalize(whole)
+  const unrepeated = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  // the manifest's share, measured with an empty text; the text gets what it leaves
+  const withEntries = (entries: ReadonlyArray<ManifestEntry>) => admit("", entries, appendix, limit - textClaim)
+  let manifestPart = withEntries(unrepeated)
+  const cut = (room: number): string => headOf(whole, Math.max(0, room - CUT_NOTE.length)).trimEnd() + CUT_NOTE
+  let room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  if (whole.length <= room) return `${whole}${manifestPart}`
+  // a cut text may have lost identifiers it held: none is left out then
+  manifestPart = withEntries(manifest.entries)
+  room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  return `${cut(room)}${manifestPart}`
 }

@@ -27,7 +27,7 @@ import {
   summaryWithManifest
 } from "../src/Summary.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { emptyTallies, REF_CATEGORIES, type RefCategory, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
+import { emptyTallies, REF_CATEGORIES, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 
@@ -305,44 +305,40 @@ const OFTEN = CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentT
 
 describe("the corpus, with a model that writes one generic sentence", () => {
   const sessions = corpus()
-  for (const [name, policy] of [["24k/4k", OFTEN], ["the defaults", defaultPolicy]] as const) {
-    it(
-      `${name}: the next request keeps every path, and at least 0.95 of commands, errors, ids, instructions`,
-      async () => {
-        const tallies = emptyTallies()
-        let compactions = 0
-        for (const session of sessions) {
-          for (const c of await replay(session.messages, policy)) {
-            compactions++
-            tallyRetention(referenceAnchors(c.span), c.request.messages, tailOf(c.request), tallies)
-            const summary = (c.request.messages as unknown as ReadonlyArray<Message>)[0]!
-            const size = estimateTokens([summary])
-            // within the policy's budget, and never larger than the span it replaces
-            assert.isAtMost(size, policy.summaryBudgetTokens, `${session.name}: compaction ${compactions}`)
-            const replaced = estimateTokens(c.previous === undefined ? c.span : [c.previous, ...c.span])
-            assert.isAtMost(size, replaced, `${session.name}: compaction ${compactions}`)
+  for (const [name, policy, least] of [["24k/4k", OFTEN, 100], ["the defaults", defaultPolicy, 30]] as const) {
+    it(`${name}: the next request and the one four compactions later keep every anchor`, async () => {
+      const next = emptyTallies()
+      const later = emptyTallies()
+      let compactions = 0
+      for (const session of sessions) {
+        const replayed = await replay(session.messages, policy)
+        replayed.forEach((c, i) => {
+          compactions++
+          const anchors = referenceAnchors(c.span)
+          tallyRetention(anchors, c.request.messages, tailOf(c.request), next)
+          const fourLater = replayed[i + 4]
+          if (fourLater !== undefined) {
+            tallyRetention(anchors, fourLater.request.messages, tailOf(fourLater.request), later)
           }
-        }
-        assert.isAbove(compactions, 50)
-        const share = (c: RefCategory) => tallies[c].present / tallies[c].counted
-        const floors: Record<RefCategory, number> = {
-          path: 1,
-          command: 0.99,
-          error: 1,
-          identifier: 1,
-          instruction: 1,
-          plan: 1
-        }
+          const summary = (c.request.messages as unknown as ReadonlyArray<Message>)[0]!
+          const size = estimateTokens([summary])
+          // within the policy's budget, and never larger than the span it replaces
+          assert.isAtMost(size, policy.summaryBudgetTokens, `${session.name}: compaction ${i + 1}`)
+          const replaced = estimateTokens(c.previous === undefined ? c.span : [c.previous, ...c.span])
+          assert.isAtMost(size, replaced, `${session.name}: compaction ${i + 1}`)
+        })
+      }
+      assert.isAtLeast(compactions, least)
+      // measured: every anchor of every category, in both (the issue asks 1.00 of paths and 0.95 of the rest; the
+      // corpus has no todo list, so plans are not counted)
+      for (const [what, tallies] of [["next request", next], ["four compactions later", later]] as const) {
         for (const category of REF_CATEGORIES) {
-          if (tallies[category].counted === 0) continue
-          assert.isAtLeast(
-            share(category),
-            floors[category],
-            `${name}: ${category} ${JSON.stringify(tallies[category])}`
-          )
+          const t = tallies[category]
+          assert.strictEqual(t.present, t.counted, `${name}, ${what}: ${category} ${JSON.stringify(t)}`)
         }
-      },
-      120_000
-    )
+        assert.isAbove(tallies.instruction.counted, 50, what)
+        assert.isAbove(tallies.command.counted, 100, what)
+      }
+    }, 120_000)
   }
 })
