@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import type { ContentBlock, Message } from "./Message.ts"
+import { blocksOf, type ContentBlock, hasContent, type Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 
 /** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
@@ -63,9 +63,6 @@ export const acceptsBreakpoint = (block: ContentBlock): boolean => {
   }
   return true
 }
-
-const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
 
 /**
  * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
@@ -180,6 +177,7 @@ export const applyBreakpoints = <M extends Message>(
   }
   return messages.map((message, m) => {
     const marked = marks.get(m)
+    if (!hasContent(message)) return message // a system message with no content (API-RULES 26) has no blocks
     if (typeof message.content === "string") {
       return marked?.has(0) === true
         ? { ...message, content: [{ type: "text", text: message.content, cache_control: EPHEMERAL }] }

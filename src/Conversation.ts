@@ -52,14 +52,29 @@ import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import { HotPaths } from "./HotPaths.ts"
-import { decodeMessagesSync, isToolResult, isToolUse, type Message } from "./Message.ts"
-import { type CompactionPolicy, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
+import {
+  blocksOf as messageBlocks,
+  decodeMessagesSync,
+  hasOutputConfig,
+  isCompactionWithContent,
+  isToolResult,
+  isToolUse,
+  type Message
+} from "./Message.ts"
+import {
+  type CompactionPolicy,
+  defaultPolicy,
+  type ReportedUsage,
+  shouldCompact,
+  type UsageIteration
+} from "./Policy.ts"
 import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, estimateTokens, jsonSize } from "./Tokens.ts"
-import type { ToolClassifier } from "./Tools.ts"
+import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
+import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
@@ -92,12 +107,23 @@ export interface UsageReport {
 }
 
 /**
+ * The latest reply as the API described it: its id and stop reason when the caller recorded the SDK's reply (a
+ * `MessageParam` reply has neither), and the epoch of the request it answered. @category models
+ */
+export interface ReplyReport {
+  readonly id?: string
+  readonly stopReason?: string
+  readonly requestEpoch: number
+}
+
+/**
  * The whole state of a conversation, as a plain immutable value.
  * - `view`: what the next request sends (wire messages only);
  * - `hot`: the re-read tracker, fed every appended message and every offload;
  * - `epoch`: the number of compactions applied;
  * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
  * - `usage`: the last usage a reply reported, if any;
+ * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
  * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`).
  * @category models
  */
@@ -107,6 +133,7 @@ export interface ConversationState {
   readonly epoch: number
   readonly pending: ReadonlyArray<PendingCall>
   readonly usage: UsageReport | undefined
+  readonly reply?: ReplyReport | undefined
   /**
    * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
    * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
@@ -133,6 +160,10 @@ export interface ReplyMeta {
   readonly requestEpoch: number
   /** View id → the id the caller knows, for the calls this reply's ids were renamed from. */
   readonly toolUseIds?: Readonly<Record<string, string>>
+  /** The reply's `id` (SDK replies only; absent in logs written before it was kept). */
+  readonly replyId?: string
+  /** The reply's `stop_reason` (SDK replies only; absent in logs written before it was kept). */
+  readonly stopReason?: string
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -182,18 +213,27 @@ const chain = (first: Transition, next: (state: ConversationState) => Transition
 // ============================================================================
 
 type Block = Exclude<MessageParam["content"], string>[number]
+type AssistantContent = Anthropic.AssistantMessageParam["content"]
 
 const isBlankText = (block: Block): boolean => block.type === "text" && block.text.trim().length === 0
 
 /**
  * The message as the API takes it: top-level keys starting with `_` removed and empty text blocks dropped; the same
- * object when there is nothing to remove. `undefined` when nothing is left.
+ * object when there is nothing to remove. `undefined` when nothing is left. A system message with no `content` that
+ * carries `output_config` (API-RULES 26) is kept as it is, its private keys removed.
  * @category wire
  */
 export const wireMessage = (message: MessageParam): MessageParam | undefined => {
   const keys = Object.keys(message)
   const extra = keys.some((k) => k.startsWith("_"))
-  const content = message.content
+  const content = message.content as MessageParam["content"] | undefined
+  if (content == null) {
+    if (!hasOutputConfig(message as unknown as Message)) return undefined
+    if (!extra) return message
+    const out: Record<string, unknown> = {}
+    for (const k of keys) if (!k.startsWith("_")) out[k] = (message as never)[k]
+    return out as unknown as MessageParam
+  }
   if (typeof content === "string") {
     if (content.trim().length === 0) return undefined
     return extra ? { role: message.role, content } as MessageParam : message
@@ -221,8 +261,9 @@ export const asMessageParams = (messages: ReadonlyArray<Message>): Array<Message
 
 const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
 
+/** The message's blocks (a string is one text block; a system message with no content, API-RULES 26, has none). */
 const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
-  typeof message.content === "string" ? [{ type: "text", text: message.content }] : message.content
+  messageBlocks(message as unknown as Message) as unknown as ReadonlyArray<Block>
 
 const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
   type: "tool_result",
@@ -298,30 +339,83 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
   return { steps: [{ ...t.steps[0]!, state: final }], state: final }
 }
 
-/** The usage fields a state keeps (the SDK's `Usage` has more). */
+/** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
+const iterationOf = (step: UsageIteration): UsageIteration => ({
+  type: step.type,
+  input_tokens: step.input_tokens,
+  output_tokens: step.output_tokens,
+  ...(step.cache_read_input_tokens == null ? {} : { cache_read_input_tokens: step.cache_read_input_tokens }),
+  ...(step.cache_creation_input_tokens == null ? {} : { cache_creation_input_tokens: step.cache_creation_input_tokens })
+})
+
+/**
+ * The usage fields a state keeps (the SDK's `Usage` has more): the counts, the cache writes by TTL
+ * (`cache_creation`) and the sampling steps (`iterations`, which the trigger reads: API-RULES 25).
+ */
 const usageOf = (usage: ReportedUsage): ReportedUsage => ({
   input_tokens: usage.input_tokens,
   output_tokens: usage.output_tokens,
   ...(usage.cache_read_input_tokens == null ? {} : { cache_read_input_tokens: usage.cache_read_input_tokens }),
   ...(usage.cache_creation_input_tokens == null
     ? {}
-    : { cache_creation_input_tokens: usage.cache_creation_input_tokens })
+    : { cache_creation_input_tokens: usage.cache_creation_input_tokens }),
+  ...(usage.cache_creation == null ? {} : {
+    cache_creation: {
+      ephemeral_5m_input_tokens: usage.cache_creation.ephemeral_5m_input_tokens,
+      ephemeral_1h_input_tokens: usage.cache_creation.ephemeral_1h_input_tokens
+    }
+  }),
+  ...(usage.iterations == null ? {} : { iterations: usage.iterations.map(iterationOf) })
 })
 
 /**
+ * A reply as `@anthropic-ai/sdk` returns it: `Message` from `client.messages.create`, `BetaMessage` from
+ * `client.beta.messages.create` (both are assignable). @category models
+ */
+export interface SdkReply {
+  readonly id: string
+  readonly type: "message"
+  readonly role: "assistant"
+  readonly content: ReadonlyArray<{ readonly type: string }>
+  readonly stop_reason: string | null
+  readonly usage: ReportedUsage
+}
+
+const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
+  (reply as { readonly type?: unknown }).type === "message" &&
+  typeof (reply as { readonly id?: unknown }).id === "string"
+
+/**
  * Records an assistant reply and the usage the provider reported for it (`requestEpoch`: the epoch the request was
- * prepared in, by default the current one). Calls still pending are answered as interrupted first; a `tool_use` id
- * already in the view is renamed; the reply's calls become pending. An empty reply changes nothing.
+ * prepared in, by default the current one). The reply is a `MessageParam` or the SDK's reply (`SdkReply`): its
+ * content is stored as an assistant message, its `usage` is the usage unless one is given, and its `id` and
+ * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
+ * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An empty reply
+ * adds no message (its stop reason and usage are still kept, in the state only).
  * @category transitions
  */
 export const recordReply = (
   state: ConversationState,
-  message: MessageParam,
+  reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined
 ): Transition => {
+  const sdk = isSdkReply(reply) ? reply : undefined
+  const message: MessageParam = sdk === undefined
+    ? reply as MessageParam
+    : { role: "assistant", content: sdk.content as AssistantContent }
+  const reported = usage ?? sdk?.usage
+  const report: ReplyReport = {
+    ...(sdk === undefined ? {} : { id: sdk.id }),
+    ...(sdk?.stop_reason == null ? {} : { stopReason: sdk.stop_reason }),
+    requestEpoch: requestEpoch ?? state.epoch
+  }
   const clean = wireMessage(message)
-  if (clean === undefined) return none(state)
+  if (clean === undefined) {
+    if (sdk === undefined) return none(state)
+    const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }
+    return none({ ...state, usage: kept, reply: report })
+  }
   return chain(chain(closePending(state), leadingUser), (s) => {
     const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
     const added = new Set<string>()
@@ -345,19 +439,22 @@ export const recordReply = (
       if (copy !== undefined) content = copy
     }
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
-    const epoch = requestEpoch ?? s.epoch
-    const kept = usage === undefined ? undefined : usageOf(usage)
+    const epoch = report.requestEpoch
+    const kept = reported === undefined ? undefined : usageOf(reported)
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
-      ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed })
+      ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed }),
+      ...(report.id === undefined ? {} : { replyId: report.id }),
+      ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
     const final: ConversationState = {
       ...t.state,
       pending,
-      usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch }
+      usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
+      reply: report
     }
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
@@ -415,6 +512,8 @@ export const offload: typeof offloadStaleResults = offloadStaleResults
 /**
  * True when the last reported usage, measured on the current epoch, leaves less than the policy's room or reaches its
  * cost target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies.
+ * Also true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded`
+ * (the request did not fit: API-RULES 31), whatever its usage says.
  * @category transitions
  */
 export const triggerFires = (
@@ -422,10 +521,15 @@ export const triggerFires = (
   policy: CompactionPolicy,
   cacheCold?: boolean | undefined
 ): boolean =>
+  overflowed(state) ||
   state.usage !== undefined &&
-  shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch }, {
-    coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view)
-  })
+    shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch }, {
+      coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view)
+    })
+
+/** The latest reply, to a request of the current epoch, stopped because the request did not fit the window. */
+const overflowed = (state: ConversationState): boolean =>
+  state.reply?.stopReason === "model_context_window_exceeded" && state.reply.requestEpoch === state.epoch
 
 /** The view ends on a message a person wrote: a user message with content other than tool results. */
 const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
@@ -440,7 +544,10 @@ export interface PrepareStep {
 /**
  * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offloadStaleResults`), and says whether compaction
  * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
- * older than `CACHE_TTL_MS`). The service and the simulator both run exactly this.
+ * older than `CACHE_TTL_MS`). The service and the simulator both run exactly this. After a reply that stopped with
+ * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
+ * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes
+ * (API-RULES 31).
  * @category transitions
  */
 export const prepareStep = (
@@ -448,8 +555,43 @@ export const prepareStep = (
   options: OffloadOptions & { readonly policy?: CompactionPolicy | undefined } = {},
   cacheCold?: boolean | undefined
 ): PrepareStep => {
+  if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
+  if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const transition = chain(closePending(state), (s) => offloadStaleResults(s, options, cacheCold))
   return { transition, compact: triggerFires(transition.state, options.policy ?? defaultPolicy, cacheCold) }
+}
+
+/** The latest reply stopped with `stopReason` and is still the view's last message. */
+const endsOnReplyStopped = (state: ConversationState, stopReason: string): boolean =>
+  state.reply?.stopReason === stopReason && state.pending.length === 0 && state.view.at(-1)?.role === "assistant"
+
+/** `pause_turn` (API-RULES 31): the paused reply goes back unchanged, so the server continues its turn. */
+const continuesPausedTurn = (state: ConversationState): boolean => endsOnReplyStopped(state, "pause_turn")
+
+/**
+ * `compaction` (threshold mode with `pause_after_compaction`, API-RULES 31): the reply is the server's compaction
+ * block, and the request that resumes the turn is the moment to add the files message after it.
+ */
+const resumesServerCompaction = (state: ConversationState): boolean => {
+  if (!endsOnReplyStopped(state, "compaction")) return false
+  const first = blocksOf(state.view.at(-1)!)[0]
+  return first !== undefined && isCompactionWithContent(first as never)
+}
+
+/**
+ * Appends `Summary.filesMessage` of the files the view read and modified before the server's block (an earlier
+ * summary's appendix and files messages merged in), as after a compaction of our own; nothing when there are none.
+ */
+const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | undefined): Transition => {
+  const before = asMessages(state.view.slice(0, -1))
+  const opening = before[0] === undefined ? undefined : summaryText(before[0])
+  const files = [
+    ...(opening === undefined ? [] : [parseAppendix(opening) ?? noFiles]),
+    ...before.flatMap((m) => filesOfMessage(m) ?? []),
+    filesTouched(before, classifier)
+  ].reduce(mergeFiles, noFiles)
+  if (files.read.length === 0 && files.modified.length === 0) return none(state)
+  return appendStep(state, filesMessage(files) as MessageParam)
 }
 
 /**
@@ -619,14 +761,15 @@ const offloadsOf = (
 
 /**
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
- * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage and the calls of the
- * last reply not yet answered. Equal to the live state that wrote the log.
+ * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
+ * and the calls of the last reply not yet answered. Equal to the live state that wrote the log.
  * @category resume
  */
 export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefined): ConversationState => {
   let hot = HotPaths.empty(classifier)
   let epoch = 0
   let usage: UsageReport | undefined
+  let reply: ReplyReport | undefined
   // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
   let run: Array<MessageParam> = []
   const flush = () => {
@@ -638,6 +781,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
       run.push(wireOf(entry.message))
       const meta = metaOf(entry)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
+      if (meta !== undefined && entry.message.role === "assistant") reply = replyOf(meta)
       continue
     }
     flush()
@@ -646,8 +790,23 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   }
   flush()
   const view = loaded.view.map(wireOf)
-  return { view, hot, epoch, pending: pendingAtEnd(loaded), usage, carried: CarriedIndex.fresh(asMessages(view)) }
+  return {
+    view,
+    hot,
+    epoch,
+    pending: pendingAtEnd(loaded),
+    usage,
+    ...(reply === undefined ? {} : { reply }),
+    carried: CarriedIndex.fresh(asMessages(view))
+  }
 }
+
+/** The reply report a reply's step metadata holds (its id and stop reason are absent in older logs). */
+const replyOf = (meta: ReplyMeta): ReplyReport => ({
+  ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
+  ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
+  requestEpoch: meta.requestEpoch
+})
 
 const wireOf = (message: Message): MessageParam => {
   const params = message as unknown as MessageParam
@@ -724,9 +883,9 @@ export interface ConversationShape {
   readonly state: Effect.Effect<ConversationState>
   /** Appends a user or system message, or tool results (see `appendMessage`). */
   readonly append: (message: MessageParam) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
-  /** Records an assistant reply with its reported usage (see `recordReply`). */
+  /** Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`). */
   readonly recordReply: (
-    message: MessageParam,
+    message: MessageParam | SdkReply,
     usage?: ReportedUsage | undefined,
     options?: { readonly requestEpoch?: number | undefined } | undefined
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
@@ -774,13 +933,18 @@ const make = (
     const requestOptions = (before?: ConversationState): RequestOptions => ({ tools, model, classifier, before })
     const request = () => requestOf(state, options.system, requestOptions())
 
-    /** Records each change, then makes the state after it current; on failure the state is the last stored one. */
+    /**
+     * Records each change, then makes the state after it current; on failure the state is the last stored one. A
+     * transition with no change (an empty reply's stop reason) only sets the state.
+     */
     const persist = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
-      Effect.forEach(t.steps, (step) =>
-        (log === undefined ? Effect.void : record(log, step.change)).pipe(
-          Effect.tap(() => Effect.sync(() => void (state = step.state))),
-          Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
-        ), { discard: true })
+      t.steps.length === 0 ?
+        Effect.sync(() => void (state = t.state)) :
+        Effect.forEach(t.steps, (step) =>
+          (log === undefined ? Effect.void : record(log, step.change)).pipe(
+            Effect.tap(() => Effect.sync(() => void (state = step.state))),
+            Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
+          ), { discard: true })
 
     const compactNow = <A>(instructions: string | undefined, fallback: () => A) =>
       Effect.gen(function* () {

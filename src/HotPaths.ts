@@ -33,7 +33,7 @@ import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import type { Message, ToolResultBlock } from "./Message.ts"
-import { isToolResult, isToolUse } from "./Message.ts"
+import { hasContent, isToolResult, isToolUse } from "./Message.ts"
 import type { LineRange, ToolClassifier } from "./Tools.ts"
 import { covers, defaultToolClassifier } from "./Tools.ts"
 import type { Offloaded } from "./Offload.ts"
@@ -123,7 +123,8 @@ export class HotPaths {
     let pending: Map<string, ReadCall | undefined> | undefined
     let previous: Map<string, PreviousRead> | undefined
     for (const message of messages) {
-      if (typeof message.content === "string") continue
+      // a system message may have no content (API-RULES 26)
+      if (typeof message.content === "string" || !hasContent(message)) continue
       for (const block of message.content) {
         if (isToolUse(block) && message.role === "assistant") {
           const action = this.#classify(block)

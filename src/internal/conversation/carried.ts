@@ -15,7 +15,7 @@
  *
  * @internal
  */
-import type { Message } from "../../Message.ts"
+import { blocksOf, type Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
 import { CACHE_PRICES } from "../../Evict.ts"
@@ -38,8 +38,7 @@ interface KeptFrontier {
   readonly at: Frontier
 }
 
-const carriesCacheControl = (message: Message): boolean =>
-  typeof message.content !== "string" && message.content.some((b) => "cache_control" in b)
+const carriesCacheControl = (message: Message): boolean => blocksOf(message).some((b) => "cache_control" in b)
 
 const noteCacheControl = (owned: OwnedIndex, view: ReadonlyArray<Message>, from: number): void => {
   for (let i = from; i < view.length; i++) if (carriesCacheControl(view[i]!)) owned.cacheControlled.push(i)
