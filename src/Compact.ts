@@ -20,7 +20,7 @@ import * as Result from "effect/Result"
 import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
 import { planForPolicy } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
-import type { BuiltMessage, ContentBlock, Message } from "./Message.ts"
+import { type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
@@ -345,7 +345,7 @@ const isUnfinished = (message: Message): boolean => {
   if (message.role !== "assistant") return false
   if (typeof message.content === "string") return message.content.trim().length === 0
   const last = message.content.at(-1)
-  return last === undefined || last.type === "tool_use" || last.type === "server_tool_use"
+  return last === undefined || isToolUse(last) || isServerToolCall(last)
 }
 
 /**

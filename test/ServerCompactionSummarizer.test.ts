@@ -230,6 +230,32 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       yield* sendFollowUp(server, messages)
     }))
 
+  it("a head ending on a paused MCP call (mcp_tool_use) is unfinished too: the head sent ends before it", () => {
+    const paused: Message = {
+      role: "assistant",
+      content: [
+        { type: "text", text: "Asking the MCP server." },
+        { type: "mcp_tool_use", id: "mcptoolu_1", name: "query", server_name: "db", input: { q: "rows" } }
+      ]
+    } as unknown as Message
+    const list = [
+      user(long("Start.")),
+      assistant(long("Started.")),
+      user(long("Query the database.")),
+      paused,
+      user(long("Go on.")),
+      assistant("Done.")
+    ]
+    assert.deepStrictEqual(checkApiRules(list), [])
+    const plan = prepareCompaction(list, policy, { minFreedTokens: 1 })
+    assert.strictEqual(plan._tag, "Planned")
+    if (plan._tag !== "Planned") return
+    assert.strictEqual(plan.cut, 4)
+    assert.deepInclude(checkApiRules(list.slice(0, 4), { mode: "on-demand" }).map((v) => v.rule), 15)
+    assert.strictEqual(plan.compactionCut, 3)
+    assert.deepStrictEqual(checkApiRules(list.slice(0, plan.compactionCut), { mode: "on-demand" }), [])
+  })
+
   it.live("two successive server compactions: the block goes first in the next request, the file lists carry on", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
