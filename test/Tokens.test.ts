@@ -4,9 +4,7 @@ import type { ContentBlock, Message } from "../src/Message.ts"
 import {
   calibrate,
   estimateContentTokens,
-  estimateContentTokensUncached,
   estimateMessageTokens,
-  estimateMessageTokensUncached,
   estimateTokens,
   imageSize,
   imageTokens,
@@ -15,6 +13,7 @@ import {
   PDF_PAGE_TOKENS,
   UNKNOWN_IMAGE_TOKENS
 } from "../src/Tokens.ts"
+import { estimateContentTokensUncached, estimateMessageTokensUncached } from "../src/internal/estimate.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { conversationArbitrary, generateSession, pngBase64 } from "./fixtures/Conversation.ts"
 
