@@ -20,7 +20,8 @@ import * as Result from "effect/Result"
 import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
 import { planForPolicy } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
-import { type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
+import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
+import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
@@ -167,7 +168,10 @@ export interface CompactionPlan<M extends Message> {
   readonly summaryBudget: SummaryBudget
   /**
    * The system messages of the summarized head (of its API view): not summarized but kept, re-emitted after the
-   * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail.
+   * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail. With
+   * them, the head's tool state (API-RULES 28): first the `tool_changes` of the compaction block that opens the head
+   * (it leaves the view), last a system message of `tool_addition`s of the tools the head loaded by `tool_reference`
+   * (a tool search) and did not remove afterwards. Both are built messages of tool changes only.
    */
   readonly systemMessages: ReadonlyArray<M>
   /**
@@ -330,7 +334,7 @@ export const prepareCompaction = <M extends Message>(
       budgetTokens: policy.summaryBudgetTokens,
       spanTokens: Math.max(0, tokensBefore - plan.keptTokens - minFreedTokens)
     },
-    systemMessages: head.slice(afterServer).filter((m) => m.role === "system"),
+    systemMessages: headToolChanges(head, server, afterServer),
     compactionCut,
     tokensBefore,
     turnsSummarized: countTurns(fresh),
@@ -338,6 +342,38 @@ export const prepareCompaction = <M extends Message>(
     overBudget: plan.overBudget,
     minFreedTokens
   }
+}
+
+/**
+ * The head's system messages as `CompactionPlan.systemMessages` holds them: the opening block's `tool_changes` first
+ * (as a system message of their own), then the head's system messages, then the tools the head's API view loaded by
+ * reference and still holds (a removal by a later system message of the head unloads them). Loaded tools are never
+ * lost when their tool search result is summarized away (API-RULES 28).
+ */
+const headToolChanges = <M extends Message>(
+  head: ReadonlyArray<M>,
+  server: ViewCompaction | undefined,
+  afterServer: number
+): ReadonlyArray<M> => {
+  const systems = head.slice(afterServer).filter((m) => m.role === "system")
+  const carried = server?.block.tool_changes ?? []
+  const loaded = new Set<string>()
+  for (const message of head.slice(afterServer)) {
+    for (const block of blocksOf(message)) {
+      if (message.role === "system" && block.type === "tool_removal") {
+        const tool = (block as { readonly tool?: { readonly name?: unknown } }).tool
+        if (typeof tool?.name === "string") loaded.delete(tool.name)
+      } else if (message.role !== "system") {
+        for (const name of referencedTools(block)) loaded.add(name)
+      }
+    }
+  }
+  const additions = [...loaded].map((name) => ({ type: "tool_addition", tool: { type: "tool_reference", name } }))
+  return [
+    ...(carried.length === 0 ? [] : [{ role: "system", content: [...carried] } as unknown as M]),
+    ...systems,
+    ...(additions.length === 0 ? [] : [{ role: "system", content: additions } as unknown as M])
+  ]
 }
 
 /** True for an assistant message the API would call an unfinished turn at the end of an on-demand request. */

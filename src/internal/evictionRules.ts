@@ -22,6 +22,7 @@ import type { ToolAction } from "../Tools.ts"
 import { escapedOften, MAX_POINTER_LENGTH, outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "./pointer.ts"
 import { CLIP_MARK, clipHead } from "./text.ts"
 import { inputLine, SHORT_INPUT_MAX } from "./toolInput.ts"
+import { holdsToolReference } from "./toolReferences.ts"
 
 // ============================================================================
 // Eligibility
@@ -57,11 +58,14 @@ export const offloadedAlready = (block: ToolResultBlock, payload: number): boole
 
 /**
  * Whether an eviction may ever offload `result` (answering a call classified `action`, its payload `payload` tokens):
- * not offloaded already, larger than any pointer, and not a failed call other than a read (nothing later makes such a
- * failure out of date, and a failure is never stale). The eviction frontier is the oldest result this holds for.
+ * not offloaded already, larger than any pointer, not a failed call other than a read (nothing later makes such a
+ * failure out of date, and a failure is never stale), and holding no `tool_reference` (it loads a deferred tool:
+ * offloading it would unload the tool for every later call, API-RULES 28). The eviction frontier is the oldest result
+ * this holds for.
  */
 export const eligible = (result: ToolResultBlock, action: ToolAction, failed: boolean, payload: number): boolean =>
-  !(failed && action._tag !== "Read") && payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload)
+  !(failed && action._tag !== "Read") && payload > MIN_POINTER_TOKENS && !offloadedAlready(result, payload) &&
+  !holdsToolReference(result)
 
 // ============================================================================
 // Reasons
