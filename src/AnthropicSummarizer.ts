@@ -20,18 +20,10 @@ import {
   type AnthropicSummarizerOptions,
   requestOptionsOf
 } from "./internal/anthropicConfig.ts"
-import {
-  connectionReason,
-  describeCause,
-  errorTypeOf,
-  isNetworkError,
-  reasonOfErrorType,
-  reasonOfStatus,
-  retryAfterOf
-} from "./internal/anthropicErrors.ts"
+import * as AnthropicFailure from "./internal/anthropicFailure.ts"
 import { readConfig } from "./internal/env.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
-import { EmptySummary, SummarizeError, Timeout } from "./SummarizeError.ts"
+import { EmptySummary, SummarizeError } from "./SummarizeError.ts"
 import * as Summarizer from "./Summarizer.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
@@ -48,30 +40,13 @@ export {
 } from "./internal/anthropicConfig.ts"
 
 /**
- * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status
- * errors (by status, with `retry-after`), its connection and timeout errors, an SSE `error` event (by its error type:
- * `overloaded_error`, `rate_limit_error` and `api_error` are retryable, any other type is a `StreamError`), and network
- * failures while reading the body (`Connection`). A `SummarizeError` is returned as it is.
+ * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt (the summarizer's own
+ * classifier, in `src/internal/anthropicFailure.ts`).
+ * @deprecated Use the `reason` of the `SummarizeError` the summarizer fails with; the classifier is internal from
+ * 0.2.0.
  * @category errors
  */
-export const summarizeErrorOf = (cause: unknown): SummarizeError => {
-  if (cause instanceof SummarizeError) return cause
-  return new SummarizeError({ reason: reasonOf(cause), attempts: 1 })
-}
-
-const reasonOf = (cause: unknown) => {
-  const detail = describeCause(cause)
-  if (cause instanceof Anthropic.APIConnectionTimeoutError) return new Timeout({ detail, cause })
-  if (cause instanceof Anthropic.APIConnectionError) return connectionReason(cause)
-  if (cause instanceof Anthropic.APIError) {
-    const status: number | undefined = cause.status
-    return status === undefined
-      ? reasonOfErrorType(cause.type ?? errorTypeOf(cause.error), detail, cause)
-      : reasonOfStatus(status, retryAfterOf(cause.headers), detail, cause)
-  }
-  if (isNetworkError(cause)) return connectionReason(cause)
-  return reasonOfErrorType(undefined, detail, cause)
-}
+export const summarizeErrorOf: (cause: unknown) => SummarizeError = AnthropicFailure.summarizeErrorOf
 
 interface Collected {
   readonly text: string
@@ -156,7 +131,7 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): Summarizer.Summariz
         // `AnthropicClient` names only what is called; a client's stream yields the SDK's events
         return await collect(stream as AsyncIterable<Anthropic.RawMessageStreamEvent>, options.onProgress)
       },
-      catch: summarizeErrorOf
+      catch: AnthropicFailure.summarizeErrorOf
     }).pipe(
       Effect.flatMap((collected) =>
         collected.text.trim().length > 0 ? Effect.succeed(collected) : Effect.fail(

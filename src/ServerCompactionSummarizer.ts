@@ -25,7 +25,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import { clientFromConfig, summarizeErrorOf } from "./AnthropicSummarizer.ts"
+import { clientFromConfig } from "./AnthropicSummarizer.ts"
+import { summarizeErrorOf } from "./internal/anthropicFailure.ts"
 import { ExtractiveSummarizer } from "./ExtractiveSummarizer.ts"
 import { anthropicConfig, requestOptionsOf } from "./internal/anthropicConfig.ts"
 import { describeCause } from "./internal/anthropicErrors.ts"
@@ -49,7 +50,7 @@ export * from "./internal/serverCompactionConfig.ts"
 export const SERVER_COMPACTION_SUMMARIZER = "server-compaction"
 
 /**
- * Classifies anything an on-demand compaction attempt can throw, as `AnthropicSummarizer.summarizeErrorOf` does, with
+ * Classifies anything an on-demand compaction attempt can throw, as the Anthropic summarizer's classifier does, with
  * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize`, and
  * `compaction_too_many_tool_references` and `compaction_incomplete_turn` are `CompactionRefused` (API-RULES 35: none is
  * ever retried, whatever the status, since a retry sends the same view); `compaction_unavailable` is a 529 and so
