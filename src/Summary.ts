@@ -624,8 +624,28 @@ export const splitSummary = (summaryText: string): SummaryParts => {
 // ----------------------------------------------------------------------------
 
 /**
+ * How fast an entry's rank grows with its age, by kind: the user's instructions age slowest (a quarter per
+ * compaction), errors still open, plans and identifiers by half, commands, resolved errors and file contents by one.
+ */
+const AGE_WEIGHT = (entry: ManifestEntry): number => {
+  switch (entry.kind) {
+    case "instruction":
+      return 0.25
+    case "error":
+      return entry.resolved ? 1 : 0.5
+    case "plan":
+    case "identifier":
+      return 0.5
+    case "command":
+    case "file":
+      return 1
+  }
+}
+
+/**
  * The order in which entries are kept when the budget is short, by kind: lower is kept first. An entry's rank is
- * its kind's plus its age, so an instruction seen two compactions ago ranks with a fresh command.
+ * its kind's plus its age times the kind's `AGE_WEIGHT`, so an instruction seen four compactions ago ranks with a
+ * fresh command.
  */
 const KIND_RANK = (entry: ManifestEntry): number => {
   switch (entry.kind) {
@@ -682,7 +702,11 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
   const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
     entries.length === 0 ? `${body}\n\n${appendix}` : `${body}\n\n${renderManifest({ entries })}\n\n${appendix}`
   const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
-  const order = candidates.map((entry, index) => ({ entry, index, rank: KIND_RANK(entry) + entry.age }))
+  const order = candidates.map((entry, index) => ({
+    entry,
+    index,
+    rank: KIND_RANK(entry) + entry.age * AGE_WEIGHT(entry)
+  }))
     .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
   const overhead = messageTokens("")
@@ -707,16 +731,25 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
 
 /**
  * The tokens of the smallest summary message that keeps what the manifest keeps under `budgetTokens`: the entries
- * admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), that share for the text, and the
- * files appendix. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head would not free
+ * admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), `SUMMARY_TEXT_RESERVE_TOKENS` for
+ * the text, and the files appendix. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head would not free
  * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
  * of squeezing it.
  * @category manifest
  */
-export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number => {
-  const reserve = textReserve(budgetTokens)
-  return messageTokens(admit("", manifest.entries, renderAppendix(files), budgetTokens - reserve)) + reserve
-}
+export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
+  manifestTokens(manifest.entries, renderAppendix(files), budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
+
+/** The tokens of a summary message with an empty text and the entries admitted under the budget less the text's share. */
+const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string, budgetTokens: number): number =>
+  messageTokens(admit("", entries, appendix, budgetTokens - textReserve(budgetTokens)))
+
+/**
+ * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
+ * gets at least this much when the head is short, and up to `SUMMARY_TEXT_SHARE` of the budget when the head allows.
+ * @category constants
+ */
+export const SUMMARY_TEXT_RESERVE_TOKENS = 256
 
 /**
  * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
@@ -738,13 +771,24 @@ export const summaryWithManifest = (
   const appendix = renderAppendix(files)
   const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
   const whole = text.trim()
-  const textClaim = Math.min(Math.ceil(whole.length / CHARS_PER_TOKEN) + 1, textReserve(budget.budgetTokens))
   const folded = normalize(whole)
   const unrepeated = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  // the text claims up to its share of the budget, but not the room the floor promised the manifest (beyond the
+  // floor's own reserve for the text)
+  const promised = manifestTokens(unrepeated, appendix, budget.budgetTokens)
+  const textClaim = Math.max(
+    0,
+    Math.min(
+      Math.ceil(whole.length / CHARS_PER_TOKEN) + 1,
+      textReserve(budget.budgetTokens),
+      Math.max(SUMMARY_TEXT_RESERVE_TOKENS, limit - promised)
+    )
+  )
   // the manifest's share, measured with an empty text; the text gets what it leaves
   const withEntries = (entries: ReadonlyArray<ManifestEntry>) => admit("", entries, appendix, limit - textClaim)
   let manifestPart = withEntries(unrepeated)
-  const cut = (room: number): string => headOf(whole, Math.max(0, room - CUT_NOTE.length)).trimEnd() + CUT_NOTE
+  const cut = (room: number): string =>
+    room < CUT_NOTE.length ? "" : headOf(whole, room - CUT_NOTE.length).trimEnd() + CUT_NOTE
   let room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
