@@ -7,7 +7,7 @@
  * the kept tail's anchors counted apart; and again in the request after the compaction four later. Then eight planted
  * incidental facts and how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer.
  * The shared sessions are read from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
- * Run: node scripts/retention-corpus.ts
+ * Run: npx deno run -A scripts/retention-corpus.ts (or node scripts/retention-corpus.ts on a Node that strips types)
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
