@@ -8,6 +8,7 @@ import type { MessageUsage, RecordedAt } from "../../Import.ts"
 import type { Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
+import * as Summary from "../../Summary.ts"
 
 // ============================================================================
 // Prices
@@ -58,8 +59,11 @@ export const modelPrice = (
   (model === undefined ? undefined : prices.find((p) => p.pattern.test(model))) ??
     { family: "unknown (Sonnet prices)", pattern: /$^/, input: DEFAULT_DOLLARS_PER_MTOK, output: 15 }
 
-/** Largest simulated summary, in tokens: the summarizer's own cap, `Summary.DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
-export { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
+/**
+ * Largest simulated summary, in tokens: the summarizer's own cap (8,192).
+ * @deprecated Use `Summary.DEFAULT_SUMMARY_MAX_TOKENS` (the same constant; the summary's cap belongs to `Summary`).
+ */
+export const DEFAULT_SUMMARY_MAX_TOKENS: typeof Summary.DEFAULT_SUMMARY_MAX_TOKENS = Summary.DEFAULT_SUMMARY_MAX_TOKENS
 
 /** A simulated summary is this fraction of its transcript (then capped): 10%. @category constants */
 export const DEFAULT_SUMMARY_RATIO = 0.1
