@@ -23,6 +23,7 @@ import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
+import { measure, type Retention } from "./Retention.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import type { Snapshot } from "./SessionEntry.ts"
@@ -67,8 +68,33 @@ export type SkipReason =
   /** The compacted view would free fewer than `minFreedTokens`; compacting would not be worth it (or would loop). */
   | "TooLittleFreed"
 
+/** A range of message indices, `from` inclusive, `to` exclusive. @category models */
+export interface MessageRange {
+  readonly from: number
+  readonly to: number
+}
+
+/**
+ * Where a compaction cut, over the view before it (`messagesBefore` messages): `removed` is the span the summary
+ * replaces (always from 0; its system messages are re-emitted after the summary, not summarized), `kept` the tail
+ * that stays verbatim (`removed.to` to `messagesBefore`). Indices only: no message is copied.
+ * @category models
+ */
+export interface CompactionCut {
+  readonly removed: MessageRange
+  readonly kept: MessageRange
+}
+
 /** What a compaction that ran did. @category models */
 export interface CompactedInfo {
+  /** Which messages of the view before left (`removed`) and which stayed (`kept`). */
+  readonly cut: CompactionCut
+  /**
+   * What of the removed span survives in the new view: `Retention.measure(removed span, new view)` with the kept
+   * tail's anchors counted apart (`tail`: the kept messages as they are in the new view). Computed once per
+   * compaction, never on a request that does not compact.
+   */
+  readonly retention: Retention
   readonly turnsSummarized: number
   readonly messagesBefore: number
   readonly messagesAfter: number
@@ -185,6 +211,8 @@ export interface CompactionPlan<M extends Message> {
   readonly splitTurn: boolean
   readonly overBudget: boolean
   readonly minFreedTokens: number
+  /** The classifier of the options, which the outcome's retention reads too. */
+  readonly classifier?: ToolClassifier | undefined
 }
 
 /** A pass that stops before the summary: the input is returned as it was. @category models */
@@ -340,7 +368,8 @@ export const prepareCompaction = <M extends Message>(
     turnsSummarized: countTurns(fresh),
     splitTurn: plan.splitTurn,
     overBudget: plan.overBudget,
-    minFreedTokens
+    minFreedTokens,
+    classifier: options.classifier
   }
 }
 
@@ -476,6 +505,8 @@ export const finishCompaction = <M extends Message>(
     return unchanged(plan.messages, "TooLittleFreed", plan.tokensBefore).result
   }
   const info: CompactedInfo = {
+    cut: { removed: { from: 0, to: cut }, kept: { from: cut, to: plan.messages.length } },
+    retention: measure(plan.messages.slice(0, cut), next, { tail: repairedKept, classifier: plan.classifier }),
     turnsSummarized: plan.turnsSummarized,
     messagesBefore: plan.messages.length,
     messagesAfter: next.length,
