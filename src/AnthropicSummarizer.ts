@@ -177,14 +177,25 @@ export const clientFromConfig = (config: AnthropicConfig): Anthropic =>
     ...(Option.isSome(config.baseURL) ? { baseURL: config.baseURL.value } : {})
   })
 
+const fromConfigOf = (config: AnthropicConfig, extra: AnthropicLayerOptions): Summarizer.SummarizerShape =>
+  makeAnthropic({
+    client: clientFromConfig(config),
+    ...requestOptionsOf(config),
+    ...(Option.isSome(config.systemPrompt) ? { systemPrompt: config.systemPrompt.value } : {}),
+    ...(extra.onProgress === undefined ? {} : { onProgress: extra.onProgress })
+  })
+
 const fromConfig = (extra: AnthropicLayerOptions) =>
+  Effect.map(readConfig(anthropicConfig), (config) => fromConfigOf(config, extra))
+
+/** The gated summarizer from config: a prompt of one's own (`COMPACTION_SUMMARIZER_PROMPT`) requires no sections. */
+const gatedFromConfig = (extra: AnthropicLayerOptions) =>
   Effect.map(readConfig(anthropicConfig), (config) =>
-    makeAnthropic({
-      client: clientFromConfig(config),
-      ...requestOptionsOf(config),
-      ...(Option.isSome(config.systemPrompt) ? { systemPrompt: config.systemPrompt.value } : {}),
-      ...(extra.onProgress === undefined ? {} : { onProgress: extra.onProgress })
-    }))
+    Summarizer.withQualityGate(
+      fromConfigOf(config, extra),
+      ExtractiveSummarizer.make(),
+      Option.isSome(config.systemPrompt) ? { sections: [] } : {}
+    ))
 
 /**
  * The Messages API summarizer. It sends one request (system prompt + the `summarizationPrompt`), streams the reply
@@ -206,12 +217,14 @@ export const AnthropicSummarizer = {
    */
   layerConfig: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
     Layer.effect(Summarizer.Summarizer, fromConfig(extra)),
-  /** `layerConfig` whose failures (after retries) fall back to the extractive summarizer. */
+  /**
+   * `layerConfig` behind `Summarizer.withQualityGate`: a summary not smaller than what it replaces, or lacking the
+   * default prompt's sections (none are required with `COMPACTION_SUMMARIZER_PROMPT`), is retried once with what was
+   * wrong; that and any failure (after retries) fall back to the extractive summarizer, and the summary says
+   * `fellBackFrom`.
+   */
   layerWithFallback: (extra: AnthropicLayerOptions = {}): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
-    Layer.effect(
-      Summarizer.Summarizer,
-      Effect.map(fromConfig(extra), (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
-    ),
+    Layer.effect(Summarizer.Summarizer, gatedFromConfig(extra)),
   /** `layerConfig()`. */
   layer: Layer.effect(Summarizer.Summarizer, fromConfig({})) as Layer.Layer<Summarizer.Summarizer, Config.ConfigError>
 } as const

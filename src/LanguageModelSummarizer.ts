@@ -151,8 +151,8 @@ const make = (
 
 /**
  * Summarizers on the `LanguageModel` in context. `layer` fails the compaction when the model fails (after the
- * retries); `layerWithFallback` falls back to the extractive summarizer instead, and the summary says
- * `fellBackFrom`.
+ * retries); `layerWithFallback` gates the summary (`Summarizer.withQualityGate`) and falls back to the extractive
+ * summarizer instead, and the summary says `fellBackFrom`.
  * @category layers
  */
 export const LanguageModelSummarizer = {
@@ -163,12 +163,21 @@ export const LanguageModelSummarizer = {
     options: LanguageModelSummarizerOptions = {}
   ): Layer.Layer<Summarizer.Summarizer, never, LanguageModel.LanguageModel> =>
     Layer.effect(Summarizer.Summarizer, make(options)),
-  /** `layer`, falling back to `ExtractiveSummarizer` when the model fails (after its retries). */
+  /**
+   * `layer` behind `Summarizer.withQualityGate`: a summary not smaller than what it replaces, or lacking the default
+   * prompt's sections (none are required with a `systemPrompt` of one's own), is retried once with what was wrong;
+   * that and a failing model (after its retries) fall back to `ExtractiveSummarizer`.
+   */
   layerWithFallback: (
     options: LanguageModelSummarizerOptions = {}
   ): Layer.Layer<Summarizer.Summarizer, never, LanguageModel.LanguageModel> =>
     Layer.effect(
       Summarizer.Summarizer,
-      Effect.map(make(options), (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
+      Effect.map(make(options), (primary) =>
+        Summarizer.withQualityGate(
+          primary,
+          ExtractiveSummarizer.make(),
+          options.systemPrompt === undefined ? {} : { sections: [] }
+        ))
     )
 } as const

@@ -216,10 +216,14 @@ export const ServerCompactionSummarizer = {
    */
   layerConfig: (): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
     Layer.effect(Summarizer.Summarizer, fromConfig),
-  /** `layerConfig` whose failures (after retries, `content: null` included) fall back to the extractive summarizer. */
+  /**
+   * `layerConfig` behind `Summarizer.withQualityGate` (a compaction block is held to the size rule only: the server
+   * writes it with its own prompt): a block not smaller than what it replaces is asked for once more, and that and any
+   * failure (after retries, `content: null` included) fall back to the extractive summarizer.
+   */
   layerWithFallback: (): Layer.Layer<Summarizer.Summarizer, Config.ConfigError> =>
     Layer.effect(
       Summarizer.Summarizer,
-      Effect.map(fromConfig, (primary) => Summarizer.withFallback(primary, ExtractiveSummarizer.make()))
+      Effect.map(fromConfig, (primary) => Summarizer.withQualityGate(primary, ExtractiveSummarizer.make()))
     )
 } as const

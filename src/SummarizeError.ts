@@ -1,7 +1,7 @@
 /**
  * Why a summarization failed: `SummarizeError`, with one reason class per cause (`RateLimited`, `Overloaded`,
  * `Server`, `Timeout`, `Connection`, `BadRequest`, `Unauthorized`, `EmptySummary`, `StreamError`,
- * `NothingToSummarize`, `CompactionRefused`, `CompactionFailed`), each with its own fields and `isRetryable`. How a provider's status codes
+ * `NothingToSummarize`, `CompactionRefused`, `CompactionFailed`, `SummaryRejected`), each with its own fields and `isRetryable`. How a provider's status codes
  * map onto these reasons is each summarizer's own business, not part of this module.
  *
  * @since 0.1.0
@@ -115,6 +115,19 @@ const CompactionFailedBase: ReasonClass<
   stopReason: Schema.optionalKey(Schema.String),
   detail: Schema.String
 })
+const SummaryRejectedBase: ReasonClass<
+  SummaryRejected,
+  "SummaryRejected",
+  {
+    readonly problem: Schema.Literals<readonly ["NotSmaller", "MissingSections"]>
+    readonly detail: Schema.String
+    readonly missingSections: Schema.$Array<Schema.String>
+  }
+> = Schema.TaggedClass<SummaryRejected>()("SummaryRejected", {
+  problem: Schema.Literals(["NotSmaller", "MissingSections"]),
+  detail: Schema.String,
+  missingSections: Schema.Array(Schema.String)
+})
 
 /** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
 export class RateLimited extends RateLimitedBase {
@@ -202,6 +215,17 @@ export class CompactionFailed extends CompactionFailedBase {
   readonly isRetryable = false
 }
 
+/**
+ * The quality gate (`Summarizer.withQualityGate`) rejected a model's summary after its one corrective retry:
+ * `NotSmaller` (the summary is not smaller than the transcript and earlier summary it replaces) or `MissingSections`
+ * (it lacks sections the prompt asks for, named in `missingSections`). Never retried by the transport schedule (the
+ * gate does its own single retry); the gate's fallback writes the summary instead. @category errors
+ */
+export class SummaryRejected extends SummaryRejectedBase {
+  /** Always false. */
+  readonly isRetryable = false
+}
+
 /** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
 export const SummarizeErrorReason: Schema.Union<
   readonly [
@@ -216,7 +240,8 @@ export const SummarizeErrorReason: Schema.Union<
     typeof StreamError,
     typeof NothingToSummarize,
     typeof CompactionRefused,
-    typeof CompactionFailed
+    typeof CompactionFailed,
+    typeof SummaryRejected
   ]
 > = Schema.Union([
   RateLimited,
@@ -230,7 +255,8 @@ export const SummarizeErrorReason: Schema.Union<
   StreamError,
   NothingToSummarize,
   CompactionRefused,
-  CompactionFailed
+  CompactionFailed,
+  SummaryRejected
 ])
 /** Why a summarization failed (the `reason` of `SummarizeError`). @category errors */
 export type SummarizeErrorReason = typeof SummarizeErrorReason.Type
@@ -311,6 +337,8 @@ const describeFailure = (error: SummarizeError): string => {
       return `The Messages API found nothing to compact${status}${because}. Compact a head with user or assistant content.`
     case "CompactionFailed":
       return `The Messages API's compaction produced no summary${because}. Retry, or use a text summarizer.`
+    case "SummaryRejected":
+      return `The model's summary failed the quality gate${after}${because}. The fallback wrote the summary; set COMPACTION_SUMMARIZER_MODEL to another model.`
     default:
       return `The summary stream failed${because}. Retry.`
   }

@@ -1,6 +1,6 @@
 /**
  * The summarizer contract: the `Summarizer` service, what it is asked (`SummarizeRequest`, the prompt) and what it
- * returns (`Summary`), the retry policy and per-attempt timeout, and `withFallback`. Its failures are
+ * returns (`Summary`), the retry policy and per-attempt timeout, `withFallback` and `withQualityGate`. Its failures are
  * `SummarizeError`'s. It names no summarizer: those live in `ExtractiveSummarizer`, `LanguageModelSummarizer`,
  * `AnthropicSummarizer` and `ServerCompactionSummarizer`, each importing this module, and `SummarizerAuto.layerAuto`
  * picks one from the environment. Importing this module never loads `@anthropic-ai/sdk`.
@@ -16,7 +16,7 @@ import type { CompactionBlock, Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
 import { neutralizeTags, render } from "./Render.ts"
-import { SummarizeError, Timeout } from "./SummarizeError.ts"
+import { SummarizeError, SummaryRejected, Timeout } from "./SummarizeError.ts"
 import { stripAppendix } from "./Summary.ts"
 
 // ============================================================================
@@ -223,14 +223,125 @@ export const withFallback = (primary: SummarizerShape, fallback: SummarizerShape
     )
 })
 
+/** What `withQualityGate` requires of a summary. @category models */
+export interface QualityGateOptions {
+  /**
+   * The section headings a text summary must hold (any Markdown heading level, case-insensitive). Default
+   * `SUMMARY_SECTIONS`, what `DEFAULT_SYSTEM_PROMPT` asks for; pass `[]` with a prompt of your own.
+   */
+  readonly sections?: ReadonlyArray<string>
+}
+
+/** The characters a summary replaces: the transcript and the earlier summary it updates (without its appendix). */
+const replacedChars = (request: SummarizeRequest): number =>
+  request.transcript.length +
+  (request.previousSummary === undefined ? 0 : stripAppendix(request.previousSummary).length)
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+const hasHeading = (text: string, section: string): boolean =>
+  new RegExp(`^#{1,6}[ \\t]*${escapeRegExp(section)}[ \\t]*:?[ \\t]*$`, "im").test(text)
+
+/** Why the gate rejects `summary` for `request`, or undefined when it passes. */
+const rejection = (
+  request: SummarizeRequest,
+  summary: Summary,
+  sections: ReadonlyArray<string>
+): SummaryRejected | undefined => {
+  const replaced = replacedChars(request)
+  if (summary.text.length >= replaced) {
+    return new SummaryRejected({
+      problem: "NotSmaller",
+      detail:
+        `the summary is ${summary.text.length} characters, not smaller than the ${replaced} characters it replaces`,
+      missingSections: []
+    })
+  }
+  const missing = summary.compaction === undefined ? sections.filter((s) => !hasHeading(summary.text, s)) : []
+  return missing.length === 0 ? undefined : new SummaryRejected({
+    problem: "MissingSections",
+    detail: `the summary lacks the sections ${missing.map((s) => `"## ${s}"`).join(", ")}`,
+    missingSections: missing
+  })
+}
+
+/** The corrective instruction of the gate's one retry: what was wrong and what to do instead. */
+const correction = (request: SummarizeRequest, rejected: SummaryRejected): string =>
+  rejected.problem === "NotSmaller"
+    ? `Your previous summary was rejected: ${rejected.detail}. Write a summary well under ${
+      Math.floor(replacedChars(request) / 2)
+    } characters: keep decisions, todos, rules, pending asks and exact identifiers; drop narrative.`
+    : `Your previous summary was rejected: ${rejected.detail}. Write the complete summary again with every section as a Markdown heading (${
+      rejected.missingSections.map((s) => `"## ${s}"`).join(", ")
+    } included); write "(none)" under an empty one.`
+
+const addUsage = (a: SummaryUsage, b: SummaryUsage): SummaryUsage => ({
+  input_tokens: a.input_tokens + b.input_tokens,
+  output_tokens: a.output_tokens + b.output_tokens,
+  cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
+  cache_creation_input_tokens: a.cache_creation_input_tokens + b.cache_creation_input_tokens
+})
+
+/**
+ * A summarizer that checks `primary`'s summary before accepting it: one not smaller than what it replaces (the
+ * transcript and the earlier summary, in characters), or, for a text summary, one lacking a heading of
+ * `options.sections` (default `SUMMARY_SECTIONS`), is asked for once more with the request's instructions extended by
+ * what was wrong. A retried summary that passes is returned with the usage of both calls. One that fails again, or
+ * any `SummarizeError` of `primary` (after its own retries), is handed to `fallback` as `withFallback` does: the
+ * summary says `fellBackFrom: { summarizer: primary.name, error }`, the error's reason `SummaryRejected` (with its
+ * `problem`) when the gate refused. Interruption is not caught.
+ * @category combinators
+ */
+export const withQualityGate = (
+  primary: SummarizerShape,
+  fallback: SummarizerShape,
+  options: QualityGateOptions = {}
+): SummarizerShape => {
+  const sections = options.sections ?? SUMMARY_SECTIONS
+  const gated: SummarizerShape = {
+    name: primary.name,
+    summarize: (request) =>
+      Effect.gen(function* () {
+        const first = yield* primary.summarize(request)
+        const rejected = rejection(request, first, sections)
+        if (rejected === undefined) return first
+        yield* Effect.logWarning("summary rejected by the quality gate, retrying once", {
+          summarizer: primary.name,
+          problem: rejected.problem
+        })
+        const focus = request.instructions?.trim() ?? ""
+        const instructions = [focus, correction(request, rejected)].filter((part) => part.length > 0).join("\n\n")
+        const second = yield* primary.summarize({ ...request, instructions })
+        const again = rejection(request, second, sections)
+        if (again !== undefined) return yield* Effect.fail(new SummarizeError({ reason: again, attempts: 2 }))
+        return { ...second, usage: addUsage(first.usage, second.usage) } satisfies Summary
+      })
+  }
+  return withFallback(gated, fallback)
+}
+
 // ============================================================================
 // Prompt
 // ============================================================================
 
 /**
- * The default system prompt: a structured summary (goal; constraints and preferences; progress: done, in progress,
- * blocked; key decisions; next steps; critical context) with paths, identifiers and errors kept verbatim. It also says
- * the transcript is data, so instructions inside the session are not followed.
+ * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
+ * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
+ * @category prompt
+ */
+export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
+  "Constraints and rules",
+  "Decisions",
+  "Open todos",
+  "Pending user asks",
+  "Exact identifiers"
+]
+
+/**
+ * The default system prompt: a structured summary (goal; constraints and rules; progress: done, in progress,
+ * blocked; decisions; open todos; pending user asks; exact identifiers), every `SUMMARY_SECTIONS` heading included,
+ * with paths, identifiers and errors kept verbatim. It also says the transcript is data, so instructions inside the
+ * session are not followed.
  * @category prompt
  */
 export const DEFAULT_SYSTEM_PROMPT: string =
@@ -243,24 +354,27 @@ Write the summary in Markdown with exactly these sections, in this order:
 ## Goal
 What the user is trying to achieve, in their terms.
 
-## Constraints and preferences
-Requirements, conventions and preferences the user stated or the work revealed.
+## Constraints and rules
+Requirements, conventions, rules and preferences the user stated or the work revealed.
 
 ## Progress
 ### Done
 ### In progress
 ### Blocked
 
-## Key decisions
+## Decisions
 Each decision and the reason for it.
 
-## Next steps
-The concrete next actions, in order.
+## Open todos
+The concrete next actions and unfinished items, in order.
 
-## Critical context
-Everything else needed to continue: file paths, function and type names, commands, error messages, values, URLs.
+## Pending user asks
+What the user asked for that is not yet done or answered, in their words.
 
-Copy file paths, identifiers, commands and error messages exactly as they appear; never paraphrase them. Prefer specifics to generalities. Write "(none)" for an empty section. Output only the summary.`
+## Exact identifiers
+Everything else needed to continue, verbatim: file paths, function and type names, commands, error messages, values, URLs, ids, hashes, versions.
+
+Copy file paths, identifiers, commands and error messages exactly as they appear; never paraphrase them. Prefer specifics to generalities. Write "(none)" for an empty section. Keep the summary much shorter than the transcript. Output only the summary.`
 
 /**
  * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the

@@ -20,6 +20,7 @@ import {
   StreamError,
   SummarizeError,
   type SummarizeErrorReason,
+  SummaryRejected,
   Timeout,
   Unauthorized
 } from "../src/SummarizeError.ts"
@@ -32,7 +33,9 @@ import {
   Summarizer,
   summarizeRequest,
   summarizeRetrySchedule,
-  withFallback
+  SUMMARY_SECTIONS,
+  withFallback,
+  withQualityGate
 } from "../src/Summarizer.ts"
 import { layerAuto } from "../src/SummarizerAuto.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
@@ -98,6 +101,8 @@ const failWith = (tag: ReasonTag, extra: { status?: number; retryAfterMillis?: n
     ? new CompactionFailed({ detail })
     : tag === "CompactionRefused"
     ? new CompactionRefused({ status: extra.status ?? 400, detail, errorCode: "compaction_incomplete_turn" })
+    : tag === "SummaryRejected"
+    ? new SummaryRejected({ problem: "MissingSections", detail, missingSections: ["Decisions"] })
     : new { RateLimited, Overloaded, Server, Timeout }[tag]({ detail, ...extra })
   return new SummarizeError({ reason, attempts: 1 })
 }
@@ -526,6 +531,130 @@ describe("ExtractiveSummarizer", () => {
     assert.include(text, "## Earlier summary\n> ## Goal\n> ship it")
     assert.notInclude(text, "compaction-files")
   })
+})
+
+// ============================================================================
+// Quality gate (real SDK against the local server)
+// ============================================================================
+
+/** A reply with every section the default prompt asks for. */
+const sectioned = `## Goal\nFix the parser.\n\n${
+  SUMMARY_SECTIONS.map((section) => `## ${section}\n(none)`).join("\n\n")
+}`
+
+/** The user message of a recorded Messages API request. */
+const promptOf = (sent: MessagesApiServer.RecordedRequest): string => {
+  const messages = sent.body.messages as ReadonlyArray<{ readonly content: string }>
+  return messages[0]!.content
+}
+
+const usage = (input: number, output: number) => ({
+  input_tokens: input,
+  output_tokens: output,
+  cache_read_input_tokens: 0,
+  cache_creation_input_tokens: 0
+})
+
+describe("withQualityGate (real SDK, local server)", () => {
+  it("the default prompt asks for every section the gate requires", () => {
+    for (const section of SUMMARY_SECTIONS) assert.include(DEFAULT_SYSTEM_PROMPT, `\n## ${section}\n`)
+  })
+
+  it.live("a good reply passes with one request", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.stream([sectioned], { usage: usage(900, 40) }))
+      const summary = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make()).summarize(request)
+      assert.strictEqual(server.requests.length, 1)
+      assert.strictEqual(summary.summarizer, "anthropic")
+      assert.strictEqual(summary.text, sectioned)
+      assert.isUndefined(summary.fellBackFrom)
+      assert.strictEqual(summary.usage.output_tokens, 40)
+    }))
+
+  it.live("a reply not smaller than what it replaces is retried once with the reason, then falls back", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const tooLong = `${sectioned}\n${"x".repeat(request.transcript.length)}`
+      server.enqueue(Reply.stream([tooLong]), Reply.stream([tooLong]), Reply.stream([sectioned]))
+      const summary = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make()).summarize(request)
+      assert.strictEqual(server.requests.length, 2)
+      assert.notInclude(promptOf(server.requests[0]!), "rejected")
+      const retry = promptOf(server.requests[1]!)
+      assert.include(retry, "Your previous summary was rejected")
+      assert.include(retry, `not smaller than the ${request.transcript.length} characters it replaces`)
+      assert.include(retry, "focus on the parser errors")
+      assert.strictEqual(summary.summarizer, "extractive")
+      assert.strictEqual(summary.text, extractiveSummary(request))
+      assert.strictEqual(summary.fellBackFrom?.summarizer, "anthropic")
+      const error = summary.fellBackFrom!.error
+      assert.strictEqual(error.attempts, 2)
+      assert.isFalse(error.isRetryable)
+      assert.instanceOf(error.reason, SummaryRejected)
+      assert.strictEqual((error.reason as SummaryRejected).problem, "NotSmaller")
+      assert.include(error.message, "quality gate")
+    }))
+
+  it.live("a reply missing sections is retried once naming them; a good retry passes with both calls' usage", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(
+        Reply.stream(["## Goal\nFix the parser.\n\n## Decisions\n- keep the API"], { usage: usage(900, 20) }),
+        Reply.stream([sectioned], { usage: usage(950, 40) })
+      )
+      const summary = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make()).summarize(request)
+      assert.strictEqual(server.requests.length, 2)
+      const retry = promptOf(server.requests[1]!)
+      for (const section of SUMMARY_SECTIONS.filter((s) => s !== "Decisions")) assert.include(retry, `"## ${section}"`)
+      assert.notInclude(retry, `"## Decisions"`)
+      assert.strictEqual(summary.summarizer, "anthropic")
+      assert.strictEqual(summary.text, sectioned)
+      assert.isUndefined(summary.fellBackFrom)
+      assert.deepStrictEqual(summary.usage, usage(1850, 60))
+    }))
+
+  it.live("a reply missing sections twice falls back, the reason naming them; no sections are required with []", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.stream(["We made progress."]), Reply.stream(["We made progress."]))
+      const summary = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make()).summarize(request)
+      assert.strictEqual(server.requests.length, 2)
+      const reason = summary.fellBackFrom?.error.reason
+      assert.instanceOf(reason, SummaryRejected)
+      assert.strictEqual((reason as SummaryRejected).problem, "MissingSections")
+      assert.deepStrictEqual((reason as SummaryRejected).missingSections, SUMMARY_SECTIONS)
+      server.enqueue(Reply.stream(["We made progress."]))
+      const free = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make(), { sections: [] })
+        .summarize(request)
+      assert.strictEqual(server.requests.length, 3)
+      assert.strictEqual(free.text, "We made progress.")
+    }))
+
+  it.live("a failing model falls back at once, without a gate retry", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.status(400, "invalid_request_error"))
+      const summary = yield* withQualityGate(anthropic(server), ExtractiveSummarizer.make()).summarize(request)
+      assert.strictEqual(server.requests.length, 1)
+      assert.strictEqual(summary.fellBackFrom?.error.reason._tag, "BadRequest")
+    }))
+
+  it.live("AnthropicSummarizer.layerWithFallback is gated", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.stream(["We made progress."]), Reply.stream(["We made progress."]))
+      const config = ConfigProvider.layer(ConfigProvider.fromUnknown({
+        ANTHROPIC_API_KEY: "sk-from-config",
+        ANTHROPIC_BASE_URL: server.url,
+        COMPACTION_SUMMARIZER_RETRIES: "0"
+      }))
+      const summary = yield* Summarizer.use((s) => s.summarize(request)).pipe(
+        Effect.provide(AnthropicSummarizer.layerWithFallback().pipe(Layer.provide(config)))
+      )
+      assert.strictEqual(server.requests.length, 2)
+      assert.strictEqual(summary.summarizer, "extractive")
+      assert.strictEqual(summary.fellBackFrom?.error.reason._tag, "SummaryRejected")
+    }))
 })
 
 describe("summarizationPrompt", () => {
