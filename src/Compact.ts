@@ -17,8 +17,8 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
-import { planForPolicy } from "./Cut.ts"
+import { apiViewStart, type ViewCompaction, viewCompaction } from "./ApiView.ts"
+import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
@@ -44,7 +44,7 @@ import {
 import * as SummaryModule from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
-import { countTurns } from "./Turns.ts"
+import { countTurns, isTurnStart } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
 
 // The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
@@ -164,6 +164,12 @@ export interface CompactOptions {
   readonly minFreedTokens?: number | undefined
   /** Classifies tool calls for the files appendix; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier | undefined
+  /**
+   * Summarize up to here: the messages before index `upTo` are summarized and the rest kept, instead of the policy's
+   * cut. The cut is moved to the nearest safe cut at or before it (`Cut.safeCut`: a tool call never leaves without
+   * its result), so the kept tail may start a little earlier; the turn floor does not apply. Clamped to the list.
+   */
+  readonly upTo?: number | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -295,11 +301,11 @@ export const prepareCompaction = <M extends Message>(
   options: CompactOptions = {}
 ): CompactionPlan<M> | CompactionSkip<M> => {
   const tokensBefore = estimateTokens(messages)
-  const plan = planForPolicy(messages, policy)
+  const plan = options.upTo === undefined ? planForPolicy(messages, policy) : planUpTo(messages, options.upTo, policy)
   if (plan.cut === 0) {
     return unchanged(
       messages,
-      countTurns(messages) <= policy.keepRecentTurns ? "TooShort" : "NothingToCut",
+      options.upTo === undefined && countTurns(messages) <= policy.keepRecentTurns ? "TooShort" : "NothingToCut",
       tokensBefore
     )
   }
@@ -370,6 +376,26 @@ export const prepareCompaction = <M extends Message>(
     overBudget: plan.overBudget,
     minFreedTokens,
     classifier: options.classifier
+  }
+}
+
+/**
+ * The cut of `CompactOptions.upTo`: `Cut.safeCut(messages, upTo)`, 0 (nothing to cut) when that is at or before the
+ * API view's start. The fields `prepareCompaction` reads are those of `planForPolicy`'s plan.
+ */
+const planUpTo = (messages: ReadonlyArray<Message>, upTo: number, policy: CompactionPolicy): CutPlan => {
+  const found = safeCut(messages, upTo)
+  const cut = found <= apiViewStart(messages) ? 0 : found
+  const kept = messages.slice(cut)
+  const keptTokens = estimateTokens(kept)
+  return {
+    cut,
+    turnStart: cut,
+    splitTurn: cut > 0 && cut < messages.length && !isTurnStart(messages, cut),
+    keptTurns: countTurns(kept),
+    keptTokens,
+    oversizedTurn: false,
+    overBudget: keptTokens > policy.maxTailTokens
   }
 }
 

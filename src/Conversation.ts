@@ -894,9 +894,12 @@ export interface ConversationShape {
    * (only here, after the results are in). A failed summary or persist fails with the request of the state as it was.
    */
   readonly prepare: Effect.Effect<Prepared, ConversationError<Prepared>>
-  /** Compacts now (`/compact <focus>`), whatever the trigger says. */
+  /**
+   * Compacts now (`/compact <focus>`), whatever the trigger says; with `upTo`, summarizes the messages of the view
+   * before that index ("summarize up to here", moved to the nearest safe cut at or before it: `CompactOptions.upTo`).
+   */
   readonly compact: (
-    options?: { readonly instructions?: string | undefined } | undefined
+    options?: { readonly instructions?: string | undefined; readonly upTo?: number | undefined } | undefined
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
@@ -946,11 +949,12 @@ const make = (
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
-    const compactNow = <A>(instructions: string | undefined, fallback: () => A) =>
+    const compactNow = <A>(instructions: string | undefined, fallback: () => A, upTo?: number | undefined) =>
       Effect.gen(function* () {
         yield* persist(closePending(state), fallback)
         const plan = prepareCompaction(state.view, policy, {
           instructions,
+          upTo,
           minFreedTokens: options.minFreedTokens,
           classifier: options.classifier
         })
@@ -1000,7 +1004,7 @@ const make = (
           const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
             outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(state.view) })
-          }))
+          }), compactOptions?.upTo)
           return { request: request(), outcome }
         }))
     })

@@ -1,11 +1,14 @@
 /**
  * The outcome of a compaction says what happened: the cut (which messages left, which stayed) judged against the
- * views before and after, and its retention judged by the independent extractor (test/fixtures/Anchors.ts).
+ * views before and after, its retention judged by the independent extractor (test/fixtures/Anchors.ts), `upTo`
+ * landing on a safe cut at or before the chosen message.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { compactContext, type CompactOutcome } from "../src/Compact.ts"
+import { Conversation, type MessageParam } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { CATEGORIES } from "../src/Retention.ts"
 import { REF_CATEGORIES, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
@@ -22,6 +25,19 @@ const policy = CompactionPolicy.makeUnsafe({
 const compacted = (outcome: CompactOutcome) => {
   assert.isTrue(outcome._tag === "Compacted" || outcome._tag === "FellBack", `expected a compaction: ${outcome._tag}`)
   return outcome as Extract<CompactOutcome, { _tag: "Compacted" | "FellBack" }>
+}
+
+/** True when the tool ids of `messages.slice(cut)` answer no call of `messages.slice(0, cut)`, judged here. */
+const pairsKept = (messages: ReadonlyArray<Message>, cut: number): boolean => {
+  const calls = new Set<string>()
+  for (const m of messages.slice(0, cut)) {
+    if (typeof m.content === "string") continue
+    for (const b of m.content) if (b.type === "tool_use") calls.add((b as { id: string }).id)
+  }
+  return messages.slice(cut).every((m) =>
+    typeof m.content === "string" ||
+    m.content.every((b) => b.type !== "tool_result" || !calls.has((b as { tool_use_id: string }).tool_use_id))
+  )
 }
 
 const assertApiValid = (view: ReadonlyArray<unknown>, where: string) => {
@@ -62,4 +78,65 @@ describe("the outcome of a compaction", () => {
         assertApiValid(after, `seed ${seed}`)
       }
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("upTo: the cut lands on a safe cut at or before the chosen message, and every view is valid", () =>
+    Effect.gen(function* () {
+      const before = generateSession(7, { messages: 50, maxOutput: 2_000 })
+      let compactions = 0
+      for (let upTo = 1; upTo <= before.length; upTo++) {
+        const { messages: after, outcome } = yield* compactContext(before, policy, { upTo, minFreedTokens: 1 })
+        assertApiValid(after, `upTo ${upTo}`)
+        if (outcome._tag === "Skipped") {
+          assert.strictEqual(after, before)
+          continue
+        }
+        compactions++
+        const cut = compacted(outcome).cut.kept.from
+        assert.isAtMost(cut, upTo)
+        assert.isAbove(cut, 0)
+        assert.isTrue(pairsKept(before, cut), `upTo ${upTo}: cut ${cut} splits a tool call from its result`)
+        // the nearest: no later cut up to upTo keeps the pairs
+        for (let later = cut + 1; later <= upTo; later++) assert.isFalse(pairsKept(before, later), `upTo ${upTo}`)
+        assert.deepStrictEqual(after.slice(1).filter((m) => m.role !== "system"), before.slice(cut))
+      }
+      assert.isAbove(compactions, before.length / 2)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+})
+
+describe("a Conversation's manual compaction", () => {
+  const conversation = (messages: ReadonlyArray<Message>) =>
+    Effect.gen(function* () {
+      const c = yield* Conversation
+      for (const message of messages) {
+        const param = message as unknown as MessageParam
+        if (message.role === "assistant") yield* c.recordReply(param)
+        else yield* c.append(param)
+      }
+      return c
+    })
+  const layer = Conversation.layerMemory({ policy, minFreedTokens: 1 }).pipe(
+    Layer.provide(ExtractiveSummarizer.layer)
+  )
+
+  it.effect("with upTo: reports the cut of the view before and a valid request", () =>
+    Effect.gen(function* () {
+      const messages = generateSession(11, { messages: 40, maxOutput: 2_000 })
+      let startsOnReply = 0
+      for (let upTo = 4; upTo < messages.length; upTo++) {
+        yield* Effect.gen(function* () {
+          const c = yield* conversation(messages)
+          const before = (yield* c.state).view
+          const { outcome, request } = yield* c.compact({ upTo })
+          if (outcome._tag === "Skipped") return
+          const info = compacted(outcome)
+          assert.isAtMost(info.cut.kept.from, upTo)
+          assert.strictEqual(info.cut.kept.to, before.length)
+          if (before[info.cut.kept.from]!.role === "assistant") startsOnReply++
+          const after = (yield* c.state).view
+          assert.deepStrictEqual(after.slice(1), before.slice(info.cut.kept.from))
+          assertApiValid(request.messages, `upTo ${upTo}`)
+        }).pipe(Effect.provide(layer))
+      }
+      assert.isAbove(startsOnReply, 0)
+    }))
 })
