@@ -518,6 +518,11 @@ export const finishCompaction = <M extends Message>(
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
   const repairedKept = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+  // the filler put before a tail that opens on an assistant reply is dropped again (the summary is its user message):
+  // it is no repair of the new view, so a valid tail (a `Conversation`'s, which it built itself) reports none
+  const repairs = repaired.report.insertedLeadingUser
+    ? { ...repaired.report, insertedLeadingUser: false }
+    : repaired.report
   const next: Array<M | BuiltMessage> = block === undefined
     ? withSystemMessages(summaryMsg, repairedKept, plan.systemMessages)
     : withSystemMessages<M | BuiltMessage>(
@@ -542,7 +547,7 @@ export const finishCompaction = <M extends Message>(
     overBudget: plan.overBudget,
     summary,
     summarizer: summary.summarizer,
-    repairs: repaired.report
+    repairs
   }
   const outcome = summary.fellBackFrom === undefined ? CompactOutcome.Compacted(info) : CompactOutcome.FellBack({
     ...info,

@@ -1,7 +1,7 @@
 /**
  * The outcome of a compaction says what happened: the cut (which messages left, which stayed) judged against the
  * views before and after, its retention judged by the independent extractor (test/fixtures/Anchors.ts), `upTo`
- * landing on a safe cut at or before the chosen message.
+ * landing on a safe cut at or before the chosen message, and no repairs reported for a tail the library built.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -118,7 +118,7 @@ describe("a Conversation's manual compaction", () => {
     Layer.provide(ExtractiveSummarizer.layer)
   )
 
-  it.effect("with upTo: reports the cut of the view before and a valid request", () =>
+  it.effect("with upTo: reports the cut of the view before, no repairs, and a valid request", () =>
     Effect.gen(function* () {
       const messages = generateSession(11, { messages: 40, maxOutput: 2_000 })
       let startsOnReply = 0
@@ -134,9 +134,36 @@ describe("a Conversation's manual compaction", () => {
           if (before[info.cut.kept.from]!.role === "assistant") startsOnReply++
           const after = (yield* c.state).view
           assert.deepStrictEqual(after.slice(1), before.slice(info.cut.kept.from))
+          assert.deepStrictEqual(info.repairs, noRepairs, `upTo ${upTo}: a library-built tail needs no repair`)
           assertApiValid(request.messages, `upTo ${upTo}`)
         }).pipe(Effect.provide(layer))
       }
+      // the case the repair report got wrong: a kept tail that opens on an assistant reply
       assert.isAbove(startsOnReply, 0)
     }))
+
+  it.effect("without upTo: no repairs reported", () =>
+    Effect.gen(function* () {
+      const c = yield* conversation(generateSession(12, { messages: 40, maxOutput: 2_000 }))
+      const { outcome } = yield* c.compact()
+      assert.deepStrictEqual(compacted(outcome).repairs, noRepairs)
+    }).pipe(Effect.provide(layer)))
 })
+
+const noRepairs = {
+  droppedEmptyBlocks: 0,
+  droppedEmptyMessages: 0,
+  mergedMessages: 0,
+  droppedToolResults: [],
+  addedErrorResults: [],
+  reorderedMessages: 0,
+  insertedLeadingUser: false,
+  droppedDuplicateMessages: 0,
+  droppedDuplicateToolUses: [],
+  renamedToolUses: [],
+  droppedBeforeCompaction: 0,
+  droppedMisplacedBlocks: 0,
+  movedSystemMessages: 0,
+  mergedSystemMessages: 0,
+  appendedUserForSystem: false
+}
