@@ -142,6 +142,28 @@ describe("a Conversation's manual compaction", () => {
       assert.isAbove(startsOnReply, 0)
     }))
 
+  it.effect("prepare: the compaction the trigger ran reports its cut and retention, judged on the views", () =>
+    Effect.gen(function* () {
+      const c = yield* conversation(generateSession(13, { messages: 40, maxOutput: 2_000 }))
+      yield* c.append({ role: "user", content: "go on, and keep /src/keep.ts in mind" })
+      const before = (yield* c.state).view
+      yield* c.recordReply({ role: "assistant", content: "on it" }, { input_tokens: 49_000, output_tokens: 10 })
+      yield* c.append({ role: "user", content: "next" })
+      const grown = (yield* c.state).view
+      const prepared = yield* c.prepare
+      const info = compacted(prepared.compaction!)
+      const after = (yield* c.state).view
+      assert.isAtLeast(grown.length, before.length)
+      assert.strictEqual(info.cut.kept.to, grown.length)
+      assert.deepStrictEqual(after.slice(1), grown.slice(info.cut.kept.from))
+      const reference = tallyRetention(referenceAnchors(grown.slice(0, info.cut.removed.to)), after, after.slice(1))
+      for (const category of REF_CATEGORIES) {
+        const got = info.retention.categories[category]
+        assert.deepStrictEqual({ counted: got.counted, present: got.present, inTail: got.inTail }, reference[category])
+      }
+      assertApiValid(prepared.request.messages, "the request after the compaction")
+    }).pipe(Effect.provide(layer)))
+
   it.effect("without upTo: no repairs reported", () =>
     Effect.gen(function* () {
       const c = yield* conversation(generateSession(12, { messages: 40, maxOutput: 2_000 }))
