@@ -20,13 +20,19 @@ import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 /** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
 export const MAX_BREAKPOINTS = 4
 
-/** How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants */
+/**
+ * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: the lookback is its plumbing.
+ */
 export const LOOKBACK_BLOCKS = 20
 
 /** The default cache lifetime: 5 minutes, refreshed on every hit. @category constants */
 export const CACHE_TTL_MS = 5 * 60 * 1000
 
-/** The breakpoint the library writes: the 5-minute ephemeral cache. @category constants */
+/**
+ * The breakpoint the library writes: the 5-minute ephemeral cache. @category constants
+ * @deprecated Use `Cache.applyBreakpoints(messages, options)`: it writes the marker itself.
+ */
 export const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
 
 /**
@@ -54,6 +60,7 @@ export interface BreakpointPlan {
  * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
  * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
  * @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it picks the blocks itself.
  */
 export const acceptsBreakpoint = (block: ContentBlock): boolean => {
   if (block.type === "thinking" || block.type === "redacted_thinking") return false
@@ -68,6 +75,7 @@ export const acceptsBreakpoint = (block: ContentBlock): boolean => {
  * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
  * `undefined` when there is none.
  * @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
  */
 export const breakpointBefore = (
   messages: ReadonlyArray<Message>,
@@ -81,7 +89,10 @@ export const breakpointBefore = (
   return undefined
 }
 
-/** The last block of the list that accepts a breakpoint, or `undefined`. @category placement */
+/**
+ * The last block of the list that accepts a breakpoint, or `undefined`. @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
+ */
 export const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
   messages.length === 0 ? undefined : breakpointBefore(messages, {
     message: messages.length - 1,

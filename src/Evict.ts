@@ -91,6 +91,7 @@ export const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
 /**
  * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
  * a 5-minute write 1.25. @category constants
+ * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: its rent-or-buy rule weighs these prices itself.
  */
 export const CACHE_PRICES = { cacheRead: 0.1, cacheWrite: 1.25 } as const
 
@@ -170,6 +171,7 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
  * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
  * survives every eviction. `undefined` when no result may still be offloaded.
  * @category eviction
+ * @deprecated Use `Conversation.requestOf(state)`: it places the cache breakpoint before the frontier itself.
  */
 export const evictionFrontier = (
   messages: ReadonlyArray<Message>,

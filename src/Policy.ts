@@ -20,6 +20,7 @@ import * as Schema from "effect/Schema"
  * steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared with
  * pi's real cuts. opencode keeps turns instead of tokens; we keep both (see `DEFAULT_KEEP_RECENT_TURNS`).
  * @category constants
+ * @deprecated Use `defaultPolicy.keepRecentTokens`, the same default.
  */
 export const DEFAULT_KEEP_RECENT_TOKENS = 20_000
 
@@ -28,6 +29,7 @@ export const DEFAULT_KEEP_RECENT_TOKENS = 20_000
  * worked on; the one before it is what a follow-up ("now do the same for X") refers to. pi has no turn floor and
  * cuts anywhere inside a turn; our floor gives way only through the oversized-turn rule (`maxTailTokens`).
  * @category constants
+ * @deprecated Use `defaultPolicy.keepRecentTurns`, the same default.
  */
 export const DEFAULT_KEEP_RECENT_TURNS = 2
 
@@ -37,10 +39,14 @@ export const DEFAULT_KEEP_RECENT_TURNS = 2
  * the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k reply plus one such result needs
  * about 20,000.
  * @category constants
+ * @deprecated Use `defaultPolicy.minRemaining`, the same default.
  */
 export const DEFAULT_MIN_REMAINING = 20_000
 
-/** The context window `defaultPolicy` assumes: 200,000 tokens, the standard Claude window. @category constants */
+/**
+ * The context window `defaultPolicy` assumes: 200,000 tokens, the standard Claude window. @category constants
+ * @deprecated Use `defaultPolicy.contextWindow`, the same default.
+ */
 export const DEFAULT_CONTEXT_WINDOW = 200_000
 
 /**
@@ -51,6 +57,7 @@ export const DEFAULT_CONTEXT_WINDOW = 200_000
  * the session earlier and more often (about twice as many compactions), so the model sees less verbatim history.
  * Set `compactAtTokens` to `contextWindow - minRemaining` to compact only at the window.
  * @category constants
+ * @deprecated Use `defaultPolicy.compactAtTokens`, the same default.
  */
 export const DEFAULT_COMPACT_AT_TOKENS = 100_000
 
@@ -66,6 +73,7 @@ export const COLD_COMPACT_FRACTION = 0.5
  * the files appendix share it (`Summary.summaryWithManifest`); it is a third of the 24k trigger of a policy that
  * compacts often, and a twelfth of the default 100k, so a summary never crowds out the kept tail.
  * @category constants
+ * @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default.
  */
 export const DEFAULT_SUMMARY_BUDGET_TOKENS = 8_000
 
@@ -123,6 +131,7 @@ export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[
  * `keepRecentTokens`. After a compaction at most half the room is taken by the raw tail, so the summary, the system
  * prompt and the next several steps fit before the trigger fires again: 90,000 on the default 200,000 window.
  * @category constructors
+ * @deprecated Use `defaultPolicy.maxTailTokens` or `CompactionPolicy.make(options)`, which derive it.
  */
 export const defaultMaxTailTokens = (
   fields: Pick<PolicyFields, "contextWindow" | "minRemaining" | "keepRecentTokens">
@@ -233,7 +242,10 @@ export class CompactionPolicy implements PolicyFields {
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 
-/** A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters */
+/**
+ * A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters
+ * @deprecated Use `CompactionPolicy.make(options)` or read the policy's fields: it implements `PolicyFields`.
+ */
 export const policyFields = (p: CompactionPolicy): PolicyFields => ({
   keepRecentTokens: p.keepRecentTokens,
   keepRecentTurns: p.keepRecentTurns,

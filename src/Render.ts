@@ -79,22 +79,40 @@ export const DEFAULT_RENDER_OPTIONS: Required<RenderOptions> = {
   maxChars: 400_000
 }
 
-/** Smallest accepted value of each per-part limit; smaller values are raised to it. @category constants */
+/**
+ * Smallest accepted value of each per-part limit; smaller values are raised to it. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
+ */
 export const MIN_PART_CHARS = 16
 
-/** Longest tool name, block type or title kept on a structural line. @category constants */
+/**
+ * Longest tool name, block type or title kept on a structural line. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
+ */
 export const LABEL_MAX = 64
 
-/** Longest single-line tool output shown inline on its `[Tool result]` line (when `toolResultChars` allows). @category constants */
+/**
+ * Longest single-line tool output shown inline on its `[Tool result]` line (when `toolResultChars` allows). @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
+ */
 export const INLINE_RESULT_MAX = 240
 
-/** Upper bound of a clip marker line (`[… 812 chars cut, 14 lines …]`). @category constants */
+/**
+ * Upper bound of a clip marker line (`[… 812 chars cut, 14 lines …]`). @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
+ */
 export const CLIP_MARKER_MAX = 64
 
-/** Upper bound of the omission marker written when `maxChars` is reached. @category constants */
+/**
+ * Upper bound of the omission marker written when `maxChars` is reached. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
+ */
 export const OMISSION_MARKER_MAX = 96
 
-/** The tags the summarizer wraps session content in; `render` neutralises them in content. @category constants */
+/**
+ * The tags the summarizer wraps session content in; `render` neutralises them in content. @category constants
+ * @deprecated Use `Render.render(messages, options)`: it neutralizes these tags itself.
+ */
 export const RESERVED_TAGS: ReadonlyArray<string> = [
   "transcript",
   "previous_summary",
@@ -128,6 +146,7 @@ const WHITESPACE_RUN = /[\s\u0085]+/g
  * Neutralises the reserved wrapper tags (`<transcript>`, `</instructions>`, …) in `text` by writing their `<` as
  * `&lt;`, so the text cannot open or close a section of the summarization request. Other text is unchanged.
  * @category formatting
+ * @deprecated Use `Render.render(messages, options)`: it neutralizes tags in what it renders.
  */
 export const neutralizeTags = (text: string): string => text.replace(TAG_PATTERN, "&lt;$1$2")
 

@@ -67,14 +67,19 @@ const Header: HeaderFields = {
  * Step metadata: what the layer that appended a message keeps beside it (usage, the request's epoch, renamed ids…),
  * a JSON object whose top-level keys name its owner (`Conversation` writes `conversation`). It is covered by the line's
  * checksum and never part of the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
 export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
 export type StepMeta = typeof StepMeta.Type
 
 /**
  * One message of the conversation, stored exactly as it was appended, with its step metadata (v3) when the writer
  * gave any. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
 export const MessageEntry: Schema.Struct<
   HeaderFields & {
@@ -88,10 +93,16 @@ export const MessageEntry: Schema.Struct<
   message: MessageSchema,
   meta: Schema.optionalKey(StepMeta)
 })
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
 export type MessageEntry = typeof MessageEntry.Type
 
-/** One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas */
+/**
+ * One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
 export const Eviction: Schema.Struct<{
   readonly toolUseId: Schema.String
   readonly block: Schema.declare<ToolResultBlock>
@@ -99,10 +110,16 @@ export const Eviction: Schema.Struct<{
   toolUseId: Schema.String.check(Schema.isMinLength(1)),
   block: ToolResultSchema
 })
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
 export type Eviction = typeof Eviction.Type
 
-/** Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas */
+/**
+ * Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
 export const EvictionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"eviction">
@@ -113,7 +130,10 @@ export const EvictionEntry: Schema.Struct<
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction)
 })
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
 export type EvictionEntry = typeof EvictionEntry.Type
 
 /**
@@ -121,6 +141,7 @@ export type EvictionEntry = typeof EvictionEntry.Type
  * `messages` replace every view item up to and including the one from entry `through` (the last item of the snapshot
  * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
  * @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
 export const KeptMessages: Schema.Struct<{
   readonly through: Schema.NullOr<Schema.String>
@@ -129,7 +150,10 @@ export const KeptMessages: Schema.Struct<{
   through: Schema.NullOr(Schema.String),
   messages: Schema.Array(MessageSchema)
 })
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
 export type KeptMessages = typeof KeptMessages.Type
 
 /**
@@ -138,6 +162,7 @@ export type KeptMessages = typeof KeptMessages.Type
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently.
  * @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
 export const CompactionEntry: Schema.Struct<
   HeaderFields & {
@@ -163,7 +188,10 @@ export const CompactionEntry: Schema.Struct<
   kept: Schema.optionalKey(KeptMessages),
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
 })
-/** @category models */
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
 export type CompactionEntry = typeof CompactionEntry.Type
 
 /** Any log entry (versions 1 to 3). @category schemas */
@@ -193,6 +221,7 @@ export type SessionLogErrorReason = LogErrorReason
  * Canonical JSON: object keys sorted, no whitespace, `undefined` members left out and non-finite numbers written as
  * `null` (what `JSON.stringify` does). Two values with the same JSON meaning get the same string.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
 export const canonicalJson = (value: unknown): string => {
   const out: Array<string> = []
@@ -233,6 +262,7 @@ const writeCanonical = (value: unknown, out: Array<string>): void => {
 /**
  * The hash a compaction entry stores: SHA-256 of `canonicalJson(view)`, lowercase hex.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
 export const viewHash = (view: ReadonlyArray<Message>): string => {
   // streamed: the same bytes as canonicalJson(view), with each message's canonical JSON cached by identity (kept
@@ -251,7 +281,10 @@ const canonicalCache = new WeakMap<Message, string>()
 // The view: a pure fold over the entries
 // ============================================================================
 
-/** One view message and the id of the entry that put it there. @category models */
+/**
+ * One view message and the id of the entry that put it there. @category models
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the fold's items are its plumbing.
+ */
 export interface ViewItem {
   readonly entryId: string
   readonly message: Message
@@ -290,6 +323,7 @@ const canonicalOf = (message: Message): string => {
  * True when two messages hash alike in a view: the same object, or the same canonical JSON. A message kept by entry
  * id instead of stored again must be one of these, so the fold rebuilds the same view hash.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the fold compares messages itself.
  */
 export const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
 
@@ -299,6 +333,7 @@ export const sameMessage = (a: Message, b: Message): boolean => a === b || canon
  * the entry that put it there (a message entry, or the compaction entry for the summary). Its state changes only
  * through `apply`, `applyCompaction` and `advance`; what it returns is never changed afterwards.
  * @category view
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the live fold is its plumbing.
  */
 export class LiveView {
   private items: Array<FoldItem> = []
@@ -499,7 +534,10 @@ export interface Snapshot {
   readonly head: string | null
 }
 
-/** A hash check that failed, or (with `repair`) was accepted and reported. @category models */
+/**
+ * A hash check that failed, or (with `repair`) was accepted and reported. @category models
+ * @deprecated Use `LoadIssue`, which reports a mismatch.
+ */
 export interface HashMismatch {
   readonly entryId: string
   readonly expected: string
@@ -531,7 +569,10 @@ export const encodeEntry = (entry: Entry): string => {
   return `${body.slice(0, -1)},"sum":"${checksum(body)}"}`
 }
 
-/** What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models */
+/**
+ * What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models
+ * @deprecated Use `LoadIssue`, which reports a line that does not decode.
+ */
 export interface LineProblem {
   readonly reason: "Corrupt" | "FutureVersion"
   readonly detail: string
@@ -659,6 +700,7 @@ const corruptError = (
  * skipped, broken chains and hash mismatches accepted, and all reported in the returned issues (a future version
  * still fails). On failure `live` holds the entries before the first problem.
  * @category view
+ * @deprecated Use `SessionEntry.loadStored(entries)`: it folds the stored entries itself.
  */
 export const applyStored = (
   live: LiveView,
@@ -756,6 +798,7 @@ export const loadStored = (
  * fails with `HashMismatch` naming the first compaction whose hash does not match, or `Corrupt` when a compaction
  * keeps an entry that is not in the view; both name the entry's position (`line`, from 1).
  * @category view
+ * @deprecated Use `SessionEntry.loadStored(entries)`: it rebuilds the view and reports damage.
  */
 export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
   const live = new LiveView()

@@ -106,6 +106,7 @@ export const validateSessionId: typeof Store.validateSessionId = Store.validateS
  * How a store operation is retried when it fails: up to 5 retries, exponential from 10 ms, and only while the error
  * `isRetryable`. Appends are retried with the same entry ids, so a retry of an append that landed is recognised.
  * @category retry
+ * @deprecated Use `SessionLog.SessionLog.layer`: its operations retry with this schedule themselves.
  */
 export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule.exponential("10 millis").pipe(
   Schedule.upTo({ times: 5 }),
@@ -113,7 +114,10 @@ export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule
   Schedule.while(({ input }) => input.isRetryable)
 )
 
-/** How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models */
+/**
+ * How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models
+ * @deprecated Use `SessionLog.SessionLog.layer`: its appends retry conflicts themselves.
+ */
 export const MAX_CONFLICT_RETRIES = 100
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
@@ -149,13 +153,19 @@ export interface SessionLogOptions {
   readonly closedFolds?: ClosedFolds
 }
 
-/** A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models */
+/**
+ * A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models
+ * @deprecated Use `ClosedFolds`, which keeps these.
+ */
 export interface ClosedFold {
   readonly lines: ReadonlyArray<string>
   readonly live: LiveView
 }
 
-/** How many closed sessions' folds a `ClosedFolds` keeps by default (the most recently closed ones). @category models */
+/**
+ * How many closed sessions' folds a `ClosedFolds` keeps by default (the most recently closed ones). @category models
+ * @deprecated Use `new ClosedFolds()`, whose default capacity this is.
+ */
 export const DEFAULT_CLOSED_FOLDS = 16
 
 /**

@@ -128,7 +128,10 @@ export const spanAttributes = (
 // The memory store
 // ============================================================================
 
-/** One entry of a memory session: its `seq`, id and line. @category models */
+/**
+ * One entry of a memory session: its `seq`, id and line. @category models
+ * @deprecated Use `MemorySessions`, whose entries these are.
+ */
 export interface MemoryEntry extends StoredEntry {
   readonly entryId: string
 }

@@ -17,15 +17,15 @@ import type { ContentBlock, Message } from "./Message.ts"
 
 export {
   CHARS_PER_TOKEN,
-  IMAGE_MAX_EDGE,
-  IMAGE_MAX_PIXELS,
-  type ImageSize,
-  imageSize,
-  imageTokens,
-  jsonSize,
-  MESSAGE_OVERHEAD_TOKENS,
-  PDF_PAGE_TOKENS,
-  UNKNOWN_IMAGE_TOKENS
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images; the limit is its plumbing. */ IMAGE_MAX_EDGE,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images; the limit is its plumbing. */ IMAGE_MAX_PIXELS,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it reads image sizes itself. */ type ImageSize,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it reads image sizes itself. */ imageSize,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images itself. */ imageTokens,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it sizes tool inputs itself. */ jsonSize,
+  /** @deprecated Use `Tokens.estimateMessageTokens(message)`: it adds the overhead itself. */ MESSAGE_OVERHEAD_TOKENS,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices documents itself. */ PDF_PAGE_TOKENS,
+  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images itself. */ UNKNOWN_IMAGE_TOKENS
 } from "./internal/estimate.ts"
 
 const cache = new WeakMap<Message, number>()

@@ -106,7 +106,10 @@ export const defaultToolClassifier: ToolClassifier = (toolUse) => {
   return classify === undefined ? OTHER : classify(input!)
 }
 
-/** True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges */
+/**
+ * True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges
+ * @deprecated Use `Tools.filesTouched(messages)`: it merges the line ranges itself.
+ */
 export const covers = (outer: LineRange | undefined, inner: LineRange | undefined): boolean => {
   if (outer === undefined) return true
   if (inner === undefined) return false
@@ -119,6 +122,7 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
  * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
  * otherwise the input's JSON, clipped to `max` characters. Deterministic.
  * @category formatting
+ * @deprecated Use `Render.render(messages, options)`: it shortens tool inputs itself.
  */
 export const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
   clipEnd(inputLine(toolUse, max), max) // never splits a surrogate pair
