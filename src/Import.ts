@@ -27,13 +27,13 @@ import * as Stream from "effect/Stream"
 export {
   type CompactionRecord,
   ImportError,
-  type Interruption,
-  type MessageUsage,
-  type ProviderUsage,
-  type RecordedAt,
+  /** @deprecated Use `Session` (the type of its interrupted entries). */ type Interruption,
+  /** @deprecated Use `Session` (the type of its usage entries). */ type MessageUsage,
+  /** @deprecated Use `Policy.Usage`: the same type. */ type ProviderUsage,
+  /** @deprecated Use `Session` (the type of its recorded entries). */ type RecordedAt,
   type Session,
   type SessionFormat,
-  type Skipped
+  /** @deprecated Use `Session` (the type of its skipped field). */ type Skipped
 } from "./internal/import/model.ts"
 export {
   /** @deprecated Use `Import.importSession(text)`: it reads JSONL lines itself. */ type JsonlEntry,

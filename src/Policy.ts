@@ -105,7 +105,10 @@ export class PolicyError extends PolicyErrorBase {
   }
 }
 
-/** The fields of a `CompactionPolicy`. @category models */
+/**
+ * The fields of a `CompactionPolicy`. @category models
+ * @deprecated Use `CompactionPolicy`, which holds these fields.
+ */
 export interface PolicyFields {
   /** Recent context kept raw, in estimated tokens. */
   readonly keepRecentTokens: number
@@ -286,6 +289,7 @@ export const zeroUsage: Usage = {
  * for a step of the model (a server tool loop has several), `compaction` for the server's compaction step,
  * `advisor_message` for the advisor model, `fallback_message` for the step a fallback model finished the reply with.
  * @category models
+ * @deprecated Use `ReportedUsage` (the type of its iterations).
  */
 export type UsageIteration =
   & { readonly type: string }

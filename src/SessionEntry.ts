@@ -527,6 +527,7 @@ const keptEntryId = (compactionId: string, i: number): string => `${compactionId
  * compaction entry's id `c`, and the i-th message of its `kept` part (from 1) `c#i`), and the id of the last entry
  * applied (`head`).
  * @category models
+ * @deprecated Use `Loaded`, which extends it with what the load found.
  */
 export interface Snapshot {
   readonly view: ReadonlyArray<Message>

@@ -20,7 +20,10 @@ import {
 } from "./internal/toolInput.ts"
 import { isToolUse } from "./Message.ts"
 
-/** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models */
+/**
+ * A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models
+ * @deprecated Use `ToolAction` (the type of a read's `range`).
+ */
 export type LineRange = InputLineRange
 
 /** What a tool call does to files. @category models */
