@@ -4,8 +4,8 @@
  * means about 1x.
  * The "floor" rows touch every block once and do nothing else: their growth is what memory alone costs (a 50k
  * session does not fit the CPU caches a 1k one fits), the reference the other ratios should be read against.
- * `safeCut`, `cutForPolicy` and `planForPolicy` walk back from the end (or look around the request) and read only the
- * tail the policy keeps, whose size the policy fixes: they should stay flat. `plan` copies the list into head and tail
+ * `safeCut` and `planForPolicy` (the "cutForPolicy" rows read its `cut`) walk back from the end (or look around the request) and read only the
+ * tail the policy keeps, whose size the policy fixes: they should stay flat. `plan` (`splitKeepingTurns`) copies the list into head and tail
  * (linear), `validate` reads everything (linear).
  * Token estimates are cached by message identity. "warm" measures the steady state of an agent that re-plans a
  * growing conversation (every message was estimated before); "cold" gets fresh message objects every iteration
@@ -13,7 +13,7 @@
  * Run: npx node --expose-gc bench/cut.bench.ts
  */
 import { bench, do_not_optimize, summary } from "mitata"
-import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
+import { planForPolicy, safeCut, splitKeepingTurns } from "../src/Cut.ts"
 import type { Message } from "../src/Message.ts"
 import { defaultPolicy } from "../src/Policy.ts"
 import { validate } from "../src/Validate.ts"
@@ -48,8 +48,8 @@ const touchEveryBlock = (messages: ReadonlyArray<Message>): number => {
 measure("floor", touchEveryBlock)
 // a request in the middle of the session: the scan walks back over whatever pairs straddle it
 measure("safeCut", (messages) => safeCut(messages, messages.length >> 1))
-measure("plan", (messages) => plan(messages, 2))
-measure("cutForPolicy warm", (messages) => cutForPolicy(messages, defaultPolicy))
+measure("plan", (messages) => splitKeepingTurns(messages, 2))
+measure("cutForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy).cut)
 measure("planForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy))
 
 /** Fresh message objects (shallow copies, new identities, shared blocks): the estimate cache has none of them. */
@@ -61,7 +61,7 @@ summary(() => {
     const b = bench(`cutForPolicy cold ${label(size)}`, function* () {
       yield {
         [0]: () => fresh(messages),
-        bench: (copy: ReadonlyArray<Message>) => do_not_optimize(cutForPolicy(copy, defaultPolicy))
+        bench: (copy: ReadonlyArray<Message>) => do_not_optimize(planForPolicy(copy, defaultPolicy).cut)
       }
     })
     if (size === sizes[0]) b.baseline(true)

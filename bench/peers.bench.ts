@@ -4,7 +4,7 @@
  *
  * 1. whole-conversation token estimate: ours (`estimateTokens`, warm cache and no cache) against pi's
  *    `estimateTokens` summed over the messages and LangChain's `countTokensApproximately`;
- * 2. choosing a cut that keeps ~20k recent tokens: ours (`cutForPolicy`) against pi's `findCutPoint`;
+ * 2. choosing a cut that keeps ~20k recent tokens: ours (`planForPolicy(...).cut`, the rows labelled `cutForPolicy`) against pi's `findCutPoint`;
  * 3. tool-output pruning: our `evictStaleToolResults` against the AI SDK's `pruneMessages`. They do different work:
  *    ours decides per result (superseded, modified, stale), replaces each payload with a typed pointer, keeps every
  *    block and reports the tokens freed; `pruneMessages` deletes every tool part before the last N messages.
@@ -30,7 +30,7 @@ import {
   prepareWorkload,
   type Workload
 } from "./peers/adapters.ts"
-import { cutForPolicy } from "../src/Cut.ts"
+import { planForPolicy } from "../src/Cut.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 
@@ -144,7 +144,7 @@ for (const w of workloads) {
 const firstCalls = workloads.map((w) => {
   const fresh = () => w.sessions.map((s) => freshMessages(s.messages))
   const estimate = timeFresh(9, fresh, (sessions) => sessions.map((m) => estimateTokens(m)))
-  const cut = timeFresh(9, fresh, (sessions) => sessions.map((m) => cutForPolicy(m, CUT_POLICY)))
+  const cut = timeFresh(9, fresh, (sessions) => sessions.map((m) => planForPolicy(m, CUT_POLICY).cut))
   const piEstimate = timeFresh(9, () => 0, () => w.sessions.map(peers.piEstimate))
   const piCut = timeFresh(9, () => 0, () => w.sessions.map(peers.piCut))
   return { w, estimate, cut, piEstimate, piCut }

@@ -9,7 +9,7 @@
 import { estimateTokens as piEstimateTokens, findCutPoint } from "@mariozechner/pi-coding-agent"
 import { type BaseMessage, trimMessages } from "@langchain/core/messages"
 import { type ModelMessage, pruneMessages } from "ai"
-import { cutForPolicy, type CutPolicy } from "../../src/Cut.ts"
+import { type CutPolicy, planForPolicy } from "../../src/Cut.ts"
 import { CACHE_PRICES, type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../../src/internal/eviction.ts"
 import { defaultToolClassifier } from "../../src/Tools.ts"
@@ -106,7 +106,7 @@ export const ours = {
   /** Whole-conversation estimate with no cache at all. */
   estimateUncached: (s: PreparedSession): number => coldEstimate(s.messages),
   /** The first kept index for `CUT_POLICY`. */
-  cut: (s: PreparedSession): number => cutForPolicy(s.messages, CUT_POLICY),
+  cut: (s: PreparedSession): number => planForPolicy(s.messages, CUT_POLICY).cut,
   /** Tool-output eviction with default options, keeping the newest `KEEP_RECENT_TOOL_RESULTS` results. */
   evict: (s: PreparedSession): EvictResult<Message> =>
     evictStaleToolResults(s.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
