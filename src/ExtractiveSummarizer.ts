@@ -7,7 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { clipEnd, clipLine, clipMiddle } from "./internal/text.ts"
+import { clipEnd, clipLine } from "./internal/text.ts"
 import type { ContentBlock } from "./Message.ts"
 import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
 import { zeroUsage } from "./Policy.ts"
@@ -49,39 +49,108 @@ export const EXTRACTIVE_LIMITS = {
   requestChars: 800,
   errors: 5,
   errorChars: 300,
+  outcomes: 40,
+  outcomeResultChars: 160,
   statements: 3,
   statementChars: 800,
-  previousChars: 8000,
+  previousChars: 16_000,
   files: 100,
   systemMessages: 10,
   systemChars: 2000
 } as const
 
+/** The first line of every extractive summary. */
+const EXTRACTIVE_HEADER = "# Summary of the earlier conversation (extractive: written without a model)"
+
+/** The section that carries earlier summaries forward, and the sections of ours it does not carry. */
+const EARLIER = "Earlier summary"
+const NOT_CARRIED: ReadonlySet<string> = new Set([
+  "Files read",
+  "Files modified",
+  "Tools used",
+  "Last assistant statements"
+])
+
+/**
+ * The lines an earlier summary carries into this one, unquoted. A summary of ours is flattened: the lines it carried
+ * itself come first, then each of its own sections as `### title` with its lines (except the files, which the appendix
+ * carries, the tool counts and the assistant's statements), so a chain of summaries never nests. Any other summary (a
+ * model's, the server's) is carried as its text.
+ */
+const carriedLines = (previous: string): ReadonlyArray<string> => {
+  const text = previous.trim()
+  if (!text.startsWith(EXTRACTIVE_HEADER)) return text.length === 0 ? [] : text.split(/\r\n?|\n/)
+  const earlier: Array<string> = []
+  const own: Array<string> = []
+  let title: string | undefined
+  for (const line of text.slice(EXTRACTIVE_HEADER.length).split(/\r\n?|\n/)) {
+    const heading = /^## (.+)$/.exec(line)
+    if (heading !== null) {
+      title = heading[1]!.trim()
+      if (title !== EARLIER && !NOT_CARRIED.has(title)) own.push(`### ${title}`)
+      continue
+    }
+    if (title === undefined || NOT_CARRIED.has(title) || line.trim().length === 0) continue
+    if (title === EARLIER) earlier.push(line.startsWith("> ") ? line.slice(2) : line.replace(/^>$/, ""))
+    else own.push(line.startsWith("> ") ? line.slice(2) : line.replace(/^>$/, ""))
+  }
+  return [...earlier, ...own]
+}
+
+/** `lines` within `max` chars: whole lines from the front and the back around one omission line. */
+const boundLines = (lines: ReadonlyArray<string>, max: number): ReadonlyArray<string> => {
+  const size = lines.reduce((n, line) => n + line.length + 1, 0)
+  if (size <= max) return lines
+  const head: Array<string> = []
+  const tail: Array<string> = []
+  let budget = Math.floor(max / 2)
+  for (const line of lines) {
+    const clipped = clipLine(line, max / 4)
+    if (clipped.length + 1 > budget) break
+    head.push(clipped)
+    budget -= clipped.length + 1
+  }
+  budget = Math.floor(max / 2) - 40
+  for (let i = lines.length - 1; i >= head.length; i--) {
+    const clipped = clipLine(lines[i]!, max / 4)
+    if (clipped.length + 1 > budget) break
+    tail.unshift(clipped)
+    budget -= clipped.length + 1
+  }
+  return [...head, `(… ${lines.length - head.length - tail.length} earlier lines omitted …)`, ...tail]
+}
+
+/** The first non-blank line of `text`. */
+const firstLine = (text: string): string => text.split(/\r\n?|\n/).find((line) => line.trim().length > 0)?.trim() ?? ""
+
 /**
  * The extractive summary: deterministic, bounded, no model. Sections: the requested focus, the earlier summary
- * (clipped; a compaction block's `content` in the messages counts as one too: it is the server's summary), the
- * mid-conversation system messages verbatim (each clipped, the last 10, with their tool changes), the user's requests
- * verbatim (each clipped; the first 3 and the last 17 when there are more than 20), files read and modified, the tools
- * used with counts, the last errors seen, and the assistant's last statements.
+ * (carried once, never nested: an extractive one is flattened into its lines, the files, tool counts and statements
+ * left out; a compaction block's `content` in the messages counts as one too: it is the server's summary; whole lines
+ * from both ends within 16,000 chars), the mid-conversation system messages verbatim (each clipped, the last 10, with
+ * their tool changes), the user's requests verbatim (each clipped; the first 3 and the last 17 when there are more
+ * than 20), files read and modified, the tools used with counts, the outcome of the last 40 successful tool calls on
+ * one line each (tool, short input, first line of the result, clipped), the last errors seen, and the assistant's
+ * last statements.
  * @category extractive
  */
 export const extractiveSummary = (request: SummarizeRequest, options: ExtractiveOptions = {}): string => {
   const limits = EXTRACTIVE_LIMITS
   const classifier = options.classifier ?? defaultToolClassifier
-  const sections: Array<string> = ["# Summary of the earlier conversation (extractive: written without a model)"]
+  const sections: Array<string> = [EXTRACTIVE_HEADER]
   const focus = request.instructions?.trim() ?? ""
   if (focus.length > 0) sections.push(`## Focus requested\n${quote(focus, limits.requestChars)}`)
   const earlier = [
-    request.previousSummary === undefined ? "" : stripAppendix(request.previousSummary).trim(),
+    ...(request.previousSummary === undefined ? [] : carriedLines(stripAppendix(request.previousSummary))),
     ...request.messages.flatMap((m) =>
       m.role === "system" ?
         [] :
-        blocksOf(m).flatMap((b) => isCompaction(b) && typeof b.content === "string" ? [b.content.trim()] : [])
+        blocksOf(m).flatMap((b) => isCompaction(b) && typeof b.content === "string" ? carriedLines(b.content) : [])
     )
-  ].filter((text) => text.length > 0).join("\n\n")
+  ]
   if (earlier.length > 0) {
-    const clipped = clipMiddle(earlier, limits.previousChars)
-    sections.push(`## Earlier summary\n${clipped.split("\n").map((line) => `> ${line}`).join("\n")}`)
+    const kept = boundLines(earlier, limits.previousChars)
+    sections.push(`## ${EARLIER}\n${kept.map((line) => line.length === 0 ? ">" : `> ${line}`).join("\n")}`)
   }
   const systems = request.messages.filter((m) => m.role === "system").map((m) =>
     blocksOf(m).map((b) =>
@@ -106,6 +175,7 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   const names = new Map<string, ContentBlock>()
   const toolCounts = new Map<string, number>()
   const errors: Array<string> = []
+  const outcomes: Array<string> = []
   const statements: Array<string> = []
   for (const message of request.messages) {
     const blocks = blocksOf(message)
@@ -123,6 +193,16 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
           ? `${clipLine(call.name, 64)}: ${shortInput(call, 120)}`
           : "unknown call"
         errors.push(`- [${what}] ${clipLine(textOf(block.content), limits.errorChars)}`)
+      } else if (isToolResult(block)) {
+        const call = names.get(block.tool_use_id)
+        const result = firstLine(textOf(block.content))
+        if (call !== undefined && isToolUse(call)) {
+          outcomes.push(
+            `- ${clipLine(call.name, 64)}: ${shortInput(call, 120)} → ${
+              result.length > 0 ? clipLine(result, limits.outcomeResultChars) : "(no text)"
+            }`
+          )
+        }
       } else if (message.role === "assistant" && isText(block) && block.text.trim().length > 0) {
         statements.push(block.text)
       }
@@ -152,6 +232,14 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   if (toolCounts.size > 0) {
     const tools = [...toolCounts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 30)
     sections.push(`## Tools used\n${tools.map(([name, n]) => `- ${clipLine(name, 64)} ×${n}`).join("\n")}`)
+  }
+  if (outcomes.length > 0) {
+    const more = outcomes.length - limits.outcomes
+    sections.push(
+      `## Tool outcomes (successful calls)\n${more > 0 ? `(… ${more} earlier outcomes omitted …)\n` : ""}${
+        outcomes.slice(-limits.outcomes).join("\n")
+      }`
+    )
   }
   if (errors.length > 0) sections.push(`## Last errors\n${errors.slice(-limits.errors).join("\n")}`)
   if (statements.length > 0) {

@@ -5,7 +5,7 @@ import { TestClock } from "effect/testing"
 import type { Message } from "../src/Message.ts"
 import { renderAppendix } from "../src/Render.ts"
 import { AnthropicSummarizer, type AnthropicSummarizerOptions } from "../src/AnthropicSummarizer.ts"
-import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
+import { EXTRACTIVE_LIMITS, ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
 import * as Lib from "../src/index.ts"
 import {
   BadRequest,
@@ -524,6 +524,96 @@ describe("ExtractiveSummarizer", () => {
     },
     { arbitrary: { runs: 300 } }
   )
+
+  it("keeps each successful tool call's outcome on one line: tool, short input, first line of the result, clipped", () => {
+    const text = extractiveSummary(summarizeRequest([
+      { role: "user", content: "Which commit is HEAD?" },
+      {
+        role: "assistant",
+        content: [
+          { type: "tool_use", id: "g1", name: "Bash", input: { command: "git log -1" } },
+          { type: "tool_use", id: "g2", name: "Bash", input: { command: "cat big.txt" } },
+          { type: "tool_use", id: "g3", name: "Bash", input: { command: "false" } }
+        ]
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "g1", content: "\ncommit 3db03ce1f2\nAuthor: someone" },
+          { type: "tool_result", tool_use_id: "g2", content: "y".repeat(5000) },
+          { type: "tool_result", tool_use_id: "g3", content: "exit 1", is_error: true }
+        ]
+      }
+    ]))
+    assert.include(text, "## Tool outcomes (successful calls)\n- Bash: git log -1 → commit 3db03ce1f2\n")
+    assert.notInclude(text, "Author: someone")
+    const big = text.split("\n").find((line) => line.startsWith("- Bash: cat big.txt → "))
+    assert.isDefined(big)
+    assert.isBelow(big!.length, EXTRACTIVE_LIMITS.outcomeResultChars + 60)
+    assert.notMatch(text, /- Bash: false →/)
+    assert.include(
+      extractiveSummary(summarizeRequest(session)),
+      "- Read: /repo/src/parse.ts → export const parse = ..."
+    )
+  })
+
+  /** One hop of a chained session: a request, a successful call and a failed one, each with facts of hop `n`. */
+  const hop = (n: number, pad = 0): ReadonlyArray<Message> => [
+    { role: "user", content: `Hop ${n}: rename widget_${n} to gadget_${n}.${" keep going".repeat(pad)}` },
+    {
+      role: "assistant",
+      content: [
+        { type: "tool_use", id: `a${n}`, name: "Bash", input: { command: `echo hop-${n}` } },
+        { type: "tool_use", id: `b${n}`, name: "Bash", input: { command: `npm test -- hop${n}` } }
+      ]
+    },
+    {
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: `a${n}`, content: `hop-${n}-output` },
+        { type: "tool_result", tool_use_id: `b${n}`, content: `Error: hop ${n} failed`, is_error: true }
+      ]
+    },
+    { role: "assistant", content: `Done with hop ${n}.` }
+  ]
+
+  const chain = (hops: number, pad = 0): string => {
+    let previous: string | undefined
+    for (let n = 1; n <= hops; n++) {
+      previous = extractiveSummary(
+        summarizeRequest(hop(n, pad), previous === undefined ? {} : { previousSummary: previous })
+      )
+    }
+    return previous!
+  }
+
+  it("after 5 chained summaries keeps the first hop's facts, and nothing is nested", () => {
+    const text = chain(5)
+    for (let n = 1; n <= 5; n++) {
+      assert.include(text, `Hop ${n}: rename widget_${n} to gadget_${n}.`)
+      assert.include(text, `- Bash: echo hop-${n} → hop-${n}-output`)
+      assert.include(text, `- [Bash: npm test -- hop${n}] Error: hop ${n} failed`)
+    }
+    assert.strictEqual(text.split("# Summary of the earlier conversation").length, 2)
+    assert.strictEqual(text.split("## Earlier summary").length, 2)
+    assert.notMatch(text, /^> >/m)
+    assert.notMatch(text, /^> #{1,2} /m)
+    // the carried part holds each earlier hop once, in order
+    const earlier = text.slice(text.indexOf("## Earlier summary"), text.indexOf("\n## User requests"))
+    assert.strictEqual(earlier.split("### User requests (verbatim)").length, 5)
+    assert.isBelow(earlier.indexOf("Hop 1:"), earlier.indexOf("Hop 4:"))
+    assert.notInclude(earlier, "Done with hop")
+  })
+
+  it("a long chain stays within the carried limit and keeps the first hop's request", () => {
+    const text = chain(40, 60)
+    const earlier = text.slice(text.indexOf("## Earlier summary"), text.indexOf("\n## User requests"))
+    assert.isAtMost(earlier.length, EXTRACTIVE_LIMITS.previousChars + 2_000)
+    assert.include(earlier, "Hop 1: rename widget_1 to gadget_1.")
+    assert.include(earlier, "Hop 39: rename widget_39 to gadget_39.")
+    assert.include(earlier, "earlier lines omitted …)")
+    assert.strictEqual(text.split("## Earlier summary").length, 2)
+  })
 
   it("carries the earlier summary, without its appendix", () => {
     const previous = `## Goal\nship it\n\n${renderAppendix({ read: [], modified: ["/x.ts"] })}`
