@@ -129,7 +129,7 @@ const sdkFilesLoadedBy = (dir: string, specifier: string): number => {
 const CORE_CONSUMER = `
 import { Effect } from "effect"
 import { Compact, Evict, ExtractiveSummarizer, HotPaths, Message, Policy, Validate } from "effect-compaction"
-import { plan } from "effect-compaction/Cut"
+import { splitKeepingTurns } from "effect-compaction/Cut"
 import { estimateTokens } from "effect-compaction/Tokens"
 import { isValid } from "effect-compaction/Validate"
 
@@ -148,7 +148,7 @@ export const coreFlow = async (): Promise<string> => {
   const messages: ReadonlyArray<Message.Message> = Message.decodeMessagesSync(untrustedJson)
   const hot = HotPaths.HotPaths.fromMessages(messages)
   const evicted = Evict.evictStaleToolResults(messages, 1, { minSavings: 0, pinned: hot.pinned })
-  const split = plan(evicted.messages, 1)
+  const split = splitKeepingTurns(evicted.messages, 1)
   const view = Validate.repair(split._tag === "Some" ? split.value.tail : evicted.messages).messages
   const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 100, keepRecentTurns: 1 })
   const compacted = await Effect.runPromise(
@@ -194,7 +194,7 @@ const history: Array<Anthropic.MessageParam> = [
 export const nextView = (messages: ReadonlyArray<Anthropic.MessageParam>): Array<Anthropic.MessageParam> => {
   MessageNs.decodeMessagesSync(messages) // the SDK's own values pass the wire-format check
   const evicted = EvictNs.evictStaleToolResults(messages, 1, { minSavings: 0 })
-  const split = Cut.plan(evicted.messages, 1)
+  const split = Cut.splitKeepingTurns(evicted.messages, 1)
   const tail = split._tag === "Some" ? split.value.tail : [...evicted.messages]
   return ValidateNs.repair(tail).messages
 }
