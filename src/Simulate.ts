@@ -85,7 +85,8 @@ const int = (n: number): string => Math.round(n).toLocaleString("en-US")
 
 /**
  * The report as a markdown table (one row per policy), followed by a line per policy that went over the window.
- * Columns: dollars, cost in input-token units, requests, tokens sent, cache read / write, uncached input, output,
+ * Columns: dollars, cost in input-token units, retention (the mean share of the compacted spans' anchors in the next
+ * request, n/a without a compaction), requests, tokens sent, cache read / write, uncached input, output,
  * compactions, summarizer input / output, peak context, requests over the window, cache misses (policy / TTL /
  * external), tokens offloaded. Deterministic: the same report gives the same text.
  * @category formatting
@@ -95,6 +96,7 @@ export const formatReport = (report: SimulationReport, options: { readonly title
     "policy",
     "$",
     "cost (input-token units)",
+    "retention",
     "requests",
     "tokens sent",
     "cache read",
@@ -112,6 +114,7 @@ export const formatReport = (report: SimulationReport, options: { readonly title
     p.name,
     `$${p.dollars.toFixed(2)}`,
     int(p.cost),
+    p.retention === undefined ? "n/a" : p.retention.toFixed(2),
     int(p.requests),
     int(p.tokensSent),
     int(p.cacheRead),

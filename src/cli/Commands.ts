@@ -251,7 +251,7 @@ export const replay = Command.make(
     out: Flag.String("out").pipe(
       Flag.withDescription(
         "Write every request to DIR/request-0001.json, … ({ system?, messages }) and its predicted usage beside it " +
-          "(request-0001.usage.json, …)"
+          "(request-0001.usage.json, …); after a compaction, the messages it summarized (summarized-NNNN.json)"
       ),
       Flag.optional
     ),
@@ -300,6 +300,36 @@ export const replay = Command.make(
   ])
 )
 
+/** `compaction retention FILE`. @category commands */
+export const retention = Command.make(
+  "retention",
+  {
+    file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
+    json: Flag.Boolean("json").pipe(Flag.withDescription("Print the retention as JSON"), Flag.withDefault(false)),
+    keepRecent,
+    minSavings: minSavings(""),
+    keepRecentTokens,
+    keepRecentTurns,
+    contextWindow: Flag.Int("context-window").pipe(
+      Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
+      Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
+    )
+  },
+  (input) => Effect.flatMap(sessionHandlers, (h) => h.retention(input))
+).pipe(
+  Command.withDescription(
+    "Replay a recorded session as replay does and print, per compaction, the share of the removed span's anchors " +
+      "(paths, commands, errors, identifiers, instructions, plan) present in the next request, the kept tail apart"
+  ),
+  Command.withExamples([
+    { command: "compaction retention session.jsonl", description: "One table per compaction" },
+    {
+      command: "compaction retention session.jsonl --keep-recent-tokens 4000 --json",
+      description: "The same as JSON, keeping less"
+    }
+  ])
+)
+
 const sessions = Command.make(
   "sessions",
   {
@@ -325,7 +355,7 @@ const sessions = Command.make(
 /** The `compaction` command with all its subcommands. @category commands */
 export const compaction = Command.make("compaction").pipe(
   Command.withDescription("Inspect, evict, compact, validate and repair LLM agent sessions (Anthropic Messages API)"),
-  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay, sessions])
+  Command.withSubcommands([inspect, evict, compact, validate, repair, simulate, replay, retention, sessions])
 )
 
 /** The subcommand names, in help order. @category constants */
@@ -337,6 +367,7 @@ export const COMMAND_NAMES = [
   "repair",
   "simulate",
   "replay",
+  "retention",
   "sessions"
 ] as const
 

@@ -24,6 +24,7 @@
  */
 import { type Fate, groupViolations, KIND_LABELS, KINDS, type TimelineEntry } from "./Inspect.ts"
 import type { Report } from "./Report.ts"
+import { CATEGORIES } from "../Retention.ts"
 import { CHART_COLORS, contextChart, costChart, escapeHtml } from "./ReportChart.ts"
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
@@ -336,8 +337,8 @@ export const renderHtml = (report: Report): string => {
   push(
     '<table id="policies"><tr><th>policy</th><th class="n">$</th><th class="n">tokens sent</th>' +
       '<th class="n">cache read</th><th class="n">cache write</th><th class="n">uncached</th>' +
-      '<th class="n">compactions</th><th class="n">peak context</th><th class="n">misses</th>' +
-      '<th class="n">offloaded</th></tr>'
+      '<th class="n">compactions</th><th class="n">retention</th><th class="n">peak context</th>' +
+      '<th class="n">misses</th><th class="n">offloaded</th></tr>'
   )
   data.simulate.policies.forEach((p, i) => {
     const cell = (
@@ -357,11 +358,38 @@ export const renderHtml = (report: Report): string => {
     push(
       `<tr${same ? ' class="chosen"' : ""}><td>${escapeHtml(p.name)}${same ? " (the chosen policy)" : ""}</td>` +
         cell("dollars", "dollars") + cell("tokensSent") + cell("cacheRead") + cell("cacheWrite") +
-        cell("inputTokens") + cell("compactions") + cell("peakContext") +
+        cell("inputTokens") + cell("compactions") +
+        `<td class="n">${p.retention === null ? "n/a" : p.retention.toFixed(2)}</td>` + cell("peakContext") +
         `<td class="n">${misses}</td>` + cell("tokensOffloaded") + "</tr>"
     )
   })
   push("</table>")
+
+  push("<h2>Retention per compaction</h2>")
+  const kept = data.replay.retention
+  if (kept.length === 0) push('<p class="muted">no compaction</p>')
+  else {
+    push(
+      '<p class="note">Of the anchors of the span each compaction removed (paths, commands, errors, identifiers, ' +
+        "instructions, plan items; <code>compaction retention</code>), the share present in the next request, as " +
+        "present / counted; anchors still in the kept tail are not counted.</p>"
+    )
+    push(
+      `<table id="retention"><tr><th class="n">compaction</th><th class="n">request</th>${
+        CATEGORIES.map((c) => `<th class="n">${c}</th>`).join("")
+      }<th class="n">total</th></tr>`
+    )
+    const share = (t: { readonly counted: number; readonly present: number; readonly share: number }) =>
+      `<td class="n">${t.counted === 0 ? "n/a" : `${t.share.toFixed(2)} (${t.present}/${t.counted})`}</td>`
+    for (const row of kept) {
+      push(
+        `<tr><td class="n">${row.compaction}</td><td class="n">${row.request}</td>${
+          CATEGORIES.map((c) => share(row.categories[c])).join("")
+        }${share(row.total)}</tr>`
+      )
+    }
+    push("</table>")
+  }
 
   push("<h2>Largest tool results</h2>")
   if (data.largestToolResults.length === 0) push('<p class="muted">none</p>')

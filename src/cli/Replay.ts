@@ -29,7 +29,14 @@ import {
 import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
 import { type MemoryStore, SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
-import type { PolicyReport, RecordedSession, RequestEvent, SimPolicy, SimulateOptions } from "../Simulate.ts"
+import type {
+  CompactionRetention,
+  PolicyReport,
+  RecordedSession,
+  RequestEvent,
+  SimPolicy,
+  SimulateOptions
+} from "../Simulate.ts"
 import { prepareSession, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
@@ -145,6 +152,27 @@ export const requestTokensOf = (report: PolicyReport): ReadonlyArray<RequestToke
     input: r.input,
     output: r.output
   }))
+
+/** One compaction of a replay and what of its span the next request holds. @category models */
+export interface CompactionRetentionRow extends CompactionRetention {
+  /** The compaction's number, from 1. */
+  readonly compaction: number
+  /** The request sent right after it, numbered from 1 as `replay --out` numbers them. */
+  readonly request: number
+  /** Index of the recorded reply that request produced. */
+  readonly message: number
+}
+
+/** The retention of each compaction of a policy's replay, in order (the engine's, from its per-request figures). @category models */
+export const retentionRowsOf = (report: PolicyReport): ReadonlyArray<CompactionRetentionRow> => {
+  const rows: Array<CompactionRetentionRow> = []
+  report.perRequest.forEach((r, i) => {
+    if (r.retention !== undefined) {
+      rows.push({ compaction: rows.length + 1, request: i + 1, message: r.index, ...r.retention })
+    }
+  })
+  return rows
+}
 
 /** What `replaySession` did: the summary, the per-request tokens, and the engine's full report. @category models */
 export interface SessionReplay {

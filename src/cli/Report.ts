@@ -37,7 +37,14 @@ import {
 import { estimateContentTokens } from "../Tokens.ts"
 import { validate } from "../Validate.ts"
 import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
-import { type ReplaySummary, replaySummaryOf, type RequestTokens, requestTokensOf } from "./Replay.ts"
+import {
+  type CompactionRetentionRow,
+  type ReplaySummary,
+  replaySummaryOf,
+  type RequestTokens,
+  requestTokensOf,
+  retentionRowsOf
+} from "./Replay.ts"
 
 // ============================================================================
 // Shared with the commands
@@ -64,7 +71,11 @@ export const simulateOptionsFor = (
  */
 export type SimulateJson = { readonly file: string } & Omit<SimulationReport, "policies"> & {
   readonly policies: ReadonlyArray<
-    Omit<PolicyReport, "perRequest"> & { readonly requestTokens: ReadonlyArray<RequestTokens> }
+    Omit<PolicyReport, "perRequest" | "retention"> & {
+      /** The policy's mean share of the compacted spans' anchors in the next request; null without a compaction. */
+      readonly retention: number | null
+      readonly requestTokens: ReadonlyArray<RequestTokens>
+    }
   >
 }
 
@@ -74,7 +85,7 @@ export const simulateJson = (file: string, report: SimulationReport): SimulateJs
   ...report,
   policies: report.policies.map((p) => {
     const { perRequest: _, ...rest } = p
-    return { ...rest, requestTokens: requestTokensOf(p) }
+    return { ...rest, retention: p.retention ?? null, requestTokens: requestTokensOf(p) }
   })
 })
 
@@ -93,9 +104,13 @@ export const replayPolicyOptions = (flags: {
   minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10))
 })
 
-/** The `replay --json` document: the summary and the tokens of every request. @category models */
+/**
+ * The `replay --json` document: the summary, the tokens of every request and, per compaction, what of its span the
+ * next request holds. @category models
+ */
 export type ReplayJson = { readonly file: string } & ReplaySummary & {
   readonly requestTokens: ReadonlyArray<RequestTokens>
+  readonly retention: ReadonlyArray<CompactionRetentionRow>
 }
 
 // ============================================================================
@@ -372,7 +387,8 @@ export const buildReport = (
       replay: {
         file: options.replayFile ?? options.file,
         ...(options.replay ?? replaySummaryOf(chosenReport, invalidRequests, 0)),
-        requestTokens: requestTokensOf(chosenReport)
+        requestTokens: requestTokensOf(chosenReport),
+        retention: retentionRowsOf(chosenReport)
       },
       simulate: simulateJson(options.file, simulation),
       chosen: chartTotals(chosen.name, chosenReport, requests),

@@ -20,9 +20,10 @@ import { readSession as readStored, type SessionLogError } from "../SessionLog.t
 import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
-import type { RequestEvent } from "../Simulate.ts"
-import { replaySession } from "./Replay.ts"
-import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
+import type { RequestEvent, RetentionTally } from "../Simulate.ts"
+import { CATEGORIES } from "../Retention.ts"
+import { type CompactionRetentionRow, replaySession, retentionRowsOf } from "./Replay.ts"
+import { chosenPolicy, type ReplayJson, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
 import {
   CliFailure,
   ExitCode,
@@ -198,10 +199,15 @@ export interface ReplayInput {
   readonly html: Option.Option<string>
 }
 
-const checked = (flag: string, value: number, positive: boolean): Effect.Effect<number, CliFailure> =>
+const checked = (
+  flag: string,
+  value: number,
+  positive: boolean,
+  command = "replay"
+): Effect.Effect<number, CliFailure> =>
   Number.isSafeInteger(value) && (positive ? value > 0 : value >= 0) ? Effect.succeed(value) : Effect.fail(
     usageFailure(
-      "replay",
+      command,
       flagValueProblem(`--${flag}`, String(value), positive ? "a positive integer" : "a non-negative integer")
     )
   )
@@ -212,11 +218,37 @@ const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
   contextWindow: "--context-window"
 }
 
+/** The policy flags `replay` and `retention` share, checked. */
+type PolicyFlags = Pick<
+  ReplayInput,
+  "keepRecent" | "minSavings" | "keepRecentTokens" | "keepRecentTurns" | "contextWindow"
+>
+
+/** The eviction settings and compaction policy of `command`'s flags, or the usage failure of the first bad one. */
+const replayPolicy = (command: string, input: PolicyFlags) =>
+  Effect.gen(function* () {
+    const keepRecent = yield* checked("keep-recent", input.keepRecent, false, command)
+    const minSavings = Option.isSome(input.minSavings)
+      ? yield* checked("min-savings", input.minSavings.value, false, command)
+      : undefined
+    const policy = CompactionPolicy.make(replayPolicyOptions(input))
+    if (Result.isFailure(policy)) {
+      const e = policy.failure
+      const flag = FLAG_OF_FIELD[e.field] ?? e.field
+      return yield* usageFailure(command, flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
+    }
+    return { keepRecent, minSavings, policy: policy.success }
+  })
+
 const requestFile = (path: Path.Path, directory: string, n: number): string =>
   path.join(directory, `request-${String(n).padStart(4, "0")}.json`)
 
 const usageFile = (path: Path.Path, directory: string, n: number): string =>
   path.join(directory, `request-${String(n).padStart(4, "0")}.usage.json`)
+
+/** Beside the request right after a compaction: the messages that compaction summarized, as sent to the summarizer. */
+const summarizedFile = (path: Path.Path, directory: string, n: number): string =>
+  path.join(directory, `summarized-${String(n).padStart(4, "0")}.json`)
 
 /**
  * What `replay --out` writes beside request N: the usage the engine predicts it is billed (the reply is recorded
@@ -230,31 +262,24 @@ const predictedUsage = (n: number, event: RequestEvent) => ({
   model: event.figures.model ?? null,
   cacheLost: event.cacheLost,
   usage: event.usage,
-  dollars: event.figures.dollars
+  dollars: event.figures.dollars,
+  ...(event.figures.retention === undefined ? {} : { retention: event.figures.retention })
 })
 
 /**
  * `replay`: the session through the replay engine `simulate` runs (`Conversation`'s transitions, each reply recorded
  * with the usage its own request is predicted to be billed), every request to `--out DIR` (`request-NNNN.json`, and
- * its predicted usage in `request-NNNN.usage.json`), the conversation to `--log DIR/<session-id>.jsonl` (a new
+ * its predicted usage in `request-NNNN.usage.json`; after a compaction, the span it summarized in
+ * `summarized-NNNN.json`), the conversation to `--log DIR/<session-id>.jsonl` (a new
  * session: a log that already holds entries exits `Persist`), the summary and per-request tokens on stdout; exit
  * `Violations` when a request is invalid.
  */
 export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const keepRecent = yield* checked("keep-recent", input.keepRecent, false)
-    const minSavings = Option.isSome(input.minSavings)
-      ? yield* checked("min-savings", input.minSavings.value, false)
-      : undefined
+    const { keepRecent, minSavings, policy } = yield* replayPolicy("replay", input)
     const resumeEvery = Option.isSome(input.resumeEvery)
       ? yield* checked("resume-every", input.resumeEvery.value, true)
       : undefined
-    const policy = CompactionPolicy.make(replayPolicyOptions(input))
-    if (Result.isFailure(policy)) {
-      const e = policy.failure
-      const flag = FLAG_OF_FIELD[e.field] ?? e.field
-      return yield* usageFailure("replay", flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
-    }
     const read = yield* readSession(input.file, { strict: false })
     const session = read.session
     const path = yield* Path.Path
@@ -288,16 +313,21 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
     }
     const replayed = yield* replaySession<CliFailure, Env>(
       session,
-      chosenPolicy({ keepRecent, minSavings, policy: policy.success }),
+      chosenPolicy({ keepRecent, minSavings, policy }),
       {
-        simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy.success },
+        simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy },
         resumeEvery,
         log,
         onRequest: out === undefined ?
           undefined :
           (n, event) =>
             writeText(requestFile(path, out, n), prettyJson(event.request)).pipe(
-              Effect.andThen(writeText(usageFile(path, out, n), prettyJson(predictedUsage(n, event))))
+              Effect.andThen(writeText(usageFile(path, out, n), prettyJson(predictedUsage(n, event)))),
+              Effect.andThen(
+                event.summarized === undefined
+                  ? Effect.void
+                  : writeText(summarizedFile(path, out, n), prettyJson(event.summarized))
+              )
             )
       }
     ).pipe(
@@ -307,7 +337,13 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
     )
     const summary = replayed.summary
     if (input.json) {
-      yield* writeText(undefined, prettyJson({ file: input.file, ...summary, requestTokens: replayed.tokens }))
+      const document: ReplayJson = {
+        file: input.file,
+        ...summary,
+        requestTokens: replayed.tokens,
+        retention: retentionRowsOf(replayed.report)
+      }
+      yield* writeText(undefined, prettyJson(document))
     } else {
       yield* writeText(
         undefined,
@@ -327,7 +363,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         replayFile: input.file,
         keepRecent,
         minSavings,
-        policy: policy.success,
+        policy,
         tools: read.tools,
         replay: summary
       }).pipe(Effect.mapError(reportFailure))
@@ -346,3 +382,50 @@ export const afterPrefix = (
   prefix.length <= messages.length && prefix.every((m, i) => same(m, messages[i]!))
     ? messages.slice(prefix.length)
     : undefined
+
+// ============================================================================
+// retention
+// ============================================================================
+
+/** The parsed flags of `retention`. @category models */
+export interface RetentionInput extends PolicyFlags {
+  readonly file: string
+  readonly json: boolean
+}
+
+const cell = (t: RetentionTally): string =>
+  `${t.counted === 0 ? " n/a" : t.share.toFixed(2)}  ${`${t.present}/${t.counted}`.padStart(9)}  ${
+    String(t.inTail).padStart(7)
+  }`
+
+/** The text of one compaction's retention: a row per category and a total row. */
+const retentionTable = (row: CompactionRetentionRow): string =>
+  [
+    `compaction ${row.compaction} (request ${row.request}, reply at message ${row.message})`,
+    `  ${"category".padEnd(12)}share    present  in tail`,
+    ...CATEGORIES.map((c) => `  ${c.padEnd(12)}${cell(row.categories[c])}`),
+    `  ${"total".padEnd(12)}${cell(row.total)}`
+  ].join("\n") + "\n"
+
+/**
+ * `retention`: the session through the replay engine `replay` runs (same defaults and policy flags), and per
+ * compaction the share of the span it removed whose anchors (`Retention.anchorsOf`) are present in the next request,
+ * per category and in total, the anchors still in the kept tail counted apart.
+ */
+export const retention = (input: RetentionInput): Effect.Effect<void, CliFailure, Env> =>
+  Effect.gen(function* () {
+    const { keepRecent, minSavings, policy } = yield* replayPolicy("retention", input)
+    const read = yield* readSession(input.file, { strict: false })
+    const replayed = yield* replaySession(read.session, chosenPolicy({ keepRecent, minSavings, policy }), {
+      simulate: { ...simulateOptionsFor(read.session, read.tools), compaction: policy }
+    }).pipe(Effect.mapError((e) => new CliFailure({ code: ExitCode.Persist, message: `replay failed: ${e.message}` })))
+    const rows = retentionRowsOf(replayed.report)
+    const mean = replayed.report.retention ?? null
+    if (input.json) {
+      yield* writeText(undefined, prettyJson({ file: input.file, compactions: rows, meanShare: mean }))
+      return
+    }
+    const head = `${input.file}: ${rows.length} compactions over ${replayed.summary.requests} requests` +
+      (mean === null ? "" : `; mean share of the removed spans' anchors in the next request ${mean.toFixed(2)}`)
+    yield* writeText(undefined, [head, ...rows.map(retentionTable)].join("\n\n") + (rows.length === 0 ? "\n" : ""))
+  })

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll } from "vitest"
-import { replaySession } from "../../src/cli/Replay.ts"
+import { replaySession, retentionRowsOf } from "../../src/cli/Replay.ts"
 import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../src/Evict.ts"
 import { importSession } from "../../src/Import.ts"
@@ -120,7 +120,7 @@ describe("compaction replay", () => {
           simulate: { ...simulateOptionsFor(session, undefined), compaction: policy }
         })
       )
-      return { file: example, ...r.summary, requestTokens: r.tokens }
+      return { file: example, ...r.summary, requestTokens: r.tokens, retention: retentionRowsOf(r.report) }
     }
     const byDefault = replayJson([])
     const fixed = replayJson(["--min-savings", String(FIXED_MIN_SAVINGS)])

@@ -8,6 +8,7 @@ import type { MessageUsage, RecordedAt } from "../../Import.ts"
 import type { Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
+import type { Category } from "../../Retention.ts"
 import * as Summary from "../../Summary.ts"
 
 // ============================================================================
@@ -203,6 +204,8 @@ export interface RequestEvent {
    * under every policy alike): nothing cached before it can be read.
    */
   readonly cacheLost: boolean
+  /** Set when a compaction ran right before this request: the messages it summarized. */
+  readonly summarized?: ReadonlyArray<Message> | undefined
 }
 
 /** Options of `simulate` and `simulatePolicy`. Every field is optional. @category models */
@@ -258,6 +261,29 @@ export interface RequestFigures {
   readonly compacted: boolean
   /** Tool results the policy's eviction offloaded right before this request (0 for the peers). */
   readonly offloadedResults: number
+  /** Set on a request right after a compaction: what of the span it summarized this request still holds. */
+  readonly retention?: CompactionRetention | undefined
+}
+
+/** Anchors of one category (or of all, `total`) of a compacted span: the share is `present / counted`. @category models */
+export interface RetentionTally {
+  /** The span's anchors not in the kept tail: those the share is of. */
+  readonly counted: number
+  /** Of `counted`, those present in the request after the compaction. */
+  readonly present: number
+  /** The span's anchors present in the kept tail, counted apart. */
+  readonly inTail: number
+  /** `present / counted`, 1 when nothing was counted. */
+  readonly share: number
+}
+
+/**
+ * What of a compacted span survives in the next request (`Retention.measure` of the span in that request, the kept
+ * tail's anchors counted apart), per category and in total. @category models
+ */
+export interface CompactionRetention {
+  readonly categories: { readonly [C in Category]: RetentionTally }
+  readonly total: RetentionTally
 }
 
 /** Cache misses by cause. @category models */
@@ -299,6 +325,8 @@ export interface PolicyReport {
   readonly evictions: number
   /** Tool results the library's eviction offloaded, over the session. */
   readonly offloadedResults: number
+  /** The mean total share of the compacted spans' anchors kept in the next request; absent without a compaction. */
+  readonly retention?: number | undefined
   readonly perRequest: ReadonlyArray<RequestFigures>
 }
 

@@ -23,12 +23,14 @@ import {
 } from "../../Conversation.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
-import { DEFAULT_SUMMARY_MAX_TOKENS } from "../../Summary.ts"
+import { CATEGORIES, measure } from "../../Retention.ts"
+import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
 import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
 import { blockEstimate, calibrateSession, type Calibration } from "./calibrate.ts"
 import {
   ANTHROPIC_PRICES,
+  type CompactionRetention,
   DEFAULT_SUMMARIZER_OVERHEAD_TOKENS,
   DEFAULT_SUMMARY_RATIO,
   type LibraryOptions,
@@ -283,6 +285,8 @@ export function* replaySteps(
   let failedCompactions = 0
   let lastTime: number | undefined
   let previousCached = 0
+  let summarized: ReadonlyArray<Message> | undefined
+  const shares: Array<number> = []
   const sumOffloaded = (before: ConversationState, after: ConversationState) => {
     if (before.view === after.view) return
     const b = units.build(asMessages(before.view), 0).cumulative.at(-1) ?? 0
@@ -314,6 +318,7 @@ export function* replaySteps(
     summarizerOutput += tokens
     summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
     apply(applyCompaction(state, finished))
+    summarized = plan.request.messages
     compactions++
     return true
   }
@@ -400,6 +405,9 @@ export function* replaySteps(
       cache_read_input_tokens: cacheRead,
       cache_creation_input_tokens: cachedTo - cacheRead
     }
+    const span = compacted ? summarized : undefined
+    const retention = span === undefined ? undefined : retentionOf(span, request)
+    if (retention !== undefined) shares.push(retention.total.share)
     const price = dollarsOf(model)
     const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * 1.25 +
       (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
@@ -418,7 +426,8 @@ export function* replaySteps(
       invalidated: miss === "policy",
       overWindow: promptTokens + output > settings.compaction.contextWindow,
       compacted,
-      offloadedResults: results
+      offloadedResults: results,
+      ...(retention === undefined ? {} : { retention })
     }
     perRequest.push(figures)
     lastTime = time
@@ -430,7 +439,8 @@ export function* replaySteps(
       request,
       usage,
       figures,
-      cacheLost
+      cacheLost,
+      ...(span === undefined ? {} : { summarized: span })
     }
     settings.onRequest?.(event)
     const step: ReplayStep = { event, changes }
@@ -447,9 +457,46 @@ export function* replaySteps(
     failedCompactions,
     offloaded,
     evictions,
-    offloadedResults
+    offloadedResults,
+    retention: shares.length === 0 ? undefined : shares.reduce((a, b) => a + b, 0) / shares.length
   })
   return { report, changes }
+}
+
+/**
+ * The kept tail of a request that opens with a summary: every message after it (the blocks merged into the summary
+ * message, as a message of their own, first).
+ */
+const tailOf = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
+  const first = messages[0]
+  if (first === undefined || summaryText(first) === undefined) return messages
+  const merged = typeof first.content === "string" ? [] : first.content.slice(1)
+  return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
+}
+
+/** What of `span` the request after its compaction holds, per category and in total (the tail counted apart). */
+const retentionOf = (span: ReadonlyArray<Message>, request: Request): CompactionRetention => {
+  const messages = asMessages(request.messages)
+  const measured = measure(span, messages, { tail: tailOf(messages) })
+  const tally = (counted: number, present: number, inTail: number) => ({
+    counted,
+    present,
+    inTail,
+    share: counted === 0 ? 1 : present / counted
+  })
+  const categories = Object.fromEntries(CATEGORIES.map((c) => {
+    const r = measured.categories[c]
+    return [c, tally(r.counted, r.present, r.inTail)]
+  })) as CompactionRetention["categories"]
+  const all = Object.values(categories)
+  return {
+    categories,
+    total: tally(
+      all.reduce((a, t) => a + t.counted, 0),
+      all.reduce((a, t) => a + t.present, 0),
+      all.reduce((a, t) => a + t.inTail, 0)
+    )
+  }
 }
 
 /** Replays one prepared session under one policy (`replaySteps` run to its end). */
@@ -516,6 +563,7 @@ const summarize = (
     readonly offloaded: number
     readonly evictions: number
     readonly offloadedResults: number
+    readonly retention: number | undefined
   }
 ): PolicyReport => {
   let tokensSent = 0
@@ -564,6 +612,7 @@ const summarize = (
     tokensOffloaded: extra.offloaded,
     evictions: extra.evictions,
     offloadedResults: extra.offloadedResults,
+    ...(extra.retention === undefined ? {} : { retention: extra.retention }),
     perRequest
   }
 }
