@@ -49,8 +49,8 @@ export const EXTRACTIVE_LIMITS = {
   requestChars: 800,
   errors: 5,
   errorChars: 300,
-  outcomes: 40,
-  outcomeResultChars: 160,
+  outcomes: 15,
+  outcomeResultChars: 120,
   statements: 3,
   statementChars: 800,
   previousChars: 16_000,
@@ -129,7 +129,7 @@ const firstLine = (text: string): string => text.split(/\r\n?|\n/).find((line) =
  * left out; a compaction block's `content` in the messages counts as one too: it is the server's summary; whole lines
  * from both ends within 16,000 chars), the mid-conversation system messages verbatim (each clipped, the last 10, with
  * their tool changes), the user's requests verbatim (each clipped; the first 3 and the last 17 when there are more
- * than 20), files read and modified, the tools used with counts, the outcome of the last 40 successful tool calls on
+ * than 20), files read and modified, the tools used with counts, the outcome of the last 15 successful tool calls on
  * one line each (tool, short input, first line of the result, clipped), the last errors seen, and the assistant's
  * last statements.
  * @category extractive
