@@ -116,6 +116,7 @@ export const viewSummary = (messages: ReadonlyArray<Message>): Option.Option<str
  * (in a summary, or moved after one). A content-less settings message (`output_config`, rule 26) counts as any other.
  * O(messages).
  * @category api view
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it never re-emits a cleared system message as live.
  */
 export const liveSystemMessages = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
   const live: Array<number> = []

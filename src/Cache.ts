@@ -202,7 +202,10 @@ export const applyBreakpoints = <M extends Message>(
   })
 }
 
-/** The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement */
+/**
+ * The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement
+ * @deprecated Use `Cache.applyBreakpoints(messages, options)`, which never writes more than `MAX_BREAKPOINTS`; this count is a test and report helper.
+ */
 export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
   let n = 0
   for (const item of items) {

@@ -65,6 +65,7 @@ export const DEFAULT_COMPACT_AT_TOKENS = 100_000
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
  * this fraction of `compactAtTokens` (0.5): the prompt is rewritten in full anyway, so a summary now costs only the
  * summarizer call and spares the next requests the longer prefix. @category constants
+ * @deprecated Use `Policy.shouldCompact(policy, usage, epoch, { coldHumanTurn: true })`: it applies the fraction itself.
  */
 export const COLD_COMPACT_FRACTION = 0.5
 

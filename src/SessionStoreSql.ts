@@ -31,7 +31,10 @@ import {
 /** The table `effect/sql`'s `Migrator` records this store's migrations in. @category models */
 export const MIGRATIONS_TABLE = "compaction_migrations"
 
-/** How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models */
+/**
+ * How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models
+ * @deprecated Use `SessionStoreSql.layerSessionLog(options)`: its transactions set this lock timeout themselves.
+ */
 export const DEFAULT_LOCK_SECONDS = 10
 
 /** The database driver's own error under an `effect/sql` one (its reason's cause): PostgreSQL's message and code. */
