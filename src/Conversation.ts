@@ -973,12 +973,15 @@ const make = (
     return Conversation.of({
       state: Effect.sync(stateNow),
       append: (message) =>
-        serialized(Effect.suspend(() => persist(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))),
+        serialized(
+          Effect.suspend(() => persist(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))
+        ),
       recordReply: (message, usage, replyOptions) =>
         serialized(
-          Effect.suspend(() => persist(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow)).pipe(
-            Effect.map(stateNow)
-          )
+          Effect.suspend(() => persist(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow))
+            .pipe(
+              Effect.map(stateNow)
+            )
         ),
       prepare: serialized(Effect.gen(function* () {
         let offloaded: ReadonlyArray<Offloaded> = []

@@ -25,6 +25,7 @@ export * as Cache from "./Cache.ts"
 export * as HotPaths from "./HotPaths.ts"
 export * as Render from "./Render.ts"
 export * as Summary from "./Summary.ts"
+export * as Retention from "./Retention.ts"
 // The effectful shell: services, layers and typed errors
 export * as Summarizer from "./internal/summarizerNamespace.ts"
 export * as SummarizeError from "./SummarizeError.ts"
