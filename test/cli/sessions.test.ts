@@ -171,6 +171,8 @@ describe("inspect and sessions over stores", () => {
         assert.match(r.stderr, /the store's tables are not in this database or schema \(relation "compaction_\w+"/)
         assert.include(r.stderr, "SessionStoreSql.layerMigrations")
       }
+      assert.include(listed.stderr, "as a deploy step (from a checkout: DATABASE_URL='")
+      assert.include(listed.stderr, "node examples/many-workers.ts migrate)")
     } finally {
       await sqlOn(`DROP SCHEMA ${empty} CASCADE`)
     }
