@@ -1,12 +1,14 @@
 /**
  * Many workers on one session, in PostgreSQL. Each run is one stateless worker process:
  *
+ *   node examples/many-workers.ts migrate                   creates or updates the tables (a deploy step, run once)
  *   node examples/many-workers.ts append <worker> [count]   appends `count` messages (default 20) to session "shared"
  *   node examples/many-workers.ts compact                   records a compaction of the first half of the view
  *   node examples/many-workers.ts show                      loads the session (checking every entry) and prints it
  *
- * The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); the tables are created on first use
- * (SessionStoreSql.layerPg runs the migrations). SESSION_ID picks another session.
+ * The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); `migrate` runs
+ * SessionStoreSql.layerMigrations, and the workers also create the tables on first use (SessionStoreSql.layerPg runs
+ * the migrations unless `migrate: false`). SESSION_ID picks another session.
  */
 import { Config, Effect, Layer } from "effect"
 import process from "node:process"
@@ -20,6 +22,11 @@ const program = Effect.gen(function* () {
     Config.withDefault("postgres://postgres@127.0.0.1:5432/test")
   )
   const sessionId = yield* Config.String("SESSION_ID").pipe(Config.withDefault("shared"))
+  if (mode === "migrate") {
+    yield* Layer.build(SessionStoreSql.layerPg({ url })).pipe(Effect.scoped)
+    console.log("the store's tables are in place")
+    return
+  }
   const store = SessionStoreSql.layerPg({ url })
   if (mode === "show") {
     const loaded = yield* readSession(sessionId).pipe(Effect.provide(store))
@@ -42,7 +49,7 @@ const program = Effect.gen(function* () {
       yield* log.recordCompaction({ summary, snapshot, cut, summarizer: "example" })
       console.log(`compacted ${cut} of ${snapshot.view.length} messages`)
     } else {
-      return yield* Effect.fail(new Error(`usage: many-workers.ts append <worker> [count] | compact | show`))
+      return yield* Effect.fail(new Error(`usage: many-workers.ts migrate | append <worker> [count] | compact | show`))
     }
   }).pipe(Effect.provide(SessionLog.layer({ sessionId }).pipe(Layer.provide(store))))
 })

@@ -140,13 +140,22 @@ const greatestSafe = (window: SafeWindow, requested: number): number => {
  * with content): anything put before that block is dropped by the API. A request before it gives 0; otherwise the
  * cut is at least the view's start, which is always safe.
  *
- * Reads the assistant turn at or before `requested` and the messages up to the next assistant turn (O(1) turns on a
- * well-formed list), plus, to find the API view's start, whether each message after `requested` holds a compaction
- * block (`ApiView.opensApiView`, a scan of its block types): linear in the messages after the cut.
+ * `viewStart` is the API view's start (`ApiView.apiViewStart(messages)`) when the caller has it (a conversation
+ * carries it; a caller cutting one list many times finds it once). With it, `safeCut` reads only the assistant turn at
+ * or before `requested` and the messages up to the next assistant turn: O(1) turns on a well-formed list, whatever the
+ * length of the tail. Without it, it also finds the view's start, reading whether each message after `requested` holds
+ * a compaction block (`ApiView.opensApiView`, a scan of its block types): linear in the messages after the cut.
  * @category cutting
  */
-export const safeCut = (messages: ReadonlyArray<Message>, requested: number): number =>
-  safeCutIn(messages, requested, viewBound(messages))
+export const safeCut = (messages: ReadonlyArray<Message>, requested: number, viewStart?: number): number =>
+  safeCutIn(messages, requested, viewStart === undefined ? viewBound(messages) : knownViewBound(viewStart))
+
+/** The bound of an API view whose start is known: nothing is read. */
+const knownViewBound = (start: number): ViewBound => ({
+  inView: (i) => i >= start,
+  isStart: (i) => i === start,
+  start: () => start
+})
 
 /** `safeCut` with the API view's bound of `messages` already at hand (what it has read is not read again). */
 const safeCutIn = (messages: ReadonlyArray<Message>, requested: number, view: ViewBound): number => {

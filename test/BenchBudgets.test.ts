@@ -22,11 +22,12 @@ const budget = (id: string, max: number): Budget => ({
   why: "test"
 })
 
-const row = (name: string, attempt: number, p50_ns: number): BenchRow => ({
+const row = (name: string, attempt: number, cpu_ns: number): BenchRow => ({
   name,
   attempt,
-  p50_ns,
-  avg_ns: p50_ns,
+  cpu_ns,
+  cpu_min_ns: cpu_ns,
+  wall_ns: cpu_ns,
   samples: 12
 })
 
@@ -52,12 +53,51 @@ describe("attemptRatios", () => {
     assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, 100), row(b.baseline, 2, 100)]), [])
   })
 
-  it("skips rows whose median is zero, negative or not finite", () => {
+  it("skips rows whose time is zero, negative or not finite", () => {
     const b = budget("x", 2)
     for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
       assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, 100), row(b.baseline, 1, bad)]), [])
       assert.deepStrictEqual(attemptRatios(b, [row(b.subject, 1, bad), row(b.baseline, 1, 100)]), [])
     }
+  })
+})
+
+describe("a budget with a floor", () => {
+  const floored: Budget = { ...budget("growth/x", 1.5), floor: { subject: "floor 50k", baseline: "floor 10k" } }
+
+  it("divides our growth by the floor's growth of the same attempt", () => {
+    const rows = [
+      row(floored.subject, 1, 1_000),
+      row(floored.baseline, 1, 100),
+      row("floor 50k", 1, 500),
+      row("floor 10k", 1, 100),
+      row(floored.subject, 2, 2_000),
+      row(floored.baseline, 2, 100),
+      row("floor 50k", 2, 1_000),
+      row("floor 10k", 2, 100)
+    ]
+    assert.deepStrictEqual(attemptRatios(floored, rows), [2, 2])
+    assert.isFalse(checkBudget(floored, rows).pass)
+  })
+
+  it("is not measured in an attempt that lacks a floor side, and names the missing side", () => {
+    const rows = [row(floored.subject, 1, 500), row(floored.baseline, 1, 100), row("floor 50k", 1, 500)]
+    assert.deepStrictEqual(attemptRatios(floored, rows), [])
+    assert.deepStrictEqual(violations([floored], rows), [{
+      _tag: "NotMeasured",
+      id: "growth/x",
+      missing: ["floor 10k"]
+    }])
+  })
+
+  it("a load burst that slows the larger session's side of ours and of the floor alike passes", () => {
+    const rows = [
+      row(floored.subject, 1, 1_500), // 15x: the 50k run lost its caches...
+      row(floored.baseline, 1, 100),
+      row("floor 50k", 1, 1_500), // ...and so did the floor's 50k run, in the same attempt
+      row("floor 10k", 1, 100)
+    ]
+    assert.isTrue(checkBudget(floored, rows).pass)
   })
 })
 
@@ -161,7 +201,18 @@ describe("the budget table", () => {
     assert.match(table[2]!, /^step\s+0\.0012\s+0\.0012\s+<= 0\.0033\s+pass$/)
   })
 
-  it("growth budgets would catch quadratic growth (25x from 10k to 50k)", () => {
-    for (const b of budgets.filter((b) => b.id.startsWith("growth/"))) assert.isTrue(b.max < 25, b.id)
+  it("no budget is a bare ratio of two scales of ours: every growth budget is over a floor's growth", () => {
+    const names = new Set<string>(Object.values(M))
+    const growths = budgets.filter((b) => b.id.startsWith("growth/"))
+    assert.isAtLeast(growths.length, 8)
+    for (const b of growths) {
+      assert.isDefined(b.floor, b.id)
+      assert.isTrue(names.has(b.floor!.subject) && names.has(b.floor!.baseline), b.id)
+    }
+    for (const b of budgets.filter((b) => b.floor === undefined)) assert.notMatch(b.id, /^growth\//)
+  })
+
+  it("growth budgets would catch quadratic growth (5x the floor's growth from 10k to 50k)", () => {
+    for (const b of budgets.filter((b) => b.id.startsWith("growth/"))) assert.isTrue(b.max < 5, b.id)
   })
 })

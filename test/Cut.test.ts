@@ -9,6 +9,7 @@ import {
   type Split,
   splitKeepingTurns
 } from "../src/Cut.ts"
+import { apiViewStart } from "../src/ApiView.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
@@ -116,6 +117,58 @@ describe("safeCut", () => {
       }
     },
     { arbitrary: { runs: 1000 } }
+  )
+})
+
+describe("safeCut with the API view's start", () => {
+  /** A list of `n` messages (tool pairs, prose) whose API view starts at `viewAt` (an assistant compaction block). */
+  const longList = (n: number, viewAt: number): Array<Message> =>
+    Array.from({ length: n }, (_, i): Message => {
+      if (i === viewAt) return { role: "assistant", content: [{ type: "compaction", content: "summary" } as never] }
+      const k = i % 4
+      return k === 0 ? user(`q${i}`) : k === 1 ? call(`t${i}`) : k === 2 ? results(`t${i - 1}`) : assistant("ok")
+    })
+  /** `messages` behind a proxy that records every index read. */
+  const recording = (messages: ReadonlyArray<Message>) => {
+    const read = new Set<number>()
+    const proxy = new Proxy(messages, {
+      get: (target, key, receiver) => {
+        if (typeof key === "string" && /^\d+$/.test(key)) read.add(Number(key))
+        return Reflect.get(target, key, receiver)
+      }
+    })
+    return { proxy, read }
+  }
+
+  it("reads only the messages around the request, however long the tail, and agrees with safeCut without it", () => {
+    const messages = longList(20_000, 8_000)
+    const start = apiViewStart(messages)
+    assert.strictEqual(start, 8_000)
+    for (const requested of [0, 5_000, 7_999, 8_000, 8_001, 8_003, 12_002, 19_999, 20_000]) {
+      const { proxy, read } = recording(messages)
+      const cut = safeCut(proxy, requested, start)
+      assert.strictEqual(cut, safeCut(messages, requested), `requested ${requested}`)
+      assert.isAtMost(read.size, 8, `requested ${requested}: read ${read.size} messages`)
+      for (const i of read) assert.isAtMost(Math.abs(i - requested), 4, `requested ${requested} read ${i}`)
+    }
+  })
+
+  it.prop(
+    "equals safeCut without it at every request, on lists with and without compaction blocks",
+    [conversationArbitrary({ allowInvalid: true }), Schema.Array(Schema.Int)],
+    ([conversation, at]) => {
+      const messages = [...conversation]
+      for (const a of at.slice(0, 2)) {
+        const i = Math.abs(a) % (messages.length + 1)
+        const content = Math.abs(a) % 5 === 0 ? null : `summary ${a}`
+        messages.splice(i, 0, { role: "assistant", content: [{ type: "compaction", content } as never] })
+      }
+      const start = apiViewStart(messages)
+      for (let requested = 0; requested <= messages.length; requested++) {
+        assert.strictEqual(safeCut(messages, requested, start), safeCut(messages, requested), `requested ${requested}`)
+      }
+    },
+    { arbitrary: { runs: 500 } }
   )
 })
 

@@ -1,11 +1,13 @@
 /**
  * Deno permissions, checked with real `deno run` child processes (test/fixtures/DenoPermissions.ts): the extractive
  * summarizer needs none; `layerAuto` without a key needs only `--allow-env=ANTHROPIC_API_KEY`; with a key it needs
- * exactly `ANTHROPIC_ENV_VARIABLES` (each one of them, and no bare `--allow-env`).
+ * exactly `ANTHROPIC_ENV_VARIABLES` (each one of them, and no bare `--allow-env`); the `compaction` CLI needs only
+ * `--allow-read`, `--allow-write` of its outputs, `--allow-env` of those names and `--allow-net` of the API, never `-A`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ANTHROPIC_ENV_VARIABLES } from "../src/AnthropicSummarizer.ts"
@@ -67,6 +69,51 @@ describe("Deno permissions", () => {
       assert.include(failure, `"${name}"`, `without ${name}`)
     }
   }, 60_000)
+
+  it(
+    "the CLI: inspect needs --allow-read; compact with the Anthropic summarizer adds its output, the names, the API",
+    () => {
+      const cli = (permissions: ReadonlyArray<string>, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+        spawnSync(deno, ["run", "--no-prompt", "--quiet", ...permissions, "src/cli/main.ts", ...args], {
+          cwd: root,
+          encoding: "utf8",
+          env: { ...baseEnv, ...env }
+        })
+      const inspected = cli(["--allow-read"], ["inspect", "examples/session.json", "--json"])
+      assert.strictEqual(inspected.status, 0, inspected.stderr)
+      assert.strictEqual(JSON.parse(inspected.stdout).messages, 400)
+      const out = fs.mkdtempSync(path.join(os.tmpdir(), "deno-cli-"))
+      try {
+        const args = ["compact", "examples/session.json", "--summarizer", "anthropic", "--fallback", "extractive"]
+        const write = `--allow-write=${out}`
+        const env = `--allow-env=${ANTHROPIC_ENV_VARIABLES.join(",")}`
+        const net = "--allow-net=127.0.0.1:9"
+        const compacted = cli(["--allow-read", write, env, net], [...args, "--out", path.join(out, "c.json")], keyEnv)
+        assert.strictEqual(compacted.status, 0, compacted.stderr)
+        assert.include(compacted.stderr, "compacted with the extractive summarizer instead (--fallback)")
+        assert.strictEqual(JSON.parse(fs.readFileSync(path.join(out, "c.json"), "utf8")).messages.length, 52)
+        // each permission is needed, and its absence is one line that says what failed
+        const without = (missing: string) =>
+          cli(
+            ["--allow-read", ...[write, env, net].filter((p) => p !== missing)],
+            [...args, "--out", path.join(out, "d.json")],
+            keyEnv
+          )
+        const noWrite = without(write)
+        assert.strictEqual(noWrite.status, 6, noWrite.stderr)
+        assert.include(noWrite.stderr, `cannot write ${path.join(out, "d.json")}`)
+        const noEnv = without(env)
+        assert.strictEqual(noEnv.status, 2, noEnv.stderr)
+        assert.include(noEnv.stderr, "--allow-env=ANTHROPIC_API_KEY")
+        const noNet = without(net)
+        assert.strictEqual(noNet.status, 0, noNet.stderr)
+        assert.include(noNet.stderr, "The anthropic summarizer failed: Could not reach the Messages API")
+      } finally {
+        fs.rmSync(out, { recursive: true, force: true })
+      }
+    },
+    120_000
+  )
 
   it("the README lists every variable of ANTHROPIC_ENV_VARIABLES", () => {
     const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")

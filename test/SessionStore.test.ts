@@ -1,5 +1,6 @@
 /**
- * One conformance suite, run against every store (memory, the JSONL file, PostgreSQL): live equals load after
+ * One conformance suite, run against every store (memory, the JSONL file, PostgreSQL: the embedded PGlite, and the
+ * server at DATABASE_URL when set): live equals load after
  * restarts, conflict, idempotent retry, two compactions of one snapshot, many writers, incremental catch-up,
  * integrity (every byte of a small stored session flipped), not-found, and byte-exact `\u0000` / lone surrogates.
  */
@@ -16,7 +17,7 @@ import { readSession, SessionLog, SessionLogError, type SessionLogShape } from "
 import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
 import { readJsonl, SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
-import { makeSchema } from "./fixtures/Pg.ts"
+import { databases, makeSchema } from "./fixtures/Pg.ts"
 import { interleave, modelSteps, performStep } from "./fixtures/SessionScript.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
@@ -39,7 +40,7 @@ interface Backend {
 
 const memorySessions: MemorySessions = new Map()
 const directory = mkdtempSync(join(tmpdir(), "session-store-"))
-let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
+const pgs: Array<Awaited<ReturnType<typeof makeSchema>>> = []
 
 const backends: ReadonlyArray<Backend> = [
   {
@@ -68,10 +69,10 @@ const backends: ReadonlyArray<Backend> = [
         }
       })
   },
-  {
-    name: "postgres",
+  ...databases.map((database, d): Backend => ({
+    name: `postgres (${database.name})`,
     multiWriter: true,
-    store: () => Layer.succeedContext(pg!.context as Context.Context<SessionStore>),
+    store: () => Layer.succeedContext(pgs[d]!.context as Context.Context<SessionStore>),
     raw: (sessionId) =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -83,16 +84,16 @@ const backends: ReadonlyArray<Backend> = [
             sql`UPDATE compaction_entries SET line = ${decoder.decode(bytes)}
               WHERE session_id = ${sessionId} AND seq = ${rows[i]!.seq}`.pipe(Effect.asVoid)
         }
-      }).pipe(Effect.provide(Layer.succeedContext(pg!.context)))
-  }
+      }).pipe(Effect.provide(Layer.succeedContext(pgs[d]!.context)))
+  }))
 ]
 
 beforeAll(async () => {
-  pg = await makeSchema()
-}, 30_000)
+  for (const database of databases) pgs.push(await makeSchema(database))
+}, 60_000)
 afterAll(async () => {
   rmSync(directory, { recursive: true, force: true })
-  await pg?.drop()
+  for (const pg of pgs) await pg.drop()
 })
 
 let counter = 0

@@ -1,5 +1,6 @@
 /**
- * The SQL store against the real PostgreSQL (DATABASE_URL, a schema of its own per run): 8 worker processes × 50
+ * The SQL store on each database of `fixtures/Pg.ts` (the embedded PGlite always, the server at DATABASE_URL when
+ * set; a schema of its own per run): 8 worker processes × 50
  * appends to one session plus a compactor, a worker SIGKILLed inside a transaction, and the connection cut before
  * and after an INSERT reaches the server (through a loopback TCP proxy), retried with the same entry ids; and 12
  * workers booting at once on an empty schema, each running the migrations.
@@ -14,7 +15,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { alreadyWrittenCounter, readSession, SessionLog } from "../src/SessionLog.ts"
 import { SessionStoreSql } from "../src/SessionStoreSql.ts"
-import { databaseUrl, makeSchema } from "./fixtures/Pg.ts"
+import { databases, makeSchema } from "./fixtures/Pg.ts"
 
 const writerScript = fileURLToPath(new URL("./fixtures/session-writer.ts", import.meta.url))
 const isDeno = typeof (globalThis as { readonly Deno?: unknown }).Deno !== "undefined"
@@ -45,23 +46,11 @@ const firstLine = (child: ChildProcess, wanted: string): Promise<void> =>
     child.once("exit", (code) => reject(new Error(`child exited with ${code} before "${wanted}": ${out}`)))
   })
 
-let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
-beforeAll(async () => {
-  pg = await makeSchema()
-}, 30_000)
-afterAll(async () => {
-  await pg?.drop()
-})
-
-const withPg = <A, E>(
-  effect: Effect.Effect<A, E, SqlClient.SqlClient | import("../src/SessionStore.ts").SessionStore>
-) => Effect.provide(effect, Layer.succeedContext(pg!.context))
-
 /**
  * A loopback proxy to PostgreSQL that, once, cuts the connection on the first client packet containing `pattern`:
  * before forwarding it (`after: false`) or right after (`after: true`, so the server gets it but the reply is lost).
  */
-const cuttingProxy = (pattern: string, after: boolean) =>
+const cuttingProxy = (databaseUrl: string, pattern: string, after: boolean) =>
   Effect.acquireRelease(
     Effect.callback<{ readonly port: number; readonly server: net.Server; readonly cut: () => boolean }>((resume) => {
       const target = new URL(databaseUrl)
@@ -95,128 +84,143 @@ const cuttingProxy = (pattern: string, after: boolean) =>
     ({ server }) => Effect.sync(() => server.close())
   )
 
-describe("SessionStoreSql on PostgreSQL", () => {
-  it.live(
-    "8 worker processes × 50 appends and a compactor, with a worker SIGKILLed inside a transaction",
-    () =>
-      Effect.gen(function* () {
-        const { schema } = pg!
-        const sessionId = "shared"
-        yield* withPg(
-          Effect.flatMap(Effect.service(SessionLog), () => Effect.void).pipe(
-            Effect.provide(SessionLog.layer({ sessionId }))
-          )
-        )
-        const started = Date.now()
-        const holder = spawnWriter(["sql-hold", databaseUrl, schema, sessionId])
-        yield* Effect.promise(() => firstLine(holder, "in-transaction"))
-        const workers = Array.from(
-          { length: 8 },
-          (_, w) => spawnWriter(["sql-append", databaseUrl, schema, sessionId, "50", `w${w}`])
-        )
-        const compactor = spawnWriter(["sql-compact", databaseUrl, schema, sessionId, "6"])
-        const done = [...workers, compactor].map(finished)
-        // the workers wait on the held row lock; the kill releases it, and the held row vanishes
-        yield* Effect.sleep("300 millis")
-        holder.kill("SIGKILL")
-        const results = yield* Effect.promise(() => Promise.all(done))
-        const elapsed = Date.now() - started
-        for (const r of results) assert.strictEqual(r.code, 0, r.lines.join("\n"))
-        const stats = results.map((r) => JSON.parse(r.lines.find((l) => l.startsWith("stats "))!.slice(6)))
-        const loaded = yield* withPg(readSession(sessionId))
-        const messages = loaded.entries.flatMap((e) => e.type === "message" ? [e.message.content as string] : [])
-        assert.strictEqual(messages.length, 400, "every append landed once")
-        assert.strictEqual(new Set(messages).size, 400)
-        for (let w = 0; w < 8; w++) {
-          const mine = messages.filter((t) => t.startsWith(`w${w} `)).map((t) => Number(t.split(" ")[1]))
-          assert.deepStrictEqual(mine, Array.from({ length: 50 }, (_, k) => k), `worker ${w} in order`)
-        }
-        assert.strictEqual(loaded.entries.filter((e) => e.type === "compaction").length, 6)
-        const rows = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-          sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_entries
-          WHERE entry_id = 'held-by-a-killed-worker'`))
-        assert.strictEqual(rows[0]!.n, 0, "the killed worker's row vanished")
-        const conflicts = stats.reduce((n, s) =>
-          n + s.conflicts, 0)
-        const retried = stats.reduce((n, s) => n + s.alreadyWritten, 0)
-        console.log(
-          `multi-worker: 8 workers × 50 appends + 6 compactions in ${elapsed} ms (workers' own time ` +
-            `${stats.map((s) => s.ms).join("/")} ms), ${conflicts} conflicts (each a catch-up and a retry), ` +
-            `${retried} already-written retries, ${loaded.entries.length} entries`
-        )
-      }),
-    60_000
-  )
+for (const database of databases) {
+  describe(`SessionStoreSql on ${database.name}`, () => {
+    const databaseUrl = database.url
+    let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
+    beforeAll(async () => {
+      pg = await makeSchema(database)
+    }, 30_000)
+    afterAll(async () => {
+      await pg?.drop()
+    })
 
-  for (const after of [false, true]) {
+    const withPg = <A, E>(
+      effect: Effect.Effect<A, E, SqlClient.SqlClient | import("../src/SessionStore.ts").SessionStore>
+    ) => Effect.provide(effect, Layer.succeedContext(pg!.context))
+
     it.live(
-      `the connection cut ${after ? "after" : "before"} the INSERT reaches the server: exactly one row`,
+      "8 worker processes × 50 appends and a compactor, with a worker SIGKILLed inside a transaction",
       () =>
         Effect.gen(function* () {
-          const proxy = yield* cuttingProxy(after ? "COMMIT" : "INSERT INTO compaction_entries", after)
-          const url = `postgres://postgres@127.0.0.1:${proxy.port}/${new URL(databaseUrl).pathname.slice(1)}`
-          const sessionId = `cut-${after ? "after" : "before"}`
-          const before = (yield* Metric.value(alreadyWrittenCounter)).count
-          const ids = yield* Effect.flatMap(
-            Effect.service(SessionLog),
-            (log) => log.append([{ role: "user", content: "once" }])
-          ).pipe(
-            Effect.provide(
-              SessionLog.layer({ sessionId }).pipe(
-                Layer.provide(
-                  SessionStoreSql.layerPg({ url, startupParameters: { search_path: pg!.schema }, migrate: false })
+          const { schema } = pg!
+          const sessionId = "shared"
+          yield* withPg(
+            Effect.flatMap(Effect.service(SessionLog), () => Effect.void).pipe(
+              Effect.provide(SessionLog.layer({ sessionId }))
+            )
+          )
+          const started = Date.now()
+          const holder = spawnWriter(["sql-hold", databaseUrl, schema, sessionId])
+          yield* Effect.promise(() => firstLine(holder, "in-transaction"))
+          const workers = Array.from(
+            { length: 8 },
+            (_, w) => spawnWriter(["sql-append", databaseUrl, schema, sessionId, "50", `w${w}`])
+          )
+          const compactor = spawnWriter(["sql-compact", databaseUrl, schema, sessionId, "6"])
+          const done = [...workers, compactor].map(finished)
+          // the workers wait on the held row lock; the kill releases it, and the held row vanishes
+          yield* Effect.sleep("300 millis")
+          holder.kill("SIGKILL")
+          const results = yield* Effect.promise(() => Promise.all(done))
+          const elapsed = Date.now() - started
+          for (const r of results) assert.strictEqual(r.code, 0, r.lines.join("\n"))
+          const stats = results.map((r) => JSON.parse(r.lines.find((l) => l.startsWith("stats "))!.slice(6)))
+          const loaded = yield* withPg(readSession(sessionId))
+          const messages = loaded.entries.flatMap((e) => e.type === "message" ? [e.message.content as string] : [])
+          assert.strictEqual(messages.length, 400, "every append landed once")
+          assert.strictEqual(new Set(messages).size, 400)
+          for (let w = 0; w < 8; w++) {
+            const mine = messages.filter((t) => t.startsWith(`w${w} `)).map((t) => Number(t.split(" ")[1]))
+            assert.deepStrictEqual(mine, Array.from({ length: 50 }, (_, k) => k), `worker ${w} in order`)
+          }
+          assert.strictEqual(loaded.entries.filter((e) => e.type === "compaction").length, 6)
+          const rows = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+            sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_entries
+          WHERE entry_id = 'held-by-a-killed-worker'`))
+          assert.strictEqual(rows[0]!.n, 0, "the killed worker's row vanished")
+          const conflicts = stats.reduce((n, s) =>
+            n + s.conflicts, 0)
+          const retried = stats.reduce((n, s) => n + s.alreadyWritten, 0)
+          console.log(
+            `multi-worker: 8 workers × 50 appends + 6 compactions in ${elapsed} ms (workers' own time ` +
+              `${stats.map((s) => s.ms).join("/")} ms), ${conflicts} conflicts (each a catch-up and a retry), ` +
+              `${retried} already-written retries, ${loaded.entries.length} entries`
+          )
+        }),
+      database.embedded ? 180_000 : 60_000 // PGlite serializes the 400 appends: 32 s measured at a load of 20
+    )
+
+    for (const after of [false, true]) {
+      it.live(
+        `the connection cut ${after ? "after" : "before"} the INSERT reaches the server: exactly one row`,
+        () =>
+          Effect.gen(function* () {
+            const proxy = yield* cuttingProxy(databaseUrl, after ? "COMMIT" : "INSERT INTO compaction_entries", after)
+            const url = `postgres://postgres@127.0.0.1:${proxy.port}/${new URL(databaseUrl).pathname.slice(1)}`
+            const sessionId = `cut-${after ? "after" : "before"}`
+            const before = (yield* Metric.value(alreadyWrittenCounter)).count
+            const ids = yield* Effect.flatMap(
+              Effect.service(SessionLog),
+              (log) => log.append([{ role: "user", content: "once" }])
+            ).pipe(
+              Effect.provide(
+                SessionLog.layer({ sessionId }).pipe(
+                  Layer.provide(
+                    SessionStoreSql.layerPg({ url, startupParameters: { search_path: pg!.schema }, migrate: false })
+                  )
                 )
               )
             )
-          )
-          assert.isTrue(proxy.cut(), "the proxy cut the connection")
-          const rows = yield* withPg(
-            Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-              sql<
-                { readonly entry_id: string }
-              >`SELECT entry_id FROM compaction_entries WHERE session_id = ${sessionId}`)
-          )
-          assert.deepStrictEqual(rows.map((r) => r.entry_id), [...ids])
-          const retried = (yield* Metric.value(alreadyWrittenCounter)).count - before
-          assert.strictEqual(retried, after ? 1 : 0, after ? "the retry found its row" : "the retry wrote the row")
-        }).pipe(Effect.scoped),
-      30_000
-    )
-  }
-
-  it.live(
-    "12 workers booting at once on an empty schema: every layer builds, the migration runs once, all can append",
-    () =>
-      Effect.gen(function* () {
-        const schema = `${pg!.schema}_boot`
-        yield* withPg(
-          Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`CREATE SCHEMA ${schema}`))
-        )
-        const worker = (w: number) =>
-          Effect.flatMap(Effect.service(SessionLog), (log) => log.append([{ role: "user", content: `boot ${w}` }]))
-            .pipe(
-              Effect.provide(
-                SessionLog.layer({ sessionId: `boot-${w}` }).pipe(
-                  Layer.provide(
-                    SessionStoreSql.layerPg({ url: databaseUrl, startupParameters: { search_path: schema } })
-                  )
-                )
-              ),
-              Effect.exit
+            assert.isTrue(proxy.cut(), "the proxy cut the connection")
+            const rows = yield* withPg(
+              Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+                sql<
+                  { readonly entry_id: string }
+                >`SELECT entry_id FROM compaction_entries WHERE session_id = ${sessionId}`)
             )
-        const exits = yield* Effect.all(Array.from({ length: 12 }, (_, w) => worker(w)), { concurrency: "unbounded" })
-        const counts = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
-          Effect.all([
-            sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_migrations`),
-            sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_entries`)
-          ])))
-        yield* withPg(
-          Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`DROP SCHEMA ${schema} CASCADE`))
-        )
-        for (const exit of exits) assert.isTrue(exit._tag === "Success", String(exit))
-        assert.strictEqual(counts[0][0]!.n, 1, "the migration is recorded once")
-        assert.isAtLeast(counts[1][0]!.n, 12, "every worker appended")
-      }),
-    60_000
-  )
-})
+            assert.deepStrictEqual(rows.map((r) => r.entry_id), [...ids])
+            const retried = (yield* Metric.value(alreadyWrittenCounter)).count - before
+            assert.strictEqual(retried, after ? 1 : 0, after ? "the retry found its row" : "the retry wrote the row")
+          }).pipe(Effect.scoped),
+        30_000
+      )
+    }
+
+    it.live(
+      "12 workers booting at once on an empty schema: every layer builds, the migration runs once, all can append",
+      () =>
+        Effect.gen(function* () {
+          const schema = `${pg!.schema}_boot`
+          yield* withPg(
+            Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`CREATE SCHEMA ${schema}`))
+          )
+          const worker = (w: number) =>
+            Effect.flatMap(Effect.service(SessionLog), (log) => log.append([{ role: "user", content: `boot ${w}` }]))
+              .pipe(
+                Effect.provide(
+                  SessionLog.layer({ sessionId: `boot-${w}` }).pipe(
+                    Layer.provide(
+                      SessionStoreSql.layerPg({ url: databaseUrl, startupParameters: { search_path: schema } })
+                    )
+                  )
+                ),
+                Effect.exit
+              )
+          const exits = yield* Effect.all(Array.from({ length: 12 }, (_, w) => worker(w)), { concurrency: "unbounded" })
+          const counts = yield* withPg(Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) =>
+            Effect.all([
+              sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_migrations`),
+              sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${schema}.compaction_entries`)
+            ])))
+          yield* withPg(
+            Effect.flatMap(Effect.service(SqlClient.SqlClient), (sql) => sql.unsafe(`DROP SCHEMA ${schema} CASCADE`))
+          )
+          for (const exit of exits) assert.isTrue(exit._tag === "Success", String(exit))
+          assert.strictEqual(counts[0][0]!.n, 1, "the migration is recorded once")
+          assert.isAtLeast(counts[1][0]!.n, 12, "every worker appended")
+        }),
+      60_000
+    )
+  })
+}

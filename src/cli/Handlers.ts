@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import * as Path from "effect/Path"
 import * as Result from "effect/Result"
 import type { CompactOutcome } from "../Compact.ts"
+import { readConfig } from "../internal/env.ts"
 import { evictStaleToolResults } from "../Evict.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Message } from "../Message.ts"
@@ -297,8 +298,10 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     // the API key is checked before anything is read or sent
     let kind: "extractive" | "anthropic" = input.summarizer
     if (kind === "anthropic") {
-      const key = yield* Config.option(Config.String("ANTHROPIC_API_KEY")).pipe(
-        Effect.orElseSucceed(() => Option.none<string>())
+      // by name, never the whole environment: under Deno the CLI needs only --allow-env of the variables it reads,
+      // and a variable it may not read is a failure that names the flag, not an unset key
+      const key = yield* readConfig(Config.option(Config.String("ANTHROPIC_API_KEY"))).pipe(
+        Effect.mapError(configFailure)
       )
       if (Option.isNone(key) || key.value.trim().length === 0) {
         if (!fallback) return yield* new CliFailure({ code: ExitCode.Summarizer, message: missingKey })
@@ -313,7 +316,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     const { ExtractiveSummarizer } = yield* Effect.promise(() => import("../ExtractiveSummarizer.ts"))
     const { anthropicConfig } = yield* Effect.promise(() => import("../internal/anthropicConfig.ts"))
     // a configuration error is reported before anything is read or sent
-    if (kind === "anthropic") yield* anthropicConfig.pipe(Effect.mapError(configFailure))
+    if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.mapError(configFailure))
     const read = yield* readSession(input.file, { strict: input.strict })
     const session = read.session
     const progress = progressLine("summarizing")

@@ -79,6 +79,25 @@ export const storeFailure = (source: LogSource, writing = false) => (e: SessionL
 const listFailure = (what: string) => (e: SessionLogError): CliFailure =>
   new CliFailure({ code: ExitCode.Input, message: `cannot list the sessions of ${what}: ${e.detail}` })
 
+/** PostgreSQL's message when a store error is its `undefined_table` (the store's tables are not there), else none. */
+const missingTables = (e: SessionLogError): string | undefined => {
+  const driver = (e.cause as { readonly reason?: { readonly cause?: { readonly code?: unknown; message?: unknown } } })
+    ?.reason?.cause
+  return driver?.code === "42P01" ? String(driver.message) : undefined
+}
+
+/** `sessions --store` on a database without the store's tables: one line saying so and how to create them. */
+const storeListFailure = (url: string) => (e: SessionLogError): CliFailure => {
+  const missing = missingTables(e)
+  if (missing === undefined) return listFailure(`--store ${redactUrl(url)}`)(e)
+  return new CliFailure({
+    code: ExitCode.Input,
+    message: `--store ${redactUrl(url)}: the store's tables are not in this database or schema (${missing}); ` +
+      "create them once with SessionStoreSql.layerMigrations as a deploy step (from a checkout: " +
+      `DATABASE_URL='${redactUrl(url)}' node examples/many-workers.ts migrate), or write a session first`
+  })
+}
+
 const pgStore = (url: string): Layer.Layer<SessionStore, SessionLogError> =>
   SessionStoreSql.layerPg({ url, migrate: false })
 
@@ -171,7 +190,7 @@ export const sessions = (input: SessionsInput): Effect.Effect<void, CliFailure, 
       const url = Option.getOrElse(input.store, () => "")
       ids = yield* Effect.flatMap(SessionStore, (s) => s.list).pipe(
         Effect.provide(pgStore(url)),
-        Effect.mapError(listFailure(`--store ${redactUrl(url)}`))
+        Effect.mapError(storeListFailure(url))
       )
     }
     yield* writeText(undefined, input.json ? prettyJson(ids) : ids.map((id) => `${id}\n`).join(""))

@@ -1,6 +1,6 @@
 /**
- * The CLI over stored sessions, as real child processes on the real filesystem and the real PostgreSQL (a schema of
- * its own per run; unreachable PostgreSQL fails, never skips): `compact --log` going on with an existing session,
+ * The CLI over stored sessions, as real child processes on the real filesystem and PostgreSQL (the server at
+ * DATABASE_URL when set, else the embedded PGlite; a schema of its own per run; unreachable fails, never skips): `compact --log` going on with an existing session,
  * `inspect` of a JSONL log and of `--store URL --session-id S`, `sessions`, the NotFound line, and the README's
  * "Many workers" commands run in a fresh copy of the repository.
  */
@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
-import { databaseUrl } from "../fixtures/Pg.ts"
+import { execute, primary } from "../fixtures/Pg.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
 
@@ -19,21 +19,21 @@ const root = fileURLToPath(new URL("../../", import.meta.url))
 const main = join(root, "src/cli/main.ts")
 const work = mkdtempSync(join(tmpdir(), "sessions-test-"))
 const schema = `cli_sessions_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
-const psql = (sql: string) =>
-  execFileSync("psql", [databaseUrl, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql], { encoding: "utf8" })
+const databaseUrl = primary.url
+const sqlOn = (sql: string) => execute(databaseUrl, sql)
 /** The database URL with this run's schema as the search path (libpq's `options`). */
 const storeUrl = `${databaseUrl}${databaseUrl.includes("?") ? "&" : "?"}options=-c%20search_path%3D${schema}`
 
-beforeAll(() => {
+beforeAll(async () => {
   try {
-    psql(`CREATE SCHEMA ${schema}`)
+    await sqlOn(`CREATE SCHEMA ${schema}`)
   } catch (e) {
-    throw new Error(`PostgreSQL is unreachable at ${databaseUrl}: ${String(e)}; start it or set DATABASE_URL`)
+    throw new Error(`${primary.name} is unreachable at ${databaseUrl}: ${String(e)}`)
   }
 })
-afterAll(() => {
+afterAll(async () => {
   rmSync(work, { recursive: true, force: true })
-  psql(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+  await sqlOn(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
 })
 
 /** Node 22+ for the CLI and the examples: this one, or the npm-installed one. */
@@ -157,9 +157,9 @@ describe("inspect and sessions over stores", () => {
     assert.match(noId.stderr, /--store needs --session-id/)
   })
 
-  it("PostgreSQL without the store's tables: one line that says so and how they are made", () => {
+  it("PostgreSQL without the store's tables: one line that says so and how they are made", async () => {
     const empty = `${schema}_empty`
-    psql(`CREATE SCHEMA ${empty}`)
+    await sqlOn(`CREATE SCHEMA ${empty}`)
     try {
       const url = storeUrl.replace(`search_path%3D${schema}`, `search_path%3D${empty}`)
       const listed = cli(["sessions", "--store", url])
@@ -171,8 +171,10 @@ describe("inspect and sessions over stores", () => {
         assert.match(r.stderr, /the store's tables are not in this database or schema \(relation "compaction_\w+"/)
         assert.include(r.stderr, "SessionStoreSql.layerMigrations")
       }
+      assert.include(listed.stderr, "as a deploy step (from a checkout: DATABASE_URL='")
+      assert.include(listed.stderr, "node examples/many-workers.ts migrate)")
     } finally {
-      psql(`DROP SCHEMA ${empty} CASCADE`)
+      await sqlOn(`DROP SCHEMA ${empty} CASCADE`)
     }
   })
 
@@ -201,8 +203,13 @@ describe("README: Many workers", () => {
     const block = /```sh\n([\s\S]*?)```/.exec(section)
     assert.isNotNull(block, "the Many workers section has a sh block")
     const commands = lines(block![1]!).map((l) => l.replace(/\s+#.*$/, ""))
-    assert.strictEqual(commands.length, 3)
+    assert.strictEqual(commands.length, 4)
     assert.strictEqual(commands[0], "npm ci")
+    assert.strictEqual(
+      commands[1],
+      "node examples/many-workers.ts migrate",
+      "the migration is a deploy step of its own"
+    )
     // a fresh clone: the tracked files only; `npm ci` stands in as the installed node_modules
     const clone = join(work, "clone")
     mkdirSync(clone)
