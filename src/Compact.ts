@@ -59,7 +59,10 @@ export const summaryText: typeof SummaryModule.summaryText = SummaryModule.summa
 // Outcome and errors
 // ============================================================================
 
-/** Why a compaction did nothing. @category models */
+/**
+ * Why a compaction did nothing. @category models
+ * @deprecated Use `Compact.CompactOutcome`'s `Skipped` case: its `reason` field has this type.
+ */
 export type SkipReason =
   /** No more turns than the floor keeps, and no oversized turn to split. */
   | "TooShort"
@@ -68,7 +71,10 @@ export type SkipReason =
   /** The compacted view would free fewer than `minFreedTokens`; compacting would not be worth it (or would loop). */
   | "TooLittleFreed"
 
-/** A range of message indices, `from` inclusive, `to` exclusive. @category models */
+/**
+ * A range of message indices, `from` inclusive, `to` exclusive. @category models
+ * @deprecated Use `Compact.CompactionCut`'s `removed` and `kept` fields: they have this shape.
+ */
 export interface MessageRange {
   readonly from: number
   readonly to: number
@@ -153,6 +159,8 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
 /**
  * Tokens a compaction must free at least, by default. Below it the pass is `Skipped` ("TooLittleFreed"), which is
  * what stops compact-again loops: a second pass with no new turns would free almost nothing. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it skips a pass that frees fewer tokens unless
+ * `minFreedTokens` says otherwise.
  */
 export const DEFAULT_MIN_FREED_TOKENS = 2_000
 

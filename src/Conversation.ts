@@ -94,13 +94,19 @@ export interface Request {
 // The state
 // ============================================================================
 
-/** A tool call of the latest reply still waiting for its result: its id in the view and the id the caller knows. @category models */
+/**
+ * A tool call of the latest reply still waiting for its result: its id in the view and the id the caller knows. @category models
+ * @deprecated Use `Conversation.ConversationState`'s `pending` field: each of its entries has this shape.
+ */
 export interface PendingCall {
   readonly id: string
   readonly originalId: string
 }
 
-/** The latest provider-reported usage and the epoch of the request it measured. @category models */
+/**
+ * The latest provider-reported usage and the epoch of the request it measured. @category models
+ * @deprecated Use `Conversation.ConversationState`'s `usage` field: it has this shape.
+ */
 export interface UsageReport {
   readonly usage: ReportedUsage
   readonly requestEpoch: number
@@ -109,6 +115,7 @@ export interface UsageReport {
 /**
  * The latest reply as the API described it: its id and stop reason when the caller recorded the SDK's reply (a
  * `MessageParam` reply has neither), and the epoch of the request it answered. @category models
+ * @deprecated Use `Conversation.ConversationState`'s `reply` field: it has this shape.
  */
 export interface ReplyReport {
   readonly id?: string
@@ -147,6 +154,8 @@ export interface ConversationState {
  * What a state carries about its view from the transition that made it: the eviction index (handed from view to view
  * by each transition), the positions of `cache_control`s and the view's eviction frontier. Opaque: only the
  * transitions read it, and only for the view it was made for. @category models
+ * @deprecated Use `Conversation.ConversationState`'s `carried` field: the transitions make it and hand it on
+ * themselves.
  */
 export type { CarriedIndex } from "./internal/conversation/carried.ts"
 
@@ -154,6 +163,7 @@ export type { CarriedIndex } from "./internal/conversation/carried.ts"
  * What a reply stores beside its message in a log (its entry's step metadata, under `conversation`), so a resume
  * restores usage and renamed ids. Never part of the view or a request.
  * @category models
+ * @deprecated Use `Conversation.layerLogged(options)`: it writes and reads this metadata itself.
  */
 export interface ReplyMeta {
   readonly usage?: ReportedUsage
@@ -222,6 +232,7 @@ const isBlankText = (block: Block): boolean => block.type === "text" && block.te
  * object when there is nothing to remove. `undefined` when nothing is left. A system message with no `content` that
  * carries `output_config` (API-RULES 26) is kept as it is, its private keys removed.
  * @category wire
+ * @deprecated Use `Conversation.requestOf(state, options)`: its messages are wire messages already.
  */
 export const wireMessage = (message: MessageParam): MessageParam | undefined => {
   const keys = Object.keys(message)
@@ -287,6 +298,7 @@ const appendStep = (state: ConversationState, message: MessageParam, meta?: Repl
  * Answers every call still pending with an interrupted error result (one user message), so nothing but results ever
  * follows a `tool_use`. No change when nothing is pending.
  * @category transitions
+ * @deprecated Use `Conversation.prepareStep(state, options)`: it answers the pending calls first.
  */
 export const closePending = (state: ConversationState): Transition => {
   if (state.pending.length === 0) return none(state)
@@ -483,6 +495,8 @@ export interface OffloadOptions {
  * offloads. No change when the pass does not pay (`minSavings`, or the rent-or-buy rule; `cacheCold`: the provider's
  * cache has expired, so offloading rewrites nothing that would have been read).
  * @category transitions
+ * @deprecated Use `Conversation.prepareStep(state, options)`: it offloads stale results after closing the pending
+ * calls.
  */
 export const offloadStaleResults = (
   state: ConversationState,
@@ -515,6 +529,7 @@ export const offload: typeof offloadStaleResults = offloadStaleResults
  * Also true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded`
  * (the request did not fit: API-RULES 31), whatever its usage says.
  * @category transitions
+ * @deprecated Use `Conversation.prepareStep(state, options)`: its `compact` field says whether the trigger fires.
  */
 export const triggerFires = (
   state: ConversationState,
@@ -764,6 +779,7 @@ const offloadsOf = (
  * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
  * and the calls of the last reply not yet answered. Equal to the live state that wrote the log.
  * @category resume
+ * @deprecated Use `Conversation.layerLogged(options)`: opening a logged conversation resumes its state from the log.
  */
 export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefined): ConversationState => {
   let hot = HotPaths.empty(classifier)

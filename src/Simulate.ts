@@ -46,6 +46,7 @@ export * from "./internal/simulate/model.ts"
  * Replays one session under one policy (see the module doc) and returns its figures. Pure: the input is not
  * modified, and the same input and options give the same report.
  * @category simulation
+ * @deprecated Use `Simulate.simulate(session, { policies: [policy] })`: its report holds this policy's figures.
  */
 export const simulatePolicy = (
   input: ReadonlyArray<Message> | RecordedSession,
@@ -151,7 +152,11 @@ export const formatReport = (report: SimulationReport, options: { readonly title
   return lines.join("\n")
 }
 
-/** The cache model checked against a recorded session's bill (see COMPACTION.md, "Checked against the bill"). */
+/**
+ * The cache model checked against a recorded session's bill (see COMPACTION.md, "Checked against the bill").
+ * @deprecated Use `Simulate.simulate(session, options)`: it calibrates its figures on the record itself; this check
+ * tests that calibration.
+ */
 export { checkAgainstRecord, type RecordCheck, type TokenSums } from "./internal/simulate/record.ts"
 
 /** The sweep over the library's settings and its Pareto front of cost, peak context and misses. */

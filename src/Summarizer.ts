@@ -44,7 +44,10 @@ export interface SummarizeRequest {
   readonly head?: ReadonlyArray<Message>
 }
 
-/** Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models */
+/**
+ * Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models
+ * @deprecated Use `Policy.Usage`: this is the same type under another name.
+ */
 export type SummaryUsage = Usage
 
 /**
@@ -94,6 +97,8 @@ export const summarizeRequest = (
 /**
  * The default per-attempt timeout of the summarizers that call a model (opening the request and reading the whole
  * reply): 120 seconds. @category constants
+ * @deprecated Use `Summarizer.withAttemptTimeout(timeout)`: the summarizers that call a model pass this default to it
+ * themselves.
  */
 export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
@@ -328,6 +333,7 @@ export const withQualityGate = (
  * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
  * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
  * @category prompt
+ * @deprecated Use `Summarizer.withQualityGate(summarizer, options)`: it requires these sections itself.
  */
 export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
   "Constraints and rules",
@@ -380,6 +386,7 @@ Copy file paths, identifiers, commands and error messages exactly as they appear
  * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the
  * transcript's own cap (`RenderOptions.maxChars`, 400,000 by default) the user message stays under ~465,000 chars.
  * @category prompt
+ * @deprecated Use `Summarizer.summarizationPrompt(request)`: it applies these caps itself.
  */
 export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
 

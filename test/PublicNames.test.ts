@@ -288,9 +288,9 @@ describe("the public surface, read from the source", () => {
     assert.deepStrictEqual([...namesAt.values()].filter((both) => both.length > 1), [])
   })
 
-  it("the live surface stays at most 310 names (the target of issue 24 is 250)", () => {
-    // a ceiling, not the goal: lower it as names are deprecated; a new live name has to displace one
-    assert.isAtMost(live.length, 310, `${live.length} live names`)
+  it("the live surface is at most 250 names (issue 24's target)", () => {
+    // 249 today: a new live name has to displace one
+    assert.isAtMost(live.length, 250, `${live.length} live names`)
     assert.isAbove(names.length - live.length, 200, "the deprecated names still resolve")
   })
 
