@@ -18,7 +18,6 @@ import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
 import * as Retention from "../src/Retention.ts"
-import { summaryText } from "../src/Summary.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import {
   emptyTallies,
@@ -32,6 +31,7 @@ import {
   tallyRetention
 } from "../test/fixtures/Anchors.ts"
 import { corpus, type CorpusSession } from "../test/fixtures/Corpus.ts"
+import { tailOf } from "../test/fixtures/SummaryTail.ts"
 
 /** The scripted model's answer to every summary request. */
 const GENERIC = "We worked on the code and made progress."
@@ -63,15 +63,6 @@ const recording = (base: Layer.Layer<Summarizer>, spans: Array<ReadonlyArray<Mes
 interface Compaction {
   readonly span: ReadonlyArray<Message>
   readonly request: Request
-}
-
-/** The kept tail of a request that opens with a summary: every message after it (blocks merged into it included). */
-const tailOf = (request: Request): ReadonlyArray<Message> => {
-  const messages = request.messages as unknown as ReadonlyArray<Message>
-  const first = messages[0]
-  if (first === undefined || summaryText(first) === undefined) return messages
-  const merged = typeof first.content === "string" ? [] : first.content.slice(1)
-  return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
 }
 
 /** Replays `messages` and returns every compaction that ran, in order. */

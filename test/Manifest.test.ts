@@ -30,6 +30,7 @@ import { estimateTokens } from "../src/Tokens.ts"
 import { emptyTallies, REF_CATEGORIES, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { tailOf } from "./fixtures/SummaryTail.ts"
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -262,14 +263,6 @@ interface Replayed {
   /** The previous summary message, when the replaced head opened with one. */
   readonly previous: Message | undefined
   readonly request: Request
-}
-
-const tailOf = (request: Request): ReadonlyArray<Message> => {
-  const messages = request.messages as unknown as ReadonlyArray<Message>
-  const first = messages[0]
-  if (first === undefined || summaryText(first) === undefined) return messages
-  const merged = typeof first.content === "string" ? [] : first.content.slice(1)
-  return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
 }
 
 const replay = (messages: ReadonlyArray<Message>, policy: CompactionPolicy): Promise<ReadonlyArray<Replayed>> => {

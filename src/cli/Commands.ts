@@ -56,6 +56,12 @@ const keepRecent = Flag.Int("keep-recent").pipe(
   Flag.withDefault(DEFAULT_KEEP_RECENT)
 )
 
+/** `--context-window`: the model's window, for the commands that replay a session. */
+const contextWindow = Flag.Int("context-window").pipe(
+  Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
+  Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
+)
+
 const keepRecentTokens = Flag.Int("keep-recent-tokens").pipe(
   Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
   Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
@@ -279,10 +285,7 @@ export const replay = Command.make(
     minSavings: minSavings(""),
     keepRecentTokens,
     keepRecentTurns,
-    contextWindow: Flag.Int("context-window").pipe(
-      Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
-      Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
-    )
+    contextWindow
   },
   (input) => Effect.flatMap(sessionHandlers, (h) => h.replay(input))
 ).pipe(
@@ -310,10 +313,7 @@ export const retention = Command.make(
     minSavings: minSavings(""),
     keepRecentTokens,
     keepRecentTurns,
-    contextWindow: Flag.Int("context-window").pipe(
-      Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
-      Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
-    )
+    contextWindow
   },
   (input) => Effect.flatMap(sessionHandlers, (h) => h.retention(input))
 ).pipe(
