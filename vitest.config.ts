@@ -1,9 +1,15 @@
+import { availableParallelism } from "node:os"
 import { defineConfig } from "vitest/config"
 
+// One worker per core (vitest's default leaves one core idle, which on our 2-core CI machine halves the run), and the
+// test files of a worker share one module graph (`isolate: false`): no test depends on a fresh module, and loading
+// effect and the SDK once per worker instead of once per file saves about a fifth of the run.
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/fixtures/GlobalSetup.ts"],
+    maxWorkers: Math.max(2, availableParallelism()),
+    isolate: false,
     testTimeout: 60_000,
     hookTimeout: 60_000
   }
