@@ -13,7 +13,7 @@
  *
  * It prints what each install weighs (`du` of node_modules). Run it from the repository root.
  */
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFile, execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -87,7 +87,8 @@ const TSCONFIG = {
 }
 
 /** A project with `"type": "module"` and a strict tsconfig, where `packages` are installed. */
-const project = (name: string, packages: ReadonlyArray<string>, consumer: string): string => {
+/** Writes a consumer project and installs `packages` into it; the three projects install at once. */
+const project = async (name: string, packages: ReadonlyArray<string>, consumer: string): Promise<string> => {
   const dir = path.join(work, name)
   fs.mkdirSync(dir)
   fs.writeFileSync(
@@ -97,15 +98,14 @@ const project = (name: string, packages: ReadonlyArray<string>, consumer: string
   fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 2))
   fs.writeFileSync(path.join(dir, "consumer.ts"), consumer)
   step(`${name}: npm install ${packages.map((p) => p === tarball ? "<tarball>" : p).join(" ")}`)
-  run("npm", [
-    "install",
-    "--prefer-offline",
-    "--no-audit",
-    "--no-fund",
-    "--no-package-lock",
-    "--loglevel=error",
-    ...packages
-  ], dir)
+  const args = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"]
+  await new Promise<void>((resolve) =>
+    execFile("npm", [...args, ...packages], { cwd: dir, env: { ...process.env, NO_COLOR: "1" } }, (error, out, err) => {
+      if (error !== null) fail(`npm install ${packages.join(" ")} (in ${dir}) failed: ${error.message}\n${out}\n${err}`)
+      resolve()
+    })
+  )
+  step(`${name}: installed`)
   return dir
 }
 
@@ -255,8 +255,13 @@ const ownSummarizer = (): string => {
 
 const weights: Array<string> = []
 
+const [core, cli, withSdk] = await Promise.all([
+  project("core", [tarball, effect], CORE_MAIN),
+  project("cli", [tarball, effect, platform], CORE_MAIN),
+  project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER)
+])
+
 // core only
-const core = project("core", [tarball, effect], CORE_MAIN)
 weights.push(`core only (effect-compaction effect): ${weight(core)}`)
 for (
   const name of ["redis", "@redis/client", "ioredis", "undici", "ws", "@effect/platform-node"]
@@ -286,7 +291,6 @@ if (
 }
 
 // core + CLI: the README's CLI install
-const cli = project("cli", [tarball, effect, platform], CORE_MAIN)
 weights.push(`core + CLI (+ @effect/platform-node): ${weight(cli)}`)
 step("cli: compaction --version, compaction validate")
 run(path.join(cli, "node_modules", ".bin", "compaction"), ["--version"], cli)
@@ -295,7 +299,6 @@ const validated = run(path.join(cli, "node_modules", ".bin", "compaction"), ["va
 if (!/valid|no violations|0 violations/i.test(validated)) fail(`compaction validate printed ${validated}`)
 
 // with the SDK
-const withSdk = project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER)
 fs.writeFileSync(path.join(withSdk, "own-summarizer.ts"), ownSummarizer())
 weights.push(`core + CLI + SDK (+ @anthropic-ai/sdk): ${weight(withSdk)}`)
 step("sdk: tsc")
