@@ -51,6 +51,7 @@ import {
   sumStringLengths,
   visitBlocks
 } from "./baselines.ts"
+import { requestOf } from "../src/Conversation.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu } from "./cpuTime.ts"
 import {
@@ -122,6 +123,11 @@ const warm = warmEviction(real.messages)
 const step1k = stateOf(s1k)
 const step10k = stateOf(s10k)
 const step50k = stateOf(s50k)
+/** The request each state's step returns, as `client.messages.create` would serialize it. */
+const bodyOf = (state: typeof step1k) => requestOf(state, "You are a coding agent.")
+const body1k = bodyOf(step1k)
+const body10k = bodyOf(step10k)
+const body50k = bodyOf(step50k)
 /** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
 const hot100 = HotPaths.fromMessages(files100)
 const hot10k = HotPaths.fromMessages(files10k)
@@ -197,9 +203,12 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.evictColdReal, timed(() => evictStaleToolResults(real.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))],
   [M.evictWarmReal, timedPerSample(warm.input, warm.evict, 1000)],
   [M.step1k, stepCalls(step1k)],
+  [M.stringify1k, timed(() => JSON.stringify(body1k))],
   [M.step10k, stepCalls(step10k)],
+  [M.stringify10k, timed(() => JSON.stringify(body10k))],
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
+  [M.stringify50k, timed(() => JSON.stringify(body50k))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
