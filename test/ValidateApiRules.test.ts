@@ -167,10 +167,11 @@ describe("decode is total", () => {
     return content
   }
 
-  it("a tool_result nested 8,192 levels fails with MessageDecodeError naming the path, in linear time", () => {
+  // Bounded work is shown by where decode stops (the same path at the cap, whatever the depth), not by a clock: a test
+  // that times itself fails on a loaded machine, and an unbounded walk would still fail here by the test's timeout.
+  it("a tool_result nested 2,048 to 8,192 levels fails with MessageDecodeError naming the path at the cap", () => {
     for (const depth of [2048, 4096, 8192]) {
       const input = [{ role: "user", content: nested(depth) }]
-      const started = performance.now()
       const error = (() => {
         try {
           decodeMessagesSync(input)
@@ -178,13 +179,11 @@ describe("decode is total", () => {
           return e
         }
       })()
-      const ms = performance.now() - started
       assert.instanceOf(error, MessageDecodeError)
       const e = error as MessageDecodeError
       assert.include(e.reason, `${MAX_NESTING_DEPTH}`)
       assert.strictEqual(e.path.length, MAX_NESTING_DEPTH + 1)
       assert.isTrue(e.message.startsWith("messages[0].content[0].content[0].content[0]"), e.message)
-      assert.isBelow(ms, 50, `depth ${depth}`)
     }
   })
 
