@@ -48,12 +48,11 @@ import { countTurns, isTurnStart } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
 
 // The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
-/** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */
-export const SUMMARY_HEADER: typeof SummaryModule.SUMMARY_HEADER = SummaryModule.SUMMARY_HEADER
-/** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */
-export const summaryMessage: typeof SummaryModule.summaryMessage = SummaryModule.summaryMessage
-/** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */
-export const summaryText: typeof SummaryModule.summaryText = SummaryModule.summaryText
+export {
+  /** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */ SUMMARY_HEADER,
+  /** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */ summaryMessage,
+  /** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */ summaryText
+} from "./Summary.ts"
 
 // ============================================================================
 // Outcome and errors

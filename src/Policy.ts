@@ -16,50 +16,31 @@ import * as Schema from "effect/Schema"
 // ============================================================================
 
 /**
- * Recent context kept raw by default, in tokens: 20,000, the same as pi's `keepRecentTokens`. It holds the last few
- * steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared with
- * pi's real cuts. opencode keeps turns instead of tokens; we keep both (see `DEFAULT_KEEP_RECENT_TURNS`).
- * @category constants
- * @deprecated Use `defaultPolicy.keepRecentTokens`, the same default.
+ * The defaults `CompactionPolicy.make` fills in; each field's doc on `CompactionPolicy` says why it is what it is.
+ * `maxTailTokens` has none of its own: `defaultMaxTailTokens` derives it.
  */
-export const DEFAULT_KEEP_RECENT_TOKENS = 20_000
+const DEFAULTS = {
+  keepRecentTokens: 20_000,
+  keepRecentTurns: 2,
+  minRemaining: 20_000,
+  contextWindow: 200_000,
+  compactAtTokens: 100_000,
+  summaryBudgetTokens: 8_000
+}
 
-/**
- * Whole turns always kept raw by default: 2, like opencode's tail of 2 turns. The latest turn holds the request being
- * worked on; the one before it is what a follow-up ("now do the same for X") refers to. pi has no turn floor and
- * cuts anywhere inside a turn; our floor gives way only through the oversized-turn rule (`maxTailTokens`).
- * @category constants
- * @deprecated Use `defaultPolicy.keepRecentTurns`, the same default.
- */
-export const DEFAULT_KEEP_RECENT_TURNS = 2
-
-/**
- * Tokens held free below the context window by default: 20,000, opencode's buffer. The room must take the next
- * reply and the tool results that arrive before the next usage report. pi reserves 16,384, about one full-size reply;
- * the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k reply plus one such result needs
- * about 20,000.
- * @category constants
- * @deprecated Use `defaultPolicy.minRemaining`, the same default.
- */
-export const DEFAULT_MIN_REMAINING = 20_000
-
-/**
- * The context window `defaultPolicy` assumes: 200,000 tokens, the standard Claude window. @category constants
- * @deprecated Use `defaultPolicy.contextWindow`, the same default.
- */
-export const DEFAULT_CONTEXT_WINDOW = 200_000
-
-/**
- * The cost target of the trigger by default: compact once the provider reports more than 100,000 tokens of context, well before
- * the window. Every request re-reads the whole prefix from the cache, so a session's bill grows with the square of
- * the context it carries; compacting at 100k instead of at the window (180k) makes the three long pi sessions cost
- * about half as much (COMPACTION.md, "What a session costs"). The price is quality: the summary replaces more of
- * the session earlier and more often (about twice as many compactions), so the model sees less verbatim history.
- * Set `compactAtTokens` to `contextWindow - minRemaining` to compact only at the window.
- * @category constants
- * @deprecated Use `defaultPolicy.compactAtTokens`, the same default.
- */
-export const DEFAULT_COMPACT_AT_TOKENS = 100_000
+// The defaults under their old names, until 0.2.0.
+/** @deprecated Use `defaultPolicy.keepRecentTokens`, the same default. @category constants */
+export const DEFAULT_KEEP_RECENT_TOKENS: number = DEFAULTS.keepRecentTokens
+/** @deprecated Use `defaultPolicy.keepRecentTurns`, the same default. @category constants */
+export const DEFAULT_KEEP_RECENT_TURNS: number = DEFAULTS.keepRecentTurns
+/** @deprecated Use `defaultPolicy.minRemaining`, the same default. @category constants */
+export const DEFAULT_MIN_REMAINING: number = DEFAULTS.minRemaining
+/** @deprecated Use `defaultPolicy.contextWindow`, the same default. @category constants */
+export const DEFAULT_CONTEXT_WINDOW: number = DEFAULTS.contextWindow
+/** @deprecated Use `defaultPolicy.compactAtTokens`, the same default. @category constants */
+export const DEFAULT_COMPACT_AT_TOKENS: number = DEFAULTS.compactAtTokens
+/** @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default. @category constants */
+export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = DEFAULTS.summaryBudgetTokens
 
 /**
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
@@ -68,15 +49,6 @@ export const DEFAULT_COMPACT_AT_TOKENS = 100_000
  * @deprecated Use `Policy.shouldCompact(policy, usage, epoch, { coldHumanTurn: true })`: it applies the fraction itself.
  */
 export const COLD_COMPACT_FRACTION = 0.5
-
-/**
- * The largest summary message by default, in estimated tokens: 8,000. The model's text, the manifest kept by rule and
- * the files appendix share it (`Summary.summaryWithManifest`); it is a third of the 24k trigger of a policy that
- * compacts often, and a twelfth of the default 100k, so a summary never crowds out the kept tail.
- * @category constants
- * @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default.
- */
-export const DEFAULT_SUMMARY_BUDGET_TOKENS = 8_000
 
 // ============================================================================
 // Policy
@@ -107,25 +79,10 @@ export class PolicyError extends PolicyErrorBase {
 }
 
 /**
- * The fields of a `CompactionPolicy`. @category models
+ * The fields of a `CompactionPolicy` as a plain object type (every field the class declares). @category models
  * @deprecated Use `CompactionPolicy`, which holds these fields.
  */
-export interface PolicyFields {
-  /** Recent context kept raw, in estimated tokens. */
-  readonly keepRecentTokens: number
-  /** Whole turns always kept raw, whatever their size (up to `maxTailTokens`). */
-  readonly keepRecentTurns: number
-  /** Tokens held free below the context window: compaction fires once fewer remain. */
-  readonly minRemaining: number
-  /** The model's context window, in tokens. */
-  readonly contextWindow: number
-  /** The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns. */
-  readonly maxTailTokens: number
-  /** The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`). */
-  readonly compactAtTokens: number
-  /** The largest summary message (model text, manifest and files appendix), in estimated tokens. */
-  readonly summaryBudgetTokens: number
-}
+export type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
 export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[K] | undefined }
@@ -151,37 +108,67 @@ export const defaultMaxTailTokens = (
  * - `keepRecentTokens < compactAtTokens <= contextWindow - minRemaining`.
  * @category models
  */
-export class CompactionPolicy implements PolicyFields {
-  readonly keepRecentTokens: number
-  readonly keepRecentTurns: number
-  readonly minRemaining: number
-  readonly contextWindow: number
-  readonly maxTailTokens: number
-  readonly compactAtTokens: number
-  readonly summaryBudgetTokens: number
+export class CompactionPolicy {
+  /**
+   * Recent context kept raw, in estimated tokens. Default 20,000, the same as pi's `keepRecentTokens`: it holds the
+   * last few steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared
+   * with pi's real cuts. opencode keeps turns instead of tokens; we keep both (`keepRecentTurns`).
+   */
+  declare readonly keepRecentTokens: number
+  /**
+   * Whole turns always kept raw, whatever their size (up to `maxTailTokens`). Default 2, like opencode's tail of 2
+   * turns: the latest turn holds the request being worked on; the one before it is what a follow-up ("now do the same
+   * for X") refers to. pi has no turn floor and cuts anywhere inside a turn; ours gives way only through the
+   * oversized-turn rule (`maxTailTokens`).
+   */
+  declare readonly keepRecentTurns: number
+  /**
+   * Tokens held free below the context window: compaction fires once fewer remain. Default 20,000, opencode's buffer:
+   * the room must take the next reply and the tool results that arrive before the next usage report. pi reserves
+   * 16,384, about one full-size reply; the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k
+   * reply plus one such result needs about 20,000.
+   */
+  declare readonly minRemaining: number
+  /** The model's context window, in tokens. Default 200,000, the standard Claude window. */
+  declare readonly contextWindow: number
+  /**
+   * The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns.
+   * Default `defaultMaxTailTokens`: half the working room, at least `keepRecentTokens`.
+   */
+  declare readonly maxTailTokens: number
+  /**
+   * The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`).
+   * Default 100,000, well before the window: every request re-reads the whole prefix from the cache, so a session's
+   * bill grows with the square of the context it carries; compacting at 100k instead of at the window (180k) makes
+   * the three long pi sessions cost about half as much (COMPACTION.md, "What a session costs"). The price is
+   * quality: the summary replaces more of the session earlier and more often (about twice as many compactions), so
+   * the model sees less verbatim history. Set it to `contextWindow - minRemaining` to compact only at the window.
+   */
+  declare readonly compactAtTokens: number
+  /**
+   * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default 8,000: the
+   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is a
+   * third of the 24k trigger of a policy that compacts often, and a twelfth of the default 100k, so a summary never
+   * crowds out the kept tail.
+   */
+  declare readonly summaryBudgetTokens: number
 
   private constructor(fields: PolicyFields) {
-    this.keepRecentTokens = fields.keepRecentTokens
-    this.keepRecentTurns = fields.keepRecentTurns
-    this.minRemaining = fields.minRemaining
-    this.contextWindow = fields.contextWindow
-    this.maxTailTokens = fields.maxTailTokens
-    this.compactAtTokens = fields.compactAtTokens
-    this.summaryBudgetTokens = fields.summaryBudgetTokens
+    Object.assign(this, fields)
     Object.freeze(this)
   }
 
   /**
    * Validates the fields; missing (or `undefined`) ones take the defaults (`maxTailTokens` from
-   * `defaultMaxTailTokens`, `compactAtTokens` `DEFAULT_COMPACT_AT_TOKENS` capped at `contextWindow - minRemaining`).
+   * `defaultMaxTailTokens`, `compactAtTokens` 100,000 capped at `contextWindow - minRemaining`).
    * Fails with the first broken rule.
    */
   static make(options: PolicyOptions = {}): Result.Result<CompactionPolicy, PolicyError> {
     const base = {
-      keepRecentTokens: options.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS,
-      keepRecentTurns: options.keepRecentTurns ?? DEFAULT_KEEP_RECENT_TURNS,
-      minRemaining: options.minRemaining ?? DEFAULT_MIN_REMAINING,
-      contextWindow: options.contextWindow ?? DEFAULT_CONTEXT_WINDOW
+      keepRecentTokens: options.keepRecentTokens ?? DEFAULTS.keepRecentTokens,
+      keepRecentTurns: options.keepRecentTurns ?? DEFAULTS.keepRecentTurns,
+      minRemaining: options.minRemaining ?? DEFAULTS.minRemaining,
+      contextWindow: options.contextWindow ?? DEFAULTS.contextWindow
     }
     for (const [field, value] of Object.entries(base)) {
       if (!Number.isSafeInteger(value) || value <= 0) {
@@ -193,8 +180,8 @@ export class CompactionPolicy implements PolicyFields {
       ...base,
       maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
       compactAtTokens: options.compactAtTokens ??
-        Math.max(Math.min(DEFAULT_COMPACT_AT_TOKENS, room), Math.min(room, base.keepRecentTokens + 1)),
-      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULT_SUMMARY_BUDGET_TOKENS
+        Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
+      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
@@ -250,15 +237,7 @@ export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
  * A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters
  * @deprecated Use `CompactionPolicy.make(options)` or read the policy's fields: it implements `PolicyFields`.
  */
-export const policyFields = (p: CompactionPolicy): PolicyFields => ({
-  keepRecentTokens: p.keepRecentTokens,
-  keepRecentTurns: p.keepRecentTurns,
-  minRemaining: p.minRemaining,
-  contextWindow: p.contextWindow,
-  maxTailTokens: p.maxTailTokens,
-  compactAtTokens: p.compactAtTokens,
-  summaryBudgetTokens: p.summaryBudgetTokens
-})
+export const policyFields = (p: CompactionPolicy): PolicyFields => ({ ...p })
 
 // ============================================================================
 // Trigger

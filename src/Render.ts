@@ -36,24 +36,18 @@ import {
   isToolResult,
   isToolUse
 } from "./Message.ts"
-import * as Summary from "./Summary.ts"
 import { shortInput } from "./Tools.ts"
 
 // The summary appendix moved to `Summary`; its old names here are the same values, until 0.2.0.
-/** @deprecated Use `Summary.APPENDIX_MAX_FILES` (the appendix belongs to the summary message). */
-export const APPENDIX_MAX_FILES: typeof Summary.APPENDIX_MAX_FILES = Summary.APPENDIX_MAX_FILES
-/** @deprecated Use `Summary.mergeFiles` (the appendix belongs to the summary message). */
-export const mergeFiles: typeof Summary.mergeFiles = Summary.mergeFiles
-/** @deprecated Use `Summary.noFiles` (the appendix belongs to the summary message). */
-export const noFiles: typeof Summary.noFiles = Summary.noFiles
-/** @deprecated Use `Summary.parseAppendix` (the appendix belongs to the summary message). */
-export const parseAppendix: typeof Summary.parseAppendix = Summary.parseAppendix
-/** @deprecated Use `Summary.renderAppendix` (the appendix belongs to the summary message). */
-export const renderAppendix: typeof Summary.renderAppendix = Summary.renderAppendix
-/** @deprecated Use `Summary.splitAppendix` (the appendix belongs to the summary message). */
-export const splitAppendix: typeof Summary.splitAppendix = Summary.splitAppendix
-/** @deprecated Use `Summary.stripAppendix` (the appendix belongs to the summary message). */
-export const stripAppendix: typeof Summary.stripAppendix = Summary.stripAppendix
+export {
+  /** @deprecated Use `Summary.APPENDIX_MAX_FILES` (the appendix belongs to the summary message). */ APPENDIX_MAX_FILES,
+  /** @deprecated Use `Summary.mergeFiles` (the appendix belongs to the summary message). */ mergeFiles,
+  /** @deprecated Use `Summary.noFiles` (the appendix belongs to the summary message). */ noFiles,
+  /** @deprecated Use `Summary.parseAppendix` (the appendix belongs to the summary message). */ parseAppendix,
+  /** @deprecated Use `Summary.renderAppendix` (the appendix belongs to the summary message). */ renderAppendix,
+  /** @deprecated Use `Summary.splitAppendix` (the appendix belongs to the summary message). */ splitAppendix,
+  /** @deprecated Use `Summary.stripAppendix` (the appendix belongs to the summary message). */ stripAppendix
+} from "./Summary.ts"
 
 // ============================================================================
 // Options

@@ -40,52 +40,75 @@ const RefusedFields: RefusedFields = {
   cause: Schema.optionalKey(Schema.Defect())
 }
 
-/** The schema class of a failure reason: tagged `Tag`, with the schema fields `Fields` (written out for JSR). */
-type ReasonClass<Self, Tag extends string, Fields extends Schema.Struct.Fields> = Schema.Class<
-  Self,
-  Schema.TaggedStruct<Tag, Fields>,
-  unknown
->
+/**
+ * The schema class of a failure reason: tagged `Tag`, with the schema fields `Fields` (written out for JSR), and an
+ * `isRetryable` that is the same for every instance of the class.
+ */
+type ReasonClass<Self, Tag extends string, Fields extends Schema.Struct.Fields, Retryable extends boolean> =
+  Schema.Class<Self, Schema.TaggedStruct<Tag, Fields>, { readonly isRetryable: Retryable }>
 
-const RateLimitedBase: ReasonClass<RateLimited, "RateLimited", RetryableFields> = Schema.TaggedClass<RateLimited>()(
+/** The base of a reason class: `Schema.TaggedClass` with `isRetryable` fixed, so each reason states it once. */
+const reasonClass =
+  <Self>() =>
+  <Tag extends string, const Fields extends Schema.Struct.Fields, Retryable extends boolean>(
+    tag: Tag,
+    fields: Fields,
+    isRetryable: Retryable
+  ): ReasonClass<Self, Tag, Fields, Retryable> => {
+    const Tagged = Schema.TaggedClass<Self>()(tag, fields) as unknown as new (...args: Array<never>) => object
+    class Reason extends Tagged {
+      /** True when a new attempt may fix the failure; the same for every instance of a reason class. */
+      readonly isRetryable: Retryable = isRetryable
+    }
+    return Reason as unknown as ReasonClass<Self, Tag, Fields, Retryable>
+  }
+
+const RateLimitedBase: ReasonClass<RateLimited, "RateLimited", RetryableFields, true> = reasonClass<RateLimited>()(
   "RateLimited",
-  RetryableFields
+  RetryableFields,
+  true
 )
-const OverloadedBase: ReasonClass<Overloaded, "Overloaded", RetryableFields> = Schema.TaggedClass<Overloaded>()(
+const OverloadedBase: ReasonClass<Overloaded, "Overloaded", RetryableFields, true> = reasonClass<Overloaded>()(
   "Overloaded",
-  RetryableFields
+  RetryableFields,
+  true
 )
-const ServerBase: ReasonClass<Server, "Server", RetryableFields> = Schema.TaggedClass<Server>()(
+const ServerBase: ReasonClass<Server, "Server", RetryableFields, true> = reasonClass<Server>()(
   "Server",
-  RetryableFields
+  RetryableFields,
+  true
 )
-const TimeoutBase: ReasonClass<Timeout, "Timeout", RetryableFields> = Schema.TaggedClass<Timeout>()(
+const TimeoutBase: ReasonClass<Timeout, "Timeout", RetryableFields, true> = reasonClass<Timeout>()(
   "Timeout",
-  RetryableFields
+  RetryableFields,
+  true
 )
 const ConnectionBase: ReasonClass<
   Connection,
   "Connection",
-  { readonly detail: Schema.String; readonly cause: Schema.optionalKey<Schema.Defect> }
-> = Schema.TaggedClass<Connection>()("Connection", {
+  { readonly detail: Schema.String; readonly cause: Schema.optionalKey<Schema.Defect> },
+  true
+> = reasonClass<Connection>()("Connection", {
   detail: Schema.String,
   cause: Schema.optionalKey(Schema.Defect())
-})
-const BadRequestBase: ReasonClass<BadRequest, "BadRequest", RefusedFields> = Schema.TaggedClass<BadRequest>()(
+}, true)
+const BadRequestBase: ReasonClass<BadRequest, "BadRequest", RefusedFields, false> = reasonClass<BadRequest>()(
   "BadRequest",
-  RefusedFields
+  RefusedFields,
+  false
 )
-const UnauthorizedBase: ReasonClass<Unauthorized, "Unauthorized", RefusedFields> = Schema.TaggedClass<
+const UnauthorizedBase: ReasonClass<Unauthorized, "Unauthorized", RefusedFields, false> = reasonClass<
   Unauthorized
->()("Unauthorized", RefusedFields)
+>()("Unauthorized", RefusedFields, false)
 const EmptySummaryBase: ReasonClass<
   EmptySummary,
   "EmptySummary",
-  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly outputTokens: Schema.Int }
-> = Schema.TaggedClass<EmptySummary>()("EmptySummary", {
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly outputTokens: Schema.Int },
+  false
+> = reasonClass<EmptySummary>()("EmptySummary", {
   stopReason: Schema.optionalKey(Schema.String),
   outputTokens: Schema.Int
-})
+}, false)
 const StreamErrorBase: ReasonClass<
   StreamError,
   "StreamError",
@@ -93,28 +116,31 @@ const StreamErrorBase: ReasonClass<
     readonly errorType: Schema.optionalKey<Schema.String>
     readonly detail: Schema.String
     readonly cause: Schema.optionalKey<Schema.Defect>
-  }
-> = Schema.TaggedClass<StreamError>()("StreamError", {
+  },
+  false
+> = reasonClass<StreamError>()("StreamError", {
   errorType: Schema.optionalKey(Schema.String),
   detail: Schema.String,
   cause: Schema.optionalKey(Schema.Defect())
-})
-
-const NothingToSummarizeBase: ReasonClass<NothingToSummarize, "NothingToSummarize", RefusedFields> = Schema
-  .TaggedClass<NothingToSummarize>()("NothingToSummarize", RefusedFields)
+}, false)
+const NothingToSummarizeBase: ReasonClass<NothingToSummarize, "NothingToSummarize", RefusedFields, false> = reasonClass<
+  NothingToSummarize
+>()("NothingToSummarize", RefusedFields, false)
 const CompactionRefusedBase: ReasonClass<
   CompactionRefused,
   "CompactionRefused",
-  RefusedFields & { readonly errorCode: Schema.String }
-> = Schema.TaggedClass<CompactionRefused>()("CompactionRefused", { ...RefusedFields, errorCode: Schema.String })
+  RefusedFields & { readonly errorCode: Schema.String },
+  false
+> = reasonClass<CompactionRefused>()("CompactionRefused", { ...RefusedFields, errorCode: Schema.String }, false)
 const CompactionFailedBase: ReasonClass<
   CompactionFailed,
   "CompactionFailed",
-  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly detail: Schema.String }
-> = Schema.TaggedClass<CompactionFailed>()("CompactionFailed", {
+  { readonly stopReason: Schema.optionalKey<Schema.String>; readonly detail: Schema.String },
+  false
+> = reasonClass<CompactionFailed>()("CompactionFailed", {
   stopReason: Schema.optionalKey(Schema.String),
   detail: Schema.String
-})
+}, false)
 const SummaryRejectedBase: ReasonClass<
   SummaryRejected,
   "SummaryRejected",
@@ -122,59 +148,37 @@ const SummaryRejectedBase: ReasonClass<
     readonly problem: Schema.Literals<readonly ["NotSmaller", "MissingSections"]>
     readonly detail: Schema.String
     readonly missingSections: Schema.$Array<Schema.String>
-  }
-> = Schema.TaggedClass<SummaryRejected>()("SummaryRejected", {
+  },
+  false
+> = reasonClass<SummaryRejected>()("SummaryRejected", {
   problem: Schema.Literals(["NotSmaller", "MissingSections"]),
   detail: Schema.String,
   missingSections: Schema.Array(Schema.String)
-})
+}, false)
 
 /** 429, or an SSE `rate_limit_error`. Retryable. @category errors */
-export class RateLimited extends RateLimitedBase {
-  /** Always true. */
-  readonly isRetryable = true
-}
+export class RateLimited extends RateLimitedBase {}
 
 /** 529, or an SSE `overloaded_error`. Retryable. @category errors */
-export class Overloaded extends OverloadedBase {
-  /** Always true. */
-  readonly isRetryable = true
-}
+export class Overloaded extends OverloadedBase {}
 
 /** Another 5xx, or an SSE `api_error`. Retryable. @category errors */
-export class Server extends ServerBase {
-  /** Always true. */
-  readonly isRetryable = true
-}
+export class Server extends ServerBase {}
 
 /** No complete reply in time (our per-attempt timeout, the SDK's, a 408, an SSE `timeout_error`). Retryable. @category errors */
-export class Timeout extends TimeoutBase {
-  /** Always true. */
-  readonly isRetryable = true
-}
+export class Timeout extends TimeoutBase {}
 
 /** The API could not be reached, or the connection dropped mid-stream. Retryable. @category errors */
-export class Connection extends ConnectionBase {
-  /** Always true. */
-  readonly isRetryable = true
-}
+export class Connection extends ConnectionBase {}
 
 /** The API rejected the request (a 4xx other than 401, 403, 408 and 429). Never retried. @category errors */
-export class BadRequest extends BadRequestBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class BadRequest extends BadRequestBase {}
 
 /** The API refused the credentials (401, 403). Never retried. @category errors */
-export class Unauthorized extends UnauthorizedBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class Unauthorized extends UnauthorizedBase {}
 
 /** The reply held no summary text. Never retried. @category errors */
 export class EmptySummary extends EmptySummaryBase {
-  /** Always false. */
-  readonly isRetryable = false
   /** The stop reason and the output tokens, as one line. */
   get detail(): string {
     return `stop reason ${this.stopReason ?? "unknown"}, ${this.outputTokens} output tokens`
@@ -182,38 +186,26 @@ export class EmptySummary extends EmptySummaryBase {
 }
 
 /** The stream failed in a way no other reason covers (an SSE error event of another type). Never retried. @category errors */
-export class StreamError extends StreamErrorBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class StreamError extends StreamErrorBase {}
 
 /**
  * The Messages API's compaction had nothing to summarize (`compaction_nothing_to_summarize`: the head holds no user
  * or assistant content). Never retried. @category errors
  */
-export class NothingToSummarize extends NothingToSummarizeBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class NothingToSummarize extends NothingToSummarizeBase {}
 
 /**
  * The Messages API's compaction refused this view for good (API-RULES 35): `compaction_too_many_tool_references` or
  * `compaction_incomplete_turn`, with its `errorCode`. A retry sends the same view and cannot succeed, so it is never
  * retried, whatever the status; `withFallback` hands the request to the fallback at once. @category errors
  */
-export class CompactionRefused extends CompactionRefusedBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class CompactionRefused extends CompactionRefusedBase {}
 
 /**
  * The Messages API's compaction failed: it returned a block with `content: null` (a no-op block), or no compaction
  * block at all. Never retried; `withFallback` hands the request to the fallback. @category errors
  */
-export class CompactionFailed extends CompactionFailedBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class CompactionFailed extends CompactionFailedBase {}
 
 /**
  * The quality gate (`Summarizer.withQualityGate`) rejected a model's summary after its one corrective retry:
@@ -221,10 +213,7 @@ export class CompactionFailed extends CompactionFailedBase {
  * (it lacks sections the prompt asks for, named in `missingSections`). Never retried by the transport schedule (the
  * gate does its own single retry); the gate's fallback writes the summary instead. @category errors
  */
-export class SummaryRejected extends SummaryRejectedBase {
-  /** Always false. */
-  readonly isRetryable = false
-}
+export class SummaryRejected extends SummaryRejectedBase {}
 
 /** Why a summarization failed: one class per reason, each with its own fields and `isRetryable`. @category errors */
 export const SummarizeErrorReason: Schema.Union<

@@ -661,43 +661,29 @@ export const splitSummary = (summaryText: string): SummaryParts => {
 // The budget
 // ----------------------------------------------------------------------------
 
-/**
- * How fast an entry's rank grows with its age, by kind: the user's instructions age slowest (a quarter per
- * compaction), errors still open, plans and identifiers by half, commands, resolved errors and file contents by one.
- */
-const AGE_WEIGHT = (entry: ManifestEntry): number => {
-  switch (entry.kind) {
-    case "instruction":
-      return 0.25
-    case "error":
-      return entry.resolved ? 1 : 0.5
-    case "plan":
-    case "identifier":
-      return 0.5
-    case "command":
-    case "file":
-      return 1
-  }
-}
+/** What decides where an entry stands when the budget is short: its kind, and for an error whether it was resolved. */
+type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error"
 
 /**
- * The order in which entries are kept when the budget is short, by kind: lower is kept first. An entry's rank is
- * its kind's plus its age times the kind's `AGE_WEIGHT`, so an instruction seen four compactions ago ranks with a
- * fresh command.
+ * The order in which entries are kept when the budget is short, by class: an entry's rank is its class's `rank`
+ * (lower is kept first) plus its age times `ageWeight`, how fast it falls behind. The user's instructions age slowest
+ * (a quarter per compaction), open errors, plans and identifiers by half, commands, resolved errors and file contents
+ * by one, so an instruction seen four compactions ago ranks with a fresh command.
  */
-const KIND_RANK = (entry: ManifestEntry): number => {
-  switch (entry.kind) {
-    case "instruction":
-      return 0
-    case "error":
-      return entry.resolved ? 2 : 0
-    case "plan":
-    case "command":
-    case "identifier":
-      return 1
-    case "file":
-      return 3
-  }
+const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
+  instruction: { rank: 0, ageWeight: 0.25 },
+  "open error": { rank: 0, ageWeight: 0.5 },
+  plan: { rank: 1, ageWeight: 0.5 },
+  identifier: { rank: 1, ageWeight: 0.5 },
+  command: { rank: 1, ageWeight: 1 },
+  "resolved error": { rank: 2, ageWeight: 1 },
+  file: { rank: 3, ageWeight: 1 }
+}
+
+/** An entry's rank under `KEEP_ORDER`: lower is kept first. */
+const keepRank = (entry: ManifestEntry): number => {
+  const order = KEEP_ORDER[entry.kind !== "error" ? entry.kind : entry.resolved ? "resolved error" : "open error"]
+  return order.rank + entry.age * order.ageWeight
 }
 
 const CUT_NOTE = "\n[… the summary was cut here to fit the summary budget]"
@@ -748,7 +734,7 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
   const order = candidates.map((entry, index) => ({
     entry,
     index,
-    rank: KIND_RANK(entry) + entry.age * AGE_WEIGHT(entry)
+    rank: keepRank(entry)
   }))
     .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more

@@ -72,6 +72,9 @@ const keepRecentTurns = Flag.Int("keep-recent-turns").pipe(
   Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
 )
 
+/** `--log DIR`: the directory of session logs a command persists to; what it persists is the command's own. */
+const sessionLog = (description: string) => Flag.String("log").pipe(Flag.withDescription(description), Flag.optional)
+
 /** Absent: the library's default, rent-or-buy (`evictStaleToolResults` and `Conversation` without `minSavings`). */
 const minSavings = (whenAbsent: string) =>
   Flag.Int("min-savings").pipe(
@@ -82,9 +85,27 @@ const minSavings = (whenAbsent: string) =>
     Flag.optional
   )
 
+/** `Command.withExamples` from pairs of a command line and what it shows. */
+const examples = (...pairs: ReadonlyArray<readonly [command: string, description: string]>) =>
+  Command.withExamples(pairs.map(([command, description]) => ({ command, description })))
+
 // ============================================================================
 // Commands
 // ============================================================================
+
+/** The recorded session `replay` and `retention` run through `Conversation`. */
+const recorded = Argument.String("file").pipe(
+  Argument.withDescription("The recorded session (any format `inspect` reads)")
+)
+
+/** The policy a replay runs under: the flags `replay` and `retention` share, so both replay a session alike. */
+const replayPolicy = {
+  keepRecent,
+  minSavings: minSavings(""),
+  keepRecentTokens,
+  keepRecentTurns,
+  contextWindow
+}
 
 const store = Flag.String("store").pipe(
   Flag.withDescription("A PostgreSQL session store (postgres://…), as SessionStoreSql.layerPg reads it"),
@@ -124,16 +145,16 @@ const inspect = Command.make(
     "Show what a session holds (messages, turns, tokens, system prompt and tools, composition), where the default " +
       "policy would cut, what eviction would free, superseded reads, hot paths and validation problems"
   ),
-  Command.withExamples([
-    { command: "compaction inspect session.jsonl", description: "Summary for a person" },
-    { command: "compaction inspect session.jsonl --json", description: "The same as JSON, for scripts" },
-    { command: "compaction inspect session.jsonl --html report.html", description: "Also write the HTML report" },
-    { command: "compaction inspect logs/demo.jsonl", description: "The view a session log holds" },
-    {
-      command: "compaction inspect --store postgres://postgres@127.0.0.1:5432/test --session-id shared",
-      description: "A session stored in PostgreSQL"
-    }
-  ])
+  examples(
+    ["compaction inspect session.jsonl", "Summary for a person"],
+    ["compaction inspect session.jsonl --json", "The same as JSON, for scripts"],
+    ["compaction inspect session.jsonl --html report.html", "Also write the HTML report"],
+    ["compaction inspect logs/demo.jsonl", "The view a session log holds"],
+    [
+      "compaction inspect --store postgres://postgres@127.0.0.1:5432/test --session-id shared",
+      "A session stored in PostgreSQL"
+    ]
+  )
 )
 
 const evict = Command.make(
@@ -154,9 +175,9 @@ const evict = Command.make(
     "Replace stale tool output (superseded and modified reads, old results) with short pointers; every tool call " +
       "keeps its result"
   ),
-  Command.withExamples([
-    { command: "compaction evict session.jsonl | compaction compact - -o out.json", description: "Evict, then compact" }
-  ])
+  examples(
+    ["compaction evict session.jsonl | compaction compact - -o out.json", "Evict, then compact"]
+  )
 )
 
 /** The summarizers `compact --summarizer` accepts. @category constants */
@@ -182,12 +203,9 @@ const compact = Command.make(
     keepRecentTurns,
     out,
     keepPrivate,
-    log: Flag.String("log").pipe(
-      Flag.withDescription(
-        "Persist the session and the compaction boundary to <dir>/<session-id>.jsonl; an existing session goes on " +
-          "when its view (or its stored messages) starts the input: the new messages are added"
-      ),
-      Flag.optional
+    log: sessionLog(
+      "Persist the session and the compaction boundary to <dir>/<session-id>.jsonl; an existing session goes on " +
+        "when its view (or its stored messages) starts the input: the new messages are added"
     ),
     sessionId: Flag.String("session-id").pipe(
       Flag.withDescription("Session id for --log (default: the file name without .anthropic.json, .json or .jsonl)"),
@@ -200,13 +218,13 @@ const compact = Command.make(
   Command.withDescription(
     "Summarize the older part of a session and keep the recent tail verbatim (tool-safe cut, default policy)"
   ),
-  Command.withExamples([
-    { command: "compaction compact session.jsonl --out compacted.json", description: "Offline, extractive summary" },
-    {
-      command: 'compaction compact session.jsonl --summarizer anthropic --focus "the auth refactor" -o out.json',
-      description: "Summarize with the Messages API (needs ANTHROPIC_API_KEY)"
-    }
-  ])
+  examples(
+    ["compaction compact session.jsonl --out compacted.json", "Offline, extractive summary"],
+    [
+      'compaction compact session.jsonl --summarizer anthropic --focus "the auth refactor" -o out.json',
+      "Summarize with the Messages API (needs ANTHROPIC_API_KEY)"
+    ]
+  )
 )
 
 const validate = Command.make(
@@ -253,7 +271,7 @@ const simulate = Command.make(
 export const replay = Command.make(
   "replay",
   {
-    file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
+    file: recorded,
     out: Flag.String("out").pipe(
       Flag.withDescription(
         "Write every request to DIR/request-0001.json, … ({ system?, messages }) and its predicted usage beside it " +
@@ -261,10 +279,7 @@ export const replay = Command.make(
       ),
       Flag.optional
     ),
-    log: Flag.String("log").pipe(
-      Flag.withDescription("Persist the conversation to DIR/<session-id>.jsonl, a new session (resumes use it)"),
-      Flag.optional
-    ),
+    log: sessionLog("Persist the conversation to DIR/<session-id>.jsonl, a new session (resumes use it)"),
     sessionId: Flag.String("session-id").pipe(
       Flag.withDescription("Session id for --log (default: replay)"),
       Flag.withDefault("replay")
@@ -281,11 +296,7 @@ export const replay = Command.make(
       ),
       Flag.optional
     ),
-    keepRecent,
-    minSavings: minSavings(""),
-    keepRecentTokens,
-    keepRecentTurns,
-    contextWindow
+    ...replayPolicy
   },
   (input) => Effect.flatMap(sessionHandlers, (h) => h.replay(input))
 ).pipe(
@@ -293,27 +304,23 @@ export const replay = Command.make(
     "Replay a recorded session through Conversation as an agent would (prepare before each reply, then record it " +
       "with the usage its request is predicted to be billed, as simulate does)"
   ),
-  Command.withExamples([
-    { command: "compaction replay session.jsonl --json", description: "Requests, compactions, evictions, invalid" },
-    { command: "compaction replay session.jsonl --html report.html", description: "The report, request by request" },
-    {
-      command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
-      description: "Write every request, persist, and resume from the log every 7 requests"
-    }
-  ])
+  examples(
+    ["compaction replay session.jsonl --json", "Requests, compactions, evictions, invalid"],
+    ["compaction replay session.jsonl --html report.html", "The report, request by request"],
+    [
+      "compaction replay session.jsonl --out requests --log logs --resume-every 7",
+      "Write every request, persist, and resume from the log every 7 requests"
+    ]
+  )
 )
 
 /** `compaction retention FILE`. @category commands */
 export const retention = Command.make(
   "retention",
   {
-    file: Argument.String("file").pipe(Argument.withDescription("The recorded session (any format `inspect` reads)")),
+    file: recorded,
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the retention as JSON"), Flag.withDefault(false)),
-    keepRecent,
-    minSavings: minSavings(""),
-    keepRecentTokens,
-    keepRecentTurns,
-    contextWindow
+    ...replayPolicy
   },
   (input) => Effect.flatMap(sessionHandlers, (h) => h.retention(input))
 ).pipe(
@@ -321,13 +328,10 @@ export const retention = Command.make(
     "Replay a recorded session as replay does and print, per compaction, the share of the removed span's anchors " +
       "(paths, commands, errors, identifiers, instructions, plan) present in the next request, the kept tail apart"
   ),
-  Command.withExamples([
-    { command: "compaction retention session.jsonl", description: "One table per compaction" },
-    {
-      command: "compaction retention session.jsonl --keep-recent-tokens 4000 --json",
-      description: "The same as JSON, keeping less"
-    }
-  ])
+  examples(
+    ["compaction retention session.jsonl", "One table per compaction"],
+    ["compaction retention session.jsonl --keep-recent-tokens 4000 --json", "The same as JSON, keeping less"]
+  )
 )
 
 const sessions = Command.make(
@@ -343,13 +347,10 @@ const sessions = Command.make(
   (input) => Effect.flatMap(sessionHandlers, (h) => h.sessions(input))
 ).pipe(
   Command.withDescription("List the sessions a store holds, one id a line: a directory of JSONL logs, or PostgreSQL"),
-  Command.withExamples([
-    { command: "compaction sessions logs", description: "The sessions in logs/*.jsonl" },
-    {
-      command: "compaction sessions --store postgres://postgres@127.0.0.1:5432/test",
-      description: "The sessions stored in PostgreSQL"
-    }
-  ])
+  examples(
+    ["compaction sessions logs", "The sessions in logs/*.jsonl"],
+    ["compaction sessions --store postgres://postgres@127.0.0.1:5432/test", "The sessions stored in PostgreSQL"]
+  )
 )
 
 /** The `compaction` command with all its subcommands. @category commands */

@@ -64,11 +64,23 @@ const minSavingsOf = (command: string, value: Option.Option<number>): Effect.Eff
 
 const outPath = (option: Option.Option<string>): string | undefined => Option.getOrUndefined(option)
 
+/** The flags of every command that reads one session file: the file (`-` is stdin) and `--strict`. @category models */
+export interface FileInput {
+  readonly file: string
+  readonly strict: boolean
+}
+
+/** The flags of every command that writes a session: `--out` (absent or `-`: stdout) and `--keep-private`. @category models */
+export interface OutputInput {
+  readonly out: Option.Option<string>
+  readonly keepPrivate: boolean
+}
+
 /** Writes the session document, then (only once it is in place) the success line. */
 const writeSession = (
   input: SessionInput,
   messages: ReadonlyArray<Message>,
-  options: { readonly out: Option.Option<string>; readonly keepPrivate: boolean },
+  options: OutputInput,
   success: string
 ) =>
   writeText(outPath(options.out), prettyJson(sessionDocument(input, messages, options))).pipe(
@@ -149,17 +161,13 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
 // ============================================================================
 
 /** The parsed flags of `evict`. @category models */
-export interface EvictInput {
-  readonly file: string
+export interface EvictInput extends FileInput, OutputInput {
   readonly keepRecent: number
   /**
    * Absent: the rent-or-buy rule, as `evictStaleToolResults` without `minSavings`; the file records no cache state,
    * so every recorded reply counts as a request that read the cache (`cacheCold` is not set).
    */
   readonly minSavings: Option.Option<number>
-  readonly out: Option.Option<string>
-  readonly keepPrivate: boolean
-  readonly strict: boolean
 }
 
 /** `evict`: the session with stale tool output offloaded, to stdout or `--out`; the savings on stderr. */
@@ -194,18 +202,14 @@ export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =
 // ============================================================================
 
 /** The parsed flags of `compact`. @category models */
-export interface CompactInput {
-  readonly file: string
+export interface CompactInput extends FileInput, OutputInput {
   readonly summarizer: "extractive" | "anthropic"
   readonly fallback: Option.Option<"extractive">
   readonly focus: Option.Option<string>
   readonly keepRecentTokens: number
   readonly keepRecentTurns: number
-  readonly out: Option.Option<string>
-  readonly keepPrivate: boolean
   readonly log: Option.Option<string>
   readonly sessionId: Option.Option<string>
-  readonly strict: boolean
 }
 
 const missingKey = "ANTHROPIC_API_KEY is not set; set it, or use --summarizer extractive (the default)"
@@ -378,10 +382,8 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
 // ============================================================================
 
 /** The parsed flags of `validate`. @category models */
-export interface ValidateInput {
-  readonly file: string
+export interface ValidateInput extends FileInput {
   readonly json: boolean
-  readonly strict: boolean
 }
 
 /**
@@ -413,12 +415,7 @@ export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, 
   })
 
 /** The parsed flags of `repair`. @category models */
-export interface RepairInput {
-  readonly file: string
-  readonly out: Option.Option<string>
-  readonly keepPrivate: boolean
-  readonly strict: boolean
-}
+export interface RepairInput extends FileInput, OutputInput {}
 
 /** `repair`: the repaired session to stdout or `--out`; what changed on stderr. */
 export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env> =>
@@ -452,12 +449,10 @@ export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env>
 // ============================================================================
 
 /** The parsed flags of `simulate`. @category models */
-export interface SimulateInput {
-  readonly file: string
+export interface SimulateInput extends FileInput {
   readonly json: boolean
   readonly systemTokens: Option.Option<number>
   readonly sweep: boolean
-  readonly strict: boolean
 }
 
 /** `simulate`: the policy comparison, as text or `--json`. */

@@ -274,22 +274,25 @@ export const renderHtml = (report: Report): string => {
     "the whole session, about 4 characters per token"
   )
   const ctx = inspect.context
-  if (ctx.systemTokens === 0) stat("system prompt", "not in file", "the file holds no system prompt")
-  else {numStat(
-      "system prompt",
-      "inspect.context.systemTokens",
-      "int",
-      ctx.systemTokens,
-      "estimated tokens, sent with every request"
-    )}
-  if (ctx.tools === 0) stat("tools", "not in file", "the file holds no tool definitions")
-  else {numStat(
-      "tools",
-      "inspect.context.toolsTokens",
-      "int",
-      ctx.toolsTokens,
-      `${ctx.tools} definitions, estimated tokens`
-    )}
+  /** The tokens of a part of the request the file may not hold: "not in file" when it holds none. */
+  const partStat = (label: string, held: boolean, path: string, tokens: number, note: string, absent: string) =>
+    held ? numStat(label, path, "int", tokens, note) : stat(label, "not in file", absent)
+  partStat(
+    "system prompt",
+    ctx.systemTokens > 0,
+    "inspect.context.systemTokens",
+    ctx.systemTokens,
+    "estimated tokens, sent with every request",
+    "the file holds no system prompt"
+  )
+  partStat(
+    "tools",
+    ctx.tools > 0,
+    "inspect.context.toolsTokens",
+    ctx.toolsTokens,
+    `${ctx.tools} definitions, estimated tokens`,
+    "the file holds no tool definitions"
+  )
   numStat(
     "system and tools, billed",
     "simulate.systemTokens",

@@ -194,6 +194,25 @@ const RECURSION_BUDGET = 4096
 
 let recursionBudget = 0
 
+/**
+ * The JSON framing of a non-null, non-array object: its braces, and the quoted key, colon and comma of each own
+ * entry JSON writes (`undefined`, functions and symbols are left out). Each such value goes to `visit`, in key order;
+ * when `visit` returns false the walk stops and the answer is -1. The values' own sizes are the caller's.
+ */
+const objectFraming = (item: object, visit: (value: unknown) => boolean): number => {
+  let size = 2
+  let first = true
+  for (const key in item) {
+    if (!Object.hasOwn(item, key)) continue
+    const v = (item as Record<string, unknown>)[key]
+    if (isUnwritable(v)) continue
+    size += (first ? 0 : 1) + key.length + 3
+    first = false
+    if (!visit(v)) return -1
+  }
+  return size
+}
+
 /** `jsonSize` of a non-null object by recursion, or -1 when it nests deeper than `depth` (a cycle always does). */
 const objectSizeRecursive = (item: object, depth: number): number => {
   if (depth === 0 || --recursionBudget < 0) return -1
@@ -209,21 +228,17 @@ const objectSizeRecursive = (item: object, depth: number): number => {
     }
     return size
   }
-  let size = 2
-  let first = true
-  for (const key in item) {
-    if (!Object.hasOwn(item, key)) continue
-    const v = (item as Record<string, unknown>)[key]
-    if (isUnwritable(v)) continue
-    size += (first ? 0 : 1) + key.length + 3
-    first = false
-    if (v !== null && typeof v === "object") {
+  let values = 0
+  const framing = objectFraming(item, (v) => {
+    if (v === null || typeof v !== "object") values += scalarSize(v)
+    else {
       const inner = objectSizeRecursive(v, depth - 1)
-      if (inner < 0) return -1
-      size += inner
-    } else size += scalarSize(v)
-  }
-  return size
+      if (inner < 0) return false
+      values += inner
+    }
+    return true
+  })
+  return framing < 0 ? -1 : framing + values
 }
 
 /** `jsonSize` of a non-null object with an explicit stack: any depth, and cycles. */
@@ -256,16 +271,10 @@ const objectSizeIterative = (value: object): number => {
       }
       continue
     }
-    size += 2
-    let first = true
-    for (const key in item) {
-      if (!Object.hasOwn(item, key)) continue
-      const v = (item as Record<string, unknown>)[key]
-      if (isUnwritable(v)) continue
-      size += (first ? 0 : 1) + key.length + 3
-      first = false
+    size += objectFraming(item, (v) => {
       stack.push(v)
-    }
+      return true
+    })
   }
   return size
 }
