@@ -6,6 +6,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { spawn } from "node:child_process"
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -24,7 +25,7 @@ import { importSession, importSessionFile } from "../../src/Import.ts"
 import type { Message } from "../../src/Message.ts"
 import { validate } from "../../src/Validate.ts"
 import { DATA_DIR, rawFile } from "../fixtures/Corpus.ts"
-import { collect, example, pool, type Run, run, spawnCli } from "./Process.ts"
+import { baseEnv, collect, example, pool, type Run, run, runner, spawnCli } from "./Process.ts"
 
 let dir = ""
 let server: Server | undefined
@@ -81,9 +82,26 @@ const timed = async (args: ReadonlyArray<string>): Promise<number> => {
   return performance.now() - start
 }
 
+/** The same runtime started on an empty program: the floor a CLI start is measured against, in the same run. */
+const bareStart = async (): Promise<number> => {
+  const { command } = runner()
+  const start = performance.now()
+  const res = await collect(
+    spawn(command, typeof Deno === "undefined" ? ["-e", "0"] : ["eval", "0"], { env: baseEnv() })
+  )
+  assert.strictEqual(res.code, 0, res.stderr)
+  return performance.now() - start
+}
+
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(InspectReport))
 
-const startup: { version: Array<number>; help: Array<number> } = { version: [], help: [] }
+declare const Deno: unknown
+
+const startup: { bare: Array<number>; version: Array<number>; help: Array<number> } = {
+  bare: [],
+  version: [],
+  help: []
+}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "compaction-cli-run-"))
@@ -168,6 +186,7 @@ beforeAll(async () => {
   r["inspectPiCompactedText"] = await run(["inspect", path("pi-compacted.json")])
   r["interrupted"] = await interrupted(path("interrupted.json"))
   for (let i = 0; i < 5; i++) {
+    startup.bare.push(await bareStart())
     startup.version.push(await timed(["--version"]))
     startup.help.push(await timed(["compact", "--help"]))
   }
@@ -379,9 +398,11 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
       assert.include(got("completions").stdout, "compaction")
     }))
 
-  it("--version and --help start fast (regression guard: median of 5 runs under 1 s)", () => {
-    assert.isBelow(median(startup.version), 1000, JSON.stringify(startup))
-    assert.isBelow(median(startup.help), 1000, JSON.stringify(startup))
+  // against the bare runtime's start in the same run (interleaved), not a clock: a loaded machine slows both. Measured
+  // 2 to 3.4x (node, load 9); a --version that loads the library and the SDK costs several times more.
+  it("--version and --help start fast (regression guard: median of 5 runs at most 5x a bare runtime's start)", () => {
+    assert.isAtMost(median(startup.version) / median(startup.bare), 5, JSON.stringify(startup))
+    assert.isAtMost(median(startup.help) / median(startup.bare), 5, JSON.stringify(startup))
   })
 
   it("inspect shows the system prompt and tools, in text, JSON and HTML", () => {
