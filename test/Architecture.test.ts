@@ -265,7 +265,7 @@ describe("the real module graph (a Node child process)", () => {
     assert.deepStrictEqual(sdkFiles(barrel), [])
     assert.isAbove(sdkFiles(resolvedBy("AnthropicSummarizer.ts")).length, 0)
     assert.isAbove(sdkFiles(resolvedBy("ServerCompactionSummarizer.ts")).length, 0)
-  }, 60_000)
+  }, 180_000)
 
   it("layerAuto loads the SDK only when it builds the Anthropic summarizer", () => {
     const build = (env: string) =>
@@ -276,7 +276,7 @@ describe("the real module graph (a Node child process)", () => {
       ].join("\n")
     assert.deepStrictEqual(sdkFiles(resolvedBy("index.ts", build("{}"))), [])
     assert.isAbove(sdkFiles(resolvedBy("index.ts", build(`{ ANTHROPIC_API_KEY: "sk-x" }`))).length, 0)
-  }, 60_000)
+  }, 180_000)
 })
 
 describe("package exports", () => {

@@ -192,7 +192,7 @@ describe("Cache", () => {
       replayChecked(messages, { system: SYSTEM, minTokens: 1, label: "generated" })
       replayChecked(messages, { minTokens: 200, label: "generated, no system" })
     },
-    { timeout: 60_000, arbitrary: { runs: 1000 } }
+    { timeout: 180_000, arbitrary: { runs: 1000 } }
   )
 
   it("on generated long sessions the frontier and the newest message both carry a breakpoint", () => {

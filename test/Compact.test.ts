@@ -355,7 +355,7 @@ describe("Compact", () => {
           second.messages.length === 0 ? ["EmptyConversation"] : []
         )
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
-    { timeout: 60_000, arbitrary: { runs: 2000 } }
+    { timeout: 180_000, arbitrary: { runs: 2000 } }
   )
 
   it.effect.prop(
@@ -382,7 +382,7 @@ describe("Compact", () => {
         assert.deepStrictEqual(loaded.issues, [])
         assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(live))
       }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
-    { timeout: 60_000, arbitrary: { runs: 1000 } }
+    { timeout: 180_000, arbitrary: { runs: 1000 } }
   )
 
   it.effect("real sessions compacted through the session log as they grow resume byte for byte", () =>

@@ -251,7 +251,7 @@ describe("Conversation: failures lose nothing", () => {
   let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
   beforeAll(async () => {
     pg = await makeSchema()
-  }, 60_000)
+  }, 180_000)
   afterAll(async () => {
     await pg?.drop()
   })
@@ -344,7 +344,7 @@ describe("Conversation: property, resume at every step equals the live state", (
         assert.isAbove(interruptions, 24)
         assert.isAbove(requests, 500)
       }),
-    { timeout: 60_000 }
+    { timeout: 180_000 }
   )
 })
 

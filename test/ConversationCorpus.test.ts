@@ -23,7 +23,7 @@ describe("Conversation on the corpus", () => {
       `${session.name}: valid requests, resumed runs byte-identical`,
       () => checkSession(session, corpusPolicy),
       {
-        timeout: 120_000
+        timeout: 180_000
       }
     )
   }

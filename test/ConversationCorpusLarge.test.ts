@@ -9,6 +9,6 @@ describe("Conversation on the corpus (largest session)", () => {
   const session = corpus().find((s) => s.name === "pi__before-compaction")
   if (session === undefined) throw new Error("pi__before-compaction is missing from the corpus")
   it.effect(`${session.name}: valid requests, resumed runs byte-identical`, () => checkSession(session, corpusPolicy), {
-    timeout: 120_000
+    timeout: 180_000
   })
 })

@@ -9,6 +9,6 @@ describe("Conversation on the corpus (pi__large-session)", () => {
   const session = corpus().find((s) => s.name === "pi__large-session")
   if (session === undefined) throw new Error("pi__large-session is missing from the corpus")
   it.effect(`${session.name}: valid requests, resumed runs byte-identical`, () => checkSession(session, corpusPolicy), {
-    timeout: 120_000
+    timeout: 180_000
   })
 })

@@ -48,7 +48,7 @@ const run = (mode: "auto" | "extractive", permissions: ReadonlyArray<string>, en
 describe("Deno permissions", () => {
   it("the extractive summarizer needs no permission at all", () => {
     assert.deepStrictEqual(run("extractive", []), { name: "extractive", summarizer: "extractive", fellBackFrom: null })
-  }, 30_000)
+  }, 180_000)
 
   it("layerAuto without a key needs only --allow-env=ANTHROPIC_API_KEY, and names it when that is missing", () => {
     assert.deepStrictEqual(run("auto", ["--allow-env=ANTHROPIC_API_KEY"]), {
@@ -57,7 +57,7 @@ describe("Deno permissions", () => {
       fellBackFrom: null
     })
     assert.include(run("auto", []).failure, "--allow-env=ANTHROPIC_API_KEY")
-  }, 30_000)
+  }, 180_000)
 
   it("layerAuto with a key runs the Anthropic summarizer with exactly ANTHROPIC_ENV_VARIABLES", () => {
     const net = "--allow-net=127.0.0.1:9"
@@ -68,7 +68,7 @@ describe("Deno permissions", () => {
       const failure = run("auto", [`--allow-env=${fewer}`, net], keyEnv).failure
       assert.include(failure, `"${name}"`, `without ${name}`)
     }
-  }, 60_000)
+  }, 180_000)
 
   it(
     "the CLI: inspect needs --allow-read; compact with the Anthropic summarizer adds its output, the names, the API",

@@ -18,7 +18,7 @@ const runExample = (file: string) => {
   const [command, args] = typeof Deno !== "undefined"
     ? [Deno.execPath(), ["run", "-A", "-q", file]]
     : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file]]
-  return spawnSync(command, args, { cwd: root, env, encoding: "utf8", timeout: 60_000 })
+  return spawnSync(command, args, { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
 describe("Examples", () => {

@@ -332,6 +332,6 @@ describe("the corpus, with a model that writes one generic sentence", () => {
         assert.isAbove(tallies.instruction.counted, 50, what)
         assert.isAbove(tallies.command.counted, 100, what)
       }
-    }, 120_000)
+    }, 180_000)
   }
 })

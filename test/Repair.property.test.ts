@@ -266,5 +266,5 @@ describe("repair on damaged conversations", () => {
         assert.isAbove(v?.invalid ?? 0, kind === "slice" || kind === "swapNeighbours" ? 10 : 200, `${kind} ${origin}`)
       }
     }
-  }, 120_000)
+  }, 180_000)
 })

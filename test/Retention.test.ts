@@ -299,7 +299,7 @@ describe("Retention agrees with the independent extractor (tolerance: none; ever
       const view = messages.slice(Math.floor(half / 2))
       const tail = messages.slice(half)
       for (const row of bothTallies(span, view, tail)) assert.deepStrictEqual(row.library, row.reference, row.category)
-    }, 60_000)
+    }, 180_000)
   }
 
   it("on generated sessions too", () => {

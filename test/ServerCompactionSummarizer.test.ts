@@ -398,6 +398,6 @@ describe("finishCompaction with a server compaction block (pure)", () => {
         assert.deepStrictEqual(checkApiRules(second.messages, { mode: "on-demand" }), [])
       }
     },
-    { timeout: 60_000, arbitrary: { runs: 2000 } }
+    { timeout: 180_000, arbitrary: { runs: 2000 } }
   )
 })

@@ -293,7 +293,7 @@ describe("SessionLog", () => {
             }))
         }
       }),
-    { timeout: 120_000, arbitrary: { runs: 1000 } }
+    { timeout: 180_000, arbitrary: { runs: 1000 } }
   )
 
   it.live("real filesystem: restart after every step of seeded scripts, views equal the model", () =>

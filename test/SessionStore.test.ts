@@ -90,7 +90,7 @@ const backends: ReadonlyArray<Backend> = [
 
 beforeAll(async () => {
   for (const database of databases) pgs.push(await makeSchema(database))
-}, 60_000)
+}, 180_000)
 afterAll(async () => {
   rmSync(directory, { recursive: true, force: true })
   for (const pg of pgs) await pg.drop()

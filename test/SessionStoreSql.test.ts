@@ -90,7 +90,7 @@ for (const database of databases) {
     let pg: Awaited<ReturnType<typeof makeSchema>> | undefined
     beforeAll(async () => {
       pg = await makeSchema(database)
-    }, 30_000)
+    }, 180_000)
     afterAll(async () => {
       await pg?.drop()
     })

@@ -187,7 +187,7 @@ describe("simulate", () => {
       assert.strictEqual(report.policies[2]!.compactions, 0, "none never compacts")
       assert.strictEqual(report.policies[2]!.misses.policy, 0, "an append-only session never rewrites its cache")
     },
-    { timeout: 60_000, arbitrary: { runs: 300 } }
+    { timeout: 180_000, arbitrary: { runs: 300 } }
   )
 
   it("never mutates its input and is deterministic", () => {
@@ -221,7 +221,7 @@ describe("simulate", () => {
     assert.isAtMost(oursDollars / noneDollars, 0.45)
     assert.isAtMost(oursDollars / windowDollars, 0.6)
     assert.isAtMost(misses * 10, requests)
-  }, 60_000)
+  }, 180_000)
 
   it("the standard policies name none and the window baseline first", () => {
     const names = standardPolicies().map((p) => p.name)

@@ -157,7 +157,7 @@ describe("in the CLI: `compaction repair` of a list with nothing to send", () =>
     assert.strictEqual(run.code, 1, run.stderr)
     assert.include(run.stderr, "no user or assistant content")
     assert.isFalse(existsSync(out))
-  }, 30_000)
+  }, 180_000)
 })
 
 describe("decode is total", () => {

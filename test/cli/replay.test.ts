@@ -39,7 +39,7 @@ const cli = (args: ReadonlyArray<string>) => {
     : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [main]]
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
-  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 120_000 })
+  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
 const requestFiles = (dir: string): Array<string> => readdirSync(dir).filter((f) => f.startsWith("request-")).sort()
@@ -128,7 +128,7 @@ describe("compaction replay", () => {
     assert.deepStrictEqual(fixed, library(FIXED_MIN_SAVINGS))
     // on this session the two rules evict at different requests, so the test tells them apart
     assert.notStrictEqual(byDefault.evictions, fixed.evictions)
-  }, 60_000)
+  }, 180_000)
 
   it("rejects a bad --resume-every with the usage exit code", () => {
     const result = cli(["replay", session, "--resume-every", "0"])

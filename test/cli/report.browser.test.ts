@@ -73,7 +73,7 @@ beforeAll(async () => {
     requested.push(url)
     return url.startsWith("file:") || url.startsWith("data:") ? route.continue() : route.abort()
   })
-}, 120_000)
+}, 180_000)
 
 afterAll(async () => {
   await context?.close()

@@ -35,7 +35,7 @@ beforeAll(async () => {
     replay: () => run(["replay", example, "--json", "--out", out, "--html", html, ...POLICY]),
     simulate: () => run(["simulate", pi, "--json"])
   }, 2)
-}, 120_000)
+}, 180_000)
 
 const json = (key: string) => {
   const r = runs[key]!

@@ -48,7 +48,7 @@ const cli = (args: ReadonlyArray<string>) => {
     : [nodeBin(), [main]]
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
-  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 120_000 })
+  return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
 const example = JSON.parse(readFileSync(join(root, "examples/session.json"), "utf8")) as {
@@ -136,7 +136,7 @@ describe("inspect and sessions over stores", () => {
       cwd: root,
       env: { ...process.env, DATABASE_URL: storeUrl, SESSION_ID: "pg-one" },
       encoding: "utf8",
-      timeout: 60_000
+      timeout: 180_000
     })
     assert.strictEqual(writer.status, 0, writer.stderr)
     const listed = cli(["sessions", "--store", storeUrl])
@@ -226,7 +226,7 @@ describe("README: Many workers", () => {
       PATH: `${dirname(nodeBin())}:${join(clone, "node_modules/.bin")}:${process.env["PATH"]}`
     }
     const outputs = commands.slice(1).map((command) => {
-      const r = spawnSync("sh", ["-c", command], { cwd: clone, env, encoding: "utf8", timeout: 120_000 })
+      const r = spawnSync("sh", ["-c", command], { cwd: clone, env, encoding: "utf8", timeout: 180_000 })
       assert.strictEqual(r.status, 0, `${command}\n${r.stderr}`)
       return r
     })
