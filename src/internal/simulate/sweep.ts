@@ -1,7 +1,8 @@
 /**
  * The sweep: the library's settings over a grid, every point replayed on the same sessions, with its cost, peak
  * context, cache misses (TTL expiries left out: no policy avoids them) and retention (what of the compacted spans the
- * next request still holds, by `Retention.measure`), and the Pareto front of cost and retention.
+ * next request, and the session's last request, still hold, by `Retention.measure`), and the Pareto front of cost and
+ * retention.
  *
  * @internal
  */
