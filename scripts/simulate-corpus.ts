@@ -5,7 +5,8 @@
  * ≤ 1 miss per 10 requests apart from TTL expiries), the check of the cache model against the bills, the check of the
  * one replay engine on the three pi sessions (`compaction replay`'s run equals `simulate`'s, and its requests priced
  * by the independent cache model of test/fixtures/IndependentCache.ts agree with `simulate`), and one full table per
- * session. With `--sweep`, the Pareto front of the library's settings on the three pi sessions.
+ * session. With `--sweep`, every setting of the library's grid on the three pi sessions, with its cost, misses and
+ * retention, and the Pareto front of cost and retention.
  * Run: npm run simulate:corpus [-- --sweep]
  */
 import { readFileSync } from "node:fs"
@@ -124,11 +125,29 @@ for (const { name, session } of sessions) {
 
 if (process.argv.includes("--sweep")) {
   const points = sweep(long.map(({ name }) => sessions.find((s) => s.name === name)!.session))
-  console.log("\nPareto front of cost, peak context and misses (three pi sessions):\n")
-  console.log("| setting | $ | peak context | misses |")
-  console.log("| --- | ---: | ---: | ---: |")
-  for (const p of paretoFront(points)) {
-    console.log(`| ${p.name} | $${p.dollars.toFixed(2)} | ${Math.round(p.peakContext / 1000)}k | ${p.misses} |`)
+  const front = new Set(paretoFront(points))
+  console.log(
+    "\nThe sweep (three pi sessions): every setting, cheapest first. Retention: the compacted spans' anchors (by " +
+      "Retention.measure, not in the kept tail) present in the next request, and at the end (in each session's last " +
+      "request, after every later compaction), total share and per category (paths / commands / errors / " +
+      "identifiers / instructions / plan). On the front: no other setting is no dearer and retains no less, next and " +
+      "at the end, while better on one.\n"
+  )
+  console.log(
+    "| setting | front | $ | × none | × window | peak | misses per 10 | compactions | retention next | at the end | " +
+      "at the end, per category |"
+  )
+  console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+  const share = (t: { readonly present: number; readonly counted: number; readonly share: number }) =>
+    `${t.share.toFixed(3)} (${t.present}/${t.counted})`
+  for (const p of points) {
+    const categories = Object.values(p.retentionAtEnd.categories).map((t) => t.share.toFixed(2)).join(" / ")
+    console.log(
+      `| ${p.name} | ${front.has(p) ? "yes" : ""} | $${p.dollars.toFixed(2)} | ${(p.dollars / none).toFixed(3)} | ` +
+        `${(p.dollars / atWindow).toFixed(3)} | ${Math.round(p.peakContext / 1000)}k | ` +
+        `${((10 * p.misses) / p.requests).toFixed(2)} | ${p.compactions} | ${share(p.retention.total)} | ` +
+        `${share(p.retentionAtEnd.total)} | ${categories} |`
+    )
   }
 }
 

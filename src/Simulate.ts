@@ -159,5 +159,5 @@ export const formatReport = (report: SimulationReport, options: { readonly title
  */
 export { checkAgainstRecord, type RecordCheck, type TokenSums } from "./internal/simulate/record.ts"
 
-/** The sweep over the library's settings and its Pareto front of cost, peak context and misses. */
+/** The sweep over the library's settings (cost, misses and retention of each) and its Pareto front of cost and retention. */
 export { paretoFront, sweep, type SweepOptions, type SweepPoint } from "./internal/simulate/sweep.ts"

@@ -38,7 +38,7 @@ describe("CompactionPolicy", () => {
       compactAtTokens: DEFAULT_COMPACT_AT_TOKENS,
       summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS
     })
-    assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 100_000)
+    assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 60_000)
     assert.deepStrictEqual(
       [DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS, DEFAULT_MIN_REMAINING],
       [20_000, 2, 20_000]
@@ -133,8 +133,10 @@ describe("shouldCompact", () => {
     }
     assert.strictEqual(contextTokens(searches), 60_500)
     assert.strictEqual(promptTokens(searches), 60_000)
-    assert.isFalse(shouldCompact(defaultPolicy, searches, fresh))
-    assert.isTrue(shouldCompact(defaultPolicy, usage(3_000, 1_500, 177_000), fresh), "the top level alone would fire")
+    // at the window line (180k): the last step's 60.5k does not fire it, the top level's 181.5k would
+    const atWindow = CompactionPolicy.makeUnsafe({ compactAtTokens: 180_000 })
+    assert.isFalse(shouldCompact(atWindow, searches, fresh))
+    assert.isTrue(shouldCompact(atWindow, usage(3_000, 1_500, 177_000), fresh), "the top level alone would fire")
     // the compaction step measures the context it closed, never ours; a fallback model's step finished the reply
     const compacted = {
       ...usage(2_000, 300),
@@ -164,11 +166,12 @@ describe("shouldCompact", () => {
   })
 
   it("fires at the cost target, and at half of it at a human turn after the cache expired", () => {
-    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 98_000), fresh))
-    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 98_001), fresh))
-    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_000), fresh, { coldHumanTurn: true }))
-    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_001), fresh, { coldHumanTurn: true }))
-    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 48_001), fresh))
+    // the default target is 60,000 reported tokens, 30,000 at a cold human turn
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 58_000), fresh))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 58_001), fresh))
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 28_000), fresh, { coldHumanTurn: true }))
+    assert.isTrue(shouldCompact(defaultPolicy, usage(1_000, 1_000, 28_001), fresh, { coldHumanTurn: true }))
+    assert.isFalse(shouldCompact(defaultPolicy, usage(1_000, 1_000, 28_001), fresh))
     assert.isTrue(Result.isFailure(CompactionPolicy.make({ compactAtTokens: 190_000 })), "never past the window line")
     assert.strictEqual(CompactionPolicy.makeUnsafe({ contextWindow: 50_000 }).compactAtTokens, 30_000)
   })

@@ -255,7 +255,9 @@ const simulate = Command.make(
       Flag.optional
     ),
     sweep: Flag.Boolean("sweep").pipe(
-      Flag.withDescription("Sweep the library's settings and print the Pareto front of cost, peak context and misses"),
+      Flag.withDescription(
+        "Sweep the library's settings: cost, misses and retention of each, and the Pareto front of cost and retention"
+      ),
       Flag.withDefault(false)
     ),
     strict

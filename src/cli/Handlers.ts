@@ -467,14 +467,24 @@ export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, 
         : undefined
     )
     if (input.sweep) {
-      const front = paretoFront(sweep([read.session], {}, options))
-      if (input.json) return yield* writeText(undefined, prettyJson({ file: read.name, front }))
-      const rows = front.map((p) =>
-        `| ${p.name} | $${p.dollars.toFixed(2)} | ${Math.round(p.peakContext)} | ${p.misses} |`
+      const points = sweep([read.session], {}, options)
+      const front = new Set(paretoFront(points))
+      if (input.json) {
+        return yield* writeText(
+          undefined,
+          prettyJson({ file: read.name, points: points.map((p) => ({ ...p, front: front.has(p) })) })
+        )
+      }
+      const share = (t: { readonly share: number; readonly present: number; readonly counted: number }) =>
+        `${t.share.toFixed(3)} (${t.present}/${t.counted})`
+      const rows = points.map((p) =>
+        `| ${p.name} | ${front.has(p) ? "yes" : ""} | $${p.dollars.toFixed(2)} | ${Math.round(p.peakContext)} | ` +
+        `${p.misses} | ${p.compactions} | ${share(p.retention.total)} | ${share(p.retentionAtEnd.total)} |`
       )
       return yield* writeText(
         undefined,
-        `| setting | $ | peak context | misses |\n| --- | ---: | ---: | ---: |\n${rows.join("\n")}\n`
+        "| setting | front | $ | peak context | misses | compactions | retention next | retention at the end |\n" +
+          `| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n${rows.join("\n")}\n`
       )
     }
     const report = simulateSession(read.session, options)

@@ -5,7 +5,7 @@
  * API's caching rules (test/fixtures/IndependentCache.ts), cost what `simulate` says within 3%.
  *
  * Run as real child processes. One pi session (from its raw file: timestamps, models, billed usage) and the bundled
- * example; `npm run simulate:corpus` prints the same check for all three pi sessions.
+ * example; `npm run engine:corpus` runs the same checks on all three pi sessions and the example.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"

@@ -474,8 +474,11 @@ const tailOf = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
   return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
 }
 
-/** What of `span` the request after its compaction holds, per category and in total (the tail counted apart). */
-const retentionOf = (span: ReadonlyArray<Message>, request: Request): CompactionRetention => {
+/**
+ * What of `span` a request holds, per category and in total (the kept tail after its summary counted apart): the
+ * request right after the span's compaction, or a later one (the sweep's retention at the end).
+ */
+export const retentionOf = (span: ReadonlyArray<Message>, request: Request): CompactionRetention => {
   const messages = asMessages(request.messages)
   const measured = measure(span, messages, { tail: tailOf(messages) })
   const tally = (counted: number, present: number, inTail: number) => ({

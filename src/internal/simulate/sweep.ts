@@ -1,13 +1,17 @@
 /**
- * The sweep: the library's settings over a grid, every point replayed on the same sessions, and the Pareto front of
- * total cost, peak context and cache misses (TTL expiries left out: no policy avoids them).
+ * The sweep: the library's settings over a grid, every point replayed on the same sessions, with its cost, peak
+ * context, cache misses (TTL expiries left out: no policy avoids them) and retention (what of the compacted spans the
+ * next request, and the session's last request, still hold, by `Retention.measure`), and the Pareto front of cost and
+ * retention.
  *
  * @internal
  */
-import type { LibraryOptions, SimulateOptions } from "./model.ts"
+import type { CompactionRetention, LibraryOptions, RetentionTally, SimulateOptions } from "./model.ts"
 import type { RecordedSession } from "./model.ts"
 import type { Message } from "../../Message.ts"
-import { prepareSession, replay, settingsOf } from "./replay.ts"
+import { CATEGORIES } from "../../Retention.ts"
+import type { Request } from "../../Conversation.ts"
+import { prepareSession, replaySteps, retentionOf, settingsOf } from "./replay.ts"
 
 /** One setting of the grid and its figures over all sessions. @category models */
 export interface SweepPoint {
@@ -18,6 +22,18 @@ export interface SweepPoint {
   /** Cache misses other than TTL expiries, over all sessions. */
   readonly misses: number
   readonly requests: number
+  /** Compactions, over all sessions. */
+  readonly compactions: number
+  /**
+   * The anchors of every compacted span (not in the kept tail) present in the request after its compaction, pooled
+   * over all compactions of all sessions, per category and in total; `share` is 1 without a compaction.
+   */
+  readonly retention: CompactionRetention
+  /**
+   * The same anchors looked for in the last request of each session instead, after every later compaction (the kept
+   * tail of that request counted apart): what of the summarized history the agent still holds at the end.
+   */
+  readonly retentionAtEnd: CompactionRetention
 }
 
 /** The grid of `sweep`. Every field has a default. @category models */
@@ -34,6 +50,28 @@ const GRID = {
   keepRecent: [3, 5, 10],
   minSavings: [undefined, 2_000, 5_000]
 } as const
+
+/** Tallies summed over several measures, per category and in total; the share is 1 when nothing was counted. */
+const pooled = (measures: ReadonlyArray<CompactionRetention>): CompactionRetention => {
+  const sum = (pick: (m: CompactionRetention) => RetentionTally): RetentionTally => {
+    let counted = 0
+    let present = 0
+    let inTail = 0
+    for (const m of measures) {
+      const t = pick(m)
+      counted += t.counted
+      present += t.present
+      inTail += t.inTail
+    }
+    return { counted, present, inTail, share: counted === 0 ? 1 : present / counted }
+  }
+  return {
+    categories: Object.fromEntries(CATEGORIES.map((c) => [c, sum((m) => m.categories[c])])) as CompactionRetention[
+      "categories"
+    ],
+    total: sum((m) => m.total)
+  }
+}
 
 /**
  * Replays `sessions` at every point of the grid (the library's defaults elsewhere) and returns every point, cheapest
@@ -59,25 +97,62 @@ export const sweep = (
         let peakContext = 0
         let misses = 0
         let requests = 0
+        let compactions = 0
+        const next: Array<CompactionRetention> = []
+        const atEnd: Array<CompactionRetention> = []
         for (const session of prepared) {
-          const r = replay(session, { name, strategy: { _tag: "Library", options: library } }, settings)
+          const steps = replaySteps(session, { name, strategy: { _tag: "Library", options: library } }, settings)
+          const spans: Array<ReadonlyArray<Message>> = []
+          let last: Request | undefined
+          let step = steps.next()
+          while (step.done !== true) {
+            const { event } = step.value
+            if (event.summarized !== undefined) spans.push(event.summarized)
+            if (event.figures.retention !== undefined) next.push(event.figures.retention)
+            last = event.request
+            step = steps.next()
+          }
+          const r = step.value.report
           dollars += r.dollars
           peakContext = Math.max(peakContext, r.peakContext)
           misses += r.misses.policy + r.misses.external
           requests += r.requests
+          compactions += r.compactions
+          if (last !== undefined) { for (const span of spans) atEnd.push(retentionOf(span, last)) }
         }
-        points.push({ name, options: library, dollars, peakContext, misses, requests })
+        const retention = pooled(next)
+        const retentionAtEnd = pooled(atEnd)
+        points.push({
+          name,
+          options: library,
+          dollars,
+          peakContext,
+          misses,
+          requests,
+          compactions,
+          retention,
+          retentionAtEnd
+        })
       }
     }
   }
   return points.sort((a, b) => a.dollars - b.dollars)
 }
 
-/** The points no other point beats on cost, peak context and misses at once (each no worse, one better). @category simulation */
-export const paretoFront = (points: ReadonlyArray<SweepPoint>): ReadonlyArray<SweepPoint> =>
-  points.filter((p) =>
+/**
+ * The points no other point beats on cost and retention at once: no other is no dearer and retains no less of the
+ * compacted spans' anchors in total, both in the next request and at the end, while better on one of the three. In the
+ * order given. @category simulation
+ */
+export const paretoFront = <P extends Pick<SweepPoint, "dollars" | "retention" | "retentionAtEnd">>(
+  points: ReadonlyArray<P>
+): ReadonlyArray<P> => {
+  const next = (p: P) => p.retention.total.share
+  const end = (p: P) => p.retentionAtEnd.total.share
+  return points.filter((p) =>
     !points.some((q) =>
-      q !== p && q.dollars <= p.dollars && q.peakContext <= p.peakContext && q.misses <= p.misses &&
-      (q.dollars < p.dollars || q.peakContext < p.peakContext || q.misses < p.misses)
+      q !== p && q.dollars <= p.dollars && next(q) >= next(p) && end(q) >= end(p) &&
+      (q.dollars < p.dollars || next(q) > next(p) || end(q) > end(p))
     )
   )
+}
