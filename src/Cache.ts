@@ -14,6 +14,7 @@
  *
  * @since 0.1.0
  */
+import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
 import { blocksOf, type ContentBlock, hasContent, type Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 
@@ -171,15 +172,18 @@ const withoutCacheControl = (block: ContentBlock): ContentBlock => {
 }
 
 /**
- * The messages with `cache_control: EPHEMERAL` on exactly the planned blocks: any other `cache_control` is removed,
+ * The messages with `cache_control` of `ttl` (default `"5m"`: `{ type: "ephemeral" }`) on exactly the planned blocks:
+ * any other `cache_control` is removed,
  * so the request carries the plan's breakpoints and no others. Only touched messages and blocks are copied (a string
  * content becomes one text block); the input is never changed.
  * @category placement
  */
 export const applyBreakpoints = <M extends Message>(
   messages: ReadonlyArray<M>,
-  blocks: ReadonlyArray<BlockPosition>
+  blocks: ReadonlyArray<BlockPosition>,
+  ttl?: CacheTtl | undefined
 ): Array<M> => {
+  const marker = cacheControlOf(ttl)
   const marks = new Map<number, Set<number>>()
   for (const p of blocks) {
     const set = marks.get(p.message) ?? new Set<number>()
@@ -191,12 +195,12 @@ export const applyBreakpoints = <M extends Message>(
     if (!hasContent(message)) return message // a system message with no content (API-RULES 26) has no blocks
     if (typeof message.content === "string") {
       return marked?.has(0) === true
-        ? { ...message, content: [{ type: "text", text: message.content, cache_control: EPHEMERAL }] }
+        ? { ...message, content: [{ type: "text", text: message.content, cache_control: marker }] }
         : message
     }
     if (marked === undefined && !message.content.some((b) => "cache_control" in b)) return message
     const content = message.content.map((block, b) =>
-      marked?.has(b) === true ? { ...block, cache_control: EPHEMERAL } as ContentBlock : withoutCacheControl(block)
+      marked?.has(b) === true ? { ...block, cache_control: marker } as ContentBlock : withoutCacheControl(block)
     )
     return { ...message, content }
   })

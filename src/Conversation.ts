@@ -30,15 +30,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Clock from "effect/Clock"
 import * as Semaphore from "effect/Semaphore"
-import {
-  applyBreakpoints,
-  type BlockPosition,
-  breakpointBefore,
-  CACHE_TTL_MS,
-  EPHEMERAL,
-  minCacheableTokens,
-  planBreakpoints
-} from "./Cache.ts"
+import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
+import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
 import {
   type CompactionRecord,
   CompactOutcome,
@@ -488,6 +481,11 @@ export interface OffloadOptions {
    */
   readonly minSavings?: number | undefined
   readonly classifier?: ToolClassifier | undefined
+  /**
+   * The cache lifetime the requests ask for; the rent-or-buy rule prices a rewrite at its write price (1.25× input
+   * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
+   */
+  readonly cacheTtl?: "5m" | "1h" | undefined
 }
 
 /**
@@ -508,7 +506,13 @@ export const offloadStaleResults = (
     asMessages(state.view),
     state.carried,
     options.keepRecent ?? DEFAULT_KEEP_RECENT,
-    { minSavings: options.minSavings, pinned: state.hot.pinned, cacheCold, classifier: options.classifier }
+    {
+      minSavings: options.minSavings,
+      pinned: state.hot.pinned,
+      cacheCold,
+      classifier: options.classifier,
+      cacheTtl: options.cacheTtl
+    }
   )
   if (decision.offloaded.length === 0) return none(state)
   const next: ConversationState = {
@@ -559,7 +563,8 @@ export interface PrepareStep {
 /**
  * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offloadStaleResults`), and says whether compaction
  * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
- * older than `CACHE_TTL_MS`). The service and the simulator both run exactly this. After a reply that stopped with
+ * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
+ * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
  * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
  * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes
  * (API-RULES 31).
@@ -567,13 +572,17 @@ export interface PrepareStep {
  */
 export const prepareStep = (
   state: ConversationState,
-  options: OffloadOptions & { readonly policy?: CompactionPolicy | undefined } = {},
+  options: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined } = {},
   cacheCold?: boolean | undefined
 ): PrepareStep => {
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
   if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
-  const transition = chain(closePending(state), (s) => offloadStaleResults(s, options, cacheCold))
-  return { transition, compact: triggerFires(transition.state, options.policy ?? defaultPolicy, cacheCold) }
+  const policy = options.policy ?? defaultPolicy
+  const transition = chain(
+    closePending(state),
+    (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold)
+  )
+  return { transition, compact: triggerFires(transition.state, policy, cacheCold) }
 }
 
 /** The latest reply stopped with `stopReason` and is still the view's last message. */
@@ -648,6 +657,8 @@ export interface RequestOptions {
   readonly before?: ConversationState | undefined
   /** Place no breakpoints (a caller that places its own). */
   readonly breakpoints?: false | undefined
+  /** The cache lifetime every breakpoint asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`. */
+  readonly ttl?: "5m" | "1h" | undefined
 }
 
 const systemBlocks = (
@@ -695,20 +706,21 @@ export const requestOf = (
     messageTokensBefore: carried?.tokensBefore
   })
   const messages = carried === undefined
-    ? applyBreakpoints(view, plan.blocks) as unknown as Array<MessageParam>
-    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled)
+    ? applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>
+    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl)
+  const marker = cacheControlOf(options.ttl)
   if (!plan.system) return withMessages(messages)
   if (system !== undefined) {
     const blocks = systemBlocks(system)
     const last = blocks.length - 1
     return {
-      system: blocks.map((b, i) => i === last ? { ...b, cache_control: EPHEMERAL } : b),
+      system: blocks.map((b, i) => i === last ? { ...b, cache_control: marker } : b),
       ...(tools === undefined ? {} : { tools }),
       messages
     }
   }
   const all = tools ?? []
-  const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: EPHEMERAL } : t)
+  const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: marker } : t)
   return { tools: marked as Array<Anthropic.ToolUnion>, messages }
 }
 
@@ -719,7 +731,8 @@ export const requestOf = (
 const breakpointsAt = (
   view: ReadonlyArray<MessageParam>,
   blocks: ReadonlyArray<BlockPosition>,
-  cacheControlled: ReadonlyArray<number>
+  cacheControlled: ReadonlyArray<number>,
+  ttl: "5m" | "1h" | undefined
 ): Array<MessageParam> => {
   const messages = view.slice()
   const touched = new Set<number>()
@@ -727,7 +740,7 @@ const breakpointsAt = (
   for (const m of cacheControlled) if (m < view.length) touched.add(m)
   for (const m of touched) {
     const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
-    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks)[0] as unknown as MessageParam
+    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
   }
   return messages
 }
@@ -862,7 +875,7 @@ const pendingAtEnd = (loaded: Loaded): ReadonlyArray<PendingCall> => {
 export { ConversationError } from "./internal/conversation/error.ts"
 
 /** Options of a conversation service. Every option may be `undefined`, which means its default. @category models */
-export interface ConversationOptions extends OffloadOptions {
+export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   /** Default `defaultPolicy`. */
   readonly policy?: CompactionPolicy | undefined
   /** The system prompt every request carries. */
@@ -949,7 +962,13 @@ const make = (
     // the time of the last request lives here, never in the state: a resumed conversation starts warm
     let lastRequestAt: number | undefined
     const { classifier, model, tools } = options
-    const requestOptions = (before?: ConversationState): RequestOptions => ({ tools, model, classifier, before })
+    const requestOptions = (before?: ConversationState): RequestOptions => ({
+      tools,
+      model,
+      classifier,
+      before,
+      ttl: policy.cacheTtl
+    })
     const request = () => requestOf(state, options.system, requestOptions())
 
     /**
@@ -1004,7 +1023,7 @@ const make = (
         let compaction: CompactOutcome | undefined
         const prepared = (): Prepared => ({ request: request(), epoch: state.epoch, offloaded, compaction })
         const now = yield* Clock.currentTimeMillis
-        const cold = lastRequestAt !== undefined && now - lastRequestAt >= CACHE_TTL_MS
+        const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
         const before = state
         const step = prepareStep(state, { ...options, policy }, cold)
         yield* persist(step.transition, prepared)

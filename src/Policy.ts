@@ -10,6 +10,7 @@
 import type * as Cause from "effect/Cause"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import { CACHE_TTLS, type CacheTtl } from "./internal/cacheTtl.ts"
 
 // ============================================================================
 // Defaults
@@ -25,7 +26,8 @@ const DEFAULTS = {
   minRemaining: 20_000,
   contextWindow: 200_000,
   compactAtTokens: 60_000,
-  summaryBudgetTokens: 8_000
+  summaryBudgetTokens: 8_000,
+  cacheTtl: "5m" as CacheTtl
 }
 
 // The defaults under their old names, until 0.2.0.
@@ -156,6 +158,15 @@ export class CompactionPolicy {
    * crowds out the kept tail.
    */
   declare readonly summaryBudgetTokens: number
+  /**
+   * The prompt cache's lifetime the requests ask for (API-RULES 20, 32): `"5m"` (default: the marker every earlier
+   * version wrote, refreshed on each hit) or `"1h"`, whose writes cost 2× input instead of 1.25×. The breakpoints carry
+   * it, and the rest follows it: a pause counts as cold (offload at once, compaction brought forward at a human turn)
+   * only after it, eviction's rent-or-buy prices a rewrite at its write price, and the simulator prices and expires
+   * the cache by it. An agent whose user often pauses for more than 5 minutes and less than an hour is the case for
+   * `"1h"`.
+   */
+  declare readonly cacheTtl: CacheTtl
 
   private constructor(fields: PolicyFields) {
     Object.assign(this, fields)
@@ -185,19 +196,21 @@ export class CompactionPolicy {
       maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
       compactAtTokens: options.compactAtTokens ??
         Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
-      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens
+      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens,
+      cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
-    const error = check(
-      "summaryBudgetTokens",
-      Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,
-      "expected a positive integer"
-    ) ?? check(
-      "maxTailTokens",
-      Number.isSafeInteger(fields.maxTailTokens) && fields.maxTailTokens > 0,
-      "expected a positive integer"
-    ) ??
+    const error = check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
+      check(
+        "summaryBudgetTokens",
+        Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,
+        "expected a positive integer"
+      ) ?? check(
+        "maxTailTokens",
+        Number.isSafeInteger(fields.maxTailTokens) && fields.maxTailTokens > 0,
+        "expected a positive integer"
+      ) ??
       check("minRemaining", fields.minRemaining < fields.contextWindow, "must be below contextWindow") ??
       check(
         "maxTailTokens",

@@ -36,7 +36,8 @@ describe("CompactionPolicy", () => {
       contextWindow: DEFAULT_CONTEXT_WINDOW,
       maxTailTokens: 90_000,
       compactAtTokens: DEFAULT_COMPACT_AT_TOKENS,
-      summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS
+      summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS,
+      cacheTtl: "5m"
     })
     assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 60_000)
     assert.deepStrictEqual(

@@ -15,10 +15,10 @@
  *
  * @internal
  */
+import { cachePrices, type CacheTtl } from "../cacheTtl.ts"
 import { blocksOf, type Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
-import { CACHE_PRICES } from "../../Evict.ts"
 import { applyOffloads, buildIndex, decide, type EvictionIndex, extendIndex, indexedFrontier } from "../eviction.ts"
 import { type Decision, keepOf } from "../evictionRules.ts"
 
@@ -94,6 +94,8 @@ export class CarriedIndex {
       readonly pinned: (path: string) => boolean
       readonly cacheCold: boolean | undefined
       readonly classifier: ToolClassifier | undefined
+      /** The cache lifetime, whose write price the rent-or-buy rule weighs (`internal/cacheTtl`); default `"5m"`. */
+      readonly cacheTtl?: CacheTtl | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined
@@ -104,7 +106,10 @@ export class CarriedIndex {
       noteCacheControl(owned, view, 0)
       if (own !== undefined) own.owned = owned
     }
-    const decision = decide(owned.index, view, keepOf(keepRecent), { ...options, prices: CACHE_PRICES })
+    const decision = decide(owned.index, view, keepOf(keepRecent), {
+      ...options,
+      prices: cachePrices(options.cacheTtl)
+    })
     if (decision.offloaded.length === 0) return { decision, carried: own }
     applyOffloads(owned.index, decision.messages, decision.offloaded)
     own?.keepFrontier(owned)

@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import { cacheWritePrice, ttlMs } from "../cacheTtl.ts"
 import { lastBreakpoint, minCacheableTokens } from "../../Cache.ts"
 import { finishCompaction, prepareCompaction } from "../../Compact.ts"
 import {
@@ -266,6 +267,8 @@ export function* replaySteps(
   const units = new Units(calibration)
   const peerUnits = new Units(calibration)
   let cache: PromptCache | undefined
+  /** A cache write's price relative to input under the policy's lifetime (1.25 for 5 minutes, 2 for an hour). */
+  const writePrice = cacheWritePrice(compactionPolicy.cacheTtl)
   let state: ConversationState = emptyState()
   const cleared = new Set<string>()
   const perRequest: Array<RequestFigures> = []
@@ -338,7 +341,7 @@ export function* replaySteps(
       continue
     }
     const model = session.modelOf(index)
-    cache ??= new PromptCache(minCacheableTokens(model))
+    cache ??= new PromptCache(minCacheableTokens(model), ttlMs(compactionPolicy.cacheTtl))
     const time = calibration.requestTime(index)
     const expired = lastTime !== undefined && time - lastTime >= cache.ttlMs
     const cold = coldRules && expired
@@ -360,7 +363,11 @@ export function* replaySteps(
       offloadedResults += results
       sumOffloaded(before, state)
       if (step.compact) compacted = compact(model)
-      request = requestOf(state, system, { model, before: compacted ? undefined : before })
+      request = requestOf(state, system, {
+        model,
+        before: compacted ? undefined : before,
+        ttl: compactionPolicy.cacheTtl
+      })
       const built = units.build(asMessages(state.view), systemTokens)
       const withSystem = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
       breakpoints = [...(withSystem ? [0] : []), ...breakpointUnits(asMessages(request.messages), built.starts)]
@@ -409,7 +416,7 @@ export function* replaySteps(
     const retention = span === undefined ? undefined : retentionOf(span, request)
     if (retention !== undefined) shares.push(retention.total.share)
     const price = dollarsOf(model)
-    const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * 1.25 +
+    const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * writePrice +
       (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
     const figures: RequestFigures = {
       index,
@@ -458,7 +465,8 @@ export function* replaySteps(
     offloaded,
     evictions,
     offloadedResults,
-    retention: shares.length === 0 ? undefined : shares.reduce((a, b) => a + b, 0) / shares.length
+    retention: shares.length === 0 ? undefined : shares.reduce((a, b) => a + b, 0) / shares.length,
+    writePrice
   })
   return { report, changes }
 }
@@ -567,8 +575,15 @@ const summarize = (
     readonly evictions: number
     readonly offloadedResults: number
     readonly retention: number | undefined
+    /** The policy's cache write price relative to input: the table's write price scales by it over 1.25. */
+    readonly writePrice: number
   }
 ): PolicyReport => {
+  // the price table's cache write is the 5-minute one; a 1-hour cache writes at 2 / 1.25 of it (API-RULES 20)
+  const prices = {
+    ...settings.prices,
+    cacheWrite: settings.prices.cacheWrite * extra.writePrice / cacheWritePrice("5m")
+  }
   let tokensSent = 0
   let cacheRead = 0
   let cacheWrite = 0
@@ -588,7 +603,7 @@ const summarize = (
     peakContext = Math.max(peakContext, r.promptTokens + r.output)
     if (r.overWindow) overWindow++
     if (r.miss !== undefined) misses[r.miss]++
-    cost += requestCost(settings.prices, r)
+    cost += requestCost(prices, r)
     dollars += r.dollars
   }
   cost += summarizerCost(settings.prices, { input: extra.summarizerInput, output: extra.summarizerOutput })
