@@ -274,6 +274,13 @@ export const replay = Command.make(
       Flag.optional
     ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
+    threads: Flag.Boolean("threads").pipe(
+      Flag.withDescription(
+        "Send on server-held threads (API-RULES 22-24): each request continues the previous reply with only the new " +
+          "messages while the view only grew, and starts a new thread with the whole view after any rewrite"
+      ),
+      Flag.withDefault(false)
+    ),
     html: Flag.String("html").pipe(
       Flag.withDescription(
         "Also write the HTML report: tokens and cost per request (cache read, cache write, uncached) under this " +
@@ -299,6 +306,10 @@ export const replay = Command.make(
     {
       command: "compaction replay session.jsonl --out requests --log logs --resume-every 7",
       description: "Write every request, persist, and resume from the log every 7 requests"
+    },
+    {
+      command: "compaction replay session.jsonl --threads --out requests --json",
+      description: "Write every request as it goes on a thread; the summary counts the bytes uploaded"
     }
   ])
 )
