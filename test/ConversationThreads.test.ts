@@ -19,7 +19,7 @@ import {
   threadReplay
 } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type Message } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { estimateTokens } from "../src/Tokens.ts"
