@@ -216,6 +216,19 @@ describe("Conversation on threads: the requests", () => {
       assert.strictEqual((yield* step(sdkReply([call("dup")]), [results("dup")]))?.type, "create")
     }).pipe(Effect.provide(layers(true))))
 
+  it.effect("after pause_turn the same turn continues on the thread with no new message", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Search the web."))
+      const first = yield* conversation.prepare
+      const paused = sdkReply([text("Searching")], { stop: "pause_turn" })
+      yield* conversation.recordReply(paused, undefined, { requestEpoch: first.epoch })
+      const next = yield* conversation.prepare
+      assert.deepStrictEqual(next.request.thread, { type: "continue", previous_message_id: paused.id })
+      assert.deepStrictEqual(next.request.messages, [])
+      assert.strictEqual(next.fullRequest?.messages.length, 2)
+    }).pipe(Effect.provide(layers(true))))
+
   it.effect("a compaction starts a new thread with the whole view", () =>
     Effect.gen(function* () {
       const conversation = yield* Conversation

@@ -177,6 +177,30 @@ describe("compaction replay --threads", () => {
       Effect.gen(function* () {
         const r = yield* check(example, [])
         assert.strictEqual(r.requests, 200)
+        // resumed from its log every 7 requests, the threaded replay sends the same bytes: the anchor is restored
+        const resumedDir = join(work, "example-resumed")
+        const logs = join(work, "example-logs")
+        const args = [
+          "replay",
+          example,
+          "--json",
+          "--threads",
+          "--out",
+          resumedDir,
+          "--log",
+          logs,
+          "--resume-every",
+          "7"
+        ]
+        const resumed = yield* Effect.promise(() => run(args))
+        assert.strictEqual(resumed.code, 0, resumed.stderr)
+        assert.isAbove(JSON.parse(resumed.stdout).resumes, 20)
+        const uninterrupted = join(work, "session.json-threads")
+        for (let n = 1; n <= r.requests; n++) {
+          if (readFileSync(file(resumedDir, n), "utf8") !== readFileSync(file(uninterrupted, n), "utf8")) {
+            assert.fail(`request ${n} differs between the resumed and the uninterrupted threaded replay`)
+          }
+        }
       }),
     120_000
   )
