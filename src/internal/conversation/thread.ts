@@ -73,7 +73,7 @@ export const onThread = <R extends { readonly messages: ReadonlyArray<unknown> }
 }
 
 /** The `error_code`s a replay of the whole conversation under a new thread answers (rule 24). */
-export const THREAD_REPLAY_CODES: ReadonlyArray<string> = [
+const THREAD_REPLAY_CODES: ReadonlyArray<string> = [
   "thread_not_found",
   "thread_already_continued",
   "thread_continue_in_flight"
@@ -86,7 +86,7 @@ const field = (value: unknown, key: string): unknown =>
  * The `error_code` of an API error, read as the SDK carries it: its `errorCode` (the typed `Thread*Error`s of 1.14),
  * or the body's `error.details.error_code` (an `APIError`'s `error`, or the parsed body itself).
  */
-export const errorCodeOf = (error: unknown): string | undefined => {
+const errorCodeOf = (error: unknown): string | undefined => {
   const candidates = [
     field(error, "errorCode"),
     field(field(error, "details"), "error_code"),
