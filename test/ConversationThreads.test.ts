@@ -334,7 +334,7 @@ describe("Conversation on threads: the property", () => {
           })
           const threaded = yield* Effect.provide(service, layers(true, policy))
           const plain = yield* Effect.provide(service, layers(false, policy))
-          let previous: { readonly plain: Request; readonly reply: SdkReply } | undefined
+          let previous: { readonly plain: Request; readonly reply: SdkReply; readonly held: boolean } | undefined
           for (const message of session as unknown as ReadonlyArray<MessageParam>) {
             if (message.role !== "assistant") {
               yield* threaded.append(message)
@@ -368,6 +368,8 @@ describe("Conversation on threads: the property", () => {
             } else {
               creates++
               if (!grew) rewrites++
+              // the rules say when the server holds the reply as the view does: then an append-only step continues
+              assert.isFalse(grew && previous!.held, `${label}: an append-only step after a held reply creates`)
             }
             const reply = replyOf(message as unknown as Message, rand, estimateTokens(p.request.messages as never))
             if (rand() < 0.03) {
@@ -378,7 +380,11 @@ describe("Conversation on threads: the property", () => {
             yield* threaded.recordReply(reply, undefined, { requestEpoch: t.epoch })
             yield* plain.recordReply(reply, undefined, { requestEpoch: p.epoch })
             model.hold(conversation, reply)
-            previous = { plain: p.request, reply }
+            const stored = (yield* plain.state).view.at(-1)
+            const held = reply.stop_reason !== null && reply.stop_reason !== "refusal" &&
+              !(reply.usage.iterations ?? []).some((i) => i.type === "fallback_message") &&
+              JSON.stringify(stored?.content) === JSON.stringify(reply.content)
+            previous = { plain: p.request, reply, held }
           }
         }
         assert.isAtLeast(steps, 2_500)
