@@ -44,6 +44,13 @@ import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
+import {
+  anchorAfterReply,
+  isThreadReplayError,
+  onThread,
+  type ThreadAnchor,
+  type ThreadParam
+} from "./internal/conversation/thread.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -81,6 +88,12 @@ export interface Request {
   readonly system?: string | Array<Anthropic.TextBlockParam>
   readonly tools?: Array<Anthropic.ToolUnion>
   readonly messages: Array<MessageParam>
+  /**
+   * With `ConversationOptions.threads`: the server-held thread (API-RULES 22–24, the beta
+   * `message-threads-2026-08-12`). `continue`: `messages` are only those after the reply it names, and the request
+   * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
+   */
+  readonly thread?: ThreadParam
 }
 
 // ============================================================================
@@ -124,6 +137,8 @@ export interface ReplyReport {
  * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
  * - `usage`: the last usage a reply reported, if any;
  * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
+ * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
+ *   under it (absent: the next request starts a new thread);
  * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`).
  * @category models
  */
@@ -134,6 +149,12 @@ export interface ConversationState {
   readonly pending: ReadonlyArray<PendingCall>
   readonly usage: UsageReport | undefined
   readonly reply?: ReplyReport | undefined
+  /**
+   * The server-held thread the next request continues (API-RULES 22–24): the latest reply's id and the number of view
+   * messages the server holds under it. Set only by a reply recorded with threads on, kept by appends, cleared by
+   * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
+   */
+  readonly thread?: { readonly previousMessageId: string; readonly held: number } | undefined
   /**
    * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
    * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
@@ -167,6 +188,8 @@ export interface ReplyMeta {
   readonly replyId?: string
   /** The reply's `stop_reason` (SDK replies only; absent in logs written before it was kept). */
   readonly stopReason?: string
+  /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
+  readonly threadHeld?: number
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -205,6 +228,14 @@ export const emptyState = (classifier?: ToolClassifier | undefined): Conversatio
 }
 
 const none = (state: ConversationState): Transition => ({ steps: [], state })
+
+/** The state with `anchor` as its thread; without one, the state has no `thread` key (a resumed state has none). */
+const withThread = (state: ConversationState, anchor: ThreadAnchor | undefined): ConversationState => {
+  if (anchor !== undefined) return { ...state, thread: anchor }
+  if (!("thread" in state)) return state
+  const { thread: _thread, ...rest } = state
+  return rest
+}
 
 const chain = (first: Transition, next: (state: ConversationState) => Transition): Transition => {
   const second = next(first.state)
@@ -397,13 +428,20 @@ const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
  * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
  * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An empty reply
  * adds no message (its stop reason and usage are still kept, in the state only).
+ *
+ * `thread` (threads on): `sent` is the length of the view the request sent. The reply anchors the next request's
+ * thread (`state.thread`, and `threadHeld` in its step metadata) when the view holds it exactly as the server does,
+ * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
+ * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
+ * reply. Any other reply leaves no anchor, so the next request starts a new thread.
  * @category transitions
  */
 export const recordReply = (
   state: ConversationState,
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
-  requestEpoch?: number | undefined
+  requestEpoch?: number | undefined,
+  thread?: { readonly sent: number } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
   const message: MessageParam = sdk === undefined
@@ -419,7 +457,7 @@ export const recordReply = (
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
     const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }
-    return none({ ...state, usage: kept, reply: report })
+    return none(withThread({ ...state, usage: kept, reply: report }, undefined))
   }
   return chain(chain(closePending(state), leadingUser), (s) => {
     const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
@@ -446,21 +484,27 @@ export const recordReply = (
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
     const epoch = report.requestEpoch
     const kept = reported === undefined ? undefined : usageOf(reported)
+    const anchor: ThreadAnchor | undefined = thread === undefined || sdk === undefined ? undefined : anchorAfterReply(
+      sdk,
+      clean === message && stored === clean && s.view.length === thread.sent && epoch === state.epoch,
+      s.view.length + 1
+    )
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
       ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed }),
       ...(report.id === undefined ? {} : { replyId: report.id }),
-      ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason })
+      ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
+      ...(anchor === undefined ? {} : { threadHeld: anchor.held })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
-    const final: ConversationState = {
+    const final: ConversationState = withThread({
       ...t.state,
       pending,
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
       reply: report
-    }
+    }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
 }
@@ -515,12 +559,12 @@ export const offloadStaleResults = (
     }
   )
   if (decision.offloaded.length === 0) return none(state)
-  const next: ConversationState = {
+  const next: ConversationState = withThread({
     ...state,
     view: decision.messages as unknown as ReadonlyArray<MessageParam>,
     hot: state.hot.observeOffloads(decision.offloaded),
     carried
-  }
+  }, undefined)
   return { steps: [{ change: Change.Offloaded({ offloaded: decision.offloaded }), state: next }], state: next }
 }
 
@@ -629,12 +673,12 @@ export const applyCompaction = (
 ): Transition => {
   if (finished.record === undefined) return none(state)
   const view = finished.messages
-  const next: ConversationState = {
+  const next: ConversationState = withThread({
     ...state,
     view,
     epoch: state.epoch + 1,
     carried: CarriedIndex.fresh(asMessages(view))
-  }
+  }, undefined)
   return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
 }
 
@@ -790,7 +834,8 @@ const offloadsOf = (
 /**
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
  * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
- * and the calls of the last reply not yet answered. Equal to the live state that wrote the log.
+ * the thread anchor (the latest reply's, when its metadata holds one and no offload or compaction followed it), and
+ * the calls of the last reply not yet answered. Equal to the live state that wrote the log.
  * @category resume
  * @deprecated Use `Conversation.layerLogged(options)`: opening a logged conversation resumes its state from the log.
  */
@@ -799,6 +844,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   let epoch = 0
   let usage: UsageReport | undefined
   let reply: ReplyReport | undefined
+  let thread: ThreadAnchor | undefined
   // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
   let run: Array<MessageParam> = []
   const flush = () => {
@@ -811,9 +857,15 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
       const meta = metaOf(entry)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
       if (meta !== undefined && entry.message.role === "assistant") reply = replyOf(meta)
+      if (entry.message.role === "assistant") {
+        thread = meta?.threadHeld === undefined || meta.replyId === undefined
+          ? undefined
+          : { previousMessageId: meta.replyId, held: meta.threadHeld }
+      }
       continue
     }
     flush()
+    thread = undefined
     if (entry.type === "eviction") hot = hot.observeOffloads(offloadsOf(entry.evictions))
     else epoch++
   }
@@ -826,6 +878,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
     pending: pendingAtEnd(loaded),
     usage,
     ...(reply === undefined ? {} : { reply }),
+    ...(thread === undefined ? {} : { thread }),
     carried: CarriedIndex.fresh(asMessages(view))
   }
 }
@@ -886,6 +939,12 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
   /** The model; it sets the minimum cacheable length of the breakpoints. */
   readonly model?: string | undefined
+  /**
+   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
+   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
+   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off.
+   */
+  readonly threads?: boolean | undefined
 }
 
 /** What `prepare` returns: the request, the epoch it was built in, and what this step did to the view. @category models */
@@ -895,7 +954,23 @@ export interface Prepared {
   readonly offloaded: ReadonlyArray<Offloaded>
   /** The compaction this step ran, when the trigger fired (`Skipped` when it found nothing worth compacting). */
   readonly compaction: CompactOutcome | undefined
+  /**
+   * When `request` continues a thread: the same step as one `thread: { type: "create" }` request with the whole
+   * view, to send instead when the API answers `thread_not_found`, `thread_already_continued` or
+   * `thread_continue_in_flight` (`threadReplay(prepared, error)` picks it). Absent otherwise.
+   */
+  readonly fullRequest?: Request | undefined
 }
+
+/**
+ * The request to send after the API refused `prepared.request` on its thread: `prepared.fullRequest` (the whole view
+ * under `thread: { type: "create" }`) when `error` carries `thread_not_found`, `thread_already_continued` or
+ * `thread_continue_in_flight` (API-RULES 24; the SDK's typed `Thread*Error`s, an `APIError`, or its parsed body), and
+ * `undefined` for any other error or a request that started its thread already.
+ * @category transitions
+ */
+export const threadReplay = (prepared: Prepared, error: unknown): Request | undefined =>
+  prepared.fullRequest !== undefined && isThreadReplayError(error) ? prepared.fullRequest : undefined
 
 /** What `compact` returns: the request after it and the outcome. @category models */
 export interface RequestAfterCompaction {
@@ -969,7 +1044,19 @@ const make = (
       before,
       ttl: policy.cacheTtl
     })
-    const request = () => requestOf(state, options.system, requestOptions())
+    // with threads on: the length of the view the latest request handed out sent, for the reply that answers it
+    let sent: number | undefined
+    /** The request for the current state as it goes out (on its thread, with the whole view beside a `continue`). */
+    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest"> => {
+      const full = requestOf(state, options.system, requestOptions(before))
+      if (options.threads !== true) return { request: full }
+      sent = state.view.length
+      const request: Request = onThread(full, state.thread, state.view.length)
+      return request.thread?.type === "continue"
+        ? { request, fullRequest: { ...full, thread: { type: "create" } } }
+        : { request }
+    }
+    const request = () => issue().request
 
     /**
      * Records each change, then makes the state after it current; on failure the state is the last stored one. A
@@ -1013,15 +1100,16 @@ const make = (
         ),
       recordReply: (message, usage, replyOptions) =>
         serialized(
-          Effect.suspend(() => persist(recordReply(state, message, usage, replyOptions?.requestEpoch), stateNow))
-            .pipe(
-              Effect.map(stateNow)
-            )
+          Effect.suspend(() => {
+            const thread = options.threads === true && sent !== undefined ? { sent } : undefined
+            sent = undefined
+            return persist(recordReply(state, message, usage, replyOptions?.requestEpoch, thread), stateNow)
+          }).pipe(Effect.map(stateNow))
         ),
       prepare: serialized(Effect.gen(function* () {
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
-        const prepared = (): Prepared => ({ request: request(), epoch: state.epoch, offloaded, compaction })
+        const prepared = (): Prepared => ({ ...issue(), epoch: state.epoch, offloaded, compaction })
         const now = yield* Clock.currentTimeMillis
         const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
         const before = state
@@ -1030,12 +1118,7 @@ const make = (
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         if (step.compact) compaction = yield* compactNow(undefined, prepared)
         lastRequestAt = now
-        return {
-          request: requestOf(state, options.system, requestOptions(before)),
-          epoch: state.epoch,
-          offloaded,
-          compaction
-        }
+        return { ...issue(before), epoch: state.epoch, offloaded, compaction }
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

@@ -257,6 +257,16 @@ describe("the checker: rules 22 and 24 (threads)", () => {
     assert.deepStrictEqual(rules(v), [22, 22, 24])
     assert.include(details(v), "thread_unsupported_request")
   })
+
+  it("judges a continue as the held conversation followed by the messages it sends", () => {
+    const call = assistant({ type: "tool_use", id: "c1", name: "read", input: {} })
+    const result = { role: "user", content: [{ type: "tool_result", tool_use_id: "c1", content: "text" }] }
+    const thread = { type: "continue", previous_message_id: "msg_1" }
+    assert.deepStrictEqual(checkRequest({ messages: [result], thread }, { held: [user("go"), call] }), [])
+    assert.deepStrictEqual(rules(checkRequest({ messages: [result], thread }, { held: [user("go")] })), [5])
+    // held messages are ignored off a thread
+    assert.include(rules(checkRequest({ messages: [result] }, { held: [user("go"), call] })), 5)
+  })
 })
 
 describe("the local Messages API server judges rules 22–35 with the API's error codes", () => {
@@ -311,6 +321,31 @@ describe("the local Messages API server judges rules 22–35 with the API's erro
       const unknown = yield* post(server.url, { ...next, thread: { type: "continue", previous_message_id: "msg_x" } })
       assert.strictEqual(unknown.status, 404)
       assert.strictEqual(codeOf(unknown.text), "thread_not_found")
+    })))
+
+  it.effect("holds each thread's conversation: a continue's results must answer the held reply's calls", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const call = { type: "tool_use", id: "c1", name: "read", input: { path: "a.ts" } }
+      server.enqueue(Reply.message([call], { stopReason: "tool_use" }), Reply.message([{ type: "text", text: "ok" }]))
+      const first = yield* post(server.url, { ...base, messages: [user("read a.ts")], thread: { type: "create" } })
+      assert.strictEqual(first.status, 200)
+      assert.include(first.text, `"input_json_delta"`)
+      const answer = (id: string) => ({
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: id, content: "x" }]
+      })
+      const thread = { type: "continue", previous_message_id: "msg_test_1" }
+      const wrong = yield* post(server.url, { ...base, messages: [answer("c9")], thread })
+      assert.strictEqual(wrong.status, 400, "a result for a call the thread never made")
+      const right = yield* post(server.url, { ...base, messages: [answer("c1")], thread })
+      assert.strictEqual(right.status, 200)
+      assert.deepStrictEqual(server.thread("msg_test_2")?.messages, [
+        user("read a.ts"),
+        { role: "assistant", content: [call] },
+        answer("c1"),
+        { role: "assistant", content: [{ type: "text", text: "ok" }] }
+      ])
     })))
 
   it.effect("a thread whose reply is still streaming cannot be continued (thread_continue_in_flight)", () =>

@@ -291,6 +291,13 @@ export const replay = Command.make(
       Flag.optional
     ),
     json: Flag.Boolean("json").pipe(Flag.withDescription("Print the summary as JSON"), Flag.withDefault(false)),
+    threads: Flag.Boolean("threads").pipe(
+      Flag.withDescription(
+        "Send on server-held threads (API-RULES 22-24): each request continues the previous reply with only the new " +
+          "messages while the view only grew, and starts a new thread with the whole view after any rewrite"
+      ),
+      Flag.withDefault(false)
+    ),
     html: Flag.String("html").pipe(
       Flag.withDescription(
         "Also write the HTML report: tokens and cost per request (cache read, cache write, uncached) under this " +
@@ -312,6 +319,10 @@ export const replay = Command.make(
     [
       "compaction replay session.jsonl --out requests --log logs --resume-every 7",
       "Write every request, persist, and resume from the log every 7 requests"
+    ],
+    [
+      "compaction replay session.jsonl --threads --out requests --json",
+      "Write every request as it goes on a thread; the summary counts the bytes uploaded"
     ]
   )
 )

@@ -51,7 +51,14 @@ export interface ReplaySummary {
   /** Requests `validate` rejects. */
   readonly invalidRequests: number
   readonly resumes: number
+  /** The bytes of every request's JSON body, summed (`uploadBytes`): what the replay uploads. */
+  readonly uploadedBytes?: number | undefined
 }
+
+const utf8 = new TextEncoder()
+
+/** The bytes a request uploads: its JSON body in UTF-8 (what `client.messages.create` sends, `model` and `max_tokens` aside). @category replay */
+export const uploadBytes = (request: Request): number => utf8.encode(JSON.stringify(request)).length
 
 /** Options of `replayMessages`. @category models */
 export interface ReplayOptions<E, R> extends ConversationOptions {
@@ -88,6 +95,7 @@ export const replayMessages = <E = never, R = never>(
     let offloadedResults = 0
     let invalidRequests = 0
     let resumes = 0
+    let uploadedBytes = 0
     // a segment ends before every `every`-th request: the session is closed and resumed right before that prepare
     const starts = [0]
     let replies = 0
@@ -114,7 +122,8 @@ export const replayMessages = <E = never, R = never>(
             offloadedResults += prepared.offloaded.length
           }
           if (prepared.compaction !== undefined && prepared.compaction._tag !== "Skipped") compactions++
-          if (validate(prepared.request.messages).length > 0) invalidRequests++
+          if (validate(prepared.fullRequest?.messages ?? prepared.request.messages).length > 0) invalidRequests++
+          uploadedBytes += uploadBytes(prepared.request)
           if (options.onRequest !== undefined) yield* options.onRequest(requests, prepared.request)
           yield* conversation.recordReply(message, usage.get(i), { requestEpoch: prepared.epoch })
         }
@@ -125,7 +134,7 @@ export const replayMessages = <E = never, R = never>(
       yield* segment.pipe(Effect.provide(conversation, { local: true }))
       if (s > 0) resumes++
     }
-    return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes }
+    return { requests, compactions, evictions, offloadedResults, invalidRequests, resumes, uploadedBytes }
   })
 
 // ============================================================================
@@ -240,6 +249,7 @@ export const replaySession = <E = never, R = never>(
     const total = session.messages.filter((m) => m.role === "assistant").length
     let invalid = 0
     let resumes = 0
+    let uploaded = 0
     let n = 0
     const persist = (log: SessionLogShape | undefined, changes: ReadonlyArray<Change>) =>
       log === undefined ? Effect.void : Effect.forEach(changes, (c) => store(log, c), { discard: true })
@@ -251,7 +261,8 @@ export const replaySession = <E = never, R = never>(
           const { changes, event } = next.value
           n++
           yield* persist(log, changes)
-          if (validate(event.request.messages as unknown as ReadonlyArray<Message>).length > 0) invalid++
+          if (validate(event.prompt).length > 0) invalid++
+          uploaded += uploadBytes(event.request)
           if (options.onRequest !== undefined) yield* options.onRequest(n, event)
           if (every !== undefined && n % every === 0 && n < total) return undefined
           next = steps.next()
@@ -274,5 +285,9 @@ export const replaySession = <E = never, R = never>(
         first = false
       }
     }
-    return { summary: replaySummaryOf(report, invalid, resumes), tokens: requestTokensOf(report), report }
+    return {
+      summary: { ...replaySummaryOf(report, invalid, resumes), uploadedBytes: uploaded },
+      tokens: requestTokensOf(report),
+      report
+    }
   })

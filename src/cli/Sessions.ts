@@ -22,7 +22,7 @@ import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJs
 import { SessionStoreSql } from "../SessionStoreSql.ts"
 import type { RequestEvent, RetentionTally } from "../Simulate.ts"
 import { CATEGORIES } from "../Retention.ts"
-import { type CompactionRetentionRow, replaySession, retentionRowsOf } from "./Replay.ts"
+import { type CompactionRetentionRow, replaySession, retentionRowsOf, uploadBytes } from "./Replay.ts"
 import { chosenPolicy, type ReplayJson, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
 import {
   CliFailure,
@@ -209,6 +209,8 @@ export interface ReplayInput {
   readonly sessionId: string
   readonly resumeEvery: Option.Option<number>
   readonly json: boolean
+  /** Send on server-held threads (`SimulateOptions.threads`). */
+  readonly threads: boolean
   readonly keepRecent: number
   /** Absent: the rent-or-buy rule, as `Conversation` without `minSavings`. */
   readonly minSavings: Option.Option<number>
@@ -282,6 +284,7 @@ const predictedUsage = (n: number, event: RequestEvent) => ({
   cacheLost: event.cacheLost,
   usage: event.usage,
   dollars: event.figures.dollars,
+  uploadBytes: uploadBytes(event.request),
   ...(event.figures.retention === undefined ? {} : { retention: event.figures.retention })
 })
 
@@ -334,7 +337,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
       session,
       chosenPolicy({ keepRecent, minSavings, policy }),
       {
-        simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy },
+        simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy, threads: input.threads },
         resumeEvery,
         log,
         onRequest: out === undefined ?
@@ -368,7 +371,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         undefined,
         `${input.file}: ${summary.requests} requests, ${summary.compactions} compactions, ${summary.evictions} ` +
           `evictions (${summary.offloadedResults} results offloaded), ${summary.invalidRequests} invalid requests, ` +
-          `${summary.resumes} resumes\n`
+          `${summary.resumes} resumes, ${summary.uploadedBytes ?? 0} bytes uploaded\n`
       )
     }
     if (out !== undefined) yield* status(`wrote ${summary.requests} requests to ${out}`)

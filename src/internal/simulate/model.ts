@@ -232,9 +232,12 @@ export interface RequestEvent {
   readonly policy: string
   /** Index of the recorded reply this request produced. */
   readonly index: number
-  /** The messages sent (without the system prompt), breakpoints included. */
+  /** The messages the model reads (without the system prompt), breakpoints included: on a thread, the whole view. */
   readonly prompt: ReadonlyArray<Message>
-  /** The whole request priced: system prompt (the session's, or a stand-in of its calibrated size) and `prompt`. */
+  /**
+   * The request sent: system prompt (the session's, or a stand-in of its calibrated size) and `prompt`, priced as
+   * such; with `threads`, as it goes on its thread (a `continue` holds only the messages after the anchored reply).
+   */
   readonly request: Request
   /** The usage the request is predicted to be billed, which the reply is recorded with. */
   readonly usage: ReportedUsage
@@ -273,6 +276,12 @@ export interface SimulateOptions {
   readonly summarizerOverheadTokens?: number
   /** Replay the misses the record shows and no rule explains (default true). */
   readonly externalMisses?: boolean
+  /**
+   * Send the library's requests on server-held threads (`Conversation`'s `threads` option, API-RULES 22–24): each
+   * recorded reply gets an id (`msg_replay_<index>`) and each request continues the thread while the view only grew
+   * (default false). The peers never thread.
+   */
+  readonly threads?: boolean
   /** The policies `simulate` runs (default `standardPolicies()`). */
   readonly policies?: ReadonlyArray<SimPolicy>
   /** Called with every request's prompt; for tests and tracing. */

@@ -20,8 +20,10 @@ import {
   recordReply,
   type Request,
   requestOf,
+  type SdkReply,
   type Transition
 } from "../../Conversation.ts"
+import { onThread } from "../conversation/thread.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
@@ -63,6 +65,7 @@ export interface Settings {
   readonly summaryRatio: number
   readonly summarizerOverheadTokens: number
   readonly externalMisses: boolean
+  readonly threads: boolean
   readonly onRequest: ((event: RequestEvent) => void) | undefined
 }
 
@@ -77,6 +80,7 @@ export const settingsOf = (options: SimulateOptions): Settings => ({
   summaryRatio: options.summaryRatio ?? DEFAULT_SUMMARY_RATIO,
   summarizerOverheadTokens: options.summarizerOverheadTokens ?? DEFAULT_SUMMARIZER_OVERHEAD_TOKENS,
   externalMisses: options.externalMisses ?? true,
+  threads: options.threads ?? false,
   onRequest: options.onRequest
 })
 
@@ -438,12 +442,19 @@ export function* replaySteps(
     }
     perRequest.push(figures)
     lastTime = time
-    apply(recordReply(state, message, usage, state.epoch))
+    const threadBefore = state.thread
+    const sentLength = state.view.length
+    apply(
+      settings.threads && library !== undefined && Array.isArray(message.content)
+        ? recordReply(state, sdkReplyOf(message, index, usage), usage, state.epoch, { sent: sentLength })
+        : recordReply(state, message, usage, state.epoch)
+    )
     const event: RequestEvent = {
       policy: policy.name,
       index,
       prompt: asMessages(request.messages),
-      request,
+      // on a thread, what goes out: the prompt above is the whole conversation the server reads
+      request: settings.threads && library !== undefined ? onThread(request, threadBefore, sentLength) : request,
       usage,
       figures,
       cacheLost,
@@ -529,6 +540,22 @@ const systemStandIn = (tokens: number, factor: number): string | undefined => {
 }
 
 const asParam = (message: Message): MessageParam => asMessageParams([message])[0]!
+
+/**
+ * A recorded reply as the SDK would have returned it on a thread: an id of its own (`msg_replay_<index>`), its
+ * content, and the stop reason its content implies (`tool_use` when it calls a tool, else `end_turn`).
+ */
+const sdkReplyOf = (message: MessageParam, index: number, usage: ReportedUsage): SdkReply => {
+  const content = message.content as ReadonlyArray<{ readonly type: string }>
+  return {
+    id: `msg_replay_${index}`,
+    type: "message",
+    role: "assistant",
+    content,
+    stop_reason: content.some((b) => b.type === "tool_use") ? "tool_use" : "end_turn",
+    usage
+  }
+}
 const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> => view as unknown as Array<Message>
 
 /** What a peer does to the view: the prompt it sends, whether the client keeps it, and the tokens it removed. */

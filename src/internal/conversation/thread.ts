@@ -1,0 +1,104 @@
+/**
+ * Server-held threads (API-RULES 22–24) for `Conversation`: which reply the next request may continue from, and the
+ * request that continues it or starts a new thread.
+ *
+ * The server holds, under each reply's id, the whole conversation up to and including that reply. A request may
+ * continue it (`thread: { type: "continue", previous_message_id }`) with only the messages after that reply, and
+ * without `system` and `tools` (the server keeps those the thread was created with), as long as the view only grew
+ * since. Everything else starts a new thread with the whole view (`thread: { type: "create" }`): a rewrite of what the
+ * server holds (an offload, a compaction, a renamed `tool_use` id, a dropped block), a reply a fallback model wrote,
+ * a refusal, a stream that ended before its stop reason, and a reply to a request that did not send the whole view
+ * (a message appended while it was in flight). `context_management` never goes on a thread (rule 24): a thread
+ * request carries only `thread`, `messages` and, on `create`, `system` and `tools`.
+ *
+ * @internal
+ */
+
+/** The `thread` field of a request (the SDK's `BetaMessageThreadParam`). */
+export type ThreadParam =
+  | { readonly type: "create" }
+  | { readonly type: "continue"; readonly previous_message_id: string }
+
+/**
+ * The reply the next request may continue from: its id, and how many messages of the view the server holds under it
+ * (the view up to and including the reply).
+ */
+export interface ThreadAnchor {
+  readonly previousMessageId: string
+  readonly held: number
+}
+
+/** What a reply tells about the thread: its id, stop reason and sampling steps. */
+export interface ThreadReply {
+  readonly id: string
+  readonly stop_reason: string | null
+  readonly usage?: { readonly iterations?: ReadonlyArray<{ readonly type: string }> | null | undefined } | undefined
+}
+
+/**
+ * The anchor a reply leaves (`held`: the view's length once it is appended), or `undefined` when the next request
+ * must start a new thread: a refusal, a stream cut before its stop reason (`stop_reason: null`), or a reply a
+ * fallback model wrote (a `fallback_message` sampling step; the server does not hold it). `stored` says the view
+ * holds the reply exactly as the server does (no id renamed, no block dropped) after exactly the messages its request
+ * sent.
+ */
+export const anchorAfterReply = (reply: ThreadReply, stored: boolean, held: number): ThreadAnchor | undefined => {
+  if (!stored || reply.stop_reason === null || reply.stop_reason === "refusal") return undefined
+  if (reply.usage?.iterations?.some((step) => step.type === "fallback_message") === true) return undefined
+  return { previousMessageId: reply.id, held }
+}
+
+/**
+ * The request as it goes on a thread: with an anchor the view still extends (`viewLength` ≥ its `held`), a
+ * `continue` of the messages after the anchored reply, without `system` and `tools`; otherwise a `create` with the
+ * whole request.
+ */
+export const onThread = <R extends { readonly messages: ReadonlyArray<unknown> }>(
+  full: R,
+  anchor: ThreadAnchor | undefined,
+  viewLength: number
+): R & { readonly thread: ThreadParam } => {
+  if (anchor === undefined || anchor.held > viewLength || anchor.held > full.messages.length) {
+    return { ...full, thread: { type: "create" } }
+  }
+  const { system: _system, tools: _tools, ...rest } = full as R & {
+    readonly system?: unknown
+    readonly tools?: unknown
+  }
+  return {
+    ...rest,
+    thread: { type: "continue", previous_message_id: anchor.previousMessageId },
+    messages: full.messages.slice(anchor.held)
+  } as unknown as R & { readonly thread: ThreadParam }
+}
+
+/** The `error_code`s a replay of the whole conversation under a new thread answers (rule 24). */
+const THREAD_REPLAY_CODES: ReadonlyArray<string> = [
+  "thread_not_found",
+  "thread_already_continued",
+  "thread_continue_in_flight"
+]
+
+const field = (value: unknown, key: string): unknown =>
+  typeof value === "object" && value !== null ? (value as Record<string, unknown>)[key] : undefined
+
+/**
+ * The `error_code` of an API error, read as the SDK carries it: its `errorCode` (the typed `Thread*Error`s of 1.14),
+ * or the body's `error.details.error_code` (an `APIError`'s `error`, or the parsed body itself).
+ */
+const errorCodeOf = (error: unknown): string | undefined => {
+  const candidates = [
+    field(error, "errorCode"),
+    field(field(error, "details"), "error_code"),
+    field(field(field(field(error, "error"), "error"), "details"), "error_code"),
+    field(field(field(error, "error"), "details"), "error_code")
+  ]
+  const code = candidates.find((c) => typeof c === "string")
+  return code as string | undefined
+}
+
+/** Whether the API answered with one of the thread errors a full replay under `create` recovers from. */
+export const isThreadReplayError = (error: unknown): boolean => {
+  const code = errorCodeOf(error)
+  return code !== undefined && THREAD_REPLAY_CODES.includes(code)
+}

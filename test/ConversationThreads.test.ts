@@ -1,0 +1,464 @@
+/**
+ * Server-held threads in `Conversation` (API-RULES 22–24): with `threads: true` a request continues the latest reply
+ * with only the messages after it while the view only grew, and starts a new thread with the whole view after any
+ * rewrite, a refusal, a fallback reply, a cut stream or a message appended in flight. Judged independently: each
+ * request's full conversation is rebuilt by the thread rules (what the server holds under the reply it continues,
+ * plus the messages it sends) and must equal the request a conversation without threads sends; the real SDK runs
+ * against the local server, which holds threads and enforces the rules.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import {
+  Conversation,
+  type MessageParam,
+  type Prepared,
+  type Request,
+  resumeState,
+  type SdkReply,
+  threadReplay
+} from "../src/Conversation.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import type { Message } from "../src/Message.ts"
+import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
+import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { estimateTokens } from "../src/Tokens.ts"
+import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
+import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
+import { Reply } from "./fixtures/MessagesApiServer.ts"
+
+const SYSTEM = "You are a careful coding agent."
+const TOOLS: ReadonlyArray<Anthropic.ToolUnion> = [
+  { name: "read", description: "Read a file", input_schema: { type: "object", properties: {} } }
+]
+const usage = (input: number): ReportedUsage => ({ input_tokens: input, output_tokens: 50 })
+
+let replyCount = 0
+/** An SDK reply of `content` with a fresh id. */
+const sdkReply = (
+  content: ReadonlyArray<Record<string, unknown>>,
+  options: { readonly stop?: string | null; readonly fallback?: boolean; readonly input?: number } = {}
+): SdkReply => ({
+  id: `msg_${++replyCount}`,
+  type: "message",
+  role: "assistant",
+  content: content as never,
+  stop_reason: options.stop === undefined
+    ? (content.some((b) => b.type === "tool_use") ? "tool_use" : "end_turn")
+    : options.stop,
+  usage: {
+    ...usage(options.input ?? 1_000),
+    ...(options.fallback === true
+      ? { iterations: [{ type: "fallback_message", input_tokens: 1, output_tokens: 1 }] }
+      : {})
+  }
+})
+const text = (t: string) => ({ type: "text", text: t })
+const call = (id: string) => ({ type: "tool_use", id, name: "read", input: { path: `src/${id}.ts` } })
+const results = (...ids: ReadonlyArray<string>): MessageParam => ({
+  role: "user",
+  content: ids.map((id) => ({ type: "tool_result" as const, tool_use_id: id, content: `contents of ${id}` }))
+})
+const user = (t: string): MessageParam => ({ role: "user", content: t })
+
+/** A copy without any `cache_control`: a breakpoint belongs to the request that sends it, not to the conversation. */
+const strip = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(strip)
+  if (typeof value !== "object" || value === null) return value
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(value)) if (k !== "cache_control") out[k] = strip(v)
+  return out
+}
+
+/**
+ * The thread rules, written from API-RULES 22–24 alone: what the server holds under each reply id (the conversation
+ * up to and including the reply, and the thread's `system` and `tools`), each reply continued at most once.
+ */
+class ThreadModel {
+  private readonly held = new Map<string, { messages: Array<unknown>; system: unknown; tools: unknown }>()
+  private readonly continued = new Set<string>()
+
+  /** The full conversation `request` stands for: its messages, or on `continue` the held ones plus those sent. */
+  conversation(
+    request: Request
+  ): {
+    readonly messages: Array<unknown>
+    readonly system: unknown
+    readonly tools: unknown
+    readonly held?: Array<unknown>
+  } {
+    const thread = request.thread
+    assert.isDefined(thread, "every request on threads carries `thread`")
+    if (thread!.type === "create") {
+      return { messages: strip(request.messages) as Array<unknown>, system: request.system, tools: request.tools }
+    }
+    const id = thread!.previous_message_id
+    const held = this.held.get(id)
+    assert.isDefined(held, `continue of ${id}, which the server does not hold`)
+    assert.isFalse(this.continued.has(id), `${id} is continued twice (thread_already_continued)`)
+    this.continued.add(id)
+    assert.isUndefined(request.system, "a continue repeats no system")
+    assert.isUndefined(request.tools, "a continue repeats no tools")
+    return {
+      messages: [...held!.messages, ...strip(request.messages) as Array<unknown>],
+      system: held!.system,
+      tools: held!.tools,
+      held: held!.messages
+    }
+  }
+
+  /** The server holds the conversation of the request and its reply under the reply's id. */
+  hold(conversation: ReturnType<ThreadModel["conversation"]>, reply: SdkReply): void {
+    this.held.set(reply.id, {
+      system: conversation.system,
+      tools: conversation.tools,
+      messages: [...conversation.messages, { role: "assistant", content: reply.content }]
+    })
+  }
+}
+
+/** Asserts that `threaded` stands for exactly the request `plain` sends, and returns the conversation it stands for. */
+const sameConversation = (model: ThreadModel, threaded: Request, plain: Request, label: string) => {
+  const conversation = model.conversation(threaded)
+  const expected = strip(plain.messages)
+  if (JSON.stringify(conversation.messages) !== JSON.stringify(expected)) {
+    assert.deepStrictEqual(conversation.messages, expected, `${label}: the thread's conversation`)
+  }
+  assert.deepStrictEqual(strip(conversation.system), strip(plain.system), `${label}: system`)
+  assert.deepStrictEqual(strip(conversation.tools), strip(plain.tools), `${label}: tools`)
+  const violations = checkRequest(threaded as never, {
+    ...(conversation.held === undefined ? {} : { held: conversation.held as never }),
+    ...(Array.isArray(conversation.tools) ? { tools: conversation.tools } : {})
+  })
+  assert.strictEqual(violations.length, 0, `${label}: ${formatApiViolations(violations)}`)
+  return conversation
+}
+
+const layers = (threads: boolean, policy?: CompactionPolicy) =>
+  Conversation.layerMemory({ threads, system: SYSTEM, tools: TOOLS, ...(policy === undefined ? {} : { policy }) })
+    .pipe(Layer.provide(ExtractiveSummarizer.layer))
+
+describe("Conversation on threads: the requests", () => {
+  it.effect("create first, then continue with only the new messages, no system or tools", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Fix the build."))
+      const first = yield* conversation.prepare
+      assert.deepStrictEqual(first.request.thread, { type: "create" })
+      assert.isDefined(first.request.system)
+      assert.isDefined(first.request.tools)
+      assert.isUndefined(first.fullRequest)
+      const reply = sdkReply([text("Reading."), call("t1")])
+      yield* conversation.recordReply(reply, undefined, { requestEpoch: first.epoch })
+      assert.deepStrictEqual((yield* conversation.state).thread, { previousMessageId: reply.id, held: 2 })
+      yield* conversation.append(results("t1"))
+      const second = yield* conversation.prepare
+      assert.deepStrictEqual(second.request.thread, { type: "continue", previous_message_id: reply.id })
+      assert.isUndefined(second.request.system)
+      assert.isUndefined(second.request.tools)
+      assert.deepStrictEqual(strip(second.request.messages), [strip(results("t1"))])
+      assert.isDefined(second.fullRequest)
+      assert.deepStrictEqual(second.fullRequest!.thread, { type: "create" })
+      assert.strictEqual(second.fullRequest!.messages.length, 3)
+      assert.isDefined(second.fullRequest!.system)
+      const notFound = { status: 404, error: { type: "error", error: { details: { error_code: "thread_not_found" } } } }
+      assert.strictEqual(threadReplay(second, notFound), second.fullRequest)
+      assert.strictEqual(threadReplay(second, { errorCode: "thread_already_continued" }), second.fullRequest)
+      assert.strictEqual(
+        threadReplay(second, { error: { details: { error_code: "thread_continue_in_flight" } } }),
+        second.fullRequest
+      )
+      assert.isUndefined(threadReplay(second, { errorCode: "rate_limit_error" }))
+      assert.isUndefined(threadReplay(first, notFound), "a create has nothing to fall back to")
+      assert.strictEqual(checkRequest(first.request as never).length, 0)
+      const held = [...first.request.messages, { role: "assistant", content: reply.content }]
+      assert.strictEqual(checkRequest(second.request as never, { held: strip(held) as never }).length, 0)
+      assert.isAbove(checkRequest(second.request as never).length, 0, "judged alone, the results answer nothing")
+      for (const prepared of [first, second]) assert.notProperty(prepared.request, "context_management")
+    }).pipe(Effect.provide(layers(true))))
+
+  it.effect("a refusal, a fallback reply, a cut stream, a renamed id or a message appended in flight starts over", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Go."))
+      const step = (reply: SdkReply, after: ReadonlyArray<MessageParam>, midFlight?: MessageParam) =>
+        Effect.gen(function* () {
+          const prepared = yield* conversation.prepare
+          if (midFlight !== undefined) yield* conversation.append(midFlight)
+          yield* conversation.recordReply(reply, undefined, { requestEpoch: prepared.epoch })
+          for (const m of after) yield* conversation.append(m)
+          return (yield* conversation.prepare).request.thread
+        })
+      // a clean reply: the next request continues it
+      assert.strictEqual((yield* step(sdkReply([text("ok")]), [user("a")]))?.type, "continue")
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      yield* conversation.append(user("b"))
+      assert.strictEqual((yield* step(sdkReply([text("no")], { stop: "refusal" }), [user("c")]))?.type, "create")
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      yield* conversation.append(user("d"))
+      assert.strictEqual((yield* step(sdkReply([text("fb")], { fallback: true }), [user("e")]))?.type, "create")
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      yield* conversation.append(user("f"))
+      assert.strictEqual((yield* step(sdkReply([text("cut")], { stop: null }), [user("g")]))?.type, "create")
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      yield* conversation.append(user("h"))
+      assert.strictEqual(
+        (yield* step(sdkReply([text("ok")]), [user("i")], user("typed while the request was in flight")))?.type,
+        "create"
+      )
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      // a reply that reuses a tool_use id already in the view is renamed: the server holds the original id
+      yield* conversation.append(user("j"))
+      yield* step(sdkReply([call("dup")]), [results("dup")])
+      yield* conversation.recordReply(sdkReply([text("done")]))
+      yield* conversation.append(user("k"))
+      assert.strictEqual((yield* step(sdkReply([call("dup")]), [results("dup")]))?.type, "create")
+    }).pipe(Effect.provide(layers(true))))
+
+  it.effect("after pause_turn the same turn continues on the thread with no new message", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Search the web."))
+      const first = yield* conversation.prepare
+      const paused = sdkReply([text("Searching")], { stop: "pause_turn" })
+      yield* conversation.recordReply(paused, undefined, { requestEpoch: first.epoch })
+      const next = yield* conversation.prepare
+      assert.deepStrictEqual(next.request.thread, { type: "continue", previous_message_id: paused.id })
+      assert.deepStrictEqual(next.request.messages, [])
+      assert.strictEqual(next.fullRequest?.messages.length, 2)
+    }).pipe(Effect.provide(layers(true))))
+
+  it.effect("a compaction starts a new thread with the whole view", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      for (let i = 0; i < 40; i++) {
+        yield* conversation.append(user(`step ${i}: ${"context ".repeat(200)}`))
+        const prepared = yield* conversation.prepare
+        yield* conversation.recordReply(sdkReply([text(`done ${i} ${"detail ".repeat(200)}`)]), undefined, {
+          requestEpoch: prepared.epoch
+        })
+      }
+      yield* conversation.append(user("next"))
+      const compacted = yield* conversation.compact()
+      assert.strictEqual(compacted.outcome._tag, "Compacted")
+      assert.deepStrictEqual(compacted.request.thread, { type: "create" })
+      const prepared = yield* conversation.prepare
+      assert.deepStrictEqual(prepared.request.thread, { type: "create" })
+      assert.deepStrictEqual(prepared.request.messages.length, (yield* conversation.state).view.length)
+    }).pipe(Effect.provide(layers(true))))
+
+  it.effect("without threads nothing changes: no thread field, no anchor", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Go."))
+      yield* conversation.recordReply(sdkReply([text("ok")]))
+      yield* conversation.append(user("more"))
+      const prepared = yield* conversation.prepare
+      assert.notProperty(prepared.request, "thread")
+      assert.notProperty(prepared, "fullRequest")
+      assert.notProperty(yield* conversation.state, "thread")
+    }).pipe(Effect.provide(layers(false))))
+
+  it.effect("a resume restores the thread anchor: the resumed state and its next request equal the live ones", () =>
+    Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
+        Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+        Layer.provide(ExtractiveSummarizer.layer)
+      )
+      const live = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        yield* conversation.append(user("Fix it."))
+        const p = yield* conversation.prepare
+        yield* conversation.recordReply(sdkReply([call("r1")]), undefined, { requestEpoch: p.epoch })
+        yield* conversation.append(results("r1"))
+        return yield* conversation.state
+      }).pipe(Effect.provide(logged))
+      assert.isDefined(live.thread)
+      const resumed = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        const state = yield* conversation.state
+        return { state, prepared: yield* conversation.prepare }
+      }).pipe(Effect.provide(logged))
+      const comparable = (state: typeof live) => ({
+        view: JSON.stringify(state.view),
+        hot: state.hot.paths,
+        epoch: state.epoch,
+        pending: state.pending,
+        usage: state.usage,
+        reply: state.reply,
+        thread: state.thread
+      })
+      assert.deepStrictEqual(comparable(resumed.state), comparable(live))
+      const loaded = yield* Effect.gen(function* () {
+        return resumeState(yield* (yield* SessionLog).loaded)
+      }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
+      assert.deepStrictEqual(loaded.thread, live.thread)
+      assert.deepStrictEqual(resumed.prepared.request.thread, {
+        type: "continue",
+        previous_message_id: live.thread!.previousMessageId
+      })
+    }))
+})
+
+/** The content a scripted reply of a generated session carries, and the reply's SDK form. */
+const replyOf = (message: Message, rand: () => number, input: number): SdkReply => {
+  const content =
+    (typeof message.content === "string" ? [text(message.content)] : message.content) as unknown as ReadonlyArray<
+      Record<string, unknown>
+    >
+  const roll = rand()
+  return sdkReply(content, {
+    input,
+    ...(roll < 0.03 ? { stop: "refusal" } : roll < 0.05 ? { fallback: true } : roll < 0.07 ? { stop: null } : {})
+  })
+}
+
+describe("Conversation on threads: the property", () => {
+  it.effect(
+    "over generated sessions, every request's rebuilt conversation equals the request without threads",
+    () =>
+      Effect.gen(function* () {
+        const policy = CompactionPolicy.makeUnsafe({ contextWindow: 40_000 })
+        let steps = 0
+        let continues = 0
+        let creates = 0
+        let rewrites = 0
+        for (let seed = 1; steps < 2_500; seed++) {
+          const session = generateSession(seed, { messages: 120, maxOutput: 4_000 })
+          const rand = prng(seed * 7919)
+          const model = new ThreadModel()
+          const service = Effect.gen(function* () {
+            return yield* Conversation
+          })
+          const threaded = yield* Effect.provide(service, layers(true, policy))
+          const plain = yield* Effect.provide(service, layers(false, policy))
+          let previous: { readonly plain: Request; readonly reply: SdkReply; readonly held: boolean } | undefined
+          for (const message of session as unknown as ReadonlyArray<MessageParam>) {
+            if (message.role !== "assistant") {
+              yield* threaded.append(message)
+              yield* plain.append(message)
+              continue
+            }
+            const t: Prepared = yield* threaded.prepare
+            const p: Prepared = yield* plain.prepare
+            steps++
+            const label = `seed ${seed}, request ${steps}`
+            const conversation = sameConversation(model, t.request, p.request, label)
+            // an append-only step continues with only what is new; anything else starts a new thread
+            const grew = previous !== undefined && (() => {
+              const before = strip([...previous.plain.messages, { role: "assistant", content: previous.reply.content }])
+              const now = strip(p.request.messages) as Array<unknown>
+              return JSON.stringify(now.slice(0, (before as Array<unknown>).length)) === JSON.stringify(before)
+            })()
+            if (t.request.thread?.type === "continue") {
+              continues++
+              assert.isTrue(grew, `${label}: a continue after a rewrite`)
+              assert.deepStrictEqual(
+                t.request.messages,
+                p.request.messages.slice(p.request.messages.length - t.request.messages.length),
+                `${label}: the body holds only the new messages, as the plain request has them`
+              )
+              assert.strictEqual(
+                t.request.messages.length,
+                p.request.messages.length - previous!.plain.messages.length - 1,
+                `${label}: exactly the messages after the reply`
+              )
+            } else {
+              creates++
+              if (!grew) rewrites++
+              // the rules say when the server holds the reply as the view does: then an append-only step continues
+              assert.isFalse(grew && previous!.held, `${label}: an append-only step after a held reply creates`)
+            }
+            const reply = replyOf(message as unknown as Message, rand, estimateTokens(p.request.messages as never))
+            if (rand() < 0.03) {
+              // a message typed while the request is in flight lands before the reply, on both
+              yield* threaded.append(user("typed in flight"))
+              yield* plain.append(user("typed in flight"))
+            }
+            yield* threaded.recordReply(reply, undefined, { requestEpoch: t.epoch })
+            yield* plain.recordReply(reply, undefined, { requestEpoch: p.epoch })
+            model.hold(conversation, reply)
+            const stored = (yield* plain.state).view.at(-1)
+            const held = reply.stop_reason !== null && reply.stop_reason !== "refusal" &&
+              !(reply.usage.iterations ?? []).some((i) => i.type === "fallback_message") &&
+              JSON.stringify(stored?.content) === JSON.stringify(reply.content)
+            previous = { plain: p.request, reply, held }
+          }
+        }
+        assert.isAtLeast(steps, 2_500)
+        assert.isAbove(continues, steps / 2, `continues ${continues} of ${steps}`)
+        assert.isAbove(rewrites, 10, `rewrites ${rewrites} (offloads, compactions) each started a new thread`)
+        assert.isAbove(creates, rewrites)
+      }),
+    60_000
+  )
+})
+
+const client = (server: MessagesApiServer.MessagesApiServer) =>
+  new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 0 })
+
+/** Sends a prepared request with the real SDK (the beta, which has `thread`); the final message or the API error. */
+const send = (server: MessagesApiServer.MessagesApiServer, request: Request) =>
+  Effect.tryPromise({
+    try: () =>
+      client(server).beta.messages.stream({
+        model: "claude-sonnet-5",
+        max_tokens: 1024,
+        ...(request as unknown as Record<string, unknown>),
+        betas: ["message-threads-2026-08-12"]
+      } as never).finalMessage(),
+    catch: (e) => e as InstanceType<typeof Anthropic.APIError>
+  })
+
+describe("Conversation on threads: the real SDK against the local server", () => {
+  it.effect("a tool loop continues its thread; a lost thread is answered by the full request", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const server = yield* MessagesApiServer.make
+        const conversation = yield* Conversation
+        yield* conversation.append(user("Read the two files."))
+        const replies = [
+          Reply.message([text("Reading both."), call("a1"), call("a2")], { stopReason: "tool_use" }),
+          Reply.message([call("a3")], { stopReason: "tool_use" }),
+          Reply.message([text("Done.")])
+        ]
+        const answers = [results("a1", "a2"), results("a3")]
+        for (let i = 0; i < replies.length; i++) {
+          server.enqueue(replies[i]!)
+          const prepared = yield* conversation.prepare
+          assert.strictEqual(prepared.request.thread?.type, i === 0 ? "create" : "continue")
+          const reply = yield* send(server, prepared.request)
+          yield* conversation.recordReply(reply as never, undefined, { requestEpoch: prepared.epoch })
+          if (i < answers.length) yield* conversation.append(answers[i]!)
+        }
+        const last = (yield* conversation.state).thread
+        assert.isDefined(last)
+        // the server holds exactly the view under the last reply
+        assert.deepStrictEqual(
+          strip(server.thread(last!.previousMessageId)?.messages),
+          strip((yield* conversation.state).view)
+        )
+        // a server that lost the thread: 404 thread_not_found, and the full request replays it under `create`
+        const fresh = yield* MessagesApiServer.make
+        yield* conversation.append(user("And now?"))
+        const prepared = yield* conversation.prepare
+        const error = yield* Effect.flip(send(fresh, prepared.request))
+        assert.strictEqual(error.status, 404)
+        const replay = threadReplay(prepared, error)
+        assert.isDefined(replay)
+        fresh.enqueue(Reply.message([text("Here.")]))
+        const reply = yield* send(fresh, replay!)
+        yield* conversation.recordReply(reply as never, undefined, { requestEpoch: prepared.epoch })
+        assert.strictEqual((yield* conversation.state).thread?.previousMessageId, reply.id)
+        // continuing the same reply twice: the second is thread_already_continued, answered the same way
+        yield* conversation.append(user("Once more."))
+        const twice = yield* conversation.prepare
+        fresh.enqueue(Reply.message([text("One.")]))
+        yield* send(fresh, twice.request)
+        const again = yield* Effect.flip(send(fresh, twice.request))
+        assert.strictEqual(threadReplay(twice, again), twice.fullRequest)
+      }).pipe(Effect.provide(layers(true)))
+    ))
+})
