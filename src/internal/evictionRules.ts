@@ -209,7 +209,15 @@ export interface DecideOptions {
   readonly minSavings?: number | undefined
   readonly cacheCold?: boolean | undefined
   readonly prices: { readonly cacheRead: number; readonly cacheWrite: number }
+  /** `EvictOptions.droppedThinking`: the thinking tokens a rewrite from a message on would make the API drop. */
+  readonly droppedThinking?: ((message: number) => number) | undefined
 }
+
+/**
+ * What a dropped thinking token costs, relative to an uncached input token: the model thinks it again, at the output
+ * price of current Sonnet- and Opus-class models (API-RULES 20: 5x input).
+ */
+export const THINKING_REDO_PRICE = 5
 
 /** What an eviction decides: `EvictResult` fields. */
 export interface Decision<M extends Message> {
@@ -229,18 +237,26 @@ export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decisi
  * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
  * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
  * reads already paid on the freed tokens (`readsPaid`: each offload's freed tokens times the requests sent since it
- * became offloadable, at the read price) reach the cost of rewriting the prompt behind the first change (`behind`: its
- * tokens after the eviction, asked only here, at the write price). Like renting skis until the rent paid equals the
- * price, it never pays more than twice the best choice made with hindsight.
+ * became offloadable, at the read price) reach the cost of the rewrite: the prompt behind the first change (`behind`:
+ * its tokens after the eviction, asked only here) at the write price, except the thinking blocks the rewrite makes
+ * the API drop (`dropped`, API-RULES 29), which are not written but thought again (`THINKING_REDO_PRICE`). Like
+ * renting skis until the rent paid equals the price, it never pays more than twice the best choice made with
+ * hindsight.
  */
 export const worthIt = (
   options: DecideOptions,
   tokensFreed: number,
   readsPaid: number,
-  behind: () => number
+  behind: () => number,
+  dropped: () => number = () => 0
 ): boolean => {
   if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
   if (tokensFreed <= 0) return false
   if (options.cacheCold === true) return true
-  return readsPaid * options.prices.cacheRead >= behind() * options.prices.cacheWrite
+  const reads = readsPaid * options.prices.cacheRead
+  const rewrite = behind() * options.prices.cacheWrite
+  // the thinking only adds to the cost (its redo price is above the write price): ask for it only when needed
+  if (reads < rewrite) return false
+  const lost = dropped()
+  return lost <= 0 || reads >= rewrite + lost * (THINKING_REDO_PRICE - options.prices.cacheWrite)
 }

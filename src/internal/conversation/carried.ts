@@ -94,6 +94,7 @@ export class CarriedIndex {
       readonly pinned: (path: string) => boolean
       readonly cacheCold: boolean | undefined
       readonly classifier: ToolClassifier | undefined
+      readonly droppedThinking?: ((message: number) => number) | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined
