@@ -56,11 +56,11 @@ import {
   firstChangedBlock,
   type InputTransformation,
   isBoundBlock,
-  thinkingIn,
   mergePositions,
   newlyUnboundTokens,
-  thinkingAfter,
   THINKING_BINDING_BETA,
+  thinkingAfter,
+  thinkingIn,
   tokensAt
 } from "./internal/thinkingBinding.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
@@ -526,7 +526,7 @@ const transformationOf = (t: InputTransformation): InputTransformation => ({
 const unboundBy = (
   state: ConversationState,
   from: { readonly message: number; readonly block: number | undefined }
-): Pick<ConversationState, "unboundThinking"> | {} => {
+): Pick<ConversationState, "unboundThinking"> => {
   if (from.block === undefined) return {}
   const added = thinkingAfter(asMessages(state.view), { message: from.message, block: from.block - 1 })
   if (added.length === 0) return {}
@@ -939,7 +939,7 @@ const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): Rea
   entries.forEach((e, k) => order.set(e.id, k))
   const resultAt = new Map<string, number>()
   view.forEach((m, i) => {
-    if (m.role === "user") for (const b of blocksOf(m)) if (b.type === "tool_result") resultAt.set(b.tool_use_id, i)
+    if (m.role === "user") { for (const b of blocksOf(m)) if (b.type === "tool_result") resultAt.set(b.tool_use_id, i) }
   })
   // for each entry: whether a compaction follows it, and the earliest view message an eviction after it rewrote
   const compactedAfter = new Array<boolean>(entries.length + 1).fill(false)

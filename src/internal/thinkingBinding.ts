@@ -84,7 +84,9 @@ export const thinkingIn = (message: Message, index: number, from: number): Reado
   if (message.role !== "assistant" || typeof message.content === "string") return []
   const out: Array<BlockPosition> = []
   const blocks = message.content
-  for (let b = Math.max(0, from); b < blocks.length; b++) if (isBoundBlock(blocks[b]!)) out.push({ message: index, block: b })
+  for (let b = Math.max(0, from); b < blocks.length; b++) {
+    if (isBoundBlock(blocks[b]!)) out.push({ message: index, block: b })
+  }
   return out
 }
 
