@@ -487,9 +487,13 @@ export const recordReply = (
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
     const epoch = report.requestEpoch
     const kept = reported === undefined ? undefined : usageOf(reported)
-    const rewrittenFrom = typeof stored.content === "string" || typeof message.content === "string"
+    // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
+    const changedAt = typeof stored.content === "string" || typeof message.content === "string"
       ? undefined
       : firstChangedBlock(message.content, stored.content)
+    const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
+      ? changedAt
+      : undefined
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
@@ -564,7 +568,8 @@ export const offloadStaleResults = (
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
-  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier })`
+  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier,
+  // droppedThinking })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
   const { decision, carried } = CarriedIndex.evict(
     asMessages(state.view),
     state.carried,
