@@ -134,6 +134,34 @@ const readRef = (
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
     : { _tag: "Read", path: action.path, range: action.range, tool, toolUseId, reason, tokens, images }
 
+/** The most URLs an output pointer keeps, and the longest URL it keeps. */
+const MAX_URLS = 16
+const MAX_URL_LENGTH = 256
+const URL = /https?:\/\/[^\s"'<>()\[\]{}\\]+/g
+
+/**
+ * The distinct URLs in a result's text, in order (at most `MAX_URLS`, none longer than `MAX_URL_LENGTH`, trailing
+ * punctuation left out): what a later `web_fetch` may fetch only while they are in the context (API-RULES 30).
+ */
+export const urlsOf = (content: ToolResultBlock["content"]): ReadonlyArray<string> => {
+  const texts = typeof content === "string"
+    ? [content]
+    : Array.isArray(content)
+    ? content.flatMap((b) => b.type === "text" ? [b.text] : [])
+    : []
+  const out: Array<string> = []
+  for (const text of texts) {
+    if (!text.includes("://")) continue
+    for (const match of text.matchAll(URL)) {
+      const url = match[0].replace(/[.,;:!?]+$/, "")
+      if (url.length > MAX_URL_LENGTH || out.includes(url)) continue
+      out.push(url)
+      if (out.length === MAX_URLS) return out
+    }
+  }
+  return out
+}
+
 /** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
 export interface PricedPointer {
   readonly reason: OffloadReason
@@ -172,7 +200,10 @@ export const pricedPointer = (
     const head = clipHead(line, SHORT_INPUT_MAX)
     let input = line
     if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
-    ref = { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
+    const urls = urlsOf(block.content)
+    ref = urls.length === 0
+      ? { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
+      : { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images, urls }
   }
   if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
   const content = writePointer(ref, escapedField)
