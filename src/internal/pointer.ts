@@ -274,12 +274,13 @@ export const parsePointer = (text: string): OffloadRef | undefined => {
   } else {
     const input = fields.get("input")
     if (input === undefined) return undefined
-    const urls = fields.get("urls")
+    const urls = fields.get("urls")?.split(" ")
+    if (urls !== undefined && urls.some((u) => u === "")) return undefined
     ref = urls === undefined ? { _tag: "Output", input, ...common } : {
       _tag: "Output",
       input,
       ...common,
-      urls: urls.split(" ")
+      urls
     }
   }
   return writePointer(ref) === text ? ref : undefined
