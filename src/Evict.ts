@@ -188,7 +188,7 @@ export const evictionFrontier = (
   const calls = new Map<string, ToolUseBlock>()
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!
-    if (typeof message.content === "string") continue
+    if (!Array.isArray(message.content)) continue // a system message may have no content (API-RULES 26)
     if (message.role === "assistant") {
       for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
       continue

@@ -9,7 +9,7 @@
  * reports each in `input_transformations`. Blocks created after the rewrite are bound to the new prefix.
  *
  * Positions are `{ message, block }` pairs into a view, kept sorted and without duplicates. `cache_control` markers
- * are not part of a prefix: the library moves them every request.
+ * are not part of a prefix (the library moves them every request), and a string content is its one text block.
  *
  * @internal
  */
@@ -139,8 +139,17 @@ const withoutMarkers = (value: unknown): unknown => {
   return out
 }
 
+/** A message as the API reads it: string content is one text block. */
+const normalized = (value: unknown): unknown => {
+  const m = value as { readonly role?: unknown; readonly content?: unknown } | null
+  return m !== null && typeof m === "object" && typeof m.role === "string" && typeof m.content === "string"
+    ? { ...m, content: [{ type: "text", text: m.content }] }
+    : value
+}
+
 const sameValue = (a: unknown, b: unknown): boolean =>
-  a === b || JSON.stringify(withoutMarkers(a)) === JSON.stringify(withoutMarkers(b))
+  a === b ||
+  JSON.stringify(withoutMarkers(normalized(a))) === JSON.stringify(withoutMarkers(normalized(b)))
 
 /**
  * The signed thinking blocks of `messages` whose prefix differs from the prefix the same block (same signature) has
