@@ -16,6 +16,10 @@
  *   fresh id (`<id>_2`, …), and its results are matched by the id the caller knows;
  * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
  *   the log's entries through the same two calls: a resumed state equals the live one.
+ * - thinking blocks are bound to what precedes them (API-RULES 29): the state lists those a rewrite invalidated (an
+ *   offload, a compaction, a renamed id or dropped block in a reply: `unboundThinking`, restored on resume), and with
+ *   a `thinking` option the request then asks the API to drop them (`block_binding: drop_block` and its beta) instead
+ *   of rejecting it; eviction's rent-or-buy counts the thinking an offload would drop.
  *
  * Two layers of the service, told apart by their types: `layerMemory` needs only a `Summarizer`; `layerLogged` also
  * needs a `SessionLog`, resumes from it and records every transition in it (`Conversation.layerLogged(options)` with
