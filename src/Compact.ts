@@ -603,7 +603,7 @@ const withSystemMessages = <M extends Message>(
  * changes again would apply them twice; a message of tool changes only is not re-emitted.
  */
 const withoutToolChanges = <M extends Message>(message: M): ReadonlyArray<M> => {
-  if (typeof message.content === "string") return [message]
+  if (!Array.isArray(message.content)) return [message] // a string, or no content (API-RULES 26)
   const text = message.content.filter((b) => b.type === "text")
   if (text.length === message.content.length) return [message]
   return text.length === 0 ? [] : [{ role: message.role, content: text } as unknown as M]

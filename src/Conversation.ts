@@ -16,6 +16,10 @@
  *   fresh id (`<id>_2`, …), and its results are matched by the id the caller knows;
  * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
  *   the log's entries through the same two calls: a resumed state equals the live one.
+ * - thinking blocks are bound to what precedes them (API-RULES 29): the state lists those a rewrite invalidated (an
+ *   offload, a compaction, a renamed id or dropped block in a reply: `unboundThinking`, restored on resume), and with
+ *   a `thinking` option the request then asks the API to drop them (`block_binding: drop_block` and its beta) instead
+ *   of rejecting it; eviction's rent-or-buy counts the thinking an offload would drop.
  *
  * Two layers of the service, told apart by their types: `layerMemory` needs only a `Summarizer`; `layerLogged` also
  * needs a `SessionLog`, resumes from it and records every transition in it (`Conversation.layerLogged(options)` with
@@ -43,6 +47,19 @@ import {
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
+import {
+  allThinking,
+  DROP_BLOCK,
+  firstChangedBlock,
+  type InputTransformation,
+  isBoundBlock,
+  mergePositions,
+  newlyUnboundTokens,
+  THINKING_BINDING_BETA,
+  thinkingAfter,
+  thinkingIn,
+  tokensAt
+} from "./internal/thinkingBinding.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
@@ -51,6 +68,7 @@ import {
   type ThreadAnchor,
   type ThreadParam
 } from "./internal/conversation/thread.ts"
+import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -82,7 +100,10 @@ export type MessageParam = Anthropic.MessageParam
 
 /**
  * A request body ready for `client.messages.create` (add `model`, `max_tokens`). It carries the library's
- * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. @category models
+ * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. With a `thinking` option it
+ * carries that config; once a rewrite invalidated thinking blocks of the view (API-RULES 29) the config also asks for
+ * `block_binding: { prefix_mismatch_behavior: "drop_block" }` (unless it sets its own `block_binding`) and `betas`
+ * names the binding beta: send such a request with `client.beta.messages.create`. @category models
  */
 export interface Request {
   readonly system?: string | Array<Anthropic.TextBlockParam>
@@ -94,6 +115,8 @@ export interface Request {
    * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
    */
   readonly thread?: ThreadParam
+  readonly thinking?: ThinkingConfig
+  readonly betas?: Array<string>
 }
 
 // ============================================================================
@@ -127,6 +150,8 @@ export interface ReplyReport {
   readonly id?: string
   readonly stopReason?: string
   readonly requestEpoch: number
+  /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
+  readonly inputTransformations?: ReadonlyArray<InputTransformation>
 }
 
 /**
@@ -155,6 +180,11 @@ export interface ConversationState {
    * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
    */
   readonly thread?: { readonly previousMessageId: string; readonly held: number } | undefined
+  /**
+   * The thinking blocks of `view` that a rewrite made after they were created invalidated (API-RULES 29), sorted:
+   * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
+   */
+  readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
    * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
    * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
@@ -190,6 +220,10 @@ export interface ReplyMeta {
   readonly stopReason?: string
   /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
   readonly threadHeld?: number
+  /** The reply's `input_transformations` (SDK replies only). */
+  readonly inputTransformations?: ReadonlyArray<InputTransformation>
+  /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
+  readonly rewrittenFrom?: number
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -415,6 +449,7 @@ export interface SdkReply {
   readonly content: ReadonlyArray<{ readonly type: string }>
   readonly stop_reason: string | null
   readonly usage: ReportedUsage
+  readonly input_transformations?: ReadonlyArray<InputTransformation> | null
 }
 
 const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
@@ -451,7 +486,10 @@ export const recordReply = (
   const report: ReplyReport = {
     ...(sdk === undefined ? {} : { id: sdk.id }),
     ...(sdk?.stop_reason == null ? {} : { stopReason: sdk.stop_reason }),
-    requestEpoch: requestEpoch ?? state.epoch
+    requestEpoch: requestEpoch ?? state.epoch,
+    ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
+      ? {}
+      : { inputTransformations: sdk.input_transformations.map(transformationOf) })
   }
   const clean = wireMessage(message)
   if (clean === undefined) {
@@ -489,24 +527,55 @@ export const recordReply = (
       clean === message && stored === clean && s.view.length === thread.sent && epoch === state.epoch,
       s.view.length + 1
     )
+    // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
+    const changedAt = typeof stored.content === "string" || typeof message.content === "string"
+      ? undefined
+      : firstChangedBlock(message.content, stored.content)
+    const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
+      ? changedAt
+      : undefined
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
       ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed }),
       ...(report.id === undefined ? {} : { replyId: report.id }),
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
-      ...(anchor === undefined ? {} : { threadHeld: anchor.held })
+      ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
+      ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
+      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
     const final: ConversationState = withThread({
       ...t.state,
+      ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
       pending,
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
       reply: report
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
+}
+
+/** The entry of `input_transformations` a state keeps. */
+const transformationOf = (t: InputTransformation): InputTransformation => ({
+  type: t.type,
+  path: t.path,
+  ...(t.reason === undefined ? {} : { reason: t.reason })
+})
+
+/**
+ * The `unboundThinking` field after a rewrite of `state.view` at `from` (its message; its block, or none for no
+ * rewrite): the thinking blocks after it join the unbound ones (API-RULES 29). Empty when nothing changes.
+ */
+const unboundBy = (
+  state: ConversationState,
+  from: { readonly message: number; readonly block: number | undefined }
+): Pick<ConversationState, "unboundThinking"> => {
+  if (from.block === undefined) return {}
+  const added = thinkingAfter(asMessages(state.view), { message: from.message, block: from.block - 1 })
+  if (added.length === 0) return {}
+  return { unboundThinking: mergePositions(state.unboundThinking ?? [], added) }
 }
 
 const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> =>
@@ -545,7 +614,8 @@ export const offloadStaleResults = (
   options: OffloadOptions = {},
   cacheCold?: boolean | undefined
 ): Transition => {
-  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier })`
+  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier,
+  // droppedThinking })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
   const { decision, carried } = CarriedIndex.evict(
     asMessages(state.view),
     state.carried,
@@ -555,15 +625,22 @@ export const offloadStaleResults = (
       pinned: state.hot.pinned,
       cacheCold,
       classifier: options.classifier,
-      cacheTtl: options.cacheTtl
+      cacheTtl: options.cacheTtl,
+      droppedThinking: (message) =>
+        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? [])
     }
   )
   if (decision.offloaded.length === 0) return none(state)
+  const view = decision.messages as unknown as ReadonlyArray<MessageParam>
+  const first = decision.offloaded.reduce((a, o) =>
+    o.messageIndex < a.messageIndex || (o.messageIndex === a.messageIndex && o.blockIndex < a.blockIndex) ? o : a
+  )
   const next: ConversationState = withThread({
     ...state,
-    view: decision.messages as unknown as ReadonlyArray<MessageParam>,
+    view,
     hot: state.hot.observeOffloads(decision.offloaded),
-    carried
+    carried,
+    ...unboundBy({ ...state, view }, { message: first.messageIndex, block: first.blockIndex })
   }, undefined)
   return { steps: [{ change: Change.Offloaded({ offloaded: decision.offloaded }), state: next }], state: next }
 }
@@ -589,6 +666,13 @@ export const triggerFires = (
     shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch }, {
       coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view)
     })
+
+/**
+ * The estimated tokens of the view as the API counts them: the thinking blocks a rewrite invalidated are dropped
+ * (API-RULES 29) and count nothing.
+ */
+const viewTokens = (state: ConversationState): number =>
+  estimateTokens(asMessages(state.view)) - tokensAt(asMessages(state.view), state.unboundThinking ?? [])
 
 /** The latest reply, to a request of the current epoch, stopped because the request did not fit the window. */
 const overflowed = (state: ConversationState): boolean =>
@@ -673,11 +757,14 @@ export const applyCompaction = (
 ): Transition => {
   if (finished.record === undefined) return none(state)
   const view = finished.messages
+  const unbound = allThinking(asMessages(view))
+  const { unboundThinking: _, ...rest } = state
   const next: ConversationState = withThread({
-    ...state,
+    ...rest,
     view,
     epoch: state.epoch + 1,
-    carried: CarriedIndex.fresh(asMessages(view))
+    carried: CarriedIndex.fresh(asMessages(view)),
+    ...(unbound.length === 0 ? {} : { unboundThinking: unbound })
   }, undefined)
   return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
 }
@@ -703,6 +790,12 @@ export interface RequestOptions {
   readonly breakpoints?: false | undefined
   /** The cache lifetime every breakpoint asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`. */
   readonly ttl?: "5m" | "1h" | undefined
+  /**
+   * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view (API-RULES 29),
+   * it gets `block_binding: { prefix_mismatch_behavior: "drop_block" }` and the request the binding beta in `betas`;
+   * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
+   */
+  readonly thinking?: ThinkingConfig | undefined
 }
 
 const systemBlocks = (
@@ -724,10 +817,12 @@ export const requestOf = (
 ): Request => {
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = asMessages(state.view)
+  const thinking = thinkingOf(state, options.thinking)
   const withMessages = (messages: Array<MessageParam>): Request => ({
     ...(system === undefined ? {} : { system }),
     ...(tools === undefined ? {} : { tools }),
-    messages
+    messages,
+    ...thinking
   })
   if (options.breakpoints === false) return withMessages([...state.view])
   const frontier = frontierBreakpoint(state, options.classifier)
@@ -760,12 +855,28 @@ export const requestOf = (
     return {
       system: blocks.map((b, i) => i === last ? { ...b, cache_control: marker } : b),
       ...(tools === undefined ? {} : { tools }),
-      messages
+      messages,
+      ...thinking
     }
   }
   const all = tools ?? []
   const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: marker } : t)
-  return { tools: marked as Array<Anthropic.ToolUnion>, messages }
+  return { tools: marked as Array<Anthropic.ToolUnion>, messages, ...thinking }
+}
+
+/**
+ * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta
+ * once the view holds thinking a rewrite invalidated, unless the config sets its own binding (API-RULES 29).
+ */
+const thinkingOf = (
+  state: ConversationState,
+  config: ThinkingConfig | undefined
+): Pick<Request, "thinking" | "betas"> => {
+  if (config === undefined) return {}
+  if ((state.unboundThinking ?? []).length === 0 || config.block_binding != null || config.type === "disabled") {
+    return { thinking: config }
+  }
+  return { thinking: { ...config, block_binding: DROP_BLOCK }, betas: [THINKING_BINDING_BETA] }
 }
 
 /**
@@ -871,6 +982,7 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
   }
   flush()
   const view = loaded.view.map(wireOf)
+  const unbound = unboundOnResume(loaded, view)
   return {
     view,
     hot,
@@ -879,15 +991,59 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
     usage,
     ...(reply === undefined ? {} : { reply }),
     ...(thread === undefined ? {} : { thread }),
+    ...(unbound.length === 0 ? {} : { unboundThinking: unbound }),
     carried: CarriedIndex.fresh(asMessages(view))
   }
+}
+
+/**
+ * The thinking blocks of a resumed view that rewrites invalidated, as the live transitions marked them (API-RULES
+ * 29): every thinking block of a message that a later compaction kept, or that follows a result a later eviction
+ * offloaded, and the blocks of a reply from the first one stored differently than received (`rewrittenFrom`). A
+ * message whose entry is not in the log (a kept copy `c#i`) counts as kept by a compaction.
+ */
+const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): ReadonlyArray<BlockPosition> => {
+  const entries = loaded.entries as ReadonlyArray<Entry>
+  if (!view.some((m) => m.role === "assistant" && blocksOf(m).some((b) => isBoundBlock(b)))) return []
+  const order = new Map<string, number>()
+  entries.forEach((e, k) => order.set(e.id, k))
+  const resultAt = new Map<string, number>()
+  view.forEach((m, i) => {
+    if (m.role === "user") { for (const b of blocksOf(m)) if (b.type === "tool_result") resultAt.set(b.tool_use_id, i) }
+  })
+  // for each entry: whether a compaction follows it, and the earliest view message an eviction after it rewrote
+  const compactedAfter = new Array<boolean>(entries.length + 1).fill(false)
+  const evictedAfter = new Array<number>(entries.length + 1).fill(Infinity)
+  for (let k = entries.length - 1; k >= 0; k--) {
+    const e = entries[k + 1]
+    compactedAfter[k] = compactedAfter[k + 1]! || e?.type === "compaction"
+    let earliest = evictedAfter[k + 1]!
+    if (e?.type === "eviction") {
+      for (const ev of e.evictions) earliest = Math.min(earliest, resultAt.get(ev.toolUseId) ?? Infinity)
+    }
+    evictedAfter[k] = earliest
+  }
+  let out: ReadonlyArray<BlockPosition> = []
+  view.forEach((message, i) => {
+    if (message.role !== "assistant" || typeof message.content === "string") return
+    const id = loaded.entryIds[i]
+    const k = id === undefined ? undefined : order.get(id)
+    const entry = k === undefined ? undefined : entries[k]
+    const whole = entry?.type !== "message" || compactedAfter[k!]! || evictedAfter[k!]! < i
+    const from = whole ? 0 : metaOf(entry)?.rewrittenFrom
+    if (from === undefined) return
+    const added = thinkingIn(asMessages(view)[i]!, i, from)
+    if (added.length > 0) out = mergePositions(out, added)
+  })
+  return out
 }
 
 /** The reply report a reply's step metadata holds (its id and stop reason are absent in older logs). */
 const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
-  requestEpoch: meta.requestEpoch
+  requestEpoch: meta.requestEpoch,
+  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations })
 })
 
 const wireOf = (message: Message): MessageParam => {
@@ -945,6 +1101,8 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
    * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off.
    */
   readonly threads?: boolean | undefined
+  /** The thinking config every request carries (see `RequestOptions.thinking`: the binding after a rewrite). */
+  readonly thinking?: ThinkingConfig | undefined
 }
 
 /** What `prepare` returns: the request, the epoch it was built in, and what this step did to the view. @category models */
@@ -1036,13 +1194,14 @@ const make = (
       : { ...initial, carried: CarriedIndex.fresh(asMessages(initial.view)) }
     // the time of the last request lives here, never in the state: a resumed conversation starts warm
     let lastRequestAt: number | undefined
-    const { classifier, model, tools } = options
+    const { classifier, model, tools, thinking } = options
     const requestOptions = (before?: ConversationState): RequestOptions => ({
       tools,
       model,
       classifier,
       before,
-      ttl: policy.cacheTtl
+      ttl: policy.cacheTtl,
+      thinking
     })
     // with threads on: the length of the view the latest request handed out sent, for the reply that answers it
     let sent: number | undefined
@@ -1124,7 +1283,7 @@ const make = (
         serialized(Effect.gen(function* () {
           const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
-            outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(state.view) })
+            outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: viewTokens(state) })
           }), compactOptions?.upTo)
           return { request: request(), outcome }
         }))

@@ -114,6 +114,12 @@ export interface EvictOptions {
   readonly cacheCold?: boolean | undefined
   /** Cache prices the rent-or-buy rule weighs; default `CACHE_PRICES`. */
   readonly prices?: { readonly cacheRead: number; readonly cacheWrite: number } | undefined
+  /**
+   * The estimated tokens of the thinking blocks a rewrite from message `message` on would newly make the API drop
+   * (API-RULES 29: they are bound to the prefix it changes); the rent-or-buy rule counts them as thought again.
+   * Absent: none (a caller without thinking, or one that does not track binding).
+   */
+  readonly droppedThinking?: ((message: number) => number) | undefined
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -162,7 +168,8 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   pinned: options.pinned,
   minSavings: options.minSavings,
   cacheCold: options.cacheCold,
-  prices: options.prices ?? CACHE_PRICES
+  prices: options.prices ?? CACHE_PRICES,
+  droppedThinking: options.droppedThinking
 })
 
 /**
@@ -181,7 +188,7 @@ export const evictionFrontier = (
   const calls = new Map<string, ToolUseBlock>()
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!
-    if (typeof message.content === "string") continue
+    if (!Array.isArray(message.content)) continue // a system message may have no content (API-RULES 26)
     if (message.role === "assistant") {
       for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
       continue

@@ -384,7 +384,8 @@ export const nextManifest = (
   }
   const modified: Array<string> = []
   span.forEach((message, index) => {
-    if (typeof message.content === "string") return
+    // a system message may have no content (API-RULES 26)
+    if (!Array.isArray(message.content)) return
     for (const block of message.content) {
       if (isToolUse(block)) {
         calls.set(block.id, block)

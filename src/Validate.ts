@@ -28,6 +28,7 @@
  * | `CompactionBlockMisplaced` | a compaction block with content is the first block of its message, and on demand of the list; never in a system message (13) | 400 |
  * | `ModifiedCompaction` | compaction blocks come back unchanged (14; needs `reference`) | 400 |
  * | `ModifiedThinking` | signed thinking blocks of the latest assistant turn are sent back unmodified | 400 |
+ * | `ThinkingPrefixChanged` | a signed thinking block follows the same messages as where it was created (29; needs `reference`) | 400, or dropped with `block_binding: drop_block` (`binding` option: not reported) |
  *
  * Rule 15 (an on-demand request ends on a finished turn and holds user or assistant content) is covered by
  * `MissingToolResult`, `EmptyConversation` and `SystemMessageFirst`. `validate` reports only what the API rejects:

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type ApiRuleViolation, bindThinking, checkApiRules, checkRequest } from "./fixtures/ApiRules.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
-import { Reply } from "./fixtures/MessagesApiServer.ts"
+import { Reply, THINKING_BINDING_BETA } from "./fixtures/MessagesApiServer.ts"
 
 type Msg = { readonly role: string; readonly content?: unknown; readonly [key: string]: unknown }
 
@@ -270,11 +270,11 @@ describe("the checker: rules 22 and 24 (threads)", () => {
 })
 
 describe("the local Messages API server judges rules 22–35 with the API's error codes", () => {
-  const post = (url: string, body: unknown, path = "/v1/messages") =>
+  const post = (url: string, body: unknown, path = "/v1/messages", beta?: string) =>
     Effect.promise(async () => {
       const response = await fetch(`${url}${path}`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", ...(beta === undefined ? {} : { "anthropic-beta": beta }) },
         body: JSON.stringify(body)
       })
       return { status: response.status, text: await response.text() }
@@ -386,7 +386,7 @@ describe("the local Messages API server judges rules 22–35 with the API's erro
         budget_tokens: 1024,
         block_binding: { prefix_mismatch_behavior: "drop_block" }
       }
-      const dropped = yield* post(server.url, { ...base, messages, thinking })
+      const dropped = yield* post(server.url, { ...base, messages, thinking }, "/v1/messages", THINKING_BINDING_BETA)
       assert.strictEqual(dropped.status, 200)
       assert.include(dropped.text, `"input_transformations":[{"type":"thinking_dropped","path":"messages.2.content.0"`)
       // pre-warming takes no reply

@@ -13,6 +13,7 @@ import {
   requestOf
 } from "../src/Conversation.ts"
 import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../src/Evict.ts"
+import { newlyUnboundTokens } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 
@@ -33,8 +34,11 @@ describe("Conversation with carried decisions", () => {
         if (message.role !== "user" || typeof message.content === "string") continue
         const before = state
         const closed = closePending(state).state
-        const expected = evictStaleToolResults(closed.view as unknown as ReadonlyArray<Message>, DEFAULT_KEEP_RECENT, {
-          pinned: closed.hot.pinned
+        const view = closed.view as unknown as ReadonlyArray<Message>
+        const expected = evictStaleToolResults(view, DEFAULT_KEEP_RECENT, {
+          pinned: closed.hot.pinned,
+          // the thinking an offload would make the API drop (API-RULES 29), as the conversation prices it
+          droppedThinking: (m) => newlyUnboundTokens(view, { message: m, block: -1 }, closed.unboundThinking ?? [])
         })
         const step = prepareStep(state)
         state = step.transition.state

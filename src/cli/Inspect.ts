@@ -238,6 +238,8 @@ export const describeViolation = (v: Violation): string => {
       return `message ${v.messageIndex} block ${v.blockIndex}: empty text block`
     case "ModifiedThinking":
       return `message ${v.messageIndex} block ${v.blockIndex}: signed thinking block was modified`
+    case "ThinkingPrefixChanged":
+      return `message ${v.messageIndex} block ${v.blockIndex}: the messages before this signed thinking block changed`
     default:
       return `message ${v.messageIndex}${"blockIndex" in v ? ` block ${v.blockIndex}` : ""}: ${v._tag}`
   }

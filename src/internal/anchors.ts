@@ -254,7 +254,8 @@ export const spanAnchors = (
   // outcomes of tool calls by id, read first so a command's result may come after it
   const outcomes = new Map<string, boolean>()
   for (const message of messages) {
-    if (typeof message.content === "string") continue
+    // a system message may have no content (API-RULES 26)
+    if (!Array.isArray(message.content)) continue
     for (const block of message.content) {
       if (isToolResult(block)) outcomes.set(block.tool_use_id, block.is_error === true)
     }

@@ -249,7 +249,8 @@ export const evictCold = <M extends Message>(
     for (let k = firstChange; k < evicted.length; k++) sum += estimateMessageTokens(evicted[k]!)
     return sum
   }
-  if (!rules.worthIt(options, tokensFreed, readsPaid, behind)) return rules.unchanged(messages)
+  const dropped = () => options.droppedThinking?.(firstChange) ?? 0
+  if (!rules.worthIt(options, tokensFreed, readsPaid, behind, dropped)) return rules.unchanged(messages)
   offloaded.reverse()
   return { messages: out, offloaded, tokensFreed }
 }

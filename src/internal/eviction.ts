@@ -409,7 +409,8 @@ export const decide = <M extends Message>(
   const firstChange = offloaded[0]!.messageIndex
   const tokens = index.tokens
   const behind = () => tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
-  if (!rules.worthIt(options, tokensFreed, readsPaid, behind)) return rules.unchanged(messages)
+  const dropped = () => options.droppedThinking?.(firstChange) ?? 0
+  if (!rules.worthIt(options, tokensFreed, readsPaid, behind, dropped)) return rules.unchanged(messages)
   return { messages: out!, offloaded, tokensFreed }
 }
 

@@ -134,6 +134,34 @@ const readRef = (
     ? { _tag: "Read", path: action.path, tool, toolUseId, reason, tokens, images }
     : { _tag: "Read", path: action.path, range: action.range, tool, toolUseId, reason, tokens, images }
 
+/** The most URLs an output pointer keeps, and the longest URL it keeps. */
+const MAX_URLS = 16
+const MAX_URL_LENGTH = 256
+const URL = /https?:\/\/[^\s"'<>()\[\]{}\\]+/g
+
+/**
+ * The distinct URLs in a result's text, in order (at most `MAX_URLS`, none longer than `MAX_URL_LENGTH`, trailing
+ * punctuation left out): what a later `web_fetch` may fetch only while they are in the context (API-RULES 30).
+ */
+export const urlsOf = (content: ToolResultBlock["content"]): ReadonlyArray<string> => {
+  const texts = typeof content === "string"
+    ? [content]
+    : Array.isArray(content)
+    ? content.flatMap((b) => b.type === "text" ? [b.text] : [])
+    : []
+  const out: Array<string> = []
+  for (const text of texts) {
+    if (!text.includes("://")) continue
+    for (const match of text.matchAll(URL)) {
+      const url = match[0].replace(/[.,;:!?]+$/, "")
+      if (url.length > MAX_URL_LENGTH || out.includes(url)) continue
+      out.push(url)
+      if (out.length === MAX_URLS) return out
+    }
+  }
+  return out
+}
+
 /** A result's pointer for one reason: the replacement block, its ref, and its tokens (payload and pointer). */
 export interface PricedPointer {
   readonly reason: OffloadReason
@@ -172,7 +200,10 @@ export const pricedPointer = (
     const head = clipHead(line, SHORT_INPUT_MAX)
     let input = line
     if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
-    ref = { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
+    const urls = urlsOf(block.content)
+    ref = urls.length === 0
+      ? { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
+      : { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images, urls }
   }
   if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
   const content = writePointer(ref, escapedField)
@@ -209,7 +240,15 @@ export interface DecideOptions {
   readonly minSavings?: number | undefined
   readonly cacheCold?: boolean | undefined
   readonly prices: { readonly cacheRead: number; readonly cacheWrite: number }
+  /** `EvictOptions.droppedThinking`: the thinking tokens a rewrite from a message on would make the API drop. */
+  readonly droppedThinking?: ((message: number) => number) | undefined
 }
+
+/**
+ * What a dropped thinking token costs, relative to an uncached input token: the model thinks it again, at the output
+ * price of current Sonnet- and Opus-class models (API-RULES 20: 5x input).
+ */
+export const THINKING_REDO_PRICE = 5
 
 /** What an eviction decides: `EvictResult` fields. */
 export interface Decision<M extends Message> {
@@ -229,18 +268,26 @@ export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decisi
  * Whether an eviction that frees `tokensFreed` pays. With `minSavings` set: when it frees at least that many. Otherwise
  * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
  * reads already paid on the freed tokens (`readsPaid`: each offload's freed tokens times the requests sent since it
- * became offloadable, at the read price) reach the cost of rewriting the prompt behind the first change (`behind`: its
- * tokens after the eviction, asked only here, at the write price). Like renting skis until the rent paid equals the
- * price, it never pays more than twice the best choice made with hindsight.
+ * became offloadable, at the read price) reach the cost of the rewrite: the prompt behind the first change (`behind`:
+ * its tokens after the eviction, asked only here) at the write price, except the thinking blocks the rewrite makes
+ * the API drop (`dropped`, API-RULES 29), which are not written but thought again (`THINKING_REDO_PRICE`). Like
+ * renting skis until the rent paid equals the price, it never pays more than twice the best choice made with
+ * hindsight.
  */
 export const worthIt = (
   options: DecideOptions,
   tokensFreed: number,
   readsPaid: number,
-  behind: () => number
+  behind: () => number,
+  dropped: () => number = () => 0
 ): boolean => {
   if (options.minSavings !== undefined) return tokensFreed >= options.minSavings
   if (tokensFreed <= 0) return false
   if (options.cacheCold === true) return true
-  return readsPaid * options.prices.cacheRead >= behind() * options.prices.cacheWrite
+  const reads = readsPaid * options.prices.cacheRead
+  const rewrite = behind() * options.prices.cacheWrite
+  // the thinking only adds to the cost (its redo price is above the write price): ask for it only when needed
+  if (reads < rewrite) return false
+  const lost = dropped()
+  return lost <= 0 || reads >= rewrite + lost * (THINKING_REDO_PRICE - options.prices.cacheWrite)
 }

@@ -39,6 +39,11 @@ export type OffloadRef =
     readonly reason: OffloadReason
     readonly tokens: number
     readonly images: number
+    /**
+     * The URLs the removed output held, kept so a later `web_fetch` may still fetch them (API-RULES 30:
+     * `url_not_in_prior_context`); absent when it held none. No URL holds a space.
+     */
+    readonly urls?: ReadonlyArray<string>
   }
 
 /**
@@ -102,6 +107,11 @@ const ID_FIELD = '" id="'
 const LINES_FIELD = '" lines='
 const ID_AFTER_LINES = ' id="'
 const IMAGES_FIELD = " images="
+const URLS_FIELD = ' urls="'
+
+/** The urls field of an output pointer (before the tail), empty without URLs. */
+const urlsField = (urls: ReadonlyArray<string> | undefined): string =>
+  urls === undefined || urls.length === 0 ? "" : `${URLS_FIELD}${escaped(urls.join(" "))}"`
 
 /**
  * A pointer's text up to the value of its input (`output`) or path field, for the last tool each was asked for: an
@@ -141,7 +151,7 @@ export const writePointer = (ref: OffloadRef, escapedField?: string): string => 
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
     return outputHead(ref.tool) + (escapedField ?? escapedOften(ref.input)) + ID_FIELD + escaped(ref.toolUseId) +
-      REASON_FIELD[reason] + counts + OUTPUT_TAIL
+      REASON_FIELD[reason] + counts + urlsField(ref.urls) + OUTPUT_TAIL
   }
   const range = ref.range
   const idField = range === undefined ? ID_FIELD : `${LINES_FIELD}${range.start}-${range.end ?? ""}${ID_AFTER_LINES}`
@@ -175,7 +185,10 @@ const countsLength = (tokens: number, images: number): number =>
  */
 export const pointerLengthAtLeast = (ref: OffloadRef): number => {
   if (ref._tag === "Output") {
-    return outputLengthAtLeast(ref.tool, ref.toolUseId, ref.input.length, ref.reason, ref.tokens, ref.images)
+    return outputLengthAtLeast(ref.tool, ref.toolUseId, ref.input.length, ref.reason, ref.tokens, ref.images) +
+      (ref.urls === undefined || ref.urls.length === 0
+        ? 0
+        : URLS_FIELD.length + 1 + ref.urls.reduce((n, u) => n + u.length + 1, -1))
   }
   const range = ref.range
   const idField = range === undefined
@@ -191,7 +204,7 @@ const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
 const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
 const NAT = /^(?:0|[1-9][0-9]*)$/
 const READ_FIELDS: ReadonlyArray<string> = ["tool", "path", "lines", "id", "reason", "tokens", "images"]
-const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images"]
+const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images", "urls"]
 
 const parseRange = (text: string): LineRange | undefined => {
   const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
@@ -261,7 +274,14 @@ export const parsePointer = (text: string): OffloadRef | undefined => {
   } else {
     const input = fields.get("input")
     if (input === undefined) return undefined
-    ref = { _tag: "Output", input, ...common }
+    const urls = fields.get("urls")?.split(" ")
+    if (urls !== undefined && urls.some((u) => u === "")) return undefined
+    ref = urls === undefined ? { _tag: "Output", input, ...common } : {
+      _tag: "Output",
+      input,
+      ...common,
+      urls
+    }
   }
   return writePointer(ref) === text ? ref : undefined
 }

@@ -20,6 +20,7 @@ import {
   systemFields
 } from "../Message.ts"
 import { isHumanMessage } from "../Turns.ts"
+import { prefixChanged } from "./thinkingBinding.ts"
 
 // ============================================================================
 // Violations
@@ -39,6 +40,7 @@ export type Violation = Data.TaggedEnum<{
   EmptyMessage: { readonly messageIndex: number }
   EmptyTextBlock: { readonly messageIndex: number; readonly blockIndex: number }
   ModifiedThinking: { readonly messageIndex: number; readonly blockIndex: number; readonly signature: string }
+  ThinkingPrefixChanged: { readonly messageIndex: number; readonly blockIndex: number; readonly signature: string }
   EmptyConversation: { readonly messageIndex: 0 }
   DuplicateToolUseId: { readonly messageIndex: number; readonly blockIndex: number; readonly toolUseId: string }
   SystemMessageFirst: { readonly messageIndex: number }
@@ -232,6 +234,12 @@ const compactionKey = (block: CompactionBlock): string =>
  */
 export interface ValidateOptions {
   readonly mode?: "threshold" | "on-demand" | undefined
+  /**
+   * The request's `thinking.block_binding.prefix_mismatch_behavior` (API-RULES 29). `"error"` (the API's default):
+   * a signed thinking block whose prefix differs from its prefix in `reference` is `ThinkingPrefixChanged`;
+   * `"drop_block"`: the API drops such blocks and accepts the request, so nothing is reported.
+   */
+  readonly binding?: "error" | "drop_block" | undefined
 }
 
 /** True for a system message that has no content and carries `output_config` fields (API-RULES 26). */
@@ -251,7 +259,9 @@ const isSettingsOnly = (message: Message): boolean =>
  *
  * `reference` is the view the signed blocks came from (for example the list before compaction). With it, each signed
  * thinking block in the latest assistant turn (the assistant messages after the last human message) must appear in
- * `reference` with the same signature and the same text, and each compaction block must appear there with the same
+ * `reference` with the same signature and the same text, each signed thinking block found in `reference` must sit
+ * after the same messages and blocks there (`ThinkingPrefixChanged`, API-RULES 29; `cache_control` aside; not
+ * reported with `binding: "drop_block"`), and each compaction block must appear there with the same
  * `content`, `encrypted_content`, `signature` and `tool_changes`; without it those rules are not checked, since only
  * the provider can verify a signature. Total on decoded input (a system message without content included).
  * O(messages + blocks).
@@ -334,6 +344,14 @@ export const validate = (
   }, viewStart)
   if (reference !== undefined) {
     checkThinking(messages, reference, out)
+    if (options.binding !== "drop_block") {
+      for (const p of prefixChanged(messages, reference)) {
+        const block = blocksOf(messages[p.message]!)[p.block] as ThinkingBlock
+        out.push(
+          Violation.ThinkingPrefixChanged({ messageIndex: p.message, blockIndex: p.block, signature: block.signature! })
+        )
+      }
+    }
     checkCompaction(messages, reference, out)
   }
   return out

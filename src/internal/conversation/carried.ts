@@ -96,6 +96,7 @@ export class CarriedIndex {
       readonly classifier: ToolClassifier | undefined
       /** The cache lifetime, whose write price the rent-or-buy rule weighs (`internal/cacheTtl`); default `"5m"`. */
       readonly cacheTtl?: CacheTtl | undefined
+      readonly droppedThinking?: ((message: number) => number) | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined
