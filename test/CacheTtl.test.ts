@@ -13,6 +13,7 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { simulate } from "../src/Simulate.ts"
+import { newlyUnboundTokens } from "../src/internal/thinkingBinding.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 
@@ -146,9 +147,12 @@ describe("the policy's cacheTtl", () => {
           .transition.steps.flatMap((st) => st.change._tag === "Offloaded" ? st.change.offloaded : []).length
       const five = offloaded("5m")
       const hour = offloaded("1h")
-      // the same decisions as the eviction given the prices outright
+      // the same decisions as the eviction given the prices outright (and the thinking an offload would unbind)
       const byPrice = (cacheWrite: number) =>
-        evictStaleToolResults(session, 3, { prices: { cacheRead: 0.1, cacheWrite } }).offloaded.length
+        evictStaleToolResults(session, 3, {
+          prices: { cacheRead: 0.1, cacheWrite },
+          droppedThinking: (m) => newlyUnboundTokens(session, { message: m, block: -1 }, [])
+        }).offloaded.length
       assert.strictEqual(five, byPrice(1.25), `session ${s}, 5m`)
       assert.strictEqual(hour, byPrice(2), `session ${s}, 1h`)
       assert.isAtMost(hour, five, `session ${s}`)

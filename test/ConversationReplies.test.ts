@@ -85,10 +85,11 @@ const threeSearches = {
   ]
 }
 
-/** 200k window, 50k left: 180k compacts, 60k does not. */
+/** 200k window, 50k left, compacting only at the window: 180k compacts, 60k does not. */
 const wide = CompactionPolicy.makeUnsafe({
   contextWindow: 200_000,
   minRemaining: 50_000,
+  compactAtTokens: 150_000,
   keepRecentTokens: 1_500,
   keepRecentTurns: 1
 })
