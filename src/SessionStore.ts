@@ -64,6 +64,13 @@ export interface SessionStoreShape {
   /** The entries with `seq > afterSeq`, in order. `NotFound` when the session does not exist. */
   readonly read: (sessionId: string, afterSeq: number) => Effect.Effect<ReadResult, SessionLogError>
   /**
+   * The entries of the log's tail, in order: from the first entry the last compaction boundary keeps (or the boundary
+   * itself) to the end, found without reading the lines before it (the JSONL file from its end, SQL by an index of
+   * boundary rows). A hint the reader checks: a tail that does not fold is read again in full. Optional: without it a
+   * tail open reads everything and folds only the tail.
+   */
+  readonly readTail?: (sessionId: string) => Effect.Effect<ReadResult, SessionLogError>
+  /**
    * Appends `entries` (all or none) right after `expectedSeq`, or answers `AlreadyWritten` / `Conflict` without
    * writing. The ids are checked before the sequence number, so a retry of an append that landed is recognised even
    * when others appended since. `NotFound` when the session does not exist.

@@ -14,10 +14,10 @@ import * as Layer from "effect/Layer"
 import * as Path from "effect/Path"
 import type * as PlatformError from "effect/PlatformError"
 import * as Predicate from "effect/Predicate"
-import * as Result from "effect/Result"
 import process from "node:process"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import { type Loaded, type LoadIssue, type LoadOptions, loadStored } from "./SessionEntry.ts"
+import { idOfLine, openSession, PREFIX_CHARS, tailStart } from "./internal/sessionTail.ts"
+import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
 import {
@@ -117,17 +117,32 @@ const splitLines = (bytes: Uint8Array) => {
   return { lines, completeBytes, issues }
 }
 
-const ID_AT_START = /^\{"v":\d+,"id":("(?:[^"\\]|\\.)*")/
-
-/** The entry id a line starts with (every line this store writes does), without decoding the whole line. */
-const idOfLine = (line: string): string | undefined => {
-  const match = ID_AT_START.exec(line)
-  if (match === null) return undefined
-  try {
-    return JSON.parse(match[1]!) as string
-  } catch {
-    return undefined
+/**
+ * The tail of a file's complete lines (see `SessionStore.readTail`), found by walking back from the end over line
+ * starts; only the lines of the tail (and the boundary lines on the way) are decoded in full.
+ */
+const tailLines = (bytes: Uint8Array, completeBytes: number) => {
+  let count = 0
+  for (let i = bytes.indexOf(NEWLINE); i !== -1 && i < completeBytes; i = bytes.indexOf(NEWLINE, i + 1)) count++
+  // starts[count - seq] is where line `seq` starts, filled walking back from the end
+  const starts: Array<number> = []
+  const startOf = (seq: number): number => {
+    while (starts.length <= count - seq) {
+      const end = starts.length === 0 ? completeBytes - 1 : starts.at(-1)! - 1
+      starts.push(end === 0 ? 0 : bytes.lastIndexOf(NEWLINE, end - 1) + 1)
+    }
+    return starts[count - seq]!
   }
+  const endOf = (seq: number) => seq === count ? completeBytes - 1 : startOf(seq + 1) - 1
+  const lineAt = (seq: number) => decoder.decode(bytes.subarray(startOf(seq), endOf(seq)))
+  const prefixAt = (seq: number) =>
+    decoder.decode(bytes.subarray(startOf(seq), Math.min(endOf(seq), startOf(seq) + PREFIX_CHARS)))
+  const from = tailStart(count, prefixAt, lineAt)
+  const entries: Array<StoredEntry> = []
+  if (count === 0) return entries
+  const text = decoder.decode(bytes.subarray(startOf(from), completeBytes - 1)).split("\n")
+  text.forEach((line, i) => entries.push({ seq: from + i, line }))
+  return entries
 }
 
 interface Writer {
@@ -198,6 +213,24 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       return { entries, issues }
     }).pipe(Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) }))
 
+  const readTail = (sessionId: string) =>
+    Effect.gen(function* () {
+      const { file } = yield* files(sessionId)
+      const bytes = yield* readBytes(sessionId, file)
+      const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
+      const entries = tailLines(bytes, completeBytes)
+      yield* Effect.annotateCurrentSpan("session.entries", entries.length)
+      const issues: ReadonlyArray<LoadIssue> = completeBytes < bytes.length
+        ? [{
+          _tag: "TornTail",
+          line: (entries.at(-1)?.seq ?? 0) + 1,
+          offset: completeBytes,
+          bytes: bytes.length - completeBytes
+        }]
+        : []
+      return { entries, issues }
+    }).pipe(Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) }))
+
   const appendWith = (
     sessionId: string,
     writer: Writer,
@@ -230,6 +263,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     name,
     acquire,
     read,
+    readTail,
     append: (sessionId, expectedSeq, entries, options = {}) => {
       const durable = options.durable === true
       const writer = writers.get(sessionId)
@@ -310,8 +344,7 @@ export const readJsonl = (
 ): Effect.Effect<Loaded, SessionLogError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function* () {
     const store = yield* makeJsonlStore(options.directory)
-    const r = yield* store.read(options.sessionId, 0)
-    return yield* Effect.fromResult(Result.map(loadStored(r.entries, options, r.issues), (l) => l.loaded))
+    return (yield* openSession(store, options.sessionId, options)).loaded
   }).pipe(
     Effect.mapError((e) => e.sessionId === undefined ? new SessionLogError({ ...e, sessionId: options.sessionId }) : e)
   )

@@ -1,0 +1,174 @@
+/**
+ * Resume from the log's tail: where it starts, how a store finds it from line prefixes, and the fold of it with its
+ * fallback to a full read. The tail of a log is the entries from the first one whose message its last compaction
+ * boundary keeps (or the boundary itself, when it keeps nothing) to the end: folding them from an empty view rebuilds
+ * the full fold's view, entry ids, head and `seq`, and the boundary's view hash checks exactly that. When the kept
+ * messages reach behind an earlier boundary, the tail starts where that boundary's does.
+ */
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import {
+  applyStored,
+  decodeLine,
+  LiveView,
+  type Loaded,
+  type LoadIssue,
+  type LoadOptions,
+  loadStored,
+  type StoredEntry
+} from "../SessionEntry.ts"
+import type { ReadResult, SessionStoreShape } from "../SessionStore.ts"
+import type { SessionLogError } from "./sessionLogError.ts"
+
+/** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
+export const PREFIX_CHARS = 512
+
+const STRING = String.raw`"(?:[^"\\]|\\.)*"`
+const ID_AT_START = new RegExp(String.raw`^\{"v":\d+,"id":(${STRING})`)
+const BOUNDARY = new RegExp(
+  String.raw`^\{"v":\d+,"id":${STRING},"parentId":(?:null|${STRING}),"timestamp":[-+.eE0-9]+,"type":"compaction",`
+)
+
+/**
+ * The PostgreSQL regular expression of `isBoundaryLine` (the same pattern), for a store that marks boundary rows.
+ */
+export const BOUNDARY_SQL_PATTERN = BOUNDARY.source
+
+/**
+ * True when a line (or its first `PREFIX_CHARS` characters) starts as `SessionLog` writes a compaction entry. A hint
+ * only: a line it accepts is decoded and checked before it is trusted, and one it misses (another key order, a huge
+ * id) only makes the tail start earlier.
+ */
+export const isBoundaryLine = (prefix: string): boolean => BOUNDARY.test(prefix)
+
+/** The entry id a line (or its prefix) starts with, without decoding the line; `undefined` when it has none. */
+export const idOfLine = (prefix: string): string | undefined => {
+  const match = ID_AT_START.exec(prefix)
+  if (match === null) return undefined
+  try {
+    return JSON.parse(match[1]!) as string
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The `seq` the tail of a log of `last` lines starts at, walking back from the end: `prefixAt(seq)` gives a line's
+ * start (at least `PREFIX_CHARS` characters, or all of it), `lineAt(seq)` the whole line (read only for boundary
+ * lines). 1 when there is no boundary, or when a boundary line does not decode (the full read then reports it).
+ */
+export const tailStart = (
+  last: number,
+  prefixAt: (seq: number) => string,
+  lineAt: (seq: number) => string
+): number => {
+  let wanted = new Set<string>() // the ids of the view items the boundary found last keeps, not yet passed
+  for (let seq = last; seq >= 1; seq--) {
+    const prefix = prefixAt(seq)
+    if (isBoundaryLine(prefix)) {
+      const kept = keptAnchors(lineAt(seq))
+      if (kept === undefined) return 1
+      if (kept.length === 0) return seq
+      wanted = new Set(kept)
+    } else if (wanted.size > 0) {
+      const id = idOfLine(prefix)
+      if (id !== undefined && wanted.delete(id) && wanted.size === 0) return seq
+    }
+  }
+  return 1
+}
+
+/**
+ * The `seq` the tail starts at, from the boundary lines alone (`boundaries`: the lines `isBoundaryLine` accepts, in
+ * descending `seq`) and the `seq` of the entries they keep first (`seqOf`, by entry id): what a store with an index of
+ * boundary rows asks for. The same answer as `tailStart` over every line.
+ */
+export const tailStartAt = (
+  boundaries: ReadonlyArray<StoredEntry>,
+  seqOf: ReadonlyMap<string, number>
+): number => {
+  for (let i = 0; i < boundaries.length; i++) {
+    const { line, seq } = boundaries[i]!
+    const kept = keptAnchors(line)
+    if (kept === undefined) return 1
+    if (kept.length === 0) return seq
+    const after = boundaries[i + 1]?.seq ?? 0
+    const at = kept.map((id) => seqOf.get(id))
+    if (at.every((s) => s !== undefined && s < seq && s > after)) return Math.min(...(at as Array<number>))
+  }
+  return 1
+}
+
+/**
+ * The ids of the view items a boundary line needs in the view it applies to (its first kept item, and the last
+ * summarized one when it stores its kept messages): none when the tail starts at the boundary itself; `undefined`
+ * when the tail must start at the first line (the line does not decode as a compaction, or it keeps messages of an
+ * empty snapshot, which reach back to the start).
+ */
+export const keptAnchors = (line: string): ReadonlyArray<string> | undefined => {
+  const decoded = decodeLine(line)
+  if (Result.isFailure(decoded) || decoded.success.type !== "compaction") return undefined
+  const entry = decoded.success
+  const first = entry.firstKeptEntryId === null ? [] : [entry.firstKeptEntryId]
+  if (entry.kept === undefined) return first
+  return entry.kept.through === null ? undefined : [...first, entry.kept.through]
+}
+
+/** The tail of stored entries read in full (`seq` 1, 2, … in order), by `tailStart`. */
+export const tailOf = (stored: ReadonlyArray<StoredEntry>): ReadonlyArray<StoredEntry> => {
+  if (stored.some((e, i) => e.seq !== i + 1)) return stored
+  const at = (seq: number) => stored[seq - 1]!.line
+  return stored.slice(tailStart(stored.length, at, at) - 1)
+}
+
+/**
+ * Folds a tail (stored entries from some `seq` to the end), from an empty view after the parent its first entry
+ * names, with every check of a full fold on what it reads.
+ */
+export const loadTail = (
+  stored: ReadonlyArray<StoredEntry>,
+  storeIssues: ReadonlyArray<LoadIssue> = []
+): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, SessionLogError> => {
+  const first = stored[0]
+  if (first === undefined || first.seq === 1) return loadStored(stored, {}, storeIssues)
+  const live = new LiveView()
+  const decoded = decodeLine(first.line)
+  live.startAfter(Result.isSuccess(decoded) ? decoded.success.parentId : null, first.seq - 1)
+  return Result.map(applyStored(live, stored), ({ issues }) => ({
+    loaded: live.loaded([...storeIssues, ...issues], first.seq),
+    live
+  }))
+}
+
+/** A loaded session, its live fold and the stored entries it folded (the tail, or every entry). */
+export interface Opened {
+  readonly loaded: Loaded
+  readonly live: LiveView
+  readonly stored: ReadonlyArray<StoredEntry>
+}
+
+/**
+ * Reads and folds a stored session: its tail with `options.tail` (the store's `readTail`, or a full read cut to its
+ * tail), read again in full when the tail does not fold; every line otherwise (and always with `repair`).
+ */
+export const openSession = (
+  store: SessionStoreShape,
+  sessionId: string,
+  options: LoadOptions = {}
+): Effect.Effect<Opened, SessionLogError> => {
+  const full = (r: ReadResult) =>
+    Effect.map(
+      Effect.fromResult(loadStored(r.entries, options.repair === true ? { repair: true } : {}, r.issues)),
+      ({ live, loaded }): Opened => ({ loaded, live, stored: r.entries })
+    )
+  if (options.tail !== true || options.repair === true) return Effect.flatMap(store.read(sessionId, 0), full)
+  const readTail = store.readTail === undefined
+    ? Effect.map(store.read(sessionId, 0), (r): ReadResult => ({ entries: tailOf(r.entries), issues: r.issues }))
+    : store.readTail(sessionId)
+  return Effect.flatMap(readTail, (r) => {
+    const folded = loadTail(r.entries, r.issues)
+    return Result.isSuccess(folded)
+      ? Effect.succeed({ ...folded.success, stored: r.entries })
+      : Effect.flatMap(store.read(sessionId, 0), full)
+  })
+}
