@@ -29,7 +29,7 @@ import {
   SessionLog as SessionLogService
 } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import { openSession } from "./internal/sessionTail.ts"
+import { openSession } from "./internal/sessionOpen.ts"
 import { type Message, validateMessage } from "./Message.ts"
 import * as SessionEntry from "./SessionEntry.ts"
 import {

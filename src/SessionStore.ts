@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { SessionLogError } from "./internal/sessionLogError.ts"
+import { tailOf } from "./internal/sessionTail.ts"
 import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
@@ -165,6 +166,11 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
         Effect.map((entries) => ({ entries: entries.filter((e) => e.seq > afterSeq), issues: [] })),
         Effect.tap(({ entries }) => Effect.annotateCurrentSpan("session.entries", entries.length)),
         Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
+      ),
+    readTail: (sessionId) =>
+      existing(sessionId).pipe(
+        Effect.map((entries) => ({ entries: tailOf(entries), issues: [] })),
+        Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) })
       ),
     append: (sessionId, expectedSeq, entries) =>
       existing(sessionId).pipe(

@@ -3,9 +3,9 @@
  * fallback to a full read. The tail of a log is the entries from the first one whose message its last compaction
  * boundary keeps (or the boundary itself, when it keeps nothing) to the end: folding them from an empty view rebuilds
  * the full fold's view, entry ids, head and `seq`, and the boundary's view hash checks exactly that. When the kept
- * messages reach behind an earlier boundary, the tail starts where that boundary's does.
+ * messages reach behind an earlier boundary, the tail starts where that boundary's does. Pure: the stores use it to
+ * find their tail, `sessionOpen` to fold it.
  */
-import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import {
   applyStored,
@@ -13,11 +13,9 @@ import {
   LiveView,
   type Loaded,
   type LoadIssue,
-  type LoadOptions,
   loadStored,
   type StoredEntry
 } from "../SessionEntry.ts"
-import type { ReadResult, SessionStoreShape } from "../SessionStore.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 
 /** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
@@ -138,37 +136,4 @@ export const loadTail = (
     loaded: live.loaded([...storeIssues, ...issues], first.seq),
     live
   }))
-}
-
-/** A loaded session, its live fold and the stored entries it folded (the tail, or every entry). */
-export interface Opened {
-  readonly loaded: Loaded
-  readonly live: LiveView
-  readonly stored: ReadonlyArray<StoredEntry>
-}
-
-/**
- * Reads and folds a stored session: its tail with `options.tail` (the store's `readTail`, or a full read cut to its
- * tail), read again in full when the tail does not fold; every line otherwise (and always with `repair`).
- */
-export const openSession = (
-  store: SessionStoreShape,
-  sessionId: string,
-  options: LoadOptions = {}
-): Effect.Effect<Opened, SessionLogError> => {
-  const full = (r: ReadResult) =>
-    Effect.map(
-      Effect.fromResult(loadStored(r.entries, options.repair === true ? { repair: true } : {}, r.issues)),
-      ({ live, loaded }): Opened => ({ loaded, live, stored: r.entries })
-    )
-  if (options.tail !== true || options.repair === true) return Effect.flatMap(store.read(sessionId, 0), full)
-  const readTail = store.readTail === undefined
-    ? Effect.map(store.read(sessionId, 0), (r): ReadResult => ({ entries: tailOf(r.entries), issues: r.issues }))
-    : store.readTail(sessionId)
-  return Effect.flatMap(readTail, (r) => {
-    const folded = loadTail(r.entries, r.issues)
-    return Result.isSuccess(folded)
-      ? Effect.succeed({ ...folded.success, stored: r.entries })
-      : Effect.flatMap(store.read(sessionId, 0), full)
-  })
 }
