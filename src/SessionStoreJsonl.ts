@@ -17,7 +17,7 @@ import * as Predicate from "effect/Predicate"
 import process from "node:process"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
-import { idOfLine, PREFIX_CHARS, tailStart } from "./internal/sessionTail.ts"
+import { idOfLine, tailOfBytes } from "./internal/sessionTail.ts"
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
@@ -118,34 +118,6 @@ const splitLines = (bytes: Uint8Array) => {
   return { lines, completeBytes, issues }
 }
 
-/**
- * The tail of a file's complete lines (see `SessionStore.readTail`), found by walking back from the end over line
- * starts; only the lines of the tail (and the boundary lines on the way) are decoded in full.
- */
-const tailLines = (bytes: Uint8Array, completeBytes: number) => {
-  let count = 0
-  for (let i = bytes.indexOf(NEWLINE); i !== -1 && i < completeBytes; i = bytes.indexOf(NEWLINE, i + 1)) count++
-  // starts[count - seq] is where line `seq` starts, filled walking back from the end
-  const starts: Array<number> = []
-  const startOf = (seq: number): number => {
-    while (starts.length <= count - seq) {
-      const end = starts.length === 0 ? completeBytes - 1 : starts.at(-1)! - 1
-      starts.push(end === 0 ? 0 : bytes.lastIndexOf(NEWLINE, end - 1) + 1)
-    }
-    return starts[count - seq]!
-  }
-  const endOf = (seq: number) => seq === count ? completeBytes - 1 : startOf(seq + 1) - 1
-  const lineAt = (seq: number) => decoder.decode(bytes.subarray(startOf(seq), endOf(seq)))
-  const prefixAt = (seq: number) =>
-    decoder.decode(bytes.subarray(startOf(seq), Math.min(endOf(seq), startOf(seq) + PREFIX_CHARS)))
-  const from = tailStart(count, prefixAt, lineAt)
-  const entries: Array<StoredEntry> = []
-  if (count === 0) return entries
-  const text = decoder.decode(bytes.subarray(startOf(from), completeBytes - 1)).split("\n")
-  text.forEach((line, i) => entries.push({ seq: from + i, line }))
-  return entries
-}
-
 interface Writer {
   readonly handle: FileSystem.File
   /** Bytes of complete lines in the file. */
@@ -219,7 +191,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const { file } = yield* files(sessionId)
       const bytes = yield* readBytes(sessionId, file)
       const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
-      const entries = tailLines(bytes, completeBytes)
+      const entries = tailOfBytes(bytes)
       yield* Effect.annotateCurrentSpan("session.entries", entries.length)
       const issues: ReadonlyArray<LoadIssue> = completeBytes < bytes.length
         ? [{

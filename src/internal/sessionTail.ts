@@ -112,6 +112,38 @@ export const keptAnchors = (line: string): ReadonlyArray<string> | undefined => 
   return entry.kept.through === null ? undefined : [...first, entry.kept.through]
 }
 
+const NEWLINE = 0x0a
+const decoder = new TextDecoder()
+
+/**
+ * The tail of a JSONL file's complete lines (`seq` = line number; see `SessionStore.readTail`), found by walking back from the end over line
+ * starts; only the lines of the tail (and the boundary lines on the way) are decoded in full.
+ */
+export const tailOfBytes = (bytes: Uint8Array): Array<StoredEntry> => {
+  const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
+  let count = 0
+  for (let i = bytes.indexOf(NEWLINE); i !== -1 && i < completeBytes; i = bytes.indexOf(NEWLINE, i + 1)) count++
+  // starts[count - seq] is where line `seq` starts, filled walking back from the end
+  const starts: Array<number> = []
+  const startOf = (seq: number): number => {
+    while (starts.length <= count - seq) {
+      const end = starts.length === 0 ? completeBytes - 1 : starts.at(-1)! - 1
+      starts.push(end === 0 ? 0 : bytes.lastIndexOf(NEWLINE, end - 1) + 1)
+    }
+    return starts[count - seq]!
+  }
+  const endOf = (seq: number) => seq === count ? completeBytes - 1 : startOf(seq + 1) - 1
+  const lineAt = (seq: number) => decoder.decode(bytes.subarray(startOf(seq), endOf(seq)))
+  const prefixAt = (seq: number) =>
+    decoder.decode(bytes.subarray(startOf(seq), Math.min(endOf(seq), startOf(seq) + PREFIX_CHARS)))
+  const from = tailStart(count, prefixAt, lineAt)
+  const entries: Array<StoredEntry> = []
+  if (count === 0) return entries
+  const text = decoder.decode(bytes.subarray(startOf(from), completeBytes - 1)).split("\n")
+  text.forEach((line, i) => entries.push({ seq: from + i, line }))
+  return entries
+}
+
 /** The tail of stored entries read in full (`seq` 1, 2, … in order), by `tailStart`. */
 export const tailOf = (stored: ReadonlyArray<StoredEntry>): ReadonlyArray<StoredEntry> => {
   if (stored.some((e, i) => e.seq !== i + 1)) return stored
