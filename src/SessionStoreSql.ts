@@ -1,7 +1,8 @@
 /**
  * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
- * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line)` keyed by
- * `(session_id, seq)` with `(session_id, entry_id)` unique. A line is stored as `text`, byte for byte (`jsonb` would
+ * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line, boundary)` keyed
+ * by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction entries, by their
+ * line's prefix) indexed, so a tail read finds the last one without reading the rows before it. A line is stored as `text`, byte for byte (`jsonb` would
  * reject `\u0000` and lone surrogates and reorder keys). An append is one short transaction: it locks the session's
  * row, answers `AlreadyWritten` when one of its entry ids is stored, `Conflict` when the session does not end at the
  * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
