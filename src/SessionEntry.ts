@@ -371,6 +371,15 @@ export class LiveView {
     return this.items[index]
   }
 
+  /**
+   * Starts this empty fold after stored entry `seq`, whose id is `head`, without applying the entries up to it: a
+   * fold of the log's tail (its first entry must then name `head` as its parent). Nothing else changes.
+   */
+  startAfter(head: string | null, seq: number): void {
+    this.lastId = head
+    this.lastSeq = seq
+  }
+
   /** Records that the stored entries up to `seq` are folded. */
   advance(seq: number): void {
     this.lastSeq = seq
@@ -497,9 +506,13 @@ export class LiveView {
     return { view: this.view(), entryIds: this.items.map((i) => i.entryId), head: this.lastId }
   }
 
-  /** The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues`. */
-  loaded(issues: ReadonlyArray<LoadIssue>): Loaded {
-    return { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
+  /**
+   * The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues` (and, for a fold
+   * of the log's tail, `verifiedFrom`: the `seq` of its first entry).
+   */
+  loaded(issues: ReadonlyArray<LoadIssue>, verifiedFrom?: number): Loaded {
+    const loaded = { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
+    return verifiedFrom === undefined ? loaded : { ...loaded, verifiedFrom }
   }
 
   private appended(entry: Entry): void {
@@ -673,11 +686,25 @@ export interface Loaded extends Snapshot {
   readonly entries: ReadonlyArray<Entry>
   readonly seq: number
   readonly issues: ReadonlyArray<LoadIssue>
+  /**
+   * Set by a read of the log's tail (`tail: true`) that did not start at the first line: the `seq` of the first line
+   * it read. Every line from there on was checked (checksum, version, schema, the chain from the first one's parent
+   * on, every compaction's view hash, the last boundary's included); the lines before it were neither read nor
+   * checked, and `entries` starts there. Absent: every line was read and checked.
+   */
+  readonly verifiedFrom?: number
 }
 
-/** Options for loading. With `repair`, damage is reported in `issues` instead of failing (see `load`). @category models */
+/**
+ * Options for loading. With `repair`, damage is reported in `issues` instead of failing (see `load`). With `tail`,
+ * only the log's tail is read and checked: from the last compaction boundary back to the first entry whose message
+ * that boundary keeps (see `Loaded.verifiedFrom`); the view, entry ids, head and `seq` are the full fold's. A tail
+ * that does not fold (damage, or a log that does not let it start late) is read again in full, so damage fails as a
+ * full read fails. `repair` always reads in full. @category models
+ */
 export interface LoadOptions {
   readonly repair?: boolean
+  readonly tail?: boolean
 }
 
 const corruptError = (

@@ -29,6 +29,7 @@ import {
   SessionLog as SessionLogService
 } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
+import { openSession } from "./internal/sessionOpen.ts"
 import { type Message, validateMessage } from "./Message.ts"
 import * as SessionEntry from "./SessionEntry.ts"
 import {
@@ -151,6 +152,13 @@ export interface SessionLogOptions {
    * decodes only the lines written since (see `ClosedFolds`). Default none: every open folds every line.
    */
   readonly closedFolds?: ClosedFolds
+  /**
+   * Open from the log's tail (see `LoadOptions.tail`): read and check only the entries from the last compaction
+   * boundary's first kept one on, so `loaded.entries` starts there (`loaded.verifiedFrom`). The live view, entry ids,
+   * head and `seq` are the full fold's. Default false: every line is read and checked (what a `Conversation` needs,
+   * whose resume replays every entry). Ignored with `repair`.
+   */
+  readonly tail?: boolean
 }
 
 /**
@@ -251,16 +259,31 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const sync = options.sync ?? "compaction"
   const recoveredByStore = yield* store.acquire(sessionId).pipe(Effect.mapError(withSession(sessionId)))
   const read = (afterSeq: number) => store.read(sessionId, afterSeq).pipe(Effect.mapError(withSession(sessionId)))
-  const initial = yield* read(0)
   const repair = options.repair === true
-  const opened = yield* Effect.fromResult(
-    openFold(options.closedFolds, sessionId, initial.entries, repair ? { repair } : {})
-  ).pipe(Effect.mapError(withSession(sessionId)))
+  const fromTail = options.tail === true && !repair
+  const opened = fromTail
+    ? yield* openSession(store, sessionId, { tail: true }).pipe(
+      Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues, from: o.loaded.verifiedFrom })),
+      Effect.mapError(withSession(sessionId))
+    )
+    : yield* Effect.flatMap(read(0), (initial) =>
+      Effect.fromResult(
+        Result.map(
+          openFold(options.closedFolds, sessionId, initial.entries, repair ? { repair } : {}),
+          (o) => ({
+            live: o.live,
+            stored: initial.entries,
+            issues: [...initial.issues, ...o.issues],
+            from: undefined
+          })
+        )
+      ).pipe(Effect.mapError(withSession(sessionId))))
   const live: LiveView = opened.live
-  const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...initial.issues, ...opened.issues]
+  const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...opened.issues]
   // the stored lines `live` has folded, in order; kept with the fold when the log closes (not after a repair, whose
-  // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read)
-  const lines: Array<string> = initial.entries.map((e) => e.line)
+  // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read; a tail's lines do
+  // not start at the first one, so they never match a whole log)
+  const lines: Array<string> = opened.stored.map((e) => e.line)
   let keepable = !repair
   const closedFolds = options.closedFolds
   if (closedFolds !== undefined) {
@@ -480,14 +503,13 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     }))
 
   const load = (loadOptions: SessionEntry.LoadOptions = {}) =>
-    Effect.flatMap(read(0), (r) =>
-      Effect.fromResult(loadStored(r.entries, loadOptions, r.issues)).pipe(
-        Effect.map((l) => l.loaded),
-        Effect.mapError(withSession(sessionId))
-      )).pipe(
-        Effect.tap((l) => Effect.annotateCurrentSpan("session.entries", l.entries.length)),
-        Effect.withSpan("SessionLog.load", { attributes: { "session.id": sessionId } })
-      )
+    openSession(store, sessionId, loadOptions).pipe(
+      Effect.map((o) => o.loaded),
+      Effect.mapError(withSession(sessionId))
+    ).pipe(
+      Effect.tap((l) => Effect.annotateCurrentSpan("session.entries", l.entries.length)),
+      Effect.withSpan("SessionLog.load", { attributes: { "session.id": sessionId } })
+    )
 
   const catchUp = serialized(catchUpNow).pipe(
     Effect.tap((entries) => Effect.annotateCurrentSpan("session.entries", entries.length)),
@@ -501,7 +523,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     recordEviction,
     recordCompaction,
     snapshot: Effect.sync(() => live.snapshot()),
-    loaded: Effect.sync(() => live.loaded(recovered)),
+    loaded: Effect.sync(() => live.loaded(recovered, opened.from)),
     catchUp,
     load,
     recovered
@@ -559,8 +581,7 @@ export const readSession = (
 ): Effect.Effect<SessionEntry.Loaded, SessionLogError, SessionStore> =>
   Effect.gen(function* () {
     const store = yield* SessionStore
-    const r = yield* store.read(yield* Store.validateSessionId(sessionId), 0)
-    return yield* Effect.fromResult(Result.map(loadStored(r.entries, options, r.issues), (l) => l.loaded))
+    return (yield* openSession(store, yield* Store.validateSessionId(sessionId), options)).loaded
   }).pipe(
     Effect.mapError(withSession(sessionId)),
     Effect.withSpan("SessionLog.readSession", { attributes: { "session.id": sessionId } })

@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { SessionLogError } from "./internal/sessionLogError.ts"
+import { tailOf } from "./internal/sessionTail.ts"
 import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
@@ -63,6 +64,13 @@ export interface SessionStoreShape {
   readonly acquire: (sessionId: string) => Effect.Effect<ReadonlyArray<LoadIssue>, SessionLogError, Scope.Scope>
   /** The entries with `seq > afterSeq`, in order. `NotFound` when the session does not exist. */
   readonly read: (sessionId: string, afterSeq: number) => Effect.Effect<ReadResult, SessionLogError>
+  /**
+   * The entries of the log's tail, in order: from the first entry the last compaction boundary keeps (or the boundary
+   * itself) to the end, found without reading the lines before it (the JSONL file from its end, SQL by an index of
+   * boundary rows). A hint the reader checks: a tail that does not fold is read again in full. Optional: without it a
+   * tail open reads everything and folds only the tail.
+   */
+  readonly readTail?: (sessionId: string) => Effect.Effect<ReadResult, SessionLogError>
   /**
    * Appends `entries` (all or none) right after `expectedSeq`, or answers `AlreadyWritten` / `Conflict` without
    * writing. The ids are checked before the sequence number, so a retry of an append that landed is recognised even
@@ -158,6 +166,11 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
         Effect.map((entries) => ({ entries: entries.filter((e) => e.seq > afterSeq), issues: [] })),
         Effect.tap(({ entries }) => Effect.annotateCurrentSpan("session.entries", entries.length)),
         Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
+      ),
+    readTail: (sessionId) =>
+      existing(sessionId).pipe(
+        Effect.map((entries) => ({ entries: tailOf(entries), issues: [] })),
+        Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) })
       ),
     append: (sessionId, expectedSeq, entries) =>
       existing(sessionId).pipe(

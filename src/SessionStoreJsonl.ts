@@ -14,10 +14,11 @@ import * as Layer from "effect/Layer"
 import * as Path from "effect/Path"
 import type * as PlatformError from "effect/PlatformError"
 import * as Predicate from "effect/Predicate"
-import * as Result from "effect/Result"
 import process from "node:process"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import { type Loaded, type LoadIssue, type LoadOptions, loadStored } from "./SessionEntry.ts"
+import { openSession } from "./internal/sessionOpen.ts"
+import { idOfLine, tailOfBytes } from "./internal/sessionTail.ts"
+import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
 import {
@@ -117,19 +118,6 @@ const splitLines = (bytes: Uint8Array) => {
   return { lines, completeBytes, issues }
 }
 
-const ID_AT_START = /^\{"v":\d+,"id":("(?:[^"\\]|\\.)*")/
-
-/** The entry id a line starts with (every line this store writes does), without decoding the whole line. */
-const idOfLine = (line: string): string | undefined => {
-  const match = ID_AT_START.exec(line)
-  if (match === null) return undefined
-  try {
-    return JSON.parse(match[1]!) as string
-  } catch {
-    return undefined
-  }
-}
-
 interface Writer {
   readonly handle: FileSystem.File
   /** Bytes of complete lines in the file. */
@@ -198,6 +186,24 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       return { entries, issues }
     }).pipe(Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) }))
 
+  const readTail = (sessionId: string) =>
+    Effect.gen(function* () {
+      const { file } = yield* files(sessionId)
+      const bytes = yield* readBytes(sessionId, file)
+      const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
+      const entries = tailOfBytes(bytes)
+      yield* Effect.annotateCurrentSpan("session.entries", entries.length)
+      const issues: ReadonlyArray<LoadIssue> = completeBytes < bytes.length
+        ? [{
+          _tag: "TornTail",
+          line: (entries.at(-1)?.seq ?? 0) + 1,
+          offset: completeBytes,
+          bytes: bytes.length - completeBytes
+        }]
+        : []
+      return { entries, issues }
+    }).pipe(Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) }))
+
   const appendWith = (
     sessionId: string,
     writer: Writer,
@@ -230,6 +236,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     name,
     acquire,
     read,
+    readTail,
     append: (sessionId, expectedSeq, entries, options = {}) => {
       const durable = options.durable === true
       const writer = writers.get(sessionId)
@@ -310,8 +317,7 @@ export const readJsonl = (
 ): Effect.Effect<Loaded, SessionLogError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function* () {
     const store = yield* makeJsonlStore(options.directory)
-    const r = yield* store.read(options.sessionId, 0)
-    return yield* Effect.fromResult(Result.map(loadStored(r.entries, options, r.issues), (l) => l.loaded))
+    return (yield* openSession(store, options.sessionId, options)).loaded
   }).pipe(
     Effect.mapError((e) => e.sessionId === undefined ? new SessionLogError({ ...e, sessionId: options.sessionId }) : e)
   )

@@ -1,7 +1,8 @@
 /**
  * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
- * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line)` keyed by
- * `(session_id, seq)` with `(session_id, entry_id)` unique. A line is stored as `text`, byte for byte (`jsonb` would
+ * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line, boundary)` keyed
+ * by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction entries, by their
+ * line's prefix) indexed, so a tail read finds the last one without reading the rows before it. A line is stored as `text`, byte for byte (`jsonb` would
  * reject `\u0000` and lone surrogates and reorder keys). An append is one short transaction: it locks the session's
  * row, answers `AlreadyWritten` when one of its entry ids is stored, `Conflict` when the session does not end at the
  * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
@@ -18,6 +19,7 @@ import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { SessionLogError } from "./internal/sessionLogError.ts"
+import { BOUNDARY_SQL_PATTERN, isBoundaryLine, keptAnchors, tailStartAt } from "./internal/sessionTail.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import {
   type AppendResult,
@@ -77,6 +79,18 @@ const migration0001 = Effect.gen(function* () {
   )`
 })
 
+/**
+ * Marks the boundary rows (the lines `isBoundaryLine` accepts, old rows included) and indexes them, so a tail read
+ * finds the last boundary without reading the rows before it.
+ */
+const migration0002 = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`ALTER TABLE compaction_entries ADD COLUMN IF NOT EXISTS boundary boolean NOT NULL DEFAULT false`
+  yield* sql`UPDATE compaction_entries SET boundary = true WHERE line ~ ${BOUNDARY_SQL_PATTERN}`
+  yield* sql`CREATE INDEX IF NOT EXISTS compaction_entries_boundaries
+    ON compaction_entries (session_id, seq) WHERE boundary`
+})
+
 const makeSqlStore = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const name = "sql"
@@ -112,6 +126,23 @@ const makeSqlStore = Effect.gen(function* () {
       Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
     )
 
+  const readTail = (sessionId: string) =>
+    Effect.gen(function* () {
+      yield* validateSessionId(sessionId)
+      const boundaries = yield* sql<{ readonly seq: number; readonly line: string }>`
+        SELECT seq::int AS seq, line FROM compaction_entries
+        WHERE session_id = ${sessionId} AND boundary ORDER BY seq DESC`
+      const anchors = boundaries.flatMap((b) => keptAnchors(b.line) ?? [])
+      const found = anchors.length === 0 ? [] : yield* sql<{ readonly seq: number; readonly entry_id: string }>`
+        SELECT seq::int AS seq, entry_id FROM compaction_entries
+        WHERE session_id = ${sessionId} AND ${sql.in("entry_id", anchors)}`
+      const from = tailStartAt(boundaries, new Map(found.map((r) => [r.entry_id, r.seq])))
+      return yield* read(sessionId, from - 1)
+    }).pipe(
+      Effect.catchTag("SqlError", (e) => Effect.fail(sqlError(sessionId, "read")(e))),
+      Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) })
+    )
+
   const append: SessionStoreShape["append"] = (sessionId, expectedSeq, entries) =>
     Effect.gen(function* () {
       yield* validateSessionId(sessionId)
@@ -133,7 +164,8 @@ const makeSqlStore = Effect.gen(function* () {
           session_id: sessionId,
           seq: last + i + 1,
           entry_id: e.entryId,
-          line: e.line
+          line: e.line,
+          boundary: isBoundaryLine(e.line)
         }))
         yield* sql`INSERT INTO compaction_entries ${sql.insert(rows as [typeof rows[0], ...typeof rows])}`
         yield* sql`UPDATE compaction_sessions SET last_seq = ${last + entries.length} WHERE session_id = ${sessionId}`
@@ -155,6 +187,7 @@ const makeSqlStore = Effect.gen(function* () {
     name,
     acquire,
     read,
+    readTail,
     append,
     list: sql<{ readonly session_id: string }>`SELECT session_id FROM compaction_sessions ORDER BY session_id`.pipe(
       Effect.map((rows) => rows.map((r) => r.session_id)),
@@ -194,7 +227,10 @@ export const SessionStoreSql: {
   layer: Layer.effect(SessionStore, makeSqlStore),
   layerMigrations: Layer.effectDiscard(
     Migrator.make({})({
-      loader: Migrator.fromRecord({ "0001_session_entries": migration0001 }),
+      loader: Migrator.fromRecord({
+        "0001_session_entries": migration0001,
+        "0002_boundary_index": migration0002
+      }),
       table: MIGRATIONS_TABLE
     })
       .pipe(

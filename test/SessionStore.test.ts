@@ -14,6 +14,7 @@ import { join } from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import type { Message } from "../src/Message.ts"
 import { readSession, SessionLog, SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
+import { BOUNDARY_SQL_PATTERN, isBoundaryLine, tailOf } from "../src/internal/sessionTail.ts"
 import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
 import { readJsonl, SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
@@ -205,6 +206,111 @@ for (const backend of backends) {
         const reopened = yield* withLog(backend, sessionId, (log) => log.snapshot)
         assert.strictEqual(JSON.stringify(reopened.view), JSON.stringify([odd, blocks]))
       }))
+
+    it.live(
+      "a tail read: the store finds the tail a scan of every line finds, and its fold is the full fold",
+      () =>
+        Effect.gen(function* () {
+          const sessionId = freshId("tail")
+          const { steps } = script(23, 400)
+          yield* withLog(backend, sessionId, (log) => Effect.forEach(steps, (step) => performStep(log, step)))
+          const store = yield* Effect.provide(Effect.service(SessionStore), backend.store())
+          const all = (yield* store.read(sessionId, 0)).entries
+          const tail = (yield* store.readTail!(sessionId)).entries
+          assert.isAbove(tail[0]!.seq, 1)
+          assert.deepStrictEqual(tail, tailOf(all), "the store's tail is the scan's")
+          assert.isAtLeast(all.filter((e) => isBoundaryLine(e.line)).length, 10)
+          const full = yield* read(backend, sessionId)
+          const fromTail = yield* readSession(sessionId, { tail: true }).pipe(Effect.provide(backend.store()))
+          const state = (l: typeof full) => [JSON.stringify(l.view), l.entryIds, l.head, l.seq]
+          assert.deepStrictEqual(state(fromTail), state(full))
+          assert.strictEqual(fromTail.verifiedFrom, tail[0]!.seq)
+          assert.strictEqual(JSON.stringify(fromTail.entries), JSON.stringify(full.entries.slice(tail[0]!.seq - 1)))
+          const opened = yield* Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded).pipe(
+            Effect.provide(
+              SessionLog.layer({ sessionId, tail: true }).pipe(Layer.provide(backend.store()), Layer.fresh)
+            )
+          )
+          assert.deepStrictEqual(state(opened), state(full))
+          if (backend.name === "jsonl") {
+            const viaFile = yield* readJsonl({ directory, sessionId, tail: true }).pipe(Effect.provide(platform))
+            assert.deepStrictEqual(state(viaFile), state(full))
+            assert.strictEqual(viaFile.verifiedFrom, tail[0]!.seq)
+          }
+          if (backend.name.startsWith("postgres")) {
+            // rows written before migration 0002 carry no boundary mark: the tail read then starts at the first line;
+            // the migration's backfill marks them again
+            const pg = pgs[databases.findIndex((database) => backend.name === `postgres (${database.name})`)]!
+            const sql = yield* Effect.provide(Effect.service(SqlClient.SqlClient), Layer.succeedContext(pg.context))
+            yield* sql`UPDATE compaction_entries SET boundary = false WHERE session_id = ${sessionId}`
+            assert.strictEqual((yield* store.readTail!(sessionId)).entries[0]!.seq, 1)
+            const unmarked = yield* readSession(sessionId, { tail: true }).pipe(Effect.provide(backend.store()))
+            assert.deepStrictEqual(state(unmarked), state(full))
+            assert.isUndefined(unmarked.verifiedFrom)
+            yield* sql`UPDATE compaction_entries SET boundary = true
+            WHERE session_id = ${sessionId} AND line ~ ${BOUNDARY_SQL_PATTERN}`
+            assert.deepStrictEqual((yield* store.readTail!(sessionId)).entries, tail)
+          }
+        }),
+      60_000
+    )
+
+    it.live(
+      "a tail read of a small session with one byte of its tail flipped fails as the full read does",
+      () =>
+        Effect.gen(function* () {
+          const sessionId = freshId("tailflip")
+          const original = yield* withLog(backend, sessionId, (log) =>
+            Effect.gen(function* () {
+              yield* log.append([user("hi"), {
+                role: "assistant",
+                content: [{ type: "tool_use", id: "t1", name: "bash", input: {} }]
+              }])
+              yield* log.append([{
+                role: "user",
+                content: [{ type: "tool_result", tool_use_id: "t1", content: "out" }]
+              }])
+              const snapshot = yield* log.snapshot
+              yield* log.recordCompaction({ summary: user("sum"), snapshot, cut: 1, summarizer: "t" })
+              yield* log.append([user("more")])
+              return JSON.stringify((yield* log.snapshot).view)
+            }))
+          const tailRead = readSession(sessionId, { tail: true }).pipe(Effect.provide(backend.store()))
+          const clean = yield* tailRead
+          assert.strictEqual(clean.verifiedFrom, 2)
+          const { units, write } = yield* backend.raw(sessionId)
+          // the bytes of the tail: lines 2 to 5 (in the file: everything after the first newline)
+          const firstLineBytes = backend.name === "jsonl" ? units[0]!.indexOf(0x0a) + 1 : 0
+          let failed = 0
+          let torn = 0
+          for (let u = backend.name === "jsonl" ? 0 : 1; u < units.length; u++) {
+            for (let j = backend.name === "jsonl" ? firstLineBytes : 0; j < units[u]!.length; j++) {
+              const flipped = Uint8Array.from(units[u]!)
+              flipped[j] = flipped[j]! ^ 0x01
+              yield* write(u, flipped)
+              const tail = yield* Effect.exit(tailRead)
+              const full = yield* Effect.exit(read(backend, sessionId))
+              if (Exit.isFailure(tail)) {
+                assert.isTrue(Exit.isFailure(full))
+                assert.strictEqual(failure(tail).reason, failure(full).reason)
+                assert.strictEqual(failure(tail).line, failure(full).line)
+                failed++
+              } else {
+                // only the last newline of a file: a torn tail, reported by both
+                assert.isTrue(Exit.isSuccess(full))
+                assert.deepStrictEqual(tail.value.issues.map((i) => i._tag), ["TornTail"])
+                assert.notStrictEqual(JSON.stringify(tail.value.view), original)
+                torn++
+              }
+            }
+            yield* write(u, units[u]!)
+          }
+          assert.isAbove(failed, 100)
+          assert.isAtMost(torn, 1)
+          assert.strictEqual(JSON.stringify((yield* tailRead).view), original)
+        }),
+      120_000
+    )
 
     it.live(
       "integrity: every byte of a small stored session flipped is a typed error or a reported repair",

@@ -1,0 +1,53 @@
+/**
+ * The session of issue 29's resume goal, for `bench/sessiontail.bench.ts` and `bench/ci.ts`: 50,000 entries with 20
+ * compactions, written through `SessionLog` on the memory store (so its lines are the ones a store holds).
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { type Message, userText } from "../src/Message.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
+import { turnStarts } from "../src/Turns.ts"
+import { generateSession, prng } from "../test/fixtures/Conversation.ts"
+import { applyStep, decide, performStep, type Step } from "../test/fixtures/SessionScript.ts"
+
+const ENTRIES = 50_000
+const COMPACTIONS = 20
+
+/**
+ * A 50,000-entry session: messages, evictions (~9%) and a compaction every 1/21 of the way that keeps what a policy
+ * keeps, the turns of the last ~100 messages (the cut is the last turn start at least 100 messages from the end).
+ */
+export const tailSession = (): ReadonlyArray<string> => {
+  const rand = prng(29)
+  const messages = generateSession(29, { messages: 46_000, maxOutput: 2000 })
+  const every = Math.floor(messages.length / (COMPACTIONS + 1))
+  const steps: Array<Step> = []
+  let view: Array<Message> = []
+  const take = (step: Step | undefined) => {
+    if (step === undefined) return
+    steps.push(step)
+    view = applyStep(view, step)
+  }
+  messages.forEach((message, i) => {
+    take({ _tag: "append", message })
+    if (rand() < 0.09) take(decide(view, { _tag: "evict", pick: Math.floor(rand() * 1000) }, steps.length))
+    if (i % every === every - 1 && i < every * COMPACTIONS + 1) {
+      const starts = turnStarts(view).filter((s) => s > 0 && s <= view.length - 100)
+      const cut = starts.at(-1)
+      if (cut !== undefined) take({ _tag: "compact", cut, summary: userText(`[summary ${i}] ${cut} messages`) })
+    }
+  })
+  const sessions: MemorySessions = new Map()
+  Effect.runSync(
+    Effect.gen(function* () {
+      const log = yield* SessionLog
+      for (const step of steps.slice(0, ENTRIES)) yield* performStep(log, step)
+    }).pipe(Effect.provide(
+      SessionLog.layer({ sessionId: "big", sync: "never" }).pipe(
+        Layer.provide(SessionStore.layerMemory(sessions))
+      )
+    ))
+  )
+  return sessions.get("big")!.map((e) => e.line)
+}

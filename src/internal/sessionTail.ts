@@ -1,0 +1,171 @@
+/**
+ * Resume from the log's tail: where it starts, how a store finds it from line prefixes, and the fold of it with its
+ * fallback to a full read. The tail of a log is the entries from the first one whose message its last compaction
+ * boundary keeps (or the boundary itself, when it keeps nothing) to the end: folding them from an empty view rebuilds
+ * the full fold's view, entry ids, head and `seq`, and the boundary's view hash checks exactly that. When the kept
+ * messages reach behind an earlier boundary, the tail starts where that boundary's does. Pure: the stores use it to
+ * find their tail, `sessionOpen` to fold it.
+ */
+import * as Result from "effect/Result"
+import {
+  applyStored,
+  decodeLine,
+  LiveView,
+  type Loaded,
+  type LoadIssue,
+  loadStored,
+  type StoredEntry
+} from "../SessionEntry.ts"
+import type { SessionLogError } from "./sessionLogError.ts"
+
+/** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
+export const PREFIX_CHARS = 512
+
+const STRING = String.raw`"(?:[^"\\]|\\.)*"`
+const ID_AT_START = new RegExp(String.raw`^\{"v":\d+,"id":(${STRING})`)
+const BOUNDARY = new RegExp(
+  String.raw`^\{"v":\d+,"id":${STRING},"parentId":(?:null|${STRING}),"timestamp":[-+.eE0-9]+,"type":"compaction",`
+)
+
+/**
+ * The PostgreSQL regular expression of `isBoundaryLine` (the same pattern), for a store that marks boundary rows.
+ */
+export const BOUNDARY_SQL_PATTERN = BOUNDARY.source
+
+/**
+ * True when a line (or its first `PREFIX_CHARS` characters) starts as `SessionLog` writes a compaction entry. A hint
+ * only: a line it accepts is decoded and checked before it is trusted, and one it misses (another key order, a huge
+ * id) only makes the tail start earlier.
+ */
+export const isBoundaryLine = (prefix: string): boolean => BOUNDARY.test(prefix)
+
+/** The entry id a line (or its prefix) starts with, without decoding the line; `undefined` when it has none. */
+export const idOfLine = (prefix: string): string | undefined => {
+  const match = ID_AT_START.exec(prefix)
+  if (match === null) return undefined
+  try {
+    return JSON.parse(match[1]!) as string
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The `seq` the tail of a log of `last` lines starts at, walking back from the end: `prefixAt(seq)` gives a line's
+ * start (at least `PREFIX_CHARS` characters, or all of it), `lineAt(seq)` the whole line (read only for boundary
+ * lines). 1 when there is no boundary, or when a boundary line does not decode (the full read then reports it).
+ */
+export const tailStart = (
+  last: number,
+  prefixAt: (seq: number) => string,
+  lineAt: (seq: number) => string
+): number => {
+  let wanted = new Set<string>() // the ids of the view items the boundary found last keeps, not yet passed
+  for (let seq = last; seq >= 1; seq--) {
+    const prefix = prefixAt(seq)
+    if (isBoundaryLine(prefix)) {
+      const kept = keptAnchors(lineAt(seq))
+      if (kept === undefined) return 1
+      if (kept.length === 0) return seq
+      wanted = new Set(kept)
+    } else if (wanted.size > 0) {
+      const id = idOfLine(prefix)
+      if (id !== undefined && wanted.delete(id) && wanted.size === 0) return seq
+    }
+  }
+  return 1
+}
+
+/**
+ * The `seq` the tail starts at, from the boundary lines alone (`boundaries`: the lines `isBoundaryLine` accepts, in
+ * descending `seq`) and the `seq` of the entries they keep first (`seqOf`, by entry id): what a store with an index of
+ * boundary rows asks for. The same answer as `tailStart` over every line.
+ */
+export const tailStartAt = (
+  boundaries: ReadonlyArray<StoredEntry>,
+  seqOf: ReadonlyMap<string, number>
+): number => {
+  for (let i = 0; i < boundaries.length; i++) {
+    const { line, seq } = boundaries[i]!
+    const kept = keptAnchors(line)
+    if (kept === undefined) return 1
+    if (kept.length === 0) return seq
+    const after = boundaries[i + 1]?.seq ?? 0
+    const at = kept.map((id) => seqOf.get(id))
+    if (at.every((s) => s !== undefined && s < seq && s > after)) return Math.min(...(at as Array<number>))
+  }
+  return 1
+}
+
+/**
+ * The ids of the view items a boundary line needs in the view it applies to (its first kept item, and the last
+ * summarized one when it stores its kept messages): none when the tail starts at the boundary itself; `undefined`
+ * when the tail must start at the first line (the line does not decode as a compaction, or it keeps messages of an
+ * empty snapshot, which reach back to the start).
+ */
+export const keptAnchors = (line: string): ReadonlyArray<string> | undefined => {
+  const decoded = decodeLine(line)
+  if (Result.isFailure(decoded) || decoded.success.type !== "compaction") return undefined
+  const entry = decoded.success
+  const first = entry.firstKeptEntryId === null ? [] : [entry.firstKeptEntryId]
+  if (entry.kept === undefined) return first
+  return entry.kept.through === null ? undefined : [...first, entry.kept.through]
+}
+
+const NEWLINE = 0x0a
+const decoder = new TextDecoder()
+
+/**
+ * The tail of a JSONL file's complete lines (`seq` = line number; see `SessionStore.readTail`), found by walking back from the end over line
+ * starts; only the lines of the tail (and the boundary lines on the way) are decoded in full.
+ */
+export const tailOfBytes = (bytes: Uint8Array): Array<StoredEntry> => {
+  const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
+  let count = 0
+  for (let i = bytes.indexOf(NEWLINE); i !== -1 && i < completeBytes; i = bytes.indexOf(NEWLINE, i + 1)) count++
+  // starts[count - seq] is where line `seq` starts, filled walking back from the end
+  const starts: Array<number> = []
+  const startOf = (seq: number): number => {
+    while (starts.length <= count - seq) {
+      const end = starts.length === 0 ? completeBytes - 1 : starts.at(-1)! - 1
+      starts.push(end === 0 ? 0 : bytes.lastIndexOf(NEWLINE, end - 1) + 1)
+    }
+    return starts[count - seq]!
+  }
+  const endOf = (seq: number) => seq === count ? completeBytes - 1 : startOf(seq + 1) - 1
+  const lineAt = (seq: number) => decoder.decode(bytes.subarray(startOf(seq), endOf(seq)))
+  const prefixAt = (seq: number) =>
+    decoder.decode(bytes.subarray(startOf(seq), Math.min(endOf(seq), startOf(seq) + PREFIX_CHARS)))
+  const from = tailStart(count, prefixAt, lineAt)
+  const entries: Array<StoredEntry> = []
+  if (count === 0) return entries
+  const text = decoder.decode(bytes.subarray(startOf(from), completeBytes - 1)).split("\n")
+  text.forEach((line, i) => entries.push({ seq: from + i, line }))
+  return entries
+}
+
+/** The tail of stored entries read in full (`seq` 1, 2, … in order), by `tailStart`. */
+export const tailOf = (stored: ReadonlyArray<StoredEntry>): ReadonlyArray<StoredEntry> => {
+  if (stored.some((e, i) => e.seq !== i + 1)) return stored
+  const at = (seq: number) => stored[seq - 1]!.line
+  return stored.slice(tailStart(stored.length, at, at) - 1)
+}
+
+/**
+ * Folds a tail (stored entries from some `seq` to the end), from an empty view after the parent its first entry
+ * names, with every check of a full fold on what it reads.
+ */
+export const loadTail = (
+  stored: ReadonlyArray<StoredEntry>,
+  storeIssues: ReadonlyArray<LoadIssue> = []
+): Result.Result<{ readonly loaded: Loaded; readonly live: LiveView }, SessionLogError> => {
+  const first = stored[0]
+  if (first === undefined || first.seq === 1) return loadStored(stored, {}, storeIssues)
+  const live = new LiveView()
+  const decoded = decodeLine(first.line)
+  live.startAfter(Result.isSuccess(decoded) ? decoded.success.parentId : null, first.seq - 1)
+  return Result.map(applyStored(live, stored), ({ issues }) => ({
+    loaded: live.loaded([...storeIssues, ...issues], first.seq),
+    live
+  }))
+}
