@@ -221,9 +221,6 @@ export const M = {
   stringify50k: "JSON.stringify of a step's request (what the SDK serializes) [50k]",
   hotStep100: "HotPaths step (a new file read) on a tracker that saw 100 files",
   hotStep10k: "HotPaths step (a new file read) on a tracker that saw 10,000 files",
-  tailParse50k: "decodeLine of each entry after the last boundary [50k entries, 20 compactions]",
-  tailOpenJsonl50k: "open from the tail: read the JSONL file, find its tail, fold it [50k entries, 20 compactions]",
-  fullFoldJsonl50k: "open today: read the JSONL file, fold every line [50k entries, 20 compactions]",
   messagesHeap50k: "heap of a 50k-message session (bytes)",
   stateHeap50k: "heap of its Conversation state after 100 steps, messages included (bytes)"
 } as const
@@ -257,9 +254,6 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "2.46+, estimate-cold/pi 1.38+); BENCH_CI_SLOWDOWN=eviction once: passed (no eviction budget was that tight)",
   "b1 2026-12-02 00:37 UTC, load 4.5 (npm run bench:ci, two attempts): evict-cold/prune 0.90, step/stringify 0.06 to " +
   "0.11 (1k), 0.0078 (10k), 0.04 (50k)",
-  "tail 2026-12-02 01:22 UTC, load 2.2 to 2.9 (the resume rows alone, measureCpu as bench/ci.ts, 3 attempts): " +
-  "resume/tail-parse 9.19, 7.20, 2.68; resume/tail-full 0.213, 0.193, 0.062 (decoding after the boundary 18 to 27 ms, " +
-  "the tail open 49 to 248 ms, the full fold 787 to 1162 ms)",
   "knob2 2026-12-02 00:45 UTC, load 7.5 to 17.1, BENCH_CI_SLOWDOWN=eviction: evict-cold/prune failed in all three " +
   "attempts (2.35, 2.63, 3.25 against 1.6)"
 ]
@@ -270,20 +264,6 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
  * 2x the worst CPU-time figure and still fails quadratic growth (5).
  */
 const LINEAR_GROWTH = 3.5
-
-/**
- * Issue 29's resume goal is at most 2x decoding the entries after the last boundary; measured in CPU time (the three
- * `tail` attempts of `CALIBRATION_RUNS`) 2.68 to 9.19, best of three 2.68, so the goal is not met on the JSONL file and
- * the limit is the best-of-three figure times 1.5: it holds the tail open against a regression to a full read (37 to
- * 43 in the same attempts). What the tail costs beyond its decoding: reading the whole 28.7 MB file and counting its
- * newlines (a line's `seq` is its number), and the view hash of the boundary (2,175 messages) that decoding alone
- * does not compute.
- */
-const TAIL_PARSE_MAX = 4
-const TAIL_PARSE_WHY = "issue 29's goal is 2, not met on the JSONL file: measured 2.68 to 9.19 (best of three 2.68; " +
-  "the file read and newline count of the whole 28.7 MB file, and the boundary's view hash); a full read measures 37 " +
-  "to 43"
-const TAIL_FULL_WHY = "issue 29's goal: at most 0.2x today's full fold; measured 0.062 to 0.213 (best of three 0.062)"
 
 /**
  * The limit of growth budgets for the calls that read only what is around the cut (the policy cut's kept tail,
@@ -451,22 +431,6 @@ export const budgets: ReadonlyArray<Budget> = [
     why: "flatness where the outer-array copies are cheap: over the floor's growth (~10 from 1k to 10k) run1 0.03, " +
       "cal1 0.008 to 0.14 (raw 0.79 to 1.77 in earlier sessions). A step that rescans the view measured 5 to 6 raw " +
       "(~0.5 over the floor); 0.3 is 2x cal1's worst attempt and fails it"
-  },
-  {
-    id: "resume/tail-parse",
-    description: "opening a 50k-entry JSONL session from its tail / decoding the entries after its last boundary",
-    subject: M.tailOpenJsonl50k,
-    baseline: M.tailParse50k,
-    max: TAIL_PARSE_MAX,
-    why: TAIL_PARSE_WHY
-  },
-  {
-    id: "resume/tail-full",
-    description: "opening a 50k-entry JSONL session from its tail / opening it by folding every line (today)",
-    subject: M.tailOpenJsonl50k,
-    baseline: M.fullFoldJsonl50k,
-    max: 0.2,
-    why: TAIL_FULL_WHY
   },
   {
     id: "step/evict-cold",

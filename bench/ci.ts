@@ -18,18 +18,14 @@
  *
  * Run: npx node --expose-gc bench/ci.ts
  */
-import * as Result from "effect/Result"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { writeFileSync } from "node:fs"
 import * as os from "node:os"
-import { join } from "node:path"
 import { do_not_optimize } from "mitata"
 import { apiViewStart } from "../src/ApiView.ts"
 import { cutForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults as evictOnce } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
-import { isBoundaryLine, loadTail, tailOfBytes } from "../src/internal/sessionTail.ts"
-import { decodeLine, loadStored } from "../src/SessionEntry.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
@@ -57,7 +53,6 @@ import {
 } from "./baselines.ts"
 import { requestOf } from "../src/Conversation.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
-import { tailSession } from "./tailSession.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu } from "./cpuTime.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
@@ -136,26 +131,6 @@ const body50k = bodyOf(step50k)
 /** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
 const hot100 = HotPaths.fromMessages(files100)
 const hot10k = HotPaths.fromMessages(files10k)
-/** Issue 29's resume session (50k entries, 20 compactions) in a JSONL file, and the lines after its last boundary. */
-const tailLines = tailSession()
-const tailFile = join(mkdtempSync(join(os.tmpdir(), "bench-ci-tail-")), "big.jsonl")
-writeFileSync(tailFile, tailLines.map((l) => `${l}\n`).join(""))
-let lastBoundary = tailLines.length - 1
-while (lastBoundary >= 0 && !isBoundaryLine(tailLines[lastBoundary]!)) lastBoundary--
-const afterBoundary = tailLines.slice(lastBoundary + 1)
-/** What `readJsonl` does without its Effect wrapper: the file's bytes, then the tail (or every line) folded. */
-const openTail = () => loadTail(tailOfBytes(readFileSync(tailFile)))
-const openFull = () => {
-  const lines = readFileSync(tailFile, "utf8").split("\n")
-  lines.pop()
-  return loadStored(lines.map((line, i) => ({ seq: i + 1, line })))
-}
-if (
-  JSON.stringify(Result.getOrThrow(openTail()).loaded.view) !==
-    JSON.stringify(Result.getOrThrow(openFull()).loaded.view)
-) {
-  throw new Error("the tail's fold is not the full fold")
-}
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for: 0.4 s, at least 12 samples (a run stays in CI's slot under load). */
@@ -238,9 +213,6 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
   [M.floorFiles10k, timed(() => sumStringLengths(files10k))],
-  [M.tailParse50k, timed(() => afterBoundary.map(decodeLine))],
-  [M.tailOpenJsonl50k, timed(openTail)],
-  [M.fullFoldJsonl50k, timed(openFull)],
   [M.messagesHeap50k, heapOf("messages")],
   [M.stateHeap50k, heapOf("state")]
 ]
