@@ -28,7 +28,9 @@ import { CompactionPolicy } from "../src/Policy.ts"
 import { type ApiTool, bindThinking, checkRequest, formatApiViolations, unboundThinking } from "./fixtures/ApiRules.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
-const SESSIONS = 40
+/** Sessions per runtime: Node runs seeds 1-20, Deno 21-40, so a CI run (both) covers 40 sessions, 20,000 steps. */
+const SESSIONS = 20
+const FIRST_SEED = "Deno" in globalThis ? SESSIONS + 1 : 1
 const RESUME_EVERY = 4
 const SEGMENTS = 5
 const STEPS_PER_SEGMENT = 100
@@ -236,12 +238,12 @@ const restored = (s: ConversationState) => ({
 
 describe("agent sessions through Conversation (issue 27's property)", () => {
   it.effect(
-    `${SESSIONS} sessions of ${SEGMENTS * STEPS_PER_SEGMENT} steps: every request passes the checker`,
+    `${SESSIONS} sessions of ${SEGMENTS * STEPS_PER_SEGMENT} steps per runtime: every request passes the checker`,
     () =>
       Effect.gen(function* () {
         const t0 = Date.now()
         const counts = { steps: 0, offloads: 0, compactions: 0, dropBlock: 0, dbCalls: 0, resumes: 0 }
-        for (let seed = 1; seed <= SESSIONS; seed++) {
+        for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
           const store: MemoryStore | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
           const { answer } = agent(seed)
@@ -288,7 +290,7 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         }
         const seconds = (Date.now() - t0) / 1000
         console.log({ ...counts, seconds })
-        assert.isAtLeast(counts.steps, 20_000)
+        assert.isAtLeast(counts.steps, 10_000) // per runtime: 20,000 per CI run
         // the sessions exercise what they claim to
         assert.isAbove(counts.offloads, 0)
         assert.isAbove(counts.compactions, 0)

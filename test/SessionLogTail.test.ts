@@ -93,13 +93,15 @@ const failure = <A>(exit: Exit.Exit<A, unknown>): SessionLogError => {
 
 describe("SessionLog tail", () => {
   it.effect(
-    "property: the tail's fold equals the full fold on 2,000 generated sessions",
+    "property: the tail's fold equals the full fold on 1,000 generated sessions per runtime (2,000 per CI run)",
     () =>
       Effect.gen(function* () {
         const sessions: MemorySessions = new Map()
         let fromTail = 0
         let maxCompactions = 0
-        for (let seed = 1; seed <= 2000; seed++) {
+        // Node takes seeds 1-1000, Deno 1001-2000
+        const first = "Deno" in globalThis ? 1001 : 1
+        for (let seed = first; seed < first + 1000; seed++) {
           const id = `p${seed}`
           const compactions = yield* session(sessions, id, seed, 10 + (seed % 50))
           maxCompactions = Math.max(maxCompactions, compactions)
@@ -117,7 +119,7 @@ describe("SessionLog tail", () => {
           const boundaries = stored.filter((e) => e.line.includes(`"type":"compaction","summary"`))
           if (boundaries.length > 0) assert.isAtMost(from, boundaries.at(-1)!.seq)
         }
-        assert.isAbove(fromTail, 1500, "most sessions start late")
+        assert.isAbove(fromTail, 750, "most sessions start late")
         assert.isAtLeast(maxCompactions, 10)
       }),
     120_000
