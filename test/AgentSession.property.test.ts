@@ -15,18 +15,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import {
-  Conversation,
-  type ConversationState,
-  type MessageParam,
-  type Request,
-  resumeState
-} from "../src/Conversation.ts"
+import { Conversation, type ConversationState, type MessageParam, type Request } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { type ApiTool, bindThinking, checkRequest, formatApiViolations, unboundThinking } from "./fixtures/ApiRules.ts"
 import { prng } from "./fixtures/Conversation.ts"
+import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 
 /** Sessions per runtime: Node runs seeds 1-20, Deno 21-40, so a CI run (both) covers 40 sessions, 20,000 steps. */
 const SESSIONS = 20
@@ -63,12 +58,6 @@ const layer = (store: MemoryStore | undefined, initial: ConversationState | unde
       Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
       Layer.provide(ExtractiveSummarizer.layer)
     )
-
-const resumedFrom = (store: MemoryStore) =>
-  Effect.gen(function* () {
-    const log = yield* SessionLog
-    return resumeState(yield* log.load())
-  }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
 
 type Block = Record<string, unknown>
 

@@ -30,6 +30,7 @@ import { afterAll, beforeAll } from "vitest"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { makeSchema } from "./fixtures/Pg.ts"
+import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 
 const read = (id: string, path: string): MessageParam => ({
   role: "assistant",
@@ -62,12 +63,6 @@ const logged = (store: MemoryStore, policy: CompactionPolicy, keepRecent = 10) =
     Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
     Layer.provide(ExtractiveSummarizer.layer)
   )
-
-const resumedFrom = (store: MemoryStore) =>
-  Effect.gen(function* () {
-    const log = yield* SessionLog
-    return resumeState(yield* log.load())
-  }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
 
 const small = CompactionPolicy.makeUnsafe({
   contextWindow: 12_000,

@@ -14,7 +14,6 @@ import {
   type MessageParam,
   recordReply,
   type Request,
-  resumeState,
   triggerFires,
   wireMessage
 } from "../src/Conversation.ts"
@@ -23,6 +22,7 @@ import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespac
 import { CompactionPolicy } from "../src/Policy.ts"
 import { FILES_HEADER, filesOfMessage } from "../src/Summary.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 
 const user = (text: string): MessageParam => ({ role: "user", content: text })
 const assistant = (text: string): MessageParam => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -111,12 +111,6 @@ const logged = (store: MemoryStore, policy: CompactionPolicy) =>
     Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
     Layer.provide(ExtractiveSummarizer.layer)
   )
-
-const resumedFrom = (store: MemoryStore) =>
-  Effect.gen(function* () {
-    const log = yield* SessionLog
-    return resumeState(yield* log.load())
-  }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
 
 /** A few long turns, so a compaction has a head to summarize. */
 const longTurns = (conversation: Conversation["Service"], n = 6) =>

@@ -23,7 +23,7 @@ import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
@@ -62,15 +62,6 @@ const results = (...ids: ReadonlyArray<string>): MessageParam => ({
 })
 const user = (t: string): MessageParam => ({ role: "user", content: t })
 
-/** A copy without any `cache_control`: a breakpoint belongs to the request that sends it, not to the conversation. */
-const strip = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(strip)
-  if (typeof value !== "object" || value === null) return value
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(value)) if (k !== "cache_control") out[k] = strip(v)
-  return out
-}
-
 /**
  * The thread rules, written from API-RULES 22–24 alone: what the server holds under each reply id (the conversation
  * up to and including the reply, and the thread's `system` and `tools`), each reply continued at most once.
@@ -91,7 +82,11 @@ class ThreadModel {
     const thread = request.thread
     assert.isDefined(thread, "every request on threads carries `thread`")
     if (thread!.type === "create") {
-      return { messages: strip(request.messages) as Array<unknown>, system: request.system, tools: request.tools }
+      return {
+        messages: withoutCacheControl(request.messages) as Array<unknown>,
+        system: request.system,
+        tools: request.tools
+      }
     }
     const id = thread!.previous_message_id
     const held = this.held.get(id)
@@ -101,7 +96,7 @@ class ThreadModel {
     assert.isUndefined(request.system, "a continue repeats no system")
     assert.isUndefined(request.tools, "a continue repeats no tools")
     return {
-      messages: [...held!.messages, ...strip(request.messages) as Array<unknown>],
+      messages: [...held!.messages, ...withoutCacheControl(request.messages) as Array<unknown>],
       system: held!.system,
       tools: held!.tools,
       held: held!.messages
@@ -121,12 +116,16 @@ class ThreadModel {
 /** Asserts that `threaded` stands for exactly the request `plain` sends, and returns the conversation it stands for. */
 const sameConversation = (model: ThreadModel, threaded: Request, plain: Request, label: string) => {
   const conversation = model.conversation(threaded)
-  const expected = strip(plain.messages)
+  const expected = withoutCacheControl(plain.messages)
   if (JSON.stringify(conversation.messages) !== JSON.stringify(expected)) {
     assert.deepStrictEqual(conversation.messages, expected, `${label}: the thread's conversation`)
   }
-  assert.deepStrictEqual(strip(conversation.system), strip(plain.system), `${label}: system`)
-  assert.deepStrictEqual(strip(conversation.tools), strip(plain.tools), `${label}: tools`)
+  assert.deepStrictEqual(
+    withoutCacheControl(conversation.system),
+    withoutCacheControl(plain.system),
+    `${label}: system`
+  )
+  assert.deepStrictEqual(withoutCacheControl(conversation.tools), withoutCacheControl(plain.tools), `${label}: tools`)
   const violations = checkRequest(threaded as never, {
     ...(conversation.held === undefined ? {} : { held: conversation.held as never }),
     ...(Array.isArray(conversation.tools) ? { tools: conversation.tools } : {})
@@ -157,7 +156,7 @@ describe("Conversation on threads: the requests", () => {
       assert.deepStrictEqual(second.request.thread, { type: "continue", previous_message_id: reply.id })
       assert.isUndefined(second.request.system)
       assert.isUndefined(second.request.tools)
-      assert.deepStrictEqual(strip(second.request.messages), [strip(results("t1"))])
+      assert.deepStrictEqual(withoutCacheControl(second.request.messages), [withoutCacheControl(results("t1"))])
       assert.isDefined(second.fullRequest)
       assert.deepStrictEqual(second.fullRequest!.thread, { type: "create" })
       assert.strictEqual(second.fullRequest!.messages.length, 3)
@@ -173,7 +172,7 @@ describe("Conversation on threads: the requests", () => {
       assert.isUndefined(threadReplay(first, notFound), "a create has nothing to fall back to")
       assert.strictEqual(checkRequest(first.request as never).length, 0)
       const held = [...first.request.messages, { role: "assistant", content: reply.content }]
-      assert.strictEqual(checkRequest(second.request as never, { held: strip(held) as never }).length, 0)
+      assert.strictEqual(checkRequest(second.request as never, { held: withoutCacheControl(held) as never }).length, 0)
       assert.isAbove(checkRequest(second.request as never).length, 0, "judged alone, the results answer nothing")
       for (const prepared of [first, second]) assert.notProperty(prepared.request, "context_management")
     }).pipe(Effect.provide(layers(true))))
@@ -348,8 +347,11 @@ describe("Conversation on threads: the property", () => {
             const conversation = sameConversation(model, t.request, p.request, label)
             // an append-only step continues with only what is new; anything else starts a new thread
             const grew = previous !== undefined && (() => {
-              const before = strip([...previous.plain.messages, { role: "assistant", content: previous.reply.content }])
-              const now = strip(p.request.messages) as Array<unknown>
+              const before = withoutCacheControl([...previous.plain.messages, {
+                role: "assistant",
+                content: previous.reply.content
+              }])
+              const now = withoutCacheControl(p.request.messages) as Array<unknown>
               return JSON.stringify(now.slice(0, (before as Array<unknown>).length)) === JSON.stringify(before)
             })()
             if (t.request.thread?.type === "continue") {
@@ -437,8 +439,8 @@ describe("Conversation on threads: the real SDK against the local server", () =>
         assert.isDefined(last)
         // the server holds exactly the view under the last reply
         assert.deepStrictEqual(
-          strip(server.thread(last!.previousMessageId)?.messages),
-          strip((yield* conversation.state).view)
+          withoutCacheControl(server.thread(last!.previousMessageId)?.messages),
+          withoutCacheControl((yield* conversation.state).view)
         )
         // a server that lost the thread: 404 thread_not_found, and the full request replays it under `create`
         const fresh = yield* MessagesApiServer.make

@@ -18,8 +18,7 @@ import {
   type MessageParam,
   recordReply,
   type Request,
-  requestOf,
-  resumeState
+  requestOf
 } from "../src/Conversation.ts"
 import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
@@ -32,6 +31,7 @@ import { validate } from "../src/Validate.ts"
 import { bindThinking, checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply, THINKING_BINDING_BETA } from "./fixtures/MessagesApiServer.ts"
+import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 
 const user = (text: string): MessageParam => ({ role: "user", content: text })
 const big = (label: string, n = 600) => `${label} `.repeat(n)
@@ -73,12 +73,6 @@ const layer = (
     Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
     Layer.provide(ExtractiveSummarizer.layer)
   )
-
-const resumedFrom = (store: MemoryStore) =>
-  Effect.gen(function* () {
-    const log = yield* SessionLog
-    return resumeState(yield* log.load())
-  }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
 
 /** Runs `turns` agent turns through the service; returns every prepared request. */
 const session = (turns: number) =>

@@ -13,7 +13,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
 import { importSession } from "../../src/Import.ts"
-import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
+import { checkRequest, formatApiViolations, withoutCacheControl } from "../fixtures/ApiRules.ts"
 import { DATA_DIR } from "../fixtures/Corpus.ts"
 import * as MessagesApiServer from "../fixtures/MessagesApiServer.ts"
 import { Reply } from "../fixtures/MessagesApiServer.ts"
@@ -29,13 +29,6 @@ type Body = {
   readonly thread?: { readonly type: "create" } | { readonly type: "continue"; readonly previous_message_id: string }
 }
 
-const strip = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(strip)
-  if (typeof value !== "object" || value === null) return value
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(value)) if (k !== "cache_control") out[k] = strip(v)
-  return out
-}
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
 const file = (dir: string, n: number, suffix = "") => join(dir, `request-${String(n).padStart(4, "0")}${suffix}.json`)
@@ -78,7 +71,7 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
       if (threaded.thread!.type === "create") {
         creates++
         conversation = {
-          messages: strip(threaded.messages) as Array<unknown>,
+          messages: withoutCacheControl(threaded.messages) as Array<unknown>,
           system: threaded.system,
           tools: threaded.tools
         }
@@ -91,18 +84,28 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
         assert.notProperty(threaded, "system", `request ${n}: a continue repeats no system`)
         assert.notProperty(threaded, "tools", `request ${n}: a continue repeats no tools`)
         conversation = {
-          messages: [...before!.messages, ...strip(threaded.messages) as Array<unknown>],
+          messages: [...before!.messages, ...withoutCacheControl(threaded.messages) as Array<unknown>],
           system: before!.system,
           tools: before!.tools,
           held: before!.messages
         }
       }
       assert.notProperty(threaded, "context_management")
-      if (!same(conversation.messages, strip(plain.messages))) {
-        assert.deepStrictEqual(conversation.messages, strip(plain.messages), `request ${n}: the rebuilt conversation`)
+      if (!same(conversation.messages, withoutCacheControl(plain.messages))) {
+        assert.deepStrictEqual(
+          conversation.messages,
+          withoutCacheControl(plain.messages),
+          `request ${n}: the rebuilt conversation`
+        )
       }
-      assert.isTrue(same(strip(conversation.system), strip(plain.system)), `request ${n}: system`)
-      assert.isTrue(same(strip(conversation.tools), strip(plain.tools)), `request ${n}: tools`)
+      assert.isTrue(
+        same(withoutCacheControl(conversation.system), withoutCacheControl(plain.system)),
+        `request ${n}: system`
+      )
+      assert.isTrue(
+        same(withoutCacheControl(conversation.tools), withoutCacheControl(plain.tools)),
+        `request ${n}: tools`
+      )
       const violations = checkRequest(
         threaded as never,
         conversation.held === undefined ? {} : {
@@ -112,10 +115,13 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
       assert.strictEqual(violations.length, 0, `request ${n}: ${formatApiViolations(violations)}`)
       // append-only: the plain request begins with the previous one and its reply
       const grew = previous !== undefined && (() => {
-        const before = strip([...previous.plain.messages, { role: "assistant", content: previous.reply }]) as Array<
+        const before = withoutCacheControl([...previous.plain.messages, {
+          role: "assistant",
+          content: previous.reply
+        }]) as Array<
           unknown
         >
-        return same((strip(plain.messages) as Array<unknown>).slice(0, before.length), before)
+        return same((withoutCacheControl(plain.messages) as Array<unknown>).slice(0, before.length), before)
       })()
       if (!grew && previous !== undefined) {
         rewrites++
