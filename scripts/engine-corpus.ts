@@ -14,7 +14,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { example, run } from "../test/cli/Process.ts"
 import { rawFile } from "../test/fixtures/Corpus.ts"
-import { priceWritten, readWritten } from "../test/fixtures/IndependentCache.ts"
+import { priceWritten, readWritten, tokensOfWritten } from "../test/fixtures/IndependentCache.ts"
 
 const SESSIONS: ReadonlyArray<[string, string]> = [
   ["pi__before-compaction", rawFile("pi__before-compaction.jsonl")],
@@ -75,13 +75,7 @@ try {
       same(reportOurs.requestTokens, ours.requestTokens)
     const written = readWritten(dir)
     const usageReplay = written.length === replay.requests && same(
-      written.map(({ usage: w }) => ({
-        message: w.message,
-        cacheRead: w.usage.cache_read_input_tokens,
-        cacheWrite: w.usage.cache_creation_input_tokens,
-        input: w.usage.input_tokens,
-        output: w.usage.output_tokens
-      })),
+      tokensOfWritten(written),
       replay.requestTokens
     )
     // the summarizer's calls are not requests of the conversation: both sides carry simulate's price for them

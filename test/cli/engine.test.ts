@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll } from "vitest"
-import { priceWritten, readWritten } from "../fixtures/IndependentCache.ts"
+import { priceWritten, readWritten, tokensOfWritten } from "../fixtures/IndependentCache.ts"
 import { rawFile } from "../fixtures/Corpus.ts"
 import { example, pool, type Run, run } from "./Process.ts"
 
@@ -105,13 +105,7 @@ describe("one replay engine", () => {
       const written = writtenOf(name)
       assert.strictEqual(written.length, replay.requests)
       assert.deepStrictEqual(
-        written.map(({ usage: w }) => ({
-          message: w.message,
-          cacheRead: w.usage.cache_read_input_tokens,
-          cacheWrite: w.usage.cache_creation_input_tokens,
-          input: w.usage.input_tokens,
-          output: w.usage.output_tokens
-        })),
+        tokensOfWritten(written),
         replay.requestTokens
       )
     })
