@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
+import { cacheControlOf, type CacheTtl, ttlMs } from "./internal/cacheTtl.ts"
 import { blocksOf, type ContentBlock, hasContent, type Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 
@@ -28,7 +28,7 @@ export const MAX_BREAKPOINTS = 4
 export const LOOKBACK_BLOCKS = 20
 
 /** The default cache lifetime: 5 minutes, refreshed on every hit. @category constants */
-export const CACHE_TTL_MS = 5 * 60 * 1000
+export const CACHE_TTL_MS: number = ttlMs("5m")
 
 /**
  * The breakpoint the library writes: the 5-minute ephemeral cache. @category constants

@@ -23,6 +23,7 @@
  *
  * @since 0.1.0
  */
+import { cachePrices } from "./internal/cacheTtl.ts"
 import { evictCold } from "./internal/coldEviction.ts"
 import { type DecideOptions, eligible, keepOf } from "./internal/evictionRules.ts"
 import type { Message, ToolUseBlock } from "./Message.ts"
@@ -93,7 +94,7 @@ export const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
  * a 5-minute write 1.25. @category constants
  * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: its rent-or-buy rule weighs these prices itself.
  */
-export const CACHE_PRICES = { cacheRead: 0.1, cacheWrite: 1.25 } as const
+export const CACHE_PRICES: { readonly cacheRead: number; readonly cacheWrite: number } = cachePrices("5m")
 
 /** Options of `evictStaleToolResults`. @category models */
 export interface EvictOptions {
