@@ -49,6 +49,7 @@ import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import {
   allThinking,
+  boundTokensBefore,
   DROP_BLOCK,
   firstChangedBlock,
   type InputTransformation,
@@ -842,7 +843,7 @@ export const requestOf = (
     frontier,
     previousFrontier: previous,
     minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
-    messageTokensBefore: carried?.tokensBefore
+    messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore)
   })
   const messages = carried === undefined
     ? applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>
@@ -1237,7 +1238,8 @@ const make = (
           instructions,
           upTo,
           minFreedTokens: options.minFreedTokens,
-          classifier: options.classifier
+          classifier: options.classifier,
+          unboundThinking: state.unboundThinking
         })
         if (plan._tag === "Skip") return plan.result.outcome
         const summary = yield* summarizer.summarize(plan.request).pipe(
