@@ -211,7 +211,7 @@ describe("Cache", () => {
       for (const session of corpus()) {
         replayChecked(session.messages, { system: SYSTEM, minTokens: 1024, label: session.name, deep: false })
       }
-    }), 120_000)
+    }), 180_000)
 
   it("the state stays free of breakpoints and the request is rebuilt the same from the same state", () => {
     let state = emptyState()

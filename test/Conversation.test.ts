@@ -292,7 +292,7 @@ describe("Conversation: failures lose nothing", () => {
         )
         assert.deepStrictEqual(comparable(resumed), comparable(recovered))
       }).pipe(Effect.provide(pg!.context)),
-    30_000
+    180_000
   )
 })
 

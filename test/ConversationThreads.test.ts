@@ -394,7 +394,7 @@ describe("Conversation on threads: the property", () => {
         assert.isAbove(rewrites, 10, `rewrites ${rewrites} (offloads, compactions) each started a new thread`)
         assert.isAbove(creates, rewrites)
       }),
-    60_000
+    180_000
   )
 })
 

@@ -122,7 +122,7 @@ describe("SessionLog tail", () => {
         assert.isAbove(fromTail, 750, "most sessions start late")
         assert.isAtLeast(maxCompactions, 10)
       }),
-    120_000
+    180_000
   )
 
   it.effect(
@@ -152,7 +152,7 @@ describe("SessionLog tail", () => {
           assert.deepStrictEqual(reread.issues, [])
         }
       }),
-    60_000
+    180_000
   )
 
   it.effect("old logs: v1 lines and boundaries in another key order are not seen by the scan and open from the start", () =>
