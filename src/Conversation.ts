@@ -1143,8 +1143,13 @@ export type Compacted = RequestAfterCompaction
 export interface ConversationShape {
   /** The current state. */
   readonly state: Effect.Effect<ConversationState>
-  /** Appends a user or system message, or tool results (see `appendMessage`). */
-  readonly append: (message: MessageParam) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
+  /**
+   * Appends a user or system message, or tool results (see `appendMessage`): the SDK's `MessageParam`, or its beta
+   * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format.
+   */
+  readonly append: (
+    message: MessageParam | Anthropic.Beta.BetaMessageParam
+  ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /** Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`). */
   readonly recordReply: (
     message: MessageParam | SdkReply,
@@ -1255,7 +1260,9 @@ const make = (
       state: Effect.sync(stateNow),
       append: (message) =>
         serialized(
-          Effect.suspend(() => persist(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))
+          Effect.suspend(() => persist(appendMessage(state, message as MessageParam), stateNow)).pipe(
+            Effect.map(stateNow)
+          )
         ),
       recordReply: (message, usage, replyOptions) =>
         serialized(
