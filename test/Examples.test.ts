@@ -87,4 +87,12 @@ describe("Examples", () => {
     assert.include(sent, "continue")
     assert.strictEqual(sent.at(-1), "create", "the compaction restarted the thread with the whole view")
   }, 180_000)
+
+  it("the README's tool-runner loop is the loop of examples/tool-runner.ts, verbatim", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf("## The SDK's tool runner")))?.[1]
+    assert.isDefined(block)
+    assert.match(block!, /^for await \(const stream of runner\)/)
+    assert.include(readFileSync(join(root, "examples/tool-runner.ts"), "utf8"), block!)
+  })
 })
