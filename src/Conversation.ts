@@ -1168,7 +1168,8 @@ export interface ConversationShape {
   /**
    * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`).
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
-   * reply anchors no thread and, with threads on, every later request goes without `thread`.
+   * reply anchors no thread and, with threads on, every later request of this service goes without `thread` (a
+   * conversation resumed from the log tries a thread again).
    */
   readonly recordReply: (
     message: MessageParam | SdkReply,
