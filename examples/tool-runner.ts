@@ -21,11 +21,15 @@ const files: Readonly<Record<string, string>> = {
   "/src/parser.ts": 'export const parse = (input: string) => input.split("\\n")\n'.repeat(300),
   "/src/lexer.ts": 'export const lex = (input: string) => input.split(" ")\n'.repeat(300)
 }
+let calls = 0
 const read = betaTool({
   name: "read",
   description: "Read a file",
   inputSchema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
-  run: ({ path }) => files[path] ?? `no such file: ${path}`
+  run: ({ path }) => {
+    calls++
+    return files[path] ?? `no such file: ${path}`
+  }
 })
 
 // a small policy, so that this short session compacts (the trigger reads the usage each reply reports)
@@ -71,4 +75,5 @@ for await (const stream of runner) {
 }
 const { view, epoch } = await run(conversation.state)
 console.log(`threads: ${threads.join(" ")}`)
-console.log(`${threads.length} requests, ${compactions} compactions; view ${view.length} messages, epoch ${epoch}`)
+console.log(`${threads.length} requests, ${compactions} compactions, ${calls} tool calls run`)
+console.log(`view: ${view.length} messages, epoch ${epoch}`)

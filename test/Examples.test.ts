@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { runToolRunner } from "./fixtures/ToolRunnerScript.ts"
+import { runToolRunner, TOOL_CALLS } from "./fixtures/ToolRunnerScript.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
 
@@ -76,10 +76,11 @@ describe("Examples", () => {
     assert.deepStrictEqual(run.rejections, [], "the local server refused nothing")
     assert.deepStrictEqual(run.violations, [], run.violations.join("\n"))
     assert.strictEqual(run.unused, 0, "every scripted reply was asked for, and nothing more")
-    const summary = /(\d+) requests, (\d+) compactions/.exec(run.stdout)
+    const summary = /(\d+) requests, (\d+) compactions, (\d+) tool calls run/.exec(run.stdout)
     assert.isNotNull(summary, run.stdout)
     assert.strictEqual(Number(summary![1]), run.requests.length)
     assert.isAtLeast(Number(summary![2]), 1)
+    assert.strictEqual(Number(summary![3]), TOOL_CALLS, "each call ran once: the eager start and the results agree")
     // the runner sent each request on the thread the conversation chose: continue while the view only grew
     const chosen = /threads: ([a-z ]+)/.exec(run.stdout)?.[1]?.split(" ")
     const sent = run.requests.map((r) => (r.body.thread as { readonly type?: string } | undefined)?.type)
