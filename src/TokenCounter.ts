@@ -75,14 +75,16 @@ type CountMethod = (params: never, options?: CountRequestOptions) => PromiseLike
  */
 const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(10)
 
+const TokenCounterBase: Context.ServiceClass<TokenCounter, "effect-compaction/TokenCounter", TokenCounter.Shape> =
+  Context.Service<TokenCounter, TokenCounter.Shape>()("effect-compaction/TokenCounter")
+
 /**
  * The service that counts a request's input tokens. A count never fails: it is exact (`count_tokens` answered) or the
  * estimate (the estimate counter, or a failed count: `error` says why). Build it with `TokenCounter.layerEstimate`
  * or `TokenCounter.layer(options)`.
  * @category services
  */
-export class TokenCounter
-  extends Context.Service<TokenCounter, TokenCounter.Shape>()("effect-compaction/TokenCounter") {
+export class TokenCounter extends TokenCounterBase {
   /**
    * The estimate, never exact: the library's estimate of the messages (`Tokens.estimateTokens`) plus the system prompt
    * and tools. A conversation with this counter decides as one without a counter.

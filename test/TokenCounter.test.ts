@@ -118,7 +118,7 @@ describe("TokenCounter", () => {
 /** `count_tokens` through a tokenizer of one's own (`TokenCounter.layer({ count })`), over the messages' JSON. */
 const tokenizer = (tokens: (json: string) => number) =>
   TokenCounter.layer({
-    count: async (params) => ({ input_tokens: tokens(JSON.stringify(withoutCacheControl(params.messages))) }),
+    count: (params) => Promise.resolve({ input_tokens: tokens(JSON.stringify(withoutCacheControl(params.messages))) }),
     model: MODEL
   })
 /** A quarter of a token per character, and 20,000 for each summary: exactly, a summary frees nothing. */
