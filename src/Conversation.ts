@@ -33,20 +33,16 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Clock from "effect/Clock"
+import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import {
-  type CompactionRecord,
-  CompactOutcome,
-  finishCompaction,
-  type FinishedCompaction,
-  prepareCompaction,
-  recordInput
-} from "./Compact.ts"
+import { type CompactionRecord, CompactOutcome, type FinishedCompaction, recordInput } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
+import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
+import { systemAndToolsTokens } from "./internal/estimate.ts"
 import {
   allThinking,
   boundTokensBefore,
@@ -92,7 +88,8 @@ import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionE
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, estimateTokens, jsonSize } from "./Tokens.ts"
+import { estimateTokens } from "./Tokens.ts"
+import { TokenCounter } from "./TokenCounter.ts"
 import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
@@ -670,6 +667,22 @@ export const triggerFires = (
     })
 
 /**
+ * `triggerFires` with `tokens`, the exact count of the next request (a `TokenCounter`'s), in place of the last
+ * reported usage: the same thresholds (`shouldCompact`), on the request about to be sent, whatever its epoch.
+ */
+const countFires = (
+  state: ConversationState,
+  policy: CompactionPolicy,
+  cacheCold: boolean | undefined,
+  tokens: number
+): boolean =>
+  overflowed(state) ||
+  shouldCompact(policy, { input_tokens: tokens, output_tokens: 0 }, {
+    requestEpoch: state.epoch,
+    currentEpoch: state.epoch
+  }, { coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view) })
+
+/**
  * The estimated tokens of the view as the API counts them: the thinking blocks a rewrite invalidated are dropped
  * (API-RULES 29) and count nothing.
  */
@@ -835,8 +848,7 @@ export const requestOf = (
       (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
     ? before
     : undefined
-  const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
-    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
+  const systemTokens = systemAndToolsTokens(system as never, tools)
   const carried = CarriedIndex.requestParts(view, state.carried)
   const plan = planBreakpoints(view, {
     systemTokens,
@@ -1122,6 +1134,12 @@ export interface Prepared {
    * otherwise.
    */
   readonly fullRequest?: Request | undefined
+  /**
+   * With a `TokenCounter` in the layer: its count of the request this step checked the trigger on (the view after the
+   * offload, before any compaction). When `exact`, the trigger and `minFreedTokens` went by it; otherwise (the
+   * estimate counter, or `count_tokens` failed: `error` says why) by the reported usage and the estimates.
+   */
+  readonly count?: TokenCounter.Count | undefined
 }
 
 /**
@@ -1215,6 +1233,7 @@ const make = (
 ) =>
   Effect.gen(function* () {
     const summarizer = yield* Summarizer
+    const counter = Option.getOrUndefined(yield* Effect.serviceOption(TokenCounter))
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
     // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
@@ -1247,6 +1266,11 @@ const make = (
         : { request }
     }
     const request = () => issue().request
+    /** The counter's count of the whole request for `s` (none without a counter or with an empty view). */
+    const countOf = (s: ConversationState, before?: ConversationState) =>
+      counter === undefined || s.view.length === 0
+        ? Effect.succeed(undefined)
+        : counter.count(requestOf(s, options.system, requestOptions(before)))
 
     /**
      * Records each change, then makes the state after it current; on failure the state is the last stored one. A
@@ -1261,21 +1285,34 @@ const make = (
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
-    const compactNow = <A>(instructions: string | undefined, fallback: () => A, upTo?: number | undefined) =>
+    const compactNow = <A>(
+      instructions: string | undefined,
+      fallback: () => A,
+      upTo?: number | undefined,
+      counted?: TokenCounter.Count | undefined
+    ) =>
       Effect.gen(function* () {
         yield* persist(closePending(state), fallback)
-        const plan = prepareCompaction(state.view, policy, {
+        // with an exact count before and after, `minFreedTokens` is checked on them (internal/conversation/counted.ts)
+        const before = counted ?? (yield* countOf(state))
+        const plan = prepareCounted(state.view, policy, {
           instructions,
           upTo,
           minFreedTokens: options.minFreedTokens,
           classifier: options.classifier,
           unboundThinking: state.unboundThinking
-        })
+        }, before)
         if (plan._tag === "Skip") return plan.result.outcome
         const summary = yield* summarizer.summarize(plan.request).pipe(
           Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
         )
-        const finished = finishCompaction(plan, summary)
+        const finished = yield* finishCounted(
+          plan,
+          summary,
+          before,
+          options.minFreedTokens,
+          (candidate) => countOf(applyCompaction(state, candidate).state)
+        )
         yield* persist(applyCompaction(state, finished), fallback)
         return finished.outcome
       })
@@ -1303,16 +1340,32 @@ const make = (
       prepare: serialized(Effect.gen(function* () {
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
-        const prepared = (): Prepared => ({ ...issue(), epoch: state.epoch, offloaded, compaction })
+        let count: TokenCounter.Count | undefined
+        const prepared = (): Prepared => ({
+          ...issue(),
+          epoch: state.epoch,
+          offloaded,
+          compaction,
+          ...(count === undefined ? {} : { count })
+        })
         const now = yield* Clock.currentTimeMillis
         const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
         const before = state
         const step = prepareStep(state, { ...options, policy }, cold)
         yield* persist(step.transition, prepared)
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
-        if (step.compact) compaction = yield* compactNow(undefined, prepared)
+        // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
+        if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
+        const fires = count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact
+        if (fires) compaction = yield* compactNow(undefined, prepared, undefined, count)
         lastRequestAt = now
-        return { ...issue(before), epoch: state.epoch, offloaded, compaction }
+        return {
+          ...issue(before),
+          epoch: state.epoch,
+          offloaded,
+          compaction,
+          ...(count === undefined ? {} : { count })
+        }
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

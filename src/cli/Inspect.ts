@@ -25,8 +25,9 @@ import {
   isToolUse,
   type Message
 } from "../Message.ts"
+import { systemAndToolsTokens } from "../internal/estimate.ts"
 import { contextTokens, defaultPolicy } from "../Policy.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens, jsonSize } from "../Tokens.ts"
+import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
 import { turnStarts } from "../Turns.ts"
 import { validate, type Violation } from "../Validate.ts"
 
@@ -286,8 +287,7 @@ export interface AnalyzeOptions {
 }
 
 /** The estimated tokens of tool definitions (0 when there are none). @category analysis */
-export const toolsTokens = (tools: ReadonlyArray<unknown> | undefined): number =>
-  tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN)
+export const toolsTokens = (tools: ReadonlyArray<unknown> | undefined): number => systemAndToolsTokens(undefined, tools)
 
 /**
  * Whether the provider's usage reported on `messages[index]` describes `messages[0..index]`: not when something

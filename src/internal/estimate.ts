@@ -360,6 +360,17 @@ export const estimateContentTokensUncached = (content: string | ReadonlyArray<Co
   typeof content === "string" ? Math.ceil(content.length / CHARS_PER_TOKEN) : blocksTokens(content)
 
 /**
+ * The estimated tokens of a request's system prompt and tools, the part of a prompt before its messages: the system
+ * prompt as text blocks, the tools by their JSON size (none for an empty list).
+ */
+export const systemAndToolsTokens = (
+  system: string | ReadonlyArray<ContentBlock> | undefined,
+  tools: ReadonlyArray<unknown> | undefined
+): number =>
+  (system === undefined ? 0 : blocksTokens(typeof system === "string" ? [{ type: "text", text: system }] : system)) +
+  (tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
+
+/**
  * The estimated prompt tokens of one message, computed every time (`Tokens.estimateMessageTokens` caches it). A system
  * message without content (API-RULES 26) costs only its framing: its `output_config` is settings, not text.
  */
