@@ -22,15 +22,13 @@
  */
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
-import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
-import { prepareStep } from "../src/Conversation.ts"
-import { extractiveSummary } from "../src/ExtractiveSummarizer.ts"
 import { importSession } from "../src/Import.ts"
 import type { Message } from "../src/Message.ts"
-import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
 import { checkRequest, formatApiViolations } from "../test/fixtures/ApiRules.ts"
 import { referenceAnchors, tallyRetention } from "../test/fixtures/Anchors.ts"
 import {
+  blockingTwin,
   recordedGaps,
   replayTimed,
   scriptedSummarizer,
@@ -81,22 +79,10 @@ const tally = (span: ReadonlyArray<Message>, view: ReadonlyArray<unknown>, tail:
 
 /** The retention of `c` and of a blocking compaction on the same cut of the same view, by the independent extractor. */
 const retentionPair = (c: TimedCompaction, policy: CompactionPolicy) => {
-  if (c.outcome._tag === "Skipped") throw new Error("a skipped compaction has no retention")
-  const view = prepareStep(c.before, { policy }).transition.state.view as unknown as ReadonlyArray<Message>
-  const cut = c.outcome.cut.removed.to
-  const plan = prepareCompaction(view, policy, { upTo: cut })
-  if (plan._tag === "Skip" || plan.cut !== cut) throw new Error(`no blocking plan on cut ${cut}`)
-  const blocking = finishCompaction(plan, {
-    text: extractiveSummary(plan.request),
-    model: "extractive",
-    usage: zeroUsage,
-    summarizer: "extractive"
-  })
-  const span = view.slice(0, cut)
-  const applied = c.after.view as unknown as ReadonlyArray<Message>
+  const twin = blockingTwin(c, { policy })
   return {
-    applied: tally(span, applied, applied.slice(1)),
-    blocking: tally(span, blocking.messages, blocking.messages.slice(1))
+    applied: tally(twin.span, twin.applied, twin.applied.slice(1)),
+    blocking: tally(twin.span, twin.blocking, twin.blocking.slice(1))
   }
 }
 
