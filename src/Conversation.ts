@@ -57,6 +57,7 @@ import {
   thinkingIn,
   tokensAt
 } from "./internal/thinkingBinding.ts"
+import { makeBackground, resumeCut } from "./internal/conversation/background.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
@@ -223,6 +224,11 @@ export interface ReplyMeta {
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
   /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
   readonly rewrittenFrom?: number
+  /**
+   * With `CompactionPolicy.backgroundAt`: the cut of the summary being made in the background when the reply was
+   * recorded (a cut only, never a summary), which a resumed conversation starts again.
+   */
+  readonly backgroundCut?: number
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -1226,16 +1232,32 @@ const record = (log: SessionLogShape, change: Change): Effect.Effect<void, Sessi
   }
 }
 
+/** The transition with `backgroundCut` in its reply's step metadata (the log's record of the pending summary). */
+const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =>
+  cut === undefined ? t : {
+    ...t,
+    steps: t.steps.map((step) =>
+      step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
+        ? {
+          ...step,
+          change: Change.Appended({ message: step.change.message, meta: { ...step.change.meta, backgroundCut: cut } })
+        }
+        : step
+    )
+  }
+
 const make = (
   initial: ConversationState,
   log: SessionLogShape | undefined,
-  options: ConversationOptions
+  options: ConversationOptions,
+  backgroundCut?: number | undefined
 ) =>
   Effect.gen(function* () {
     const summarizer = yield* Summarizer
     const counter = Option.getOrUndefined(yield* Effect.serviceOption(TokenCounter))
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
+    const background = makeBackground(summarizer, yield* Effect.scope, policy, options)
     // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
     let state: ConversationState = initial.carried?.view === asMessages(initial.view)
       ? initial
@@ -1289,7 +1311,8 @@ const make = (
       instructions: string | undefined,
       fallback: () => A,
       upTo?: number | undefined,
-      counted?: TokenCounter.Count | undefined
+      counted?: TokenCounter.Count | undefined,
+      atTrigger?: true
     ) =>
       Effect.gen(function* () {
         yield* persist(closePending(state), fallback)
@@ -1303,22 +1326,26 @@ const make = (
           unboundThinking: state.unboundThinking
         }, before)
         if (plan._tag === "Skip") return plan.result.outcome
-        const summary = yield* summarizer.summarize(plan.request).pipe(
+        // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable
+        const ready = atTrigger === true ? yield* background.take(state, plan) : undefined
+        const summary = ready?.summary ?? (yield* summarizer.summarize(plan.request).pipe(
           Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
-        )
+        ))
         const finished = yield* finishCounted(
-          plan,
+          ready === undefined ? plan : ready.plan as typeof plan,
           summary,
           before,
           options.minFreedTokens,
           (candidate) => countOf(applyCompaction(state, candidate).state)
         )
         yield* persist(applyCompaction(state, finished), fallback)
+        if (finished.record !== undefined) yield* background.drop
         return finished.outcome
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
     const stateNow = () => state
+    if (backgroundCut !== undefined) yield* background.resume(state, backgroundCut)
 
     return Conversation.of({
       state: Effect.sync(stateNow),
@@ -1334,7 +1361,8 @@ const make = (
             if (replyOptions?.unthreaded === true) threading = false
             const thread = threading && sent !== undefined ? { sent } : undefined
             sent = undefined
-            return persist(recordReply(state, message, usage, replyOptions?.requestEpoch, thread), stateNow)
+            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread)
+            return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
           }).pipe(Effect.map(stateNow))
         ),
       prepare: serialized(Effect.gen(function* () {
@@ -1357,7 +1385,8 @@ const make = (
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
         const fires = count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact
-        if (fires) compaction = yield* compactNow(undefined, prepared, undefined, count)
+        if (fires) compaction = yield* compactNow(undefined, prepared, undefined, count, true)
+        if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
         lastRequestAt = now
         return {
           ...issue(before),
@@ -1404,7 +1433,7 @@ export const layerLogged = (
     Effect.gen(function* () {
       const log = yield* SessionLog
       const loaded = yield* log.loaded
-      return yield* make(resumeState(loaded, options.classifier), log, options)
+      return yield* make(resumeState(loaded, options.classifier), log, options, resumeCut(loaded, META_KEY))
     })
   )
 

@@ -104,7 +104,7 @@ export const defaultMaxTailTokens = (
  * An immutable, validated compaction policy. Build it with `CompactionPolicy.make` (a `Result`) or
  * `CompactionPolicy.makeUnsafe` (throws `PolicyError`); every instance satisfies:
  *
- * - every field is a positive integer;
+ * - every field is a positive integer, but `backgroundAt` (absent, or a fraction strictly between 0 and 1);
  * - `minRemaining < contextWindow`;
  * - `keepRecentTokens <= maxTailTokens <= contextWindow - minRemaining`;
  * - `keepRecentTokens < compactAtTokens <= contextWindow - minRemaining`.
@@ -167,6 +167,13 @@ export class CompactionPolicy {
    * `"1h"`.
    */
   declare readonly cacheTtl: CacheTtl
+  /**
+   * Background compaction (`Conversation`): once the reported context passes this fraction of `compactAtTokens`
+   * (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
+   * goes on, and the step that compacts applies it instead of waiting for the summarizer. A number strictly between
+   * 0 and 1; absent (the default): off, every compaction waits for its summary.
+   */
+  declare readonly backgroundAt?: number
 
   private constructor(fields: PolicyFields) {
     Object.assign(this, fields)
@@ -197,11 +204,17 @@ export class CompactionPolicy {
       compactAtTokens: options.compactAtTokens ??
         Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
       summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens,
-      cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl
+      cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl,
+      ...(options.backgroundAt === undefined ? {} : { backgroundAt: options.backgroundAt })
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
-    const error = check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
+    const error = check(
+      "backgroundAt",
+      fields.backgroundAt === undefined ||
+        (Number.isFinite(fields.backgroundAt) && fields.backgroundAt > 0 && fields.backgroundAt < 1),
+      "expected a fraction of compactAtTokens, strictly between 0 and 1"
+    ) ?? check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
       check(
         "summaryBudgetTokens",
         Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,
