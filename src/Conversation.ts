@@ -69,6 +69,14 @@ import {
   type ThreadParam
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
+import {
+  type CacheDiagnosis,
+  type CachePrediction,
+  calibrationOf,
+  diagnosisAgrees,
+  predictCacheMiss,
+  reportedOf
+} from "./internal/conversation/diagnostics.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -115,6 +123,11 @@ export interface Request {
    * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
    */
   readonly thread?: ThreadParam
+  /**
+   * With `ConversationOptions.diagnostics`: the id of the reply the latest request got, so the API reports why this
+   * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
+   */
+  readonly diagnostics?: { readonly previous_message_id: string | null }
   readonly thinking?: ThinkingConfig
   readonly betas?: Array<string>
 }
@@ -152,6 +165,13 @@ export interface ReplyReport {
   readonly requestEpoch: number
   /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
+  /**
+   * With `ConversationOptions.diagnostics` (API-RULES 33): the library's prediction for the request this reply
+   * answered (`null`: no divergence from the request before; else the miss it expects, its reason and estimated
+   * tokens) beside the `cache_miss_reason` the API reported, and whether they agree (same reason, missed tokens
+   * within 5%).
+   */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /**
@@ -224,6 +244,8 @@ export interface ReplyMeta {
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
   /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
   readonly rewrittenFrom?: number
+  /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -450,6 +472,8 @@ export interface SdkReply {
   readonly stop_reason: string | null
   readonly usage: ReportedUsage
   readonly input_transformations?: ReadonlyArray<InputTransformation> | null
+  /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
+  readonly diagnostics?: unknown
 }
 
 const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
@@ -469,6 +493,9 @@ const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
  * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
  * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
  * reply. Any other reply leaves no anchor, so the next request starts a new thread.
+ *
+ * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
+ * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
  * @category transitions
  */
 export const recordReply = (
@@ -476,7 +503,8 @@ export const recordReply = (
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
-  thread?: { readonly sent: number } | undefined
+  thread?: { readonly sent: number } | undefined,
+  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
   const message: MessageParam = sdk === undefined
@@ -489,7 +517,8 @@ export const recordReply = (
     requestEpoch: requestEpoch ?? state.epoch,
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
-      : { inputTransformations: sdk.input_transformations.map(transformationOf) })
+      : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
   }
   const clean = wireMessage(message)
   if (clean === undefined) {
@@ -542,7 +571,8 @@ export const recordReply = (
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
-      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom })
+      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
@@ -555,6 +585,21 @@ export const recordReply = (
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
+}
+
+/** The reasons the API reports without a diagnosis to compare (the previous reply unknown to it, or none given). */
+const UNDIAGNOSED: ReadonlyArray<string> = ["previous_message_not_found", "unavailable"]
+
+/** A reply's cache diagnosis: the prediction, the reported reason (an SDK reply's), and whether they agree. */
+const diagnosisOf = (predicted: CachePrediction | undefined, sdk: SdkReply | undefined): CacheDiagnosis => {
+  const reported = sdk === undefined || !("diagnostics" in sdk) ? undefined : reportedOf(sdk.diagnostics)
+  const comparable = predicted !== undefined && reported !== undefined &&
+    (reported === null || !UNDIAGNOSED.includes(reported.type))
+  return {
+    ...(predicted === undefined ? {} : { predicted }),
+    ...(reported === undefined ? {} : { reported }),
+    ...(comparable ? { agrees: diagnosisAgrees(predicted, reported) } : {})
+  }
 }
 
 /** The entry of `input_transformations` a state keeps. */
@@ -833,8 +878,7 @@ export const requestOf = (
       (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
     ? before
     : undefined
-  const systemTokens = (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
-    (tools === undefined ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
+  const systemTokens = headTokens(system, tools)
   const carried = CarriedIndex.requestParts(view, state.carried)
   const plan = planBreakpoints(view, {
     systemTokens,
@@ -863,6 +907,14 @@ export const requestOf = (
   const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: marker } : t)
   return { tools: marked as Array<Anthropic.ToolUnion>, messages, ...thinking }
 }
+
+/** The estimated tokens of a request's system prompt and tools, as its breakpoints count them. */
+const headTokens = (
+  system: string | Array<Anthropic.TextBlockParam> | undefined,
+  tools: ReadonlyArray<Anthropic.ToolUnion> | undefined
+): number =>
+  (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
+  (tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
 
 /**
  * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta
@@ -1043,7 +1095,8 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
-  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations })
+  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
+  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis })
 })
 
 const wireOf = (message: Message): MessageParam => {
@@ -1101,6 +1154,14 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
    * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off.
    */
   readonly threads?: boolean | undefined
+  /**
+   * Ask the API why each request missed the cache (API-RULES 33): every request carries `diagnostics:
+   * { previous_message_id }`, the id of the latest recorded SDK reply (`null` before the first), `Prepared.
+   * cachePrediction` is the library's own prediction for it (its missed tokens calibrated by the usage that reply
+   * reported), and the reply's `state.reply.cacheDiagnosis` holds the prediction beside the reported
+   * `cache_miss_reason` and whether they agree. Default off.
+   */
+  readonly diagnostics?: boolean | undefined
   /** The thinking config every request carries (see `RequestOptions.thinking`: the binding after a rewrite). */
   readonly thinking?: ThinkingConfig | undefined
 }
@@ -1118,6 +1179,13 @@ export interface Prepared {
    * `thread_continue_in_flight` (`threadReplay(prepared, error)` picks it). Absent otherwise.
    */
   readonly fullRequest?: Request | undefined
+  /**
+   * With diagnostics on: what the library's cache model predicts the API reports for `request` against the request
+   * the latest reply answered: `null` for no divergence (a hit of everything that request cached), else the reason
+   * (`model_changed`, `system_changed`, `tools_changed`, `messages_changed`), the estimated missed input tokens and
+   * the first block that differs. Absent without diagnostics, and when that request was not seen (after a resume).
+   */
+  readonly cachePrediction?: CachePrediction | undefined
 }
 
 /**
@@ -1205,15 +1273,35 @@ const make = (
     })
     // with threads on: the length of the view the latest request handed out sent, for the reply that answers it
     let sent: number | undefined
+    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
+    let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
+    let answered: { readonly full: Request; readonly id: string; readonly scale: number | undefined } | undefined
+    const minTokens = minCacheableTokens(model)
+    const head = headTokens(options.system, tools)
     /** The request for the current state as it goes out (on its thread, with the whole view beside a `continue`). */
-    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest"> => {
-      const full = requestOf(state, options.system, requestOptions(before))
-      if (options.threads !== true) return { request: full }
+    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest" | "cachePrediction"> => {
+      const built = requestOf(state, options.system, requestOptions(before))
+      const previousId = options.diagnostics === true ? state.reply?.id : undefined
+      const full: Request = options.diagnostics === true
+        ? { ...built, diagnostics: { previous_message_id: previousId ?? null } }
+        : built
+      const predicted = previousId === undefined ?
+        undefined :
+        answered?.id === previousId
+        ? predictCacheMiss({ ...answered.full, model }, { ...full, model }, {
+          headTokens: head,
+          minTokens,
+          scale: answered.scale
+        })
+        : undefined
+      if (options.diagnostics === true) issued = { full, predicted }
+      const prediction = previousId === undefined ? {} : { cachePrediction: predicted }
+      if (options.threads !== true) return { request: full, ...prediction }
       sent = state.view.length
       const request: Request = onThread(full, state.thread, state.view.length)
       return request.thread?.type === "continue"
-        ? { request, fullRequest: { ...full, thread: { type: "create" } } }
-        : { request }
+        ? { request, fullRequest: { ...full, thread: { type: "create" } }, ...prediction }
+        : { request, ...prediction }
     }
     const request = () => issue().request
 
@@ -1262,7 +1350,14 @@ const make = (
           Effect.suspend(() => {
             const thread = options.threads === true && sent !== undefined ? { sent } : undefined
             sent = undefined
-            return persist(recordReply(state, message, usage, replyOptions?.requestEpoch, thread), stateNow)
+            const request = issued
+            issued = undefined
+            // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
+            answered = request !== undefined && isSdkReply(message)
+              ? { full: request.full, id: message.id, scale: calibrationOf(request.full, head, message.usage) }
+              : undefined
+            const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
+            return persist(recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis), stateNow)
           }).pipe(Effect.map(stateNow))
         ),
       prepare: serialized(Effect.gen(function* () {
