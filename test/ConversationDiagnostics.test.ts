@@ -15,9 +15,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Conversation, type MessageParam, type Prepared, type SdkReply } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { usageOf } from "./fixtures/ConversationReplay.ts"
+import { diagnoseCache } from "./fixtures/IndependentCache.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 
@@ -128,4 +130,97 @@ describe("Conversation with cache diagnostics, against the local server's own ca
       }),
     180_000
   )
+})
+
+describe("the two cache models on crafted pairs: the library's prediction and the local server's diagnosis", () => {
+  const mark = { type: "ephemeral" } as const
+  const text = (i: number, marked = false) => ({
+    type: "text",
+    text: `block ${i} `.repeat(80),
+    ...(marked ? { cache_control: mark } : {})
+  })
+  /** A system prompt (its breakpoint when `systemMarked`) and one user message of `n` blocks, breakpoints at `marks`. */
+  const prompt = (
+    n: number,
+    marks: ReadonlyArray<number>,
+    options: { readonly change?: number; readonly systemMarked?: boolean } = {}
+  ): Record<string, unknown> => ({
+    model: MODEL,
+    system: [{
+      type: "text",
+      text: "S".repeat(6000),
+      ...(options.systemMarked === false ? {} : { cache_control: mark })
+    }],
+    messages: [{
+      role: "user",
+      content: Array.from({ length: n }, (_, i) => ({
+        ...text(i, marks.includes(i)),
+        ...(i === options.change ? { text: "x" } : {})
+      }))
+    }]
+  })
+  const both = (previous: Record<string, unknown>, next: Record<string, unknown>) => ({
+    library: predictCacheMiss(previous as never, next as never, { headTokens: 1500, minTokens: 1024 }),
+    server: diagnoseCache(previous as never, next as never)
+  })
+  const previous = prompt(30, [10, 29])
+  const everything = (p: Record<string, unknown>) => both(p, { ...p, model: "claude-opus-5" })
+
+  it("no divergence, and each part that changes first: the same reason from both", () => {
+    const grown = {
+      ...previous,
+      messages: [...(previous.messages as Array<unknown>), { role: "assistant", content: "ok" }]
+    }
+    assert.deepStrictEqual(both(previous, grown), { library: null, server: null })
+    const cases: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
+      ["model_changed", { ...previous, model: "claude-opus-5" }],
+      ["system_changed", { ...previous, system: [{ type: "text", text: "T".repeat(6000), cache_control: mark }] }],
+      ["tools_changed", { ...previous, tools: [{ name: "read", input_schema: { type: "object" } }] }],
+      ["messages_changed", prompt(30, [10, 29], { change: 25 })]
+    ]
+    for (const [reason, next] of cases) {
+      const { library, server } = both(previous, next)
+      assert.strictEqual(library?.reason, reason)
+      assert.strictEqual(server?.type, reason)
+    }
+  })
+
+  it("the reused prefix: a written breakpoint before the divergence, within 20 blocks of one of the new request", () => {
+    const all = everything(previous)
+    // a change at block 25 keeps the prefix written at block 10: the new request reads it from its breakpoint at 29
+    const near = both(previous, prompt(30, [10, 29], { change: 25 }))
+    assert.deepStrictEqual(near.library!.divergedAt, { message: 0, block: 25 })
+    assert.isBelow(near.library!.missedInputTokens, all.library!.missedInputTokens)
+    assert.isBelow(near.server!.cache_missed_input_tokens, all.server!.cache_missed_input_tokens)
+    // with no breakpoint on the system prompt and the new request's first one 20 blocks after block 10: none reused
+    const before = prompt(30, [10, 29], { systemMarked: false })
+    const far = both(before, prompt(40, [30, 39], { change: 25, systemMarked: false }))
+    assert.strictEqual(far.library!.missedInputTokens, everything(before).library!.missedInputTokens)
+    assert.strictEqual(far.server!.cache_missed_input_tokens, everything(before).server!.cache_missed_input_tokens)
+  })
+
+  it.effect("the server: previous_message_not_found for an id it never returned, null for the first turn's opt-in", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const client = new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 0 })
+      const send = (previous_message_id: string | null) => {
+        server.enqueue(Reply.message([{ type: "text", text: "ok" }]))
+        return Effect.promise(() =>
+          client.beta.messages.stream({
+            model: MODEL,
+            max_tokens: 16,
+            messages: [{ role: "user", content: "hi" }],
+            diagnostics: { previous_message_id }
+          } as never).finalMessage()
+        )
+      }
+      const first = yield* send(null)
+      assert.isNull((first as { diagnostics?: unknown }).diagnostics)
+      const lost = yield* send("msg_unknown")
+      assert.deepStrictEqual((lost as { diagnostics?: unknown }).diagnostics, {
+        cache_miss_reason: { type: "previous_message_not_found" }
+      })
+      const same = yield* send(first.id)
+      assert.isNull((same as { diagnostics?: unknown }).diagnostics)
+    })))
 })
