@@ -74,6 +74,7 @@ import {
   type CachePrediction,
   calibrationOf,
   diagnosisAgrees,
+  headTokensOf as headTokens,
   predictCacheMiss,
   reportedOf
 } from "./internal/conversation/diagnostics.ts"
@@ -98,7 +99,7 @@ import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionE
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, estimateTokens, jsonSize } from "./Tokens.ts"
+import { estimateTokens } from "./Tokens.ts"
 import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
@@ -907,14 +908,6 @@ export const requestOf = (
   const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: marker } : t)
   return { tools: marked as Array<Anthropic.ToolUnion>, messages, ...thinking }
 }
-
-/** The estimated tokens of a request's system prompt and tools, as its breakpoints count them. */
-const headTokens = (
-  system: string | Array<Anthropic.TextBlockParam> | undefined,
-  tools: ReadonlyArray<Anthropic.ToolUnion> | undefined
-): number =>
-  (system === undefined ? 0 : estimateContentTokens(systemBlocks(system) as never)) +
-  (tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
 
 /**
  * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta

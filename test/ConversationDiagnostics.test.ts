@@ -13,11 +13,15 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { buildReport } from "../src/cli/Report.ts"
+import { renderHtml } from "../src/cli/Html.ts"
+import { importSession } from "../src/Import.ts"
 import { Conversation, type MessageParam, type Prepared, type SdkReply } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { corpus } from "./fixtures/Corpus.ts"
+import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
 import { usageOf } from "./fixtures/ConversationReplay.ts"
 import { diagnoseCache } from "./fixtures/IndependentCache.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
@@ -223,4 +227,23 @@ describe("the two cache models on crafted pairs: the library's prediction and th
       const same = yield* send(first.id)
       assert.isNull((same as { diagnostics?: unknown }).diagnostics)
     })))
+})
+
+describe("the HTML report's cache diagnostics", () => {
+  it.effect(
+    `${SESSION}: the predicted misses agree with the replay's cache model on every request`,
+    () =>
+      Effect.gen(function* () {
+        const session = yield* importSession(readFileSync(`${DATA_DIR}sessions/${SESSION}.anthropic.json`, "utf8"))
+        const report = yield* buildReport(session, { file: SESSION })
+        const { disagreements, predictedMisses } = report.data.diagnostics
+        // each compaction of the replay is a predicted miss, and the cache model shows each one lost
+        assert.isAtLeast(predictedMisses, report.data.replay.compactions)
+        assert.isAbove(predictedMisses, 0)
+        assert.deepStrictEqual(disagreements, [])
+        const html = renderHtml(report)
+        assert.include(html, 'data-figure="diagnostics.disagreements.length" data-format="int" data-value="0"')
+      }),
+    60_000
+  )
 })

@@ -17,7 +17,7 @@
  */
 import { type BlockPosition, LOOKBACK_BLOCKS } from "../../Cache.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
-import { estimateContentTokens, estimateMessageTokens } from "../../Tokens.ts"
+import { CHARS_PER_TOKEN, estimateContentTokens, estimateMessageTokens, jsonSize } from "../../Tokens.ts"
 
 /** The reasons of a miss the library can predict (the API's `cache_miss_reason.type`s that carry a token count). */
 export type PredictedMissReason = "model_changed" | "system_changed" | "tools_changed" | "messages_changed"
@@ -60,6 +60,16 @@ export interface PromptShape {
   readonly tools?: unknown
   readonly messages: ReadonlyArray<unknown>
 }
+
+/**
+ * The estimated tokens of a request's system prompt and tools, as its breakpoints count them (`requestOf`): the
+ * system text's estimate plus a quarter of the tools' JSON size.
+ */
+export const headTokensOf = (system: unknown, tools: ReadonlyArray<unknown> | undefined): number =>
+  (system === undefined ? 0 : estimateContentTokens(
+    (typeof system === "string" ? [{ type: "text", text: system }] : system) as ReadonlyArray<ContentBlock>
+  )) +
+  (tools === undefined || tools.length === 0 ? 0 : Math.ceil(jsonSize(tools) / CHARS_PER_TOKEN))
 
 const stripCacheControl = (key: string, value: unknown) => key === "cache_control" ? undefined : value
 const sameUnit = (a: unknown, b: unknown): boolean =>
