@@ -12,7 +12,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import { buildReport } from "../src/cli/Report.ts"
 import { renderHtml } from "../src/cli/Html.ts"
@@ -21,6 +21,7 @@ import { Conversation, type MessageParam, type Prepared, type SdkReply } from ".
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
 import { usageOf } from "./fixtures/ConversationReplay.ts"
 import { diagnoseCache } from "./fixtures/IndependentCache.ts"
@@ -246,4 +247,48 @@ describe("the HTML report's cache diagnostics", () => {
       }),
     60_000
   )
+})
+
+describe("diagnostics across a resume", () => {
+  it.effect("the reply id comes back from the log; no prediction, as the request before it is unknown", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const client = new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 0 })
+      const store: MemoryStore = new Map()
+      const opened = () =>
+        Layer.fresh(
+          Conversation.layerLogged({ diagnostics: true, model: MODEL }).pipe(
+            Layer.provide(SessionLog.layerMemory({ store })),
+            Layer.provide(ExtractiveSummarizer.layer)
+          )
+        )
+      const turn = (text: string) =>
+        Effect.gen(function* () {
+          const conversation = yield* Conversation
+          yield* conversation.append({ role: "user", content: text })
+          const prepared = yield* conversation.prepare
+          server.enqueue(Reply.message([{ type: "text", text: `re: ${text}` }]))
+          const reply = yield* Effect.promise(() =>
+            client.beta.messages.stream(
+              { model: MODEL, max_tokens: 16, ...(prepared.request as unknown as Record<string, unknown>) } as never
+            ).finalMessage()
+          )
+          const state = yield* conversation.recordReply(reply as unknown as SdkReply)
+          return { prepared, reply, state }
+        })
+      const first = yield* turn("hello").pipe(Effect.provide(opened()))
+      assert.deepStrictEqual(first.prepared.request.diagnostics, { previous_message_id: null })
+      assert.notProperty(first.prepared, "cachePrediction")
+      // the first reply's report: nothing predicted, no divergence reported
+      assert.deepStrictEqual(first.state.reply?.cacheDiagnosis, { reported: null })
+      const resumed = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        const restored = yield* conversation.state
+        return { restored, next: yield* turn("again") }
+      }).pipe(Effect.provide(opened()))
+      assert.deepStrictEqual(resumed.restored.reply, first.state.reply)
+      assert.deepStrictEqual(resumed.next.prepared.request.diagnostics, { previous_message_id: first.reply.id })
+      assert.isUndefined(resumed.next.prepared.cachePrediction)
+      assert.deepStrictEqual(resumed.next.state.reply?.cacheDiagnosis, { reported: null })
+    })))
 })
