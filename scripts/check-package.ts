@@ -9,7 +9,10 @@
  * - cli (+ `@effect/platform-node`): `compaction --version` and `compaction validate FILE` run;
  * - sdk (the SDK named explicitly): SDK `MessageParam[]` go through the core and out into `client.messages.create`
  *   params with no casts, type-checked by our `tsc` and by `deno check`, run by Node and by `deno run`; importing
- *   `effect-compaction` loads no SDK file.
+ *   `effect-compaction` loads no SDK file. `examples/tool-runner.ts` (the SDK's tool runner on a thread, with a
+ *   `Conversation` deciding each request) is type-checked the same way and run by Node and by `deno run` against the
+ *   suite's local Messages API server (`test/fixtures/ToolRunnerScript.ts`): it must compact, the server must refuse
+ *   nothing, and every request must pass the independent checker.
  *
  * It prints what each install weighs (`du` of node_modules). Run it from the repository root.
  */
@@ -17,6 +20,7 @@ import { execFile, execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { runToolRunner } from "../test/fixtures/ToolRunnerScript.ts"
 
 const root = process.cwd()
 const bin = (name: string) => path.join(root, "node_modules", ".bin", name)
@@ -86,17 +90,32 @@ const TSCONFIG = {
   files: ["consumer.ts"]
 }
 
-/** A project with `"type": "module"` and a strict tsconfig, where `packages` are installed. */
-/** Writes a consumer project and installs `packages` into it; the three projects install at once. */
-const project = async (name: string, packages: ReadonlyArray<string>, consumer: string): Promise<string> => {
+/** `examples/tool-runner.ts` as a consumer writes it: importing `effect-compaction`. */
+const TOOL_RUNNER = fs.readFileSync(path.join(root, "examples", "tool-runner.ts"), "utf8")
+  .replace(`"../src/index.ts"`, `"effect-compaction"`)
+
+/**
+ * Writes a consumer project (`"type": "module"`, a strict tsconfig, `consumer.ts` and any `extra` files, which its
+ * tsconfig also checks) and installs `packages` into it; the three projects install at once.
+ */
+const project = async (
+  name: string,
+  packages: ReadonlyArray<string>,
+  consumer: string,
+  extra: Readonly<Record<string, string>> = {}
+): Promise<string> => {
   const dir = path.join(work, name)
   fs.mkdirSync(dir)
   fs.writeFileSync(
     path.join(dir, "package.json"),
     JSON.stringify({ name: `consumer-${name}`, private: true, type: "module" }, null, 2)
   )
-  fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify(TSCONFIG, null, 2))
+  fs.writeFileSync(
+    path.join(dir, "tsconfig.json"),
+    JSON.stringify({ ...TSCONFIG, files: [...TSCONFIG.files, ...Object.keys(extra)] }, null, 2)
+  )
   fs.writeFileSync(path.join(dir, "consumer.ts"), consumer)
+  for (const [file, text] of Object.entries(extra)) fs.writeFileSync(path.join(dir, file), text)
   step(`${name}: npm install ${packages.map((p) => p === tarball ? "<tarball>" : p).join(" ")}`)
   const args = ["install", "--prefer-offline", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"]
   await new Promise<void>((resolve) =>
@@ -258,7 +277,7 @@ const weights: Array<string> = []
 const [core, cli, withSdk] = await Promise.all([
   project("core", [tarball, effect], CORE_MAIN),
   project("cli", [tarball, effect, platform], CORE_MAIN),
-  project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER)
+  project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER, { "tool-runner.ts": TOOL_RUNNER })
 ])
 
 // core only
@@ -316,9 +335,28 @@ fs.writeFileSync(
   path.join(withSdk, "deno.json"),
   JSON.stringify({ nodeModulesDir: "manual", compilerOptions: { strict: true, exactOptionalPropertyTypes: true } })
 )
-run(bin("deno"), ["check", "--quiet", "consumer.ts"], withSdk)
+run(bin("deno"), ["check", "--quiet", "consumer.ts", "tool-runner.ts"], withSdk)
 const denoOutput = run(bin("deno"), ["run", "--quiet", "--no-prompt", "consumer.ts"], withSdk)
 if (denoOutput !== sdkOutput) fail(`deno run printed\n${denoOutput}\nnode printed\n${sdkOutput}`)
+
+// the SDK's tool runner against the local server, under Node and Deno
+for (
+  const [runtime, command, args] of [
+    ["node", process.execPath, ["tool-runner.ts"]],
+    ["deno", bin("deno"), ["run", "--quiet", "--no-prompt", "--allow-env", "--allow-net=127.0.0.1", "tool-runner.ts"]]
+  ] as const
+) {
+  step(`sdk: ${runtime} tool-runner.ts against the local Messages API server`)
+  const toolRunner = await runToolRunner(command, args, withSdk)
+  const summary = /(\d+) requests, (\d+) compactions/.exec(toolRunner.stdout)
+  if (toolRunner.status !== 0) fail(`${runtime} tool-runner.ts exited ${toolRunner.status}:\n${toolRunner.stderr}`)
+  if (toolRunner.rejections.length > 0) fail(`the local server refused:\n${toolRunner.rejections.join("\n")}`)
+  if (toolRunner.violations.length > 0) fail(`requests the checker rejects:\n${toolRunner.violations.join("\n")}`)
+  if (summary === null || Number(summary[1]) !== toolRunner.requests.length || Number(summary[2]) < 1) {
+    fail(`tool-runner.ts under ${runtime} printed\n${toolRunner.stdout}`)
+  }
+  console.log(`  ${runtime}: ${toolRunner.stdout.trim().replaceAll("\n", "; ")}`)
+}
 
 step("done")
 for (const line of weights) console.log(`  ${line}`)

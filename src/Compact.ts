@@ -18,9 +18,11 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import { apiViewStart, type ViewCompaction, viewCompaction } from "./ApiView.ts"
+import type { BlockPosition } from "./Cache.ts"
 import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
+import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
@@ -177,6 +179,11 @@ export interface CompactOptions {
    * its result), so the kept tail may start a little earlier; the turn floor does not apply. Clamped to the list.
    */
   readonly upTo?: number | undefined
+  /**
+   * The thinking blocks of `messages` that an earlier rewrite invalidated (`Conversation`'s `unboundThinking`): the
+   * API drops them (API-RULES 29), so `tokensBefore` and the freed-tokens checks count them as nothing.
+   */
+  readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -307,8 +314,15 @@ export const prepareCompaction = <M extends Message>(
   policy: CompactionPolicy,
   options: CompactOptions = {}
 ): CompactionPlan<M> | CompactionSkip<M> => {
-  const tokensBefore = estimateTokens(messages)
-  const plan = options.upTo === undefined ? planForPolicy(messages, policy) : planUpTo(messages, options.upTo, policy)
+  const tokensBefore = estimateTokens(messages) - tokensAt(messages, options.unboundThinking ?? [])
+  const cutPlan = options.upTo === undefined
+    ? planForPolicy(messages, policy)
+    : planUpTo(messages, options.upTo, policy)
+  // the summary changes the prefix of every thinking block the tail keeps: the API drops them all (API-RULES 29)
+  const plan = cutPlan.cut === 0 ? cutPlan : {
+    ...cutPlan,
+    keptTokens: cutPlan.keptTokens - tokensAt(messages, thinkingAfter(messages, { message: cutPlan.cut, block: -1 }))
+  }
   if (plan.cut === 0) {
     return unchanged(
       messages,
@@ -538,7 +552,8 @@ export const finishCompaction = <M extends Message>(
       plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
     )
   const keptTail = next.slice(1) as Array<M>
-  const tokensAfter = estimateTokens(next)
+  // every thinking block of the new view was bound to the head the summary replaced: the API drops them
+  const tokensAfter = estimateTokens(next) - tokensAt(next, allThinking(next))
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
     return unchanged(plan.messages, "TooLittleFreed", plan.tokensBefore).result
   }

@@ -49,6 +49,7 @@ import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import {
   allThinking,
+  boundTokensBefore,
   DROP_BLOCK,
   firstChangedBlock,
   type InputTransformation,
@@ -64,6 +65,7 @@ import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
   isThreadReplayError,
+  isThreadUnsupportedError,
   onThread,
   type ThreadAnchor,
   type ThreadParam
@@ -887,7 +889,7 @@ export const requestOf = (
     frontier,
     previousFrontier: previous,
     minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
-    messageTokensBefore: carried?.tokensBefore
+    messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore)
   })
   const messages = carried === undefined
     ? applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>
@@ -1144,7 +1146,8 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   /**
    * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
    * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
-   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off.
+   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. After a reply recorded
+   * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
    */
   readonly threads?: boolean | undefined
   /**
@@ -1168,8 +1171,9 @@ export interface Prepared {
   readonly compaction: CompactOutcome | undefined
   /**
    * When `request` continues a thread: the same step as one `thread: { type: "create" }` request with the whole
-   * view, to send instead when the API answers `thread_not_found`, `thread_already_continued` or
-   * `thread_continue_in_flight` (`threadReplay(prepared, error)` picks it). Absent otherwise.
+   * view, to send instead when the API answers `thread_not_found`, `thread_already_continued`,
+   * `thread_continue_in_flight` or `thread_fingerprint_mismatch` (`threadReplay(prepared, error)` picks it). Absent
+   * otherwise.
    */
   readonly fullRequest?: Request | undefined
   /**
@@ -1182,14 +1186,26 @@ export interface Prepared {
 }
 
 /**
- * The request to send after the API refused `prepared.request` on its thread: `prepared.fullRequest` (the whole view
- * under `thread: { type: "create" }`) when `error` carries `thread_not_found`, `thread_already_continued` or
- * `thread_continue_in_flight` (API-RULES 24; the SDK's typed `Thread*Error`s, an `APIError`, or its parsed body), and
- * `undefined` for any other error or a request that started its thread already.
+ * The request to send after the API refused `prepared.request` on its thread (API-RULES 24; `error` is the SDK's
+ * typed `Thread*Error`, an `APIError`, or its parsed body):
+ * - `thread_not_found`, `thread_already_continued`, `thread_continue_in_flight` or `thread_fingerprint_mismatch`:
+ *   `prepared.fullRequest`, the whole view under `thread: { type: "create" }` (`undefined` for a request that started
+ *   its thread already);
+ * - `thread_unsupported_request` (a field or an organization setting threads refuse): the whole view without
+ *   `thread`, from a `continue` or a `create`. Record its reply with `{ unthreaded: true }`: every later request of
+ *   the conversation then goes without `thread`, as the SDK's `unsupportedRequestBehavior: "continue_unthreaded"`;
+ * - any other error: `undefined`.
  * @category transitions
  */
-export const threadReplay = (prepared: Prepared, error: unknown): Request | undefined =>
-  prepared.fullRequest !== undefined && isThreadReplayError(error) ? prepared.fullRequest : undefined
+export const threadReplay = (prepared: Prepared, error: unknown): Request | undefined => {
+  if (isThreadUnsupportedError(error)) {
+    const full = prepared.fullRequest ?? prepared.request
+    if (full.thread === undefined) return undefined
+    const { thread: _thread, ...unthreaded } = full
+    return unthreaded
+  }
+  return prepared.fullRequest !== undefined && isThreadReplayError(error) ? prepared.fullRequest : undefined
+}
 
 /** What `compact` returns: the request after it and the outcome. @category models */
 export interface RequestAfterCompaction {
@@ -1204,13 +1220,26 @@ export type Compacted = RequestAfterCompaction
 export interface ConversationShape {
   /** The current state. */
   readonly state: Effect.Effect<ConversationState>
-  /** Appends a user or system message, or tool results (see `appendMessage`). */
-  readonly append: (message: MessageParam) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
-  /** Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`). */
+  /**
+   * Appends a user or system message, or tool results (see `appendMessage`): the SDK's `MessageParam`, or its beta
+   * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format.
+   */
+  readonly append: (
+    message: MessageParam | Anthropic.Beta.BetaMessageParam
+  ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
+  /**
+   * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`).
+   * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
+   * reply anchors no thread and, with threads on, every later request of this service goes without `thread` (a
+   * conversation resumed from the log tries a thread again).
+   */
   readonly recordReply: (
     message: MessageParam | SdkReply,
     usage?: ReportedUsage | undefined,
-    options?: { readonly requestEpoch?: number | undefined } | undefined
+    options?: {
+      readonly requestEpoch?: number | undefined
+      readonly unthreaded?: boolean | undefined
+    } | undefined
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
    * Builds the next request: answers abandoned calls, offloads stale output, and compacts when the trigger fires
@@ -1264,7 +1293,9 @@ const make = (
       ttl: policy.cacheTtl,
       thinking
     })
-    // with threads on: the length of the view the latest request handed out sent, for the reply that answers it
+    // with threads on (until a reply to an unthreaded replay): the length of the view the latest request handed out
+    // sent, for the reply that answers it
+    let threading = options.threads === true
     let sent: number | undefined
     // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
     let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
@@ -1289,7 +1320,7 @@ const make = (
         : undefined
       if (options.diagnostics === true) issued = { full, predicted }
       const prediction = previousId === undefined ? {} : { cachePrediction: predicted }
-      if (options.threads !== true) return { request: full, ...prediction }
+      if (!threading) return { request: full, ...prediction }
       sent = state.view.length
       const request: Request = onThread(full, state.thread, state.view.length)
       return request.thread?.type === "continue"
@@ -1318,7 +1349,8 @@ const make = (
           instructions,
           upTo,
           minFreedTokens: options.minFreedTokens,
-          classifier: options.classifier
+          classifier: options.classifier,
+          unboundThinking: state.unboundThinking
         })
         if (plan._tag === "Skip") return plan.result.outcome
         const summary = yield* summarizer.summarize(plan.request).pipe(
@@ -1336,12 +1368,15 @@ const make = (
       state: Effect.sync(stateNow),
       append: (message) =>
         serialized(
-          Effect.suspend(() => persist(appendMessage(state, message), stateNow)).pipe(Effect.map(stateNow))
+          Effect.suspend(() => persist(appendMessage(state, message as MessageParam), stateNow)).pipe(
+            Effect.map(stateNow)
+          )
         ),
       recordReply: (message, usage, replyOptions) =>
         serialized(
           Effect.suspend(() => {
-            const thread = options.threads === true && sent !== undefined ? { sent } : undefined
+            if (replyOptions?.unthreaded === true) threading = false
+            const thread = threading && sent !== undefined ? { sent } : undefined
             sent = undefined
             const request = issued
             issued = undefined

@@ -192,7 +192,7 @@ describe("Cache", () => {
       replayChecked(messages, { system: SYSTEM, minTokens: 1, label: "generated" })
       replayChecked(messages, { minTokens: 200, label: "generated, no system" })
     },
-    { timeout: 180_000, arbitrary: { runs: 1000 } }
+    { timeout: 180_000, arbitrary: { runs: 500 } } // per runtime: fast-check draws new cases in each, 1,000 per CI run
   )
 
   it("on generated long sessions the frontier and the newest message both carry a breakpoint", () => {
@@ -211,7 +211,7 @@ describe("Cache", () => {
       for (const session of corpus()) {
         replayChecked(session.messages, { system: SYSTEM, minTokens: 1024, label: session.name, deep: false })
       }
-    }), 120_000)
+    }), 180_000)
 
   it("the state stays free of breakpoints and the request is rebuilt the same from the same state", () => {
     let state = emptyState()

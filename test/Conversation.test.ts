@@ -292,7 +292,7 @@ describe("Conversation: failures lose nothing", () => {
         )
         assert.deepStrictEqual(comparable(resumed), comparable(recovered))
       }).pipe(Effect.provide(pg!.context)),
-    30_000
+    180_000
   )
 })
 
@@ -305,7 +305,9 @@ describe("Conversation: property, resume at every step equals the live state", (
         let compactions = 0
         let evictions = 0
         let interruptions = 0
-        for (let seed = 1; seed <= 24; seed++) {
+        // Node takes seeds 1-12, Deno 13-24: a CI run (both) covers all 24
+        const first = "Deno" in globalThis ? 13 : 1
+        for (let seed = first; seed < first + 12; seed++) {
           const rand = prng(seed * 7919)
           const session = generateSession(seed, { messages: 100, maxOutput: 6_000 }) as unknown as Array<MessageParam>
           const store: MemoryStore = new Map()
@@ -334,10 +336,10 @@ describe("Conversation: property, resume at every step equals the live state", (
           }).pipe(Effect.provide(logged(store, small, 3)))
         }
         console.log({ requests, compactions, evictions, interruptions })
-        assert.isAbove(compactions, 24)
-        assert.isAbove(evictions, 24)
-        assert.isAbove(interruptions, 24)
-        assert.isAbove(requests, 500)
+        assert.isAbove(compactions, 12)
+        assert.isAbove(evictions, 12)
+        assert.isAbove(interruptions, 12)
+        assert.isAbove(requests, 250)
       }),
     { timeout: 180_000 }
   )

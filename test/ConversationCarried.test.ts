@@ -118,7 +118,9 @@ describe("Conversation with carried decisions", () => {
               hot: state.hot,
               epoch: state.epoch,
               pending: state.pending,
-              usage: state.usage
+              usage: state.usage,
+              // which thinking the API drops is the state's knowledge, not the view's: a hand-built state keeps it
+              ...(state.unboundThinking === undefined ? {} : { unboundThinking: state.unboundThinking })
             }
             : state
       )

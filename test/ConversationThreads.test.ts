@@ -394,7 +394,7 @@ describe("Conversation on threads: the property", () => {
         assert.isAbove(rewrites, 10, `rewrites ${rewrites} (offloads, compactions) each started a new thread`)
         assert.isAbove(creates, rewrites)
       }),
-    60_000
+    180_000
   )
 })
 
@@ -463,4 +463,85 @@ describe("Conversation on threads: the real SDK against the local server", () =>
         assert.strictEqual(threadReplay(twice, again), twice.fullRequest)
       }).pipe(Effect.provide(layers(true)))
     ))
+
+  it.effect(
+    "thread_fingerprint_mismatch replays under create; after thread_unsupported_request every request goes unthreaded",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const server = yield* MessagesApiServer.make
+          const conversation = yield* Conversation
+          /** Sends `request`, records the reply, and returns it. */
+          const answer = (prepared: Prepared, request: Request, unthreaded?: boolean) =>
+            Effect.flatMap(send(server, request), (reply) =>
+              Effect.as(
+                conversation.recordReply(reply as never, undefined, {
+                  requestEpoch: prepared.epoch,
+                  ...(unthreaded === undefined ? {} : { unthreaded })
+                }),
+                reply
+              ))
+          yield* conversation.append(user("Read f1."))
+          server.enqueue(Reply.message([call("f1")], { stopReason: "tool_use" }))
+          const first = yield* conversation.prepare
+          yield* answer(first, first.request)
+          yield* conversation.append(results("f1"))
+          // a continue whose thread holds other create-only fields: the SDK's typed error, replayed under create
+          server.enqueue(Reply.threadRefused("thread_fingerprint_mismatch"), Reply.message([text("Read.")]))
+          const second = yield* conversation.prepare
+          assert.strictEqual(second.request.thread?.type, "continue")
+          const mismatch = yield* Effect.flip(send(server, second.request))
+          assert.instanceOf(mismatch, Anthropic.Messages.ThreadFingerprintMismatchError)
+          assert.strictEqual(threadReplay(second, mismatch), second.fullRequest)
+          const replayed = yield* answer(second, second.fullRequest!)
+          assert.strictEqual((yield* conversation.state).thread?.previousMessageId, replayed.id)
+          // a thread refused for an organization setting: the same view without `thread`, and no thread after it
+          yield* conversation.append(user("Now f2."))
+          server.enqueue(
+            Reply.threadRefused("thread_unsupported_request", ["hipaa"]),
+            Reply.message([text("Two.")]),
+            Reply.message([text("Three.")])
+          )
+          const third = yield* conversation.prepare
+          assert.strictEqual(third.request.thread?.type, "continue")
+          const unsupported = yield* Effect.flip(send(server, third.request))
+          assert.instanceOf(unsupported, Anthropic.Messages.ThreadUnsupportedRequestError)
+          const unthreaded = threadReplay(third, unsupported)
+          const { thread: _thread, ...whole } = third.fullRequest!
+          assert.deepStrictEqual(unthreaded, whole)
+          yield* answer(third, unthreaded!, true)
+          assert.isUndefined((yield* conversation.state).thread)
+          yield* conversation.append(user("And f3."))
+          const fourth = yield* conversation.prepare
+          assert.isUndefined(fourth.request.thread)
+          assert.isUndefined(fourth.fullRequest)
+          yield* answer(fourth, fourth.request)
+          // a create refused the same way goes without `thread` too; any other error has no replay
+          const { thread: _created, ...createdWhole } = first.request
+          assert.isUndefined(first.fullRequest)
+          assert.deepStrictEqual(threadReplay(first, unsupported), createdWhole)
+          assert.isUndefined(threadReplay(fourth, unsupported))
+          assert.isUndefined(threadReplay(second, new Error("overloaded")))
+          // what went out: the server (which judges each request by the checker) refused only the scripted two
+          const sent = server.requests.map((r) => (r.body.thread as { readonly type?: string } | undefined)?.type)
+          assert.deepStrictEqual(sent, ["create", "continue", "create", "continue", undefined, undefined])
+          assert.deepStrictEqual(server.rejections, [
+            "400 thread_fingerprint_mismatch (scripted)",
+            "400 thread_unsupported_request (scripted)"
+          ])
+          for (const r of server.requests) {
+            assert.deepStrictEqual(
+              ["cache_control", "context_management", "fallbacks"].filter((k) => r.body[k] !== undefined),
+              [],
+              "nothing a thread refuses"
+            )
+          }
+          assert.deepStrictEqual(
+            withoutCacheControl(server.requests.at(-1)!.body.messages),
+            withoutCacheControl((yield* conversation.state).view.slice(0, -1)),
+            "the unthreaded request holds the whole view"
+          )
+        }).pipe(Effect.provide(layers(true)))
+      )
+  )
 })

@@ -133,7 +133,7 @@ describe("decode fuzz on real messages", () => {
       assert.isAbove(counts.get("changeType")!.failed, 100)
       assert.isAbove(counts.get("deepNesting")!.failed, 100)
     },
-    60_000
+    180_000
   )
 
   it("unknown fields and unknown block types survive decode unchanged", () => {

@@ -112,7 +112,7 @@ describe("Deno permissions", () => {
         fs.rmSync(out, { recursive: true, force: true })
       }
     },
-    120_000
+    180_000
   )
 
   it("the README lists every variable of ANTHROPIC_ENV_VARIABLES", () => {

@@ -6,18 +6,24 @@ import { spawnSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { runToolRunner, TOOL_CALLS } from "./fixtures/ToolRunnerScript.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
 
 const root = fileURLToPath(new URL("../", import.meta.url))
 
+/** The command that runs an example file on the suite's runtime. */
+const commandFor = (file: string): readonly [string, ReadonlyArray<string>] => {
+  const major = Number(process.versions.node.split(".")[0])
+  return typeof Deno !== "undefined"
+    ? [Deno.execPath(), ["run", "-A", "-q", file]]
+    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file]]
+}
+
 const runExample = (file: string) => {
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
-  const major = Number(process.versions.node.split(".")[0])
-  const [command, args] = typeof Deno !== "undefined"
-    ? [Deno.execPath(), ["run", "-A", "-q", file]]
-    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file]]
+  const [command, args] = commandFor(file)
   return spawnSync(command, args, { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
@@ -61,5 +67,33 @@ describe("Examples", () => {
     assert.match(result.stdout, /request 3: \d+ messages/)
     assert.match(result.stdout, /compact: Compacted/)
     assert.match(result.stdout, /resumed equals live: true/)
+  })
+
+  it("the SDK's tool runner on a thread, runToolsEagerly on, with the Conversation deciding each request", async () => {
+    const [command, args] = commandFor("examples/tool-runner.ts")
+    const run = await runToolRunner(command, args, root)
+    assert.strictEqual(run.status, 0, run.stderr)
+    assert.deepStrictEqual(run.rejections, [], "the local server refused nothing")
+    assert.deepStrictEqual(run.violations, [], run.violations.join("\n"))
+    assert.strictEqual(run.unused, 0, "every scripted reply was asked for, and nothing more")
+    const summary = /(\d+) requests, (\d+) compactions, (\d+) tool calls run/.exec(run.stdout)
+    assert.isNotNull(summary, run.stdout)
+    assert.strictEqual(Number(summary![1]), run.requests.length)
+    assert.isAtLeast(Number(summary![2]), 1)
+    assert.strictEqual(Number(summary![3]), TOOL_CALLS, "each call ran once: the eager start and the results agree")
+    // the runner sent each request on the thread the conversation chose: continue while the view only grew
+    const chosen = /threads: ([a-z ]+)/.exec(run.stdout)?.[1]?.split(" ")
+    const sent = run.requests.map((r) => (r.body.thread as { readonly type?: string } | undefined)?.type)
+    assert.deepStrictEqual(sent, chosen)
+    assert.include(sent, "continue")
+    assert.strictEqual(sent.at(-1), "create", "the compaction restarted the thread with the whole view")
+  }, 180_000)
+
+  it("the README's tool-runner loop is the loop of examples/tool-runner.ts, verbatim", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf("## The SDK's tool runner")))?.[1]
+    assert.isDefined(block)
+    assert.match(block!, /^for await \(const stream of runner\)/)
+    assert.include(readFileSync(join(root, "examples/tool-runner.ts"), "utf8"), block!)
   })
 })

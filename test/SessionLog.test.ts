@@ -355,7 +355,7 @@ describe("SessionLog", () => {
           checkView("after appending", again.view, [...views[loaded.entries.length]!, user("after the crash")])
         }
       }),
-    60_000
+    180_000
   )
 
   const truncationCase = (lastStep: "compact" | "append" | "evict") =>
@@ -393,7 +393,7 @@ describe("SessionLog", () => {
           assert.deepStrictEqual(loaded.issues, [])
           checkView("after the cut", loaded.view, applyStep(views[n - 1]!, { _tag: "append", message: user("next") }))
         }),
-      60_000
+      180_000
     )
   truncationCase("compact")
   truncationCase("append")
@@ -599,7 +599,7 @@ describe("SessionLog", () => {
           const twice = yield* Effect.exit(withJsonl(directory, "shared", () => Effect.void))
           assert.strictEqual(failure(twice).reason, "Locked", "a second open in the same process is refused too")
         }))
-    }), 30_000)
+    }), 180_000)
 
   // ==========================================================================
   // Bad input

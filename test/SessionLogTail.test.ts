@@ -93,15 +93,15 @@ const failure = <A>(exit: Exit.Exit<A, unknown>): SessionLogError => {
 
 describe("SessionLog tail", () => {
   it.effect(
-    "property: the tail's fold equals the full fold on 1,000 generated sessions per runtime (2,000 per CI run)",
+    "property: the tail's fold equals the full fold on 500 generated sessions per runtime (1,000 per CI run)",
     () =>
       Effect.gen(function* () {
         const sessions: MemorySessions = new Map()
         let fromTail = 0
         let maxCompactions = 0
-        // Node takes seeds 1-1000, Deno 1001-2000
+        // Node takes seeds 1-500, Deno 1001-1500
         const first = "Deno" in globalThis ? 1001 : 1
-        for (let seed = first; seed < first + 1000; seed++) {
+        for (let seed = first; seed < first + 500; seed++) {
           const id = `p${seed}`
           const compactions = yield* session(sessions, id, seed, 10 + (seed % 50))
           maxCompactions = Math.max(maxCompactions, compactions)
@@ -122,7 +122,7 @@ describe("SessionLog tail", () => {
         assert.isAbove(fromTail, 750, "most sessions start late")
         assert.isAtLeast(maxCompactions, 10)
       }),
-    120_000
+    180_000
   )
 
   it.effect(
@@ -152,7 +152,7 @@ describe("SessionLog tail", () => {
           assert.deepStrictEqual(reread.issues, [])
         }
       }),
-    60_000
+    180_000
   )
 
   it.effect("old logs: v1 lines and boundaries in another key order are not seen by the scan and open from the start", () =>

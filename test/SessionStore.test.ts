@@ -150,7 +150,7 @@ for (const backend of backends) {
           assert.strictEqual(JSON.stringify(loaded.view), JSON.stringify(views[from + chunk.length]))
           assert.deepStrictEqual(loaded.entryIds, live.entryIds)
         }
-      }), 30_000)
+      }), 180_000)
 
     it.live("the contract: Conflict at a stale sequence number, AlreadyWritten for the same ids, nothing doubled", () =>
       Effect.gen(function* () {
@@ -255,7 +255,7 @@ for (const backend of backends) {
             assert.deepStrictEqual((yield* store.readTail!(sessionId)).entries, tail)
           }
         }),
-      60_000
+      180_000
     )
 
     it.live(
@@ -317,7 +317,7 @@ for (const backend of backends) {
           assert.isAtMost(torn, 1)
           assert.strictEqual(JSON.stringify((yield* tailRead).view), original)
         }),
-      120_000
+      180_000
     )
 
     it.live(
@@ -372,7 +372,7 @@ for (const backend of backends) {
           assert.isAtMost(same, 0, "no flip goes unnoticed")
           assert.isAtMost(reported, 1, "only a flipped last newline is a reported torn tail")
         }),
-      30_000
+      180_000
     )
 
     it.live(
@@ -457,7 +457,7 @@ for (const backend of backends) {
               })).pipe(Effect.provide(SessionLog.layer({ sessionId }).pipe(Layer.provide(spy), Layer.fresh)))
             assert.deepStrictEqual(reads, [0, 60], "opened with a full read, caught up after seq 60")
           }),
-        30_000
+        180_000
       )
     }
   })

@@ -183,7 +183,7 @@ for (const database of databases) {
             const retried = (yield* Metric.value(alreadyWrittenCounter)).count - before
             assert.strictEqual(retried, after ? 1 : 0, after ? "the retry found its row" : "the retry wrote the row")
           }).pipe(Effect.scoped),
-        30_000
+        180_000
       )
     }
 
@@ -223,7 +223,7 @@ for (const database of databases) {
           assert.deepStrictEqual([counts[0][0]!.n, counts[0][0]!.ids], [2, 2], "each migration is recorded once")
           assert.isAtLeast(counts[1][0]!.n, 12, "every worker appended")
         }),
-      60_000
+      180_000
     )
   })
 }

@@ -27,6 +27,7 @@ import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespac
 import { mergePositions, prefixChanged, thinkingAfter } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { estimateContentTokens, estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
 import { bindThinking, checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
@@ -229,6 +230,80 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
     )
     const next = recordReply(compacted, replyTo(requestOf(compacted), 9)).state
     assert.deepStrictEqual(next.unboundThinking, kept, "the new reply's thinking is bound to the compacted view")
+  })
+
+  it("the estimates count nothing for the thinking the API drops: compaction's before and after, and breakpoints", () => {
+    let state: ConversationState = emptyState()
+    const policy = CompactionPolicy.makeUnsafe({
+      contextWindow: 100_000,
+      minRemaining: 1_000,
+      keepRecentTokens: 500,
+      keepRecentTurns: 1
+    })
+    for (let n = 0; n < 4; n++) {
+      state = { ...state, view: [...state.view, user(`question ${n} ${big(`q${n}`, 300)}`)] }
+      const reply = replyTo(requestOf(state), n)
+      const content = reply.content as Array<{ type: string; thinking?: string }>
+      content[0]!.thinking = big(`reasoning${n}`, 400)
+      state = recordReply(state, reply).state
+      state = { ...state, view: [...state.view, result(n)], pending: [] }
+    }
+    // the blocks the independent checker finds unbound in a request of `s`, and their estimated tokens
+    const droppedTokens = (s: ConversationState): number =>
+      checkRequest({ messages: requestOf(s).messages }).filter((v) => v.rule === 29).reduce((sum, v) => {
+        const block = (s.view[v.message!]!.content as Array<unknown>)[v.block!]
+        return sum + estimateContentTokens([block as never])
+      }, 0)
+    // a rewrite of the first result (as an offload makes it) invalidates the thinking of every later reply
+    const view0 = state.view.map((m, i) =>
+      i === 2
+        ? { role: "user" as const, content: [{ type: "tool_result" as const, tool_use_id: "call_0", content: "gone" }] }
+        : m
+    )
+    const rewritten: ConversationState = {
+      ...state,
+      view: view0,
+      unboundThinking: thinkingAfter(view0 as Array<Message>, { message: 2, block: -1 })
+    }
+    const dropped = droppedTokens(rewritten)
+    assert.isAbove(dropped, 1_000)
+    const plan = prepareCompaction(rewritten.view, policy, {
+      minFreedTokens: 1,
+      unboundThinking: rewritten.unboundThinking
+    })
+    assert.strictEqual(plan._tag, "Planned")
+    if (plan._tag !== "Planned") return
+    assert.strictEqual(plan.tokensBefore, estimateTokens(rewritten.view as Array<Message>) - dropped)
+    const finished = finishCompaction(plan, {
+      text: "[summary] files were read",
+      model: "test",
+      usage: { input_tokens: 0, output_tokens: 0 },
+      summarizer: "test"
+    } as never)
+    const compacted = applyCompaction(rewritten, finished).state
+    assert.strictEqual(finished.outcome._tag, "Compacted")
+    if (finished.outcome._tag !== "Compacted") return
+    assert.strictEqual(
+      finished.outcome.tokensAfter,
+      estimateTokens(compacted.view as Array<Message>) - droppedTokens(compacted)
+    )
+    // the newest block's breakpoint needs a cacheable prefix: the thinking the API drops does not make one
+    const view: Array<MessageParam> = [
+      user("start"),
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: big("reasoning", 2_000), signature: "sig" },
+          { type: "tool_use", id: "c0", name: "bash", input: { command: "ls" } }
+        ]
+      },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "c0", content: "a" }] }
+    ]
+    const bound: ConversationState = { ...emptyState(), view }
+    const marked = (s: ConversationState) =>
+      JSON.stringify(requestOf(s, undefined, { minCacheTokens: 1_024 }).messages).includes("cache_control")
+    assert.isTrue(marked(bound), "the bound thinking makes the prefix cacheable")
+    assert.isFalse(marked({ ...bound, unboundThinking: [{ message: 1, block: 0 }] }), "the dropped one does not")
   })
 
   it("a renamed tool_use id before interleaved thinking invalidates that thinking", () => {

@@ -15,7 +15,7 @@
  */
 import type { BlockPosition } from "../Cache.ts"
 import { blocksOf, type ContentBlock, type Message } from "../Message.ts"
-import { estimateContentTokensUncached } from "../Tokens.ts"
+import { estimateContentTokensUncached, estimateMessageTokens } from "../Tokens.ts"
 
 /** One entry of a reply's `input_transformations`: what the API did to a block of the request. */
 export interface InputTransformation {
@@ -115,6 +115,40 @@ export const tokensAt = (view: ReadonlyArray<Message>, positions: ReadonlyArray<
     if (block !== undefined) total += estimateContentTokensUncached([block as ContentBlock])
   }
   return total
+}
+
+/**
+ * The estimated tokens of `view[0..m)` as the API counts them, for a message index `m`: `before(m)` (absent, the sum
+ * of `estimateMessageTokens`) less the blocks of `unbound` (sorted) in those messages, which the API drops. `before`
+ * itself when nothing is unbound. O(messages + unbound) to build when `before` is absent, O(unbound) otherwise, then
+ * O(log unbound) per call.
+ */
+export const boundTokensBefore = (
+  view: ReadonlyArray<Message>,
+  unbound: ReadonlyArray<BlockPosition>,
+  before?: ((message: number) => number) | undefined
+): ((message: number) => number) | undefined => {
+  if (unbound.length === 0) return before
+  let base = before
+  if (base === undefined) {
+    const sums: Array<number> = [0]
+    for (let i = 0; i < view.length; i++) sums.push(sums[i]! + estimateMessageTokens(view[i]!))
+    base = (message) => sums[message]!
+  }
+  const dropped: Array<number> = [0]
+  for (const p of unbound) dropped.push(dropped[dropped.length - 1]! + tokensAt(view, [p]))
+  const of = base
+  return (message) => {
+    // the number of unbound blocks in messages before `message`: the first index whose message is at or after it
+    let lo = 0
+    let hi = unbound.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (unbound[mid]!.message < message) lo = mid + 1
+      else hi = mid
+    }
+    return of(message) - dropped[lo]!
+  }
 }
 
 /**

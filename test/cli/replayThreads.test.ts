@@ -208,7 +208,7 @@ describe("compaction replay --threads", () => {
           }
         }
       }),
-    120_000
+    180_000
   )
 
   it.effect("a pi session with compactions: the same, each compaction a new thread", () =>

@@ -72,11 +72,16 @@ export const onThread = <R extends { readonly messages: ReadonlyArray<unknown> }
   } as unknown as R & { readonly thread: ThreadParam }
 }
 
-/** The `error_code`s a replay of the whole conversation under a new thread answers (rule 24). */
+/**
+ * The `error_code`s a replay of the whole conversation under a new thread answers (rule 24), and the SDK 1.14's
+ * `thread_fingerprint_mismatch` (`ThreadFingerprintMismatchError`: a field that must stay the same across a thread's
+ * turns differs from the one the thread was created with; "replay the full conversation with `create`").
+ */
 const THREAD_REPLAY_CODES: ReadonlyArray<string> = [
   "thread_not_found",
   "thread_already_continued",
-  "thread_continue_in_flight"
+  "thread_continue_in_flight",
+  "thread_fingerprint_mismatch"
 ]
 
 const field = (value: unknown, key: string): unknown =>
@@ -102,3 +107,9 @@ export const isThreadReplayError = (error: unknown): boolean => {
   const code = errorCodeOf(error)
   return code !== undefined && THREAD_REPLAY_CODES.includes(code)
 }
+
+/**
+ * Whether the API answered `thread_unsupported_request` (rule 24; the SDK's `ThreadUnsupportedRequestError`): the
+ * request holds a field or the organization a setting that threads refuse, so it goes again without `thread`.
+ */
+export const isThreadUnsupportedError = (error: unknown): boolean => errorCodeOf(error) === "thread_unsupported_request"

@@ -302,7 +302,7 @@ export function* replaySteps(
   }
 
   const compact = (model: string | undefined): boolean => {
-    const plan = prepareCompaction(state.view, compactionPolicy)
+    const plan = prepareCompaction(state.view, compactionPolicy, { unboundThinking: state.unboundThinking })
     if (plan._tag === "Skip") {
       failedCompactions++
       return false
