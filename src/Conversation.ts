@@ -68,6 +68,14 @@ import {
   type ThreadParam
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
+import {
+  type CacheDiagnosis,
+  type CachePrediction,
+  calibrationOf,
+  diagnosisAgrees,
+  predictCacheMiss,
+  reportedOf
+} from "./internal/conversation/diagnostics.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -115,6 +123,11 @@ export interface Request {
    * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
    */
   readonly thread?: ThreadParam
+  /**
+   * With `ConversationOptions.diagnostics`: the id of the reply the latest request got, so the API reports why this
+   * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
+   */
+  readonly diagnostics?: { readonly previous_message_id: string | null }
   readonly thinking?: ThinkingConfig
   readonly betas?: Array<string>
 }
@@ -152,6 +165,13 @@ export interface ReplyReport {
   readonly requestEpoch: number
   /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
+  /**
+   * With `ConversationOptions.diagnostics` (API-RULES 33): the library's prediction for the request this reply
+   * answered (`null`: no divergence from the request before; else the miss it expects, its reason and estimated
+   * tokens) beside the `cache_miss_reason` the API reported, and whether they agree (same reason, missed tokens
+   * within 5%).
+   */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /**
@@ -229,6 +249,8 @@ export interface ReplyMeta {
    * recorded (a cut only, never a summary), which a resumed conversation starts again.
    */
   readonly backgroundCut?: number
+  /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -455,6 +477,8 @@ export interface SdkReply {
   readonly stop_reason: string | null
   readonly usage: ReportedUsage
   readonly input_transformations?: ReadonlyArray<InputTransformation> | null
+  /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
+  readonly diagnostics?: unknown
 }
 
 const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
@@ -474,6 +498,9 @@ const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
  * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
  * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
  * reply. Any other reply leaves no anchor, so the next request starts a new thread.
+ *
+ * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
+ * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
  * @category transitions
  */
 export const recordReply = (
@@ -481,7 +508,8 @@ export const recordReply = (
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
-  thread?: { readonly sent: number } | undefined
+  thread?: { readonly sent: number } | undefined,
+  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
   const message: MessageParam = sdk === undefined
@@ -494,7 +522,8 @@ export const recordReply = (
     requestEpoch: requestEpoch ?? state.epoch,
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
-      : { inputTransformations: sdk.input_transformations.map(transformationOf) })
+      : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
   }
   const clean = wireMessage(message)
   if (clean === undefined) {
@@ -547,7 +576,8 @@ export const recordReply = (
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
-      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom })
+      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
@@ -560,6 +590,21 @@ export const recordReply = (
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
+}
+
+/** The reasons the API reports without a diagnosis to compare (the previous reply unknown to it, or none given). */
+const UNDIAGNOSED: ReadonlyArray<string> = ["previous_message_not_found", "unavailable"]
+
+/** A reply's cache diagnosis: the prediction, the reported reason (an SDK reply's), and whether they agree. */
+const diagnosisOf = (predicted: CachePrediction | undefined, sdk: SdkReply | undefined): CacheDiagnosis => {
+  const reported = sdk === undefined || !("diagnostics" in sdk) ? undefined : reportedOf(sdk.diagnostics)
+  const comparable = predicted !== undefined && reported !== undefined &&
+    (reported === null || !UNDIAGNOSED.includes(reported.type))
+  return {
+    ...(predicted === undefined ? {} : { predicted }),
+    ...(reported === undefined ? {} : { reported }),
+    ...(comparable ? { agrees: diagnosisAgrees(predicted, reported) } : {})
+  }
 }
 
 /** The entry of `input_transformations` a state keeps. */
@@ -1063,7 +1108,8 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
-  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations })
+  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
+  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis })
 })
 
 const wireOf = (message: Message): MessageParam => {
@@ -1122,6 +1168,14 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
    * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
    */
   readonly threads?: boolean | undefined
+  /**
+   * Ask the API why each request missed the cache (API-RULES 33): every request carries `diagnostics:
+   * { previous_message_id }`, the id of the latest recorded SDK reply (`null` before the first), `Prepared.
+   * cachePrediction` is the library's own prediction for it (its missed tokens calibrated by the usage that reply
+   * reported), and the reply's `state.reply.cacheDiagnosis` holds the prediction beside the reported
+   * `cache_miss_reason` and whether they agree. Default off.
+   */
+  readonly diagnostics?: boolean | undefined
   /** The thinking config every request carries (see `RequestOptions.thinking`: the binding after a rewrite). */
   readonly thinking?: ThinkingConfig | undefined
 }
@@ -1146,6 +1200,13 @@ export interface Prepared {
    * estimate counter, or `count_tokens` failed: `error` says why) by the reported usage and the estimates.
    */
   readonly count?: TokenCounter.Count | undefined
+  /**
+   * With diagnostics on: what the library's cache model predicts the API reports for `request` against the request
+   * the latest reply answered: `null` for no divergence (a hit of everything that request cached), else the reason
+   * (`model_changed`, `system_changed`, `tools_changed`, `messages_changed`), the estimated missed input tokens and
+   * the first block that differs. Absent without diagnostics, and when that request was not seen (after a resume).
+   */
+  readonly cachePrediction?: CachePrediction | undefined
 }
 
 /**
@@ -1277,15 +1338,35 @@ const make = (
     // sent, for the reply that answers it
     let threading = options.threads === true
     let sent: number | undefined
+    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
+    let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
+    let answered: { readonly full: Request; readonly id: string; readonly scale: number | undefined } | undefined
+    const minTokens = minCacheableTokens(model)
+    const head = systemAndToolsTokens(options.system as never, tools)
     /** The request for the current state as it goes out (on its thread, with the whole view beside a `continue`). */
-    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest"> => {
-      const full = requestOf(state, options.system, requestOptions(before))
-      if (!threading) return { request: full }
+    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest" | "cachePrediction"> => {
+      const built = requestOf(state, options.system, requestOptions(before))
+      const previousId = options.diagnostics === true ? state.reply?.id : undefined
+      const full: Request = options.diagnostics === true
+        ? { ...built, diagnostics: { previous_message_id: previousId ?? null } }
+        : built
+      const predicted = previousId === undefined ?
+        undefined :
+        answered?.id === previousId
+        ? predictCacheMiss({ ...answered.full, model }, { ...full, model }, {
+          headTokens: head,
+          minTokens,
+          scale: answered.scale
+        })
+        : undefined
+      if (options.diagnostics === true) issued = { full, predicted }
+      const prediction = previousId === undefined ? {} : { cachePrediction: predicted }
+      if (!threading) return { request: full, ...prediction }
       sent = state.view.length
       const request: Request = onThread(full, state.thread, state.view.length)
       return request.thread?.type === "continue"
-        ? { request, fullRequest: { ...full, thread: { type: "create" } } }
-        : { request }
+        ? { request, fullRequest: { ...full, thread: { type: "create" } }, ...prediction }
+        : { request, ...prediction }
     }
     const request = () => issue().request
     /** The counter's count of the whole request for `s` (none without a counter or with an empty view). */
@@ -1361,7 +1442,14 @@ const make = (
             if (replyOptions?.unthreaded === true) threading = false
             const thread = threading && sent !== undefined ? { sent } : undefined
             sent = undefined
-            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread)
+            const request = issued
+            issued = undefined
+            // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
+            answered = request !== undefined && isSdkReply(message)
+              ? { full: request.full, id: message.id, scale: calibrationOf(request.full, head, message.usage) }
+              : undefined
+            const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
+            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
           }).pipe(Effect.map(stateNow))
         ),

@@ -394,6 +394,17 @@ export const renderHtml = (report: Report): string => {
     push("</table>")
   }
 
+  push("<h2>Cache diagnostics</h2>")
+  const { disagreements, predictedMisses } = data.diagnostics
+  push(
+    `<p id="diagnostics" class="note">The misses <code>Conversation</code>'s <code>diagnostics</code> option predicts ` +
+      `(API-RULES 33), checked against this replay's cache model: ` +
+      `<span${figure("diagnostics.predictedMisses", "int", predictedMisses)}>${fmt(predictedMisses)}</span> ` +
+      `requests predicted to miss; <span${figure("diagnostics.disagreements.length", "int", disagreements.length)}>${
+        fmt(disagreements.length)
+      }</span> disagree${disagreements.length === 0 ? "" : ` (requests ${disagreements.join(", ")})`}.</p>`
+  )
+
   push("<h2>Largest tool results</h2>")
   if (data.largestToolResults.length === 0) push('<p class="muted">none</p>')
   else {

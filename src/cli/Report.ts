@@ -24,9 +24,13 @@ import {
   policyFields,
   type PolicyOptions
 } from "../Policy.ts"
+import { minCacheableTokens } from "../Cache.ts"
+import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
+import { systemAndToolsTokens } from "../internal/estimate.ts"
 import {
   type MissCause,
   type PolicyReport,
+  type RequestEvent,
   type RequestFigures,
   type SimPolicy,
   simulate,
@@ -182,6 +186,13 @@ export interface ReportData {
   readonly contextWindow: number
   readonly requests: ReadonlyArray<ReportRequest>
   readonly largestToolResults: ReadonlyArray<LargeToolResult>
+  /**
+   * The cache diagnostics `Conversation` predicts (its `diagnostics` option, API-RULES 33) checked against the
+   * replay's cache model standing in for the API: `predictedMisses` counts the requests predicted to miss tokens the
+   * request before cached; `disagreements` lists the requests (numbered from 1) whose predicted missed tokens differ
+   * by more than 5% from what the cache model shows lost (requests after a cache expiry or loss are not compared).
+   */
+  readonly diagnostics: { readonly predictedMisses: number; readonly disagreements: ReadonlyArray<number> }
 }
 
 /** The report's data and the inspect timeline the block strip draws. @category models */
@@ -213,6 +224,47 @@ export interface ReportOptions {
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * The library's cache prediction for each request of a replay against the replay's own cache model: the missed
+ * tokens `Conversation`'s diagnostics predict (calibrated to the engine's tokens) beside the tokens the engine's
+ * cache shows the request could not read of what the one before it cached (0 without a policy miss).
+ */
+const diagnosticsOf = () => {
+  let previous: RequestEvent | undefined
+  let n = 0
+  let predictedMisses = 0
+  const disagreements: Array<number> = []
+  const promptOf = (e: RequestEvent) => ({
+    model: e.figures.model,
+    system: e.request.system,
+    tools: e.request.tools,
+    messages: e.prompt
+  })
+  return {
+    onRequest: (event: RequestEvent) => {
+      n++
+      const before = previous
+      previous = event
+      if (before === undefined) return
+      const head = systemAndToolsTokens(before.request.system as never, before.request.tools)
+      const predicted = predictCacheMiss(promptOf(before), promptOf(event), {
+        headTokens: head,
+        minTokens: minCacheableTokens(before.figures.model),
+        scale: calibrationOf(promptOf(before), head, { input_tokens: before.figures.promptTokens })
+      })
+      const expected = predicted?.missedInputTokens ?? 0
+      if (expected > 0) predictedMisses++
+      const miss = event.figures.miss
+      if (event.cacheLost || miss === "ttl" || miss === "external") return
+      const lost = miss === "policy"
+        ? before.figures.cacheRead + before.figures.cacheWrite - event.figures.cacheRead
+        : 0
+      if (Math.abs(expected - lost) > Math.max(1, 0.05 * lost)) disagreements.push(n)
+    },
+    result: () => ({ predictedMisses, disagreements })
+  }
+}
 
 /**
  * The `Library` strategy `replay` runs: its eviction settings (`minSavings` absent: rent-or-buy, the simulator's
@@ -318,10 +370,12 @@ export const buildReport = (
     const newlyOffloaded: Array<{ readonly results: number; readonly messages: ReadonlyArray<number> }> = []
     const chosen = chosenPolicy(options)
     let invalidRequests = 0
+    const diagnostics = diagnosticsOf()
     const chosenReport = simulatePolicy(session, chosen, {
       ...simOptions,
       compaction: options.policy,
       onRequest: (event) => {
+        diagnostics.onRequest(event)
         if (validate(event.prompt).length > 0) invalidRequests++
         const fresh = new Set<number>()
         let results = 0
@@ -395,7 +449,8 @@ export const buildReport = (
       none: chartTotals("none", noneReport, noneReport.perRequest.map(() => ({ offloadedResults: 0 }))),
       contextWindow: options.policy.contextWindow,
       requests,
-      largestToolResults: results.slice(0, options.largest ?? 10)
+      largestToolResults: results.slice(0, options.largest ?? 10),
+      diagnostics: diagnostics.result()
     }
     return { data, timeline: analysis.timeline }
   })
