@@ -69,6 +69,7 @@ import {
   type ThreadParam
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
+import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -81,6 +82,7 @@ import {
 } from "./Message.ts"
 import {
   type CompactionPolicy,
+  contextTokens,
   defaultPolicy,
   type ReportedUsage,
   shouldCompact,
@@ -599,7 +601,35 @@ export interface OffloadOptions {
    * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
    */
   readonly cacheTtl?: "5m" | "1h" | undefined
+  /**
+   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
+   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
+   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off. With it, a
+   * rewrite also costs a restart of the thread (`threadRestart`).
+   */
+  readonly threads?: boolean | undefined
+  /**
+   * With `threads`: what restarting the thread costs, in uncached input tokens, and how offloads are batched with
+   * compactions. A rewrite that breaks a thread the next request would continue costs `perViewToken` (default 0.1)
+   * per view token (the whole view uploaded again) plus `perRestart` (default 1,000: the first request's latency);
+   * the rent-or-buy rule adds it to the rewrite's price. An offload that would leave the context within `margin`
+   * (default 0.2) of the compaction trigger waits for that compaction (it cannot avert it), and a compaction applies
+   * the offloads its kept tail is due in the same rewrite: one restart covers both. The defaults are assumptions (no
+   * price or latency of a thread is documented). `false`: none of this (a rewrite is priced by the cache alone).
+   */
+  readonly threadRestart?:
+    | {
+      readonly perViewToken?: number | undefined
+      readonly perRestart?: number | undefined
+      readonly margin?: number | undefined
+    }
+    | false
+    | undefined
 }
+
+/** The restart model of `options` when it sends on threads, else `undefined` (no restart is priced). */
+const threadPriceOf = (options: OffloadOptions): ThreadRestartPrice | undefined =>
+  options.threads === true ? threadRestartOf(options.threadRestart) : undefined
 
 /**
  * Offloads stale tool output (`evictStaleToolResults`, the hot paths pinned) and lets the hot paths observe the
@@ -615,7 +645,8 @@ export const offloadStaleResults = (
   cacheCold?: boolean | undefined
 ): Transition => {
   // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier,
-  // droppedThinking })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
+  // droppedThinking, restartCost })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
+  const price = threadPriceOf(options)
   const { decision, carried } = CarriedIndex.evict(
     asMessages(state.view),
     state.carried,
@@ -627,7 +658,11 @@ export const offloadStaleResults = (
       classifier: options.classifier,
       cacheTtl: options.cacheTtl,
       droppedThinking: (message) =>
-        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? [])
+        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? []),
+      // a restart is priced only when the next request would continue a thread
+      restart: price === undefined || state.thread === undefined
+        ? undefined
+        : () => restartCost(price, viewTokens(state))
     }
   )
   if (decision.offloaded.length === 0) return none(state)
@@ -706,11 +741,33 @@ export const prepareStep = (
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
   if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const policy = options.policy ?? defaultPolicy
-  const transition = chain(
-    closePending(state),
-    (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold)
-  )
-  return { transition, compact: triggerFires(transition.state, policy, cacheCold) }
+  const closed = closePending(state)
+  const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
+  const compact = triggerFires(transition.state, policy, cacheCold)
+  if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
+    return { transition: closed, compact: false }
+  }
+  return { transition, compact }
+}
+
+/**
+ * On a thread (`threadRestart`'s `margin`): whether the offload from `before` to `after` waits for the compaction,
+ * because the context it leaves (the last reported one, less the tokens freed) stays within the margin of the
+ * trigger. Only an offload that breaks a thread the next request would continue waits.
+ */
+const deferredToCompaction = (
+  before: ConversationState,
+  after: ConversationState,
+  policy: CompactionPolicy,
+  options: OffloadOptions
+): boolean => {
+  const price = threadPriceOf(options)
+  const usage = before.usage
+  if (price === undefined || after.view === before.view || before.thread === undefined) return false
+  if (usage === undefined || usage.requestEpoch !== before.epoch) return false
+  const freed = viewTokens(before) - viewTokens(after)
+  const trigger = Math.min(policy.compactAtTokens, policy.contextWindow - policy.minRemaining)
+  return defersToCompaction(price, contextTokens(usage.usage) - freed, trigger)
 }
 
 /** The latest reply stopped with `stopReason` and is still the view's last message. */
@@ -748,14 +805,26 @@ const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | 
 
 /**
  * Applies a finished compaction of `state.view` (from `prepareCompaction` → summary → `finishCompaction`): the view
- * becomes the compacted one and the epoch advances. No change when it was skipped.
+ * becomes the compacted one and the epoch advances. No change when it was skipped. With `options` that send on threads
+ * (`OffloadOptions.threads`, `threadRestart` not `false`), the offloads the compacted view is due follow in the same
+ * transition (as on a cold cache: everything after the summary is rewritten anyway), so the one restart the
+ * compaction costs covers them too.
  * @category transitions
  */
 export const applyCompaction = (
   state: ConversationState,
-  finished: FinishedCompaction<MessageParam>
+  finished: FinishedCompaction<MessageParam>,
+  options?: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined }
 ): Transition => {
   if (finished.record === undefined) return none(state)
+  const compacted = compactionStep(state, finished)
+  if (options === undefined || threadPriceOf(options) === undefined) return compacted
+  // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
+  const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
+  return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
+}
+
+const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
   const unbound = allThinking(asMessages(view))
   const { unboundThinking: _, ...rest } = state
@@ -766,7 +835,7 @@ export const applyCompaction = (
     carried: CarriedIndex.fresh(asMessages(view)),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound })
   }, undefined)
-  return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
+  return { steps: [{ change: Change.CompactionApplied({ record: finished.record! }), state: next }], state: next }
 }
 
 // ============================================================================
@@ -1095,12 +1164,6 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
   /** The model; it sets the minimum cacheable length of the breakpoints. */
   readonly model?: string | undefined
-  /**
-   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
-   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
-   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. Default off.
-   */
-  readonly threads?: boolean | undefined
   /** The thinking config every request carries (see `RequestOptions.thinking`: the binding after a rewrite). */
   readonly thinking?: ThinkingConfig | undefined
 }
@@ -1230,6 +1293,8 @@ const make = (
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
+    // with threads on: the offloads the latest compaction applied to its kept tail (one restart covers both)
+    let offloadedAtCompaction: ReadonlyArray<Offloaded> = []
     const compactNow = <A>(instructions: string | undefined, fallback: () => A, upTo?: number | undefined) =>
       Effect.gen(function* () {
         yield* persist(closePending(state), fallback)
@@ -1244,7 +1309,9 @@ const make = (
           Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
         )
         const finished = finishCompaction(plan, summary)
-        yield* persist(applyCompaction(state, finished), fallback)
+        const applied = applyCompaction(state, finished, { ...options, policy })
+        yield* persist(applied, fallback)
+        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloadedAtCompaction = s.change.offloaded
         return finished.outcome
       })
 
@@ -1275,7 +1342,11 @@ const make = (
         const step = prepareStep(state, { ...options, policy }, cold)
         yield* persist(step.transition, prepared)
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
-        if (step.compact) compaction = yield* compactNow(undefined, prepared)
+        if (step.compact) {
+          offloadedAtCompaction = []
+          compaction = yield* compactNow(undefined, prepared)
+          if (offloadedAtCompaction.length > 0) offloaded = [...offloaded, ...offloadedAtCompaction]
+        }
         lastRequestAt = now
         return { ...issue(before), epoch: state.epoch, offloaded, compaction }
       })),

@@ -222,6 +222,8 @@ export const chosenPolicy = (options: {
   readonly keepRecent: number
   readonly minSavings?: number | undefined
   readonly policy: CompactionPolicy
+  /** On threads: `LibraryOptions.threadRestart` (`false`: a rewrite priced by the cache alone). */
+  readonly threadRestart?: false | undefined
 }): SimPolicy => {
   const p = options.policy
   const eviction = options.minSavings === undefined ? "rent-or-buy" : `minSavings ${fmt(options.minSavings)}`
@@ -233,7 +235,8 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: policyFields(p)
+        policy: policyFields(p),
+        ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }
   }

@@ -43,7 +43,9 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
     const runs = yield* Effect.promise(() =>
       pool({
         plain: () => run(["replay", session, "--json", "--out", plainDir, ...flags]),
-        threads: () => run(["replay", session, "--json", "--threads", "--out", threadDir, ...flags])
+        // the plain replay's decisions on threads (a rewrite priced by the cache alone), to compare request by request
+        threads: () =>
+          run(["replay", session, "--json", "--threads", "--cache-only-rewrites", "--out", threadDir, ...flags])
       }, 2)
     )
     assert.strictEqual(runs.plain.code, 0, runs.plain.stderr)
@@ -191,6 +193,7 @@ describe("compaction replay --threads", () => {
           example,
           "--json",
           "--threads",
+          "--cache-only-rewrites",
           "--out",
           resumedDir,
           "--log",

@@ -1,0 +1,134 @@
+/**
+ * Thread-aware eviction and compaction (issue 28): on a server-held thread a rewrite also restarts the thread (the
+ * whole view uploaded again, the first request's latency), so the rent-or-buy rule adds that restart to the
+ * rewrite's price, an offload near the compaction trigger waits for the compaction, and a compaction applies its kept
+ * tail's offloads in the same rewrite. Judged on a real session replayed on threads: fewer restarts than the same
+ * replay with a rewrite priced by the cache alone, fewer bytes uploaded, every request valid by the independent
+ * checker with the conversation it stands for rebuilt by the thread rules, and no request over the window.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { evictStaleToolResults } from "../src/Evict.ts"
+import { worthIt } from "../src/internal/evictionRules.ts"
+import { defersToCompaction, restartCost, threadRestartOf } from "../src/internal/threadCost.ts"
+import type { Message } from "../src/Message.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { type PolicyReport, simulatePolicy } from "../src/Simulate.ts"
+import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
+import { generateSession } from "./fixtures/Conversation.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+
+const utf8 = new TextEncoder()
+const PRICES = { cacheRead: 0.1, cacheWrite: 1.25 }
+
+describe("the restart model", () => {
+  it("the rent-or-buy rule adds the restart to the rewrite's price", () => {
+    const behind = () => 1_000 // a rewrite behind the change: 1,250 at the write price
+    // reads paid 1,300 (13,000 freed-token requests at 0.1): worth it on the cache alone
+    assert.isTrue(worthIt({ prices: PRICES }, 100, 13_000, behind))
+    // a restart of 500 more: not yet, until the reads reach 1,750
+    assert.isFalse(worthIt({ prices: PRICES, restart: () => 500 }, 100, 13_000, behind))
+    assert.isTrue(worthIt({ prices: PRICES, restart: () => 500 }, 100, 17_500, behind))
+    // a cold cache rewrites everything anyway, and a fixed threshold ignores prices
+    assert.isTrue(worthIt({ prices: PRICES, restart: () => 1e9, cacheCold: true }, 100, 0, behind))
+    assert.isTrue(worthIt({ prices: PRICES, restart: () => 1e9, minSavings: 50 }, 100, 0, behind))
+  })
+
+  it("defaults, overrides and false; the margin below the trigger", () => {
+    const price = threadRestartOf(undefined)!
+    assert.deepStrictEqual(price, { perViewToken: 0.1, perRestart: 1_000, margin: 0.2 })
+    assert.strictEqual(restartCost(price, 50_000), 6_000)
+    assert.deepStrictEqual(threadRestartOf({ perRestart: 0 }), { perViewToken: 0.1, perRestart: 0, margin: 0.2 })
+    assert.isUndefined(threadRestartOf(false))
+    assert.isTrue(defersToCompaction(price, 48_000, 60_000))
+    assert.isFalse(defersToCompaction(price, 47_999, 60_000))
+    assert.isFalse(defersToCompaction({ ...price, margin: 0 }, 59_999, 60_000))
+  })
+
+  it("evictStaleToolResults: a restart cost holds back an offload the cache alone would take", () => {
+    const session = generateSession(7, { messages: 400 })
+    // find a prefix where the rent-or-buy rule just offloads, then price a large restart on it
+    let found = 0
+    for (let n = 40; n <= session.length && found < 3; n += 7) {
+      const messages = session.slice(0, n)
+      const plain = evictStaleToolResults(messages, 10)
+      if (plain.offloaded.length === 0) continue
+      found++
+      const restarted = evictStaleToolResults(messages, 10, { restartCost: 1e9 })
+      assert.strictEqual(restarted.messages, messages, `${n} messages: a costly restart keeps the input`)
+      assert.deepStrictEqual(evictStaleToolResults(messages, 10, { restartCost: 0 }).offloaded, plain.offloaded)
+    }
+    assert.isAbove(found, 0, "some prefix offloads on the cache alone")
+  })
+})
+
+/** The replay's requests as the thread rules rebuild them: every violation and mismatch, by request. */
+const judged = (
+  session: ReadonlyArray<Message>,
+  threadRestart: false | undefined,
+  compaction: CompactionPolicy
+) => {
+  const problems: Array<string> = []
+  const held = new Map<string, ReadonlyArray<unknown>>()
+  let n = 0
+  const report: PolicyReport = simulatePolicy(
+    session,
+    { name: "ours", strategy: { _tag: "Library", options: { threadRestart } } },
+    {
+      compaction,
+      threads: true,
+      onRequest: (event) => {
+        n++
+        const request = event.request
+        const whole = withoutCacheControl(event.prompt) as ReadonlyArray<unknown>
+        const thread = request.thread
+        let before: ReadonlyArray<unknown> | undefined
+        if (thread?.type === "continue") {
+          before = held.get(thread.previous_message_id)
+          if (before === undefined) problems.push(`request ${n}: continues an unknown reply`)
+          const rebuilt = [...before ?? [], ...withoutCacheControl(request.messages) as ReadonlyArray<unknown>]
+          if (JSON.stringify(rebuilt) !== JSON.stringify(whole)) problems.push(`request ${n}: rebuilt view differs`)
+        } else if (thread?.type !== "create") problems.push(`request ${n}: no thread`)
+        const violations = checkRequest(request as never, before === undefined ? {} : { held: before as never })
+        if (violations.length > 0) problems.push(`request ${n}: ${formatApiViolations(violations)}`)
+        // the bytes counted per message object are the body's exact UTF-8 length
+        if (utf8.encode(JSON.stringify(request)).length !== event.figures.uploadedBytes) {
+          problems.push(`request ${n}: uploadedBytes differs from the body's length`)
+        }
+        if (event.figures.promptTokens + event.figures.output > compaction.contextWindow) {
+          problems.push(`request ${n}: over the window`)
+        }
+        const reply = session[event.index]!
+        held.set(`msg_replay_${event.index}`, [
+          ...whole,
+          withoutCacheControl({ role: "assistant", content: reply.content })
+        ])
+      }
+    }
+  )
+  return { report, problems }
+}
+
+describe("on a thread, over a real session", () => {
+  it("batching offloads with compactions restarts the thread less, and every request stays valid", () => {
+    const session = corpus().find((s) => s.name === "pi__session-2025-12-17_thinking")
+    assert.isDefined(session, "pi__session-2025-12-17_thinking in ../shared/data/sessions")
+    const compaction = CompactionPolicy.makeUnsafe({ contextWindow: 60_000 })
+    const batched = judged(session!.messages, undefined, compaction)
+    const cacheOnly = judged(session!.messages, false, compaction)
+    assert.deepStrictEqual(batched.problems, [])
+    assert.deepStrictEqual(cacheOnly.problems, [])
+    const b = batched.report
+    const c = cacheOnly.report
+    assert.strictEqual(b.requests, c.requests)
+    assert.isAbove(c.threadRestarts, 0)
+    assert.isBelow(b.threadRestarts, c.threadRestarts, `restarts ${b.threadRestarts} against ${c.threadRestarts}`)
+    assert.isBelow(b.uploadedBytes, c.uploadedBytes)
+    assert.strictEqual(b.overWindow, 0)
+    // each restart is a request that created a thread after the first; the bytes add up per request
+    assert.strictEqual(b.perRequest.filter((r) => r.thread === "create").length, b.threadRestarts + 1)
+    assert.strictEqual(b.perRequest.reduce((a, r) => a + r.uploadedBytes, 0), b.uploadedBytes)
+    for (const r of b.perRequest) {
+      if (r.thread === "continue") assert.isBelow(r.uploadedBytes, r.fullBytes)
+    }
+  }, 180_000)
+})
