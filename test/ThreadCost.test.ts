@@ -7,6 +7,11 @@
  * checker with the conversation it stands for rebuilt by the thread rules, and no request over the window.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import { renderHtml } from "../src/cli/Html.ts"
+import { buildReport } from "../src/cli/Report.ts"
+import { importSession } from "../src/Import.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { worthIt } from "../src/internal/evictionRules.ts"
 import { defersToCompaction, restartCost, threadRestartOf } from "../src/internal/threadCost.ts"
@@ -65,7 +70,8 @@ describe("the restart model", () => {
 const judged = (
   session: ReadonlyArray<Message>,
   threadRestart: false | undefined,
-  compaction: CompactionPolicy
+  compaction: CompactionPolicy,
+  check = true
 ) => {
   const problems: Array<string> = []
   const held = new Map<string, ReadonlyArray<unknown>>()
@@ -77,6 +83,7 @@ const judged = (
       compaction,
       threads: true,
       onRequest: (event) => {
+        if (!check) return
         n++
         const request = event.request
         const whole = withoutCacheControl(event.prompt) as ReadonlyArray<unknown>
@@ -114,9 +121,9 @@ describe("on a thread, over a real session", () => {
     assert.isDefined(session, "pi__session-2025-12-17_thinking in ../shared/data/sessions")
     const compaction = CompactionPolicy.makeUnsafe({ contextWindow: 60_000 })
     const batched = judged(session!.messages, undefined, compaction)
-    const cacheOnly = judged(session!.messages, false, compaction)
+    // the replay it is compared with: the same transitions, judged by test/ConversationThreads.test.ts
+    const cacheOnly = judged(session!.messages, false, compaction, false)
     assert.deepStrictEqual(batched.problems, [])
-    assert.deepStrictEqual(cacheOnly.problems, [])
     const b = batched.report
     const c = cacheOnly.report
     assert.strictEqual(b.requests, c.requests)
@@ -131,4 +138,29 @@ describe("on a thread, over a real session", () => {
       if (r.thread === "continue") assert.isBelow(r.uploadedBytes, r.fullBytes)
     }
   }, 180_000)
+})
+
+describe("the report counts the bytes each request uploads", () => {
+  it.effect("on threads and off: per request, in total, and drawn one bar a request", () =>
+    Effect.gen(function* () {
+      const file = corpus().find((s) => s.name === "claude-code__coverage-test-fix")!.file
+      const session = yield* importSession(readFileSync(file, "utf8"))
+      const threaded = (yield* buildReport(session, { file: "cc", threads: true })).data
+      const plain = (yield* buildReport(session, { file: "cc" })).data
+      for (const data of [threaded, plain]) {
+        assert.strictEqual(data.requests.reduce((a, r) => a + r.uploadedBytes, 0), data.chosen.uploadedBytes)
+        assert.strictEqual(data.requests.reduce((a, r) => a + r.fullBytes, 0), data.chosen.fullBytes)
+      }
+      // off threads every request uploads itself whole; on them a continue uploads less than its whole request
+      assert.isTrue(plain.requests.every((r) => r.thread === null && r.uploadedBytes === r.fullBytes))
+      const continues = threaded.requests.filter((r) => r.thread === "continue")
+      assert.isAbove(continues.length, threaded.requests.length / 2)
+      assert.isTrue(continues.every((r) => r.uploadedBytes < r.fullBytes))
+      assert.isBelow(threaded.chosen.uploadedBytes, plain.chosen.uploadedBytes / 2)
+      const html = renderHtml(yield* buildReport(session, { file: "cc", threads: true }))
+      const chart = /<svg id="upload-chart"[\s\S]*?<\/svg>/.exec(html)?.[0] ?? ""
+      assert.strictEqual(chart.match(/class="s-uploaded"/g)?.length, threaded.requests.length)
+      assert.include(html, "Bytes uploaded per request")
+      assert.include(html, `${threaded.chosen.threadRestarts} restarts after the first request`)
+    }))
 })

@@ -389,7 +389,9 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         minSavings,
         policy,
         tools: read.tools,
-        replay: summary
+        replay: summary,
+        threads: input.threads,
+        ...(input.cacheOnlyRewrites ? { threadRestart: false } : {})
       }).pipe(Effect.mapError(reportFailure))
       yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value !== STDIO_PATH) yield* status(`wrote the HTML report to ${input.html.value}`)
