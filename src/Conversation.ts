@@ -64,7 +64,6 @@ import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
   isThreadReplayError,
-  onThread,
   type ThreadAnchor,
   type ThreadParam
 } from "./internal/conversation/thread.ts"
@@ -865,6 +864,12 @@ export interface RequestOptions {
    * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
    */
   readonly thinking?: ThinkingConfig | undefined
+  /**
+   * The request as it goes on the state's server-held thread (API-RULES 22–24): while the view extends the reply
+   * `state.thread` anchors, a `continue` of only the messages after it (no `system`, no `tools`), built without
+   * copying the view; otherwise a `create` with the whole request. What `Conversation` sends with `threads` on.
+   */
+  readonly thread?: boolean | undefined
 }
 
 const systemBlocks = (
@@ -877,6 +882,8 @@ const systemBlocks = (
  * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
  * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
  * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
+ * With `options.thread`, the request as it goes on the state's thread (`RequestOptions.thread`): a `continue` holds
+ * exactly the messages of the whole request after the anchored reply.
  * @category transitions
  */
 export const requestOf = (
@@ -884,6 +891,25 @@ export const requestOf = (
   system?: string | Array<Anthropic.TextBlockParam> | undefined,
   options: RequestOptions = {}
 ): Request => {
+  if (options.thread !== true) return buildRequest(state, system, options, undefined)
+  const anchor = state.thread
+  if (anchor === undefined || anchor.held > state.view.length) {
+    return { ...buildRequest(state, system, options, undefined), thread: { type: "create" } }
+  }
+  return buildRequest(state, system, options, anchor)
+}
+
+/**
+ * `requestOf` off threads (`anchor` undefined), or the `continue` of `anchor`'s thread: only the messages after the
+ * anchored reply, each as the whole request has it (its breakpoints included), the view never copied.
+ */
+const buildRequest = (
+  state: ConversationState,
+  system: string | Array<Anthropic.TextBlockParam> | undefined,
+  options: RequestOptions,
+  anchor: ThreadAnchor | undefined
+): Request => {
+  const from = anchor?.held ?? 0
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = asMessages(state.view)
   const thinking = thinkingOf(state, options.thinking)
@@ -893,7 +919,14 @@ export const requestOf = (
     messages,
     ...thinking
   })
-  if (options.breakpoints === false) return withMessages([...state.view])
+  const continued = (messages: Array<MessageParam>): Request => ({
+    messages,
+    ...thinking,
+    thread: { type: "continue", previous_message_id: anchor!.previousMessageId }
+  })
+  if (options.breakpoints === false) {
+    return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
+  }
   const frontier = frontierBreakpoint(state, options.classifier)
   const before = options.before !== undefined && options.before.epoch === state.epoch
     ? frontierBreakpoint(options.before, options.classifier)
@@ -914,8 +947,9 @@ export const requestOf = (
     messageTokensBefore: carried?.tokensBefore
   })
   const messages = carried === undefined
-    ? applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>
-    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl)
+    ? (applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from)
+    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl, from)
+  if (anchor !== undefined) return continued(messages)
   const marker = cacheControlOf(options.ttl)
   if (!plan.system) return withMessages(messages)
   if (system !== undefined) {
@@ -949,22 +983,24 @@ const thinkingOf = (
 }
 
 /**
- * `applyBreakpoints(view, blocks)` when only the messages at `cacheControlled` carry a `cache_control`: the view is
- * copied and only the planned and the carrying messages are rewritten (each exactly as `applyBreakpoints` would).
+ * `applyBreakpoints(view, blocks).slice(from)` when only the messages at `cacheControlled` carry a `cache_control`:
+ * the view from `from` on is copied and only the planned and the carrying messages there are rewritten (each exactly
+ * as `applyBreakpoints` would).
  */
 const breakpointsAt = (
   view: ReadonlyArray<MessageParam>,
   blocks: ReadonlyArray<BlockPosition>,
   cacheControlled: ReadonlyArray<number>,
-  ttl: "5m" | "1h" | undefined
+  ttl: "5m" | "1h" | undefined,
+  from: number
 ): Array<MessageParam> => {
-  const messages = view.slice()
+  const messages = from === 0 ? view.slice() : view.slice(from)
   const touched = new Set<number>()
-  for (const p of blocks) touched.add(p.message)
-  for (const m of cacheControlled) if (m < view.length) touched.add(m)
+  for (const p of blocks) if (p.message >= from) touched.add(p.message)
+  for (const m of cacheControlled) if (m >= from && m < view.length) touched.add(m)
   for (const m of touched) {
     const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
-    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
+    messages[m - from] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
   }
   return messages
 }
@@ -1268,17 +1304,27 @@ const make = (
     })
     // with threads on: the length of the view the latest request handed out sent, for the reply that answers it
     let sent: number | undefined
-    /** The request for the current state as it goes out (on its thread, with the whole view beside a `continue`). */
-    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest"> => {
-      const full = requestOf(state, options.system, requestOptions(before))
-      if (options.threads !== true) return { request: full }
+    /**
+     * The request for the current state as it goes out, with `fields`: on its thread, a `continue` built from the
+     * messages after the anchor alone, beside it the whole view under `create` (`fullRequest`), built only when read.
+     */
+    const issue = <A extends object>(
+      before: ConversationState | undefined,
+      fields: A
+    ): A & Pick<Prepared, "request" | "fullRequest"> => {
+      const built = requestOptions(before)
+      if (options.threads !== true) return { request: requestOf(state, options.system, built), ...fields }
       sent = state.view.length
-      const request: Request = onThread(full, state.thread, state.view.length)
-      return request.thread?.type === "continue"
-        ? { request, fullRequest: { ...full, thread: { type: "create" } } }
-        : { request }
+      const request = requestOf(state, options.system, { ...built, thread: true })
+      if (request.thread?.type !== "continue") return { request, ...fields }
+      const at = state
+      let full: Request | undefined
+      return Object.defineProperty({ request, ...fields }, "fullRequest", {
+        enumerable: true,
+        get: (): Request => (full ??= { ...requestOf(at, options.system, built), thread: { type: "create" } })
+      }) as A & Pick<Prepared, "request" | "fullRequest">
     }
-    const request = () => issue().request
+    const request = () => issue(undefined, {}).request
 
     /**
      * Records each change, then makes the state after it current; on failure the state is the last stored one. A
@@ -1335,7 +1381,7 @@ const make = (
       prepare: serialized(Effect.gen(function* () {
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
-        const prepared = (): Prepared => ({ ...issue(), epoch: state.epoch, offloaded, compaction })
+        const prepared = (): Prepared => issue(undefined, { epoch: state.epoch, offloaded, compaction })
         const now = yield* Clock.currentTimeMillis
         const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
         const before = state
@@ -1348,7 +1394,7 @@ const make = (
           if (offloadedAtCompaction.length > 0) offloaded = [...offloaded, ...offloadedAtCompaction]
         }
         lastRequestAt = now
-        return { ...issue(before), epoch: state.epoch, offloaded, compaction }
+        return issue(before, { epoch: state.epoch, offloaded, compaction })
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

@@ -23,7 +23,6 @@ import {
   type SdkReply,
   type Transition
 } from "../../Conversation.ts"
-import { onThread } from "../conversation/thread.ts"
 import { requestBytes } from "../requestBytes.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
@@ -373,6 +372,7 @@ export function* replaySteps(
     let compacted = false
     let results = 0
     let request: Request
+    let threadRequest: Request | undefined
     let breakpoints: Array<number>
     let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
     if (library !== undefined) {
@@ -392,11 +392,10 @@ export function* replaySteps(
       }
       if (results > 0) evictions++
       offloadedResults += results
-      request = requestOf(state, system, {
-        model,
-        before: compacted ? undefined : before,
-        ttl: compactionPolicy.cacheTtl
-      })
+      const requestOptions = { model, before: compacted ? undefined : before, ttl: compactionPolicy.cacheTtl }
+      request = requestOf(state, system, requestOptions)
+      // on a thread, what goes out: a `continue` holds only the messages after the anchored reply
+      if (threaded) threadRequest = requestOf(state, system, { ...requestOptions, thread: true })
       const built = units.build(asMessages(state.view), systemTokens)
       const withSystem = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
       breakpoints = [...(withSystem ? [0] : []), ...breakpointUnits(asMessages(request.messages), built.starts)]
@@ -444,8 +443,7 @@ export function* replaySteps(
     const span = compacted ? summarized : undefined
     const retention = span === undefined ? undefined : retentionOf(span, request)
     if (retention !== undefined) shares.push(retention.total.share)
-    // on a thread, what goes out: a `continue` holds only the messages after the anchored reply
-    const sent = threaded ? onThread(request, state.thread, state.view.length) : request
+    const sent = threadRequest ?? request
     const whole = requestBytes(request)
     const upload = sent === request ? whole : requestBytes(sent)
     uploadedBytes += upload
