@@ -7,17 +7,20 @@
  * checker with the conversation it stands for rebuilt by the thread rules, and no request over the window.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { readFileSync } from "node:fs"
 import { renderHtml } from "../src/cli/Html.ts"
 import { buildReport } from "../src/cli/Report.ts"
+import { Conversation, type MessageParam, type SdkReply } from "../src/Conversation.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { importSession } from "../src/Import.ts"
-import { evictStaleToolResults } from "../src/Evict.ts"
+import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../src/Evict.ts"
 import { worthIt } from "../src/internal/evictionRules.ts"
 import { defersToCompaction, restartCost, threadRestartOf } from "../src/internal/threadCost.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { type PolicyReport, simulatePolicy } from "../src/Simulate.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
@@ -163,4 +166,99 @@ describe("the report counts the bytes each request uploads", () => {
       assert.include(html, "Bytes uploaded per request")
       assert.include(html, `${threaded.chosen.threadRestarts} restarts after the first request`)
     }))
+})
+
+describe("the Conversation service on threads, with the thread-aware decisions", () => {
+  it.effect(
+    "every continue rebuilds its whole request; a compaction's offloads share its restart",
+    () =>
+      Effect.gen(function* () {
+        const policy = CompactionPolicy.makeUnsafe({
+          contextWindow: 24_000,
+          minRemaining: 4_000,
+          keepRecentTokens: 3_000,
+          compactAtTokens: 8_000
+        })
+        const layer = Conversation.layerMemory({ threads: true, system: "You are a coding agent.", policy }).pipe(
+          Layer.provide(ExtractiveSummarizer.layer)
+        )
+        let steps = 0
+        let continues = 0
+        let batched = 0
+        let compactions = 0
+        let replies = 0
+        for (let seed = 1; steps < 400; seed++) {
+          const conversation = yield* Effect.provide(
+            Effect.gen(function* () {
+              return yield* Conversation
+            }),
+            layer
+          )
+          const held = new Map<string, ReadonlyArray<unknown>>()
+          for (
+            const message of generateSession(seed, { messages: 120, maxOutput: 4_000 }) as unknown as ReadonlyArray<
+              MessageParam
+            >
+          ) {
+            if (message.role !== "assistant") {
+              yield* conversation.append(message)
+              continue
+            }
+            const prepared = yield* conversation.prepare
+            steps++
+            const request = prepared.request
+            const label = `seed ${seed}, request ${steps}`
+            let conversationOf: ReadonlyArray<unknown>
+            let before: ReadonlyArray<unknown> | undefined
+            if (request.thread?.type === "continue") {
+              continues++
+              before = held.get(request.thread.previous_message_id)
+              assert.isDefined(before, `${label}: continues a reply the server holds`)
+              conversationOf = [...before!, ...withoutCacheControl(request.messages) as ReadonlyArray<unknown>]
+              // the whole request beside it, built only when read, is the conversation the continue stands for
+              assert.strictEqual(
+                JSON.stringify(conversationOf),
+                JSON.stringify(withoutCacheControl(prepared.fullRequest!.messages)),
+                `${label}: the rebuilt conversation`
+              )
+              assert.strictEqual(prepared.fullRequest, prepared.fullRequest, "built once")
+            } else {
+              assert.deepStrictEqual(request.thread, { type: "create" }, label)
+              conversationOf = withoutCacheControl(request.messages) as ReadonlyArray<unknown>
+              if (prepared.compaction?._tag === "Compacted") {
+                compactions++
+                // the compaction left nothing its kept tail was due: a cold eviction of the view offloads nothing more
+                const state = yield* conversation.state
+                const left = evictStaleToolResults(state.view as never, DEFAULT_KEEP_RECENT, {
+                  cacheCold: true,
+                  pinned: state.hot.pinned
+                })
+                assert.strictEqual(left.offloaded.length, 0, `${label}: offloads left after the compaction`)
+              }
+              if (prepared.compaction?._tag === "Compacted" && prepared.offloaded.length > 0) batched++
+            }
+            const violations = checkRequest(request as never, before === undefined ? {} : { held: before as never })
+            assert.strictEqual(violations.length, 0, `${label}: ${formatApiViolations(violations)}`)
+            const view = (yield* conversation.state).view
+            const context = estimateTokens(view as never)
+            assert.isAtMost(context, policy.contextWindow, `${label}: the view fits the window`)
+            const reply: SdkReply = {
+              id: `msg_cost_${++replies}`,
+              type: "message",
+              role: "assistant",
+              content: (typeof message.content === "string"
+                ? [{ type: "text", text: message.content }]
+                : message.content) as SdkReply["content"],
+              stop_reason: "end_turn",
+              usage: { input_tokens: context, output_tokens: 50 }
+            }
+            yield* conversation.recordReply(reply, undefined, { requestEpoch: prepared.epoch })
+            held.set(reply.id, [...conversationOf, { role: "assistant", content: reply.content }])
+          }
+        }
+        assert.isAbove(continues, steps / 2, `continues ${continues} of ${steps}`)
+        assert.isAbove(batched, 0, `some of the ${compactions} compactions applied offloads in its own rewrite`)
+      }),
+    180_000
+  )
 })
