@@ -54,6 +54,8 @@ export interface ReplaySummary {
   readonly resumes: number
   /** The bytes of every request's JSON body, summed (`uploadBytes`): what the replay uploads. */
   readonly uploadedBytes?: number | undefined
+  /** On threads: the requests that started a new thread after the first (`PolicyReport.threadRestarts`). */
+  readonly threadRestarts?: number | undefined
 }
 
 /**
@@ -288,7 +290,11 @@ export const replaySession = <E = never, R = never>(
       }
     }
     return {
-      summary: { ...replaySummaryOf(report, invalid, resumes), uploadedBytes: uploaded },
+      summary: {
+        ...replaySummaryOf(report, invalid, resumes),
+        uploadedBytes: uploaded,
+        ...(simulateOptions.threads === true ? { threadRestarts: report.threadRestarts } : {})
+      },
       tokens: requestTokensOf(report),
       report
     }
