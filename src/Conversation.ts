@@ -1208,6 +1208,10 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
 export interface Prepared {
   readonly request: Request
   readonly epoch: number
+  /**
+   * The tool results this step offloaded: before its compaction (positions in the view before it) and, with
+   * `threads`, those the compaction's kept tail was due, applied in the same rewrite (positions in the compacted view).
+   */
   readonly offloaded: ReadonlyArray<Offloaded>
   /** The compaction this step ran, when the trigger fired (`Skipped` when it found nothing worth compacting). */
   readonly compaction: CompactOutcome | undefined
