@@ -223,8 +223,8 @@ export const M = {
   hotStep10k: "HotPaths step (a new file read) on a tracker that saw 10,000 files",
   messagesHeap50k: "heap of a 50k-message session (bytes)",
   stateHeap50k: "heap of its Conversation state after 100 steps, messages included (bytes)",
-  threadBody1k: "serialized body of an append-only step on a thread, median of 50 steps [1k] (bytes)",
-  threadBody50k: "serialized body of an append-only step on a thread, median of 50 steps [50k] (bytes)",
+  threadBody1k: "serialized body of an append-only step on a thread, median of 20 steps [1k] (bytes)",
+  threadBody50k: "serialized body of an append-only step on a thread, median of 20 steps [50k] (bytes)",
   threadBuild50k: "requestOf on a thread, a continue (only the messages after the anchor) [50k]",
   wholeBuild50k: "requestOf of the same state's whole request (the view copied) [50k]"
 } as const

@@ -4,7 +4,7 @@
  * It times 40 calls on generated sessions of 1k, 10k and 50k messages (the 10k one also in pi's format), the issue's
  * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), one `Conversation` step
  * on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw 100
- * and 10,000 files, 50 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
+ * and 10,000 files, 20 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
  * bodies' sizes, and building a continue against the whole request), plus the floors the budgets divide by (string-length scans of the same arrays), each by its CPU
  * time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
  * sample, fresh message objects or one more agent step, build it untimed), in an order that keeps the sides of each
@@ -130,9 +130,9 @@ const bodyOf = (state: typeof step1k) => requestOf(state, "You are a coding agen
 const body1k = bodyOf(step1k)
 const body10k = bodyOf(step10k)
 const body50k = bodyOf(step50k)
-/** 50 append-only steps on a thread over the 1k and 50k sessions, and a 50k state whose next request continues. */
-const thread1k = threadSteps(s1k, 50)
-const thread50k = threadSteps(s50k, 50)
+/** 20 append-only steps on a thread over the 1k and 50k sessions, and a 50k state whose next request continues. */
+const thread1k = threadSteps(s1k, 20)
+const thread50k = threadSteps(s50k, 20)
 const continuing50k = thread50k.continuing
 /** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
 const hot100 = HotPaths.fromMessages(files100)
