@@ -224,7 +224,11 @@ export const M = {
   messagesHeap50k: "heap of a 50k-message session (bytes)",
   stateHeap50k: "heap of its Conversation state after 100 steps, messages included (bytes)",
   backgroundBlockedP90: "p90 of the time a compacting prepare blocks, background on, upper bound (scripted ms) [3 pi]",
-  backgroundLatency: "the scripted summarizer's latency (scripted ms)"
+  backgroundLatency: "the scripted summarizer's latency (scripted ms)",
+  threadBody1k: "serialized body of an append-only step on a thread, median of 20 steps [1k] (bytes)",
+  threadBody50k: "serialized body of an append-only step on a thread, median of 20 steps [50k] (bytes)",
+  threadBuild50k: "requestOf on a thread, a continue (only the messages after the anchor) [50k]",
+  wholeBuild50k: "requestOf of the same state's whole request (the view copied) [50k]"
 } as const
 
 /**
@@ -260,6 +264,12 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "attempts (2.35, 2.63, 3.25 against the then limit 1.6)",
   "b5 2026-12-02 02:11-02:15 UTC, npm run bench:ci 5 times back to back beside node -e 'for(;;){}', load 2.2 to 3.9: " +
   "4 of 5 passed; run 4 failed evict-cold/prune at 2.23, 2.48, 2.73 against 1.6 (so the limit went back to 3)"
+]
+
+/** The runs the thread budgets come from (`BENCH_CI_ONLY=thread node --expose-gc bench/ci.ts`). */
+export const THREAD_RUNS: ReadonlyArray<string> = [
+  "t1-t3 2026-12-02 05:42-05:44 UTC, load 11.5 to 12.4, BENCH_CI_ONLY=thread BENCH_CI_CALIBRATE=1 node --expose-gc " +
+  "bench/ci.ts three times back to back (3 attempts each): body 50k/1k 1.000 in all 9, continue-build 0.0092 to 0.013"
 ]
 
 /**
@@ -495,6 +505,27 @@ export const budgets: ReadonlyArray<Budget> = [
     max: 1,
     why: "the issue's rule, no slower than pi's; measured 0.07 to 0.25 with the walk-back cut (4x headroom); the " +
       "former full scan measured 13 to 16 here and fails"
+  },
+  {
+    id: "thread/body-50k-1k",
+    description: "an append-only step's serialized body on a thread: at 50k messages / at 1k (the same size: 1)",
+    subject: M.threadBody50k,
+    baseline: M.threadBody1k,
+    max: 1.05,
+    why: "issue 29's rule (the body holds the new messages only, so its size does not follow the session's); a size, " +
+      "not a time, so load does not move it: THREAD_RUNS measured 1.000 in every attempt (3,035 bytes at 1k and " +
+      "50k; bench/thread.bench.ts the same at 10k). A body that held the view would be ~50x"
+  },
+  {
+    id: "thread/continue-build",
+    description: "building an append-only step's request on a thread / building the whole request (50k messages)",
+    subject: M.threadBuild50k,
+    baseline: M.wholeBuild50k,
+    max: 0.05,
+    why: "issue 29's rule (built without copying the view): THREAD_RUNS measured 0.0092 to 0.013 per attempt " +
+      "(CPU time 2.9 to 4.7 us against 284 to 375 us); 0.05 is about 4x the worst, and still allows the whole " +
+      "request's best case (a 50k copy at 0.23 ms) against a slow continue. A continue sliced from the whole request " +
+      "(the former build) costs the whole request plus its slice: >= 1"
   },
   {
     id: "memory/state-50k",

@@ -4,7 +4,8 @@
  * It times 40 calls on generated sessions of 1k, 10k and 50k messages (the 10k one also in pi's format), the issue's
  * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), one `Conversation` step
  * on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw 100
- * and 10,000 files, plus the floors the budgets divide by (string-length scans of the same arrays), each by its CPU
+ * and 10,000 files, 20 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
+ * bodies' sizes, and building a continue against the whole request), plus the floors the budgets divide by (string-length scans of the same arrays), each by its CPU
  * time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
  * sample, fresh message objects or one more agent step, build it untimed), in an order that keeps the sides of each
  * budget close in time. Last, the heap a 50k-message state holds against its messages' (after full collections: a
@@ -18,7 +19,7 @@
  * broken, and ends with the line `bench:ci: N passed, M failed`. `BENCH_CI_SLOWDOWN` is the budgets' own regression
  * test (see below).
  *
- * Run: npx node --expose-gc bench/ci.ts
+ * Run: npx node --expose-gc bench/ci.ts (`BENCH_CI_ONLY=thread` checks only the budgets whose id starts with it).
  */
 import { writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -58,6 +59,7 @@ import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
 import { Effect } from "effect"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
+import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu } from "./cpuTime.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
@@ -133,6 +135,10 @@ const bodyOf = (state: typeof step1k) => requestOf(state, "You are a coding agen
 const body1k = bodyOf(step1k)
 const body10k = bodyOf(step10k)
 const body50k = bodyOf(step50k)
+/** 20 append-only steps on a thread over the 1k and 50k sessions, and a 50k state whose next request continues. */
+const thread1k = threadSteps(s1k, 20)
+const thread50k = threadSteps(s50k, 20)
+const continuing50k = thread50k.continuing
 /** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
 const hot100 = HotPaths.fromMessages(files100)
 const hot10k = HotPaths.fromMessages(files10k)
@@ -186,6 +192,11 @@ const backgroundOf = (side: "p90" | "latency"): Timed => async () => {
   const ns = background[side] * 1e6
   return { cpuP50: ns, cpuMin: ns, wallP50: ns, samples: 1 }
 }
+/** A size as a timed row (a median of one); not measured (no row) when it is not a positive number. */
+const sizeRow = (bytes: number): Timed => () =>
+  Number.isFinite(bytes) && bytes > 0
+    ? Promise.resolve({ cpuP50: bytes, cpuMin: bytes, wallP50: bytes, samples: 1 })
+    : Promise.reject(new Error("no append-only step continued its thread"))
 
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */
 const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
@@ -233,6 +244,13 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
   [M.floorFiles10k, timed(() => sumStringLengths(files10k))],
+  [M.threadBody1k, sizeRow(thread1k.bodyBytes)],
+  [M.threadBody50k, sizeRow(thread50k.bodyBytes)],
+  [
+    M.threadBuild50k,
+    timed(() => requestOf(continuing50k!.state, THREAD_SYSTEM, { before: continuing50k!.before, thread: true }))
+  ],
+  [M.wholeBuild50k, timed(() => requestOf(continuing50k!.state, THREAD_SYSTEM, { before: continuing50k!.before }))],
   [M.messagesHeap50k, heapOf("messages")],
   [M.stateHeap50k, heapOf("state")],
   [M.backgroundBlockedP90, backgroundOf("p90")],
@@ -263,7 +281,10 @@ const cpuMs = () => {
 const rows: Array<BenchRow> = []
 const errors: Array<{ name: string; attempt: number; error: string }> = []
 let attempts = 0
-let pending = budgets
+/** `BENCH_CI_ONLY=prefix` checks only the budgets whose id starts with it (to calibrate one, or run one's own). */
+const ONLY = process.env.BENCH_CI_ONLY ?? ""
+const checked = budgets.filter((b) => b.id.startsWith(ONLY))
+let pending = checked
 while (pending.length > 0) {
   attempts++
   const names = new Set(pending.flatMap(budgetSides))
@@ -286,7 +307,7 @@ while (pending.length > 0) {
   }
   // retry only while a retry still fits the 3-minute CI slot (an attempt of everything takes 40 to 60 s)
   pending = CALIBRATE
-    ? (attempts < MAX_ATTEMPTS ? budgets : [])
+    ? (attempts < MAX_ATTEMPTS ? checked : [])
     : cpuMs() < RETRY_DEADLINE_MS && performance.now() - started < RETRY_WALL_MS
     ? needRetry(pending, rows, attempts)
     : []
@@ -296,7 +317,7 @@ while (pending.length > 0) {
 // Report
 // ============================================================================
 
-const results = budgets.map((budget) => checkBudget(budget, rows))
+const results = checked.map((budget) => checkBudget(budget, rows))
 const failed = results.filter((r) => !r.pass).length
 const durationS = (performance.now() - started) / 1000
 const out = process.env.BENCH_JSON ?? "bench-results.json"
@@ -324,7 +345,7 @@ writeFileSync(
       pass: failed === 0,
       passed: results.length - failed,
       failed,
-      budgets: budgets.map((budget, i) => ({ ...budget, ...results[i]! })),
+      budgets: checked.map((budget, i) => ({ ...budget, ...results[i]! })),
       rows,
       errors
     },
@@ -335,7 +356,7 @@ writeFileSync(
 
 for (const e of errors) console.error(`error in ${e.name} (attempt ${e.attempt}): ${e.error}`)
 console.log(formatTable(results))
-for (const v of violations(budgets, rows)) {
+for (const v of violations(checked, rows)) {
   console.error(
     v._tag === "OverBudget"
       ? `budget broken: ${v.id}: best ratio ${v.best.toFixed(2)} > ${v.max} in every attempt`

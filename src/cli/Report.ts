@@ -143,6 +143,12 @@ export interface ReportRequest {
   /** Tokens the same request sends under no compaction. */
   readonly none: number
   readonly noneDollars: number
+  /** The bytes the request uploads: on a thread's `continue`, only the new messages (`RequestFigures.uploadedBytes`). */
+  readonly uploadedBytes: number
+  /** The bytes of the whole request, what it uploads off threads (`RequestFigures.fullBytes`). */
+  readonly fullBytes: number
+  /** On threads: whether the request started a new thread or continued one; null off threads. */
+  readonly thread: "create" | "continue" | null
 }
 
 /** One of the largest tool results of the session. @category models */
@@ -171,6 +177,12 @@ export interface ChartPolicy {
   /** Requests before which tool results were offloaded. */
   readonly evictions: number
   readonly offloadedResults: number
+  /** The bytes every request uploaded, summed (on threads, `continue`s hold only the new messages). */
+  readonly uploadedBytes: number
+  /** The bytes the same requests sent whole, summed. */
+  readonly fullBytes: number
+  /** On threads: the requests that started a new thread after the first (0 off threads). */
+  readonly threadRestarts: number
 }
 
 /** Everything the report shows; embedded in the page as JSON (`#report-data`). @category models */
@@ -221,6 +233,10 @@ export interface ReportOptions {
   readonly replay?: ReplaySummary | undefined
   /** Most tool results listed (default 10). */
   readonly largest?: number | undefined
+  /** The chosen policy sends on server-held threads (`SimulateOptions.threads`), as `replay --threads`. */
+  readonly threads?: boolean | undefined
+  /** With `threads`: a rewrite priced by the cache alone (`LibraryOptions.threadRestart: false`). */
+  readonly threadRestart?: false | undefined
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
@@ -274,6 +290,8 @@ export const chosenPolicy = (options: {
   readonly keepRecent: number
   readonly minSavings?: number | undefined
   readonly policy: CompactionPolicy
+  /** On threads: `LibraryOptions.threadRestart` (`false`: a rewrite priced by the cache alone). */
+  readonly threadRestart?: false | undefined
 }): SimPolicy => {
   const p = options.policy
   const eviction = options.minSavings === undefined ? "rent-or-buy" : `minSavings ${fmt(options.minSavings)}`
@@ -285,7 +303,8 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: policyFields(p)
+        policy: policyFields(p),
+        ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }
   }
@@ -330,7 +349,10 @@ const chartTotals = (
   peakContext: report.peakContext,
   compactions: report.compactions,
   evictions: requests.filter((r) => r.offloadedResults > 0).length,
-  offloadedResults: requests.reduce((a, r) => a + r.offloadedResults, 0)
+  offloadedResults: requests.reduce((a, r) => a + r.offloadedResults, 0),
+  uploadedBytes: report.uploadedBytes,
+  fullBytes: report.fullBytes,
+  threadRestarts: report.threadRestarts
 })
 
 /**
@@ -374,6 +396,7 @@ export const buildReport = (
     const chosenReport = simulatePolicy(session, chosen, {
       ...simOptions,
       compaction: options.policy,
+      ...(options.threads === true ? { threads: true } : {}),
       onRequest: (event) => {
         diagnostics.onRequest(event)
         if (validate(event.prompt).length > 0) invalidRequests++
@@ -406,7 +429,10 @@ export const buildReport = (
       offloadedResults: newlyOffloaded[i]?.results ?? 0,
       offloaded: newlyOffloaded[i]?.messages ?? [],
       none: noneByIndex.get(r.index)?.promptTokens ?? 0,
-      noneDollars: noneByIndex.get(r.index)?.dollars ?? 0
+      noneDollars: noneByIndex.get(r.index)?.dollars ?? 0,
+      uploadedBytes: r.uploadedBytes,
+      fullBytes: r.fullBytes,
+      thread: r.thread ?? null
     }))
 
     // the largest tool results, and when the chosen policy offloaded each
