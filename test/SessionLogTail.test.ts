@@ -119,7 +119,7 @@ describe("SessionLog tail", () => {
           const boundaries = stored.filter((e) => e.line.includes(`"type":"compaction","summary"`))
           if (boundaries.length > 0) assert.isAtMost(from, boundaries.at(-1)!.seq)
         }
-        assert.isAbove(fromTail, 750, "most sessions start late")
+        assert.isAbove(fromTail, 375, "most sessions (three in four) start late")
         assert.isAtLeast(maxCompactions, 10)
       }),
     180_000
