@@ -204,6 +204,8 @@ interface Writer {
   /** Where the tail starts, and the last boundary line (0: none known). */
   tail: number
   lastBoundary: number
+  /** What the open read (its complete lines), for the tail read that follows it; dropped when it is used or stale. */
+  opened: Scanned | undefined
 }
 
 const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
@@ -345,7 +347,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         offsets,
         lineIds,
         tail: region.from,
-        lastBoundary
+        lastBoundary,
+        opened: { bytes: bytes.subarray(0, region.completeBytes), base, region }
       }
       writers.set(sessionId, writer)
       yield* Effect.addFinalizer(() => Effect.sync(() => writers.delete(sessionId)))
@@ -368,7 +371,13 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
 
   const readTail = (sessionId: string) =>
     Effect.gen(function* () {
-      const { indexed, scanned } = yield* scan(sessionId, true)
+      // right after the writer's open (nothing appended since), the stretch it read
+      const writer = writers.get(sessionId)
+      const opened = writer?.opened
+      if (writer !== undefined) writer.opened = undefined
+      const { indexed, scanned } = opened !== undefined
+        ? { scanned: opened, indexed: opened.base > 0 }
+        : yield* scan(sessionId, true)
       const entries = regionLines(scanned.bytes, scanned.region, scanned.region.from)
       yield* Effect.annotateCurrentSpan("session.entries", entries.length)
       yield* Effect.annotateCurrentSpan("session.indexed", indexed)
@@ -390,6 +399,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const rollback = Effect.suspend(() => writer.handle.truncate(writer.size)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )
+      writer.opened = undefined
       if (writer.dirty) yield* rollback.pipe(Effect.mapError(io))
       const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
       const chunk = new Uint8Array(encoded.reduce((n, b) => n + b.length, 0))
