@@ -1627,7 +1627,11 @@ export const layerMemory = (
 /**
  * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
  * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
- * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
+ * is stored before it is applied. A log opened from its tail (`SessionLogOptions.tail`, so `loaded.verifiedFrom` is
+ * set) holds only the entries from the tail on, and the state needs every entry (the hot paths observe every read,
+ * the epoch counts every compaction): then the log is read once in full (`load()`, up to the log's `seq`), so the
+ * state is the live one.
+ * Needs a `Summarizer` and a `SessionLog`.
  * @category layers
  */
 export const layerLogged = (
@@ -1637,7 +1641,11 @@ export const layerLogged = (
     Conversation,
     Effect.gen(function* () {
       const log = yield* SessionLog
-      const loaded = yield* log.loaded
+      const opened = yield* log.loaded
+      // the entries up to the log's fold (another worker may have appended since it opened)
+      const loaded = opened.verifiedFrom === undefined
+        ? opened
+        : { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
       return yield* make(resumeState(loaded, options.classifier), log, options, resumeCut(loaded, META_KEY))
     })
   )
