@@ -72,6 +72,9 @@ import {
   type CachePrediction,
   calibrationOf,
   diagnosisAgrees,
+  keptPrefixes,
+  type KnownPrefix,
+  knownPrefixOf,
   predictCacheMiss,
   reportedOf
 } from "./internal/conversation/diagnostics.ts"
@@ -1441,9 +1444,15 @@ const make = (
     // sent, for the reply that answers it
     let threading = options.threads === true
     let sent: number | undefined
-    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
+    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered,
+    // with the exact counts of its prefixes the replies told (each reply its last breakpoint's, kept while unchanged)
     let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
-    let answered: { readonly full: Request; readonly id: string; readonly scale: number | undefined } | undefined
+    let answered: {
+      readonly full: Request
+      readonly id: string
+      readonly scale: number | undefined
+      readonly known: ReadonlyArray<KnownPrefix>
+    } | undefined
     const minTokens = minCacheableTokens(model)
     const head = systemAndToolsTokens(options.system as never, tools)
     /**
@@ -1468,7 +1477,8 @@ const make = (
           ? predictCacheMiss({ ...answered.full, model }, { ...whole, model }, {
             headTokens: head,
             minTokens,
-            scale: answered.scale
+            scale: answered.scale,
+            known: answered.known
           })
           : undefined
         issued = { full: whole, predicted }
@@ -1569,8 +1579,18 @@ const make = (
             const request = issued
             issued = undefined
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
+            // and tells its prefix to its last breakpoint exactly
             answered = request !== undefined && isSdkReply(message)
-              ? { full: request.full, id: message.id, scale: calibrationOf(request.full, head, message.usage) }
+              ? {
+                full: request.full,
+                id: message.id,
+                scale: calibrationOf(request.full, head, message.usage),
+                known: keptPrefixes(
+                  answered?.known ?? [],
+                  request.predicted,
+                  knownPrefixOf(request.full, message.usage)
+                )
+              }
               : undefined
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)

@@ -9,9 +9,11 @@
  * that one of its own breakpoints reaches (at most `LOOKBACK_BLOCKS` units back). The first unit where the two differ
  * (`cache_control` aside) is the divergence: none (the previous request is a prefix of the new one) is no miss,
  * `null`; otherwise the reason is the part it falls in (model, system, tools, messages) and the missed tokens are
- * the cached prefix minus the reused one, in the library's estimate calibrated to the provider's count: times the
- * ratio of the prompt tokens the previous reply reported to the library's estimate of that same prompt
- * (`calibrationOf`), when known.
+ * the cached prefix minus the reused one. Each is exact where a reply told it (`KnownPrefix`: a request's cache reads
+ * plus writes are its prompt's count up to its last written breakpoint, `knownPrefixOf`); elsewhere it is the
+ * library's estimate, interpolated between the nearest known prefixes around it (the empty one first), and past the
+ * last one calibrated to the provider's count: times the ratio of the prompt tokens the previous reply reported to
+ * the library's estimate of that same prompt (`calibrationOf`), when known.
  *
  * @internal
  */
@@ -75,15 +77,70 @@ const headMarked = (prompt: PromptShape): boolean =>
 const unitsOf = (prompt: PromptShape): ReadonlyArray<ReadonlyArray<ContentBlock>> =>
   (prompt.messages as ReadonlyArray<Message>).map((m) => blocksOf(m))
 
+/** The provider's exact token count of a request's prefix up to and including the block `at`. */
+export interface KnownPrefix {
+  readonly at: BlockPosition
+  readonly tokens: number
+}
+
+const precedes = (a: BlockPosition, b: BlockPosition): boolean =>
+  a.message < b.message || (a.message === b.message && a.block < b.block)
+
+/**
+ * The prefix a reply's usage tells exactly: its cache reads plus writes are the prompt's count up to the request's
+ * last breakpoint (`{ message: -1, block: 0 }`: on the system prompt or tools), or `undefined` when it wrote and read
+ * nothing (no breakpoint, or one short of the minimum cacheable length) or the usage is unknown.
+ */
+export const knownPrefixOf = (
+  prompt: PromptShape,
+  usage: {
+    readonly cache_read_input_tokens?: number | null | undefined
+    readonly cache_creation_input_tokens?: number | null | undefined
+  } | undefined
+): KnownPrefix | undefined => {
+  const tokens = (usage?.cache_read_input_tokens ?? 0) + (usage?.cache_creation_input_tokens ?? 0)
+  if (tokens <= 0) return undefined
+  const units = unitsOf(prompt)
+  for (let m = units.length - 1; m >= 0; m--) {
+    const blocks = units[m]!
+    for (let k = blocks.length - 1; k >= 0; k--) if (marked(blocks[k])) return { at: { message: m, block: k }, tokens }
+  }
+  return headMarked(prompt) ? { at: { message: -1, block: 0 }, tokens } : undefined
+}
+
+/**
+ * The known prefixes of `previous` that still hold for the request after it, given the prediction for that request
+ * (`undefined`: `previous` unknown, none hold; `null`: it only grew, all hold; else those before the divergence),
+ * with `learned` (the new request's own, `knownPrefixOf`) in their place.
+ */
+export const keptPrefixes = (
+  previous: ReadonlyArray<KnownPrefix>,
+  prediction: CachePrediction | undefined,
+  learned: KnownPrefix | undefined
+): ReadonlyArray<KnownPrefix> => {
+  const kept = prediction === undefined
+    ? []
+    : previous.filter((p) =>
+      (prediction === null || precedes(p.at, prediction.divergedAt)) &&
+      (learned === undefined || precedes(p.at, learned.at) || precedes(learned.at, p.at))
+    )
+  return learned === undefined ? kept : [...kept, learned]
+}
+
 /**
  * The library's prediction for `next` after `previous` (see the module doc). `headTokens`: the estimated tokens of
  * the previous request's system prompt and tools (as `requestOf` counts them); `minTokens`: the minimum cacheable
- * length; `scale`: the calibration of the estimate (default 1).
+ * length; `scale`: the calibration of the estimate (default 1); `known`: the exact counts of prefixes of `previous`.
  */
 export const predictCacheMiss = (
   previous: PromptShape,
   next: PromptShape,
-  options: { readonly headTokens: number; readonly minTokens: number; readonly scale?: number | undefined }
+  options: {
+    readonly headTokens: number
+    readonly minTokens: number
+    readonly scale?: number | undefined
+    readonly known?: ReadonlyArray<KnownPrefix> | undefined
+  }
 ): CachePrediction => {
   const reason: PredictedMissReason | undefined = previous.model !== next.model
     ? "model_changed"
@@ -138,13 +195,12 @@ export const predictCacheMiss = (
     })
     before += estimateMessageTokens(message)
   })
-  const index = (p: BlockPosition): number => {
-    const i = units.findIndex((u) => u.at.message === p.message && u.at.block === p.block)
-    return i < 0 ? units.length : i
-  }
+  const indices = new Map(units.map((u, i) => [`${u.at.message}:${u.at.block}`, i]))
+  const index = (p: BlockPosition): number => indices.get(`${p.message}:${p.block}`) ?? units.length
   const divergence = reason === undefined ? index(diverged) : 0
   const written = units.flatMap((u, i) => u.breakpoint && u.tokens >= options.minTokens ? [i] : [])
-  const cached = written.length === 0 ? 0 : units[written.at(-1)!]!.tokens
+  const exact = exactOf(units, options.known ?? [], index, options.scale ?? 1)
+  const cached = written.length === 0 ? 0 : exact(written.at(-1)!)
   // the new request's breakpoints, as unit indices of the same list (the shared prefix has the same units)
   const nextMarks: Array<number> = []
   if (reason === undefined) {
@@ -155,15 +211,47 @@ export const predictCacheMiss = (
       for (let k = 0; k < blocks.length; k++, u++) if (marked(blocks[k])) nextMarks.push(u)
     }
   }
-  let reused = 0
+  let reused = -1
   for (const j of written) {
     if (j >= divergence) break
-    if (nextMarks.some((k) => k >= j && k - j < LOOKBACK_BLOCKS)) reused = units[j]!.tokens
+    if (nextMarks.some((k) => k >= j && k - j < LOOKBACK_BLOCKS)) reused = j
   }
   return {
     reason: reason ?? "messages_changed",
-    missedInputTokens: Math.round(Math.max(0, cached - reused) * (options.scale ?? 1)),
+    missedInputTokens: Math.round(Math.max(0, cached - (reused < 0 ? 0 : exact(reused)))),
     divergedAt: diverged
+  }
+}
+
+/**
+ * The provider's count of the prefix to each unit of `units` (by index): the known count where there is one, else
+ * the estimate interpolated between the nearest known prefixes around it (the empty prefix, 0, below them all), past
+ * the last one its estimate beyond it times `scale`.
+ */
+const exactOf = (
+  units: ReadonlyArray<{ readonly tokens: number }>,
+  known: ReadonlyArray<KnownPrefix>,
+  index: (p: BlockPosition) => number,
+  scale: number
+) => {
+  const points = [{ i: -1, estimate: 0, tokens: 0 }]
+  for (const p of known) {
+    const i = index(p.at)
+    if (i < units.length) points.push({ i, estimate: units[i]!.tokens, tokens: p.tokens })
+  }
+  points.sort((a, b) => a.i - b.i)
+  return (i: number): number => {
+    const estimate = units[i]!.tokens
+    let below = points[0]!
+    for (const p of points) {
+      if (p.i === i) return p.tokens
+      if (p.i > i) {
+        const span = p.estimate - below.estimate
+        return span <= 0 ? below.tokens : below.tokens + (estimate - below.estimate) * (p.tokens - below.tokens) / span
+      }
+      below = p
+    }
+    return below.tokens + (estimate - below.estimate) * scale
   }
 }
 
