@@ -72,9 +72,11 @@ import {
   type CachePrediction,
   calibrationOf,
   diagnosisAgrees,
+  emptyRatios,
   keptPrefixes,
   type KnownPrefix,
   knownPrefixOf,
+  learnRatios,
   predictCacheMiss,
   reportedOf
 } from "./internal/conversation/diagnostics.ts"
@@ -1453,6 +1455,8 @@ const make = (
       readonly scale: number | undefined
       readonly known: ReadonlyArray<KnownPrefix>
     } | undefined
+    // and each message's ratio of the provider's count to the estimate, learned between those exact prefixes
+    const ratios = emptyRatios()
     const minTokens = minCacheableTokens(model)
     const head = systemAndToolsTokens(options.system as never, tools)
     /**
@@ -1478,7 +1482,8 @@ const make = (
             headTokens: head,
             minTokens,
             scale: answered.scale,
-            known: answered.known
+            known: answered.known,
+            ratios
           })
           : undefined
         issued = { full: whole, predicted }
@@ -1580,18 +1585,18 @@ const make = (
             issued = undefined
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
             // and tells its prefix to its last breakpoint exactly
-            answered = request !== undefined && isSdkReply(message)
-              ? {
+            if (request !== undefined && isSdkReply(message)) {
+              const kept = keptPrefixes(answered?.known ?? [], request.predicted, undefined)
+              const learned = knownPrefixOf(request.full, message.usage)
+              const scale = calibrationOf(request.full, head, message.usage)
+              if (learned !== undefined) learnRatios(ratios, request.full, kept, learned, scale)
+              answered = {
                 full: request.full,
                 id: message.id,
-                scale: calibrationOf(request.full, head, message.usage),
-                known: keptPrefixes(
-                  answered?.known ?? [],
-                  request.predicted,
-                  knownPrefixOf(request.full, message.usage)
-                )
+                scale,
+                known: keptPrefixes(kept, null, learned)
               }
-              : undefined
+            } else answered = undefined
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)

@@ -128,6 +128,122 @@ export const keptPrefixes = (
 }
 
 /**
+ * What the replies taught of the provider's count against the library's estimate, for the estimate between known
+ * prefixes. `byMessage`: the ratio of each message whose count a span between two known prefixes told, by its content
+ * (`messageKey`): it holds for the same message wherever it sits, so it outlives the rewrites that drop the known
+ * prefixes around it. `fit`: the sums of the least-squares fit of those spans' counts on two features of their
+ * messages, the estimate and the serialized size (`[ee, es, ss, ey, sy]`): the count of a message not yet seen, and
+ * the share of a span each of its new messages takes.
+ */
+export interface MessageRatios {
+  readonly byMessage: Map<string, number>
+  readonly fit: [ee: number, es: number, ss: number, ey: number, sy: number]
+}
+
+/** No ratio learned yet. */
+export const emptyRatios = (): MessageRatios => ({ byMessage: new Map(), fit: [0, 0, 0, 0, 0] })
+
+/** The fitted count of a message of estimate `e` and size `size` (`undefined` until the spans determine the fit). */
+const fitted = (ratios: MessageRatios | undefined) => {
+  if (ratios === undefined) return undefined
+  const [ee, es, ss, ey, sy] = ratios.fit
+  const det = ee * ss - es * es
+  if (!(det > 1e-9 * ee * ss)) return undefined
+  const a = (ey * ss - sy * es) / det
+  const b = (sy * ee - ey * es) / det
+  return (e: number, size: number): number | undefined => {
+    const count = a * e + b * size
+    return count > 0 ? count : undefined
+  }
+}
+
+const features = new WeakMap<object, { readonly key: string; readonly size: number }>()
+
+/** A message's content, `cache_control` aside, as a short key (two 32-bit hashes and the length), and its size. */
+const featuresOf = (message: Message): { readonly key: string; readonly size: number } => {
+  let known = features.get(message)
+  if (known === undefined) {
+    const text = JSON.stringify(message, stripCacheControl)
+    let a = 0x811c9dc5
+    let b = 0x01000193
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i)
+      a = Math.imul(a ^ c, 0x01000193)
+      b = Math.imul(b ^ c, 0x5bd1e995) ^ (b >>> 15)
+    }
+    known = { key: `${(a >>> 0).toString(36)}.${(b >>> 0).toString(36)}.${text.length}`, size: text.length }
+    features.set(message, known)
+  }
+  return known
+}
+
+/** A message's ratio of the provider's count to the estimate: learned, else fitted, else `scale`. */
+const ratioOf = (
+  ratios: MessageRatios | undefined,
+  fit: ReturnType<typeof fitted>,
+  message: Message,
+  scale: number
+): number => {
+  const { key, size } = featuresOf(message)
+  const learned = ratios?.byMessage.get(key)
+  if (learned !== undefined) return learned
+  const e = estimateMessageTokens(message)
+  const count = e > 0 ? fit?.(e, size) : undefined
+  return count === undefined ? scale : count / e
+}
+
+/**
+ * Learns into `ratios` the span `learned` ends in `prompt`, from the nearest of `known` before it (none: nothing to
+ * learn): the span joins the fit; its count, less the messages in it whose ratio is known, is shared among the rest
+ * by their fitted counts (their estimates times `scale` before the fit is determined).
+ */
+export const learnRatios = (
+  ratios: MessageRatios,
+  prompt: PromptShape,
+  known: ReadonlyArray<KnownPrefix>,
+  learned: KnownPrefix,
+  scale = 1
+): void => {
+  let from: KnownPrefix | undefined
+  for (const p of known) if (precedes(p.at, learned.at) && (from === undefined || precedes(from.at, p.at))) from = p
+  if (from === undefined) return
+  const messages = prompt.messages as ReadonlyArray<Message>
+  const span = learned.tokens - from.tokens
+  const last = Math.min(learned.at.message, messages.length - 1)
+  let e = 0
+  let size = 0
+  for (let m = from.at.message + 1; m <= last; m++) {
+    e += estimateMessageTokens(messages[m]!)
+    size += featuresOf(messages[m]!).size
+  }
+  if (span <= 0 || e <= 0) return
+  const sums = ratios.fit
+  sums[0] += e * e
+  sums[1] += e * size
+  sums[2] += size * size
+  sums[3] += e * span
+  sums[4] += size * span
+  const fit = fitted(ratios)
+  let residual = span
+  let unknown = 0
+  const fresh: Array<{ readonly key: string; readonly tokens: number; readonly count: number }> = []
+  for (let m = from.at.message + 1; m <= last; m++) {
+    const message = messages[m]!
+    const tokens = estimateMessageTokens(message)
+    const { key } = featuresOf(message)
+    const ratio = ratios.byMessage.get(key)
+    if (ratio !== undefined) residual -= tokens * ratio
+    else if (tokens > 0) {
+      const count = tokens * ratioOf(undefined, fit, message, scale)
+      unknown += count
+      fresh.push({ key, tokens, count })
+    }
+  }
+  if (unknown <= 0 || residual <= 0) return
+  for (const f of fresh) ratios.byMessage.set(f.key, f.count * residual / unknown / f.tokens)
+}
+
+/**
  * The library's prediction for `next` after `previous` (see the module doc). `headTokens`: the estimated tokens of
  * the previous request's system prompt and tools (as `requestOf` counts them); `minTokens`: the minimum cacheable
  * length; `scale`: the calibration of the estimate (default 1); `known`: the exact counts of prefixes of `previous`.
@@ -140,6 +256,7 @@ export const predictCacheMiss = (
     readonly minTokens: number
     readonly scale?: number | undefined
     readonly known?: ReadonlyArray<KnownPrefix> | undefined
+    readonly ratios?: MessageRatios | undefined
   }
 ): CachePrediction => {
   const reason: PredictedMissReason | undefined = previous.model !== next.model
@@ -179,27 +296,43 @@ export const predictCacheMiss = (
   if (diverged === undefined) return null
   // cumulative estimated tokens, per unit of the previous request (the head is unit 0 when present)
   const hasHead = previous.system !== undefined || previous.tools !== undefined
-  const units: Array<{ readonly at: BlockPosition; readonly tokens: number; readonly breakpoint: boolean }> = []
+  // `weighted`: the estimate with each message's own ratio to the provider's count where learned, else `scale`
+  const scale = options.scale ?? 1
+  const fit = fitted(options.ratios)
+  const units: Array<
+    { readonly at: BlockPosition; readonly tokens: number; readonly weighted: number; readonly breakpoint: boolean }
+  > = []
   if (hasHead) {
-    units.push({ at: { message: -1, block: 0 }, tokens: options.headTokens, breakpoint: headMarked(previous) })
+    units.push({
+      at: { message: -1, block: 0 },
+      tokens: options.headTokens,
+      weighted: options.headTokens * scale,
+      breakpoint: headMarked(previous)
+    })
   }
   let before = options.headTokens
+  let weighted = options.headTokens * scale
   prevMessages.forEach((message, m) => {
     const blocks = prevBlocks[m]!
+    const ratio = ratioOf(options.ratios, fit, message, scale)
     blocks.forEach((block, k) => {
+      const tokens = estimateContentTokens(blocks.slice(0, k + 1))
       units.push({
         at: { message: m, block: k },
-        tokens: before + estimateContentTokens(blocks.slice(0, k + 1)),
+        tokens: before + tokens,
+        weighted: weighted + tokens * ratio,
         breakpoint: marked(block)
       })
     })
-    before += estimateMessageTokens(message)
+    const tokens = estimateMessageTokens(message)
+    before += tokens
+    weighted += tokens * ratio
   })
   const indices = new Map(units.map((u, i) => [`${u.at.message}:${u.at.block}`, i]))
   const index = (p: BlockPosition): number => indices.get(`${p.message}:${p.block}`) ?? units.length
   const divergence = reason === undefined ? index(diverged) : 0
   const written = units.flatMap((u, i) => u.breakpoint && u.tokens >= options.minTokens ? [i] : [])
-  const exact = exactOf(units, options.known ?? [], index, options.scale ?? 1)
+  const exact = exactOf(units, options.known ?? [], index)
   const cached = written.length === 0 ? 0 : exact(written.at(-1)!)
   // the new request's breakpoints, as unit indices of the same list (the shared prefix has the same units)
   const nextMarks: Array<number> = []
@@ -225,23 +358,22 @@ export const predictCacheMiss = (
 
 /**
  * The provider's count of the prefix to each unit of `units` (by index): the known count where there is one, else
- * the estimate interpolated between the nearest known prefixes around it (the empty prefix, 0, below them all), past
- * the last one its estimate beyond it times `scale`.
+ * the weighted estimate interpolated between the nearest known prefixes around it (the empty prefix, 0, below them
+ * all), past the last one that count plus the weighted estimate beyond it.
  */
 const exactOf = (
-  units: ReadonlyArray<{ readonly tokens: number }>,
+  units: ReadonlyArray<{ readonly weighted: number }>,
   known: ReadonlyArray<KnownPrefix>,
-  index: (p: BlockPosition) => number,
-  scale: number
+  index: (p: BlockPosition) => number
 ) => {
   const points = [{ i: -1, estimate: 0, tokens: 0 }]
   for (const p of known) {
     const i = index(p.at)
-    if (i < units.length) points.push({ i, estimate: units[i]!.tokens, tokens: p.tokens })
+    if (i < units.length) points.push({ i, estimate: units[i]!.weighted, tokens: p.tokens })
   }
   points.sort((a, b) => a.i - b.i)
   return (i: number): number => {
-    const estimate = units[i]!.tokens
+    const estimate = units[i]!.weighted
     let below = points[0]!
     for (const p of points) {
       if (p.i === i) return p.tokens
@@ -251,7 +383,7 @@ const exactOf = (
       }
       below = p
     }
-    return below.tokens + (estimate - below.estimate) * scale
+    return below.tokens + estimate - below.estimate
   }
 }
 
