@@ -11,9 +11,10 @@
  * `null`; otherwise the reason is the part it falls in (model, system, tools, messages) and the missed tokens are
  * the cached prefix minus the reused one. Each is exact where a reply told it (`KnownPrefix`: a request's cache reads
  * plus writes are its prompt's count up to its last written breakpoint, `knownPrefixOf`); elsewhere it is the
- * library's estimate, interpolated between the nearest known prefixes around it (the empty one first), and past the
- * last one calibrated to the provider's count: times the ratio of the prompt tokens the previous reply reported to
- * the library's estimate of that same prompt (`calibrationOf`), when known.
+ * library's estimate weighted by each message's ratio to the provider's count (`MessageRatios`: learned from the
+ * spans between known prefixes, by content, else fitted, else the ratio of the prompt tokens the previous reply
+ * reported to the library's estimate of that prompt, `calibrationOf`), interpolated between the nearest known
+ * prefixes around it (the empty one first) and added past the last one.
  *
  * @internal
  */
