@@ -130,8 +130,8 @@ export const keptPrefixes = (
 
 /**
  * What the replies taught of the provider's count against the library's estimate, for the estimate between known
- * prefixes. `byMessage`: the ratio of each message whose count a span between two known prefixes told, by its content
- * (`messageKey`): it holds for the same message wherever it sits, so it outlives the rewrites that drop the known
+ * prefixes. `byMessage`: the ratio of each message whose count a span between two known prefixes told (the messages
+ * after the one the first ends in, to the one the second ends in), by its content (`featuresOf`): it holds for the same message wherever it sits, so it outlives the rewrites that drop the known
  * prefixes around it. `fit`: the sums of the least-squares fit of those spans' counts on two features of their
  * messages, the estimate and the serialized size (`[ee, es, ss, ey, sy]`): the count of a message not yet seen, and
  * the share of a span each of its new messages takes.
@@ -247,7 +247,8 @@ export const learnRatios = (
 /**
  * The library's prediction for `next` after `previous` (see the module doc). `headTokens`: the estimated tokens of
  * the previous request's system prompt and tools (as `requestOf` counts them); `minTokens`: the minimum cacheable
- * length; `scale`: the calibration of the estimate (default 1); `known`: the exact counts of prefixes of `previous`.
+ * length; `scale`: the calibration of the estimate (default 1); `known`: the exact counts of prefixes of `previous`;
+ * `ratios`: each message's ratio to the provider's count, for the estimate between them (`learnRatios`).
  */
 export const predictCacheMiss = (
   previous: PromptShape,
