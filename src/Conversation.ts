@@ -72,6 +72,11 @@ import {
   type CachePrediction,
   calibrationOf,
   diagnosisAgrees,
+  emptyRatios,
+  keptPrefixes,
+  type KnownPrefix,
+  knownPrefixOf,
+  learnRatios,
   predictCacheMiss,
   reportedOf
 } from "./internal/conversation/diagnostics.ts"
@@ -1441,9 +1446,17 @@ const make = (
     // sent, for the reply that answers it
     let threading = options.threads === true
     let sent: number | undefined
-    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
+    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered,
+    // with the exact counts of its prefixes the replies told (each reply its last breakpoint's, kept while unchanged)
     let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
-    let answered: { readonly full: Request; readonly id: string; readonly scale: number | undefined } | undefined
+    let answered: {
+      readonly full: Request
+      readonly id: string
+      readonly scale: number | undefined
+      readonly known: ReadonlyArray<KnownPrefix>
+    } | undefined
+    // and each message's ratio of the provider's count to the estimate, learned between those exact prefixes
+    const ratios = emptyRatios()
     const minTokens = minCacheableTokens(model)
     const head = systemAndToolsTokens(options.system as never, tools)
     /**
@@ -1468,7 +1481,9 @@ const make = (
           ? predictCacheMiss({ ...answered.full, model }, { ...whole, model }, {
             headTokens: head,
             minTokens,
-            scale: answered.scale
+            scale: answered.scale,
+            known: answered.known,
+            ratios
           })
           : undefined
         issued = { full: whole, predicted }
@@ -1569,9 +1584,19 @@ const make = (
             const request = issued
             issued = undefined
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
-            answered = request !== undefined && isSdkReply(message)
-              ? { full: request.full, id: message.id, scale: calibrationOf(request.full, head, message.usage) }
-              : undefined
+            // and tells its prefix to its last breakpoint exactly
+            if (request !== undefined && isSdkReply(message)) {
+              const kept = keptPrefixes(answered?.known ?? [], request.predicted, undefined)
+              const learned = knownPrefixOf(request.full, message.usage)
+              const scale = calibrationOf(request.full, head, message.usage)
+              if (learned !== undefined) learnRatios(ratios, request.full, kept, learned, scale)
+              answered = {
+                full: request.full,
+                id: message.id,
+                scale,
+                known: keptPrefixes(kept, null, learned)
+              }
+            } else answered = undefined
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)

@@ -19,12 +19,12 @@ import { renderHtml } from "../src/cli/Html.ts"
 import { importSession } from "../src/Import.ts"
 import { Conversation, type MessageParam, type Prepared, type SdkReply } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
+import { knownPrefixOf, predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
 import { usageOf } from "./fixtures/ConversationReplay.ts"
-import { diagnoseCache } from "./fixtures/IndependentCache.ts"
+import { cacheUsage, diagnoseCache } from "./fixtures/IndependentCache.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 
@@ -210,6 +210,23 @@ describe("the two cache models on crafted pairs: the library's prediction and th
     const far = both(before, prompt(40, [30, 39], { change: 25, systemMarked: false }))
     assert.strictEqual(far.library!.missedInputTokens, everything(before).library!.missedInputTokens)
     assert.strictEqual(far.server!.cache_missed_input_tokens, everything(before).server!.cache_missed_input_tokens)
+  })
+
+  it("the prefixes the usage tells: with them the library's missed tokens are the server's, to the token", () => {
+    // the server's cache after a request whose last breakpoint is block 10, then the previous one (10 and 29)
+    const cache = new Set<string>()
+    const earlier = prompt(11, [10])
+    const known = [earlier, previous].map((p) => knownPrefixOf(p as never, cacheUsage(cache, p as never))!)
+    assert.deepStrictEqual(known.map((k) => k.at), [{ message: 0, block: 10 }, { message: 0, block: 29 }])
+    const next = prompt(30, [10, 29], { change: 25 })
+    const server = diagnoseCache(previous as never, next as never)!.cache_missed_input_tokens
+    const exact = predictCacheMiss(previous as never, next as never, { headTokens: 1500, minTokens: 1024, known })!
+    assert.isAtMost(Math.abs(exact.missedInputTokens - server), 1)
+    // without them, the raw estimate is off by more than a token (a quarter of each block's JSON is not its text)
+    assert.isAbove(Math.abs(both(previous, next).library!.missedInputTokens - server), 1)
+    // a request that writes nothing (no breakpoint reaches the minimum) tells nothing
+    const short = { model: MODEL, messages: [{ role: "user", content: [{ ...text(0), cache_control: mark }] }] }
+    assert.isUndefined(knownPrefixOf(short as never, cacheUsage(cache, short as never)))
   })
 
   it.effect("the server: previous_message_not_found for an id it never returned, null for the first turn's opt-in", () =>
