@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -22,7 +22,7 @@ import {
   DEFAULT_KEEP_RECENT_TURNS
 } from "../../src/Policy.ts"
 import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
-import { DATA_DIR } from "../fixtures/Corpus.ts"
+import { DATA_DIR, sessionPrefixFile } from "../fixtures/Corpus.ts"
 import { example } from "./Process.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
@@ -44,22 +44,11 @@ const cli = (args: ReadonlyArray<string>) => {
 }
 
 /**
- * The session's first messages up to the first user turn at or after message 150, as a file: at a 60,000-token window
- * it still compacts, evicts and offloads (74 requests, a quarter of the bytes of the whole session), so two CLI
- * replays of it and their byte comparison stay cheap.
+ * The session's first 150 messages (to the end of that turn): at a 60,000-token window they still compact, evict and
+ * offload (74 requests, a quarter of the bytes of the whole session), so two CLI replays and their byte comparison
+ * stay cheap.
  */
-const shortSession = (): string => {
-  const document = JSON.parse(readFileSync(session, "utf8")) as { messages: Array<{ role: string; content: unknown }> }
-  const opensTurn = (m: { role: string; content: unknown }) =>
-    m.role === "user" &&
-    (typeof m.content === "string" ||
-      (Array.isArray(m.content) && m.content.every((b: { type?: unknown }) => b.type !== "tool_result")))
-  let end = 150
-  while (!opensTurn(document.messages[end]!)) end++
-  const file = join(work, "short.json")
-  writeFileSync(file, JSON.stringify({ ...document, messages: document.messages.slice(0, end) }))
-  return file
-}
+const shortSession = (): string => sessionPrefixFile(session, 150, join(work, "short.json"))
 
 const requestFiles = (dir: string): Array<string> => readdirSync(dir).filter((f) => f.startsWith("request-")).sort()
 
