@@ -4,7 +4,10 @@
  * It times 40 calls on generated sessions of 1k, 10k and 50k messages (the 10k one also in pi's format), the issue's
  * workload (the largest real session repeated 10 times, also in pi's and the AI SDK's format), one `Conversation` step
  * on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw 100
- * and 10,000 files, plus the floors the budgets divide by (string-length scans of the same arrays), each by its CPU
+ * and 10,000 files, 20 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
+ * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
+ * its tail (`bench/tailSession.ts`, JSONL), plus the floors the budgets divide by (string-length scans of the same
+ * arrays), each by its CPU
  * time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
  * sample, fresh message objects or one more agent step, build it untimed), in an order that keeps the sides of each
  * budget close in time. Last, the heap a 50k-message state holds against its messages' (after full collections: a
@@ -18,16 +21,26 @@
  * broken, and ends with the line `bench:ci: N passed, M failed`. `BENCH_CI_SLOWDOWN` is the budgets' own regression
  * test (see below).
  *
- * Run: npx node --expose-gc bench/ci.ts
+ * Run: npx node --expose-gc bench/ci.ts (`BENCH_CI_ONLY=resume/` measures and checks only the budgets whose id starts
+ * so).
  */
-import { writeFileSync } from "node:fs"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
+import { join } from "node:path"
 import { do_not_optimize } from "mitata"
 import { apiViewStart } from "../src/ApiView.ts"
 import { cutForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults as evictOnce } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
+import { isBoundaryLine } from "../src/internal/sessionTail.ts"
+import { decodeLine } from "../src/SessionEntry.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
@@ -55,10 +68,11 @@ import {
 } from "./baselines.ts"
 import { requestOf } from "../src/Conversation.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
-import { Effect } from "effect"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
-import { calls as batchOf, callsOn, type CpuStats, measureCpu } from "./cpuTime.ts"
+import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
+import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync } from "./cpuTime.ts"
+import { tailSession } from "./tailSession.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
   ours,
@@ -133,9 +147,43 @@ const bodyOf = (state: typeof step1k) => requestOf(state, "You are a coding agen
 const body1k = bodyOf(step1k)
 const body10k = bodyOf(step10k)
 const body50k = bodyOf(step50k)
+/** 20 append-only steps on a thread over the 1k and 50k sessions, and a 50k state whose next request continues. */
+const thread1k = threadSteps(s1k, 20)
+const thread50k = threadSteps(s50k, 20)
+const continuing50k = thread50k.continuing
 /** Hot-path trackers that have seen 100 and 10,000 distinct files; each sample observes one more step. */
 const hot100 = HotPaths.fromMessages(files100)
 const hot10k = HotPaths.fromMessages(files10k)
+/** Only the budgets whose id starts with `BENCH_CI_ONLY` (all when unset): a calibration of some budgets. */
+const ONLY = process.env.BENCH_CI_ONLY ?? ""
+const measured = budgets.filter((b) => b.id.startsWith(ONLY))
+/**
+ * Issue 29's resume session (50k entries, 20 compactions) written by the JSONL store's writer (so with its tail
+ * index), its lines after the last boundary, and its opens: from the tail (a read, and the writer's), and in full.
+ */
+const tailDirectory = mkdtempSync(join(os.tmpdir(), "bench-ci-tail-"))
+const tailLines = measured.some((b) => b.id.startsWith("resume/")) ? await tailSession(tailDirectory) : []
+let lastBoundary = tailLines.length - 1
+while (lastBoundary >= 0 && !isBoundaryLine(tailLines[lastBoundary]!)) lastBoundary--
+const afterBoundary = tailLines.slice(lastBoundary + 1)
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+const openTail = readJsonl({ directory: tailDirectory, sessionId: "big", tail: true }).pipe(Effect.provide(platform))
+const openFull = readJsonl({ directory: tailDirectory, sessionId: "big" }).pipe(Effect.provide(platform))
+const openWriter = Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded).pipe(
+  Effect.provide(
+    layerSessionLog({ directory: tailDirectory, sessionId: "big", tail: true, sync: "never" }).pipe(
+      Layer.provide(platform),
+      Layer.fresh
+    )
+  )
+)
+if (tailLines.length > 0) {
+  const [tail, writer, full] = await Promise.all([openTail, openWriter, openFull].map((e) => Effect.runPromise(e)))
+  const same = (l: typeof full) => JSON.stringify([l!.view, l!.entryIds, l!.seq, l!.head])
+  if (same(tail) !== same(full) || same(writer) !== same(full) || tail!.verifiedFrom === undefined) {
+    throw new Error("the tail's fold is not the full fold")
+  }
+}
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for: 0.4 s, at least 12 samples (a run stays in CI's slot under load). */
@@ -153,6 +201,10 @@ const timed = (f: () => unknown): Timed => () => Promise.resolve(measureCpu(batc
  */
 const timedPerSample = <I>(input: () => I, f: (i: I) => unknown, maxSamples: number, perSample = 1): Timed => () =>
   Promise.resolve(measureCpu(callsOn(input, f, perSample), { cpuBudgetNs: CPU_BUDGET_NS, maxSamples }))
+
+/** An asynchronous call timed one call a sample, at most `maxSamples` samples. */
+const timedAsync = (f: () => Promise<unknown>, maxSamples = 1_000): Timed => () =>
+  measureCpuAsync(f, { cpuBudgetNs: CPU_BUDGET_NS, maxSamples, minSamples: Math.min(12, maxSamples) })
 
 /** One more `Conversation` step per call, on a state that grows by one step each time. */
 const stepCalls = (start: Parameters<typeof conversationStep>[0]): Timed => {
@@ -186,6 +238,11 @@ const backgroundOf = (side: "p90" | "latency"): Timed => async () => {
   const ns = background[side] * 1e6
   return { cpuP50: ns, cpuMin: ns, wallP50: ns, samples: 1 }
 }
+/** A size as a timed row (a median of one); not measured (no row) when it is not a positive number. */
+const sizeRow = (bytes: number): Timed => () =>
+  Number.isFinite(bytes) && bytes > 0
+    ? Promise.resolve({ cpuP50: bytes, cpuMin: bytes, wallP50: bytes, samples: 1 })
+    : Promise.reject(new Error("no append-only step continued its thread"))
 
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */
 const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
@@ -233,6 +290,18 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
   [M.floorFiles10k, timed(() => sumStringLengths(files10k))],
+  [M.threadBody1k, sizeRow(thread1k.bodyBytes)],
+  [M.threadBody50k, sizeRow(thread50k.bodyBytes)],
+  [
+    M.threadBuild50k,
+    timed(() => requestOf(continuing50k!.state, THREAD_SYSTEM, { before: continuing50k!.before, thread: true }))
+  ],
+  [M.wholeBuild50k, timed(() => requestOf(continuing50k!.state, THREAD_SYSTEM, { before: continuing50k!.before }))],
+  [M.tailOpenJsonl50k, timedAsync(() => Effect.runPromise(openTail))],
+  [M.tailParse50k, timed(() => afterBoundary.map(decodeLine))],
+  [M.tailWriterJsonl50k, timedAsync(() => Effect.runPromise(openWriter))],
+  // ~1 s a call: the median of 3
+  [M.fullFoldJsonl50k, timedAsync(() => Effect.runPromise(openFull), 3)],
   [M.messagesHeap50k, heapOf("messages")],
   [M.stateHeap50k, heapOf("state")],
   [M.backgroundBlockedP90, backgroundOf("p90")],
@@ -263,7 +332,7 @@ const cpuMs = () => {
 const rows: Array<BenchRow> = []
 const errors: Array<{ name: string; attempt: number; error: string }> = []
 let attempts = 0
-let pending = budgets
+let pending = measured
 while (pending.length > 0) {
   attempts++
   const names = new Set(pending.flatMap(budgetSides))
@@ -286,7 +355,7 @@ while (pending.length > 0) {
   }
   // retry only while a retry still fits the 3-minute CI slot (an attempt of everything takes 40 to 60 s)
   pending = CALIBRATE
-    ? (attempts < MAX_ATTEMPTS ? budgets : [])
+    ? (attempts < MAX_ATTEMPTS ? measured : [])
     : cpuMs() < RETRY_DEADLINE_MS && performance.now() - started < RETRY_WALL_MS
     ? needRetry(pending, rows, attempts)
     : []
@@ -296,7 +365,7 @@ while (pending.length > 0) {
 // Report
 // ============================================================================
 
-const results = budgets.map((budget) => checkBudget(budget, rows))
+const results = measured.map((budget) => checkBudget(budget, rows))
 const failed = results.filter((r) => !r.pass).length
 const durationS = (performance.now() - started) / 1000
 const out = process.env.BENCH_JSON ?? "bench-results.json"
@@ -324,7 +393,8 @@ writeFileSync(
       pass: failed === 0,
       passed: results.length - failed,
       failed,
-      budgets: budgets.map((budget, i) => ({ ...budget, ...results[i]! })),
+      only: ONLY === "" ? null : ONLY,
+      budgets: measured.map((budget, i) => ({ ...budget, ...results[i]! })),
       rows,
       errors
     },
@@ -335,7 +405,7 @@ writeFileSync(
 
 for (const e of errors) console.error(`error in ${e.name} (attempt ${e.attempt}): ${e.error}`)
 console.log(formatTable(results))
-for (const v of violations(budgets, rows)) {
+for (const v of violations(measured, rows)) {
   console.error(
     v._tag === "OverBudget"
       ? `budget broken: ${v.id}: best ratio ${v.best.toFixed(2)} > ${v.max} in every attempt`
@@ -348,4 +418,5 @@ console.log(
 )
 if (SLOWDOWN !== "") console.log(`BENCH_CI_SLOWDOWN=${SLOWDOWN}: every timed ${SLOWDOWN} ran twice per call`)
 console.log(summaryLine(results))
+rmSync(tailDirectory, { recursive: true, force: true })
 if (failed > 0) process.exitCode = 1

@@ -59,28 +59,52 @@ export const callsOn = <I>(input: () => I, f: (i: I) => unknown, perSample: numb
   return { calls: perSample, cpuNs: cpuNow() - t0, wallNs: (performance.now() - w0) * 1e6 }
 }
 
+/** Options of `measureCpu`. */
+export interface MeasureOptions {
+  readonly cpuBudgetNs?: number
+  readonly minSamples?: number
+  readonly maxSamples?: number
+}
+
 /**
  * Measures `sample` after one warm-up sample: at least `minSamples` samples and until `cpuBudgetNs` of CPU time is
  * spent, at most `maxSamples`.
  */
-export const measureCpu = (
-  sample: () => Batch,
-  { cpuBudgetNs = 4e8, maxSamples = 1_000, minSamples = 12 }: {
-    readonly cpuBudgetNs?: number
-    readonly minSamples?: number
-    readonly maxSamples?: number
-  } = {}
-): CpuStats => {
+export const measureCpu = (sample: () => Batch, options: MeasureOptions = {}): CpuStats => {
   sample()
-  const cpu: Array<number> = []
-  const wall: Array<number> = []
-  let spent = 0
-  while (cpu.length < maxSamples && (cpu.length < minSamples || spent < cpuBudgetNs)) {
-    const b = sample()
-    cpu.push(b.cpuNs / b.calls)
-    wall.push(b.wallNs / b.calls)
-    spent += b.cpuNs
+  const samples: Array<Batch> = []
+  while (more(samples, options)) samples.push(sample())
+  return statsOf(samples)
+}
+
+/**
+ * `measureCpu` of an asynchronous call, one call a sample: the CPU time from its start to its end, every thread of
+ * the process counted (a file read's thread pool included), the time it waits on nothing running not.
+ */
+export const measureCpuAsync = async (f: () => Promise<unknown>, options: MeasureOptions = {}): Promise<CpuStats> => {
+  const sample = async (): Promise<Batch> => {
+    const w0 = performance.now()
+    const t0 = cpuNow()
+    do_not_optimize(await f())
+    return { calls: 1, cpuNs: cpuNow() - t0, wallNs: (performance.now() - w0) * 1e6 }
   }
+  await sample()
+  const samples: Array<Batch> = []
+  while (more(samples, options)) samples.push(await sample())
+  return statsOf(samples)
+}
+
+const more = (
+  samples: ReadonlyArray<Batch>,
+  { cpuBudgetNs = 4e8, maxSamples = 1_000, minSamples = 12 }: MeasureOptions
+): boolean => {
+  const spent = samples.reduce((n, b) => n + b.cpuNs, 0)
+  return samples.length < maxSamples && (samples.length < minSamples || spent < cpuBudgetNs)
+}
+
+const statsOf = (samples: ReadonlyArray<Batch>): CpuStats => {
+  const cpu = samples.map((b) => b.cpuNs / b.calls)
+  const wall = samples.map((b) => b.wallNs / b.calls)
   const median = (xs: Array<number>) => {
     const s = [...xs].sort((a, b) => a - b)
     return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2

@@ -1,58 +1,81 @@
 /**
  * Resume from the log's tail (issue 29): opening a 50,000-entry session with 20 compactions, on the JSONL store and
- * on the SQL store (the embedded PGlite of the tests, through its loopback server and `@effect/sql-pg`), against
- * parsing the entries after its last boundary (`decodeLine` of each line: checksum, JSON.parse, schema and message
- * validation) and against today's full fold (every line read and folded), in one mitata run.
+ * on the SQL store (the PostgreSQL server at `DATABASE_URL` when it is set, in a schema of its own, else the embedded
+ * PGlite of the tests through its loopback server; `@effect/sql-pg` either way), against parsing the entries after
+ * its last boundary (`decodeLine` of each line: checksum, JSON.parse, schema and message validation) and against
+ * today's full fold (every line read and folded), in one mitata run.
  *
- * - jsonl: `readJsonl({ tail: true })` (read the file, walk back from its end, decode and fold the tail, check the
- *   boundary's view hash) vs `readJsonl({})`.
+ * - jsonl: `readJsonl({ tail: true })` (the tail index `big.tail` its writer left, checked against the file, then the
+ *   file from the tail's first line on, decoded and folded, the boundary's view hash checked) vs `readJsonl({})`; and
+ *   the writer's open (`layerSessionLog({ tail: true })`: the lock, the store's acquire from the index, the tail read
+ *   and fold, the lock released).
  * - sql: `readSession(id, { tail: true })` (boundary rows by their index, the tail's rows, the same fold) vs
- *   `readSession(id)`.
+ *   `readSession(id)`; and the writer's open (`SessionLog.layer({ tail: true })`).
  *
- * Run: `npx node --expose-gc bench/sessiontail.bench.ts`
+ * Run: `npx node --expose-gc bench/sessiontail.bench.ts` (`DATABASE_URL=postgres://127.0.0.1:5432/test` for the
+ * server)
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
 import * as SqlClient from "effect/sql/SqlClient"
 import { bench, do_not_optimize, group, run, summary } from "mitata"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import process from "node:process"
 import { isBoundaryLine, tailOf } from "../src/internal/sessionTail.ts"
 import { decodeLine } from "../src/SessionEntry.ts"
-import { readSession } from "../src/SessionLog.ts"
+import { readSession, SessionLog } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
-import { readJsonl } from "../src/SessionStoreJsonl.ts"
+import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../src/SessionStoreSql.ts"
 import { startEmbeddedPg } from "../test/fixtures/EmbeddedPg.ts"
 import { tailSession } from "./tailSession.ts"
 
-const lines = tailSession()
+const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
+const lines = await tailSession(directory)
 const stored = lines.map((line, i) => ({ seq: i + 1, line }))
 const boundaries = stored.filter((e) => isBoundaryLine(e.line))
 const lastBoundary = boundaries.at(-1)!.seq
 const afterBoundary = lines.slice(lastBoundary)
 const tailFrom = tailOf(stored)[0]!.seq
 
-const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
-writeFileSync(join(directory, "big.jsonl"), lines.map((l) => `${l}\n`).join(""))
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 const jsonlTail = readJsonl({ directory, sessionId: "big", tail: true }).pipe(Effect.provide(platform))
 const jsonlFull = readJsonl({ directory, sessionId: "big" }).pipe(Effect.provide(platform))
+/** The writer's open from the tail: what a worker does before its first step. */
+const openLog = Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded)
+const jsonlWriter = openLog.pipe(
+  Effect.provide(
+    layerSessionLog({ directory, sessionId: "big", tail: true, sync: "never" }).pipe(
+      Layer.provide(platform),
+      Layer.fresh
+    )
+  )
+)
 
-if (process.env.BENCH_TAIL_FILE !== undefined) {
-  // only write the session (for a closer look at one side)
-  writeFileSync(process.env.BENCH_TAIL_FILE, lines.map((l) => `${l}\n`).join(""))
-  process.exit(0)
-}
-const pg = await startEmbeddedPg()
-const sqlLayer = SessionStoreSql.layerPg({ url: pg.url })
+const serverUrl = process.env.DATABASE_URL
+const schema = `bench_tail_${process.pid}`
+const pg = serverUrl === undefined || serverUrl === "" ? await startEmbeddedPg() : undefined
+const url = pg?.url ?? serverUrl!
+const admin = (statement: string) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe(statement)).pipe(
+      Effect.provide(SessionStoreSql.layerPg({ url, migrate: false }))
+    )
+  )
+if (pg === undefined) await admin(`CREATE SCHEMA ${schema}`)
+const sqlLayer = SessionStoreSql.layerPg({
+  url,
+  ...(pg === undefined ? { startupParameters: { search_path: schema } } : {})
+})
 // one store and client for every call, open until the process exits
-const sql = await Effect.runPromise(Effect.flatMap(Scope.make(), (scope) => Layer.buildWithScope(sqlLayer, scope)))
+const sqlScope = await Effect.runPromise(Scope.make())
+const sql = await Effect.runPromise(Layer.buildWithScope(sqlLayer, sqlScope))
 await Effect.runPromise(
   Effect.gen(function* () {
     const client = yield* SqlClient.SqlClient
@@ -69,25 +92,39 @@ await Effect.runPromise(
       yield* client`INSERT INTO compaction_entries ${client.insert(rows as [typeof rows[0], ...typeof rows])}`
     }
     yield* client`UPDATE compaction_sessions SET last_seq = ${stored.length} WHERE session_id = 'big'`
+    yield* client.unsafe("ANALYZE compaction_entries")
   }).pipe(Effect.provide(sql))
 )
 const sqlTail = readSession("big", { tail: true }).pipe(Effect.provide(sql))
 const sqlFull = readSession("big").pipe(Effect.provide(sql))
+const sqlWriter = openLog.pipe(
+  Effect.provide(
+    SessionLog.layer({ sessionId: "big", tail: true, sync: "never" }).pipe(
+      Layer.provide(Layer.succeedContext(sql)),
+      Layer.fresh
+    )
+  )
+)
 
-const check = await Effect.runPromise(jsonlTail)
-const checkSql = await Effect.runPromise(sqlTail)
 const full = await Effect.runPromise(jsonlFull)
-if (JSON.stringify([check.view, check.entryIds, check.seq]) !== JSON.stringify([full.view, full.entryIds, full.seq])) {
-  throw new Error("the tail's fold is not the full fold")
-}
-if (JSON.stringify(checkSql.view) !== JSON.stringify(full.view) || checkSql.verifiedFrom !== tailFrom) {
-  throw new Error("the SQL tail's fold is not the full fold")
+const same = (l: typeof full) => JSON.stringify([l.view, l.entryIds, l.seq, l.head])
+for (
+  const [what, open] of [["jsonl", jsonlTail], ["sql", sqlTail], ["jsonl writer", jsonlWriter], [
+    "sql writer",
+    sqlWriter
+  ]] as const
+) {
+  const l = await Effect.runPromise(open)
+  if (same(l) !== same(full)) throw new Error(`the ${what} tail's fold is not the full fold`)
+  if (l.verifiedFrom !== tailFrom) throw new Error(`the ${what} tail starts at ${l.verifiedFrom}, not ${tailFrom}`)
 }
 console.log(
   `session: ${lines.length} entries, ${(readFileSync(join(directory, "big.jsonl")).length / 1e6).toFixed(1)} MB, ` +
     `${boundaries.length} compactions, last boundary at ${lastBoundary}, tail from ${tailFrom} ` +
     `(${lines.length - lastBoundary} entries after the boundary, ${lines.length - tailFrom + 1} read), ` +
-    `view ${full.view.length} messages`
+    `view ${full.view.length} messages; sql on ${
+      pg === undefined ? `the server at DATABASE_URL (schema ${schema})` : "the embedded PGlite"
+    }`
 )
 
 group("open a 50k-entry session with 20 compactions", () => {
@@ -101,6 +138,12 @@ group("open a 50k-entry session with 20 compactions", () => {
     bench("sql: readSession tail", function* () {
       yield async () => do_not_optimize(await Effect.runPromise(sqlTail))
     })
+    bench("jsonl: the writer's open from the tail (lock, acquire, fold)", function* () {
+      yield async () => do_not_optimize(await Effect.runPromise(jsonlWriter))
+    })
+    bench("sql: the writer's open from the tail", function* () {
+      yield async () => do_not_optimize(await Effect.runPromise(sqlWriter))
+    })
     bench("jsonl: readJsonl full fold (today)", function* () {
       yield async () => do_not_optimize(await Effect.runPromise(jsonlFull))
     })
@@ -112,5 +155,7 @@ group("open a 50k-entry session with 20 compactions", () => {
 
 await run()
 rmSync(directory, { recursive: true, force: true })
-await pg.stop()
+await Effect.runPromise(Scope.close(sqlScope, Exit.void))
+if (pg === undefined) await admin(`DROP SCHEMA ${schema} CASCADE`)
+await pg?.stop()
 process.exit(0)

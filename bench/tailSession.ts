@@ -1,12 +1,17 @@
 /**
  * The session of issue 29's resume goal, for `bench/sessiontail.bench.ts` and `bench/ci.ts`: 50,000 entries with 20
- * compactions, written through `SessionLog` on the memory store (so its lines are the ones a store holds).
+ * compactions, written through `SessionLog` on the JSONL store (so its lines are the ones a store holds, and the
+ * file has the tail index its writer leaves).
  */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { type Message, userText } from "../src/Message.ts"
 import { SessionLog } from "../src/SessionLog.ts"
-import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
+import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { turnStarts } from "../src/Turns.ts"
 import { generateSession, prng } from "../test/fixtures/Conversation.ts"
 import { applyStep, decide, performStep, type Step } from "../test/fixtures/SessionScript.ts"
@@ -15,10 +20,11 @@ const ENTRIES = 50_000
 const COMPACTIONS = 20
 
 /**
- * A 50,000-entry session: messages, evictions (~9%) and a compaction every 1/21 of the way that keeps what a policy
- * keeps, the turns of the last ~100 messages (the cut is the last turn start at least 100 messages from the end).
+ * A 50,000-entry session written to `<directory>/big.jsonl` (and its `big.tail`): messages, evictions (~9%) and a
+ * compaction every 1/21 of the way that keeps what a policy keeps, the turns of the last ~100 messages (the cut is
+ * the last turn start at least 100 messages from the end). Returns its lines.
  */
-export const tailSession = (): ReadonlyArray<string> => {
+export const tailSession = (directory: string): Promise<ReadonlyArray<string>> => {
   const rand = prng(29)
   const messages = generateSession(29, { messages: 46_000, maxOutput: 2000 })
   const every = Math.floor(messages.length / (COMPACTIONS + 1))
@@ -38,16 +44,29 @@ export const tailSession = (): ReadonlyArray<string> => {
       if (cut !== undefined) take({ _tag: "compact", cut, summary: userText(`[summary ${i}] ${cut} messages`) })
     }
   })
-  const sessions: MemorySessions = new Map()
-  Effect.runSync(
+  return Effect.runPromise(
     Effect.gen(function* () {
       const log = yield* SessionLog
-      for (const step of steps.slice(0, ENTRIES)) yield* performStep(log, step)
+      // the messages between two other steps in one append (one line each, as one by one, but one write)
+      let messages: Array<Message> = []
+      for (const step of steps.slice(0, ENTRIES)) {
+        if (step._tag === "append") {
+          messages.push(step.message)
+          continue
+        }
+        if (messages.length > 0) yield* log.append(messages)
+        messages = []
+        yield* performStep(log, step)
+      }
+      if (messages.length > 0) yield* log.append(messages)
     }).pipe(Effect.provide(
-      SessionLog.layer({ sessionId: "big", sync: "never" }).pipe(
-        Layer.provide(SessionStore.layerMemory(sessions))
+      layerSessionLog({ directory, sessionId: "big", sync: "never" }).pipe(
+        Layer.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))
       )
     ))
-  )
-  return sessions.get("big")!.map((e) => e.line)
+  ).then(() => {
+    const lines = readFileSync(join(directory, "big.jsonl"), "utf8").split("\n")
+    lines.pop()
+    return lines
+  })
 }

@@ -27,7 +27,11 @@ export const MAX_BREAKPOINTS = 4
  */
 export const LOOKBACK_BLOCKS = 20
 
-/** The default cache lifetime: 5 minutes, refreshed on every hit. @category constants */
+/**
+ * The default cache lifetime: 5 minutes, refreshed on every hit. @category constants
+ * @deprecated Use `CompactionPolicy.make({ cacheTtl })`: the lifetime is a policy field (`"5m"`, the default, or
+ * `"1h"`), which the breakpoints, the cold timer and the rent-or-buy prices follow; this is the 5-minute one's.
+ */
 export const CACHE_TTL_MS: number = ttlMs("5m")
 
 /**

@@ -63,11 +63,19 @@ import {
   anchorAfterReply,
   isThreadReplayError,
   isThreadUnsupportedError,
-  onThread,
   type ThreadAnchor,
   type ThreadParam
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
+import {
+  type CacheDiagnosis,
+  type CachePrediction,
+  calibrationOf,
+  diagnosisAgrees,
+  predictCacheMiss,
+  reportedOf
+} from "./internal/conversation/diagnostics.ts"
+import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import {
   blocksOf as messageBlocks,
@@ -80,6 +88,7 @@ import {
 } from "./Message.ts"
 import {
   type CompactionPolicy,
+  contextTokens,
   defaultPolicy,
   type ReportedUsage,
   shouldCompact,
@@ -115,6 +124,11 @@ export interface Request {
    * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
    */
   readonly thread?: ThreadParam
+  /**
+   * With `ConversationOptions.diagnostics`: the id of the reply the latest request got, so the API reports why this
+   * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
+   */
+  readonly diagnostics?: { readonly previous_message_id: string | null }
   readonly thinking?: ThinkingConfig
   readonly betas?: Array<string>
 }
@@ -152,6 +166,13 @@ export interface ReplyReport {
   readonly requestEpoch: number
   /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
+  /**
+   * With `ConversationOptions.diagnostics` (API-RULES 33): the library's prediction for the request this reply
+   * answered (`null`: no divergence from the request before; else the miss it expects, its reason and estimated
+   * tokens) beside the `cache_miss_reason` the API reported, and whether they agree (same reason, missed tokens
+   * within 5%).
+   */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /**
@@ -229,6 +250,8 @@ export interface ReplyMeta {
    * recorded (a cut only, never a summary), which a resumed conversation starts again.
    */
   readonly backgroundCut?: number
+  /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
+  readonly cacheDiagnosis?: CacheDiagnosis
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -455,6 +478,8 @@ export interface SdkReply {
   readonly stop_reason: string | null
   readonly usage: ReportedUsage
   readonly input_transformations?: ReadonlyArray<InputTransformation> | null
+  /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
+  readonly diagnostics?: unknown
 }
 
 const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
@@ -474,6 +499,9 @@ const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
  * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
  * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
  * reply. Any other reply leaves no anchor, so the next request starts a new thread.
+ *
+ * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
+ * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
  * @category transitions
  */
 export const recordReply = (
@@ -481,7 +509,8 @@ export const recordReply = (
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
-  thread?: { readonly sent: number } | undefined
+  thread?: { readonly sent: number } | undefined,
+  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
   const message: MessageParam = sdk === undefined
@@ -494,7 +523,8 @@ export const recordReply = (
     requestEpoch: requestEpoch ?? state.epoch,
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
-      : { inputTransformations: sdk.input_transformations.map(transformationOf) })
+      : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
   }
   const clean = wireMessage(message)
   if (clean === undefined) {
@@ -547,7 +577,8 @@ export const recordReply = (
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
-      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom })
+      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
@@ -560,6 +591,21 @@ export const recordReply = (
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
+}
+
+/** The reasons the API reports without a diagnosis to compare (the previous reply unknown to it, or none given). */
+const UNDIAGNOSED: ReadonlyArray<string> = ["previous_message_not_found", "unavailable"]
+
+/** A reply's cache diagnosis: the prediction, the reported reason (an SDK reply's), and whether they agree. */
+const diagnosisOf = (predicted: CachePrediction | undefined, sdk: SdkReply | undefined): CacheDiagnosis => {
+  const reported = sdk === undefined || !("diagnostics" in sdk) ? undefined : reportedOf(sdk.diagnostics)
+  const comparable = predicted !== undefined && reported !== undefined &&
+    (reported === null || !UNDIAGNOSED.includes(reported.type))
+  return {
+    ...(predicted === undefined ? {} : { predicted }),
+    ...(reported === undefined ? {} : { reported }),
+    ...(comparable ? { agrees: diagnosisAgrees(predicted, reported) } : {})
+  }
 }
 
 /** The entry of `input_transformations` a state keeps. */
@@ -604,7 +650,36 @@ export interface OffloadOptions {
    * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
    */
   readonly cacheTtl?: "5m" | "1h" | undefined
+  /**
+   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
+   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
+   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. After a reply recorded
+   * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
+   * With it, a rewrite also costs a restart of the thread (`threadRestart`).
+   */
+  readonly threads?: boolean | undefined
+  /**
+   * With `threads`: what restarting the thread costs, in uncached input tokens, and how offloads are batched with
+   * compactions. A rewrite that breaks a thread the next request would continue costs `perViewToken` (default 0.1)
+   * per view token (the whole view uploaded again) plus `perRestart` (default 1,000: the first request's latency);
+   * the rent-or-buy rule adds it to the rewrite's price. An offload that would leave the context within `margin`
+   * (default 0.2) of the compaction trigger waits for that compaction (it cannot avert it), and a compaction applies
+   * the offloads its kept tail is due in the same rewrite: one restart covers both. The defaults are assumptions (no
+   * price or latency of a thread is documented). `false`: none of this (a rewrite is priced by the cache alone).
+   */
+  readonly threadRestart?:
+    | {
+      readonly perViewToken?: number | undefined
+      readonly perRestart?: number | undefined
+      readonly margin?: number | undefined
+    }
+    | false
+    | undefined
 }
+
+/** The restart model of `options` when it sends on threads, else `undefined` (no restart is priced). */
+const threadPriceOf = (options: OffloadOptions): ThreadRestartPrice | undefined =>
+  options.threads === true ? threadRestartOf(options.threadRestart) : undefined
 
 /**
  * Offloads stale tool output (`evictStaleToolResults`, the hot paths pinned) and lets the hot paths observe the
@@ -620,7 +695,8 @@ export const offloadStaleResults = (
   cacheCold?: boolean | undefined
 ): Transition => {
   // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier,
-  // droppedThinking })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
+  // droppedThinking, restartCost })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
+  const price = threadPriceOf(options)
   const { decision, carried } = CarriedIndex.evict(
     asMessages(state.view),
     state.carried,
@@ -632,7 +708,11 @@ export const offloadStaleResults = (
       classifier: options.classifier,
       cacheTtl: options.cacheTtl,
       droppedThinking: (message) =>
-        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? [])
+        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? []),
+      // a restart is priced only when the next request would continue a thread
+      restart: price === undefined || state.thread === undefined
+        ? undefined
+        : () => restartCost(price, viewTokens(state))
     }
   )
   if (decision.offloaded.length === 0) return none(state)
@@ -727,11 +807,33 @@ export const prepareStep = (
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
   if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const policy = options.policy ?? defaultPolicy
-  const transition = chain(
-    closePending(state),
-    (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold)
-  )
-  return { transition, compact: triggerFires(transition.state, policy, cacheCold) }
+  const closed = closePending(state)
+  const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
+  const compact = triggerFires(transition.state, policy, cacheCold)
+  if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
+    return { transition: closed, compact: false }
+  }
+  return { transition, compact }
+}
+
+/**
+ * On a thread (`threadRestart`'s `margin`): whether the offload from `before` to `after` waits for the compaction,
+ * because the context it leaves (the last reported one, less the tokens freed) stays within the margin of the
+ * trigger. Only an offload that breaks a thread the next request would continue waits.
+ */
+const deferredToCompaction = (
+  before: ConversationState,
+  after: ConversationState,
+  policy: CompactionPolicy,
+  options: OffloadOptions
+): boolean => {
+  const price = threadPriceOf(options)
+  const usage = before.usage
+  if (price === undefined || after.view === before.view || before.thread === undefined) return false
+  if (usage === undefined || usage.requestEpoch !== before.epoch) return false
+  const freed = viewTokens(before) - viewTokens(after)
+  const trigger = Math.min(policy.compactAtTokens, policy.contextWindow - policy.minRemaining)
+  return defersToCompaction(price, contextTokens(usage.usage) - freed, trigger)
 }
 
 /** The latest reply stopped with `stopReason` and is still the view's last message. */
@@ -769,14 +871,26 @@ const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | 
 
 /**
  * Applies a finished compaction of `state.view` (from `prepareCompaction` → summary → `finishCompaction`): the view
- * becomes the compacted one and the epoch advances. No change when it was skipped.
+ * becomes the compacted one and the epoch advances. No change when it was skipped. With `options` that send on threads
+ * (`OffloadOptions.threads`, `threadRestart` not `false`), the offloads the compacted view is due follow in the same
+ * transition (as on a cold cache: everything after the summary is rewritten anyway), so the one restart the
+ * compaction costs covers them too.
  * @category transitions
  */
 export const applyCompaction = (
   state: ConversationState,
-  finished: FinishedCompaction<MessageParam>
+  finished: FinishedCompaction<MessageParam>,
+  options?: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined }
 ): Transition => {
   if (finished.record === undefined) return none(state)
+  const compacted = compactionStep(state, finished)
+  if (options === undefined || threadPriceOf(options) === undefined) return compacted
+  // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
+  const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
+  return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
+}
+
+const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
   const unbound = allThinking(asMessages(view))
   const { unboundThinking: _, ...rest } = state
@@ -787,7 +901,7 @@ export const applyCompaction = (
     carried: CarriedIndex.fresh(asMessages(view)),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound })
   }, undefined)
-  return { steps: [{ change: Change.CompactionApplied({ record: finished.record }), state: next }], state: next }
+  return { steps: [{ change: Change.CompactionApplied({ record: finished.record! }), state: next }], state: next }
 }
 
 // ============================================================================
@@ -817,6 +931,12 @@ export interface RequestOptions {
    * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
    */
   readonly thinking?: ThinkingConfig | undefined
+  /**
+   * The request as it goes on the state's server-held thread (API-RULES 22–24): while the view extends the reply
+   * `state.thread` anchors, a `continue` of only the messages after it (no `system`, no `tools`), built without
+   * copying the view; otherwise a `create` with the whole request. What `Conversation` sends with `threads` on.
+   */
+  readonly thread?: boolean | undefined
 }
 
 const systemBlocks = (
@@ -829,6 +949,8 @@ const systemBlocks = (
  * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
  * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
  * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
+ * With `options.thread`, the request as it goes on the state's thread (`RequestOptions.thread`): a `continue` holds
+ * exactly the messages of the whole request after the anchored reply.
  * @category transitions
  */
 export const requestOf = (
@@ -836,6 +958,25 @@ export const requestOf = (
   system?: string | Array<Anthropic.TextBlockParam> | undefined,
   options: RequestOptions = {}
 ): Request => {
+  if (options.thread !== true) return buildRequest(state, system, options, undefined)
+  const anchor = state.thread
+  if (anchor === undefined || anchor.held > state.view.length) {
+    return { ...buildRequest(state, system, options, undefined), thread: { type: "create" } }
+  }
+  return buildRequest(state, system, options, anchor)
+}
+
+/**
+ * `requestOf` off threads (`anchor` undefined), or the `continue` of `anchor`'s thread: only the messages after the
+ * anchored reply, each as the whole request has it (its breakpoints included), the view never copied.
+ */
+const buildRequest = (
+  state: ConversationState,
+  system: string | Array<Anthropic.TextBlockParam> | undefined,
+  options: RequestOptions,
+  anchor: ThreadAnchor | undefined
+): Request => {
+  const from = anchor?.held ?? 0
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = asMessages(state.view)
   const thinking = thinkingOf(state, options.thinking)
@@ -845,7 +986,14 @@ export const requestOf = (
     messages,
     ...thinking
   })
-  if (options.breakpoints === false) return withMessages([...state.view])
+  const continued = (messages: Array<MessageParam>): Request => ({
+    messages,
+    ...thinking,
+    thread: { type: "continue", previous_message_id: anchor!.previousMessageId }
+  })
+  if (options.breakpoints === false) {
+    return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
+  }
   const frontier = frontierBreakpoint(state, options.classifier)
   const before = options.before !== undefined && options.before.epoch === state.epoch
     ? frontierBreakpoint(options.before, options.classifier)
@@ -865,8 +1013,9 @@ export const requestOf = (
     messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore)
   })
   const messages = carried === undefined
-    ? applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>
-    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl)
+    ? (applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from)
+    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl, from)
+  if (anchor !== undefined) return continued(messages)
   const marker = cacheControlOf(options.ttl)
   if (!plan.system) return withMessages(messages)
   if (system !== undefined) {
@@ -900,22 +1049,24 @@ const thinkingOf = (
 }
 
 /**
- * `applyBreakpoints(view, blocks)` when only the messages at `cacheControlled` carry a `cache_control`: the view is
- * copied and only the planned and the carrying messages are rewritten (each exactly as `applyBreakpoints` would).
+ * `applyBreakpoints(view, blocks).slice(from)` when only the messages at `cacheControlled` carry a `cache_control`:
+ * the view from `from` on is copied and only the planned and the carrying messages there are rewritten (each exactly
+ * as `applyBreakpoints` would).
  */
 const breakpointsAt = (
   view: ReadonlyArray<MessageParam>,
   blocks: ReadonlyArray<BlockPosition>,
   cacheControlled: ReadonlyArray<number>,
-  ttl: "5m" | "1h" | undefined
+  ttl: "5m" | "1h" | undefined,
+  from: number
 ): Array<MessageParam> => {
-  const messages = view.slice()
+  const messages = from === 0 ? view.slice() : view.slice(from)
   const touched = new Set<number>()
-  for (const p of blocks) touched.add(p.message)
-  for (const m of cacheControlled) if (m < view.length) touched.add(m)
+  for (const p of blocks) if (p.message >= from) touched.add(p.message)
+  for (const m of cacheControlled) if (m >= from && m < view.length) touched.add(m)
   for (const m of touched) {
     const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
-    messages[m] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
+    messages[m - from] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
   }
   return messages
 }
@@ -1063,7 +1214,8 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
-  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations })
+  ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
+  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis })
 })
 
 const wireOf = (message: Message): MessageParam => {
@@ -1116,12 +1268,13 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   /** The model; it sets the minimum cacheable length of the breakpoints. */
   readonly model?: string | undefined
   /**
-   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
-   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
-   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. After a reply recorded
-   * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
+   * Ask the API why each request missed the cache (API-RULES 33): every request carries `diagnostics:
+   * { previous_message_id }`, the id of the latest recorded SDK reply (`null` before the first), `Prepared.
+   * cachePrediction` is the library's own prediction for it (its missed tokens calibrated by the usage that reply
+   * reported), and the reply's `state.reply.cacheDiagnosis` holds the prediction beside the reported
+   * `cache_miss_reason` and whether they agree. Default off.
    */
-  readonly threads?: boolean | undefined
+  readonly diagnostics?: boolean | undefined
   /** The thinking config every request carries (see `RequestOptions.thinking`: the binding after a rewrite). */
   readonly thinking?: ThinkingConfig | undefined
 }
@@ -1130,6 +1283,10 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
 export interface Prepared {
   readonly request: Request
   readonly epoch: number
+  /**
+   * The tool results this step offloaded: before its compaction (positions in the view before it) and, with
+   * `threads`, those the compaction's kept tail was due, applied in the same rewrite (positions in the compacted view).
+   */
   readonly offloaded: ReadonlyArray<Offloaded>
   /** The compaction this step ran, when the trigger fired (`Skipped` when it found nothing worth compacting). */
   readonly compaction: CompactOutcome | undefined
@@ -1146,6 +1303,13 @@ export interface Prepared {
    * estimate counter, or `count_tokens` failed: `error` says why) by the reported usage and the estimates.
    */
   readonly count?: TokenCounter.Count | undefined
+  /**
+   * With diagnostics on: what the library's cache model predicts the API reports for `request` against the request
+   * the latest reply answered: `null` for no divergence (a hit of everything that request cached), else the reason
+   * (`model_changed`, `system_changed`, `tools_changed`, `messages_changed`), the estimated missed input tokens and
+   * the first block that differs. Absent without diagnostics, and when that request was not seen (after a resume).
+   */
+  readonly cachePrediction?: CachePrediction | undefined
 }
 
 /**
@@ -1277,17 +1441,54 @@ const make = (
     // sent, for the reply that answers it
     let threading = options.threads === true
     let sent: number | undefined
-    /** The request for the current state as it goes out (on its thread, with the whole view beside a `continue`). */
-    const issue = (before?: ConversationState): Pick<Prepared, "request" | "fullRequest"> => {
-      const full = requestOf(state, options.system, requestOptions(before))
-      if (!threading) return { request: full }
+    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered
+    let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
+    let answered: { readonly full: Request; readonly id: string; readonly scale: number | undefined } | undefined
+    const minTokens = minCacheableTokens(model)
+    const head = systemAndToolsTokens(options.system as never, tools)
+    /**
+     * The request for the current state as it goes out, with `fields`: on its thread, a `continue` built from the
+     * messages after the anchor alone, beside it the whole view under `create` (`fullRequest`), built only when read;
+     * with diagnostics on, each carries `diagnostics` and the step has the library's `cachePrediction`.
+     */
+    const issue = <A extends object>(
+      before: ConversationState | undefined,
+      fields: A
+    ): A & Pick<Prepared, "request" | "fullRequest" | "cachePrediction"> => {
+      const built = requestOptions(before)
+      const previousId = options.diagnostics === true ? state.reply?.id : undefined
+      const diagnosed = (r: Request): Request =>
+        options.diagnostics === true ? { ...r, diagnostics: { previous_message_id: previousId ?? null } } : r
+      let whole: Request | undefined
+      let prediction: Pick<Prepared, "cachePrediction"> = {}
+      if (options.diagnostics === true) {
+        // the prediction compares the whole requests, on a thread or not
+        whole = diagnosed(requestOf(state, options.system, built))
+        const predicted = previousId !== undefined && answered?.id === previousId
+          ? predictCacheMiss({ ...answered.full, model }, { ...whole, model }, {
+            headTokens: head,
+            minTokens,
+            scale: answered.scale
+          })
+          : undefined
+        issued = { full: whole, predicted }
+        if (previousId !== undefined) prediction = { cachePrediction: predicted }
+      }
+      if (!threading) return { request: whole ?? requestOf(state, options.system, built), ...prediction, ...fields }
       sent = state.view.length
-      const request: Request = onThread(full, state.thread, state.view.length)
-      return request.thread?.type === "continue"
-        ? { request, fullRequest: { ...full, thread: { type: "create" } } }
-        : { request }
+      const request = diagnosed(requestOf(state, options.system, { ...built, thread: true }))
+      if (request.thread?.type !== "continue") return { request, ...prediction, ...fields }
+      const at = state
+      let full: Request | undefined
+      return Object.defineProperty({ request, ...prediction, ...fields }, "fullRequest", {
+        enumerable: true,
+        get: (): Request => (full ??= {
+          ...(whole ?? diagnosed(requestOf(at, options.system, built))),
+          thread: { type: "create" }
+        })
+      }) as A & Pick<Prepared, "request" | "fullRequest" | "cachePrediction">
     }
-    const request = () => issue().request
+    const request = () => issue(undefined, {}).request
     /** The counter's count of the whole request for `s` (none without a counter or with an empty view). */
     const countOf = (s: ConversationState, before?: ConversationState) =>
       counter === undefined || s.view.length === 0
@@ -1307,6 +1508,8 @@ const make = (
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
+    // with threads on: the offloads the latest compaction applied to its kept tail (one restart covers both)
+    let offloadedAtCompaction: ReadonlyArray<Offloaded> = []
     const compactNow = <A>(
       instructions: string | undefined,
       fallback: () => A,
@@ -1336,9 +1539,11 @@ const make = (
           summary,
           before,
           options.minFreedTokens,
-          (candidate) => countOf(applyCompaction(state, candidate).state)
+          (candidate) => countOf(applyCompaction(state, candidate, { ...options, threads: threading, policy }).state)
         )
-        yield* persist(applyCompaction(state, finished), fallback)
+        const applied = applyCompaction(state, finished, { ...options, threads: threading, policy })
+        yield* persist(applied, fallback)
+        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloadedAtCompaction = s.change.offloaded
         if (finished.record !== undefined) yield* background.drop
         return finished.outcome
       })
@@ -1361,7 +1566,14 @@ const make = (
             if (replyOptions?.unthreaded === true) threading = false
             const thread = threading && sent !== undefined ? { sent } : undefined
             sent = undefined
-            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread)
+            const request = issued
+            issued = undefined
+            // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
+            answered = request !== undefined && isSdkReply(message)
+              ? { full: request.full, id: message.id, scale: calibrationOf(request.full, head, message.usage) }
+              : undefined
+            const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
+            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
           }).pipe(Effect.map(stateNow))
         ),
@@ -1369,32 +1581,25 @@ const make = (
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
         let count: TokenCounter.Count | undefined
-        const prepared = (): Prepared => ({
-          ...issue(),
-          epoch: state.epoch,
-          offloaded,
-          compaction,
-          ...(count === undefined ? {} : { count })
-        })
+        const prepared = (): Prepared =>
+          issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
         const now = yield* Clock.currentTimeMillis
         const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
         const before = state
-        const step = prepareStep(state, { ...options, policy }, cold)
+        const step = prepareStep(state, { ...options, threads: threading, policy }, cold)
         yield* persist(step.transition, prepared)
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
         const fires = count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact
-        if (fires) compaction = yield* compactNow(undefined, prepared, undefined, count, true)
+        if (fires) {
+          offloadedAtCompaction = []
+          compaction = yield* compactNow(undefined, prepared, undefined, count, true)
+          if (offloadedAtCompaction.length > 0) offloaded = [...offloaded, ...offloadedAtCompaction]
+        }
         if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
         lastRequestAt = now
-        return {
-          ...issue(before),
-          epoch: state.epoch,
-          offloaded,
-          compaction,
-          ...(count === undefined ? {} : { count })
-        }
+        return issue(before, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
@@ -1422,7 +1627,11 @@ export const layerMemory = (
 /**
  * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
  * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
- * is stored before it is applied. Needs a `Summarizer` and a `SessionLog`.
+ * is stored before it is applied. A log opened from its tail (`SessionLogOptions.tail`, so `loaded.verifiedFrom` is
+ * set) holds only the entries from the tail on, and the state needs every entry (the hot paths observe every read,
+ * the epoch counts every compaction): then the log is read once in full (`load()`, up to the log's `seq`), so the
+ * state is the live one.
+ * Needs a `Summarizer` and a `SessionLog`.
  * @category layers
  */
 export const layerLogged = (
@@ -1432,7 +1641,11 @@ export const layerLogged = (
     Conversation,
     Effect.gen(function* () {
       const log = yield* SessionLog
-      const loaded = yield* log.loaded
+      const opened = yield* log.loaded
+      // the entries up to the log's fold (another worker may have appended since it opened)
+      const loaded = opened.verifiedFrom === undefined
+        ? opened
+        : { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
       return yield* make(resumeState(loaded, options.classifier), log, options, resumeCut(loaded, META_KEY))
     })
   )

@@ -121,6 +121,12 @@ export interface EvictOptions {
    * Absent: none (a caller without thinking, or one that does not track binding).
    */
   readonly droppedThinking?: ((message: number) => number) | undefined
+  /**
+   * The caller sends on a server-held thread: what restarting it costs, in uncached input tokens (the whole view
+   * uploaded again, the first request's latency: API-RULES 23). The rent-or-buy rule adds it to the rewrite's price.
+   * Absent: no thread (nothing beyond the cache is rewritten).
+   */
+  readonly restartCost?: number | undefined
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -170,7 +176,8 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   minSavings: options.minSavings,
   cacheCold: options.cacheCold,
   prices: options.prices ?? CACHE_PRICES,
-  droppedThinking: options.droppedThinking
+  droppedThinking: options.droppedThinking,
+  restart: options.restartCost === undefined ? undefined : () => options.restartCost!
 })
 
 /**

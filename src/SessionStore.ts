@@ -66,9 +66,10 @@ export interface SessionStoreShape {
   readonly read: (sessionId: string, afterSeq: number) => Effect.Effect<ReadResult, SessionLogError>
   /**
    * The entries of the log's tail, in order: from the first entry the last compaction boundary keeps (or the boundary
-   * itself) to the end, found without reading the lines before it (the JSONL file from its end, SQL by an index of
-   * boundary rows). A hint the reader checks: a tail that does not fold is read again in full. Optional: without it a
-   * tail open reads everything and folds only the tail.
+   * itself) to the end, found without reading the lines before it (the JSONL file from the offset its tail index
+   * names, or walking back from its end when the index does not check out; SQL by an index of boundary rows). A hint
+   * the reader checks: a tail that does not fold is read again in full. Optional: without it a tail open reads
+   * everything and folds only the tail.
    */
   readonly readTail?: (sessionId: string) => Effect.Effect<ReadResult, SessionLogError>
   /**

@@ -4,7 +4,12 @@
  * whole lines in one write, cut back when a write fails part way; a torn last line (a write that never finished, so
  * was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per session: a
  * `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are checked, so
- * they cannot leave the directory.
+ * they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's tail
+ * starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on; it
+ * is checked against the file, and a missing, corrupt or stale one means the whole file is read (and, by a writer,
+ * the index written again). A writer opened from the index knows the entry ids from the tail on (and every one it
+ * appends): a retried append of entries a later compaction summarized is recognised by a single append's open, which
+ * reads every line.
  *
  * @since 0.1.0
  */
@@ -17,7 +22,15 @@ import * as Predicate from "effect/Predicate"
 import process from "node:process"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
-import { idOfLine, tailOfBytes } from "./internal/sessionTail.ts"
+import {
+  idOfLine,
+  isBoundaryLine,
+  keptAnchors,
+  PREFIX_CHARS,
+  type Region,
+  regionLines,
+  regionOf
+} from "./internal/sessionTail.ts"
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
@@ -118,16 +131,81 @@ const splitLines = (bytes: Uint8Array) => {
   return { lines, completeBytes, issues }
 }
 
+/**
+ * `<sessionId>.tail`, the tail index: where the log's tail starts (`seq`, its byte `offset`, the `id` of the entry
+ * there), so an open reads the file from there on. A hint, checked against the file before it is used: the byte
+ * before `offset` must end a line and the line at `offset` must start with entry `id`; otherwise (missing, corrupt,
+ * another file) the whole file is read. Written by the writer (after a compaction moves the tail, and when an open
+ * had to read the whole file), to a private temporary file renamed into place.
+ */
+interface TailIndex {
+  readonly v: 1
+  readonly seq: number
+  readonly offset: number
+  readonly id: string
+}
+
+const parseIndex = (text: string): TailIndex | undefined => {
+  try {
+    const value: unknown = JSON.parse(text)
+    if (
+      Predicate.hasProperty(value, "v") && value.v === 1 && Predicate.hasProperty(value, "seq") &&
+      Number.isSafeInteger(value.seq) && (value.seq as number) > 1 && Predicate.hasProperty(value, "offset") &&
+      Number.isSafeInteger(value.offset) && (value.offset as number) > 0 && Predicate.hasProperty(value, "id") &&
+      Predicate.isString(value.id)
+    ) return { v: 1, seq: value.seq as number, offset: value.offset as number, id: value.id }
+  } catch {
+    // not JSON: no index
+  }
+  return undefined
+}
+
+/** The file read from a line on: its bytes from byte `base` to the end, their lines and tail (`Region`). */
+interface Scanned {
+  readonly bytes: Uint8Array
+  readonly base: number
+  readonly region: Region
+}
+
+const prefixOf = (bytes: Uint8Array, region: Region, i: number): string => {
+  const start = region.starts[i]!
+  const end = i + 1 < region.starts.length ? region.starts[i + 1]! - 1 : region.completeBytes - 1
+  return decoder.decode(bytes.subarray(start, Math.min(end, start + PREFIX_CHARS)))
+}
+
+/** The torn last line of a scan, if any, as a load issue (its line number and byte offset in the whole file). */
+const tornTail = (scanned: Scanned): ReadonlyArray<LoadIssue> => {
+  const { base, bytes, region } = scanned
+  return region.completeBytes < bytes.length
+    ? [{
+      _tag: "TornTail",
+      line: region.first + region.starts.length,
+      offset: base + region.completeBytes,
+      bytes: bytes.length - region.completeBytes
+    }]
+    : []
+}
+
 interface Writer {
   readonly handle: FileSystem.File
   /** Bytes of complete lines in the file. */
   size: number
   /** Lines in the file: the last `seq`. */
   count: number
-  /** entry id → seq, for the idempotent retry. */
+  /** entry id → seq, for the idempotent retry: the lines the open read (every line, or from the tail index on). */
   readonly ids: Map<string, number>
   /** A failed write may have left part of a line: cut back to `size` before the next write. */
   dirty: boolean
+  /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`). */
+  readonly first: number
+  /** The byte offset and entry id of every line from `first` on. */
+  readonly offsets: Array<number>
+  readonly lineIds: Array<string | undefined>
+  /** Where the tail starts, and the last boundary line (0: none known). */
+  tail: number
+  lastBoundary: number
+  /** What the open read (its complete lines), for the tail read that follows it; dropped when it is used or stale. */
+  opened: Scanned | undefined
 }
 
 const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
@@ -138,7 +216,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const files = (sessionId: string) =>
     Effect.map(validateSessionId(sessionId), () => ({
       file: path.join(directory, `${sessionId}.jsonl`),
-      lock: path.join(directory, `${sessionId}.lock`)
+      lock: path.join(directory, `${sessionId}.lock`),
+      index: path.join(directory, `${sessionId}.tail`)
     }))
   const readBytes = (sessionId: string, file: string) =>
     fs.readFile(file).pipe(
@@ -146,7 +225,81 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, "read")(e)))
     )
 
-  const acquire = (sessionId: string) =>
+  /** The file from the tail index's line on, when the index checks out against it; `undefined` otherwise. */
+  const readFromIndex = (file: string, indexFile: string) =>
+    Effect.gen(function* () {
+      const index = parseIndex(yield* fs.readFileString(indexFile))
+      if (index === undefined) return undefined
+      return yield* Effect.scoped(Effect.gen(function* () {
+        const handle = yield* fs.open(file, { flag: "r" })
+        const size = Number((yield* handle.stat).size)
+        if (index.offset >= size) return undefined
+        // from the newline before the indexed line, which must be there
+        const bytes = new Uint8Array(size - index.offset + 1)
+        let read = 0
+        while (read < bytes.length) {
+          const n = yield* handle.read(bytes.subarray(read), { position: BigInt(index.offset - 1 + read) })
+          if (n === 0) break
+          read += n
+        }
+        if (read < 2 || bytes[0] !== NEWLINE) return undefined
+        const tail = bytes.subarray(1, read)
+        const region = regionOf(tail, index.seq)
+        if (region.starts.length === 0 || region.from === 1) return undefined
+        if (idOfLine(prefixOf(tail, region, 0)) !== index.id) return undefined
+        return { bytes: tail, base: index.offset, region } satisfies Scanned
+      }))
+    }).pipe(Effect.catchTag("PlatformError", () => Effect.succeed(undefined)))
+
+  /** The file from its tail index's line on, or all of it when there is no usable index. */
+  const scan = (sessionId: string, useIndex: boolean) =>
+    Effect.gen(function* () {
+      const { file, index } = yield* files(sessionId)
+      const indexed = useIndex ? yield* readFromIndex(file, index) : undefined
+      if (indexed !== undefined) return { scanned: indexed, indexed: true }
+      const bytes = yield* readBytes(sessionId, file)
+      return { scanned: { bytes, base: 0, region: regionOf(bytes) } satisfies Scanned, indexed: false }
+    })
+
+  /** Writes the writer's tail index (a hint: a failure is logged, and the next open reads the whole file). */
+  const writeIndex = (sessionId: string, writer: Writer) =>
+    Effect.gen(function* () {
+      const { index } = yield* files(sessionId)
+      const at = writer.tail - writer.first
+      const id = writer.lineIds[at]
+      if (writer.tail <= 1 || id === undefined) return
+      const content: TailIndex = { v: 1, seq: writer.tail, offset: writer.offsets[at]!, id }
+      const staging = `${index}.${process.pid}.${Math.random().toString(36).slice(2)}`
+      yield* fs.writeFileString(staging, `${JSON.stringify(content)}\n`, { mode: 0o600 }).pipe(
+        Effect.andThen(fs.rename(staging, index)),
+        Effect.tapError(() => fs.remove(staging).pipe(Effect.ignore))
+      )
+    }).pipe(
+      Effect.catch((e) => Effect.logWarning(`effect-compaction: ${sessionId}: tail index not written: ${e.message}`))
+    )
+
+  /**
+   * Moves the writer's tail after it took `lines` from `seq` on: a boundary that keeps nothing starts it, one whose
+   * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
+   * `tailStartAt` finds it). True when it moved.
+   */
+  const advanceTail = (writer: Writer, lines: ReadonlyArray<string>, seq: number): boolean => {
+    const before = writer.tail
+    lines.forEach((line, i) => {
+      if (!isBoundaryLine(line.slice(0, PREFIX_CHARS))) return
+      const at = seq + i
+      const kept = keptAnchors(line)
+      const seqs = kept?.map((id) => writer.ids.get(id))
+      if (kept !== undefined && kept.length === 0) writer.tail = at
+      else if (seqs !== undefined && seqs.every((s) => s !== undefined && s > writer.lastBoundary && s < at)) {
+        writer.tail = Math.max(writer.tail, Math.min(...(seqs as Array<number>)))
+      }
+      writer.lastBoundary = at
+    })
+    return writer.tail > before
+  }
+
+  const acquireWith = (sessionId: string, useIndex: boolean) =>
     Effect.gen(function* () {
       const { file, lock } = yield* files(sessionId)
       const io = ioError(sessionId, `append ${file}`)
@@ -154,27 +307,57 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         Effect.mapError(ioError(sessionId, "create directory"))
       )
       yield* acquireLock(fs, lock, sessionId)
-      const bytes = yield* readBytes(sessionId, file).pipe(
-        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(new Uint8Array(0)))
+      const { indexed, scanned } = yield* scan(sessionId, useIndex).pipe(
+        Effect.catchIf((e) => e.reason === "NotFound", () =>
+          Effect.succeed({
+            scanned: { bytes: new Uint8Array(0), base: 0, region: regionOf(new Uint8Array(0)) } satisfies Scanned,
+            indexed: false
+          }))
       )
-      const { completeBytes, issues, lines } = splitLines(bytes)
-      if (completeBytes < bytes.length) {
+      const { base, bytes, region } = scanned
+      const issues = tornTail(scanned)
+      const completeBytes = base + region.completeBytes
+      if (issues.length > 0) {
         // a torn write was never acknowledged: cut it off so the next line does not glue onto it
         yield* Effect.logWarning(
-          `effect-compaction: ${file}: cut a torn last line (${bytes.length - completeBytes} bytes)`
+          `effect-compaction: ${file}: cut a torn last line (${bytes.length - region.completeBytes} bytes)`
         )
         yield* fs.truncate(file, completeBytes).pipe(Effect.mapError(io))
       }
       const handle = yield* fs.open(file, { flag: "a", mode: 0o600 }).pipe(Effect.mapError(io))
       const ids = new Map<string, number>()
-      lines.forEach((line, i) => {
-        const id = idOfLine(line)
-        if (id !== undefined) ids.set(id, i + 1)
+      const offsets: Array<number> = []
+      const lineIds: Array<string | undefined> = []
+      let lastBoundary = 0
+      region.starts.forEach((start, i) => {
+        const prefix = prefixOf(bytes, region, i)
+        const id = idOfLine(prefix)
+        if (id !== undefined) ids.set(id, region.first + i)
+        if (isBoundaryLine(prefix)) lastBoundary = region.first + i
+        offsets.push(base + start)
+        lineIds.push(id)
       })
-      writers.set(sessionId, { handle, size: completeBytes, count: lines.length, ids, dirty: false })
+      const writer: Writer = {
+        handle,
+        size: completeBytes,
+        count: region.first + region.starts.length - 1,
+        ids,
+        dirty: false,
+        first: region.first,
+        offsets,
+        lineIds,
+        tail: region.from,
+        lastBoundary,
+        opened: { bytes: bytes.subarray(0, region.completeBytes), base, region }
+      }
+      writers.set(sessionId, writer)
       yield* Effect.addFinalizer(() => Effect.sync(() => writers.delete(sessionId)))
+      // an open that read the whole file leaves the index for the next one
+      if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
       return issues
     }).pipe(Effect.withSpan("SessionStore.acquire", { attributes: spanAttributes(name, sessionId) }))
+
+  const acquire = (sessionId: string) => acquireWith(sessionId, true)
 
   const read = (sessionId: string, afterSeq: number) =>
     Effect.gen(function* () {
@@ -188,20 +371,17 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
 
   const readTail = (sessionId: string) =>
     Effect.gen(function* () {
-      const { file } = yield* files(sessionId)
-      const bytes = yield* readBytes(sessionId, file)
-      const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
-      const entries = tailOfBytes(bytes)
+      // right after the writer's open (nothing appended since), the stretch it read
+      const writer = writers.get(sessionId)
+      const opened = writer?.opened
+      if (writer !== undefined) writer.opened = undefined
+      const { indexed, scanned } = opened !== undefined
+        ? { scanned: opened, indexed: opened.base > 0 }
+        : yield* scan(sessionId, true)
+      const entries = regionLines(scanned.bytes, scanned.region, scanned.region.from)
       yield* Effect.annotateCurrentSpan("session.entries", entries.length)
-      const issues: ReadonlyArray<LoadIssue> = completeBytes < bytes.length
-        ? [{
-          _tag: "TornTail",
-          line: (entries.at(-1)?.seq ?? 0) + 1,
-          offset: completeBytes,
-          bytes: bytes.length - completeBytes
-        }]
-        : []
-      return { entries, issues }
+      yield* Effect.annotateCurrentSpan("session.indexed", indexed)
+      return { entries, issues: tornTail(scanned) }
     }).pipe(Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) }))
 
   const appendWith = (
@@ -219,16 +399,27 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const rollback = Effect.suspend(() => writer.handle.truncate(writer.size)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )
+      writer.opened = undefined
       if (writer.dirty) yield* rollback.pipe(Effect.mapError(io))
-      const chunk = encoder.encode(entries.map((e) => `${e.line}\n`).join(""))
+      const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
+      const chunk = new Uint8Array(encoded.reduce((n, b) => n + b.length, 0))
+      encoded.reduce((at, b) => (chunk.set(b, at), at + b.length), 0)
       yield* writer.handle.writeAll(chunk).pipe(
         Effect.tapError(() => Effect.sync(() => (writer.dirty = true)).pipe(Effect.andThen(Effect.ignore(rollback)))),
         Effect.mapError(io)
       )
+      let offset = writer.size
+      entries.forEach((e, i) => {
+        writer.ids.set(e.entryId, writer.count + i + 1)
+        writer.offsets.push(offset)
+        writer.lineIds.push(idOfLine(e.line.slice(0, PREFIX_CHARS)))
+        offset += encoded[i]!.length
+      })
       writer.size += chunk.length
-      entries.forEach((e, i) => writer.ids.set(e.entryId, writer.count + i + 1))
+      const seq = writer.count + 1
       writer.count += entries.length
       if (durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
+      if (advanceTail(writer, entries.map((e) => e.line), seq)) yield* writeIndex(sessionId, writer)
       return { _tag: "Appended", seq: writer.count } satisfies AppendResult
     })
 
@@ -246,7 +437,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           // not opened for writing here: the session must exist; take its lock for this one append
           const { file } = yield* files(sessionId)
           yield* fs.access(file).pipe(Effect.mapError(() => notFound(sessionId, name)))
-          yield* acquire(sessionId)
+          // every line read, so a retry of any stored entry is recognised
+          yield* acquireWith(sessionId, false)
           return yield* appendWith(sessionId, writers.get(sessionId)!, expectedSeq, entries, durable)
         }))
       return run.pipe(Effect.withSpan("SessionStore.append", {

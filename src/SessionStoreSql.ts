@@ -129,14 +129,26 @@ const makeSqlStore = Effect.gen(function* () {
   const readTail = (sessionId: string) =>
     Effect.gen(function* () {
       yield* validateSessionId(sessionId)
-      const boundaries = yield* sql<{ readonly seq: number; readonly line: string }>`
-        SELECT seq::int AS seq, line FROM compaction_entries
-        WHERE session_id = ${sessionId} AND boundary ORDER BY seq DESC`
-      const anchors = boundaries.flatMap((b) => keptAnchors(b.line) ?? [])
-      const found = anchors.length === 0 ? [] : yield* sql<{ readonly seq: number; readonly entry_id: string }>`
-        SELECT seq::int AS seq, entry_id FROM compaction_entries
-        WHERE session_id = ${sessionId} AND ${sql.in("entry_id", anchors)}`
-      const from = tailStartAt(boundaries, new Map(found.map((r) => [r.entry_id, r.seq])))
+      /** The tail's start from the last `limit` boundary rows (every one when undefined), and whether it is found. */
+      const startFrom = (limit: number | undefined) =>
+        Effect.gen(function* () {
+          const boundaries = yield* sql<{ readonly seq: number; readonly line: string }>`
+            SELECT seq::int AS seq, line FROM compaction_entries
+            WHERE session_id = ${sessionId} AND boundary ORDER BY seq DESC LIMIT ${limit ?? null}`
+          // the last boundary's anchors first: they usually decide (each boundary line decoded costs a decode)
+          const last = limit === undefined ? boundaries : boundaries.slice(0, 1)
+          const anchors = last.flatMap((b) => keptAnchors(b.line) ?? [])
+          const found = anchors.length === 0 ? [] : yield* sql<{ readonly seq: number; readonly entry_id: string }>`
+            SELECT seq::int AS seq, entry_id FROM compaction_entries
+            WHERE session_id = ${sessionId} AND ${sql.in("entry_id", anchors)}`
+          const seqOf = new Map(found.map((r) => [r.entry_id, r.seq]))
+          const from = tailStartAt(limit === undefined ? boundaries : boundaries.slice(0, 2), seqOf)
+          // decided by the last boundary: it keeps nothing, or its kept entries all follow the one before
+          const decided = limit === undefined || boundaries.length === 0 ||
+            (from > 1 && (from === boundaries[0]!.seq || from > (boundaries[1]?.seq ?? 0)))
+          return decided ? from : undefined
+        })
+      const from = (yield* startFrom(2)) ?? (yield* startFrom(undefined))!
       return yield* read(sessionId, from - 1)
     }).pipe(
       Effect.catchTag("SqlError", (e) => Effect.fail(sqlError(sessionId, "read")(e))),

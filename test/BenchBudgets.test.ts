@@ -212,6 +212,19 @@ describe("the budget table", () => {
     }
   })
 
+  it("holds issue 29's resume goal on the JSONL store: the tail open near 2x decoding its entries, at most 0.2x the full fold", () => {
+    const byId = (id: string) => budgets.find((b) => b.id === id)
+    for (
+      const [id, subject] of [["resume/tail-parse", M.tailOpenJsonl50k], ["resume/tail-writer", M.tailWriterJsonl50k]]
+    ) {
+      assert.strictEqual(byId(id)?.subject, subject)
+      assert.strictEqual(byId(id)?.baseline, M.tailParse50k, "a same-run baseline of the same shape")
+      assert.isAtMost(byId(id)!.max, 2.5, "a full read (~30) fails it")
+    }
+    assert.strictEqual(byId("resume/tail-full")?.baseline, M.fullFoldJsonl50k)
+    assert.strictEqual(byId("resume/tail-full")?.max, 0.2)
+  })
+
   it("prints a ratio below 0.01 with two significant digits, so a 300x budget reads as one", () => {
     const b = budget("step", 0.0033)
     const table = formatTable([checkBudget(b, measured(b, [0.0012]))]).split("\n")

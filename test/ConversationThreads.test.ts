@@ -134,9 +134,19 @@ const sameConversation = (model: ThreadModel, threaded: Request, plain: Request,
   return conversation
 }
 
-const layers = (threads: boolean, policy?: CompactionPolicy) =>
-  Conversation.layerMemory({ threads, system: SYSTEM, tools: TOOLS, ...(policy === undefined ? {} : { policy }) })
-    .pipe(Layer.provide(ExtractiveSummarizer.layer))
+/**
+ * The conversation service with or without threads. `cacheOnly`: a rewrite priced by the cache alone
+ * (`threadRestart: false`), so the threaded conversation makes the decisions the plain one makes and the two can be
+ * compared request by request (test/ThreadCost.test.ts judges the thread-aware decisions).
+ */
+const layers = (threads: boolean, policy?: CompactionPolicy, cacheOnly = false) =>
+  Conversation.layerMemory({
+    threads,
+    system: SYSTEM,
+    tools: TOOLS,
+    ...(policy === undefined ? {} : { policy }),
+    ...(cacheOnly ? { threadRestart: false } : {})
+  }).pipe(Layer.provide(ExtractiveSummarizer.layer))
 
 describe("Conversation on threads: the requests", () => {
   it.effect("create first, then continue with only the new messages, no system or tools", () =>
@@ -331,7 +341,7 @@ describe("Conversation on threads: the property", () => {
           const service = Effect.gen(function* () {
             return yield* Conversation
           })
-          const threaded = yield* Effect.provide(service, layers(true, policy))
+          const threaded = yield* Effect.provide(service, layers(true, policy, true))
           const plain = yield* Effect.provide(service, layers(false, policy))
           let previous: { readonly plain: Request; readonly reply: SdkReply; readonly held: boolean } | undefined
           for (const message of session as unknown as ReadonlyArray<MessageParam>) {

@@ -298,6 +298,13 @@ export const replay = Command.make(
       ),
       Flag.withDefault(false)
     ),
+    cacheOnlyRewrites: Flag.Boolean("cache-only-rewrites").pipe(
+      Flag.withDescription(
+        "With --threads, price a rewrite by the cache alone: no thread restart cost and no offloads batched with " +
+          "compactions, so the replay makes the decisions it makes without threads"
+      ),
+      Flag.withDefault(false)
+    ),
     html: Flag.String("html").pipe(
       Flag.withDescription(
         "Also write the HTML report: tokens and cost per request (cache read, cache write, uncached) under this " +

@@ -25,7 +25,7 @@
 import { type Fate, groupViolations, KIND_LABELS, KINDS, type TimelineEntry } from "./Inspect.ts"
 import type { Report } from "./Report.ts"
 import { CATEGORIES } from "../Retention.ts"
-import { CHART_COLORS, contextChart, costChart, escapeHtml } from "./ReportChart.ts"
+import { CHART_COLORS, contextChart, costChart, escapeHtml, shortBytes, uploadChart } from "./ReportChart.ts"
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 const dollars = (n: number): string => `$${n.toFixed(2)}`
@@ -264,6 +264,22 @@ export const renderHtml = (report: Report): string => {
   push(`<div class="chart">${costChart(data)}</div>`)
   push('<p class="note">Requests only; the totals above and below include the summarizer calls.</p>')
 
+  push("<h2>Bytes uploaded per request</h2>")
+  push('<div class="legend">')
+  swatch("uploaded", `uploaded: ${shortBytes(data.chosen.uploadedBytes)}`)
+  swatch("whole", `whole requests: ${shortBytes(data.chosen.fullBytes)}`, " line")
+  push("</div>")
+  push(`<div class="chart">${uploadChart(data)}</div>`)
+  push(
+    '<p class="note">' +
+      (data.requests.some((r) => r.thread !== null)
+        ? `On server-held threads: a request that continues its thread uploads only the messages after the reply it ` +
+          `continues; each rewrite (an offload, a compaction) starts a new thread with the whole view ` +
+          `(${fmt(data.chosen.threadRestarts)} restarts after the first request).`
+        : "Off threads every request uploads the whole view (replay with <code>--threads</code> to compare).") +
+      "</p>"
+  )
+
   push("<h2>The session</h2>")
   push('<div class="stats">')
   numStat(
@@ -393,6 +409,17 @@ export const renderHtml = (report: Report): string => {
     }
     push("</table>")
   }
+
+  push("<h2>Cache diagnostics</h2>")
+  const { disagreements, predictedMisses } = data.diagnostics
+  push(
+    `<p id="diagnostics" class="note">The misses <code>Conversation</code>'s <code>diagnostics</code> option predicts ` +
+      `(API-RULES 33), checked against this replay's cache model: ` +
+      `<span${figure("diagnostics.predictedMisses", "int", predictedMisses)}>${fmt(predictedMisses)}</span> ` +
+      `requests predicted to miss; <span${figure("diagnostics.disagreements.length", "int", disagreements.length)}>${
+        fmt(disagreements.length)
+      }</span> disagree${disagreements.length === 0 ? "" : ` (requests ${disagreements.join(", ")})`}.</p>`
+  )
 
   push("<h2>Largest tool results</h2>")
   if (data.largestToolResults.length === 0) push('<p class="muted">none</p>')

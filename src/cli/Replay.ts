@@ -37,6 +37,7 @@ import type {
   SimPolicy,
   SimulateOptions
 } from "../Simulate.ts"
+import { requestBytes } from "../internal/requestBytes.ts"
 import { prepareSession, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
@@ -53,12 +54,15 @@ export interface ReplaySummary {
   readonly resumes: number
   /** The bytes of every request's JSON body, summed (`uploadBytes`): what the replay uploads. */
   readonly uploadedBytes?: number | undefined
+  /** On threads: the requests that started a new thread after the first (`PolicyReport.threadRestarts`). */
+  readonly threadRestarts?: number | undefined
 }
 
-const utf8 = new TextEncoder()
-
-/** The bytes a request uploads: its JSON body in UTF-8 (what `client.messages.create` sends, `model` and `max_tokens` aside). @category replay */
-export const uploadBytes = (request: Request): number => utf8.encode(JSON.stringify(request)).length
+/**
+ * The bytes a request uploads: its JSON body in UTF-8 (what `client.messages.create` sends, `model` and `max_tokens`
+ * aside). Each message's bytes are counted once per message object. @category replay
+ */
+export const uploadBytes = (request: Request): number => requestBytes(request)
 
 /** Options of `replayMessages`. @category models */
 export interface ReplayOptions<E, R> extends ConversationOptions {
@@ -262,7 +266,7 @@ export const replaySession = <E = never, R = never>(
           n++
           yield* persist(log, changes)
           if (validate(event.prompt).length > 0) invalid++
-          uploaded += uploadBytes(event.request)
+          uploaded += event.figures.uploadedBytes
           if (options.onRequest !== undefined) yield* options.onRequest(n, event)
           if (every !== undefined && n % every === 0 && n < total) return undefined
           next = steps.next()
@@ -286,7 +290,11 @@ export const replaySession = <E = never, R = never>(
       }
     }
     return {
-      summary: { ...replaySummaryOf(report, invalid, resumes), uploadedBytes: uploaded },
+      summary: {
+        ...replaySummaryOf(report, invalid, resumes),
+        uploadedBytes: uploaded,
+        ...(simulateOptions.threads === true ? { threadRestarts: report.threadRestarts } : {})
+      },
       tokens: requestTokensOf(report),
       report
     }

@@ -24,9 +24,13 @@ import {
   policyFields,
   type PolicyOptions
 } from "../Policy.ts"
+import { minCacheableTokens } from "../Cache.ts"
+import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
+import { systemAndToolsTokens } from "../internal/estimate.ts"
 import {
   type MissCause,
   type PolicyReport,
+  type RequestEvent,
   type RequestFigures,
   type SimPolicy,
   simulate,
@@ -139,6 +143,12 @@ export interface ReportRequest {
   /** Tokens the same request sends under no compaction. */
   readonly none: number
   readonly noneDollars: number
+  /** The bytes the request uploads: on a thread's `continue`, only the new messages (`RequestFigures.uploadedBytes`). */
+  readonly uploadedBytes: number
+  /** The bytes of the whole request, what it uploads off threads (`RequestFigures.fullBytes`). */
+  readonly fullBytes: number
+  /** On threads: whether the request started a new thread or continued one; null off threads. */
+  readonly thread: "create" | "continue" | null
 }
 
 /** One of the largest tool results of the session. @category models */
@@ -167,6 +177,12 @@ export interface ChartPolicy {
   /** Requests before which tool results were offloaded. */
   readonly evictions: number
   readonly offloadedResults: number
+  /** The bytes every request uploaded, summed (on threads, `continue`s hold only the new messages). */
+  readonly uploadedBytes: number
+  /** The bytes the same requests sent whole, summed. */
+  readonly fullBytes: number
+  /** On threads: the requests that started a new thread after the first (0 off threads). */
+  readonly threadRestarts: number
 }
 
 /** Everything the report shows; embedded in the page as JSON (`#report-data`). @category models */
@@ -182,6 +198,13 @@ export interface ReportData {
   readonly contextWindow: number
   readonly requests: ReadonlyArray<ReportRequest>
   readonly largestToolResults: ReadonlyArray<LargeToolResult>
+  /**
+   * The cache diagnostics `Conversation` predicts (its `diagnostics` option, API-RULES 33) checked against the
+   * replay's cache model standing in for the API: `predictedMisses` counts the requests predicted to miss tokens the
+   * request before cached; `disagreements` lists the requests (numbered from 1) whose predicted missed tokens differ
+   * by more than 5% from what the cache model shows lost (requests after a cache expiry or loss are not compared).
+   */
+  readonly diagnostics: { readonly predictedMisses: number; readonly disagreements: ReadonlyArray<number> }
 }
 
 /** The report's data and the inspect timeline the block strip draws. @category models */
@@ -210,9 +233,54 @@ export interface ReportOptions {
   readonly replay?: ReplaySummary | undefined
   /** Most tool results listed (default 10). */
   readonly largest?: number | undefined
+  /** The chosen policy sends on server-held threads (`SimulateOptions.threads`), as `replay --threads`. */
+  readonly threads?: boolean | undefined
+  /** With `threads`: a rewrite priced by the cache alone (`LibraryOptions.threadRestart: false`). */
+  readonly threadRestart?: false | undefined
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * The library's cache prediction for each request of a replay against the replay's own cache model: the missed
+ * tokens `Conversation`'s diagnostics predict (calibrated to the engine's tokens) beside the tokens the engine's
+ * cache shows the request could not read of what the one before it cached (0 without a policy miss).
+ */
+const diagnosticsOf = () => {
+  let previous: RequestEvent | undefined
+  let n = 0
+  let predictedMisses = 0
+  const disagreements: Array<number> = []
+  const promptOf = (e: RequestEvent) => ({
+    model: e.figures.model,
+    system: e.request.system,
+    tools: e.request.tools,
+    messages: e.prompt
+  })
+  return {
+    onRequest: (event: RequestEvent) => {
+      n++
+      const before = previous
+      previous = event
+      if (before === undefined) return
+      const head = systemAndToolsTokens(before.request.system as never, before.request.tools)
+      const predicted = predictCacheMiss(promptOf(before), promptOf(event), {
+        headTokens: head,
+        minTokens: minCacheableTokens(before.figures.model),
+        scale: calibrationOf(promptOf(before), head, { input_tokens: before.figures.promptTokens })
+      })
+      const expected = predicted?.missedInputTokens ?? 0
+      if (expected > 0) predictedMisses++
+      const miss = event.figures.miss
+      if (event.cacheLost || miss === "ttl" || miss === "external") return
+      const lost = miss === "policy"
+        ? before.figures.cacheRead + before.figures.cacheWrite - event.figures.cacheRead
+        : 0
+      if (Math.abs(expected - lost) > Math.max(1, 0.05 * lost)) disagreements.push(n)
+    },
+    result: () => ({ predictedMisses, disagreements })
+  }
+}
 
 /**
  * The `Library` strategy `replay` runs: its eviction settings (`minSavings` absent: rent-or-buy, the simulator's
@@ -222,6 +290,8 @@ export const chosenPolicy = (options: {
   readonly keepRecent: number
   readonly minSavings?: number | undefined
   readonly policy: CompactionPolicy
+  /** On threads: `LibraryOptions.threadRestart` (`false`: a rewrite priced by the cache alone). */
+  readonly threadRestart?: false | undefined
 }): SimPolicy => {
   const p = options.policy
   const eviction = options.minSavings === undefined ? "rent-or-buy" : `minSavings ${fmt(options.minSavings)}`
@@ -233,7 +303,8 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: policyFields(p)
+        policy: policyFields(p),
+        ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }
   }
@@ -278,7 +349,10 @@ const chartTotals = (
   peakContext: report.peakContext,
   compactions: report.compactions,
   evictions: requests.filter((r) => r.offloadedResults > 0).length,
-  offloadedResults: requests.reduce((a, r) => a + r.offloadedResults, 0)
+  offloadedResults: requests.reduce((a, r) => a + r.offloadedResults, 0),
+  uploadedBytes: report.uploadedBytes,
+  fullBytes: report.fullBytes,
+  threadRestarts: report.threadRestarts
 })
 
 /**
@@ -318,10 +392,13 @@ export const buildReport = (
     const newlyOffloaded: Array<{ readonly results: number; readonly messages: ReadonlyArray<number> }> = []
     const chosen = chosenPolicy(options)
     let invalidRequests = 0
+    const diagnostics = diagnosticsOf()
     const chosenReport = simulatePolicy(session, chosen, {
       ...simOptions,
       compaction: options.policy,
+      ...(options.threads === true ? { threads: true } : {}),
       onRequest: (event) => {
+        diagnostics.onRequest(event)
         if (validate(event.prompt).length > 0) invalidRequests++
         const fresh = new Set<number>()
         let results = 0
@@ -352,7 +429,10 @@ export const buildReport = (
       offloadedResults: newlyOffloaded[i]?.results ?? 0,
       offloaded: newlyOffloaded[i]?.messages ?? [],
       none: noneByIndex.get(r.index)?.promptTokens ?? 0,
-      noneDollars: noneByIndex.get(r.index)?.dollars ?? 0
+      noneDollars: noneByIndex.get(r.index)?.dollars ?? 0,
+      uploadedBytes: r.uploadedBytes,
+      fullBytes: r.fullBytes,
+      thread: r.thread ?? null
     }))
 
     // the largest tool results, and when the chosen policy offloaded each
@@ -395,7 +475,8 @@ export const buildReport = (
       none: chartTotals("none", noneReport, noneReport.perRequest.map(() => ({ offloadedResults: 0 }))),
       contextWindow: options.policy.contextWindow,
       requests,
-      largestToolResults: results.slice(0, options.largest ?? 10)
+      largestToolResults: results.slice(0, options.largest ?? 10),
+      diagnostics: diagnostics.result()
     }
     return { data, timeline: analysis.timeline }
   })

@@ -27,7 +27,9 @@ export const CHART_COLORS = {
   input: "#e15759",
   none: "#3d4450",
   compaction: "#8e44ad",
-  eviction: "#2e9d4f"
+  eviction: "#2e9d4f",
+  uploaded: "#76b7b2",
+  whole: "#3d4450"
 } as const
 
 /** A round axis step (1, 2, 2.5 or 5 times a power of ten) giving at most about `ticks` intervals up to `max`. @category formatting */
@@ -157,8 +159,16 @@ export const requestDetails = (r: ReportRequest, chosen: string): string =>
     ...(r.compacted ? ["compaction ran before this request"] : []),
     ...(r.offloaded.length === 0
       ? []
-      : [`offloaded ${r.offloadedResults} tool results (in messages ${messageList(r.offloaded)})`])
+      : [`offloaded ${r.offloadedResults} tool results (in messages ${messageList(r.offloaded)})`]),
+    `uploaded         ${shortBytes(r.uploadedBytes).padStart(9)}${
+      r.thread === null ? "" : r.thread === "continue" ? " (thread continued: new messages only)" : " (new thread)"
+    }`,
+    ...(r.uploadedBytes === r.fullBytes ? [] : [`whole request    ${shortBytes(r.fullBytes).padStart(9)}`])
   ].join("\n")
+
+/** Short byte counts: 950 B, 12.3 kB, 1.50 MB (decimal units). @category formatting */
+export const shortBytes = (n: number): string =>
+  n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} kB` : `${Math.round(n)} B`
 
 /** The context chart (`#context-chart`): stacked bars per request, the no-compaction line, compaction and eviction marks. */
 export const contextChart = (data: ReportData): string => {
@@ -307,6 +317,49 @@ export const costChart = (data: ReportData): string => {
       }),
       el("path", { d: linePath(f, chosen, max), fill: "none", stroke: CHART_COLORS.cacheRead, "stroke-width": 2.5 }),
       xAxis(f, data.requests, false)
+    ].join("")
+  )
+}
+
+/**
+ * The upload chart (`#upload-chart`): the bytes each request uploads (bars; on a thread a `continue` holds only the new
+ * messages) beside the bytes of the whole request (the line: what it uploads off threads), request by request.
+ */
+export const uploadChart = (data: ReportData): string => {
+  const requests = data.requests
+  const f: Frame = { width: 1200, height: 230, left: 66, right: 40, top: 14, bottom: 40 }
+  const top = Math.max(1, ...requests.map((r) => r.fullBytes), ...requests.map((r) => r.uploadedBytes))
+  const step = niceStep(top, 5)
+  const max = Math.ceil(top / step) * step
+  const col = plotWidth(f) / Math.max(1, requests.length)
+  const bar = col >= 3 ? col * 0.78 : col
+  const y = (v: number) => f.top + plotHeight(f) - (v / max) * plotHeight(f)
+  const bars = requests.map((r, i) =>
+    el("rect", {
+      class: "s-uploaded",
+      "data-request": r.n,
+      x: f.left + i * col + (col - bar) / 2,
+      y: y(r.uploadedBytes),
+      width: bar,
+      height: Math.max(0.5, (r.uploadedBytes / max) * plotHeight(f)),
+      fill: CHART_COLORS.uploaded
+    }, title(`request ${r.n}: uploaded ${shortBytes(r.uploadedBytes)} of ${shortBytes(r.fullBytes)}`))
+  )
+  return el(
+    "svg",
+    { id: "upload-chart", width: f.width, height: f.height, role: "img", "aria-label": "bytes uploaded per request" },
+    [
+      yAxis(f, max, step, shortBytes, "bytes per request"),
+      `<g class="bars">${bars.join("")}</g>`,
+      el("path", {
+        class: "whole-line",
+        d: stepPath(f, requests.map((r) => r.fullBytes), max),
+        fill: "none",
+        stroke: CHART_COLORS.whole,
+        "stroke-width": 1.5,
+        "stroke-dasharray": "6 3"
+      }),
+      xAxis(f, requests, false)
     ].join("")
   )
 }

@@ -211,6 +211,8 @@ export interface ReplayInput {
   readonly json: boolean
   /** Send on server-held threads (`SimulateOptions.threads`). */
   readonly threads: boolean
+  /** With `threads`: price a rewrite by the cache alone (`LibraryOptions.threadRestart: false`). */
+  readonly cacheOnlyRewrites: boolean
   readonly keepRecent: number
   /** Absent: the rent-or-buy rule, as `Conversation` without `minSavings`. */
   readonly minSavings: Option.Option<number>
@@ -335,7 +337,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
     }
     const replayed = yield* replaySession<CliFailure, Env>(
       session,
-      chosenPolicy({ keepRecent, minSavings, policy }),
+      chosenPolicy({ keepRecent, minSavings, policy, ...(input.cacheOnlyRewrites ? { threadRestart: false } : {}) }),
       {
         simulate: { ...simulateOptionsFor(session, read.tools), compaction: policy, threads: input.threads },
         resumeEvery,
@@ -387,7 +389,9 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
         minSavings,
         policy,
         tools: read.tools,
-        replay: summary
+        replay: summary,
+        threads: input.threads,
+        ...(input.cacheOnlyRewrites ? { threadRestart: false } : {})
       }).pipe(Effect.mapError(reportFailure))
       yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value !== STDIO_PATH) yield* status(`wrote the HTML report to ${input.html.value}`)

@@ -242,6 +242,11 @@ export interface DecideOptions {
   readonly prices: { readonly cacheRead: number; readonly cacheWrite: number }
   /** `EvictOptions.droppedThinking`: the thinking tokens a rewrite from a message on would make the API drop. */
   readonly droppedThinking?: ((message: number) => number) | undefined
+  /**
+   * What restarting the server-held thread the rewrite breaks costs, in uncached input tokens (`internal/threadCost`);
+   * absent: no thread, nothing beyond the cache is rewritten.
+   */
+  readonly restart?: (() => number) | undefined
 }
 
 /**
@@ -269,10 +274,11 @@ export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decisi
  * the rent-or-buy rule: when the cache is known cold, always (everything is rewritten anyway); else once the cache
  * reads already paid on the freed tokens (`readsPaid`: each offload's freed tokens times the requests sent since it
  * became offloadable, at the read price) reach the cost of the rewrite: the prompt behind the first change (`behind`:
- * its tokens after the eviction, asked only here) at the write price, except the thinking blocks the rewrite makes
- * the API drop (`dropped`, API-RULES 29), which are not written but thought again (`THINKING_REDO_PRICE`). Like
- * renting skis until the rent paid equals the price, it never pays more than twice the best choice made with
- * hindsight.
+ * its tokens after the eviction, asked only here) at the write price, plus restarting the server-held thread when
+ * there is one (`options.restart`: the whole view uploaded again, the first request's latency), except the thinking
+ * blocks the rewrite makes the API drop (`dropped`, API-RULES 29), which are not written but thought again
+ * (`THINKING_REDO_PRICE`). Like renting skis until the rent paid equals the price, it never pays more than twice the
+ * best choice made with hindsight.
  */
 export const worthIt = (
   options: DecideOptions,
@@ -285,9 +291,13 @@ export const worthIt = (
   if (tokensFreed <= 0) return false
   if (options.cacheCold === true) return true
   const reads = readsPaid * options.prices.cacheRead
-  const rewrite = behind() * options.prices.cacheWrite
-  // the thinking only adds to the cost (its redo price is above the write price): ask for it only when needed
+  let rewrite = behind() * options.prices.cacheWrite
+  // the restart and the thinking only add to the cost: ask for each only when needed
   if (reads < rewrite) return false
+  if (options.restart !== undefined) {
+    rewrite += options.restart()
+    if (reads < rewrite) return false
+  }
   const lost = dropped()
   return lost <= 0 || reads >= rewrite + lost * (THINKING_REDO_PRICE - options.prices.cacheWrite)
 }

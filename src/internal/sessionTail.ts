@@ -53,15 +53,18 @@ export const idOfLine = (prefix: string): string | undefined => {
 /**
  * The `seq` the tail of a log of `last` lines starts at, walking back from the end: `prefixAt(seq)` gives a line's
  * start (at least `PREFIX_CHARS` characters, or all of it), `lineAt(seq)` the whole line (read only for boundary
- * lines). 1 when there is no boundary, or when a boundary line does not decode (the full read then reports it).
+ * lines). 1 when there is no boundary, or when a boundary line does not decode (the full read then reports it). With
+ * `first` (a `seq` known to start a tail, such as a boundary's found before), the walk reads no line before it and
+ * answers `first` when it reaches it; 1 still means the tail needs the first line.
  */
 export const tailStart = (
   last: number,
   prefixAt: (seq: number) => string,
-  lineAt: (seq: number) => string
+  lineAt: (seq: number) => string,
+  first = 1
 ): number => {
   let wanted = new Set<string>() // the ids of the view items the boundary found last keeps, not yet passed
-  for (let seq = last; seq >= 1; seq--) {
+  for (let seq = last; seq >= first; seq--) {
     const prefix = prefixAt(seq)
     if (isBoundaryLine(prefix)) {
       const kept = keptAnchors(lineAt(seq))
@@ -73,7 +76,7 @@ export const tailStart = (
       if (id !== undefined && wanted.delete(id) && wanted.size === 0) return seq
     }
   }
-  return 1
+  return first
 }
 
 /**
@@ -116,31 +119,40 @@ const NEWLINE = 0x0a
 const decoder = new TextDecoder()
 
 /**
- * The tail of a JSONL file's complete lines (`seq` = line number; see `SessionStore.readTail`), found by walking back from the end over line
- * starts; only the lines of the tail (and the boundary lines on the way) are decoded in full.
+ * The complete lines of a stretch of a JSONL file (`bytes`, whose first line is `seq` `first`; `seq` = line number),
+ * and the `seq` its tail starts at (`from`, by `tailStart` given `first`: 1 when the tail needs the file's first line).
  */
-export const tailOfBytes = (bytes: Uint8Array): Array<StoredEntry> => {
+export interface Region {
+  readonly first: number
+  /** Where each complete line starts in `bytes`: `starts[i]` is line `first + i`. */
+  readonly starts: ReadonlyArray<number>
+  /** The bytes of complete lines (a torn last line follows them). */
+  readonly completeBytes: number
+  readonly from: number
+}
+
+/** The lines of `bytes` (see `Region`) and where its tail starts; only boundary lines are decoded in full. */
+export const regionOf = (bytes: Uint8Array, first = 1): Region => {
   const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
-  let count = 0
-  for (let i = bytes.indexOf(NEWLINE); i !== -1 && i < completeBytes; i = bytes.indexOf(NEWLINE, i + 1)) count++
-  // starts[count - seq] is where line `seq` starts, filled walking back from the end
   const starts: Array<number> = []
-  const startOf = (seq: number): number => {
-    while (starts.length <= count - seq) {
-      const end = starts.length === 0 ? completeBytes - 1 : starts.at(-1)! - 1
-      starts.push(end === 0 ? 0 : bytes.lastIndexOf(NEWLINE, end - 1) + 1)
-    }
-    return starts[count - seq]!
+  for (let at = 0; at < completeBytes; at = bytes.indexOf(NEWLINE, at) + 1) starts.push(at)
+  const last = first + starts.length - 1
+  const endOf = (seq: number) => seq === last ? completeBytes - 1 : starts[seq - first + 1]! - 1
+  const lineAt = (seq: number) => decoder.decode(bytes.subarray(starts[seq - first], endOf(seq)))
+  const prefixAt = (seq: number) => {
+    const start = starts[seq - first]!
+    return decoder.decode(bytes.subarray(start, Math.min(endOf(seq), start + PREFIX_CHARS)))
   }
-  const endOf = (seq: number) => seq === count ? completeBytes - 1 : startOf(seq + 1) - 1
-  const lineAt = (seq: number) => decoder.decode(bytes.subarray(startOf(seq), endOf(seq)))
-  const prefixAt = (seq: number) =>
-    decoder.decode(bytes.subarray(startOf(seq), Math.min(endOf(seq), startOf(seq) + PREFIX_CHARS)))
-  const from = tailStart(count, prefixAt, lineAt)
+  return { first, starts, completeBytes, from: tailStart(last, prefixAt, lineAt, first) }
+}
+
+/** The lines of a region from `seq` on, as stored entries. */
+export const regionLines = (bytes: Uint8Array, region: Region, seq: number): Array<StoredEntry> => {
   const entries: Array<StoredEntry> = []
-  if (count === 0) return entries
-  const text = decoder.decode(bytes.subarray(startOf(from), completeBytes - 1)).split("\n")
-  text.forEach((line, i) => entries.push({ seq: from + i, line }))
+  const at = seq - region.first
+  if (at >= region.starts.length) return entries
+  const text = decoder.decode(bytes.subarray(region.starts[at], region.completeBytes - 1)).split("\n")
+  text.forEach((line, i) => entries.push({ seq: seq + i, line }))
   return entries
 }
 

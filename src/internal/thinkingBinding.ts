@@ -118,6 +118,22 @@ export const tokensAt = (view: ReadonlyArray<Message>, positions: ReadonlyArray<
 }
 
 /**
+ * The running sums of the estimated tokens of `unbound`'s blocks (`[0, t0, t0 + t1, …]`), kept per `unbound` array:
+ * a state keeps its array until a rewrite merges new positions in, and the library never rewrites a thinking block,
+ * so one state's requests sum them once. A kept sum is checked against the message object at the last position.
+ */
+const sumsOf = new WeakMap<ReadonlyArray<BlockPosition>, { readonly last: Message; readonly sums: Array<number> }>()
+const droppedSums = (view: ReadonlyArray<Message>, unbound: ReadonlyArray<BlockPosition>): Array<number> => {
+  const last = view[unbound[unbound.length - 1]!.message]
+  const kept = sumsOf.get(unbound)
+  if (kept !== undefined && kept.last === last) return kept.sums
+  const sums: Array<number> = [0]
+  for (const p of unbound) sums.push(sums[sums.length - 1]! + tokensAt(view, [p]))
+  if (last !== undefined) sumsOf.set(unbound, { last, sums })
+  return sums
+}
+
+/**
  * The estimated tokens of `view[0..m)` as the API counts them, for a message index `m`: `before(m)` (absent, the sum
  * of `estimateMessageTokens`) less the blocks of `unbound` (sorted) in those messages, which the API drops. `before`
  * itself when nothing is unbound. O(messages + unbound) to build when `before` is absent, O(unbound) otherwise, then
@@ -135,8 +151,7 @@ export const boundTokensBefore = (
     for (let i = 0; i < view.length; i++) sums.push(sums[i]! + estimateMessageTokens(view[i]!))
     base = (message) => sums[message]!
   }
-  const dropped: Array<number> = [0]
-  for (const p of unbound) dropped.push(dropped[dropped.length - 1]! + tokensAt(view, [p]))
+  const dropped = droppedSums(view, unbound)
   const of = base
   return (message) => {
     // the number of unbound blocks in messages before `message`: the first index whose message is at or after it

@@ -43,7 +43,9 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
     const runs = yield* Effect.promise(() =>
       pool({
         plain: () => run(["replay", session, "--json", "--out", plainDir, ...flags]),
-        threads: () => run(["replay", session, "--json", "--threads", "--out", threadDir, ...flags])
+        // the plain replay's decisions on threads (a rewrite priced by the cache alone), to compare request by request
+        threads: () =>
+          run(["replay", session, "--json", "--threads", "--cache-only-rewrites", "--out", threadDir, ...flags])
       }, 2)
     )
     assert.strictEqual(runs.plain.code, 0, runs.plain.stderr)
@@ -51,7 +53,7 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
     const plainSummary = JSON.parse(runs.plain.stdout)
     const threadSummary = JSON.parse(runs.threads.stdout)
     const { uploadedBytes: plainBytes, ...plainRest } = plainSummary
-    const { uploadedBytes: threadBytes, ...threadRest } = threadSummary
+    const { uploadedBytes: threadBytes, threadRestarts, ...threadRest } = threadSummary
     assert.deepStrictEqual(threadRest, plainRest, "the same replay: requests, compactions, evictions, tokens")
     const messages = Effect.runSync(importSession(readFileSync(session, "utf8"))).messages
     const held = new Map<string, { messages: Array<unknown>; system: unknown; tools: unknown }>()
@@ -146,6 +148,7 @@ const check = (session: string, flags: ReadonlyArray<string>) =>
     }
     assert.isAbove(creates, 1, "some rewrite started a new thread")
     assert.strictEqual(creates, rewrites + 1, "a new thread exactly at the first request and at each rewrite")
+    assert.strictEqual(threadRestarts, creates - 1, "the summary counts each new thread after the first")
     assert.strictEqual(threadBytes, sentBytes, "the summary's bytes are the sum of the requests'")
     assert.isBelow(threadBytes, plainBytes / 5)
     // the local server holds the threads: replay every request against it, its reply ids in place of the replay's
@@ -191,6 +194,7 @@ describe("compaction replay --threads", () => {
           example,
           "--json",
           "--threads",
+          "--cache-only-rewrites",
           "--out",
           resumedDir,
           "--log",

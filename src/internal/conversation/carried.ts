@@ -97,6 +97,8 @@ export class CarriedIndex {
       /** The cache lifetime, whose write price the rent-or-buy rule weighs (`internal/cacheTtl`); default `"5m"`. */
       readonly cacheTtl?: CacheTtl | undefined
       readonly droppedThinking?: ((message: number) => number) | undefined
+      /** What restarting the server-held thread costs (`DecideOptions.restart`); absent: no thread. */
+      readonly restart?: (() => number) | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined

@@ -1,6 +1,7 @@
 /**
  * Server-held threads (API-RULES 22–24) for `Conversation`: which reply the next request may continue from, and the
- * request that continues it or starts a new thread.
+ * errors a replay of the whole conversation answers (the request that continues a thread or starts a new one is
+ * `Conversation.requestOf` with `thread`).
  *
  * The server holds, under each reply's id, the whole conversation up to and including that reply. A request may
  * continue it (`thread: { type: "continue", previous_message_id }`) with only the messages after that reply, and
@@ -46,30 +47,6 @@ export const anchorAfterReply = (reply: ThreadReply, stored: boolean, held: numb
   if (!stored || reply.stop_reason === null || reply.stop_reason === "refusal") return undefined
   if (reply.usage?.iterations?.some((step) => step.type === "fallback_message") === true) return undefined
   return { previousMessageId: reply.id, held }
-}
-
-/**
- * The request as it goes on a thread: with an anchor the view still extends (`viewLength` ≥ its `held`), a
- * `continue` of the messages after the anchored reply, without `system` and `tools`; otherwise a `create` with the
- * whole request.
- */
-export const onThread = <R extends { readonly messages: ReadonlyArray<unknown> }>(
-  full: R,
-  anchor: ThreadAnchor | undefined,
-  viewLength: number
-): R & { readonly thread: ThreadParam } => {
-  if (anchor === undefined || anchor.held > viewLength || anchor.held > full.messages.length) {
-    return { ...full, thread: { type: "create" } }
-  }
-  const { system: _system, tools: _tools, ...rest } = full as R & {
-    readonly system?: unknown
-    readonly tools?: unknown
-  }
-  return {
-    ...rest,
-    thread: { type: "continue", previous_message_id: anchor.previousMessageId },
-    messages: full.messages.slice(anchor.held)
-  } as unknown as R & { readonly thread: ThreadParam }
 }
 
 /**

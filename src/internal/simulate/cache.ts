@@ -1,7 +1,7 @@
 /**
  * The simulator's model of Anthropic's prompt cache (API-RULES 17–20): entries written at the breakpoints of each
  * request, read at a breakpoint by looking back up to `LOOKBACK_BLOCKS` blocks for the longest cached prefix, never
- * for a prefix below the minimum cacheable length, living `CACHE_TTL_MS` from their last write or hit.
+ * for a prefix below the minimum cacheable length, living the cache TTL (5 minutes by default) from their last write or hit.
  *
  * A prompt is a list of units (the system prompt and tools as one unit, then every message block), each with the
  * identity of the prefix that ends with it (a chained hash of block contents, `cache_control` left out) and its
@@ -9,7 +9,8 @@
  *
  * @internal
  */
-import { CACHE_TTL_MS, LOOKBACK_BLOCKS } from "../../Cache.ts"
+import { LOOKBACK_BLOCKS } from "../../Cache.ts"
+import { ttlMs as lifetimeMs } from "../cacheTtl.ts"
 
 /** One prompt, ready to price: per unit, the prefix identity and the tokens up to and including it. */
 export interface PricedPrompt {
@@ -31,7 +32,7 @@ export class PromptCache {
   private readonly entries = new Map<number, number>()
   readonly minTokens: number
   readonly ttlMs: number
-  constructor(minTokens: number, ttlMs: number = CACHE_TTL_MS) {
+  constructor(minTokens: number, ttlMs: number = lifetimeMs("5m")) {
     this.minTokens = minTokens
     this.ttlMs = ttlMs
   }

@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import { CACHE_TTL_MS } from "../../Cache.ts"
+import { ttlMs } from "../cacheTtl.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
@@ -126,7 +126,7 @@ export const calibrateSession = (
     const b = replies[k]!
     const read = recording.usage.get(b)!.cache_read_input_tokens ?? 0
     const before = promptOf(recording.usage.get(a)!)
-    const warm = requestTime(b) - requestTime(a) < CACHE_TTL_MS
+    const warm = requestTime(b) - requestTime(a) < ttlMs("5m")
     // a prompt that shrank by more than a tenth was rewritten by the agent (its own compaction): not a provider miss
     const grew = promptOf(recording.usage.get(b)!) >= 0.9 * before
     if (warm && grew && read < 0.5 * before) externalMisses.add(b)

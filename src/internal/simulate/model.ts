@@ -5,7 +5,7 @@
  */
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { MessageUsage, RecordedAt } from "../../Import.ts"
-import type { Request } from "../../Conversation.ts"
+import type { OffloadOptions, Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 import type { Category } from "../../Retention.ts"
@@ -150,6 +150,11 @@ export interface LibraryOptions {
   readonly policy?: PolicyOptions | undefined
   /** Bring compaction and eviction forward when the cache is known cold (default true, as the library does). */
   readonly coldRules?: boolean | undefined
+  /**
+   * With `SimulateOptions.threads`: `Conversation`'s `threadRestart` (the restart a rewrite costs on a thread, and
+   * offloads batched with compactions); `false` replays the library as if a rewrite cost only the cache.
+   */
+  readonly threadRestart?: OffloadOptions["threadRestart"]
 }
 
 /** A named strategy: one row of the report. @category models */
@@ -319,6 +324,15 @@ export interface RequestFigures {
   readonly offloadedResults: number
   /** Set on a request right after a compaction: what of the span it summarized this request still holds. */
   readonly retention?: CompactionRetention | undefined
+  /**
+   * The bytes the request uploads (its JSON body in UTF-8): on a thread's `continue`, only the messages after the
+   * anchored reply; otherwise the whole request, `fullBytes`.
+   */
+  readonly uploadedBytes: number
+  /** The bytes of the whole request (every message of the view, system and tools): what a request off threads sends. */
+  readonly fullBytes: number
+  /** With `SimulateOptions.threads` (the library's requests): how the request went on its thread. */
+  readonly thread?: "create" | "continue" | undefined
 }
 
 /**
@@ -391,6 +405,15 @@ export interface PolicyReport {
   readonly offloadedResults: number
   /** The mean total share of the compacted spans' anchors kept in the next request; absent without a compaction. */
   readonly retention?: number | undefined
+  /** The bytes every request uploaded, summed (`RequestFigures.uploadedBytes`). */
+  readonly uploadedBytes: number
+  /** The bytes the same requests sent whole, summed (`RequestFigures.fullBytes`): the upload off threads. */
+  readonly fullBytes: number
+  /**
+   * With threads: the requests that started a new thread after the first (each rewrite's restart: an offload, a
+   * compaction, or a reply the server does not hold as the view does). 0 off threads.
+   */
+  readonly threadRestarts: number
   readonly perRequest: ReadonlyArray<RequestFigures>
 }
 

@@ -23,7 +23,7 @@ import {
   type SdkReply,
   type Transition
 } from "../../Conversation.ts"
-import { onThread } from "../conversation/thread.ts"
+import { requestBytes } from "../requestBytes.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
@@ -301,6 +301,21 @@ export function* replaySteps(
     offloaded += Math.max(0, b - a)
   }
 
+  /** What the library's transitions know of threads: on them, a rewrite also costs a restart (`threadRestart`). */
+  const threaded = settings.threads && library !== undefined
+  const threadOptions = threaded
+    ? {
+      threads: true,
+      threadRestart: library.threadRestart,
+      keepRecent: library.keepRecent,
+      minSavings: library.minSavings,
+      policy: compactionPolicy
+    }
+    : undefined
+  let compactionOffloads = 0
+  let threadRestarts = 0
+  let uploadedBytes = 0
+  let fullBytes = 0
   const compact = (model: string | undefined): boolean => {
     const plan = prepareCompaction(state.view, compactionPolicy, { unboundThinking: state.unboundThinking })
     if (plan._tag === "Skip") {
@@ -324,7 +339,11 @@ export function* replaySteps(
     summarizerInput += transcript + settings.summarizerOverheadTokens
     summarizerOutput += tokens
     summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
-    apply(applyCompaction(state, finished))
+    const applied = applyCompaction(state, finished, threadOptions)
+    apply(applied)
+    // on a thread the compaction applies its kept tail's offloads in the same rewrite
+    for (const s of applied.steps) if (s.change._tag === "Offloaded") compactionOffloads += s.change.offloaded.length
+    if (compactionOffloads > 0) sumOffloaded(applied.steps[0]!.state, applied.state)
     summarized = plan.request.messages
     compactions++
     return true
@@ -353,25 +372,30 @@ export function* replaySteps(
     let compacted = false
     let results = 0
     let request: Request
+    let threadRequest: Request | undefined
     let breakpoints: Array<number>
     let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
     if (library !== undefined) {
       const step = prepareStep(state, {
         keepRecent: library.keepRecent,
         minSavings: library.minSavings,
-        policy: compactionPolicy
+        policy: compactionPolicy,
+        ...(threadOptions === undefined ? {} : { threads: true, threadRestart: library.threadRestart })
       }, cold)
       apply(step.transition)
       for (const s of step.transition.steps) if (s.change._tag === "Offloaded") results += s.change.offloaded.length
+      sumOffloaded(before, state)
+      if (step.compact) {
+        compactionOffloads = 0
+        compacted = compact(model)
+        results += compactionOffloads
+      }
       if (results > 0) evictions++
       offloadedResults += results
-      sumOffloaded(before, state)
-      if (step.compact) compacted = compact(model)
-      request = requestOf(state, system, {
-        model,
-        before: compacted ? undefined : before,
-        ttl: compactionPolicy.cacheTtl
-      })
+      const requestOptions = { model, before: compacted ? undefined : before, ttl: compactionPolicy.cacheTtl }
+      request = requestOf(state, system, requestOptions)
+      // on a thread, what goes out: a `continue` holds only the messages after the anchored reply
+      if (threaded) threadRequest = requestOf(state, system, { ...requestOptions, thread: true })
       const built = units.build(asMessages(state.view), systemTokens)
       const withSystem = Array.isArray(request.system) && request.system.some((b) => b.cache_control != null)
       breakpoints = [...(withSystem ? [0] : []), ...breakpointUnits(asMessages(request.messages), built.starts)]
@@ -419,6 +443,12 @@ export function* replaySteps(
     const span = compacted ? summarized : undefined
     const retention = span === undefined ? undefined : retentionOf(span, request)
     if (retention !== undefined) shares.push(retention.total.share)
+    const sent = threadRequest ?? request
+    const whole = requestBytes(request)
+    const upload = sent === request ? whole : requestBytes(sent)
+    uploadedBytes += upload
+    fullBytes += whole
+    if (sent.thread?.type === "create" && perRequest.length > 0) threadRestarts++
     const price = dollarsOf(model)
     const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * writePrice +
       (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
@@ -438,14 +468,16 @@ export function* replaySteps(
       overWindow: promptTokens + output > settings.compaction.contextWindow,
       compacted,
       offloadedResults: results,
-      ...(retention === undefined ? {} : { retention })
+      ...(retention === undefined ? {} : { retention }),
+      uploadedBytes: upload,
+      fullBytes: whole,
+      ...(sent.thread === undefined ? {} : { thread: sent.thread.type })
     }
     perRequest.push(figures)
     lastTime = time
-    const threadBefore = state.thread
     const sentLength = state.view.length
     apply(
-      settings.threads && library !== undefined && Array.isArray(message.content)
+      threaded && Array.isArray(message.content)
         ? recordReply(state, sdkReplyOf(message, index, usage), usage, state.epoch, { sent: sentLength })
         : recordReply(state, message, usage, state.epoch)
     )
@@ -454,7 +486,7 @@ export function* replaySteps(
       index,
       prompt: asMessages(request.messages),
       // on a thread, what goes out: the prompt above is the whole conversation the server reads
-      request: settings.threads && library !== undefined ? onThread(request, threadBefore, sentLength) : request,
+      request: sent,
       usage,
       figures,
       cacheLost,
@@ -477,7 +509,10 @@ export function* replaySteps(
     evictions,
     offloadedResults,
     retention: shares.length === 0 ? undefined : shares.reduce((a, b) => a + b, 0) / shares.length,
-    writePrice
+    writePrice,
+    uploadedBytes,
+    fullBytes,
+    threadRestarts
   })
   return { report, changes }
 }
@@ -604,6 +639,9 @@ const summarize = (
     readonly retention: number | undefined
     /** The policy's cache write price relative to input: the table's write price scales by it over 1.25. */
     readonly writePrice: number
+    readonly uploadedBytes: number
+    readonly fullBytes: number
+    readonly threadRestarts: number
   }
 ): PolicyReport => {
   // the price table's cache write is the 5-minute one; a 1-hour cache writes at 2 / 1.25 of it (API-RULES 20)
@@ -658,6 +696,9 @@ const summarize = (
     evictions: extra.evictions,
     offloadedResults: extra.offloadedResults,
     ...(extra.retention === undefined ? {} : { retention: extra.retention }),
+    uploadedBytes: extra.uploadedBytes,
+    fullBytes: extra.fullBytes,
+    threadRestarts: extra.threadRestarts,
     perRequest
   }
 }
