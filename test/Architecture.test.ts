@@ -240,42 +240,55 @@ describe("architecture", () => {
   })
 })
 
-/** The URLs a fresh Node process resolves while importing `entry` (a module hook records every resolution). */
-const resolvedBy = (entry: string, then = ""): Array<string> => {
+/**
+ * The URLs a fresh Node process resolves while importing `entry` and then running each of `stages` in turn (a module
+ * hook records every resolution): one list per step, each holding everything resolved up to the end of that step.
+ */
+const resolvedBy = (entry: string, ...stages: ReadonlyArray<string>): Array<Array<string>> => {
   const node = path.resolve(SRC, "../node_modules/.bin/node")
   const script = [
     `import { registerHooks } from "node:module"`,
     `const seen = new Set()`,
+    `const steps = []`,
     `registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); seen.add(r.url); return r } })`,
     `const lib = await import(${JSON.stringify(pathToFileURL(path.join(SRC, entry)).href)})`,
-    then,
-    `process.stdout.write(JSON.stringify([...seen]))`
+    `steps.push([...seen])`,
+    ...stages.flatMap((stage) => [stage, `steps.push([...seen])`]),
+    `process.stdout.write(JSON.stringify(steps))`
   ].join("\n")
   const output = execFileSync(node, ["--input-type=module", "-e", script], { encoding: "utf8", env: {} })
-  return JSON.parse(output) as Array<string>
+  return JSON.parse(output) as Array<Array<string>>
 }
 
 const sdkFiles = (urls: ReadonlyArray<string>) => urls.filter((url) => url.includes("/@anthropic-ai/sdk/"))
 
+/** A step that builds `Summarizer.layerAuto()` with the configuration `env` (a JS object literal). */
+const buildAuto = (env: string) =>
+  [
+    `{ const { Effect, Layer, ConfigProvider } = await import("effect")`,
+    `const config = ConfigProvider.layer(ConfigProvider.fromUnknown(${env}))`,
+    `await Effect.runPromise(Effect.scoped(Layer.build(lib.Summarizer.layerAuto().pipe(Layer.provide(config))))) }`
+  ].join("\n")
+
 describe("the real module graph (a Node child process)", () => {
+  // one process for the barrel: imported, then layerAuto built without a key, then with one (the SDK loads last)
+  let barrel: Array<Array<string>> | undefined
+  const barrelSteps =
+    () => (barrel ??= resolvedBy("index.ts", buildAuto("{}"), buildAuto(`{ ANTHROPIC_API_KEY: "sk-x" }`)))
+
   it("importing the barrel loads no @anthropic-ai/sdk file; importing AnthropicSummarizer does", () => {
     assert.isTrue(fs.existsSync(path.join(SRC, "index.ts")))
-    const barrel = resolvedBy("index.ts")
-    assert.isTrue(barrel.some((url) => url.endsWith("/src/Cut.ts")), "the hook saw the barrel's modules")
-    assert.deepStrictEqual(sdkFiles(barrel), [])
-    assert.isAbove(sdkFiles(resolvedBy("AnthropicSummarizer.ts")).length, 0)
-    assert.isAbove(sdkFiles(resolvedBy("ServerCompactionSummarizer.ts")).length, 0)
+    const [imported] = barrelSteps()
+    assert.isTrue(imported!.some((url) => url.endsWith("/src/Cut.ts")), "the hook saw the barrel's modules")
+    assert.deepStrictEqual(sdkFiles(imported!), [])
+    assert.isAbove(sdkFiles(resolvedBy("AnthropicSummarizer.ts")[0]!).length, 0)
+    assert.isAbove(sdkFiles(resolvedBy("ServerCompactionSummarizer.ts")[0]!).length, 0)
   }, 180_000)
 
   it("layerAuto loads the SDK only when it builds the Anthropic summarizer", () => {
-    const build = (env: string) =>
-      [
-        `const { Effect, Layer, ConfigProvider } = await import("effect")`,
-        `const config = ConfigProvider.layer(ConfigProvider.fromUnknown(${env}))`,
-        `await Effect.runPromise(Effect.scoped(Layer.build(lib.Summarizer.layerAuto().pipe(Layer.provide(config)))))`
-      ].join("\n")
-    assert.deepStrictEqual(sdkFiles(resolvedBy("index.ts", build("{}"))), [])
-    assert.isAbove(sdkFiles(resolvedBy("index.ts", build(`{ ANTHROPIC_API_KEY: "sk-x" }`))).length, 0)
+    const [, withoutKey, withKey] = barrelSteps()
+    assert.deepStrictEqual(sdkFiles(withoutKey!), [])
+    assert.isAbove(sdkFiles(withKey!).length, 0)
   }, 180_000)
 })
 

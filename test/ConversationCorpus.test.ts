@@ -1,6 +1,6 @@
 /**
  * Every corpus session replayed through `Conversation` as an agent runs it, uninterrupted and resumed from its log
- * every 50, 7 and 1 requests: every request passes the independent API-rules checker, and the resumed runs send the
+ * every request and every 50 (under Node) or 7 (under Deno) requests: every request passes the independent API-rules checker, and the resumed runs send the
  * same requests, byte for byte. The two largest sessions run in `ConversationCorpusLarge.test.ts` and `ConversationCorpusLong.test.ts` (so each file stays
  * short). A missing corpus fails loudly (see `fixtures/Corpus.ts`).
  */

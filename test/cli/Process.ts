@@ -1,6 +1,7 @@
 /**
  * Running the `compaction` CLI as a real child process in tests: Node 22 type stripping, or `deno run` under Deno.
  */
+import type * as EffectConsole from "effect/Console"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -84,4 +85,52 @@ export const pool = async <K extends string>(
   }
   await Promise.all(Array.from({ length: limit }, worker))
   return results
+}
+
+/**
+ * Runs the CLI inside this process, as `main.ts` does (the same command, presenter, CLI config and stderr logging;
+ * the environment of `baseEnv` plus `env` as its configuration), capturing what it prints and the exit code
+ * `Run.exitWithCode` chose. For tests about what a command does, not about the process: it saves a child's start-up
+ * (about a second each). Runs one at a time (it redirects `process.stdout.write` while it runs).
+ */
+export const runInProcess = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Run> => {
+  const [{ Console, ConfigProvider, Effect, Exit, Layer, Logger, References }, { CliOutput, Command }, NodeServices] =
+    await Promise.all([import("effect"), import("effect/cli"), import("@effect/platform-node/NodeServices")])
+  const [commands, cliRun] = await Promise.all([import("../../src/cli/Commands.ts"), import("../../src/cli/Run.ts")])
+  let stdout = ""
+  let stderr = ""
+  const line = (...parts: ReadonlyArray<unknown>) => `${parts.map(String).join(" ")}\n`
+  const console: EffectConsole.Console = {
+    ...globalThis.console,
+    log: (...parts: ReadonlyArray<unknown>) => void (stdout += line(...parts)),
+    info: (...parts: ReadonlyArray<unknown>) => void (stdout += line(...parts)),
+    error: (...parts: ReadonlyArray<unknown>) => void (stderr += line(...parts)),
+    warn: (...parts: ReadonlyArray<unknown>) => void (stderr += line(...parts))
+  }
+  const program = cliRun.exitWithCode(Command.runWith(commands.compaction, { version: "test" })(args)).pipe(
+    Effect.provide(Layer.mergeAll(
+      NodeServices.layer,
+      CliOutput.layerPresenter(cliRun.presenter),
+      commands.cliConfig,
+      ConfigProvider.layer(ConfigProvider.fromEnv({ env: { ...baseEnv(), ...env } })),
+      Layer.succeed(Console.Console, console),
+      Layer.succeed(Logger.LogToStderr, true),
+      Layer.succeed(References.MinimumLogLevel, "Error")
+    ))
+  )
+  const write = process.stdout.write
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    stdout += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk)
+    return true
+  }) as typeof process.stdout.write
+  try {
+    const exit = await Effect.runPromiseExit(program)
+    if (Exit.isSuccess(exit)) return { code: 0, signal: null, stdout, stderr }
+    const failure = exit.cause.reasons.find((r) => r._tag === "Fail") as { readonly error?: unknown } | undefined
+    const code = failure?.error as { readonly _tag?: unknown; readonly code?: unknown } | undefined
+    if (code?._tag === "Exit" && typeof code.code === "number") return { code: code.code, signal: null, stdout, stderr }
+    throw new Error(`the CLI ended without an exit code: ${String(exit.cause)}`)
+  } finally {
+    process.stdout.write = write
+  }
 }

@@ -1,6 +1,7 @@
 /**
  * `compaction replay`, run as a real child process (Node 22, or `deno run` under Deno): the JSON summary, the
- * request files, the log, and a resumed replay whose request files equal an uninterrupted one's byte for byte.
+ * request files, the log, and a resumed replay whose request files equal an uninterrupted one's byte for byte (on the
+ * first 150 messages of a pi session with thinking, which still compact, evict and offload).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -21,7 +22,7 @@ import {
   DEFAULT_KEEP_RECENT_TURNS
 } from "../../src/Policy.ts"
 import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
-import { DATA_DIR } from "../fixtures/Corpus.ts"
+import { DATA_DIR, sessionPrefixFile } from "../fixtures/Corpus.ts"
 import { example } from "./Process.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
@@ -42,6 +43,13 @@ const cli = (args: ReadonlyArray<string>) => {
   return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
+/**
+ * The session's first 150 messages (to the end of that turn): at a 60,000-token window they still compact, evict and
+ * offload (74 requests, a quarter of the bytes of the whole session), so two CLI replays and their byte comparison
+ * stay cheap.
+ */
+const shortSession = (): string => sessionPrefixFile(session, 150, join(work, "short.json"))
+
 const requestFiles = (dir: string): Array<string> => readdirSync(dir).filter((f) => f.startsWith("request-")).sort()
 
 describe("compaction replay", () => {
@@ -49,7 +57,8 @@ describe("compaction replay", () => {
     assert.isTrue(existsSync(session), `the corpus session ${session} is missing (see test/fixtures/Corpus.ts)`)
   })
 
-  it("writes every request, persists, and a replay resumed every 7 requests writes the same bytes", () => {
+  it("writes every request, persists, and a replay resumed every 7 requests writes the same bytes (first 150 messages)", () => {
+    const session = shortSession()
     const policy = ["--context-window", "60000"]
     const plain = join(work, "plain")
     const resumed = join(work, "resumed")

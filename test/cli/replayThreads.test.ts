@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { afterAll } from "vitest"
 import { importSession } from "../../src/Import.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "../fixtures/ApiRules.ts"
-import { DATA_DIR } from "../fixtures/Corpus.ts"
+import { DATA_DIR, sessionPrefixFile } from "../fixtures/Corpus.ts"
 import * as MessagesApiServer from "../fixtures/MessagesApiServer.ts"
 import { Reply } from "../fixtures/MessagesApiServer.ts"
 import { example, pool, run } from "./Process.ts"
@@ -215,10 +215,21 @@ describe("compaction replay --threads", () => {
     180_000
   )
 
-  it.effect("a pi session with compactions: the same, each compaction a new thread", () =>
-    Effect.gen(function* () {
-      const session = `${DATA_DIR}sessions/pi__session-2025-12-17_thinking.anthropic.json`
-      const r = yield* check(session, ["--context-window", "60000"])
-      assert.isAbove(r.creates, 3)
-    }), 180_000)
+  it.effect(
+    "a pi session with compactions (its turns to message 220): the same, each compaction a new thread",
+    () =>
+      Effect.gen(function* () {
+        // its first 252 messages (to the end of the turn under way at message 220) at a 40,000-token window: 7
+        // compactions and an eviction in 125 requests, where the whole session at 60,000 made 4 in 214 requests
+        // (and was the same plain replay as test/cli/replay.test.ts's)
+        const session = sessionPrefixFile(
+          `${DATA_DIR}sessions/pi__session-2025-12-17_thinking.anthropic.json`,
+          220,
+          join(work, "pi-prefix.json")
+        )
+        const r = yield* check(session, ["--context-window", "40000"])
+        assert.isAbove(r.creates, 3)
+      }),
+    180_000
+  )
 })

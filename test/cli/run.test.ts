@@ -1,7 +1,8 @@
 /**
  * The command line's runner (`cli/Run.ts`) end to end: honest input handling, outputs the Messages API accepts, clear
- * failures with their exit codes, fast start-up, context in view and the HTML strip. Every process is started once in
- * `beforeAll` (a few at a time); each test asserts on the results.
+ * failures with their exit codes, fast start-up, context in view and the HTML strip. Every run happens once in
+ * `beforeAll`: real child processes (a few at a time), and, for checks of a command's output and exit code alone,
+ * the same command in this process (`runInProcess`); each test asserts on the results.
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -25,7 +26,7 @@ import { importSession, importSessionFile } from "../../src/Import.ts"
 import type { Message } from "../../src/Message.ts"
 import { validate } from "../../src/Validate.ts"
 import { DATA_DIR, rawFile } from "../fixtures/Corpus.ts"
-import { baseEnv, collect, example, pool, type Run, run, runner, spawnCli } from "./Process.ts"
+import { baseEnv, collect, example, pool, type Run, run, runInProcess, runner, spawnCli } from "./Process.ts"
 
 let dir = ""
 let server: Server | undefined
@@ -134,9 +135,6 @@ beforeAll(async () => {
   const anthropic = (out: string) => ["compact", example, "--summarizer", "anthropic", "--out", path(out)]
   const jobs: Record<string, () => Promise<Run>> = {
     evictPrivate: () => run(["evict", piSession, "--out", path("evicted.json")]),
-    evictKeepPrivate: () => run(["evict", piSession, "--keep-private", "--out", path("evicted-inline.json")]),
-    missingDir: () => run(["compact", example, "--out", path("missing/dir/x.json")]),
-    intoDirectory: () => run(["compact", example, "--out", path("a-directory")]),
     stdoutDash: () => run(["repair", example, "--out", "-"]),
     timeoutSoon: () =>
       run(anthropic("soon.json"), {
@@ -150,25 +148,34 @@ beforeAll(async () => {
         ANTHROPIC_BASE_URL: `${base}/never`,
         COMPACTION_SUMMARIZER_RETRIES: "-1"
       }),
-    sixteen: () => run(["validate", path("sixteen.json")]),
-    tokensAbc: () => run(["compact", example, "--keep-recent-tokens", "abc"]),
-    tokensNegative: () => run(["compact", example, "--keep-recent-tokens", "-5"]),
-    recentFraction: () => run(["evict", example, "--keep-recent", "1.5"]),
-    recentNegative: () => run(["evict", example, "--keep-recent", "-1"]),
-    defaultSessionId: () =>
-      run(["compact", path("demo.anthropic.json"), "-o", path("demo-out.json"), "--log", path("log")]),
-    inspectTools: () => run(["inspect", path("with-tools.json"), "--json", "--html", path("tools.html")]),
     helpInspect: () => run(["inspect", "--help"]),
     completions: () => run(["--completions", "bash"]),
     compactPi: () => run(["compact", piSession, "-o", path("pi-compacted.json")])
   }
+  // the same command in this process (`runInProcess`): what these check is the command's output and exit code, which
+  // each command also shows as a real child above or below; a child's start-up each saved
+  const inProcess: Record<string, () => Promise<Run>> = {
+    evictKeepPrivate: () => runInProcess(["evict", piSession, "--keep-private", "--out", path("evicted-inline.json")]),
+    missingDir: () => runInProcess(["compact", example, "--out", path("missing/dir/x.json")]),
+    intoDirectory: () => runInProcess(["compact", example, "--out", path("a-directory")]),
+    sixteen: () => runInProcess(["validate", path("sixteen.json")]),
+    tokensAbc: () => runInProcess(["compact", example, "--keep-recent-tokens", "abc"]),
+    tokensNegative: () => runInProcess(["compact", example, "--keep-recent-tokens", "-5"]),
+    recentFraction: () => runInProcess(["evict", example, "--keep-recent", "1.5"]),
+    recentNegative: () => runInProcess(["evict", example, "--keep-recent", "-1"]),
+    defaultSessionId: () =>
+      runInProcess(["compact", path("demo.anthropic.json"), "-o", path("demo-out.json"), "--log", path("log")]),
+    inspectTools: () => runInProcess(["inspect", path("with-tools.json"), "--json", "--html", path("tools.html")])
+  }
   for (const command of COMMANDS_READING) {
     const out = command === "evict" || command === "compact" || command === "repair"
-    jobs[`${command}Garbage`] = () => run([command, garbage, ...(out ? ["--out", path(`${command}.json`)] : [])])
+    inProcess[`${command}Garbage`] = () =>
+      runInProcess([command, garbage, ...(out ? ["--out", path(`${command}.json`)] : [])])
     jobs[`${command}Strict`] = () =>
       run([command, garbage, "--strict", ...(out ? ["--out", path(`${command}-strict.json`)] : [])])
   }
   r = await pool(jobs, 4)
+  for (const [key, job] of Object.entries(inProcess)) r[key] = await job()
   r["evictedAgain"] = await run([
     "evict",
     path("evicted.json"),

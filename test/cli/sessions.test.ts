@@ -2,7 +2,9 @@
  * The CLI over stored sessions, as real child processes on the real filesystem and PostgreSQL (the server at
  * DATABASE_URL when set, else the embedded PGlite; a schema of its own per run; unreachable fails, never skips): `compact --log` going on with an existing session,
  * `inspect` of a JSONL log and of `--store URL --session-id S`, `sessions`, the NotFound line, and the README's
- * "Many workers" commands run in a fresh copy of the repository.
+ * "Many workers" commands run in a fresh copy of the repository. Each command runs once as a real child (its exit
+ * code and output as the shell sees them); the other runs of it go through the same command in this process
+ * (`runInProcess`), which saves a child's start-up each.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFileSync, spawnSync } from "node:child_process"
@@ -12,6 +14,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { execute, primary } from "../fixtures/Pg.ts"
+import { runInProcess } from "./Process.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
 
@@ -51,6 +54,12 @@ const cli = (args: ReadonlyArray<string>) => {
   return spawnSync(command, [...pre, ...args], { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
+/** The CLI run in this process, with the child's result shape (`status`, `stdout`, `stderr`). */
+const inProcess = async (args: ReadonlyArray<string>) => {
+  const r = await runInProcess(args)
+  return { status: r.code, stdout: r.stdout, stderr: r.stderr }
+}
+
 const example = JSON.parse(readFileSync(join(root, "examples/session.json"), "utf8")) as {
   readonly messages: ReadonlyArray<unknown>
 }
@@ -62,25 +71,36 @@ const sessionFile = (name: string, messages: ReadonlyArray<unknown>): string => 
 const lines = (text: string) => text.split("\n").filter((l) => l.length > 0)
 
 describe("compact --log goes on with an existing session", () => {
-  it("adds the new messages when the stored messages or the stored view start the input; else exits 5", () => {
+  it("adds the new messages when the stored messages or the stored view start the input; else exits 5", async () => {
     const logs = join(work, "logs")
+    const growArgs = (input: string, messages: ReadonlyArray<unknown>, output: string) => [
+      "compact",
+      sessionFile(input, messages),
+      "-o",
+      join(work, output),
+      "--log",
+      logs,
+      "--session-id",
+      "grow"
+    ]
     /** `compact` of `messages` (written to `input`) into `output`, logged as session "grow" under `logs`. */
     const compactGrow = (input: string, messages: ReadonlyArray<unknown>, output: string) =>
-      cli(["compact", sessionFile(input, messages), "-o", join(work, output), "--log", logs, "--session-id", "grow"])
-    const first = compactGrow("first.json", example.messages.slice(0, 300), "a.json")
+      inProcess(growArgs(input, messages, output))
+    // the first and the refused run as real children, the others in this process
+    const first = cli(growArgs("first.json", example.messages.slice(0, 300), "a.json"))
     assert.strictEqual(first.status, 0, first.stderr)
     assert.include(first.stderr, "added 300 new messages to session grow")
     // the agent's full history, grown: its first 300 messages are the stored ones
-    const grown = compactGrow("grown.json", example.messages, "b.json")
+    const grown = await compactGrow("grown.json", example.messages, "b.json")
     assert.strictEqual(grown.status, 0, grown.stderr)
     assert.include(grown.stderr, "added 100 new messages to session grow")
     // the compacted output and two new messages: the stored view starts it
     const compacted = JSON.parse(readFileSync(join(work, "b.json"), "utf8")).messages as Array<unknown>
     const next = [...compacted, { role: "user", content: "and now?" }, { role: "assistant", content: "done" }]
-    const more = compactGrow("more.json", next, "c.json")
+    const more = await compactGrow("more.json", next, "c.json")
     assert.strictEqual(more.status, 0, more.stderr)
     assert.include(more.stderr, "added 2 new messages to session grow")
-    const stored = cli(["inspect", join(logs, "grow.jsonl"), "--json"])
+    const stored = await inProcess(["inspect", join(logs, "grow.jsonl"), "--json"])
     assert.strictEqual(stored.status, 0, stored.stderr)
     assert.match(
       stored.stderr,
@@ -88,7 +108,7 @@ describe("compact --log goes on with an existing session", () => {
     )
     // another conversation: exit 5, one line, nothing written
     const before = readFileSync(join(logs, "grow.jsonl"), "utf8")
-    const other = compactGrow("other.json", [{ role: "user", content: "hello" }], "d.json")
+    const other = cli(growArgs("other.json", [{ role: "user", content: "hello" }], "d.json"))
     assert.strictEqual(other.status, 5, other.stderr)
     assert.deepStrictEqual(lines(other.stderr), [
       `compaction: --log ${logs}: session "grow" holds another conversation (neither its view of ${
@@ -100,10 +120,10 @@ describe("compact --log goes on with an existing session", () => {
 })
 
 describe("inspect and sessions over stores", () => {
-  it("lists a directory's sessions and inspects a JSONL log's view; a missing directory or session is one line", () => {
+  it("lists a directory's sessions and inspects a JSONL log's view; a missing directory or session is one line", async () => {
     const logs = join(work, "listed")
     for (const id of ["beta", "alpha"]) {
-      const r = cli([
+      const r = await inProcess([
         "compact",
         sessionFile(`${id}.json`, example.messages.slice(0, 120)),
         "-o",
@@ -118,20 +138,20 @@ describe("inspect and sessions over stores", () => {
     const listed = cli(["sessions", logs])
     assert.strictEqual(listed.status, 0, listed.stderr)
     assert.strictEqual(listed.stdout, "alpha\nbeta\n")
-    assert.deepStrictEqual(JSON.parse(cli(["sessions", logs, "--json"]).stdout), ["alpha", "beta"])
+    assert.deepStrictEqual(JSON.parse((await inProcess(["sessions", logs, "--json"])).stdout), ["alpha", "beta"])
     const view = JSON.parse(readFileSync(join(work, "alpha.out.json"), "utf8")).messages as Array<unknown>
-    const inspected = cli(["inspect", join(logs, "alpha.jsonl"), "--json"])
+    const inspected = await inProcess(["inspect", join(logs, "alpha.jsonl"), "--json"])
     assert.strictEqual(inspected.status, 0, inspected.stderr)
     assert.strictEqual(JSON.parse(inspected.stdout).messages, view.length)
-    const missing = cli(["sessions", join(work, "nowhere")])
+    const missing = await inProcess(["sessions", join(work, "nowhere")])
     assert.strictEqual(missing.status, 3)
     assert.deepStrictEqual(lines(missing.stderr), [`compaction: ${join(work, "nowhere")}: no such directory`])
-    const neither = cli(["sessions"])
+    const neither = await inProcess(["sessions"])
     assert.strictEqual(neither.status, 2)
     assert.match(neither.stderr, /give a directory of session logs, or --store URL/)
   })
 
-  it("PostgreSQL: sessions --store lists, inspect --store reads the view, an unknown session is a NotFound line", () => {
+  it("PostgreSQL: sessions --store lists, inspect --store reads the view, an unknown session is a NotFound line", async () => {
     const writer = spawnSync(nodeBin(), [join(root, "examples/many-workers.ts"), "append", "solo", "7"], {
       cwd: root,
       env: { ...process.env, DATABASE_URL: storeUrl, SESSION_ID: "pg-one" },
@@ -139,20 +159,20 @@ describe("inspect and sessions over stores", () => {
       timeout: 180_000
     })
     assert.strictEqual(writer.status, 0, writer.stderr)
-    const listed = cli(["sessions", "--store", storeUrl])
+    const listed = await inProcess(["sessions", "--store", storeUrl])
     assert.strictEqual(listed.status, 0, listed.stderr)
     assert.strictEqual(listed.stdout, "pg-one\n")
     const inspected = cli(["inspect", "--store", storeUrl, "--session-id", "pg-one", "--json"])
     assert.strictEqual(inspected.status, 0, inspected.stderr)
     assert.strictEqual(JSON.parse(inspected.stdout).messages, 7)
     assert.include(inspected.stderr, "session log of 7 entries (7 messages, 0 compactions, 0 evictions)")
-    const unknown = cli(["inspect", "--store", storeUrl, "--session-id", "nope"])
+    const unknown = await inProcess(["inspect", "--store", storeUrl, "--session-id", "nope"])
     assert.strictEqual(unknown.status, 3)
     assert.deepStrictEqual(lines(unknown.stderr), [
       `compaction: no session "nope" in --store ${storeUrl}; "compaction sessions --store ${storeUrl}" lists the ` +
       "stored sessions"
     ])
-    const noId = cli(["inspect", "--store", storeUrl])
+    const noId = await inProcess(["inspect", "--store", storeUrl])
     assert.strictEqual(noId.status, 2)
     assert.match(noId.stderr, /--store needs --session-id/)
   })
@@ -162,9 +182,9 @@ describe("inspect and sessions over stores", () => {
     await sqlOn(`CREATE SCHEMA ${empty}`)
     try {
       const url = storeUrl.replace(`search_path%3D${schema}`, `search_path%3D${empty}`)
-      const listed = cli(["sessions", "--store", url])
+      const listed = await inProcess(["sessions", "--store", url])
       assert.strictEqual(listed.status, 3)
-      const inspected = cli(["inspect", "--store", url, "--session-id", "any"])
+      const inspected = await inProcess(["inspect", "--store", url, "--session-id", "any"])
       assert.strictEqual(inspected.status, 3)
       for (const r of [listed, inspected]) {
         assert.lengthOf(lines(r.stderr), 1, r.stderr)
@@ -178,9 +198,9 @@ describe("inspect and sessions over stores", () => {
     }
   })
 
-  it("a password in --store is never printed", () => {
+  it("a password in --store is never printed", async () => {
     const url = databaseUrl.replace("://", "://postgres:s3cret@").replace("postgres@", "")
-    const r = cli([
+    const r = await inProcess([
       "inspect",
       "--store",
       `${url}${url.includes("?") ? "&" : "?"}options=-c%20search_path%3D${schema}`,
