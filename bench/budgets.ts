@@ -522,9 +522,10 @@ export const budgets: ReadonlyArray<Budget> = [
       M.step1k,
       M.stringify1k,
       0.2,
-      "0.06 and 0.11 (two attempts, 2026-12-02 00:40 UTC, load 4.5): the goal holds " +
-      "at its edge, since a step's fixed part (a reply, a result, the trigger check) weighs most beside a 1k body; 0.2 " +
-      "guards it"
+      "0.06 to 0.07 (three runs of BENCH_CI_ONLY=step, 2026-12-02 06:38 UTC, load 0.7 to 3.4), each sample 20 " +
+      "steps from a fresh 1k state: stepped on for a whole measurement, the state grew several times past 1k and " +
+      "measured 0.14 to 0.28 (CI run 06:28 UTC). A step's fixed part (a reply, a result, the trigger check) weighs " +
+      "most beside a 1k body; 0.2 guards it"
     ],
     ["10k", M.step10k, M.stringify10k, 0.1, "0.0078 (2026-12-02 00:40 UTC, load 4.5); 0.1 is the goal itself"],
     [

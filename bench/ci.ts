@@ -67,6 +67,7 @@ import {
   visitBlocks
 } from "./baselines.ts"
 import { requestOf } from "../src/Conversation.ts"
+import type { Message } from "../src/Message.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
@@ -214,6 +215,28 @@ const stepCalls = (start: Parameters<typeof conversationStep>[0]): Timed => {
 }
 
 /**
+ * `STEPS_PER_SAMPLE` more steps per sample, each sample from a fresh state of `session` built untimed: the 1k state,
+ * stepped on for a whole measurement (thousands of steps, two messages each), would end several times past 1k while
+ * its body's stringify stays at 1k. The 10k and 50k states grow by a small part of their size (`stepCalls`).
+ */
+const STEPS_PER_SAMPLE = 20
+const freshStepCalls = (session: ReadonlyArray<Message>): Timed => {
+  const samples = timedPerSample(() => stateOf(session), (start) => {
+    let state = start
+    for (let n = 0; n < STEPS_PER_SAMPLE; n++) state = conversationStep(state, n)
+    return state
+  }, 300)
+  // per step: a sample's call is `STEPS_PER_SAMPLE` steps
+  return () =>
+    samples().then((stats) => ({
+      ...stats,
+      cpuP50: stats.cpuP50 / STEPS_PER_SAMPLE,
+      cpuMin: stats.cpuMin / STEPS_PER_SAMPLE,
+      wallP50: stats.wallP50 / STEPS_PER_SAMPLE
+    }))
+}
+
+/**
  * A heap size as a timed row (a median of one): the messages' side measures both (`stateMemory`), the state's side,
  * next in the list, reads them. Without --expose-gc it throws, so the memory budget fails as not measured.
  */
@@ -279,7 +302,7 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.pruneReal, timed(() => peers.aiPrune(real))],
   [M.evictColdReal, timed(() => evictStaleToolResults(real.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))],
   [M.evictWarmReal, timedPerSample(warm.input, warm.evict, 1000)],
-  [M.step1k, stepCalls(step1k)],
+  [M.step1k, freshStepCalls(s1k)],
   [M.stringify1k, timed(() => JSON.stringify(body1k))],
   [M.step10k, stepCalls(step10k)],
   [M.stringify10k, timed(() => JSON.stringify(body10k))],
