@@ -475,10 +475,12 @@ export const budgets: ReadonlyArray<Budget> = [
     subject: M.step10k,
     baseline: M.step1k,
     floor: { subject: M.floor10k, baseline: M.floor1k },
-    max: 0.3,
-    why: "flatness where the outer-array copies are cheap: over the floor's growth (~10 from 1k to 10k) run1 0.03, " +
-      "cal1 0.008 to 0.14 (raw 0.79 to 1.77 in earlier sessions). A step that rescans the view measured 5 to 6 raw " +
-      "(~0.5 over the floor); 0.3 is 2x cal1's worst attempt and fails it"
+    max: 0.4,
+    why: "flatness where the outer-array copies are cheap, each size measured from a fresh state of its own size " +
+      "(bench/ci.ts freshStepCalls): over the floor's growth (~10 from 1k to 10k) 0.20, 0.22, 0.25 (2026-12-02 06:48 " +
+      "UTC, BENCH_CI_ONLY=growth/step, load 1.6 to 2.3; the view copies of two appends and a request grow with the " +
+      "view). Earlier runs stepped on states that grew past their size (run1 0.03, cal1 0.008 to 0.14). A step that " +
+      "rescans the view measured 5 to 6 raw (~0.5 over the floor); 0.4 is 1.6x the worst and fails it"
   },
   {
     id: "resume/tail-parse",

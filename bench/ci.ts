@@ -215,24 +215,24 @@ const stepCalls = (start: Parameters<typeof conversationStep>[0]): Timed => {
 }
 
 /**
- * `STEPS_PER_SAMPLE` more steps per sample, each sample from a fresh state of `session` built untimed: the 1k state,
- * stepped on for a whole measurement (thousands of steps, two messages each), would end several times past 1k while
- * its body's stringify stays at 1k. The 10k and 50k states grow by a small part of their size (`stepCalls`).
+ * `steps` more steps per sample, each sample from a fresh state of `session` built untimed, at most `maxSamples`: the
+ * 1k and 10k states, stepped on for a whole measurement (thousands of steps, two messages each), would end several
+ * times past their size while their bodies' stringify stays at it. The 50k state grows by a small part of its size
+ * (`stepCalls`).
  */
-const STEPS_PER_SAMPLE = 20
-const freshStepCalls = (session: ReadonlyArray<Message>): Timed => {
+const freshStepCalls = (session: ReadonlyArray<Message>, steps: number, maxSamples: number): Timed => {
   const samples = timedPerSample(() => stateOf(session), (start) => {
     let state = start
-    for (let n = 0; n < STEPS_PER_SAMPLE; n++) state = conversationStep(state, n)
+    for (let n = 0; n < steps; n++) state = conversationStep(state, n)
     return state
-  }, 300)
-  // per step: a sample's call is `STEPS_PER_SAMPLE` steps
+  }, maxSamples)
+  // per step: a sample's call is `steps` steps
   return () =>
     samples().then((stats) => ({
       ...stats,
-      cpuP50: stats.cpuP50 / STEPS_PER_SAMPLE,
-      cpuMin: stats.cpuMin / STEPS_PER_SAMPLE,
-      wallP50: stats.wallP50 / STEPS_PER_SAMPLE
+      cpuP50: stats.cpuP50 / steps,
+      cpuMin: stats.cpuMin / steps,
+      wallP50: stats.wallP50 / steps
     }))
 }
 
@@ -302,9 +302,9 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.pruneReal, timed(() => peers.aiPrune(real))],
   [M.evictColdReal, timed(() => evictStaleToolResults(real.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))],
   [M.evictWarmReal, timedPerSample(warm.input, warm.evict, 1000)],
-  [M.step1k, freshStepCalls(s1k)],
+  [M.step1k, freshStepCalls(s1k, 20, 300)],
   [M.stringify1k, timed(() => JSON.stringify(body1k))],
-  [M.step10k, stepCalls(step10k)],
+  [M.step10k, freshStepCalls(s10k, 100, 40)],
   [M.stringify10k, timed(() => JSON.stringify(body10k))],
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
