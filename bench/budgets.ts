@@ -290,7 +290,9 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "(evict/single-pass 54.4, 57.1 and 43.6, the last failed by evict-cold/prune in both processes)",
   "d5 2026-12-02 06:56-07:00 UTC, npm run bench:ci 5 times beside node -e 'for(;;){}' at the final limits, load " +
   "1.2 to 2.7: 5 of 5 passed (two rescued in the second process: estimate-cold/floor 2.61 and 2.92 in every " +
-  "attempt of the first)"
+  "attempt of the first)",
+  "kf1-kf3 2026-12-02 07:15-07:18 UTC, BENCH_CI_SLOWDOWN=eviction 3 times at the final limit 40: 3 of 3 failed, " +
+  "in both processes (evict/single-pass best 48.1 to 73.2)"
 ]
 
 /** The runs the thread budgets come from (`BENCH_CI_ONLY=thread node --expose-gc bench/ci.ts`). */
