@@ -12,26 +12,14 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
-import { Conversation, type ConversationState, resumeState } from "../src/Conversation.ts"
+import { Conversation, resumeState } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { corpus } from "./fixtures/Corpus.ts"
-import { corpusPolicy, replayCorpus, usageOf } from "./fixtures/ConversationReplay.ts"
+import { comparableState, corpusPolicy, replayCorpus, usageOf } from "./fixtures/ConversationReplay.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
-
-/** The parts of a state resume must restore, as comparable plain values. */
-const comparable = (state: ConversationState) => ({
-  view: JSON.stringify(state.view),
-  hot: state.hot.paths,
-  epoch: state.epoch,
-  pending: state.pending,
-  usage: state.usage,
-  reply: state.reply,
-  thread: state.thread,
-  unboundThinking: state.unboundThinking
-})
 
 describe("Conversation resumed from the log's tail", () => {
   it.effect(
@@ -69,7 +57,7 @@ describe("Conversation resumed from the log's tail", () => {
           )
           assert.isAbove(opened.loaded.verifiedFrom ?? 1, 1, "the log opened from its tail")
           const full = resumeState(opened.full)
-          assert.deepStrictEqual(comparable(opened.state), comparable(full))
+          assert.deepStrictEqual(comparableState(opened.state), comparableState(full))
           assert.strictEqual(opened.state.epoch, summary.compactions)
           // the tail's entries alone miss the compactions before it
           assert.isBelow(resumeState(opened.loaded).epoch, summary.compactions)

@@ -25,6 +25,7 @@ import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { comparableState } from "./fixtures/ConversationReplay.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 
@@ -290,16 +291,7 @@ describe("Conversation on threads: the requests", () => {
         const state = yield* conversation.state
         return { state, prepared: yield* conversation.prepare }
       }).pipe(Effect.provide(logged))
-      const comparable = (state: typeof live) => ({
-        view: JSON.stringify(state.view),
-        hot: state.hot.paths,
-        epoch: state.epoch,
-        pending: state.pending,
-        usage: state.usage,
-        reply: state.reply,
-        thread: state.thread
-      })
-      assert.deepStrictEqual(comparable(resumed.state), comparable(live))
+      assert.deepStrictEqual(comparableState(resumed.state), comparableState(live))
       const loaded = yield* Effect.gen(function* () {
         return resumeState(yield* (yield* SessionLog).loaded)
       }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))

@@ -146,6 +146,30 @@ describe("thinkingBinding: which blocks a rewrite invalidates", () => {
   })
 })
 
+/** A compaction policy that keeps one small turn, for the four-turn states below. */
+const policy = CompactionPolicy.makeUnsafe({
+  contextWindow: 100_000,
+  minRemaining: 1_000,
+  keepRecentTokens: 500,
+  keepRecentTurns: 1
+})
+
+/**
+ * Four turns through the pure transitions: a question, a reply whose thinking is bound to its request (its text
+ * `thinking(n)` when given), and the call's result.
+ */
+const fourTurns = (thinking?: (n: number) => string): ConversationState => {
+  let state: ConversationState = emptyState()
+  for (let n = 0; n < 4; n++) {
+    state = { ...state, view: [...state.view, user(`question ${n} ${big(`q${n}`, 300)}`)] }
+    const reply = replyTo(requestOf(state), n)
+    if (thinking !== undefined) (reply.content as Array<{ thinking?: string }>)[0]!.thinking = thinking(n)
+    state = recordReply(state, reply).state
+    state = { ...state, view: [...state.view, result(n)], pending: [] }
+  }
+  return state
+}
+
 describe("Conversation: thinking after a rewrite (rule 29)", () => {
   it.effect("an offload invalidates the thinking after it: the next request asks for drop_block, with its beta", () =>
     Effect.gen(function* () {
@@ -189,18 +213,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
     }))
 
   it("a compaction invalidates every thinking block it keeps; blocks created after it are bound", () => {
-    let state: ConversationState = emptyState()
-    const policy = CompactionPolicy.makeUnsafe({
-      contextWindow: 100_000,
-      minRemaining: 1_000,
-      keepRecentTokens: 500,
-      keepRecentTurns: 1
-    })
-    for (let n = 0; n < 4; n++) {
-      state = { ...state, view: [...state.view, user(`question ${n} ${big(`q${n}`, 300)}`)] }
-      state = recordReply(state, replyTo(requestOf(state), n)).state
-      state = { ...state, view: [...state.view, result(n)], pending: [] }
-    }
+    const state = fourTurns()
     const plan = prepareCompaction(state.view, policy, { minFreedTokens: 1 })
     assert.strictEqual(plan._tag, "Planned")
     if (plan._tag !== "Planned") return
@@ -233,21 +246,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
   })
 
   it("the estimates count nothing for the thinking the API drops: compaction's before and after, and breakpoints", () => {
-    let state: ConversationState = emptyState()
-    const policy = CompactionPolicy.makeUnsafe({
-      contextWindow: 100_000,
-      minRemaining: 1_000,
-      keepRecentTokens: 500,
-      keepRecentTurns: 1
-    })
-    for (let n = 0; n < 4; n++) {
-      state = { ...state, view: [...state.view, user(`question ${n} ${big(`q${n}`, 300)}`)] }
-      const reply = replyTo(requestOf(state), n)
-      const content = reply.content as Array<{ type: string; thinking?: string }>
-      content[0]!.thinking = big(`reasoning${n}`, 400)
-      state = recordReply(state, reply).state
-      state = { ...state, view: [...state.view, result(n)], pending: [] }
-    }
+    const state = fourTurns((n) => big(`reasoning${n}`, 400))
     // the blocks the independent checker finds unbound in a request of `s`, and their estimated tokens
     const droppedTokens = (s: ConversationState): number =>
       checkRequest({ messages: requestOf(s).messages }).filter((v) => v.rule === 29).reduce((sum, v) => {

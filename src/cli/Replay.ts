@@ -100,14 +100,7 @@ export const replayMessages = <E = never, R = never>(
     let invalidRequests = 0
     let resumes = 0
     let uploadedBytes = 0
-    // a segment ends before every `every`-th request: the session is closed and resumed right before that prepare
-    const starts = [0]
-    let replies = 0
-    params.forEach((m, i) => {
-      if (m.role !== "assistant") return
-      if (every !== undefined && replies > 0 && replies % every === 0) starts.push(i)
-      replies++
-    })
+    const starts = segmentStarts(params, every)
     for (let s = 0; s < starts.length; s++) {
       const start = starts[s]!
       const end = starts[s + 1] ?? params.length
@@ -299,3 +292,21 @@ export const replaySession = <E = never, R = never>(
       report
     }
   })
+
+/**
+ * Where a replay resumed every `every` requests starts its segments: 0, then the index of every `every`-th reply (the
+ * session is closed and resumed right before that request's prepare). `[0]` without `every`.
+ */
+export const segmentStarts = (
+  messages: ReadonlyArray<{ readonly role: string }>,
+  every: number | undefined
+): Array<number> => {
+  const starts = [0]
+  let replies = 0
+  messages.forEach((m, i) => {
+    if (m.role !== "assistant") return
+    if (every !== undefined && replies > 0 && replies % every === 0) starts.push(i)
+    replies++
+  })
+  return starts
+}
