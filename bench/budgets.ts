@@ -225,6 +225,9 @@ export const M = {
   tailOpenJsonl50k: "open from the tail: readJsonl({ tail: true }), from the tail index [50k entries, 20 compactions]",
   tailWriterJsonl50k: "the writer's open from the tail: layerSessionLog({ tail: true }), lock to loaded [50k entries]",
   fullFoldJsonl50k: "open today: readJsonl, every line read and folded [50k entries, 20 compactions]",
+  tailOpenSql50k: "open from the tail: readSession(id, { tail: true }) on the SQL store (PostgreSQL) [50k entries]",
+  tailWriterSql50k: "the writer's open from the tail: SessionLog.layer({ tail: true }) on the SQL store [50k entries]",
+  fullFoldSql50k: "open today: readSession(id) on the SQL store, every row read and folded [50k entries]",
   messagesHeap50k: "heap of a 50k-message session (bytes)",
   stateHeap50k: "heap of its Conversation state after 100 steps, messages included (bytes)",
   backgroundBlockedP90: "p90 of the time a compacting prepare blocks, background on, upper bound (scripted ms) [3 pi]",
@@ -292,7 +295,15 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "1.2 to 2.7: 5 of 5 passed (two rescued in the second process: estimate-cold/floor 2.61 and 2.92 in every " +
   "attempt of the first)",
   "kf1-kf3 2026-12-02 07:15-07:18 UTC, BENCH_CI_SLOWDOWN=eviction 3 times at the final limit 40: 3 of 3 failed, " +
-  "in both processes (evict/single-pass best 48.1 to 73.2)"
+  "in both processes (evict/single-pass best 48.1 to 73.2)",
+  "sql1 2026-12-02 09:59 UTC, load 0.1 to 1.1 (DATABASE_URL=postgres://postgres@127.0.0.1:5432/test " +
+  "BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=resume/ node --expose-gc bench/ci.ts): resume/sql-tail-parse 1.62 1.47 1.08, " +
+  "resume/sql-tail-writer 1.64 1.55 1.11, resume/sql-tail-full 0.05 0.04 0.05 (jsonl: tail-parse 2.34 1.97 1.86, " +
+  "tail-writer 2.57 2.31 1.74)",
+  "sql2 2026-12-02 10:00 UTC, load 1.1, the same: sql-tail-parse 1.68 1.55 1.54, sql-tail-writer 1.78 1.67 1.58, " +
+  "sql-tail-full 0.04 0.04 0.05",
+  "sql3 2026-12-02 10:01 UTC, load 1.4, the same: sql-tail-parse 1.43 1.41 1.85, sql-tail-writer 1.73 1.48 2.20, " +
+  "sql-tail-full 0.04 0.05 0.05 (jsonl tail-writer 2.19 2.44 2.91)"
 ]
 
 /** The runs the thread budgets come from (`BENCH_CI_ONLY=thread node --expose-gc bench/ci.ts`). */
@@ -325,6 +336,14 @@ const TAIL_PARSE_WHY = `issue 29's goal is 2, met in every attempt: ${TAIL_RUNS}
 const TAIL_WRITER_WHY = "the writer's open (lock, acquire from the tail index, the fold of what the acquire read): " +
   "tail4-tail5 1.58 to 1.99 (best of three 1.58, 1.59; tail1-tail3, reading the stretch twice, 1.55 to 2.20); 2.5 is " +
   "1.26x the worst attempt and fails a full fold (~30)"
+/**
+ * The SQL store's opens (PostgreSQL at `DATABASE_URL`; skipped without it, see `bench/ci.ts`): in CPU time of this
+ * process the server's work (the index scans, ~1.6 ms) is not counted, the driver's is; the runs are in
+ * `CALIBRATION_RUNS` (`sql`).
+ */
+const SQL_TAIL_WHY = "on PostgreSQL 15 at DATABASE_URL, in this process's CPU time (the server's scans not counted): " +
+  "sql1-sql3 the read 1.08 to 1.85 per attempt (best of three 1.08 to 1.54), the writer's open 1.11 to 2.20 (best " +
+  "1.11 to 1.58); 2.5 is 1.6x the worst best-of-three and fails a full fold (~25)"
 const TAIL_FULL_WHY = `issue 29's goal: at most 0.2x today's full fold; ${TAIL_RUNS} 0.04 to 0.07 (the full fold 486 ` +
   "to 939 ms, a median of 3 samples); 0.2 is the goal itself"
 
@@ -525,6 +544,30 @@ export const budgets: ReadonlyArray<Budget> = [
     baseline: M.fullFoldJsonl50k,
     max: 0.2,
     why: TAIL_FULL_WHY
+  },
+  {
+    id: "resume/sql-tail-parse",
+    description: "opening a 50k-entry SQL session from its tail / decoding the entries after its last boundary",
+    subject: M.tailOpenSql50k,
+    baseline: M.tailParse50k,
+    max: TAIL_PARSE_MAX,
+    why: SQL_TAIL_WHY
+  },
+  {
+    id: "resume/sql-tail-writer",
+    description: "the writer's open of a 50k-entry SQL session from its tail / decoding the entries after its boundary",
+    subject: M.tailWriterSql50k,
+    baseline: M.tailParse50k,
+    max: TAIL_PARSE_MAX,
+    why: SQL_TAIL_WHY
+  },
+  {
+    id: "resume/sql-tail-full",
+    description: "opening a 50k-entry SQL session from its tail / opening it by reading and folding every row (today)",
+    subject: M.tailOpenSql50k,
+    baseline: M.fullFoldSql50k,
+    max: 0.2,
+    why: "issue 29's goal: at most 0.2x today's full fold; 0.2 is the goal itself"
   },
   {
     id: "step/evict-cold",

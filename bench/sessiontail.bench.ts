@@ -18,10 +18,7 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Scope from "effect/Scope"
-import * as SqlClient from "effect/sql/SqlClient"
 import { bench, do_not_optimize, group, run, summary } from "mitata"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -29,12 +26,11 @@ import { join } from "node:path"
 import process from "node:process"
 import { isBoundaryLine, tailOf } from "../src/internal/sessionTail.ts"
 import { decodeLine } from "../src/SessionEntry.ts"
-import { readSession, SessionLog } from "../src/SessionLog.ts"
-import { SessionStore } from "../src/SessionStore.ts"
+import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
-import { SessionStoreSql } from "../src/SessionStoreSql.ts"
 import { startEmbeddedPg } from "../test/fixtures/EmbeddedPg.ts"
 import { tailSession } from "./tailSession.ts"
+import { sqlTailSession } from "./tailSql.ts"
 
 const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
 const lines = await tailSession(directory)
@@ -61,50 +57,10 @@ const jsonlWriter = openLog.pipe(
 const serverUrl = process.env.DATABASE_URL
 const schema = `bench_tail_${process.pid}`
 const pg = serverUrl === undefined || serverUrl === "" ? await startEmbeddedPg() : undefined
-const url = pg?.url ?? serverUrl!
-const admin = (statement: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (client) => client.unsafe(statement)).pipe(
-      Effect.provide(SessionStoreSql.layerPg({ url, migrate: false }))
-    )
-  )
-if (pg === undefined) await admin(`CREATE SCHEMA ${schema}`)
-const sqlLayer = SessionStoreSql.layerPg({
-  url,
-  ...(pg === undefined ? { startupParameters: { search_path: schema } } : {})
-})
-// one store and client for every call, open until the process exits
-const sqlScope = await Effect.runPromise(Scope.make())
-const sql = await Effect.runPromise(Layer.buildWithScope(sqlLayer, sqlScope))
-await Effect.runPromise(
-  Effect.gen(function* () {
-    const client = yield* SqlClient.SqlClient
-    const store = yield* SessionStore
-    yield* Effect.scoped(store.acquire("big"))
-    for (let i = 0; i < stored.length; i += 2000) {
-      const rows = stored.slice(i, i + 2000).map((e) => ({
-        session_id: "big",
-        seq: e.seq,
-        entry_id: JSON.parse(e.line).id as string,
-        line: e.line,
-        boundary: isBoundaryLine(e.line)
-      }))
-      yield* client`INSERT INTO compaction_entries ${client.insert(rows as [typeof rows[0], ...typeof rows])}`
-    }
-    yield* client`UPDATE compaction_sessions SET last_seq = ${stored.length} WHERE session_id = 'big'`
-    yield* client.unsafe("ANALYZE compaction_entries")
-  }).pipe(Effect.provide(sql))
-)
-const sqlTail = readSession("big", { tail: true }).pipe(Effect.provide(sql))
-const sqlFull = readSession("big").pipe(Effect.provide(sql))
-const sqlWriter = openLog.pipe(
-  Effect.provide(
-    SessionLog.layer({ sessionId: "big", tail: true, sync: "never" }).pipe(
-      Layer.provide(Layer.succeedContext(sql)),
-      Layer.fresh
-    )
-  )
-)
+const sql = await sqlTailSession(pg?.url ?? serverUrl!, lines, pg === undefined ? schema : undefined)
+const sqlTail = sql.tail
+const sqlFull = sql.full
+const sqlWriter = sql.writer
 
 const full = await Effect.runPromise(jsonlFull)
 const same = (l: typeof full) => JSON.stringify([l.view, l.entryIds, l.seq, l.head])
@@ -155,7 +111,6 @@ group("open a 50k-entry session with 20 compactions", () => {
 
 await run()
 rmSync(directory, { recursive: true, force: true })
-await Effect.runPromise(Scope.close(sqlScope, Exit.void))
-if (pg === undefined) await admin(`DROP SCHEMA ${schema} CASCADE`)
+await sql.close()
 await pg?.stop()
 process.exit(0)

@@ -132,9 +132,10 @@ const makeSqlStore = Effect.gen(function* () {
       /** The tail's start from the last `limit` boundary rows (every one when undefined), and whether it is found. */
       const startFrom = (limit: number | undefined) =>
         Effect.gen(function* () {
+          // ordered by the column, not the `int` alias, so the partial index's backward scan stops after `limit` rows
           const boundaries = yield* sql<{ readonly seq: number; readonly line: string }>`
             SELECT seq::int AS seq, line FROM compaction_entries
-            WHERE session_id = ${sessionId} AND boundary ORDER BY seq DESC LIMIT ${limit ?? null}`
+            WHERE session_id = ${sessionId} AND boundary ORDER BY compaction_entries.seq DESC LIMIT ${limit ?? null}`
           // the last boundary's anchors first: they usually decide (each boundary line decoded costs a decode)
           const last = limit === undefined ? boundaries : boundaries.slice(0, 1)
           const anchors = last.flatMap((b) => keptAnchors(b.line) ?? [])
