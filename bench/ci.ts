@@ -6,9 +6,9 @@
  * on states of 1k, 10k and 50k messages (`bench/conversation.bench.ts`) and one hot-path step on trackers that saw 100
  * and 10,000 files, 20 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
  * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
- * its tail (`bench/tailSession.ts`, JSONL), plus the floors the budgets divide by (string-length scans of the same
- * arrays), each by its CPU
- * time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
+ * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
+ * `bench/tailSql.ts`; skipped, and said so, without it), plus the floors the budgets divide by (string-length scans
+ * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
  * sample, fresh message objects or one more agent step, build it untimed), in an order that keeps the sides of each
  * budget close in time. Last, the heap a 50k-message state holds against its messages' (after full collections: a
  * size, which load does not move), and background compaction's replay of the three pi sessions in scripted time
