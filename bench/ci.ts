@@ -8,10 +8,10 @@
  * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
  * `bench/tailSql.ts`; skipped, and said so, without it), plus the floors the budgets divide by (string-length scans
- * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU time; calls that need a new input per
- * sample, fresh message objects or one more agent step, build it untimed), in an order that keeps the sides of each
- * budget close in time. Last, the heap a 50k-message state holds against its messages' (after full collections: a
- * size, which load does not move), and background compaction's replay of the three pi sessions in scripted time
+ * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
+ * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
+ * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
+ * messages' (after full collections: a size, which load does not move), and background compaction's replay of the three pi sessions in scripted time
  * (`bench/background.bench.ts`: simulated milliseconds, which load does not move either). A budget that is over its
  * limit is measured again, every side, up to `MAX_ATTEMPTS` attempts in all while the run is under 100 s old, and
  * passes if any attempt is within the limit; the budgets still broken are measured once more in a fresh process
@@ -75,7 +75,7 @@ import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync } from "./cpuTime.ts"
-import { tailSession } from "./tailSession.ts"
+import { checkTailFold, tailSession } from "./tailSession.ts"
 import { type SqlTail, sqlTailSession } from "./tailSql.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
@@ -171,10 +171,9 @@ const SQL_PREFIX = "resume/sql-"
  * are skipped and the run says so. The embedded PGlite of the tests would run the database in this process, so CPU
  * time would count the server's work too, which a client of a server does not pay: another quantity than the budget's.
  */
-const skipped = budgets.filter((b) =>
-  prefixes.some((prefix) => b.id.startsWith(prefix)) && b.id.startsWith(SQL_PREFIX) && databaseUrl === ""
-).map((b) => b.id)
-const measured = budgets.filter((b) => prefixes.some((prefix) => b.id.startsWith(prefix)) && !skipped.includes(b.id))
+const selected = budgets.filter((b) => prefixes.some((prefix) => b.id.startsWith(prefix)))
+const skipped = databaseUrl === "" ? selected.filter((b) => b.id.startsWith(SQL_PREFIX)).map((b) => b.id) : []
+const measured = selected.filter((b) => !skipped.includes(b.id))
 /**
  * Issue 29's resume session (50k entries, 20 compactions) written by the JSONL store's writer (so with its tail
  * index), its lines after the last boundary, and its opens: from the tail (a read, and the writer's), and in full.
@@ -197,10 +196,8 @@ const openWriter = Effect.flatMap(Effect.service(SessionLog), (log) => log.loade
 )
 if (tailLines.length > 0) {
   const [tail, writer, full] = await Promise.all([openTail, openWriter, openFull].map((e) => Effect.runPromise(e)))
-  const same = (l: typeof full) => JSON.stringify([l!.view, l!.entryIds, l!.seq, l!.head])
-  if (same(tail) !== same(full) || same(writer) !== same(full) || tail!.verifiedFrom === undefined) {
-    throw new Error("the tail's fold is not the full fold")
-  }
+  checkTailFold("jsonl", tail!, full!)
+  checkTailFold("jsonl writer", writer!, full!)
 }
 /** The SQL store's opens of the same session, on the server at `DATABASE_URL`, in a schema of its own. */
 const sqlTail = databaseUrl !== "" && measured.some((b) => b.id.startsWith(SQL_PREFIX))
@@ -210,10 +207,8 @@ if (sqlTail !== undefined) {
   const [tail, writer, full] = await Promise.all(
     [sqlTail.tail, sqlTail.writer, sqlTail.full].map((e) => Effect.runPromise(e))
   )
-  const same = (l: typeof full) => JSON.stringify([l!.view, l!.entryIds, l!.seq, l!.head])
-  if (same(tail) !== same(full) || same(writer) !== same(full) || tail!.verifiedFrom === undefined) {
-    throw new Error("the SQL tail's fold is not the full fold")
-  }
+  checkTailFold("sql", tail!, full!)
+  checkTailFold("sql writer", writer!, full!)
 }
 /** A SQL open, timed; it throws (so its budgets fail as not measured) if the session was not set up. */
 const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>

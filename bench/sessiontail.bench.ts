@@ -29,7 +29,7 @@ import { decodeLine } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { startEmbeddedPg } from "../test/fixtures/EmbeddedPg.ts"
-import { tailSession } from "./tailSession.ts"
+import { checkTailFold, tailSession } from "./tailSession.ts"
 import { sqlTailSession } from "./tailSql.ts"
 
 const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
@@ -63,7 +63,6 @@ const sqlFull = sql.full
 const sqlWriter = sql.writer
 
 const full = await Effect.runPromise(jsonlFull)
-const same = (l: typeof full) => JSON.stringify([l.view, l.entryIds, l.seq, l.head])
 for (
   const [what, open] of [["jsonl", jsonlTail], ["sql", sqlTail], ["jsonl writer", jsonlWriter], [
     "sql writer",
@@ -71,7 +70,7 @@ for (
   ]] as const
 ) {
   const l = await Effect.runPromise(open)
-  if (same(l) !== same(full)) throw new Error(`the ${what} tail's fold is not the full fold`)
+  checkTailFold(what, l, full)
   if (l.verifiedFrom !== tailFrom) throw new Error(`the ${what} tail starts at ${l.verifiedFrom}, not ${tailFrom}`)
 }
 console.log(

@@ -70,3 +70,23 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
     return lines
   })
 }
+
+/**
+ * Throws unless `opened` folded to `full`'s view, entry ids, `seq` and head and was read from its tail
+ * (`verifiedFrom` set): the check every bench makes before it times a tail open.
+ */
+export const checkTailFold = (
+  what: string,
+  opened: {
+    readonly view: unknown
+    readonly entryIds: unknown
+    readonly seq: number
+    readonly head: unknown
+    readonly verifiedFrom?: number | undefined
+  },
+  full: { readonly view: unknown; readonly entryIds: unknown; readonly seq: number; readonly head: unknown }
+): void => {
+  const same = (l: typeof full) => JSON.stringify([l.view, l.entryIds, l.seq, l.head])
+  if (same(opened) !== same(full)) throw new Error(`the ${what} tail's fold is not the full fold`)
+  if (opened.verifiedFrom === undefined) throw new Error(`the ${what} open read the whole log`)
+}
