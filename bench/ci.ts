@@ -11,10 +11,10 @@
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
- * messages' (after full collections: a size, which load does not move), and background compaction's replay of the three pi sessions in scripted time
- * (`bench/background.bench.ts`: simulated milliseconds, which load does not move either). A budget that is over its
- * limit is measured again, every side, up to `MAX_ATTEMPTS` attempts in all while the run is under 100 s old, and
- * passes if any attempt is within the limit; the budgets still broken are measured once more in a fresh process
+ * messages' (after full collections: a size, which load does not move), and background compaction's replay of the
+ * three pi sessions in scripted time (`bench/background.bench.ts`: simulated milliseconds, which load does not move
+ * either). A budget that is over its limit is measured again, every side, up to `MAX_ATTEMPTS` attempts in all while
+ * the run is under 100 s old, and passes if any attempt is within the limit; the budgets still broken are measured once more in a fresh process
  * (`secondProcess`), whose verdict is the run's.
  *
  * It prints a table (budget, best ratio, every attempt's ratio, limit, pass/fail), writes every row, budget and
