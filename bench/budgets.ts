@@ -228,6 +228,10 @@ export const M = {
   tailOpenSql50k: "open from the tail: readSession(id, { tail: true }) on the SQL store (PostgreSQL) [50k entries]",
   tailWriterSql50k: "the writer's open from the tail: SessionLog.layer({ tail: true }) on the SQL store [50k entries]",
   fullFoldSql50k: "open today: readSession(id) on the SQL store, every row read and folded [50k entries]",
+  conversationTailJsonl50k:
+    "a worker's open: Conversation.layerLogged over layerSessionLog({ tail: true }), the state resumed [50k entries]",
+  conversationFullJsonl50k: "a worker's open today: Conversation.layerLogged over the log opened in full [50k entries]",
+  conversationTailSql50k: "a worker's open: Conversation.layerLogged over the SQL store's tail open [50k entries]",
   messagesHeap50k: "heap of a 50k-message session (bytes)",
   stateHeap50k: "heap of its Conversation state after 100 steps, messages included (bytes)",
   backgroundBlockedP90: "p90 of the time a compacting prepare blocks, background on, upper bound (scripted ms) [3 pi]",
@@ -303,7 +307,14 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "sql2 2026-12-02 10:00 UTC, load 1.1, the same: sql-tail-parse 1.68 1.55 1.54, sql-tail-writer 1.78 1.67 1.58, " +
   "sql-tail-full 0.04 0.04 0.05",
   "sql3 2026-12-02 10:01 UTC, load 1.4, the same: sql-tail-parse 1.43 1.41 1.85, sql-tail-writer 1.73 1.48 2.20, " +
-  "sql-tail-full 0.04 0.05 0.05 (jsonl tail-writer 2.19 2.44 2.91)"
+  "sql-tail-full 0.04 0.05 0.05 (jsonl tail-writer 2.19 2.44 2.91)",
+  "conv1 2026-12-02 13:32 UTC, load 1.4 to 2.6 (DATABASE_URL=postgres://postgres@127.0.0.1:5432/test " +
+  "BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=resume/ node --expose-gc bench/ci.ts): resume/conversation-parse 2.77 2.95 " +
+  "1.94, resume/conversation-full 0.08 0.06 0.06, resume/sql-conversation-parse 1.82 2.63 1.71",
+  "conv2 2026-12-02 13:33 UTC, load 1.3 to 2.4, the same: conversation-parse 2.05 2.69 2.03, conversation-full " +
+  "0.10 0.06 0.04, sql-conversation-parse 1.09 2.22 1.75",
+  "conv3 2026-12-02 13:34 UTC, load 1.6 to 1.9, the same: conversation-parse 1.93 2.46 2.87, conversation-full " +
+  "0.08 0.07 0.08, sql-conversation-parse 1.26 1.97 1.80"
 ]
 
 /** The runs the thread budgets come from (`BENCH_CI_ONLY=thread node --expose-gc bench/ci.ts`). */
@@ -344,6 +355,9 @@ const TAIL_WRITER_WHY = "the writer's open (lock, acquire from the tail index, t
 const SQL_TAIL_WHY = "on PostgreSQL 15 at DATABASE_URL, in this process's CPU time (the server's scans not counted): " +
   "sql1-sql3 the read 1.08 to 1.85 per attempt (best of three 1.08 to 1.54), the writer's open 1.11 to 2.20 (best " +
   "1.11 to 1.58); 2.5 is 1.6x the worst best-of-three and fails a full fold (~25)"
+const CONVERSATION_TAIL_WHY = "the writer's open and the state resumed from the last boundary's checkpoint " +
+  "(resumeState of the tail ~1.5 ms of the ~40): conv1-conv3 JSONL 1.93 to 2.95 per attempt (best of three 1.93 to " +
+  "2.03), SQL 1.09 to 2.63 (best 1.09 to 1.71); 2.5 is 1.2x the worst JSONL best-of-three and fails a full read (~20)"
 const TAIL_FULL_WHY = `issue 29's goal: at most 0.2x today's full fold; ${TAIL_RUNS} 0.04 to 0.07 (the full fold 486 ` +
   "to 939 ms, a median of 3 samples); 0.2 is the goal itself"
 
@@ -568,6 +582,33 @@ export const budgets: ReadonlyArray<Budget> = [
     baseline: M.fullFoldSql50k,
     max: 0.2,
     why: "issue 29's goal: at most 0.2x today's full fold; 0.2 is the goal itself"
+  },
+  {
+    id: "resume/conversation-parse",
+    description:
+      "a worker's open of a 50k-entry JSONL session, its conversation resumed / decoding the entries after its boundary",
+    subject: M.conversationTailJsonl50k,
+    baseline: M.tailParse50k,
+    max: TAIL_PARSE_MAX,
+    why: CONVERSATION_TAIL_WHY
+  },
+  {
+    id: "resume/conversation-full",
+    description:
+      "a worker's open of a 50k-entry JSONL session from its tail / the same over the log read in full (today)",
+    subject: M.conversationTailJsonl50k,
+    baseline: M.conversationFullJsonl50k,
+    max: 0.2,
+    why: "issue 29's goal: at most 0.2x today's full fold; 0.2 is the goal itself"
+  },
+  {
+    id: "resume/sql-conversation-parse",
+    description:
+      "a worker's open of a 50k-entry SQL session, its conversation resumed / decoding the entries after its boundary",
+    subject: M.conversationTailSql50k,
+    baseline: M.tailParse50k,
+    max: TAIL_PARSE_MAX,
+    why: CONVERSATION_TAIL_WHY
   },
   {
     id: "step/evict-cold",

@@ -7,7 +7,8 @@
  * and 10,000 files, 20 append-only steps on a thread over the 1k and 50k sessions (`bench/thread.bench.ts`: their
  * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
- * `bench/tailSql.ts`; skipped, and said so, without it), plus the floors the budgets divide by (string-length scans
+ * `bench/tailSql.ts`; skipped, and said so, without it) and a worker's open of it (its `Conversation` resumed, from
+ * the tail and, today's way, in full), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
@@ -75,7 +76,7 @@ import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync } from "./cpuTime.ts"
-import { checkTailFold, tailSession } from "./tailSession.ts"
+import { checkConversationResume, checkTailFold, conversationOpen, tailSession } from "./tailSession.ts"
 import { type SqlTail, sqlTailSession } from "./tailSql.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
@@ -199,6 +200,20 @@ if (tailLines.length > 0) {
   checkTailFold("jsonl", tail!, full!)
   checkTailFold("jsonl writer", writer!, full!)
 }
+/** A worker's whole open: the conversation resumed on the writer's log, from the tail or in full. */
+const jsonlLog = (tail: boolean) =>
+  layerSessionLog({ directory: tailDirectory, sessionId: "big", tail, sync: "never" }).pipe(
+    Layer.provide(platform),
+    Layer.fresh
+  )
+const conversationTail = conversationOpen(jsonlLog(true))
+const conversationFull = conversationOpen(jsonlLog(false))
+if (tailLines.length > 0) {
+  const [tail, full] = await Promise.all([openTail, openFull].map((e) => Effect.runPromise(e)))
+  for (const [what, open] of [["jsonl", conversationTail], ["jsonl full", conversationFull]] as const) {
+    checkConversationResume(what, await Effect.runPromise(open), tail!, full!)
+  }
+}
 /** The SQL store's opens of the same session, on the server at `DATABASE_URL`, in a schema of its own. */
 const sqlTail = databaseUrl !== "" && measured.some((b) => b.id.startsWith(SQL_PREFIX))
   ? await sqlTailSession(databaseUrl, tailLines, `bench_ci_tail_${process.pid}`)
@@ -209,6 +224,7 @@ if (sqlTail !== undefined) {
   )
   checkTailFold("sql", tail!, full!)
   checkTailFold("sql writer", writer!, full!)
+  checkConversationResume("sql", await Effect.runPromise(conversationOpen(sqlTail.log)), tail!, full!)
 }
 /** A SQL open, timed; it throws (so its budgets fail as not measured) if the session was not set up. */
 const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
@@ -356,6 +372,9 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.tailOpenSql50k, timedAsync(sqlOpen((t) => t.tail))],
   [M.tailWriterSql50k, timedAsync(sqlOpen((t) => t.writer))],
   [M.fullFoldSql50k, timedAsync(sqlOpen((t) => t.full), 3)],
+  [M.conversationTailJsonl50k, timedAsync(() => Effect.runPromise(conversationTail))],
+  [M.conversationFullJsonl50k, timedAsync(() => Effect.runPromise(conversationFull), 3)],
+  [M.conversationTailSql50k, timedAsync(sqlOpen((t) => conversationOpen(t.log)))],
   [M.messagesHeap50k, heapOf("messages")],
   [M.stateHeap50k, heapOf("state")],
   [M.backgroundBlockedP90, backgroundOf("p90")],

@@ -11,6 +11,9 @@
  *   and fold, the lock released).
  * - sql: `readSession(id, { tail: true })` (boundary rows by their index, the tail's rows, the same fold) vs
  *   `readSession(id)`; and the writer's open (`SessionLog.layer({ tail: true })`).
+ * - conversation: a worker's whole open, `Conversation.layerLogged` over the writer's tail open on each store (the
+ *   state from the last boundary's checkpoint and the entries after it), vs the same over a log opened in full (today:
+ *   every line read, folded, and every entry replayed into the state).
  *
  * Run: `npx node --expose-gc bench/sessiontail.bench.ts` (`DATABASE_URL=postgres://127.0.0.1:5432/test` for the
  * server)
@@ -29,7 +32,7 @@ import { decodeLine } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { startEmbeddedPg } from "../test/fixtures/EmbeddedPg.ts"
-import { checkTailFold, tailSession } from "./tailSession.ts"
+import { checkConversationResume, checkTailFold, conversationOpen, tailSession } from "./tailSession.ts"
 import { sqlTailSession } from "./tailSql.ts"
 
 const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
@@ -62,7 +65,21 @@ const sqlTail = sql.tail
 const sqlFull = sql.full
 const sqlWriter = sql.writer
 
+/** A worker's whole open: the conversation resumed on the writer's log, from the tail or in full. */
+const jsonlLog = (tail: boolean) =>
+  layerSessionLog({ directory, sessionId: "big", tail, sync: "never" }).pipe(Layer.provide(platform), Layer.fresh)
+const conversationJsonl = conversationOpen(jsonlLog(true))
+const conversationJsonlFull = conversationOpen(jsonlLog(false))
+const conversationSql = conversationOpen(sql.log)
+
 const full = await Effect.runPromise(jsonlFull)
+const tailLoaded = await Effect.runPromise(jsonlTail)
+for (
+  const [what, open] of [["jsonl", conversationJsonl], ["sql", conversationSql], [
+    "jsonl full",
+    conversationJsonlFull
+  ]] as const
+) checkConversationResume(what, await Effect.runPromise(open), tailLoaded, full)
 for (
   const [what, open] of [["jsonl", jsonlTail], ["sql", sqlTail], ["jsonl writer", jsonlWriter], [
     "sql writer",
@@ -98,6 +115,15 @@ group("open a 50k-entry session with 20 compactions", () => {
     })
     bench("sql: the writer's open from the tail", function* () {
       yield async () => do_not_optimize(await Effect.runPromise(sqlWriter))
+    })
+    bench("jsonl: Conversation.layerLogged open from the tail (state resumed)", function* () {
+      yield async () => do_not_optimize(await Effect.runPromise(conversationJsonl))
+    })
+    bench("sql: Conversation.layerLogged open from the tail", function* () {
+      yield async () => do_not_optimize(await Effect.runPromise(conversationSql))
+    })
+    bench("jsonl: Conversation.layerLogged open in full (today)", function* () {
+      yield async () => do_not_optimize(await Effect.runPromise(conversationJsonlFull))
     })
     bench("jsonl: readJsonl full fold (today)", function* () {
       yield async () => do_not_optimize(await Effect.runPromise(jsonlFull))

@@ -1,7 +1,8 @@
 /**
  * The session of issue 29's resume goal, for `bench/sessiontail.bench.ts` and `bench/ci.ts`: 50,000 entries with 20
  * compactions, written through `SessionLog` on the JSONL store (so its lines are the ones a store holds, and the
- * file has the tail index its writer leaves).
+ * file has the tail index its writer leaves), each boundary with the checkpoint a `Conversation` stores in it; and
+ * the checks a bench makes before it times an open.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
@@ -9,7 +10,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
+import { Conversation, type ConversationState, resumeState } from "../src/Conversation.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { HotPaths } from "../src/HotPaths.ts"
+import { checkpointMeta } from "../src/internal/conversation/checkpoint.ts"
 import { type Message, userText } from "../src/Message.ts"
+import { offloadRefOf } from "../src/Offload.ts"
+import type { Entry, Loaded } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { turnStarts } from "../src/Turns.ts"
@@ -22,7 +29,9 @@ const COMPACTIONS = 20
 /**
  * A 50,000-entry session written to `<directory>/big.jsonl` (and its `big.tail`): messages, evictions (~9%) and a
  * compaction every 1/21 of the way that keeps what a policy keeps, the turns of the last ~100 messages (the cut is
- * the last turn start at least 100 messages from the end). Returns its lines.
+ * the last turn start at least 100 messages from the end). Each boundary carries the checkpoint a `Conversation`
+ * would have stored there (the hot paths of every message and offload before it, and the epoch), so a conversation
+ * resumes from its tail. Returns its lines.
  */
 export const tailSession = (directory: string): Promise<ReadonlyArray<string>> => {
   const rand = prng(29)
@@ -47,6 +56,9 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
   return Effect.runPromise(
     Effect.gen(function* () {
       const log = yield* SessionLog
+      // the state a conversation would hold, for the checkpoints
+      let hot = HotPaths.empty()
+      let epoch = 0
       // the messages between two other steps in one append (one line each, as one by one, but one write)
       let messages: Array<Message> = []
       for (const step of steps.slice(0, ENTRIES)) {
@@ -55,8 +67,25 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
           continue
         }
         if (messages.length > 0) yield* log.append(messages)
+        hot = hot.observe(messages)
         messages = []
-        yield* performStep(log, step)
+        if (step._tag === "evict") {
+          yield* performStep(log, step)
+          hot = hot.observeOffloads(step.evictions.flatMap((e) => {
+            const ref = offloadRefOf(e.block)
+            return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
+          }))
+          continue
+        }
+        epoch++
+        const snapshot = yield* log.snapshot
+        yield* log.recordCompaction({
+          summary: step.summary,
+          snapshot,
+          cut: step.cut,
+          summarizer: "test-extractive",
+          meta: checkpointMeta("conversation", { hot, epoch })
+        })
       }
       if (messages.length > 0) yield* log.append(messages)
     }).pipe(Effect.provide(
@@ -89,4 +118,43 @@ export const checkTailFold = (
   const same = (l: typeof full) => JSON.stringify([l.view, l.entryIds, l.seq, l.head])
   if (same(opened) !== same(full)) throw new Error(`the ${what} tail's fold is not the full fold`)
   if (opened.verifiedFrom === undefined) throw new Error(`the ${what} open read the whole log`)
+}
+
+/** The conversation a log resumes to, opened as a worker opens it (`Conversation.layerLogged` over `log`). */
+export const conversationOpen = <E>(log: Layer.Layer<SessionLog, E>): Effect.Effect<ConversationState, unknown> =>
+  Effect.flatMap(Effect.service(Conversation), (c) => c.state).pipe(
+    Effect.provide(
+      Conversation.layerLogged().pipe(Layer.provide(log), Layer.provide(ExtractiveSummarizer.layer), Layer.fresh)
+    )
+  )
+
+/**
+ * Throws unless the conversation `state` opened from the log's tail equals the fold of every entry of `full` from
+ * the start with no checkpoint (view, hot paths with every previous read and open call, epoch, pending calls, usage,
+ * reply), and the tail alone (`tail`) holds that epoch (only its checkpoint can: the compactions before it are not in
+ * it).
+ */
+export const checkConversationResume = (
+  what: string,
+  state: ConversationState,
+  tail: Loaded,
+  full: Loaded
+): void => {
+  const entries = (full.entries as ReadonlyArray<Entry>).map((e) => {
+    if (e.type !== "compaction") return e
+    const { meta: _, ...rest } = e
+    return rest
+  })
+  const reference = resumeState({ ...full, entries })
+  const exact = (s: ConversationState) => {
+    const { hot, previous, pending } = s.hot.toSnapshot()
+    return JSON.stringify([s.view, hot, [...previous].map(String).sort(), [...pending].map(String).sort(), [
+      s.epoch,
+      s.pending,
+      s.usage ?? null,
+      s.reply ?? null
+    ]])
+  }
+  if (exact(state) !== exact(reference)) throw new Error(`the ${what} conversation is not the full fold's`)
+  if (resumeState(tail).epoch !== reference.epoch) throw new Error(`the ${what} tail holds no checkpoint`)
 }

@@ -1,8 +1,8 @@
 /**
  * Issue 29's resume session in the SQL store, for `bench/sessiontail.bench.ts` and `bench/ci.ts`: a schema of its own
  * on the PostgreSQL server at `url` (dropped by `close`), the session's lines inserted as `big` the way the store's
- * appends store them (boundary rows flagged), then `ANALYZE`; and its opens: from the tail (a read, and the writer's)
- * and in full.
+ * appends store them (boundary rows flagged), then `ANALYZE`; and its opens: from the tail (a read, the writer's, and
+ * the writer's log for a conversation) and in full.
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -20,6 +20,8 @@ export interface SqlTail {
   readonly tail: Effect.Effect<Loaded, unknown>
   readonly writer: Effect.Effect<Loaded, unknown>
   readonly full: Effect.Effect<Loaded, unknown>
+  /** The writer's log from the tail (a fresh layer: each use opens it anew), for a conversation to resume on. */
+  readonly log: Layer.Layer<SessionLog, unknown>
   readonly close: () => Promise<void>
 }
 
@@ -65,17 +67,15 @@ export const sqlTailSession = async (
       yield* client.unsafe("ANALYZE compaction_entries")
     }).pipe(Effect.provide(context))
   )
+  const log = SessionLog.layer({ sessionId: "big", tail: true, sync: "never" }).pipe(
+    Layer.provide(Layer.succeedContext(context)),
+    Layer.fresh
+  )
   return {
     tail: readSession("big", { tail: true }).pipe(Effect.provide(context)),
     full: readSession("big").pipe(Effect.provide(context)),
-    writer: Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded).pipe(
-      Effect.provide(
-        SessionLog.layer({ sessionId: "big", tail: true, sync: "never" }).pipe(
-          Layer.provide(Layer.succeedContext(context)),
-          Layer.fresh
-        )
-      )
-    ),
+    writer: Effect.flatMap(Effect.service(SessionLog), (l) => l.loaded).pipe(Effect.provide(log)),
+    log,
     close: async () => {
       await Effect.runPromise(Scope.close(scope, Exit.void))
       if (schema !== undefined) await admin(`DROP SCHEMA ${schema} CASCADE`)

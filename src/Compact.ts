@@ -28,7 +28,7 @@ import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import type { Snapshot } from "./SessionEntry.ts"
+import type { Snapshot, StepMeta } from "./SessionEntry.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
 import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
 import {
@@ -267,17 +267,23 @@ export interface CompactionRecord<M extends Message> {
 
 /**
  * The input of `SessionLogShape#recordCompaction` for a finished compaction of `snapshot.view`: the record's own
- * view, cut and figures. The one mapping between a finished compaction and the log.
+ * view, cut and figures, and the caller's step metadata for the boundary (`meta`), if any. The one mapping between a
+ * finished compaction and the log.
  * @category compaction
  */
-export const recordInput = <M extends Message>(record: CompactionRecord<M>, snapshot: Snapshot): CompactionInput => ({
+export const recordInput = <M extends Message>(
+  record: CompactionRecord<M>,
+  snapshot: Snapshot,
+  meta?: StepMeta | undefined
+): CompactionInput => ({
   snapshot,
   view: record.view,
   cut: record.cut,
   summarizer: record.summarizer,
   tokensBefore: record.tokensBefore,
   tokensAfter: record.tokensAfter,
-  turnsSummarized: record.turnsSummarized
+  turnsSummarized: record.turnsSummarized,
+  ...(meta === undefined ? {} : { meta })
 })
 
 /** A finished compaction: the new view, its outcome, and the record to persist (absent when `Skipped`). @category models */

@@ -58,6 +58,7 @@ import {
   tokensAt
 } from "./internal/thinkingBinding.ts"
 import { makeBackground, resumeCut } from "./internal/conversation/background.ts"
+import { type Checkpoint, checkpointMeta, checkpointOf } from "./internal/conversation/checkpoint.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
@@ -1122,15 +1123,39 @@ const offloadsOf = (
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
  * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
  * the thread anchor (the latest reply's, when its metadata holds one and no offload or compaction followed it), and
- * the calls of the last reply not yet answered. Equal to the live state that wrote the log.
+ * the calls of the last reply not yet answered. Equal to the live state that wrote the log. When a compaction entry
+ * holds the conversation's checkpoint (every boundary a `Conversation` records does), the last one is the state at
+ * that boundary and only the entries after it are replayed: so a log opened from its tail resumes as the whole log.
  * @category resume
  * @deprecated Use `Conversation.layerLogged(options)`: opening a logged conversation resumes its state from the log.
  */
-export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefined): ConversationState => {
-  let hot = HotPaths.empty(classifier)
-  let epoch = 0
-  let usage: UsageReport | undefined
-  let reply: ReplyReport | undefined
+export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefined): ConversationState =>
+  resumeFrom(loaded, classifier) ?? stateOf(loaded, foldEntries(loaded.entries, 0, undefined, classifier))
+
+/**
+ * The state `resumeState` resumes, when `loaded` has what it needs: every entry (`verifiedFrom` unset), or a
+ * checkpoint among the entries it holds. `undefined` for a tail without one: the caller reads the whole log.
+ */
+const resumeFrom = (loaded: Loaded, classifier: ToolClassifier | undefined): ConversationState | undefined => {
+  const entries = loaded.entries as ReadonlyArray<Entry>
+  for (let k = entries.length - 1; k >= 0; k--) {
+    const checkpoint = checkpointOf(entries[k]!, META_KEY, classifier)
+    if (checkpoint !== undefined) return stateOf(loaded, foldEntries(entries, k + 1, checkpoint, classifier))
+  }
+  return loaded.verifiedFrom === undefined ? stateOf(loaded, foldEntries(entries, 0, undefined, classifier)) : undefined
+}
+
+/** The hot paths, epoch, usage, reply and thread after `entries` from `from` on, starting from `start` (or nothing). */
+const foldEntries = (
+  entries: ReadonlyArray<Entry>,
+  from: number,
+  start: Checkpoint | undefined,
+  classifier: ToolClassifier | undefined
+) => {
+  let hot = start?.hot ?? HotPaths.empty(classifier)
+  let epoch = start?.epoch ?? 0
+  let usage = start?.usage as UsageReport | undefined
+  let reply = start?.reply as ReplyReport | undefined
   let thread: ThreadAnchor | undefined
   // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
   let run: Array<MessageParam> = []
@@ -1138,7 +1163,8 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
     if (run.length > 0) hot = hot.observe(run)
     run = []
   }
-  for (const entry of loaded.entries as ReadonlyArray<Entry>) {
+  for (let k = from; k < entries.length; k++) {
+    const entry = entries[k]!
     if (entry.type === "message") {
       run.push(wireOf(entry.message))
       const meta = metaOf(entry)
@@ -1157,6 +1183,12 @@ export const resumeState = (loaded: Loaded, classifier?: ToolClassifier | undefi
     else epoch++
   }
   flush()
+  return { hot, epoch, usage, reply, thread }
+}
+
+/** The resumed state: the log's view with what `foldEntries` gave. */
+const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): ConversationState => {
+  const { hot, epoch, usage, reply, thread } = folded
   const view = loaded.view.map(wireOf)
   const unbound = unboundOnResume(loaded, view)
   return {
@@ -1387,7 +1419,17 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
-const record = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
+/**
+ * Stores one step's change; `before` is the state before it, `after` the state after it. A compaction's boundary
+ * carries the checkpoint of `after` when the log's view before it is the conversation's (no other writer appended
+ * in between), so a resume can start there.
+ */
+const record = (
+  log: SessionLogShape,
+  change: Change,
+  before: ConversationState,
+  after: ConversationState
+): Effect.Effect<void, SessionLogError> => {
   switch (change._tag) {
     case "Appended":
       return Effect.asVoid(
@@ -1396,8 +1438,14 @@ const record = (log: SessionLogShape, change: Change): Effect.Effect<void, Sessi
     case "Offloaded":
       return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
     case "CompactionApplied":
-      return Effect.flatMap(log.snapshot, (snapshot) => log.recordCompaction(recordInput(change.record, snapshot)))
-        .pipe(Effect.asVoid)
+      return Effect.flatMap(log.snapshot, (snapshot) =>
+        log.recordCompaction(
+          recordInput(
+            change.record,
+            snapshot,
+            snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
+          )
+        )).pipe(Effect.asVoid)
   }
 }
 
@@ -1518,8 +1566,10 @@ const make = (
       t.steps.length === 0 ?
         Effect.sync(() => void (state = t.state)) :
         Effect.forEach(t.steps, (step) =>
-          (log === undefined ? Effect.void : record(log, step.change)).pipe(
-            Effect.tap(() => Effect.sync(() => void (state = step.state))),
+          (log === undefined ? Effect.void : Effect.suspend(() => record(log, step.change, state, step.state))).pipe(
+            Effect.tap(() =>
+              Effect.sync(() => void (state = step.state))
+            ),
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
@@ -1653,9 +1703,10 @@ export const layerMemory = (
  * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
  * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
  * is stored before it is applied. A log opened from its tail (`SessionLogOptions.tail`, so `loaded.verifiedFrom` is
- * set) holds only the entries from the tail on, and the state needs every entry (the hot paths observe every read,
- * the epoch counts every compaction): then the log is read once in full (`load()`, up to the log's `seq`), so the
- * state is the live one.
+ * set) holds only the entries from the tail on: the state resumes from the checkpoint of the last compaction boundary
+ * among them (each boundary the conversation records carries one) and the entries after it, reading nothing else.
+ * A tail with no checkpoint (a log whose boundaries another writer recorded, or one written before checkpoints) is
+ * read once in full (`load()`, up to the log's `seq`), so the state is the live one either way.
  * Needs a `Summarizer` and a `SessionLog`.
  * @category layers
  */
@@ -1667,10 +1718,10 @@ export const layerLogged = (
     Effect.gen(function* () {
       const log = yield* SessionLog
       const opened = yield* log.loaded
+      const resumed = resumeFrom(opened, options.classifier)
+      if (resumed !== undefined) return yield* make(resumed, log, options, resumeCut(opened, META_KEY))
       // the entries up to the log's fold (another worker may have appended since it opened)
-      const loaded = opened.verifiedFrom === undefined
-        ? opened
-        : { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
+      const loaded = { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
       return yield* make(resumeState(loaded, options.classifier), log, options, resumeCut(loaded, META_KEY))
     })
   )

@@ -49,6 +49,20 @@ interface PreviousRead extends ReadCall {
   readonly offloaded: boolean
 }
 
+/**
+ * A tracker as plain JSON (`HotPaths#toSnapshot`), read back by `HotPaths.fromSnapshot`: the hot paths in the order
+ * they became hot; each path's previous read as `[path, toolUseId, offloaded, start?, end?]` (1 or 0 for
+ * `offloaded`; `start` absent: the whole file; `end` absent: to its end); each open read call as
+ * `[toolUseId, path, start?, end?]`. The classifier is not part of it.
+ */
+interface HotPathsSnapshot {
+  readonly hot: ReadonlyArray<string>
+  readonly previous: ReadonlyArray<readonly [string, string, 0 | 1, ...RangeJson]>
+  readonly pending: ReadonlyArray<readonly [string, string, ...RangeJson]>
+}
+
+type RangeJson = [] | [number] | [number, number]
+
 /** The hot paths, newest first: shared tails, so becoming hot prepends one node. */
 interface HotList {
   readonly path: string
@@ -100,6 +114,42 @@ export class HotPaths {
   /** The tracker after observing `messages` from the start: `HotPaths.empty(classifier).observe(messages)`. */
   static fromMessages(messages: ReadonlyArray<Message>, classifier: ToolClassifier = defaultToolClassifier): HotPaths {
     return HotPaths.empty(classifier).observe(messages)
+  }
+
+  /**
+   * The tracker read back from `toSnapshot`'s JSON, with `classifier` (the one the snapshotted tracker used): it
+   * answers and observes exactly as that tracker did. `undefined` when `snapshot` is not such JSON (a foreign or
+   * damaged value), so the caller can observe the messages instead.
+   */
+  static fromSnapshot(snapshot: unknown, classifier: ToolClassifier = defaultToolClassifier): HotPaths | undefined {
+    if (!isRecord(snapshot)) return undefined
+    const { hot: paths, pending: open, previous: reads } = snapshot
+    if (!isArrayOf(paths, isString) || !isArrayOf(reads, isPreviousJson) || !isArrayOf(open, isPendingJson)) {
+      return undefined
+    }
+    let hot = NO_HOT
+    for (const path of paths) if (!HashSet.has(hot.set, path)) hot = addHot(hot, path)
+    const previous = HashMap.fromIterable(
+      reads.map(([path, toolUseId, offloaded, ...range]): [string, PreviousRead] => [
+        path,
+        { path, range: rangeOf(range), toolUseId, offloaded: offloaded === 1 }
+      ])
+    )
+    const pending = HashMap.fromIterable(
+      open.map(([toolUseId, path, ...range]): [string, ReadCall] => [toolUseId, { path, range: rangeOf(range) }])
+    )
+    return new HotPaths(hot, previous, pending, classifier)
+  }
+
+  /** The tracker as plain JSON (see `HotPathsSnapshot`), for `HotPaths.fromSnapshot`. */
+  toSnapshot(): HotPathsSnapshot {
+    const previous: Array<readonly [string, string, 0 | 1, ...RangeJson]> = []
+    for (const [path, read] of this.#previous) {
+      previous.push([path, read.toolUseId, read.offloaded ? 1 : 0, ...rangeJson(read.range)])
+    }
+    const pending: Array<readonly [string, string, ...RangeJson]> = []
+    for (const [toolUseId, call] of this.#pending) pending.push([toolUseId, call.path, ...rangeJson(call.range)])
+    return { hot: this.paths, previous, pending }
   }
 
   /** The hot paths, in the order they became hot. */
@@ -177,6 +227,22 @@ export class HotPaths {
       : new HotPaths(this.#hot, HashMap.endMutation(previous), this.#pending, this.#classify)
   }
 }
+
+const rangeJson = (range: LineRange | undefined): RangeJson =>
+  range === undefined ? [] : range.end === undefined ? [range.start] : [range.start, range.end]
+
+const rangeOf = (json: RangeJson): LineRange | undefined =>
+  json.length === 0 ? undefined : json.length === 1 ? { start: json[0] } : { start: json[0], end: json[1] }
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+const isString = (u: unknown): u is string => typeof u === "string"
+const isArrayOf = <A>(u: unknown, is: (v: unknown) => v is A): u is ReadonlyArray<A> => Array.isArray(u) && u.every(is)
+const isRangeJson = (range: ReadonlyArray<unknown>): range is RangeJson =>
+  range.length === 0 || (range.length <= 2 && range.every((n) => Number.isFinite(n)))
+const isPreviousJson = (u: unknown): u is readonly [string, string, 0 | 1, ...RangeJson] =>
+  Array.isArray(u) && isString(u[0]) && isString(u[1]) && (u[2] === 0 || u[2] === 1) && isRangeJson(u.slice(3))
+const isPendingJson = (u: unknown): u is readonly [string, string, ...RangeJson] =>
+  Array.isArray(u) && isString(u[0]) && isString(u[1]) && isRangeJson(u.slice(2))
 
 const lookup = <V>(map: HashMap.HashMap<string, V>, key: string): V | undefined =>
   HashMap.size(map) === 0 ? undefined : Option.getOrUndefined(HashMap.get(map, key))

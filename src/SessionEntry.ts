@@ -30,8 +30,9 @@ import { SessionLogError as LogError, SessionLogErrorReason as LogErrorReason } 
 
 /**
  * The entry format version this module writes: 3. v2 is v1 plus a checksum at the end of every line; v3 is v2 plus
- * the optional step metadata of a message entry (`meta`). Entries with a higher `v` are refused, never guessed at;
- * v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions wrote it).
+ * the optional step metadata of a message or compaction entry (`meta`). Entries with a higher `v` are refused, never
+ * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
+ * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
  * @category models
  */
 export const CURRENT_VERSION = 3 as const
@@ -64,9 +65,9 @@ const Header: HeaderFields = {
 }
 
 /**
- * Step metadata: what the layer that appended a message keeps beside it (usage, the request's epoch, renamed ids…),
- * a JSON object whose top-level keys name its owner (`Conversation` writes `conversation`). It is covered by the line's
- * checksum and never part of the view. @category schemas
+ * Step metadata: what the layer that appended a message or recorded a compaction keeps beside it (usage, the
+ * request's epoch, renamed ids, a resume checkpoint…), a JSON object whose top-level keys name its owner
+ * (`Conversation` writes `conversation`). It is covered by the line's checksum and never part of the view. @category schemas
  * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
 export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
@@ -160,7 +161,8 @@ export type KeptMessages = typeof KeptMessages.Type
  * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
  * with `kept`, `[summary, ...kept.messages, ...items after kept.through]`. `summary` is the message heading the new
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
- * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently.
+ * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
+ * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
  * @category schemas
  * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
@@ -175,6 +177,7 @@ export const CompactionEntry: Schema.Struct<
     readonly turnsSummarized: Schema.optionalKey<Schema.Int>
     readonly kept: Schema.optionalKey<typeof KeptMessages>
     readonly viewHash: Schema.String
+    readonly meta: Schema.optionalKey<typeof StepMeta>
   }
 > = Schema.Struct({
   ...Header,
@@ -186,7 +189,8 @@ export const CompactionEntry: Schema.Struct<
   summarizer: Schema.String,
   turnsSummarized: Schema.optionalKey(Schema.Int),
   kept: Schema.optionalKey(KeptMessages),
-  viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/))
+  viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
+  meta: Schema.optionalKey(StepMeta)
 })
 /**
  * @category models
@@ -654,7 +658,7 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
   }
   if (Result.isFailure(decoded)) return Result.fail({ reason: "Corrupt", detail: invalid ?? "" })
   const entry = decoded.success
-  if (entry.type === "message" && entry.meta !== undefined && entry.v < 3) {
+  if (entry.type !== "eviction" && entry.meta !== undefined && entry.v < 3) {
     return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
   }
   return Result.succeed(entry)

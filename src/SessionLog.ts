@@ -456,7 +456,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         summarizer: input.summarizer,
         ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
         ...(kept === undefined ? {} : { kept }),
-        viewHash: hashOfView(after)
+        viewHash: hashOfView(after),
+        ...(input.meta === undefined ? {} : { meta: input.meta })
       }
       return {
         entries: [entry],
@@ -483,6 +484,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           const error = validateMessage(view[i], i - 1)
           if (error !== undefined) return yield* invalid(sessionId, `kept: ${error.message}`)
         }
+      }
+      if (input.meta !== undefined && !isStepMeta(input.meta)) {
+        return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
       }
       if (input.expectedView !== undefined) {
         const expected = hashOfView(input.expectedView)

@@ -2,28 +2,39 @@
  * A conversation resumed from a log opened at its tail (`SessionLogOptions.tail`) is the live one: a real session of
  * `../shared/data` (the first 400 messages of `pi__before-compaction`) replayed with compactions through the JSONL store, closed and resumed from the tail every 40
  * requests, sends every request the uninterrupted run sends, byte for byte; and the state a tail-opened log resumes to
- * equals the full resume's (view, hot paths, epoch, pending calls, usage). The tail alone does not hold the epoch (the
- * compactions before it), which is why `layerLogged` reads the rest.
+ * equals the fold of every entry from the start with no checkpoint (view, hot paths with their previous reads and open
+ * calls, epoch, pending calls, usage). The tail alone does not hold the hot paths or the epoch (the entries before
+ * it): the checkpoint of its last boundary does, so the resume reads no line before the tail, which the test proves by
+ * overwriting every such line with garbage. A log whose boundaries hold no checkpoint is read in full, to the same
+ * state.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
-import { Conversation, resumeState } from "../src/Conversation.ts"
+import { Conversation } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { corpus } from "./fixtures/Corpus.ts"
-import { comparableState, corpusPolicy, replayCorpus, usageOf } from "./fixtures/ConversationReplay.ts"
+import {
+  corpusPolicy,
+  exactState,
+  foldedFromStart,
+  replayCorpus,
+  usageOf,
+  withoutCheckpoints
+} from "./fixtures/ConversationReplay.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
 describe("Conversation resumed from the log's tail", () => {
   it.effect(
-    "a real session with compactions: every request equals the live run's, and the state the full resume's",
+    "a real session with compactions: every request equals the live run's; the tail alone resumes the full fold's state",
     () =>
       Effect.gen(function* () {
         // its first 400 messages: 15 compactions under the corpus policy, a few seconds a replay
@@ -47,20 +58,55 @@ describe("Conversation resumed from the log's tail", () => {
           requests.forEach((r, i) =>
             assert.isTrue(r === live.requests[i], `request ${i + 1} differs from the live run`)
           )
-          const opened = yield* Effect.gen(function* () {
-            const conversation = yield* Conversation
-            const l = yield* SessionLog
-            return { state: yield* conversation.state, loaded: yield* l.loaded, full: yield* l.load() }
-          }).pipe(
-            Effect.provide(Conversation.layerLogged({ policy: corpusPolicy }).pipe(Layer.provideMerge(log(true)))),
-            Effect.provide(ExtractiveSummarizer.layer)
+          const open = (dir: string) =>
+            Effect.gen(function* () {
+              const conversation = yield* Conversation
+              const l = yield* SessionLog
+              return { state: yield* conversation.state, loaded: yield* l.loaded }
+            }).pipe(
+              Effect.provide(
+                Conversation.layerLogged({ policy: corpusPolicy }).pipe(
+                  Layer.provideMerge(
+                    layerSessionLog({ directory: dir, sessionId: "s", tail: true, sync: "never" }).pipe(
+                      Layer.provide(platform)
+                    )
+                  )
+                )
+              ),
+              Effect.provide(ExtractiveSummarizer.layer)
+            )
+          const full = yield* Effect.gen(function* () {
+            return yield* (yield* SessionLog).load()
+          }).pipe(Effect.provide(log(false)))
+          const entries = full.entries as ReadonlyArray<Entry>
+          const boundaries = entries.filter((e) => e.type === "compaction")
+          assert.strictEqual(boundaries.length, summary.compactions)
+          assert.isTrue(boundaries.every((b) => b.meta !== undefined), "every boundary carries a checkpoint")
+          const reference = foldedFromStart(full)
+          assert.strictEqual(reference.epoch, summary.compactions)
+          assert.isAbove(reference.hot.paths.length, 0, "the session has hot paths to restore")
+
+          // the lines before the tail overwritten byte for byte: a resume that read one would fail
+          const from = (yield* open(directory)).loaded.verifiedFrom ?? 1
+          assert.isAbove(from, 1, "the log opens from its tail")
+          const file = join(directory, "s.jsonl")
+          const bytes = readFileSync(file)
+          let offset = 0
+          for (let line = 1; line < from; line++) offset = bytes.indexOf(0x0a, offset) + 1
+          for (let i = 0; i < offset; i++) if (bytes[i] !== 0x0a) bytes[i] = 0x78
+          writeFileSync(file, bytes)
+          const opened = yield* open(directory)
+          assert.strictEqual(opened.loaded.verifiedFrom, from)
+          assert.deepStrictEqual(exactState(opened.state), exactState(reference))
+          // the log of a writer before checkpoints: the same state, from a full read
+          const old = join(directory, "old")
+          mkdirSync(old)
+          writeFileSync(
+            join(old, "s.jsonl"),
+            withoutCheckpoints(entries).map((e) => `${encodeEntry(e)}\n`).join("")
           )
-          assert.isAbove(opened.loaded.verifiedFrom ?? 1, 1, "the log opened from its tail")
-          const full = resumeState(opened.full)
-          assert.deepStrictEqual(comparableState(opened.state), comparableState(full))
-          assert.strictEqual(opened.state.epoch, summary.compactions)
-          // the tail's entries alone miss the compactions before it
-          assert.isBelow(resumeState(opened.loaded).epoch, summary.compactions)
+          const reread = yield* open(old)
+          assert.deepStrictEqual(exactState(reread.state), exactState(reference))
         } finally {
           rmSync(directory, { recursive: true, force: true })
         }

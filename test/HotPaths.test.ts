@@ -409,4 +409,77 @@ describe("HotPaths persistent state", () => {
     },
     { arbitrary: { runs: 2500 } } // per runtime: fast-check draws new cases in each, 5,000 per CI run
   )
+
+  /** A snapshot as a log stores and reads it: through JSON text. */
+  const throughJson = (hot: HotPaths) => HotPaths.fromSnapshot(JSON.parse(JSON.stringify(hot.toSnapshot())))
+  /** A snapshot's content, independent of the order its maps iterate in. */
+  const sortedSnapshot = (hot: HotPaths) => {
+    const { hot: paths, pending, previous } = hot.toSnapshot()
+    return { paths, previous: [...previous].map(String).sort(), pending: [...pending].map(String).sort() }
+  }
+
+  it.prop(
+    "a tracker restored from its JSON snapshot at any step goes on exactly as the reference",
+    [Arbitrary.schema(Schema.Array(OpScript).check(Schema.isMinLength(8), Schema.isMaxLength(20)))],
+    ([ops]) => {
+      let hot = HotPaths.empty()
+      let ref = CopyingHotPaths.empty()
+      for (const op of ops) {
+        // every step goes on from a restored copy, so each later answer depends on what the snapshot kept
+        const restored = throughJson(hot)
+        assert.isDefined(restored)
+        assert.deepStrictEqual(sortedSnapshot(restored!), sortedSnapshot(hot))
+        hot = restored!
+        for (const batch of op.kind === "offloads" ? [] : batchesOf(op)) {
+          hot = hot.observe(batch)
+          ref = ref.observe(batch)
+        }
+        if (op.kind === "offloads") {
+          const entries = offloadsOf(op, ref)
+          hot = hot.observeOffloads(entries)
+          ref = ref.observeOffloads(entries)
+        }
+        assert.deepStrictEqual(hot.paths, ref.paths)
+        for (const path of [...PATHS, "/none.ts"]) assert.strictEqual(hot.pinned(path), ref.pinned(path))
+      }
+    },
+    { arbitrary: { runs: 2500 } }
+  )
+
+  it("fromSnapshot refuses what is not a snapshot, and keeps the classifier it is given", () => {
+    const bad: ReadonlyArray<unknown> = [
+      undefined,
+      null,
+      [],
+      "x",
+      { hot: [], previous: [] },
+      { hot: [1], previous: [], pending: [] },
+      { hot: [], previous: [["/a.ts", "t1", 2]], pending: [] },
+      { hot: [], previous: [["/a.ts", "t1", 1, "5"]], pending: [] },
+      { hot: [], previous: [["/a.ts", "t1", 1, 1, 2, 3]], pending: [] },
+      { hot: [], previous: [], pending: [["t1"]] },
+      { hot: [], previous: [], pending: [["t1", "/a.ts", Infinity]] }
+    ]
+    for (const u of bad) assert.isUndefined(HotPaths.fromSnapshot(u), JSON.stringify(u))
+    const snapshot: ReturnType<HotPaths["toSnapshot"]> = {
+      hot: ["/a.ts"],
+      previous: [["/b.ts", "t1", 1, 1, 10]],
+      pending: [["t2", "/b.ts"]]
+    }
+    const restored = HotPaths.fromSnapshot(snapshot)!
+    assert.deepStrictEqual(restored.paths, ["/a.ts"])
+    assert.deepStrictEqual(restored.toSnapshot(), snapshot)
+    // the open call t2 (a whole-file read of /b.ts) answered: it covers lines 1-10, offloaded, so /b.ts becomes hot
+    assert.deepStrictEqual(
+      restored.observe([result("t2", "body")].map((b) => ({ role: "user", content: [b] }))).paths,
+      [
+        "/a.ts",
+        "/b.ts"
+      ]
+    )
+    // a classifier that reads nothing: no call of a restored tracker is a read
+    const blind = HotPaths.fromSnapshot(snapshot, () => ({ _tag: "Other" }) as never)!
+    const call: Message = { role: "assistant", content: [read("t3", "/b.ts")] }
+    assert.deepStrictEqual(blind.observe([call, { role: "user", content: [result("t3", "x")] }]).paths, ["/a.ts"])
+  })
 })

@@ -61,6 +61,11 @@ export interface CompactionInput {
    * @deprecated Pass the view itself as `view`: the log then stores what rebuilds exactly that.
    */
   readonly expectedView?: ReadonlyArray<Message>
+  /**
+   * The step metadata stored in the boundary's entry (`CompactionEntry.meta`, returned by `load` in `entries`, never
+   * in the view): a JSON object, such as the state `Conversation` resumes from without reading the entries before it.
+   */
+  readonly meta?: StepMeta
 }
 
 /** Options of `SessionLogShape.append`. @category models */
