@@ -21,6 +21,7 @@ import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { execute, makeSchema } from "./fixtures/Pg.ts"
 import {
   corpusPolicy,
   exactState,
@@ -109,6 +110,55 @@ describe("Conversation resumed from the log's tail", () => {
           assert.deepStrictEqual(exactState(reread.state), exactState(reference))
         } finally {
           rmSync(directory, { recursive: true, force: true })
+        }
+      }),
+    180_000
+  )
+  it.effect(
+    "on the SQL store: every request equals the live run's, and with the rows before the tail deleted the state is the full fold's",
+    () =>
+      Effect.gen(function* () {
+        const whole = corpus().find((s) => s.name === "pi__before-compaction")!
+        const session = { ...whole, messages: whole.messages.slice(0, 400) }
+        const db = yield* Effect.promise(() => makeSchema())
+        const log = (tail: boolean) =>
+          SessionLog.layer({ sessionId: "s", tail, sync: "never" }).pipe(
+            Layer.provide(Layer.succeedContext(db.context))
+          )
+        try {
+          const live = yield* replayCorpus(session, undefined, corpusPolicy)
+          const requests: Array<string> = []
+          const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
+            policy: corpusPolicy,
+            resumeEvery: 40,
+            log: log(true),
+            onRequest: (_, request) => Effect.sync(() => void requests.push(JSON.stringify(request)))
+          }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+          assert.isAtLeast(summary.resumes, 3)
+          assert.deepStrictEqual(requests, live.requests)
+          const full = yield* Effect.flatMap(Effect.service(SessionLog), (l) => l.load()).pipe(
+            Effect.provide(log(false))
+          )
+          const reference = foldedFromStart(full)
+          assert.strictEqual(reference.epoch, summary.compactions)
+          const open = Effect.gen(function* () {
+            const state = yield* (yield* Conversation).state
+            return { state, loaded: yield* (yield* SessionLog).loaded }
+          }).pipe(
+            Effect.provide(Conversation.layerLogged({ policy: corpusPolicy }).pipe(Layer.provideMerge(log(true)))),
+            Effect.provide(ExtractiveSummarizer.layer)
+          )
+          const from = (yield* open).loaded.verifiedFrom ?? 1
+          assert.isAbove(from, 1, "the log opens from its tail")
+          // the rows before the tail gone: a resume that read one would not find it
+          yield* Effect.promise(() =>
+            execute(db.url, `DELETE FROM ${db.schema}.compaction_entries WHERE seq < ${from}`)
+          )
+          const opened = yield* open
+          assert.strictEqual(opened.loaded.verifiedFrom, from)
+          assert.deepStrictEqual(exactState(opened.state), exactState(reference))
+        } finally {
+          yield* Effect.promise(() => db.drop())
         }
       }),
     180_000

@@ -228,4 +228,62 @@ describe("SessionLog: step metadata", () => {
       assert.strictEqual(error.line, 3)
       assert.include(error.message, "cannot carry meta")
     }))
+
+  it.effect("a compaction's meta is stored in its boundary, unknown keys and all; a bad one writes nothing", () =>
+    Effect.gen(function* () {
+      const sessions: MemoryStore = new Map()
+      const meta = { conversation: { checkpoint: { v: 1, epoch: 1 } }, other: { future: [1, "two", null] } }
+      const compactWith = (m: unknown) => (log: SessionLogShape) =>
+        Effect.flatMap(log.snapshot, (snapshot) =>
+          log.recordCompaction({
+            snapshot,
+            cut: 2,
+            view: [user("[summary]"), ...snapshot.view.slice(2)],
+            summarizer: "test",
+            meta: m as never
+          }))
+      yield* withLog(logOver(backend(sessions)), (log) => log.append([user("q"), reply("a"), user("next")]))
+      for (const bad of [[1], { n: Number.POSITIVE_INFINITY }, { u: undefined }, "text"]) {
+        const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), compactWith(bad))))
+        assert.strictEqual(error.reason, "InvalidInput", JSON.stringify(bad))
+      }
+      assert.strictEqual(sessions.get("s")!.length, 3, "a refused boundary writes nothing")
+      const entry = yield* withLog(logOver(backend(sessions)), compactWith(meta))
+      assert.deepStrictEqual(entry.meta, meta)
+      const loaded = yield* withLog(logOver(backend(sessions)), (log) => log.load())
+      assert.deepStrictEqual(loaded.view, [user("[summary]"), user("next")])
+      const boundary = (loaded.entries as ReadonlyArray<Entry>).at(-1)!
+      assert.strictEqual(boundary.type, "compaction")
+      assert.deepStrictEqual((boundary as Entry & { readonly meta?: unknown }).meta, meta)
+      // under the checksum: a changed byte of it is a corrupt line
+      const stored = sessions.get("s")!
+      stored[3] = { ...stored[3]!, line: stored[3]!.line.replace('"epoch":1', '"epoch":2') }
+      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.strictEqual(error.line, 4)
+    }))
+
+  it.effect("a v2 compaction line carrying meta is corrupt", () =>
+    Effect.gen(function* () {
+      const sessions: MemoryStore = new Map()
+      yield* withLog(logOver(backend(sessions)), (log) =>
+        Effect.andThen(
+          log.append([user("q"), reply("a")]),
+          Effect.flatMap(
+            log.snapshot,
+            (snapshot) => log.recordCompaction({ snapshot, cut: 2, view: [user("[summary]")], summarizer: "test" })
+          )
+        ))
+      const stored = sessions.get("s")!
+      const boundary = JSON.parse(stored[2]!.line.replace(/,"sum":"[0-9a-f]+"\}$/, "}")) as Record<string, unknown>
+      stored[2] = { ...stored[2]!, line: encodeEntry({ ...boundary, v: 2, meta: { k: 1 } } as unknown as Entry) }
+      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.strictEqual(error.line, 3)
+      assert.include(error.message, "cannot carry meta")
+      // without meta, the same v2 boundary reads
+      stored[2] = { ...stored[2]!, line: encodeEntry({ ...boundary, v: 2 } as unknown as Entry) }
+      const loaded = yield* withLog(logOver(backend(sessions)), (l) => l.load())
+      assert.deepStrictEqual(loaded.view, [user("[summary]")])
+    }))
 })
