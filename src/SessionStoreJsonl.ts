@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Path from "effect/Path"
 import type * as PlatformError from "effect/PlatformError"
 import * as Predicate from "effect/Predicate"
+import { Buffer, isAscii } from "node:buffer"
 import process from "node:process"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
@@ -120,10 +121,40 @@ const NEWLINE = 0x0a
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
 
+const latin1 = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1")
+
+/**
+ * The UTF-8 text of a file's bytes, exactly as `TextDecoder` gives it, faster: each run of ASCII lines (JSON lines
+ * mostly are: `JSON.stringify` writes any other character as itself, so only some lines hold one) is copied as
+ * one-byte text, and only the runs of other lines go through the UTF-8 decoder. On Node 22 that decoder makes ~300 MB/s
+ * (its V8 validates without SIMD) against ~20 GB/s for the copy; Deno's is fast either way.
+ */
+const textOf = (bytes: Uint8Array): string => {
+  if (isAscii(bytes)) return latin1(bytes)
+  let text = ""
+  for (let at = 0; at < bytes.length;) {
+    let end = at
+    let ascii: boolean | undefined
+    while (end < bytes.length) {
+      const newline = bytes.indexOf(NEWLINE, end)
+      const next = newline === -1 ? bytes.length : newline + 1
+      const lineAscii = isAscii(bytes.subarray(end, next))
+      if (ascii !== undefined && lineAscii !== ascii) break
+      ascii = lineAscii
+      end = next
+    }
+    const run = bytes.subarray(at, end)
+    text += ascii === true ? latin1(run) : decoder.decode(run)
+    at = end
+  }
+  return text
+}
+
 /** The complete lines of a file's bytes (each one entry, `seq` = line number) and its torn tail, if any. */
 const splitLines = (bytes: Uint8Array) => {
   const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
-  const lines = decoder.decode(bytes.subarray(0, completeBytes)).split("\n")
+  const lines = textOf(bytes.subarray(0, completeBytes)).split("\n")
   lines.pop()
   const issues: Array<LoadIssue> = completeBytes < bytes.length
     ? [{ _tag: "TornTail", line: lines.length + 1, offset: completeBytes, bytes: bytes.length - completeBytes }]
@@ -165,12 +196,6 @@ interface Scanned {
   readonly bytes: Uint8Array
   readonly base: number
   readonly region: Region
-}
-
-const prefixOf = (bytes: Uint8Array, region: Region, i: number): string => {
-  const start = region.starts[i]!
-  const end = i + 1 < region.starts.length ? region.starts[i + 1]! - 1 : region.completeBytes - 1
-  return decoder.decode(bytes.subarray(start, Math.min(end, start + PREFIX_CHARS)))
 }
 
 /** The torn last line of a scan, if any, as a load issue (its line number and byte offset in the whole file). */
@@ -246,7 +271,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         const tail = bytes.subarray(1, read)
         const region = regionOf(tail, index.seq)
         if (region.starts.length === 0 || region.from === 1) return undefined
-        if (idOfLine(prefixOf(tail, region, 0)) !== index.id) return undefined
+        if (idOfLine(region.prefix(0)) !== index.id) return undefined
         return { bytes: tail, base: index.offset, region } satisfies Scanned
       }))
     }).pipe(Effect.catchTag("PlatformError", () => Effect.succeed(undefined)))
@@ -330,7 +355,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const lineIds: Array<string | undefined> = []
       let lastBoundary = 0
       region.starts.forEach((start, i) => {
-        const prefix = prefixOf(bytes, region, i)
+        const prefix = region.prefix(i)
         const id = idOfLine(prefix)
         if (id !== undefined) ids.set(id, region.first + i)
         if (isBoundaryLine(prefix)) lastBoundary = region.first + i
@@ -378,7 +403,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const { indexed, scanned } = opened !== undefined
         ? { scanned: opened, indexed: opened.base > 0 }
         : yield* scan(sessionId, true)
-      const entries = regionLines(scanned.bytes, scanned.region, scanned.region.from)
+      const entries = regionLines(scanned.bytes, scanned.region, scanned.region.from, textOf)
       yield* Effect.annotateCurrentSpan("session.entries", entries.length)
       yield* Effect.annotateCurrentSpan("session.indexed", indexed)
       return { entries, issues: tornTail(scanned) }

@@ -2,7 +2,7 @@
  * One conformance suite, run against every store (memory, the JSONL file, PostgreSQL: the embedded PGlite, and the
  * server at DATABASE_URL when set): live equals load after
  * restarts, conflict, idempotent retry, two compactions of one snapshot, many writers, incremental catch-up,
- * integrity (every byte of a small stored session flipped: the even bytes under Node, the odd ones under Deno), not-found, and byte-exact `\u0000` / lone surrogates.
+ * integrity (every byte of a small stored session flipped: the even bytes under Node, the odd ones under Deno), not-found, and byte-exact `\u0000` / lone surrogates / runs of ASCII and other lines.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -208,6 +208,13 @@ for (const backend of backends) {
         assert.strictEqual(loaded.view[0]!.content as string, odd.content)
         const reopened = yield* withLog(backend, sessionId, (log) => log.snapshot)
         assert.strictEqual(JSON.stringify(reopened.view), JSON.stringify([odd, blocks]))
+        // runs of ASCII lines between lines of other characters (a JSONL read copies the ASCII runs, decodes the rest)
+        const mixed = ["plain", "é", "plain too", "and", "日本 😀 — …", "ascii", "ascii", "ü", "ö"].map(user)
+        const mixedId = freshId("mixed")
+        yield* withLog(backend, mixedId, (log) => log.append(mixed))
+        assert.strictEqual(JSON.stringify((yield* read(backend, mixedId)).view), JSON.stringify(mixed))
+        const tail = yield* readSession(mixedId, { tail: true }).pipe(Effect.provide(backend.store()))
+        assert.strictEqual(JSON.stringify(tail.view), JSON.stringify(mixed))
       }))
 
     it.live(

@@ -129,6 +129,11 @@ export interface Region {
   /** The bytes of complete lines (a torn last line follows them). */
   readonly completeBytes: number
   readonly from: number
+  /**
+   * The start of line `first + i` (at least `PREFIX_CHARS` characters, or all of it); the lines the walk to the tail
+   * read are decoded once.
+   */
+  readonly prefix: (i: number) => string
 }
 
 /** The lines of `bytes` (see `Region`) and where its tail starts; only boundary lines are decoded in full. */
@@ -139,19 +144,36 @@ export const regionOf = (bytes: Uint8Array, first = 1): Region => {
   const last = first + starts.length - 1
   const endOf = (seq: number) => seq === last ? completeBytes - 1 : starts[seq - first + 1]! - 1
   const lineAt = (seq: number) => decoder.decode(bytes.subarray(starts[seq - first], endOf(seq)))
-  const prefixAt = (seq: number) => {
-    const start = starts[seq - first]!
-    return decoder.decode(bytes.subarray(start, Math.min(endOf(seq), start + PREFIX_CHARS)))
+  // the prefixes the walk decodes are kept for the caller (the lines of the tail); later ones are not
+  const prefixes: Array<string | undefined> = []
+  let walking = true
+  const prefix = (i: number) => {
+    const known = prefixes[i]
+    if (known !== undefined) return known
+    const start = starts[i]!
+    const decoded = decoder.decode(bytes.subarray(start, Math.min(endOf(first + i), start + PREFIX_CHARS)))
+    if (walking) prefixes[i] = decoded
+    return decoded
   }
-  return { first, starts, completeBytes, from: tailStart(last, prefixAt, lineAt, first) }
+  const from = tailStart(last, (seq) => prefix(seq - first), lineAt, first)
+  walking = false
+  return { first, starts, completeBytes, from, prefix }
 }
 
-/** The lines of a region from `seq` on, as stored entries. */
-export const regionLines = (bytes: Uint8Array, region: Region, seq: number): Array<StoredEntry> => {
+/**
+ * The lines of a region from `seq` on, as stored entries; `textOf` decodes their bytes (UTF-8 by default; a store may
+ * pass a faster decoder that gives the same text).
+ */
+export const regionLines = (
+  bytes: Uint8Array,
+  region: Region,
+  seq: number,
+  textOf: (bytes: Uint8Array) => string = (b) => decoder.decode(b)
+): Array<StoredEntry> => {
   const entries: Array<StoredEntry> = []
   const at = seq - region.first
   if (at >= region.starts.length) return entries
-  const text = decoder.decode(bytes.subarray(region.starts[at], region.completeBytes - 1)).split("\n")
+  const text = textOf(bytes.subarray(region.starts[at], region.completeBytes - 1)).split("\n")
   text.forEach((line, i) => entries.push({ seq: seq + i, line }))
   return entries
 }
