@@ -37,7 +37,7 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import { type CompactionRecord, CompactOutcome, type FinishedCompaction, recordInput } from "./Compact.ts"
+import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import { type Offloaded, offloadRefOf } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
@@ -58,7 +58,8 @@ import {
   tokensAt
 } from "./internal/thinkingBinding.ts"
 import { makeBackground, resumeCut } from "./internal/conversation/background.ts"
-import { type Checkpoint, checkpointMeta, checkpointOf } from "./internal/conversation/checkpoint.ts"
+import { type Checkpoint, checkpointOf } from "./internal/conversation/checkpoint.ts"
+import { META_KEY, recordChange } from "./internal/conversation/record.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
@@ -100,7 +101,7 @@ import {
   shouldCompact,
   type UsageIteration
 } from "./Policy.ts"
-import type { Entry, Eviction, Loaded, MessageEntry, StepMeta } from "./SessionEntry.ts"
+import type { Entry, Eviction, Loaded, MessageEntry } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
@@ -1092,9 +1093,6 @@ const frontierBreakpoint = (
 // Resume: the log's entries through the same transitions' effects
 // ============================================================================
 
-/** The step metadata key `Conversation` owns. */
-const META_KEY = "conversation"
-
 /** Where logs written before step metadata existed kept it: a private key of the stored message. */
 const LEGACY_META_KEY = "_conversation"
 
@@ -1105,10 +1103,6 @@ const asReplyMeta = (meta: unknown): ReplyMeta | undefined =>
 const metaOf = (entry: MessageEntry): ReplyMeta | undefined =>
   asReplyMeta(entry.meta?.[META_KEY]) ??
     asReplyMeta((entry.message as unknown as Record<string, unknown>)[LEGACY_META_KEY])
-
-/** The step metadata a log stores for an appended message. */
-const stepMetaOf = (meta: ReplyMeta | undefined): StepMeta | undefined =>
-  meta === undefined ? undefined : { [META_KEY]: meta as unknown as StepMeta }
 
 /** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
 const offloadsOf = (
@@ -1419,36 +1413,6 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
-/**
- * Stores one step's change; `before` is the state before it, `after` the state after it. A compaction's boundary
- * carries the checkpoint of `after` when the log's view before it is the conversation's (no other writer appended
- * in between), so a resume can start there.
- */
-const record = (
-  log: SessionLogShape,
-  change: Change,
-  before: ConversationState,
-  after: ConversationState
-): Effect.Effect<void, SessionLogError> => {
-  switch (change._tag) {
-    case "Appended":
-      return Effect.asVoid(
-        log.append([change.message as unknown as Message], { meta: [stepMetaOf(change.meta)] })
-      )
-    case "Offloaded":
-      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
-    case "CompactionApplied":
-      return Effect.flatMap(log.snapshot, (snapshot) =>
-        log.recordCompaction(
-          recordInput(
-            change.record,
-            snapshot,
-            snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
-          )
-        )).pipe(Effect.asVoid)
-  }
-}
-
 /** The transition with `backgroundCut` in its reply's step metadata (the log's record of the pending summary). */
 const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =>
   cut === undefined ? t : {
@@ -1566,12 +1530,13 @@ const make = (
       t.steps.length === 0 ?
         Effect.sync(() => void (state = t.state)) :
         Effect.forEach(t.steps, (step) =>
-          (log === undefined ? Effect.void : Effect.suspend(() => record(log, step.change, state, step.state))).pipe(
-            Effect.tap(() =>
-              Effect.sync(() => void (state = step.state))
-            ),
-            Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
-          ), { discard: true })
+          (log === undefined ? Effect.void : Effect.suspend(() => recordChange(log, step.change, state, step.state)))
+            .pipe(
+              Effect.tap(() =>
+                Effect.sync(() => void (state = step.state))
+              ),
+              Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
+            ), { discard: true })
 
     // with threads on: the offloads the latest compaction applied to its kept tail (one restart covers both)
     let offloadedAtCompaction: ReadonlyArray<Offloaded> = []

@@ -15,10 +15,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { recordInput } from "../Compact.ts"
 import {
   asMessageParams,
-  type Change,
   Conversation,
   type ConversationError,
   type ConversationOptions,
@@ -38,7 +36,8 @@ import type {
   SimulateOptions
 } from "../Simulate.ts"
 import { requestBytes } from "../internal/requestBytes.ts"
-import { prepareSession, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
+import { recordChange } from "../internal/conversation/record.ts"
+import { prepareSession, type ReplayChange, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
 
@@ -212,21 +211,6 @@ export interface SessionReplayOptions<E, R> {
   readonly onRequest?: ((n: number, event: RequestEvent) => Effect.Effect<void, E, R>) | undefined
 }
 
-/** Stores one change as the logged `Conversation` does (a reply's usage and epoch under `conversation`). */
-const store = (log: SessionLogShape, change: Change): Effect.Effect<void, SessionLogError> => {
-  switch (change._tag) {
-    case "Appended":
-      return Effect.asVoid(log.append([change.message as unknown as Message], {
-        meta: [change.meta === undefined ? undefined : { conversation: change.meta as never }]
-      }))
-    case "Offloaded":
-      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
-    case "CompactionApplied":
-      return Effect.flatMap(log.snapshot, (snapshot) => log.recordCompaction(recordInput(change.record, snapshot)))
-        .pipe(Effect.asVoid)
-  }
-}
-
 /**
  * Replays a recorded session under `policy` with the replay engine (see the module doc): the same requests, usage
  * and counts as `simulatePolicy(session, policy, options.simulate)`, every request checked with `validate`.
@@ -248,8 +232,10 @@ export const replaySession = <E = never, R = never>(
     let resumes = 0
     let uploaded = 0
     let n = 0
-    const persist = (log: SessionLogShape | undefined, changes: ReadonlyArray<Change>) =>
-      log === undefined ? Effect.void : Effect.forEach(changes, (c) => store(log, c), { discard: true })
+    const persist = (log: SessionLogShape | undefined, changes: ReadonlyArray<ReplayChange>) =>
+      log === undefined
+        ? Effect.void
+        : Effect.forEach(changes, (c) => recordChange(log, c.change, c.before, c.after), { discard: true })
     // one segment per log opening: it runs until the engine ends or a resume point
     const segment = (log: SessionLogShape | undefined, resumed: ConversationState | undefined) =>
       Effect.gen(function* () {

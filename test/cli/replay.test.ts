@@ -103,6 +103,11 @@ describe("compaction replay", () => {
       }
     }
     assert.isTrue(existsSync(join(logs, "replay.jsonl")))
+    // each boundary carries the conversation's checkpoint, as `Conversation.layerLogged` stores it
+    const boundaries = readFileSync(join(logs, "replay.jsonl"), "utf8").split("\n").filter((l) => l !== "")
+      .map((l) => JSON.parse(l)).filter((e) => e.type === "compaction")
+    assert.strictEqual(boundaries.length, summary.compactions)
+    boundaries.forEach((b, i) => assert.strictEqual(b.meta?.conversation?.checkpoint?.epoch, i + 1))
     const reuse = cli(["replay", session, "--log", logs])
     assert.strictEqual(reuse.status, 5, reuse.stderr)
     assert.match(

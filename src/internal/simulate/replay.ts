@@ -235,17 +235,24 @@ const summaryTextOf = (tokens: number, factor: number, summarized: number): stri
   return header.padEnd(Math.max(header.length, Math.round((tokens * CHARS_PER_TOKEN) / factor)), " .")
 }
 
+/** One change of a replay with the states before and after it (what a log stores of it: `recordChange`). */
+export interface ReplayChange {
+  readonly change: Change
+  readonly before: ConversationState
+  readonly after: ConversationState
+}
+
 /** One request of a replay: the event (request, predicted usage, figures) and the changes that led to it, in order. */
 export interface ReplayStep {
   readonly event: RequestEvent
   /** The transitions' changes since the previous request, ending with the recorded reply. */
-  readonly changes: ReadonlyArray<Change>
+  readonly changes: ReadonlyArray<ReplayChange>
 }
 
 /** The end of a replay: the report, and the changes after the last request (messages appended after it). */
 export interface ReplayEnd {
   readonly report: PolicyReport
-  readonly changes: ReadonlyArray<Change>
+  readonly changes: ReadonlyArray<ReplayChange>
 }
 
 /**
@@ -276,9 +283,12 @@ export function* replaySteps(
   let state: ConversationState = emptyState()
   const cleared = new Set<string>()
   const perRequest: Array<RequestFigures> = []
-  let changes: Array<Change> = []
+  let changes: Array<ReplayChange> = []
   const apply = (t: Transition) => {
-    for (const step of t.steps) changes.push(step.change)
+    for (const step of t.steps) {
+      changes.push({ change: step.change, before: state, after: step.state })
+      state = step.state
+    }
     state = t.state
   }
   let offloaded = 0

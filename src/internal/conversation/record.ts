@@ -1,0 +1,65 @@
+/**
+ * How a conversation's change is stored in its `SessionLog`, the one mapping for `Conversation.layerLogged` and the
+ * replay engine's log: an appended message with its step metadata under `conversation`, an offload as an eviction
+ * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
+ * view before it is the conversation's (no other writer appended in between).
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { type CompactionRecord, recordInput } from "../../Compact.ts"
+import type { HotPaths } from "../../HotPaths.ts"
+import type { Message, ToolResultBlock } from "../../Message.ts"
+import type { StepMeta } from "../../SessionEntry.ts"
+import type { SessionLogShape } from "../sessionLogContract.ts"
+import type { SessionLogError } from "../sessionLogError.ts"
+import { checkpointMeta } from "./checkpoint.ts"
+
+/** The step metadata key `Conversation` owns. */
+export const META_KEY = "conversation"
+
+/** What a stored change reads of a conversation's change (`Conversation.Change` is one). */
+export type StoredChange =
+  | { readonly _tag: "Appended"; readonly message: object; readonly meta: object | undefined }
+  | {
+    readonly _tag: "Offloaded"
+    readonly offloaded: ReadonlyArray<{ readonly block: ToolResultBlock; readonly toolUseId: string }>
+  }
+  | { readonly _tag: "CompactionApplied"; readonly record: CompactionRecord<Message> }
+
+/** What a stored change reads of the states around it (`Conversation.ConversationState` is one). */
+export interface StoredState {
+  readonly view: ReadonlyArray<unknown>
+  readonly epoch: number
+  readonly hot: HotPaths
+  readonly usage?: object | undefined
+  readonly reply?: object | undefined
+}
+
+/** Stores `change`, made in state `before` and leading to state `after`. */
+export const recordChange = (
+  log: SessionLogShape,
+  change: StoredChange,
+  before: StoredState,
+  after: StoredState
+): Effect.Effect<void, SessionLogError> => {
+  switch (change._tag) {
+    case "Appended":
+      return Effect.asVoid(
+        log.append([change.message as Message], {
+          meta: [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
+        })
+      )
+    case "Offloaded":
+      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
+    case "CompactionApplied":
+      return Effect.flatMap(log.snapshot, (snapshot) =>
+        log.recordCompaction(
+          recordInput(
+            change.record,
+            snapshot,
+            snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
+          )
+        )).pipe(Effect.asVoid)
+  }
+}
