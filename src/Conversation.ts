@@ -1527,16 +1527,13 @@ const make = (
      * transition with no change (an empty reply's stop reason) only sets the state.
      */
     const persist = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
-      t.steps.length === 0 ?
-        Effect.sync(() => void (state = t.state)) :
-        Effect.forEach(t.steps, (step) =>
-          (log === undefined ? Effect.void : Effect.suspend(() => recordChange(log, step.change, state, step.state)))
-            .pipe(
-              Effect.tap(() =>
-                Effect.sync(() => void (state = step.state))
-              ),
-              Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
-            ), { discard: true })
+      t.steps.length === 0 ? Effect.sync(() => void (state = t.state)) : Effect.forEach(t.steps, (step) =>
+        // stored with the state it was made in (the current one) and the state after it
+        (log === undefined ? Effect.void : Effect.suspend(() => recordChange(log, step.change, state, step.state)))
+          .pipe(
+            Effect.tap(() => Effect.sync(() => void (state = step.state))),
+            Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
+          ), { discard: true })
 
     // with threads on: the offloads the latest compaction applied to its kept tail (one restart covers both)
     let offloadedAtCompaction: ReadonlyArray<Offloaded> = []
