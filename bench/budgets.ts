@@ -308,6 +308,9 @@ export const CALIBRATION_RUNS: ReadonlyArray<string> = [
   "sql-tail-full 0.04 0.04 0.05",
   "sql3 2026-12-02 10:01 UTC, load 1.4, the same: sql-tail-parse 1.43 1.41 1.85, sql-tail-writer 1.73 1.48 2.20, " +
   "sql-tail-full 0.04 0.05 0.05 (jsonl tail-writer 2.19 2.44 2.91)",
+  "f1 2026-12-02 14:15-14:40 UTC, idle, BENCH_CI_ONLY=estimate-fresh node --expose-gc bench/ci.ts, about 15 " +
+  "processes: estimate-fresh/floor 1.54 to 3.98 per attempt (1.87 to 3.38 at 8693c75), every attempt over 2.5 in 3 " +
+  "processes; so a run may take a third process",
   "conv1 2026-12-02 13:32 UTC, load 1.4 to 2.6 (DATABASE_URL=postgres://postgres@127.0.0.1:5432/test " +
   "BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=resume/ node --expose-gc bench/ci.ts): resume/conversation-parse 2.77 2.95 " +
   "1.94, resume/conversation-full 0.08 0.06 0.06, resume/sql-conversation-parse 1.82 2.63 1.71",
