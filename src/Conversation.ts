@@ -39,7 +39,7 @@ import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
 import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
-import { type Offloaded, offloadRefOf } from "./Offload.ts"
+import type { Offloaded } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
@@ -59,7 +59,7 @@ import {
 } from "./internal/thinkingBinding.ts"
 import { makeBackground, resumeCut } from "./internal/conversation/background.ts"
 import { type Checkpoint, checkpointOf } from "./internal/conversation/checkpoint.ts"
-import { META_KEY, recordChange } from "./internal/conversation/record.ts"
+import { META_KEY, offloadsOf, recordChange } from "./internal/conversation/record.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
@@ -101,7 +101,7 @@ import {
   shouldCompact,
   type UsageIteration
 } from "./Policy.ts"
-import type { Entry, Eviction, Loaded, MessageEntry } from "./SessionEntry.ts"
+import type { Entry, Loaded, MessageEntry } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
@@ -1103,15 +1103,6 @@ const asReplyMeta = (meta: unknown): ReplyMeta | undefined =>
 const metaOf = (entry: MessageEntry): ReplyMeta | undefined =>
   asReplyMeta(entry.meta?.[META_KEY]) ??
     asReplyMeta((entry.message as unknown as Record<string, unknown>)[LEGACY_META_KEY])
-
-/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
-const offloadsOf = (
-  evictions: ReadonlyArray<Eviction>
-): ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">> =>
-  evictions.flatMap((e) => {
-    const ref = offloadRefOf(e.block)
-    return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
-  })
 
 /**
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order

@@ -161,14 +161,14 @@ export const regionOf = (bytes: Uint8Array, first = 1): Region => {
 }
 
 /**
- * The lines of a region from `seq` on, as stored entries; `textOf` decodes their bytes (UTF-8 by default; a store may
- * pass a faster decoder that gives the same text).
+ * The lines of a region from `seq` on, as stored entries; `textOf` decodes their bytes as UTF-8 (the store's decoder,
+ * which may be faster than `TextDecoder` and gives the same text).
  */
 export const regionLines = (
   bytes: Uint8Array,
   region: Region,
   seq: number,
-  textOf: (bytes: Uint8Array) => string = (b) => decoder.decode(b)
+  textOf: (bytes: Uint8Array) => string
 ): Array<StoredEntry> => {
   const entries: Array<StoredEntry> = []
   const at = seq - region.first

@@ -2,7 +2,8 @@
  * How a conversation's change is stored in its `SessionLog`, the one mapping for `Conversation.layerLogged` and the
  * replay engine's log: an appended message with its step metadata under `conversation`, an offload as an eviction
  * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
- * view before it is the conversation's (no other writer appended in between).
+ * view before it is the conversation's (no other writer appended in between); and back, what an eviction entry tells
+ * the hot paths (`offloadsOf`).
  *
  * @internal
  */
@@ -10,7 +11,8 @@ import * as Effect from "effect/Effect"
 import { type CompactionRecord, recordInput } from "../../Compact.ts"
 import type { HotPaths } from "../../HotPaths.ts"
 import type { Message, ToolResultBlock } from "../../Message.ts"
-import type { StepMeta } from "../../SessionEntry.ts"
+import { type Offloaded, offloadRefOf } from "../../Offload.ts"
+import type { Eviction, StepMeta } from "../../SessionEntry.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
@@ -63,3 +65,12 @@ export const recordChange = (
         )).pipe(Effect.asVoid)
   }
 }
+
+/** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
+export const offloadsOf = (
+  evictions: ReadonlyArray<Eviction>
+): ReadonlyArray<Pick<Offloaded, "toolUseId" | "reason" | "ref">> =>
+  evictions.flatMap((e) => {
+    const ref = offloadRefOf(e.block)
+    return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
+  })
