@@ -26,10 +26,7 @@
  * Run: npx node --expose-gc bench/ci.ts (`BENCH_CI_ONLY=resume/` measures and checks only the budgets whose id starts
  * so).
  */
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -42,8 +39,6 @@ import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
 import { isBoundaryLine } from "../src/internal/sessionTail.ts"
 import { decodeLine } from "../src/SessionEntry.ts"
-import { SessionLog } from "../src/SessionLog.ts"
-import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { validate } from "../src/Validate.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
@@ -76,7 +71,7 @@ import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
 import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync } from "./cpuTime.ts"
-import { checkConversationResume, checkTailFold, conversationOpen, tailSession } from "./tailSession.ts"
+import { checkConversationResume, checkTailFold, conversationOpen, jsonlOpens, tailSession } from "./tailSession.ts"
 import { type SqlTail, sqlTailSession } from "./tailSql.ts"
 import {
   KEEP_RECENT_TOOL_RESULTS,
@@ -184,32 +179,17 @@ const tailLines = measured.some((b) => b.id.startsWith("resume/")) ? await tailS
 let lastBoundary = tailLines.length - 1
 while (lastBoundary >= 0 && !isBoundaryLine(tailLines[lastBoundary]!)) lastBoundary--
 const afterBoundary = tailLines.slice(lastBoundary + 1)
-const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
-const openTail = readJsonl({ directory: tailDirectory, sessionId: "big", tail: true }).pipe(Effect.provide(platform))
-const openFull = readJsonl({ directory: tailDirectory, sessionId: "big" }).pipe(Effect.provide(platform))
-const openWriter = Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded).pipe(
-  Effect.provide(
-    layerSessionLog({ directory: tailDirectory, sessionId: "big", tail: true, sync: "never" }).pipe(
-      Layer.provide(platform),
-      Layer.fresh
-    )
-  )
-)
+const jsonl = jsonlOpens(tailDirectory)
+const openTail = jsonl.tail
+const openFull = jsonl.full
+const openWriter = jsonl.writer
+/** A worker's whole open: the conversation resumed on the writer's log, from the tail or in full. */
+const conversationTail = conversationOpen(jsonl.log(true))
+const conversationFull = conversationOpen(jsonl.log(false))
 if (tailLines.length > 0) {
   const [tail, writer, full] = await Promise.all([openTail, openWriter, openFull].map((e) => Effect.runPromise(e)))
   checkTailFold("jsonl", tail!, full!)
   checkTailFold("jsonl writer", writer!, full!)
-}
-/** A worker's whole open: the conversation resumed on the writer's log, from the tail or in full. */
-const jsonlLog = (tail: boolean) =>
-  layerSessionLog({ directory: tailDirectory, sessionId: "big", tail, sync: "never" }).pipe(
-    Layer.provide(platform),
-    Layer.fresh
-  )
-const conversationTail = conversationOpen(jsonlLog(true))
-const conversationFull = conversationOpen(jsonlLog(false))
-if (tailLines.length > 0) {
-  const [tail, full] = await Promise.all([openTail, openFull].map((e) => Effect.runPromise(e)))
   for (const [what, open] of [["jsonl", conversationTail], ["jsonl full", conversationFull]] as const) {
     checkConversationResume(what, await Effect.runPromise(open), tail!, full!)
   }

@@ -18,10 +18,7 @@
  * Run: `npx node --expose-gc bench/sessiontail.bench.ts` (`DATABASE_URL=postgres://127.0.0.1:5432/test` for the
  * server)
  */
-import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import { bench, do_not_optimize, group, run, summary } from "mitata"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -29,10 +26,8 @@ import { join } from "node:path"
 import process from "node:process"
 import { isBoundaryLine, tailOf } from "../src/internal/sessionTail.ts"
 import { decodeLine } from "../src/SessionEntry.ts"
-import { SessionLog } from "../src/SessionLog.ts"
-import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { startEmbeddedPg } from "../test/fixtures/EmbeddedPg.ts"
-import { checkConversationResume, checkTailFold, conversationOpen, tailSession } from "./tailSession.ts"
+import { checkConversationResume, checkTailFold, conversationOpen, jsonlOpens, tailSession } from "./tailSession.ts"
 import { sqlTailSession } from "./tailSql.ts"
 
 const directory = mkdtempSync(join(tmpdir(), "sessiontail-bench-"))
@@ -43,19 +38,11 @@ const lastBoundary = boundaries.at(-1)!.seq
 const afterBoundary = lines.slice(lastBoundary)
 const tailFrom = tailOf(stored)[0]!.seq
 
-const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
-const jsonlTail = readJsonl({ directory, sessionId: "big", tail: true }).pipe(Effect.provide(platform))
-const jsonlFull = readJsonl({ directory, sessionId: "big" }).pipe(Effect.provide(platform))
+const jsonl = jsonlOpens(directory)
+const jsonlTail = jsonl.tail
+const jsonlFull = jsonl.full
 /** The writer's open from the tail: what a worker does before its first step. */
-const openLog = Effect.flatMap(Effect.service(SessionLog), (log) => log.loaded)
-const jsonlWriter = openLog.pipe(
-  Effect.provide(
-    layerSessionLog({ directory, sessionId: "big", tail: true, sync: "never" }).pipe(
-      Layer.provide(platform),
-      Layer.fresh
-    )
-  )
-)
+const jsonlWriter = jsonl.writer
 
 const serverUrl = process.env.DATABASE_URL
 const schema = `bench_tail_${process.pid}`
@@ -66,10 +53,8 @@ const sqlFull = sql.full
 const sqlWriter = sql.writer
 
 /** A worker's whole open: the conversation resumed on the writer's log, from the tail or in full. */
-const jsonlLog = (tail: boolean) =>
-  layerSessionLog({ directory, sessionId: "big", tail, sync: "never" }).pipe(Layer.provide(platform), Layer.fresh)
-const conversationJsonl = conversationOpen(jsonlLog(true))
-const conversationJsonlFull = conversationOpen(jsonlLog(false))
+const conversationJsonl = conversationOpen(jsonl.log(true))
+const conversationJsonlFull = conversationOpen(jsonl.log(false))
 const conversationSql = conversationOpen(sql.log)
 
 const full = await Effect.runPromise(jsonlFull)

@@ -14,14 +14,17 @@ import { Conversation, type ConversationState, resumeState } from "../src/Conver
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { checkpointMeta } from "../src/internal/conversation/checkpoint.ts"
+import { META_KEY, offloadsOf } from "../src/internal/conversation/record.ts"
 import { type Message, userText } from "../src/Message.ts"
-import { offloadRefOf } from "../src/Offload.ts"
-import type { Entry, Loaded } from "../src/SessionEntry.ts"
+import type { Loaded } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
-import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
+import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { turnStarts } from "../src/Turns.ts"
 import { generateSession, prng } from "../test/fixtures/Conversation.ts"
+import { exactState, foldedFromStart } from "../test/fixtures/ResumeReference.ts"
 import { applyStep, decide, performStep, type Step } from "../test/fixtures/SessionScript.ts"
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
 const ENTRIES = 50_000
 const COMPACTIONS = 20
@@ -71,10 +74,7 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
         messages = []
         if (step._tag === "evict") {
           yield* performStep(log, step)
-          hot = hot.observeOffloads(step.evictions.flatMap((e) => {
-            const ref = offloadRefOf(e.block)
-            return ref === undefined ? [] : [{ toolUseId: e.toolUseId, reason: ref.reason, ref }]
-          }))
+          hot = hot.observeOffloads(offloadsOf(step.evictions))
           continue
         }
         epoch++
@@ -84,13 +84,13 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
           snapshot,
           cut: step.cut,
           summarizer: "test-extractive",
-          meta: checkpointMeta("conversation", { hot, epoch })
+          meta: checkpointMeta(META_KEY, { hot, epoch })
         })
       }
       if (messages.length > 0) yield* log.append(messages)
     }).pipe(Effect.provide(
       layerSessionLog({ directory, sessionId: "big", sync: "never" }).pipe(
-        Layer.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer))
+        Layer.provide(platform)
       )
     ))
   ).then(() => {
@@ -98,6 +98,19 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
     lines.pop()
     return lines
   })
+}
+
+/** The JSONL session's opens (as `bench/tailSql.ts` gives the SQL one's): from the tail (a read, the writer's) and in
+ * full, and the writer's log (a fresh layer: each use opens it anew) from the tail or in full, for a conversation. */
+export const jsonlOpens = (directory: string) => {
+  const log = (tail: boolean) =>
+    layerSessionLog({ directory, sessionId: "big", tail, sync: "never" }).pipe(Layer.provide(platform), Layer.fresh)
+  return {
+    tail: readJsonl({ directory, sessionId: "big", tail: true }).pipe(Effect.provide(platform)),
+    full: readJsonl({ directory, sessionId: "big" }).pipe(Effect.provide(platform)),
+    writer: Effect.flatMap(Effect.service(SessionLog), (l) => l.loaded).pipe(Effect.provide(log(true))),
+    log
+  }
 }
 
 /**
@@ -130,8 +143,8 @@ export const conversationOpen = <E>(log: Layer.Layer<SessionLog, E>): Effect.Eff
 
 /**
  * Throws unless the conversation `state` opened from the log's tail equals the fold of every entry of `full` from
- * the start with no checkpoint (view, hot paths with every previous read and open call, epoch, pending calls, usage,
- * reply), and the tail alone (`tail`) holds that epoch (only its checkpoint can: the compactions before it are not in
+ * the start with no checkpoint (`test/fixtures/ResumeReference.ts`: view, hot paths with every previous read and
+ * open call, epoch, pending calls, usage, reply, thread, unbound thinking), and the tail alone (`tail`) holds that epoch (only its checkpoint can: the compactions before it are not in
  * it).
  */
 export const checkConversationResume = (
@@ -140,21 +153,8 @@ export const checkConversationResume = (
   tail: Loaded,
   full: Loaded
 ): void => {
-  const entries = (full.entries as ReadonlyArray<Entry>).map((e) => {
-    if (e.type !== "compaction") return e
-    const { meta: _, ...rest } = e
-    return rest
-  })
-  const reference = resumeState({ ...full, entries })
-  const exact = (s: ConversationState) => {
-    const { hot, previous, pending } = s.hot.toSnapshot()
-    return JSON.stringify([s.view, hot, [...previous].map(String).sort(), [...pending].map(String).sort(), [
-      s.epoch,
-      s.pending,
-      s.usage ?? null,
-      s.reply ?? null
-    ]])
-  }
+  const reference = foldedFromStart(full)
+  const exact = (s: ConversationState) => JSON.stringify(exactState(s))
   if (exact(state) !== exact(reference)) throw new Error(`the ${what} conversation is not the full fold's`)
   if (resumeState(tail).epoch !== reference.epoch) throw new Error(`the ${what} tail holds no checkpoint`)
 }

@@ -1,7 +1,7 @@
 /**
  * A conversation resumed from a log opened at its tail (`SessionLogOptions.tail`) is the live one: a real session of
- * `../shared/data` (the first 400 messages of `pi__before-compaction`) replayed with compactions through the JSONL store, closed and resumed from the tail every 40
- * requests, sends every request the uninterrupted run sends, byte for byte; and the state a tail-opened log resumes to
+ * `../shared/data` (the first 400 messages of `pi__before-compaction`) replayed with compactions through the JSONL and the SQL store, closed and resumed from the
+ * tail every 40 requests, sends every request the uninterrupted run sends, byte for byte; and the state a tail-opened log resumes to
  * equals the fold of every entry from the start with no checkpoint (view, hot paths with their previous reads and open
  * calls, epoch, pending calls, usage). The tail alone does not hold the hot paths or the epoch (the entries before
  * it): the checkpoint of its last boundary does, so the resume reads no line before the tail, which the test proves by
@@ -18,77 +18,73 @@ import { replayMessages } from "../src/cli/Replay.ts"
 import { Conversation } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
-import { SessionLog } from "../src/SessionLog.ts"
+import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { corpusPolicy, replayCorpus, usageOf } from "./fixtures/ConversationReplay.ts"
 import { execute, makeSchema } from "./fixtures/Pg.ts"
-import {
-  corpusPolicy,
-  exactState,
-  foldedFromStart,
-  replayCorpus,
-  usageOf,
-  withoutCheckpoints
-} from "./fixtures/ConversationReplay.ts"
+import { exactState, foldedFromStart, withoutCheckpoints } from "./fixtures/ResumeReference.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+
+/** A log of the session on one store: opened from its tail, or read in full. */
+type LogOf = (tail: boolean) => Layer.Layer<SessionLog, SessionLogError>
+
+/**
+ * The first 400 messages of `pi__before-compaction` (15 compactions under the corpus policy, a few seconds a replay)
+ * replayed into `log`, resumed from its tail every 40 requests: every request must be the uninterrupted run's, byte
+ * for byte. Returns the replay's summary and the log read in full.
+ */
+const replayResumed = (log: LogOf) =>
+  Effect.gen(function* () {
+    const whole = corpus().find((s) => s.name === "pi__before-compaction")!
+    const session = { ...whole, messages: whole.messages.slice(0, 400) }
+    const live = yield* replayCorpus(session, undefined, corpusPolicy)
+    const requests: Array<string> = []
+    const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
+      policy: corpusPolicy,
+      resumeEvery: 40,
+      log: log(true),
+      onRequest: (_, request) => Effect.sync(() => void requests.push(JSON.stringify(request)))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+    assert.isAtLeast(summary.compactions, 2)
+    assert.isAtLeast(summary.resumes, 3)
+    assert.strictEqual(requests.length, live.requests.length)
+    requests.forEach((r, i) => assert.isTrue(r === live.requests[i], `request ${i + 1} differs from the live run`))
+    const full = yield* Effect.flatMap(Effect.service(SessionLog), (l) => l.load()).pipe(Effect.provide(log(false)))
+    const reference = foldedFromStart(full)
+    assert.strictEqual(reference.epoch, summary.compactions)
+    return { summary, full, reference }
+  })
+
+/** The conversation `Conversation.layerLogged` resumes over `log`, and what the log folded. */
+const openConversation = (log: Layer.Layer<SessionLog, SessionLogError>) =>
+  Effect.gen(function* () {
+    const state = yield* (yield* Conversation).state
+    return { state, loaded: yield* (yield* SessionLog).loaded }
+  }).pipe(
+    Effect.provide(Conversation.layerLogged({ policy: corpusPolicy }).pipe(Layer.provideMerge(log))),
+    Effect.provide(ExtractiveSummarizer.layer)
+  )
 
 describe("Conversation resumed from the log's tail", () => {
   it.effect(
     "a real session with compactions: every request equals the live run's; the tail alone resumes the full fold's state",
     () =>
       Effect.gen(function* () {
-        // its first 400 messages: 15 compactions under the corpus policy, a few seconds a replay
-        const whole = corpus().find((s) => s.name === "pi__before-compaction")!
-        const session = { ...whole, messages: whole.messages.slice(0, 400) }
         const directory = mkdtempSync(join(tmpdir(), "conversation-tail-"))
-        const log = (tail: boolean) =>
-          layerSessionLog({ directory, sessionId: "s", tail, sync: "never" }).pipe(Layer.provide(platform))
+        const logIn = (dir: string): LogOf => (tail) =>
+          layerSessionLog({ directory: dir, sessionId: "s", tail, sync: "never" }).pipe(Layer.provide(platform))
         try {
-          const live = yield* replayCorpus(session, undefined, corpusPolicy)
-          const requests: Array<string> = []
-          const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
-            policy: corpusPolicy,
-            resumeEvery: 40,
-            log: log(true),
-            onRequest: (_, request) => Effect.sync(() => void requests.push(JSON.stringify(request)))
-          }).pipe(Effect.provide(ExtractiveSummarizer.layer))
-          assert.isAtLeast(summary.compactions, 2)
-          assert.isAtLeast(summary.resumes, 3)
-          assert.strictEqual(requests.length, live.requests.length)
-          requests.forEach((r, i) =>
-            assert.isTrue(r === live.requests[i], `request ${i + 1} differs from the live run`)
-          )
-          const open = (dir: string) =>
-            Effect.gen(function* () {
-              const conversation = yield* Conversation
-              const l = yield* SessionLog
-              return { state: yield* conversation.state, loaded: yield* l.loaded }
-            }).pipe(
-              Effect.provide(
-                Conversation.layerLogged({ policy: corpusPolicy }).pipe(
-                  Layer.provideMerge(
-                    layerSessionLog({ directory: dir, sessionId: "s", tail: true, sync: "never" }).pipe(
-                      Layer.provide(platform)
-                    )
-                  )
-                )
-              ),
-              Effect.provide(ExtractiveSummarizer.layer)
-            )
-          const full = yield* Effect.gen(function* () {
-            return yield* (yield* SessionLog).load()
-          }).pipe(Effect.provide(log(false)))
+          const { summary, full, reference } = yield* replayResumed(logIn(directory))
           const entries = full.entries as ReadonlyArray<Entry>
           const boundaries = entries.filter((e) => e.type === "compaction")
           assert.strictEqual(boundaries.length, summary.compactions)
           assert.isTrue(boundaries.every((b) => b.meta !== undefined), "every boundary carries a checkpoint")
-          const reference = foldedFromStart(full)
-          assert.strictEqual(reference.epoch, summary.compactions)
           assert.isAbove(reference.hot.paths.length, 0, "the session has hot paths to restore")
 
           // the lines before the tail overwritten byte for byte: a resume that read one would fail
-          const from = (yield* open(directory)).loaded.verifiedFrom ?? 1
+          const from = (yield* openConversation(logIn(directory)(true))).loaded.verifiedFrom ?? 1
           assert.isAbove(from, 1, "the log opens from its tail")
           const file = join(directory, "s.jsonl")
           const bytes = readFileSync(file)
@@ -96,17 +92,14 @@ describe("Conversation resumed from the log's tail", () => {
           for (let line = 1; line < from; line++) offset = bytes.indexOf(0x0a, offset) + 1
           for (let i = 0; i < offset; i++) if (bytes[i] !== 0x0a) bytes[i] = 0x78
           writeFileSync(file, bytes)
-          const opened = yield* open(directory)
+          const opened = yield* openConversation(logIn(directory)(true))
           assert.strictEqual(opened.loaded.verifiedFrom, from)
           assert.deepStrictEqual(exactState(opened.state), exactState(reference))
           // the log of a writer before checkpoints: the same state, from a full read
           const old = join(directory, "old")
           mkdirSync(old)
-          writeFileSync(
-            join(old, "s.jsonl"),
-            withoutCheckpoints(entries).map((e) => `${encodeEntry(e)}\n`).join("")
-          )
-          const reread = yield* open(old)
+          writeFileSync(join(old, "s.jsonl"), withoutCheckpoints(entries).map((e) => `${encodeEntry(e)}\n`).join(""))
+          const reread = yield* openConversation(logIn(old)(true))
           assert.deepStrictEqual(exactState(reread.state), exactState(reference))
         } finally {
           rmSync(directory, { recursive: true, force: true })
@@ -114,47 +107,25 @@ describe("Conversation resumed from the log's tail", () => {
       }),
     180_000
   )
+
   it.effect(
     "on the SQL store: every request equals the live run's, and with the rows before the tail deleted the state is the full fold's",
     () =>
       Effect.gen(function* () {
-        const whole = corpus().find((s) => s.name === "pi__before-compaction")!
-        const session = { ...whole, messages: whole.messages.slice(0, 400) }
         const db = yield* Effect.promise(() => makeSchema())
-        const log = (tail: boolean) =>
+        const log: LogOf = (tail) =>
           SessionLog.layer({ sessionId: "s", tail, sync: "never" }).pipe(
             Layer.provide(Layer.succeedContext(db.context))
           )
         try {
-          const live = yield* replayCorpus(session, undefined, corpusPolicy)
-          const requests: Array<string> = []
-          const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
-            policy: corpusPolicy,
-            resumeEvery: 40,
-            log: log(true),
-            onRequest: (_, request) => Effect.sync(() => void requests.push(JSON.stringify(request)))
-          }).pipe(Effect.provide(ExtractiveSummarizer.layer))
-          assert.isAtLeast(summary.resumes, 3)
-          assert.deepStrictEqual(requests, live.requests)
-          const full = yield* Effect.flatMap(Effect.service(SessionLog), (l) => l.load()).pipe(
-            Effect.provide(log(false))
-          )
-          const reference = foldedFromStart(full)
-          assert.strictEqual(reference.epoch, summary.compactions)
-          const open = Effect.gen(function* () {
-            const state = yield* (yield* Conversation).state
-            return { state, loaded: yield* (yield* SessionLog).loaded }
-          }).pipe(
-            Effect.provide(Conversation.layerLogged({ policy: corpusPolicy }).pipe(Layer.provideMerge(log(true)))),
-            Effect.provide(ExtractiveSummarizer.layer)
-          )
-          const from = (yield* open).loaded.verifiedFrom ?? 1
+          const { reference } = yield* replayResumed(log)
+          const from = (yield* openConversation(log(true))).loaded.verifiedFrom ?? 1
           assert.isAbove(from, 1, "the log opens from its tail")
           // the rows before the tail gone: a resume that read one would not find it
           yield* Effect.promise(() =>
             execute(db.url, `DELETE FROM ${db.schema}.compaction_entries WHERE seq < ${from}`)
           )
-          const opened = yield* open
+          const opened = yield* openConversation(log(true))
           assert.strictEqual(opened.loaded.verifiedFrom, from)
           assert.deepStrictEqual(exactState(opened.state), exactState(reference))
         } finally {

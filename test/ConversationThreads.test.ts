@@ -25,7 +25,7 @@ import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
-import { comparableState } from "./fixtures/ConversationReplay.ts"
+import { comparableState } from "./fixtures/ResumeReference.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 

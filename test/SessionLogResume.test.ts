@@ -49,6 +49,10 @@ const failure = <A>(exit: Exit.Exit<A, unknown>): SessionLogError => {
   return (error as { readonly error: SessionLogError }).error
 }
 
+/** Why `load()` of the sessions in `sessions` fails. */
+const loadFailure = (sessions: MemoryStore) =>
+  Effect.map(Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())), failure)
+
 /** The parts of a loaded session a resume reads. */
 const comparable = (l: Loaded) => ({
   view: JSON.stringify(l.view),
@@ -187,7 +191,7 @@ describe("SessionLog: step metadata", () => {
       // a changed byte of the metadata is a corrupt line, never different metadata
       const stored = sessions.get("s")!
       stored[1] = { ...stored[1]!, line: stored[1]!.line.replace('"requestEpoch":2', '"requestEpoch":3') }
-      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      const error = yield* loadFailure(sessions)
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 2)
     }))
@@ -223,7 +227,7 @@ describe("SessionLog: step metadata", () => {
       const loaded = yield* withLog(logOver(backend(sessions)), (log) => log.loaded)
       assert.deepStrictEqual(loaded.view, [user("old"), reply("log")])
       sessions.get("s")!.push({ seq: 3, entryId: "c", line: encodeEntry(v2("c", "b", user("x"), { meta: { k: 1 } })) })
-      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      const error = yield* loadFailure(sessions)
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 3)
       assert.include(error.message, "cannot carry meta")
@@ -258,7 +262,7 @@ describe("SessionLog: step metadata", () => {
       // under the checksum: a changed byte of it is a corrupt line
       const stored = sessions.get("s")!
       stored[3] = { ...stored[3]!, line: stored[3]!.line.replace('"epoch":1', '"epoch":2') }
-      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      const error = yield* loadFailure(sessions)
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 4)
     }))
@@ -277,7 +281,7 @@ describe("SessionLog: step metadata", () => {
       const stored = sessions.get("s")!
       const boundary = JSON.parse(stored[2]!.line.replace(/,"sum":"[0-9a-f]+"\}$/, "}")) as Record<string, unknown>
       stored[2] = { ...stored[2]!, line: encodeEntry({ ...boundary, v: 2, meta: { k: 1 } } as unknown as Entry) }
-      const error = failure(yield* Effect.exit(withLog(logOver(backend(sessions)), (l) => l.load())))
+      const error = yield* loadFailure(sessions)
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 3)
       assert.include(error.message, "cannot carry meta")
