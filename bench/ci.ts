@@ -64,7 +64,7 @@ import {
   sumStringLengths,
   visitBlocks
 } from "./baselines.ts"
-import { requestOf } from "../src/Conversation.ts"
+import { requestOf } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"

@@ -23,9 +23,9 @@ import {
   emptyState,
   type MessageParam,
   prepareStep,
-  recordReply,
-  requestOf
-} from "../src/Conversation.ts"
+  recordReply
+} from "../src/ConversationState.ts"
+import { requestOf } from "../src/Request.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import type { Message } from "../src/Message.ts"

@@ -20,10 +20,9 @@ import {
   type MessageParam,
   prepareStep,
   recordReply,
-  type Request,
-  requestOf,
   type SdkReply
-} from "../src/Conversation.ts"
+} from "../src/ConversationState.ts"
+import { type Request, requestOf } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import { stateOf } from "./conversation.bench.ts"

@@ -5,7 +5,17 @@
  * extractive summarizer on failure); without it, it uses the extractive summarizer and needs no network.
  */
 import { Effect, Layer } from "effect"
-import { Conversation, Cut, Evict, Message, Policy, SummarizerAuto, Tokens, Validate } from "../src/index.ts"
+import {
+  Conversation,
+  ConversationState,
+  Cut,
+  Evict,
+  Message,
+  Policy,
+  SummarizerAuto,
+  Tokens,
+  Validate
+} from "../src/index.ts"
 import { readFileSync } from "node:fs"
 
 const recorded = JSON.parse(readFileSync(new URL("./session.json", import.meta.url), "utf8"))
@@ -16,7 +26,7 @@ const agent = Effect.gen(function* () {
   const conversation = yield* Conversation.Conversation
   let requests = 0
   let compactions = 0
-  for (const message of Conversation.asMessageParams(messages)) {
+  for (const message of ConversationState.asMessageParams(messages)) {
     if (message.role !== "assistant") {
       yield* conversation.append(message) // a user message, or the results of the tool calls
       continue

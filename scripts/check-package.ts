@@ -193,6 +193,7 @@ import {
   Cut,
   Evict as EvictNs,
   Message as MessageNs,
+  Request,
   Summarizer,
   Validate as ValidateNs
 } from "effect-compaction"
@@ -247,7 +248,7 @@ export const conversationRequest = Effect.gen(function* () {
 }).pipe(Effect.provide(Conversation.Conversation.layerMemory()), Effect.provide(Summarizer.ExtractiveSummarizer.layer))
 
 /** The prepared request, sent as it is (type-checked only). */
-export const sendPrepared = (client: Anthropic, request: Conversation.Request) =>
+export const sendPrepared = (client: Anthropic, request: Request.Request) =>
   client.messages.create({ model: "claude-sonnet-5-5", max_tokens: 1024, ...request })
 
 const prepared = await Effect.runPromise(conversationRequest)

@@ -11,7 +11,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Conversation, type MessageParam, type Request } from "../src/Conversation.ts"
+import { Conversation } from "../src/Conversation.ts"
+import type { MessageParam } from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { normalizeUsage } from "../src/Import.ts"
 import type { Message } from "../src/Message.ts"

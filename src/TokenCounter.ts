@@ -111,7 +111,7 @@ export declare namespace TokenCounter {
   }
 
   /**
-   * What is counted: a request body as `Conversation.requestOf` builds it (its `thread`, if any, is not sent:
+   * What is counted: a request body as `Request.requestOf` builds it (its `thread`, if any, is not sent:
    * `count_tokens` counts the whole view). `cache_control` markers count nothing.
    */
   export interface Request {

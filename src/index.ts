@@ -8,8 +8,11 @@
  *
  * @since 0.1.0
  */
-// The front door: the agent loop (the state value, its transitions, and the service and layers over them)
+// The front door: the agent loop: the service and its layers, over the state value and its pure transitions and the
+// request a state sends (those two are plain values in, plain values out; no services, no I/O)
 export * as Conversation from "./Conversation.ts"
+export * as ConversationState from "./ConversationState.ts"
+export * as Request from "./Request.ts"
 // The pure core: plain values in, plain values out; no services, no I/O
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"

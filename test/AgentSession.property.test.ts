@@ -15,7 +15,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Conversation, type ConversationState, type MessageParam, type Request } from "../src/Conversation.ts"
+import { Conversation } from "../src/Conversation.ts"
+import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
 import { CompactionPolicy } from "../src/Policy.ts"

@@ -15,9 +15,9 @@ import {
   type ConversationState,
   emptyState,
   prepareStep,
-  recordReply,
-  requestOf
-} from "../src/Conversation.ts"
+  recordReply
+} from "../src/ConversationState.ts"
+import { requestOf } from "../src/Request.ts"
 import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"

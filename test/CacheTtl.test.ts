@@ -8,6 +8,8 @@ import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Result from "effect/Result"
 import * as ConversationNs from "../src/Conversation.ts"
+import * as ConversationStateNs from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
@@ -20,7 +22,7 @@ import { generateSession } from "./fixtures/Conversation.ts"
 const { Conversation } = ConversationNs
 
 /** Every `cache_control` marker of a request: system, tools and message blocks. */
-const markers = (request: ConversationNs.Request): Array<Record<string, unknown>> => {
+const markers = (request: Request): Array<Record<string, unknown>> => {
   const out: Array<Record<string, unknown>> = []
   const visit = (blocks: unknown) => {
     if (!Array.isArray(blocks)) return
@@ -38,8 +40,8 @@ const markers = (request: ConversationNs.Request): Array<Record<string, unknown>
 const requestsOf = (session: ReadonlyArray<Message>, policy: CompactionPolicy) =>
   Effect.gen(function* () {
     const conversation = yield* Conversation
-    const requests: Array<ConversationNs.Request> = []
-    for (const message of ConversationNs.asMessageParams(session)) {
+    const requests: Array<Request> = []
+    for (const message of ConversationStateNs.asMessageParams(session)) {
       if (message.role === "assistant") {
         const { epoch, request } = yield* conversation.prepare
         requests.push(request)
@@ -100,7 +102,7 @@ describe("the policy's cacheTtl", () => {
       // a human turn after a pause, with the context at 0.6 of the cost target: compaction only when the cache is cold
       const policy = (cacheTtl: "5m" | "1h") =>
         CompactionPolicy.makeUnsafe({ compactAtTokens: 40_000, keepRecentTokens: 2_000, cacheTtl })
-      const session = ConversationNs.asMessageParams(generateSession(77, { messages: 60, maxOutput: 2_000 }))
+      const session = ConversationStateNs.asMessageParams(generateSession(77, { messages: 60, maxOutput: 2_000 }))
       const compactsAfterPause = (cacheTtl: "5m" | "1h") =>
         Effect.gen(function* () {
           const conversation = yield* Conversation
@@ -138,12 +140,12 @@ describe("the policy's cacheTtl", () => {
     let differs = 0
     for (let s = 0; s < 300; s++) {
       const session = generateSession(4_200 + s, { messages: 40 + (s % 60), maxOutput: 6_000 })
-      const state: ConversationNs.ConversationState = {
-        ...ConversationNs.emptyState(),
-        view: ConversationNs.asMessageParams(session)
+      const state: ConversationStateNs.ConversationState = {
+        ...ConversationStateNs.emptyState(),
+        view: ConversationStateNs.asMessageParams(session)
       }
       const offloaded = (cacheTtl: "5m" | "1h") =>
-        ConversationNs.prepareStep(state, { policy: CompactionPolicy.makeUnsafe({ cacheTtl }), keepRecent: 3 })
+        ConversationStateNs.prepareStep(state, { policy: CompactionPolicy.makeUnsafe({ cacheTtl }), keepRecent: 3 })
           .transition.steps.flatMap((st) => st.change._tag === "Offloaded" ? st.change.offloaded : []).length
       const five = offloaded("5m")
       const hour = offloaded("1h")

@@ -7,18 +7,16 @@ import type Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { compactContext, CompactError } from "../src/Compact.ts"
+import { Conversation, type ConversationError, type Prepared } from "../src/Conversation.ts"
 import {
   appendMessage,
-  Conversation,
-  type ConversationError,
   type ConversationState,
   emptyState,
   type MessageParam,
-  type Prepared,
-  recordReply,
-  type Request,
-  resumeState
-} from "../src/Conversation.ts"
+  recordReply
+} from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
+import { resumeState } from "../src/internal/conversation/resume.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { type MemoryStore, SessionLog, SessionLogError } from "../src/internal/sessionLogNamespace.ts"

@@ -2,17 +2,14 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   appendMessage,
   asMessageParams,
-  closePending,
   type ConversationState,
   emptyState,
-  offload,
-  offloadStaleResults,
   prepareStep,
-  recordReply,
-  type Request,
-  requestOf
-} from "../src/Conversation.ts"
+  recordReply
+} from "../src/ConversationState.ts"
+import { type Request, requestOf } from "../src/Request.ts"
 import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../src/Evict.ts"
+import { closePending } from "../src/internal/conversation/steps.ts"
 import { newlyUnboundTokens } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
@@ -130,7 +127,7 @@ describe("Conversation with carried decisions", () => {
     }
   })
 
-  it("the carry is in the state, never in its JSON; offload is the deprecated name of offloadStaleResults", () => {
+  it("the carry is in the state, never in its JSON", () => {
     let state = emptyState()
     for (const message of asMessageParams(generateSession(2, { messages: 60 }))) {
       state = message.role === "assistant" ? recordReply(state, message).state : appendMessage(state, message).state
@@ -139,7 +136,6 @@ describe("Conversation with carried decisions", () => {
     assert.isDefined(state.carried)
     assert.notInclude(JSON.stringify(state), "carried")
     assert.deepStrictEqual(JSON.parse(JSON.stringify(state)).view, JSON.parse(JSON.stringify(state.view)))
-    assert.strictEqual(offload, offloadStaleResults)
     // a carry spread into a plain object is not one: the next steps decide from scratch and send the same requests
     const next = (s: ConversationState) =>
       prepareStep(appendMessage(s, { role: "user", content: "and now?" }).state, { minSavings: 0 }).transition.state

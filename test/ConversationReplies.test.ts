@@ -7,16 +7,16 @@
 import type Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { Conversation } from "../src/Conversation.ts"
 import {
   appendMessage,
-  Conversation,
+  type ConversationState,
   emptyState,
   type MessageParam,
-  recordReply,
-  type Request,
-  triggerFires,
-  wireMessage
-} from "../src/Conversation.ts"
+  prepareStep,
+  recordReply
+} from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
@@ -94,6 +94,10 @@ const wide = CompactionPolicy.makeUnsafe({
   keepRecentTurns: 1
 })
 
+/** Whether the trigger fires on `state` under `policy`: `prepareStep`'s verdict. */
+const triggerFires = (state: ConversationState, policy: CompactionPolicy): boolean =>
+  prepareStep(state, { policy }).compact
+
 const small = CompactionPolicy.makeUnsafe({
   contextWindow: 60_000,
   minRemaining: 5_000,
@@ -125,10 +129,12 @@ const longTurns = (conversation: Conversation["Service"], n = 6) =>
   })
 
 describe("Conversation: content-less system messages (rule 26)", () => {
-  it("wireMessage returns a system message with output_config and no content as it is", () => {
-    assert.strictEqual(wireMessage(effortLow), effortLow)
+  it("a system message with output_config and no content is stored as it is, its private keys dropped", () => {
+    const stored = (message: MessageParam) =>
+      appendMessage(appendMessage(emptyState(), user("hi")).state, message).state
+    assert.strictEqual(stored(effortLow).view.at(-1), effortLow)
     const withPrivate = { ...effortLow, _note: "mine" } as unknown as MessageParam
-    assert.deepStrictEqual(wireMessage(withPrivate), effortLow)
+    assert.deepStrictEqual(stored(withPrivate).view.at(-1), effortLow)
   })
 
   it.effect("appended through Conversation, it reaches the request and the request passes the checker", () =>

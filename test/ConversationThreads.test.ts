@@ -9,15 +9,10 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import {
-  Conversation,
-  type MessageParam,
-  type Prepared,
-  type Request,
-  resumeState,
-  type SdkReply,
-  threadReplay
-} from "../src/Conversation.ts"
+import { Conversation, type Prepared, threadReplay } from "../src/Conversation.ts"
+import type { MessageParam, SdkReply } from "../src/ConversationState.ts"
+import type { Request } from "../src/Request.ts"
+import { resumeState } from "../src/internal/conversation/resume.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"

@@ -180,10 +180,6 @@ export type TypesBefore = [
 ]
 
 describe("public names", () => {
-  it("Conversation: a renamed transition is the same value under its old name", () => {
-    assert.strictEqual(Lib.Conversation.offload, Lib.Conversation.offloadStaleResults)
-  })
-
   for (const [namespace, names] of Object.entries(VALUES_BEFORE)) {
     it(`${namespace}: every value exported before still imports from the barrel`, () => {
       const module = (Lib as unknown as Record<string, Record<string, unknown>>)[namespace]

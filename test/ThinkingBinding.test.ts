@@ -10,16 +10,15 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { Conversation } from "../src/Conversation.ts"
 import {
   applyCompaction,
-  Conversation,
   type ConversationState,
   emptyState,
   type MessageParam,
-  recordReply,
-  type Request,
-  requestOf
-} from "../src/Conversation.ts"
+  recordReply
+} from "../src/ConversationState.ts"
+import { type Request, requestOf } from "../src/Request.ts"
 import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"

@@ -15,15 +15,10 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import {
-  asMessageParams,
-  Conversation,
-  type ConversationError,
-  type ConversationOptions,
-  type ConversationState,
-  type Request,
-  resumeState
-} from "../Conversation.ts"
+import { Conversation, type ConversationError, type ConversationOptions } from "../Conversation.ts"
+import { asMessageParams, type ConversationState } from "../ConversationState.ts"
+import type { Request } from "../Request.ts"
+import { resumeState } from "../internal/conversation/resume.ts"
 import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
 import { type MemoryStore, SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"

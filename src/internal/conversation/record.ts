@@ -11,16 +11,47 @@ import * as Effect from "effect/Effect"
 import { type CompactionRecord, recordInput } from "../../Compact.ts"
 import type { HotPaths } from "../../HotPaths.ts"
 import type { Message, ToolResultBlock } from "../../Message.ts"
+import type { ReportedUsage } from "../../Policy.ts"
+import type { InputTransformation } from "../thinkingBinding.ts"
 import { type Offloaded, offloadRefOf } from "../../Offload.ts"
 import type { Eviction, StepMeta } from "../../SessionEntry.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
+import type { CacheDiagnosis } from "./diagnostics.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"
 
-/** What a stored change reads of a conversation's change (`Conversation.Change` is one). */
+/**
+ * What a reply stores beside its message in a log (its entry's step metadata, under `META_KEY`), so a resume restores
+ * usage and renamed ids. Never part of the view or a request.
+ */
+export interface ReplyMeta {
+  readonly usage?: ReportedUsage
+  readonly requestEpoch: number
+  /** View id → the id the caller knows, for the calls this reply's ids were renamed from. */
+  readonly toolUseIds?: Readonly<Record<string, string>>
+  /** The reply's `id` (SDK replies only; absent in logs written before it was kept). */
+  readonly replyId?: string
+  /** The reply's `stop_reason` (SDK replies only; absent in logs written before it was kept). */
+  readonly stopReason?: string
+  /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
+  readonly threadHeld?: number
+  /** The reply's `input_transformations` (SDK replies only). */
+  readonly inputTransformations?: ReadonlyArray<InputTransformation>
+  /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
+  readonly rewrittenFrom?: number
+  /**
+   * With `CompactionPolicy.backgroundAt`: the cut of the summary being made in the background when the reply was
+   * recorded (a cut only, never a summary), which a resumed conversation starts again.
+   */
+  readonly backgroundCut?: number
+  /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
+  readonly cacheDiagnosis?: CacheDiagnosis
+}
+
+/** What a stored change reads of a conversation's change (`ConversationState.Change` is one). */
 export type StoredChange =
   | { readonly _tag: "Appended"; readonly message: object; readonly meta: object | undefined }
   | {
@@ -29,7 +60,7 @@ export type StoredChange =
   }
   | { readonly _tag: "CompactionApplied"; readonly record: CompactionRecord<Message> }
 
-/** What a stored change reads of the states around it (`Conversation.ConversationState` is one). */
+/** What a stored change reads of the states around it (`ConversationState.ConversationState` is one). */
 export interface StoredState {
   readonly view: ReadonlyArray<unknown>
   readonly epoch: number

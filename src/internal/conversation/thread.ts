@@ -1,7 +1,7 @@
 /**
  * Server-held threads (API-RULES 22–24) for `Conversation`: which reply the next request may continue from, and the
  * errors a replay of the whole conversation answers (the request that continues a thread or starts a new one is
- * `Conversation.requestOf` with `thread`).
+ * `Request.requestOf` with `thread`).
  *
  * The server holds, under each reply's id, the whole conversation up to and including that reply. A request may
  * continue it (`thread: { type: "continue", previous_message_id }`) with only the messages after that reply, and

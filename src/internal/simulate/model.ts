@@ -5,7 +5,8 @@
  */
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { MessageUsage, RecordedAt } from "../../Import.ts"
-import type { OffloadOptions, Request } from "../../Conversation.ts"
+import type { OffloadOptions } from "../../ConversationState.ts"
+import type { Request } from "../../Request.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 import type { Category } from "../../Retention.ts"

@@ -18,11 +18,10 @@ import {
   type MessageParam,
   prepareStep,
   recordReply,
-  type Request,
-  requestOf,
   type SdkReply,
   type Transition
-} from "../../Conversation.ts"
+} from "../../ConversationState.ts"
+import { type Request, requestOf } from "../../Request.ts"
 import { requestBytes } from "../requestBytes.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"

@@ -10,7 +10,7 @@ import type { CompactionRetention, LibraryOptions, RetentionTally, SimulateOptio
 import type { RecordedSession } from "./model.ts"
 import type { Message } from "../../Message.ts"
 import { CATEGORIES } from "../../Retention.ts"
-import type { Request } from "../../Conversation.ts"
+import type { Request } from "../../Request.ts"
 import { prepareSession, replaySteps, retentionOf, settingsOf } from "./replay.ts"
 
 /** One setting of the grid and its figures over all sessions. @category models */

@@ -1,0 +1,644 @@
+/**
+ * The state value of the agent loop and its pure transitions: append a message, record a reply, prepare a step
+ * (answer abandoned calls, offload stale output, say whether to compact), finish a compaction. Everything a step
+ * depends on is a field of the state or an argument, so a copied or resumed state decides as the live one.
+ *
+ * The state (`ConversationState`) is the view sent to the model, the hot paths, the compaction epoch, the tool calls
+ * still waiting for results and the last reported usage, and what its transition carries about the view for the next
+ * one (`carried`: the eviction index and frontier, so a step costs what it adds). Every transition returns the changes
+ * it made (`Transition`), each with the state after it, so a caller (the `Conversation` service) persists exactly
+ * what the pure step produced and commits the state only once its change is stored.
+ *
+ * The rules every transition keeps, so that every prepared request is one the Messages API accepts:
+ * - messages are stored as wire messages: private `_` keys and empty text blocks are dropped, empty messages skipped;
+ * - a tool call's results are the only thing that may follow it: anything else (a typed message, another reply, a
+ *   prepared request) first answers the calls still pending with an interrupted error result, so no compaction ever
+ *   runs while a `tool_use` awaits its result, and a real result is never answered twice;
+ * - results that answer no pending call are dropped; a reply that reuses a `tool_use` id already in the view gets a
+ *   fresh id (`<id>_2`, …), and its results are matched by the id the caller knows;
+ * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
+ *   the log's entries through the same two calls: a resumed state equals the live one.
+ * - thinking blocks are bound to what precedes them (API-RULES 29): the state lists those a rewrite invalidated (an
+ *   offload, a compaction, a renamed id or dropped block in a reply: `unboundThinking`, restored on resume), and with
+ *   a `thinking` option the request (`Request.requestOf`) then asks the API to drop them instead of rejecting it;
+ *   eviction's rent-or-buy counts the thinking an offload would drop.
+ *
+ * @since 0.2.0
+ */
+import type Anthropic from "@anthropic-ai/sdk"
+import type { BlockPosition } from "./Cache.ts"
+import type { FinishedCompaction } from "./Compact.ts"
+import { DEFAULT_KEEP_RECENT } from "./Evict.ts"
+import { CarriedIndex } from "./internal/conversation/carried.ts"
+import { appendStep, Change, closePending, none } from "./internal/conversation/steps.ts"
+import {
+  allThinking,
+  firstChangedBlock,
+  type InputTransformation,
+  mergePositions,
+  newlyUnboundTokens,
+  thinkingAfter,
+  thinkingIn
+} from "./internal/thinkingBinding.ts"
+import type { ReplyMeta } from "./internal/conversation/record.ts"
+import { anchorAfterReply, type ThreadAnchor } from "./internal/conversation/thread.ts"
+import {
+  type CacheDiagnosis,
+  type CachePrediction,
+  diagnosisAgrees,
+  reportedOf
+} from "./internal/conversation/diagnostics.ts"
+import {
+  continuesPausedTurn,
+  resumesServerCompaction,
+  triggerFires,
+  viewTokens
+} from "./internal/conversation/stepChecks.ts"
+import { asMessages, type Block, blocksOf, interrupted, isSdkReply, wireMessage } from "./internal/conversation/wire.ts"
+import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
+import { HotPaths } from "./HotPaths.ts"
+import { decodeMessagesSync, type Message } from "./Message.ts"
+import {
+  type CompactionPolicy,
+  contextTokens,
+  defaultPolicy,
+  type ReportedUsage,
+  type UsageIteration
+} from "./Policy.ts"
+import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
+import { filesTouched, type ToolClassifier } from "./Tools.ts"
+import { LEADING_USER_TEXT } from "./Validate.ts"
+
+/** The SDK's message type: what goes in and what comes out. @category models */
+export type MessageParam = Anthropic.MessageParam
+
+// ============================================================================
+// The state
+// ============================================================================
+
+/**
+ * The whole state of a conversation, as a plain immutable value.
+ * - `view`: what the next request sends (wire messages only);
+ * - `hot`: the re-read tracker, fed every appended message and every offload;
+ * - `epoch`: the number of compactions applied;
+ * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
+ * - `usage`: the last usage a reply reported, if any;
+ * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
+ * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
+ *   under it (absent: the next request starts a new thread);
+ * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`).
+ * @category models
+ */
+export interface ConversationState {
+  readonly view: ReadonlyArray<MessageParam>
+  readonly hot: HotPaths
+  readonly epoch: number
+  /** The tool calls of the latest reply still waiting for their results: each one's id in the view and the id the caller knows. */
+  readonly pending: ReadonlyArray<{ readonly id: string; readonly originalId: string }>
+  /** The latest provider-reported usage and the epoch of the request it measured. */
+  readonly usage: { readonly usage: ReportedUsage; readonly requestEpoch: number } | undefined
+  /**
+   * The latest reply as the API described it: its id and stop reason when the caller recorded the SDK's reply (a
+   * `MessageParam` reply has neither), and the epoch of the request it answered.
+   */
+  readonly reply?: {
+    readonly id?: string
+    readonly stopReason?: string
+    readonly requestEpoch: number
+    /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
+    readonly inputTransformations?: ReadonlyArray<InputTransformation>
+    /**
+     * With `ConversationOptions.diagnostics` (API-RULES 33): the library's prediction for the request this reply
+     * answered (`null`: no divergence from the request before; else the miss it expects, its reason and estimated
+     * tokens) beside the `cache_miss_reason` the API reported, and whether they agree (same reason, missed tokens
+     * within 5%).
+     */
+    readonly cacheDiagnosis?: CacheDiagnosis
+  } | undefined
+  /**
+   * The server-held thread the next request continues (API-RULES 22–24): the latest reply's id and the number of view
+   * messages the server holds under it. Set only by a reply recorded with threads on, kept by appends, cleared by
+   * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
+   */
+  readonly thread?: { readonly previousMessageId: string; readonly held: number } | undefined
+  /**
+   * The thinking blocks of `view` that a rewrite made after they were created invalidated (API-RULES 29), sorted:
+   * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
+   */
+  readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
+  /**
+   * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
+   * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
+   * scratch, once, and sends the same requests. Derived from `view`: leave it out when comparing states; it is not
+   * serialized.
+   */
+  readonly carried?: CarriedIndex | undefined
+}
+
+/** A call still pending (an entry of `ConversationState.pending`). */
+type PendingCall = ConversationState["pending"][number]
+
+/** The latest reply's report (`ConversationState.reply`). */
+type ReplyReport = NonNullable<ConversationState["reply"]>
+
+/**
+ * One change a transition made, the service records each in the log: `Appended` (a message and, for a reply, its
+ * step metadata), `Offloaded` (the tool results an offload replaced), `CompactionApplied` (the compaction's record);
+ * and its constructors. @category models
+ */
+export { Change }
+
+/** One change and the state right after it. @category models */
+export interface Step {
+  readonly change: Change
+  readonly state: ConversationState
+}
+
+/** What a pure transition did: its changes in order (possibly none) and the final state. @category models */
+export interface Transition {
+  readonly steps: ReadonlyArray<Step>
+  readonly state: ConversationState
+}
+
+/** The state of a conversation that has seen nothing. @category constructors */
+export const emptyState = (classifier?: ToolClassifier | undefined): ConversationState => {
+  const view: ReadonlyArray<MessageParam> = []
+  return {
+    view,
+    hot: HotPaths.empty(classifier),
+    epoch: 0,
+    pending: [],
+    usage: undefined,
+    carried: CarriedIndex.fresh(asMessages(view))
+  }
+}
+
+/** The state with `anchor` as its thread; without one, the state has no `thread` key (a resumed state has none). */
+const withThread = (state: ConversationState, anchor: ThreadAnchor | undefined): ConversationState => {
+  if (anchor !== undefined) return { ...state, thread: anchor }
+  if (!("thread" in state)) return state
+  const { thread: _thread, ...rest } = state
+  return rest
+}
+
+const chain = (first: Transition, next: (state: ConversationState) => Transition): Transition => {
+  const second = next(first.state)
+  return first.steps.length === 0 ? second : { steps: [...first.steps, ...second.steps], state: second.state }
+}
+
+// ============================================================================
+// Wire messages
+// ============================================================================
+
+type AssistantContent = Anthropic.AssistantMessageParam["content"]
+
+/**
+ * Decodes untrusted JSON into SDK messages (`decodeMessagesSync`'s checks, then typed as `MessageParam`); throws
+ * `MessageDecodeError` on bad input.
+ * @category wire
+ */
+export const decodeMessageParams = (input: unknown): Array<MessageParam> =>
+  [...decodeMessagesSync(input)] as unknown as Array<MessageParam>
+
+/** The same list, typed as SDK messages: for conversations this library decoded or built (its types are wider). @category wire */
+export const asMessageParams = (messages: ReadonlyArray<Message>): Array<MessageParam> =>
+  [...messages] as unknown as Array<MessageParam>
+
+// ============================================================================
+// Pure transitions
+// ============================================================================
+
+const leadingUser = (state: ConversationState): Transition =>
+  state.view.length > 0 ? none(state) : appendStep(state, { role: "user", content: LEADING_USER_TEXT })
+
+/**
+ * Appends a user or system message (tool results included). Results are matched to the pending calls by the id the
+ * caller knows; results that answer nothing pending are dropped. A message with other content, and any system
+ * message, first answers the calls still pending (interrupted). An assistant message is `recordReply` without usage.
+ * @category transitions
+ */
+export const appendMessage = (state: ConversationState, message: MessageParam): Transition => {
+  if (message.role === "assistant") return recordReply(state, message)
+  const clean = wireMessage(message)
+  if (clean === undefined) return none(state)
+  if (clean.role === "system") return chain(chain(closePending(state), leadingUser), (s) => appendStep(s, clean))
+  const blocks = blocksOf(clean)
+  const waiting = new Map(state.pending.map((p) => [p.originalId, p]))
+  const answered: Array<Block> = []
+  const others: Array<Block> = []
+  let changed = false
+  for (const block of blocks) {
+    if (block.type !== "tool_result") {
+      others.push(block)
+      continue
+    }
+    const call = waiting.get(block.tool_use_id)
+    if (call === undefined) {
+      changed = true
+      continue
+    }
+    waiting.delete(block.tool_use_id)
+    if (call.id !== block.tool_use_id) changed = true
+    answered.push(call.id === block.tool_use_id ? block : { ...block, tool_use_id: call.id })
+    if (others.length > 0) changed = true
+  }
+  const closing = others.length > 0 ? [...waiting.values()] : []
+  const content = [...answered, ...closing.map((p) => interrupted(p.id)), ...others]
+  if (content.length === 0) return none(state)
+  const stored: MessageParam = changed || closing.length > 0 ? { role: "user", content } : clean
+  const rest = closing.length > 0 ? [] : state.pending.filter((p) => waiting.has(p.originalId))
+  const t = appendStep(state, stored)
+  const final = { ...t.state, pending: rest }
+  return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+}
+
+/** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
+const iterationOf = (step: UsageIteration): UsageIteration => ({
+  type: step.type,
+  input_tokens: step.input_tokens,
+  output_tokens: step.output_tokens,
+  ...(step.cache_read_input_tokens == null ? {} : { cache_read_input_tokens: step.cache_read_input_tokens }),
+  ...(step.cache_creation_input_tokens == null ? {} : { cache_creation_input_tokens: step.cache_creation_input_tokens })
+})
+
+/**
+ * The usage fields a state keeps (the SDK's `Usage` has more): the counts, the cache writes by TTL
+ * (`cache_creation`) and the sampling steps (`iterations`, which the trigger reads: API-RULES 25).
+ */
+const usageOf = (usage: ReportedUsage): ReportedUsage => ({
+  input_tokens: usage.input_tokens,
+  output_tokens: usage.output_tokens,
+  ...(usage.cache_read_input_tokens == null ? {} : { cache_read_input_tokens: usage.cache_read_input_tokens }),
+  ...(usage.cache_creation_input_tokens == null
+    ? {}
+    : { cache_creation_input_tokens: usage.cache_creation_input_tokens }),
+  ...(usage.cache_creation == null ? {} : {
+    cache_creation: {
+      ephemeral_5m_input_tokens: usage.cache_creation.ephemeral_5m_input_tokens,
+      ephemeral_1h_input_tokens: usage.cache_creation.ephemeral_1h_input_tokens
+    }
+  }),
+  ...(usage.iterations == null ? {} : { iterations: usage.iterations.map(iterationOf) })
+})
+
+/**
+ * A reply as `@anthropic-ai/sdk` returns it: `Message` from `client.messages.create`, `BetaMessage` from
+ * `client.beta.messages.create` (both are assignable). @category models
+ */
+export interface SdkReply {
+  readonly id: string
+  readonly type: "message"
+  readonly role: "assistant"
+  readonly content: ReadonlyArray<{ readonly type: string }>
+  readonly stop_reason: string | null
+  readonly usage: ReportedUsage
+  readonly input_transformations?: ReadonlyArray<InputTransformation> | null
+  /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
+  readonly diagnostics?: unknown
+}
+
+/**
+ * Records an assistant reply and the usage the provider reported for it (`requestEpoch`: the epoch the request was
+ * prepared in, by default the current one). The reply is a `MessageParam` or the SDK's reply (`SdkReply`): its
+ * content is stored as an assistant message, its `usage` is the usage unless one is given, and its `id` and
+ * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
+ * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An empty reply
+ * adds no message (its stop reason and usage are still kept, in the state only).
+ *
+ * `thread` (threads on): `sent` is the length of the view the request sent. The reply anchors the next request's
+ * thread (`state.thread`, and `threadHeld` in its step metadata) when the view holds it exactly as the server does,
+ * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
+ * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
+ * reply. Any other reply leaves no anchor, so the next request starts a new thread.
+ *
+ * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
+ * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
+ * @category transitions
+ */
+export const recordReply = (
+  state: ConversationState,
+  reply: MessageParam | SdkReply,
+  usage?: ReportedUsage | undefined,
+  requestEpoch?: number | undefined,
+  thread?: { readonly sent: number } | undefined,
+  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
+): Transition => {
+  const sdk = isSdkReply(reply) ? reply : undefined
+  const message: MessageParam = sdk === undefined
+    ? reply as MessageParam
+    : { role: "assistant", content: sdk.content as AssistantContent }
+  const reported = usage ?? sdk?.usage
+  const report: ReplyReport = {
+    ...(sdk === undefined ? {} : { id: sdk.id }),
+    ...(sdk?.stop_reason == null ? {} : { stopReason: sdk.stop_reason }),
+    requestEpoch: requestEpoch ?? state.epoch,
+    ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
+      ? {}
+      : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
+  }
+  const clean = wireMessage(message)
+  if (clean === undefined) {
+    if (sdk === undefined) return none(state)
+    const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }
+    return none(withThread({ ...state, usage: kept, reply: report }, undefined))
+  }
+  return chain(chain(closePending(state), leadingUser), (s) => {
+    const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
+    const added = new Set<string>()
+    const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
+    const renamed: Record<string, string> = {}
+    let content = clean.content
+    if (typeof content !== "string") {
+      let copy: Array<Block> | undefined
+      content.forEach((block, i) => {
+        if (block.type !== "tool_use") return
+        if (used.has(block.id)) {
+          let k = 2
+          while (used.has(`${block.id}_${k}`)) k++
+          const id = `${block.id}_${k}`
+          renamed[id] = block.id
+          copy ??= [...(content as Array<Block>)]
+          copy[i] = { ...block, id }
+          used.add(id)
+        } else used.add(block.id)
+      })
+      if (copy !== undefined) content = copy
+    }
+    const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
+    const epoch = report.requestEpoch
+    const kept = reported === undefined ? undefined : usageOf(reported)
+    const anchor: ThreadAnchor | undefined = thread === undefined || sdk === undefined ? undefined : anchorAfterReply(
+      sdk,
+      clean === message && stored === clean && s.view.length === thread.sent && epoch === state.epoch,
+      s.view.length + 1
+    )
+    // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
+    const changedAt = typeof stored.content === "string" || typeof message.content === "string"
+      ? undefined
+      : firstChangedBlock(message.content, stored.content)
+    const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
+      ? changedAt
+      : undefined
+    const meta: ReplyMeta = {
+      ...(kept === undefined ? {} : { usage: kept }),
+      requestEpoch: epoch,
+      ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed }),
+      ...(report.id === undefined ? {} : { replyId: report.id }),
+      ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
+      ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
+      ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
+      ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
+    }
+    const t = appendStep(s, stored, meta)
+    const pending = pendingOf(stored, renamed)
+    const final: ConversationState = withThread({
+      ...t.state,
+      ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
+      pending,
+      usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
+      reply: report
+    }, anchor)
+    return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+  })
+}
+
+/** The reasons the API reports without a diagnosis to compare (the previous reply unknown to it, or none given). */
+const UNDIAGNOSED: ReadonlyArray<string> = ["previous_message_not_found", "unavailable"]
+
+/** A reply's cache diagnosis: the prediction, the reported reason (an SDK reply's), and whether they agree. */
+const diagnosisOf = (predicted: CachePrediction | undefined, sdk: SdkReply | undefined): CacheDiagnosis => {
+  const reported = sdk === undefined || !("diagnostics" in sdk) ? undefined : reportedOf(sdk.diagnostics)
+  const comparable = predicted !== undefined && reported !== undefined &&
+    (reported === null || !UNDIAGNOSED.includes(reported.type))
+  return {
+    ...(predicted === undefined ? {} : { predicted }),
+    ...(reported === undefined ? {} : { reported }),
+    ...(comparable ? { agrees: diagnosisAgrees(predicted, reported) } : {})
+  }
+}
+
+/** The entry of `input_transformations` a state keeps. */
+const transformationOf = (t: InputTransformation): InputTransformation => ({
+  type: t.type,
+  path: t.path,
+  ...(t.reason === undefined ? {} : { reason: t.reason })
+})
+
+/**
+ * The `unboundThinking` field after a rewrite of `state.view` at `from` (its message; its block, or none for no
+ * rewrite): the thinking blocks after it join the unbound ones (API-RULES 29). Empty when nothing changes.
+ */
+const unboundBy = (
+  state: ConversationState,
+  from: { readonly message: number; readonly block: number | undefined }
+): Pick<ConversationState, "unboundThinking"> => {
+  if (from.block === undefined) return {}
+  const added = thinkingAfter(asMessages(state.view), { message: from.message, block: from.block - 1 })
+  if (added.length === 0) return {}
+  return { unboundThinking: mergePositions(state.unboundThinking ?? [], added) }
+}
+
+const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> =>
+  typeof reply.content === "string"
+    ? []
+    : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
+
+/** How `offloadStaleResults` evicts. Every option may be `undefined`, which means its default. @category models */
+export interface OffloadOptions {
+  /** Newest live tool results kept verbatim; default `DEFAULT_KEEP_RECENT`. */
+  readonly keepRecent?: number | undefined
+  /**
+   * Fewest tokens worth an eviction (each one rewrites the cached prompt). Absent: the rent-or-buy rule of
+   * `evictStaleToolResults` (offload once the cache reads paid on the evictable tokens reach the cost of rewriting
+   * the prompt behind the first change; at once when the cache is known cold).
+   */
+  readonly minSavings?: number | undefined
+  readonly classifier?: ToolClassifier | undefined
+  /**
+   * The cache lifetime the requests ask for; the rent-or-buy rule prices a rewrite at its write price (1.25× input
+   * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
+   */
+  readonly cacheTtl?: "5m" | "1h" | undefined
+  /**
+   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
+   * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
+   * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. After a reply recorded
+   * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
+   * With it, a rewrite also costs a restart of the thread (`threadRestart`).
+   */
+  readonly threads?: boolean | undefined
+  /**
+   * With `threads`: what restarting the thread costs, in uncached input tokens, and how offloads are batched with
+   * compactions. A rewrite that breaks a thread the next request would continue costs `perViewToken` (default 0.1)
+   * per view token (the whole view uploaded again) plus `perRestart` (default 1,000: the first request's latency);
+   * the rent-or-buy rule adds it to the rewrite's price. An offload that would leave the context within `margin`
+   * (default 0.2) of the compaction trigger waits for that compaction (it cannot avert it), and a compaction applies
+   * the offloads its kept tail is due in the same rewrite: one restart covers both. The defaults are assumptions (no
+   * price or latency of a thread is documented). `false`: none of this (a rewrite is priced by the cache alone).
+   */
+  readonly threadRestart?:
+    | {
+      readonly perViewToken?: number | undefined
+      readonly perRestart?: number | undefined
+      readonly margin?: number | undefined
+    }
+    | false
+    | undefined
+}
+
+/** The restart model of `options` when it sends on threads, else `undefined` (no restart is priced). */
+const threadPriceOf = (options: OffloadOptions): ThreadRestartPrice | undefined =>
+  options.threads === true ? threadRestartOf(options.threadRestart) : undefined
+
+/**
+ * Offloads stale tool output (`evictStaleToolResults`, the hot paths pinned) and lets the hot paths observe the
+ * offloads. No change when the pass does not pay (`minSavings`, or the rent-or-buy rule; `cacheCold`: the provider's
+ * cache has expired, so offloading rewrites nothing that would have been read). `prepareStep` runs it after closing the
+ * pending calls; `applyCompaction` after a compaction on a thread.
+ */
+const offloadStaleResults = (
+  state: ConversationState,
+  options: OffloadOptions = {},
+  cacheCold?: boolean | undefined
+): Transition => {
+  // equal to `evictStaleToolResults(state.view, keepRecent, { minSavings, pinned, cacheCold, classifier,
+  // droppedThinking, restartCost })`, the dropped thinking being what the offload newly unbinds (API-RULES 29)
+  const price = threadPriceOf(options)
+  const { decision, carried } = CarriedIndex.evict(
+    asMessages(state.view),
+    state.carried,
+    options.keepRecent ?? DEFAULT_KEEP_RECENT,
+    {
+      minSavings: options.minSavings,
+      pinned: state.hot.pinned,
+      cacheCold,
+      classifier: options.classifier,
+      cacheTtl: options.cacheTtl,
+      droppedThinking: (message) =>
+        newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? []),
+      // a restart is priced only when the next request would continue a thread
+      restart: price === undefined || state.thread === undefined
+        ? undefined
+        : () => restartCost(price, viewTokens(state))
+    }
+  )
+  if (decision.offloaded.length === 0) return none(state)
+  const view = decision.messages as unknown as ReadonlyArray<MessageParam>
+  const first = decision.offloaded.reduce((a, o) =>
+    o.messageIndex < a.messageIndex || (o.messageIndex === a.messageIndex && o.blockIndex < a.blockIndex) ? o : a
+  )
+  const next: ConversationState = withThread({
+    ...state,
+    view,
+    hot: state.hot.observeOffloads(decision.offloaded),
+    carried,
+    ...unboundBy({ ...state, view }, { message: first.messageIndex, block: first.blockIndex })
+  }, undefined)
+  return { steps: [{ change: Change.Offloaded({ offloaded: decision.offloaded }), state: next }], state: next }
+}
+
+/** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
+export interface PrepareStep {
+  readonly transition: Transition
+  readonly compact: boolean
+}
+
+/**
+ * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offloadStaleResults`), and says whether compaction
+ * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
+ * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
+ * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
+ * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
+ * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes
+ * (API-RULES 31).
+ * @category transitions
+ */
+export const prepareStep = (
+  state: ConversationState,
+  options: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined } = {},
+  cacheCold?: boolean | undefined
+): PrepareStep => {
+  if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
+  if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
+  const policy = options.policy ?? defaultPolicy
+  const closed = closePending(state)
+  const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
+  const compact = triggerFires(transition.state, policy, cacheCold)
+  if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
+    return { transition: closed, compact: false }
+  }
+  return { transition, compact }
+}
+
+/**
+ * On a thread (`threadRestart`'s `margin`): whether the offload from `before` to `after` waits for the compaction,
+ * because the context it leaves (the last reported one, less the tokens freed) stays within the margin of the
+ * trigger. Only an offload that breaks a thread the next request would continue waits.
+ */
+const deferredToCompaction = (
+  before: ConversationState,
+  after: ConversationState,
+  policy: CompactionPolicy,
+  options: OffloadOptions
+): boolean => {
+  const price = threadPriceOf(options)
+  const usage = before.usage
+  if (price === undefined || after.view === before.view || before.thread === undefined) return false
+  if (usage === undefined || usage.requestEpoch !== before.epoch) return false
+  const freed = viewTokens(before) - viewTokens(after)
+  const trigger = Math.min(policy.compactAtTokens, policy.contextWindow - policy.minRemaining)
+  return defersToCompaction(price, contextTokens(usage.usage) - freed, trigger)
+}
+
+/**
+ * Appends `Summary.filesMessage` of the files the view read and modified before the server's block (an earlier
+ * summary's appendix and files messages merged in), as after a compaction of our own; nothing when there are none.
+ */
+const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | undefined): Transition => {
+  const before = asMessages(state.view.slice(0, -1))
+  const opening = before[0] === undefined ? undefined : summaryText(before[0])
+  const files = [
+    ...(opening === undefined ? [] : [parseAppendix(opening) ?? noFiles]),
+    ...before.flatMap((m) => filesOfMessage(m) ?? []),
+    filesTouched(before, classifier)
+  ].reduce(mergeFiles, noFiles)
+  if (files.read.length === 0 && files.modified.length === 0) return none(state)
+  return appendStep(state, filesMessage(files) as MessageParam)
+}
+
+/**
+ * Applies a finished compaction of `state.view` (from `prepareCompaction` → summary → `finishCompaction`): the view
+ * becomes the compacted one and the epoch advances. No change when it was skipped. With `options` that send on threads
+ * (`OffloadOptions.threads`, `threadRestart` not `false`), the offloads the compacted view is due follow in the same
+ * transition (as on a cold cache: everything after the summary is rewritten anyway), so the one restart the
+ * compaction costs covers them too.
+ * @category transitions
+ */
+export const applyCompaction = (
+  state: ConversationState,
+  finished: FinishedCompaction<MessageParam>,
+  options?: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined }
+): Transition => {
+  if (finished.record === undefined) return none(state)
+  const compacted = compactionStep(state, finished)
+  if (options === undefined || threadPriceOf(options) === undefined) return compacted
+  // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
+  const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
+  return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
+}
+
+const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
+  const view = finished.messages
+  const unbound = allThinking(asMessages(view))
+  const { unboundThinking: _, ...rest } = state
+  const next: ConversationState = withThread({
+    ...rest,
+    view,
+    epoch: state.epoch + 1,
+    carried: CarriedIndex.fresh(asMessages(view)),
+    ...(unbound.length === 0 ? {} : { unboundThinking: unbound })
+  }, undefined)
+  return { steps: [{ change: Change.CompactionApplied({ record: finished.record! }), state: next }], state: next }
+}

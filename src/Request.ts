@@ -1,0 +1,221 @@
+/**
+ * The request a conversation state sends: `requestOf` builds the Messages API body for a `ConversationState` (the
+ * view's messages with the library's `cache_control` breakpoints, the system prompt and tools), binds its thinking
+ * config to the rewrites the view went through (API-RULES 29), puts it in its thread form (API-RULES 22–24), and the
+ * `diagnostics` it carries (API-RULES 33). Pure: the state is never changed, and the same state and options give the
+ * same bytes, so a resumed conversation sends the live one's requests.
+ *
+ * @since 0.2.0
+ */
+import type Anthropic from "@anthropic-ai/sdk"
+import { cacheControlOf } from "./internal/cacheTtl.ts"
+import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
+import type { ConversationState, MessageParam } from "./ConversationState.ts"
+import { evictionFrontier } from "./Evict.ts"
+import { CarriedIndex } from "./internal/conversation/carried.ts"
+import { systemAndToolsTokens } from "./internal/estimate.ts"
+import { boundTokensBefore, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"
+import type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
+import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
+import { asMessages } from "./internal/conversation/wire.ts"
+import type { ToolClassifier } from "./Tools.ts"
+
+/**
+ * A request body ready for `client.messages.create` (add `model`, `max_tokens`). It carries the library's
+ * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. With a `thinking` option it
+ * carries that config; once a rewrite invalidated thinking blocks of the view (API-RULES 29) the config also asks for
+ * `block_binding: { prefix_mismatch_behavior: "drop_block" }` (unless it sets its own `block_binding`) and `betas`
+ * names the binding beta: send such a request with `client.beta.messages.create`. @category models
+ */
+export interface Request {
+  readonly system?: string | Array<Anthropic.TextBlockParam>
+  readonly tools?: Array<Anthropic.ToolUnion>
+  readonly messages: Array<MessageParam>
+  /**
+   * With `ConversationOptions.threads`: the server-held thread (API-RULES 22–24, the beta
+   * `message-threads-2026-08-12`). `continue`: `messages` are only those after the reply it names, and the request
+   * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
+   */
+  readonly thread?: ThreadParam
+  /**
+   * With `ConversationOptions.diagnostics`: the id of the reply the latest request got, so the API reports why this
+   * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
+   */
+  readonly diagnostics?: { readonly previous_message_id: string | null }
+  readonly thinking?: ThinkingConfig
+  readonly betas?: Array<string>
+}
+
+/** How `requestOf` places breakpoints. Every option may be `undefined`, which means its default. @category models */
+export interface RequestOptions {
+  readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
+  /** The model; it sets the minimum cacheable length (`Cache.minCacheableTokens`). */
+  readonly model?: string | undefined
+  /** The minimum cacheable length, overriding the model's. */
+  readonly minCacheTokens?: number | undefined
+  readonly classifier?: ToolClassifier | undefined
+  /**
+   * The state before this step's offload: when the offload moved the eviction frontier, its frontier keeps a
+   * breakpoint in this one request, so it still reads the prefix the previous request wrote.
+   */
+  readonly before?: ConversationState | undefined
+  /** Place no breakpoints (a caller that places its own). */
+  readonly breakpoints?: false | undefined
+  /** The cache lifetime every breakpoint asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`. */
+  readonly ttl?: "5m" | "1h" | undefined
+  /**
+   * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view (API-RULES 29),
+   * it gets `block_binding: { prefix_mismatch_behavior: "drop_block" }` and the request the binding beta in `betas`;
+   * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
+   */
+  readonly thinking?: ThinkingConfig | undefined
+  /**
+   * The request as it goes on the state's server-held thread (API-RULES 22–24): while the view extends the reply
+   * `state.thread` anchors, a `continue` of only the messages after it (no `system`, no `tools`), built without
+   * copying the view; otherwise a `create` with the whole request. What `Conversation` sends with `threads` on.
+   */
+  readonly thread?: boolean | undefined
+}
+
+const systemBlocks = (
+  system: string | Array<Anthropic.TextBlockParam>
+): Array<Anthropic.TextBlockParam> => typeof system === "string" ? [{ type: "text", text: system }] : system
+
+/**
+ * The request for the current state: `{ system?, tools?, messages }` over the view's messages, with its
+ * `cache_control` breakpoints (`Cache.planBreakpoints`): the end of the system prompt and tools, the eviction
+ * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
+ * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
+ * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
+ * With `options.thread`, the request as it goes on the state's thread (`RequestOptions.thread`): a `continue` holds
+ * exactly the messages of the whole request after the anchored reply.
+ * @category transitions
+ */
+export const requestOf = (
+  state: ConversationState,
+  system?: string | Array<Anthropic.TextBlockParam> | undefined,
+  options: RequestOptions = {}
+): Request => {
+  if (options.thread !== true) return buildRequest(state, system, options, undefined)
+  const anchor = state.thread
+  if (anchor === undefined || anchor.held > state.view.length) {
+    return { ...buildRequest(state, system, options, undefined), thread: { type: "create" } }
+  }
+  return buildRequest(state, system, options, anchor)
+}
+
+/**
+ * `requestOf` off threads (`anchor` undefined), or the `continue` of `anchor`'s thread: only the messages after the
+ * anchored reply, each as the whole request has it (its breakpoints included), the view never copied.
+ */
+const buildRequest = (
+  state: ConversationState,
+  system: string | Array<Anthropic.TextBlockParam> | undefined,
+  options: RequestOptions,
+  anchor: ThreadAnchor | undefined
+): Request => {
+  const from = anchor?.held ?? 0
+  const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
+  const view = asMessages(state.view)
+  const thinking = thinkingOf(state, options.thinking)
+  const withMessages = (messages: Array<MessageParam>): Request => ({
+    ...(system === undefined ? {} : { system }),
+    ...(tools === undefined ? {} : { tools }),
+    messages,
+    ...thinking
+  })
+  const continued = (messages: Array<MessageParam>): Request => ({
+    messages,
+    ...thinking,
+    thread: { type: "continue", previous_message_id: anchor!.previousMessageId }
+  })
+  if (options.breakpoints === false) {
+    return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
+  }
+  const frontier = frontierBreakpoint(state, options.classifier)
+  const before = options.before !== undefined && options.before.epoch === state.epoch
+    ? frontierBreakpoint(options.before, options.classifier)
+    : undefined
+  const previous = before !== undefined &&
+      (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
+    ? before
+    : undefined
+  const systemTokens = systemAndToolsTokens(system as never, tools)
+  const carried = CarriedIndex.requestParts(view, state.carried)
+  const plan = planBreakpoints(view, {
+    systemTokens,
+    hasSystem: system !== undefined || tools !== undefined,
+    frontier,
+    previousFrontier: previous,
+    minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
+    messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore)
+  })
+  const messages = carried === undefined
+    ? (applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from)
+    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl, from)
+  if (anchor !== undefined) return continued(messages)
+  const marker = cacheControlOf(options.ttl)
+  if (!plan.system) return withMessages(messages)
+  if (system !== undefined) {
+    const blocks = systemBlocks(system)
+    const last = blocks.length - 1
+    return {
+      system: blocks.map((b, i) => i === last ? { ...b, cache_control: marker } : b),
+      ...(tools === undefined ? {} : { tools }),
+      messages,
+      ...thinking
+    }
+  }
+  const all = tools ?? []
+  const marked = all.map((t, i) => i === all.length - 1 ? { ...t, cache_control: marker } : t)
+  return { tools: marked as Array<Anthropic.ToolUnion>, messages, ...thinking }
+}
+
+/**
+ * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta
+ * once the view holds thinking a rewrite invalidated, unless the config sets its own binding (API-RULES 29).
+ */
+const thinkingOf = (
+  state: ConversationState,
+  config: ThinkingConfig | undefined
+): Pick<Request, "thinking" | "betas"> => {
+  if (config === undefined) return {}
+  if ((state.unboundThinking ?? []).length === 0 || config.block_binding != null || config.type === "disabled") {
+    return { thinking: config }
+  }
+  return { thinking: { ...config, block_binding: DROP_BLOCK }, betas: [THINKING_BINDING_BETA] }
+}
+
+/**
+ * `applyBreakpoints(view, blocks).slice(from)` when only the messages at `cacheControlled` carry a `cache_control`:
+ * the view from `from` on is copied and only the planned and the carrying messages there are rewritten (each exactly
+ * as `applyBreakpoints` would).
+ */
+const breakpointsAt = (
+  view: ReadonlyArray<MessageParam>,
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>,
+  ttl: "5m" | "1h" | undefined,
+  from: number
+): Array<MessageParam> => {
+  const messages = from === 0 ? view.slice() : view.slice(from)
+  const touched = new Set<number>()
+  for (const p of blocks) if (p.message >= from) touched.add(p.message)
+  for (const m of cacheControlled) if (m >= from && m < view.length) touched.add(m)
+  for (const m of touched) {
+    const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
+    messages[m - from] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
+  }
+  return messages
+}
+
+/** The frontier breakpoint of a state's view: the last block before the oldest result that may still be offloaded. */
+const frontierBreakpoint = (
+  state: ConversationState,
+  classifier: ToolClassifier | undefined
+): BlockPosition | undefined => {
+  const view = asMessages(state.view)
+  const carried = CarriedIndex.frontier(view, state.carried, classifier)
+  const result = carried.known ? carried.at : evictionFrontier(view, { classifier })
+  return result === undefined ? undefined : breakpointBefore(view, result)
+}

@@ -1,0 +1,66 @@
+/**
+ * The building blocks of `ConversationState`'s transitions, over any state with a view, hot paths, a carry and the
+ * pending calls: the change a transition records (`Change`), a transition that changes nothing, appending one message,
+ * and answering the calls still pending (which the service's `compact` runs too, before it plans). Generic in the
+ * state, so the state module re-exports `Change` and the service shares `closePending` without a public name.
+ *
+ * @internal
+ */
+import * as Data from "effect/Data"
+import type { CompactionRecord } from "../../Compact.ts"
+import type { HotPaths } from "../../HotPaths.ts"
+import type { Offloaded } from "../../Offload.ts"
+import { CarriedIndex } from "./carried.ts"
+import type { ReplyMeta } from "./record.ts"
+import { asMessages, interrupted, type MessageParam } from "./wire.ts"
+
+/** One change a transition made; the service records each in the log. */
+export type Change = Data.TaggedEnum<{
+  Appended: { readonly message: MessageParam; readonly meta: ReplyMeta | undefined }
+  Offloaded: { readonly offloaded: ReadonlyArray<Offloaded> }
+  CompactionApplied: { readonly record: CompactionRecord<MessageParam> }
+}>
+
+/** Constructors for `Change`. */
+export const Change: Data.TaggedEnum.Constructor<Change> = Data.taggedEnum<Change>()
+
+/** What a transition did to a state of type `S` (`ConversationState.Transition` for `ConversationState`). */
+export interface TransitionOf<S> {
+  readonly steps: ReadonlyArray<{ readonly change: Change; readonly state: S }>
+  readonly state: S
+}
+
+/** The fields of a state the building blocks read and write. */
+export interface SteppedState {
+  readonly view: ReadonlyArray<MessageParam>
+  readonly hot: HotPaths
+  readonly pending: ReadonlyArray<{ readonly id: string; readonly originalId: string }>
+  readonly carried?: CarriedIndex | undefined
+}
+
+/** No change: the state as it is. */
+export const none = <S>(state: S): TransitionOf<S> => ({ steps: [], state })
+
+/** Appends `message` (with a reply's step metadata), the hot paths observing it and the carry handed on. */
+export const appendStep = <S extends SteppedState>(
+  state: S,
+  message: MessageParam,
+  meta?: ReplyMeta
+): TransitionOf<S> => {
+  const view = state.view.concat([message]) // concat copies the outer array fastest (a large spread is ~2x slower)
+  const carried = CarriedIndex.appended(asMessages(state.view), state.carried, asMessages(view))
+  const next: S = { ...state, view, hot: state.hot.observe([message]), carried }
+  return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
+}
+
+/**
+ * Answers every call still pending with an interrupted error result (one user message), so nothing but results ever
+ * follows a `tool_use`. No change when nothing is pending. `prepareStep` does this first; a compaction run outside it
+ * (`Conversation#compact`) must start from its state.
+ */
+export const closePending = <S extends SteppedState>(state: S): TransitionOf<S> => {
+  if (state.pending.length === 0) return none(state)
+  const t = appendStep(state, { role: "user", content: state.pending.map((p) => interrupted(p.id)) })
+  const closed: S = { ...t.state, pending: [] }
+  return { steps: [{ ...t.steps[0]!, state: closed }], state: closed }
+}

@@ -1,0 +1,67 @@
+/**
+ * Wire messages for `ConversationState`: a message as the Messages API takes it (private keys and blank text blocks
+ * dropped), its blocks, the interrupted result that answers an abandoned call, and the test for the SDK's reply.
+ *
+ * @internal
+ */
+import type Anthropic from "@anthropic-ai/sdk"
+import { blocksOf as messageBlocks, hasOutputConfig, type Message } from "../../Message.ts"
+import { MISSING_RESULT_TEXT } from "../../Validate.ts"
+
+/** The SDK's message type (`ConversationState.MessageParam`). */
+export type MessageParam = Anthropic.MessageParam
+
+/** One content block of an SDK message. */
+export type Block = Exclude<MessageParam["content"], string>[number]
+
+const isBlankText = (block: Block): boolean => block.type === "text" && block.text.trim().length === 0
+
+/**
+ * The message as the API takes it: top-level keys starting with `_` removed and empty text blocks dropped; the same
+ * object when there is nothing to remove. `undefined` when nothing is left. A system message with no `content` that
+ * carries `output_config` (API-RULES 26) is kept as it is, its private keys removed.
+ */
+export const wireMessage = (message: MessageParam): MessageParam | undefined => {
+  const keys = Object.keys(message)
+  const extra = keys.some((k) => k.startsWith("_"))
+  const content = message.content as MessageParam["content"] | undefined
+  if (content == null) {
+    if (!hasOutputConfig(message as unknown as Message)) return undefined
+    if (!extra) return message
+    const out: Record<string, unknown> = {}
+    for (const k of keys) if (!k.startsWith("_")) out[k] = (message as never)[k]
+    return out as unknown as MessageParam
+  }
+  if (typeof content === "string") {
+    if (content.trim().length === 0) return undefined
+    return extra ? { role: message.role, content } as MessageParam : message
+  }
+  const blank = content.some(isBlankText)
+  if (!extra && !blank) return content.length === 0 ? undefined : message
+  const kept = blank ? content.filter((b) => !isBlankText(b)) : content
+  if (kept.length === 0) return undefined
+  const out: Record<string, unknown> = {}
+  for (const k of keys) if (!k.startsWith("_")) out[k] = k === "content" ? kept : (message as never)[k]
+  return out as unknown as MessageParam
+}
+
+/** The same list, typed as the library's messages. */
+export const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> =>
+  view as unknown as Array<Message>
+
+/** The message's blocks (a string is one text block; a system message with no content, API-RULES 26, has none). */
+export const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
+  messageBlocks(message as unknown as Message) as unknown as ReadonlyArray<Block>
+
+/** The error result that answers an abandoned call `id`. */
+export const interrupted = (id: string): Anthropic.ToolResultBlockParam => ({
+  type: "tool_result",
+  tool_use_id: id,
+  content: MISSING_RESULT_TEXT,
+  is_error: true
+})
+
+/** The reply is the SDK's (`ConversationState.SdkReply`: a `type: "message"` with an `id`), not a `MessageParam`. */
+export const isSdkReply = <R extends object>(reply: MessageParam | R): reply is R =>
+  (reply as { readonly type?: unknown }).type === "message" &&
+  typeof (reply as { readonly id?: unknown }).id === "string"
