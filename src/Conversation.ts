@@ -41,18 +41,19 @@ import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { closePending } from "./internal/conversation/steps.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
-import { makeBackground, resumeCut } from "./internal/conversation/background.ts"
-import { META_KEY, recordChange } from "./internal/conversation/record.ts"
+import { makeBackground } from "./internal/conversation/background.ts"
+import { recordChange } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import { isThreadReplayError, isThreadUnsupportedError } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import {
+  type CacheLearning,
   type CachePrediction,
   calibrationOf,
+  copyRatios,
   emptyRatios,
   keptPrefixes,
-  type KnownPrefix,
   knownPrefixOf,
   learnRatios,
   predictCacheMiss
@@ -196,25 +197,32 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
-/** The transition with `backgroundCut` in its reply's step metadata (the log's record of the pending summary). */
-const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =>
-  cut === undefined ? t : {
-    ...t,
-    steps: t.steps.map((step) =>
-      step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
-        ? {
-          ...step,
-          change: Change.Appended({ message: step.change.message, meta: { ...step.change.meta, backgroundCut: cut } })
-        }
-        : step
-    )
+/**
+ * The transition with `cut` (the background summary's, or none) in its reply's step metadata (the log's record of the
+ * pending summary) and as the `backgroundCut` of the states from the reply on, as a resume of that log gives it.
+ */
+const withBackgroundCut = (t: Transition, cut: number | undefined): Transition => {
+  const at = t.steps.findIndex((step) =>
+    step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
+  )
+  if (at < 0) return t
+  const withCut = (s: ConversationState): ConversationState => ({ ...s, backgroundCut: cut })
+  return {
+    steps: t.steps.map((step, k) => {
+      if (k < at) return step
+      const change = k === at && cut !== undefined && step.change._tag === "Appended"
+        ? Change.Appended({ message: step.change.message, meta: { ...step.change.meta!, backgroundCut: cut } })
+        : step.change
+      return { change, state: withCut(step.state) }
+    }),
+    state: withCut(t.state)
   }
+}
 
 const make = (
   initial: ConversationState,
   log: SessionLogShape | undefined,
-  options: ConversationOptions,
-  backgroundCut?: number | undefined
+  options: ConversationOptions
 ) =>
   Effect.gen(function* () {
     const summarizer = yield* Summarizer
@@ -226,8 +234,6 @@ const make = (
     let state: ConversationState = initial.carried?.view === asMessages(initial.view)
       ? initial
       : { ...initial, carried: CarriedIndex.fresh(asMessages(initial.view)) }
-    // the time of the last request lives here, never in the state: a resumed conversation starts warm
-    let lastRequestAt: number | undefined
     const { classifier, model, tools, thinking } = options
     const requestOptions = (before?: ConversationState): RequestOptions => ({
       tools,
@@ -237,21 +243,9 @@ const make = (
       ttl: policy.cacheTtl,
       thinking
     })
-    // with threads on (until a reply to an unthreaded replay): the length of the view the latest request handed out
-    // sent, for the reply that answers it
-    let threading = options.threads === true
-    let sent: number | undefined
-    // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered,
-    // with the exact counts of its prefixes the replies told (each reply its last breakpoint's, kept while unchanged)
-    let issued: { readonly full: Request; readonly predicted: CachePrediction | undefined } | undefined
-    let answered: {
-      readonly full: Request
-      readonly id: string
-      readonly scale: number | undefined
-      readonly known: ReadonlyArray<KnownPrefix>
-    } | undefined
-    // and each message's ratio of the provider's count to the estimate, learned between those exact prefixes
-    const ratios = emptyRatios()
+    // what the service remembers between steps is in the state (`lastRequestAt`, `unthreaded`, `issued`,
+    // `cacheLearning`, `backgroundCut`): threads go on until a reply to an unthreaded replay
+    const threading = () => options.threads === true && state.unthreaded !== true
     const minTokens = minCacheableTokens(model)
     const head = systemAndToolsTokens(options.system as never, tools)
     /**
@@ -272,20 +266,22 @@ const make = (
       if (options.diagnostics === true) {
         // the prediction compares the whole requests, on a thread or not
         whole = diagnosed(requestOf(state, options.system, built))
+        const learning = state.cacheLearning
+        const answered = learning?.answered
         const predicted = previousId !== undefined && answered?.id === previousId
           ? predictCacheMiss({ ...answered.full, model }, { ...whole, model }, {
             headTokens: head,
             minTokens,
             scale: answered.scale,
             known: answered.known,
-            ratios
+            ratios: learning!.ratios
           })
           : undefined
-        issued = { full: whole, predicted }
+        state = { ...state, issued: { ...state.issued, diagnosed: { full: whole, predicted } } }
         if (previousId !== undefined) prediction = { cachePrediction: predicted }
       }
-      if (!threading) return { request: whole ?? requestOf(state, options.system, built), ...prediction, ...fields }
-      sent = state.view.length
+      if (!threading()) return { request: whole ?? requestOf(state, options.system, built), ...prediction, ...fields }
+      state = { ...state, issued: { ...state.issued, sent: state.view.length } }
       const request = diagnosed(requestOf(state, options.system, { ...built, thread: true }))
       if (request.thread?.type !== "continue") return { request, ...prediction, ...fields }
       const at = state
@@ -318,8 +314,7 @@ const make = (
             Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
           ), { discard: true })
 
-    // with threads on: the offloads the latest compaction applied to its kept tail (one restart covers both)
-    let offloadedAtCompaction: ReadonlyArray<Offloaded> = []
+    /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
     const compactNow = <A>(
       instructions: string | undefined,
       fallback: () => A,
@@ -338,7 +333,7 @@ const make = (
           classifier: options.classifier,
           unboundThinking: state.unboundThinking
         }, before)
-        if (plan._tag === "Skip") return plan.result.outcome
+        if (plan._tag === "Skip") return { outcome: plan.result.outcome, offloaded: [] }
         // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable
         const ready = atTrigger === true ? yield* background.take(state, plan) : undefined
         const summary = ready?.summary ?? (yield* summarizer.summarize(plan.request).pipe(
@@ -349,18 +344,19 @@ const make = (
           summary,
           before,
           options.minFreedTokens,
-          (candidate) => countOf(applyCompaction(state, candidate, { ...options, threads: threading, policy }).state)
+          (candidate) => countOf(applyCompaction(state, candidate, { ...options, threads: threading(), policy }).state)
         )
-        const applied = applyCompaction(state, finished, { ...options, threads: threading, policy })
+        const applied = applyCompaction(state, finished, { ...options, threads: threading(), policy })
         yield* persist(applied, fallback)
-        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloadedAtCompaction = s.change.offloaded
+        let offloaded: ReadonlyArray<Offloaded> = []
+        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         if (finished.record !== undefined) yield* background.drop
-        return finished.outcome
+        return { outcome: finished.outcome, offloaded }
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
     const stateNow = () => state
-    if (backgroundCut !== undefined) yield* background.resume(state, backgroundCut)
+    if (state.backgroundCut !== undefined) yield* background.resume(state, state.backgroundCut)
 
     return Conversation.of({
       state: Effect.sync(stateNow),
@@ -373,25 +369,37 @@ const make = (
       recordReply: (message, usage, replyOptions) =>
         serialized(
           Effect.suspend(() => {
-            if (replyOptions?.unthreaded === true) threading = false
-            const thread = threading && sent !== undefined ? { sent } : undefined
-            sent = undefined
-            const request = issued
-            issued = undefined
+            if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
+            const sent = state.issued?.sent
+            const thread = threading() && sent !== undefined ? { sent } : undefined
+            const request = state.issued?.diagnosed
+            const learning = state.cacheLearning
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
-            // and tells its prefix to its last breakpoint exactly
-            if (request !== undefined && isSdkReply(message)) {
-              const kept = keptPrefixes(answered?.known ?? [], request.predicted, undefined)
+            // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
+            let answered: CacheLearning["answered"]
+            let ratios = learning?.ratios
+            if (request !== undefined && isSdkReply<SdkReply>(message)) {
+              const kept = keptPrefixes(learning?.answered?.known ?? [], request.predicted, undefined)
               const learned = knownPrefixOf(request.full, message.usage)
               const scale = calibrationOf(request.full, head, message.usage)
-              if (learned !== undefined) learnRatios(ratios, request.full, kept, learned, scale)
+              if (learned !== undefined) {
+                ratios = copyRatios(ratios ?? emptyRatios())
+                learnRatios(ratios, request.full, kept, learned, scale)
+              }
               answered = {
                 full: request.full,
                 id: message.id,
                 scale,
                 known: keptPrefixes(kept, null, learned)
               }
-            } else answered = undefined
+            }
+            state = {
+              ...state,
+              issued: undefined,
+              cacheLearning: answered === undefined && ratios === undefined
+                ? undefined
+                : { answered, ratios: ratios ?? emptyRatios() }
+            }
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
@@ -404,26 +412,27 @@ const make = (
         const prepared = (): Prepared =>
           issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
         const now = yield* Clock.currentTimeMillis
-        const cold = lastRequestAt !== undefined && now - lastRequestAt >= ttlMs(policy.cacheTtl)
+        const last = state.lastRequestAt
+        const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
         const before = state
-        const step = prepareStep(state, { ...options, threads: threading, policy }, cold)
+        const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
         yield* persist(step.transition, prepared)
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
         const fires = count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact
         if (fires) {
-          offloadedAtCompaction = []
-          compaction = yield* compactNow(undefined, prepared, undefined, count, true)
-          if (offloadedAtCompaction.length > 0) offloaded = [...offloaded, ...offloadedAtCompaction]
+          const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
+          compaction = compacted.outcome
+          if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
         }
         if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
-        lastRequestAt = now
+        state = { ...state, lastRequestAt: now }
         return issue(before, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
-          const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
+          const { outcome } = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
             outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: viewTokens(state) })
           }), compactOptions?.upTo)
@@ -464,10 +473,10 @@ export const layerLogged = (
       const log = yield* SessionLog
       const opened = yield* log.loaded
       const resumed = resumeFrom(opened, options.classifier)
-      if (resumed !== undefined) return yield* make(resumed, log, options, resumeCut(opened, META_KEY))
+      if (resumed !== undefined) return yield* make(resumed, log, options)
       // the entries up to the log's fold (another worker may have appended since it opened)
       const loaded = { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
-      return yield* make(resumeState(loaded, options.classifier), log, options, resumeCut(loaded, META_KEY))
+      return yield* make(resumeState(loaded, options.classifier), log, options)
     })
   )
 

@@ -44,8 +44,10 @@ import type { ReplyMeta } from "./internal/conversation/record.ts"
 import { anchorAfterReply, type ThreadAnchor } from "./internal/conversation/thread.ts"
 import {
   type CacheDiagnosis,
+  type CacheLearning,
   type CachePrediction,
   diagnosisAgrees,
+  type PromptShape,
   reportedOf
 } from "./internal/conversation/diagnostics.ts"
 import {
@@ -86,7 +88,11 @@ export type MessageParam = Anthropic.MessageParam
  * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
  * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
  *   under it (absent: the next request starts a new thread);
- * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`).
+ * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`);
+ * - `lastRequestAt`, `unthreaded`, `issued`, `cacheLearning`, `backgroundCut`: what the `Conversation` service
+ *   remembers between its steps (the cache's age, a refused thread, the request awaiting its reply, the cache
+ *   diagnostics learned, the background summary's cut), so a copied or resumed state decides as the live one. The
+ *   pure transitions carry them unchanged (a compaction clears `backgroundCut`).
  * @category models
  */
 export interface ConversationState {
@@ -133,6 +139,41 @@ export interface ConversationState {
    * serialized.
    */
   readonly carried?: CarriedIndex | undefined
+  /**
+   * The time (ms, the `Clock` of the `Conversation` service) the service last handed out a request from `prepare`:
+   * the next `prepare` counts the provider's cache cold (`prepareStep`'s `cacheCold`) once it is older than the
+   * policy's `cacheTtl`. Absent: no request handed out yet, or a state resumed from a log (it starts warm).
+   */
+  readonly lastRequestAt?: number | undefined
+  /**
+   * With threads on: `true` once a reply was recorded `unthreaded` (the API refused a thread, `threadReplay`), so
+   * every later request goes without `thread`. Absent: threads as the options say (a state resumed from a log tries a
+   * thread again).
+   */
+  readonly unthreaded?: true | undefined
+  /**
+   * The latest request the service handed out that no reply has answered yet: with threads on, the length of the
+   * view it sent (its reply anchors the thread only when it follows exactly those messages); with diagnostics on, the
+   * whole request and the library's prediction for it (its reply's `cacheDiagnosis` compares them).
+   */
+  readonly issued?: {
+    readonly sent?: number | undefined
+    readonly diagnosed?: { readonly full: PromptShape; readonly predicted: CachePrediction | undefined } | undefined
+  } | undefined
+  /**
+   * With diagnostics on: what the SDK replies taught about the provider's cache (the request the latest one
+   * answered, the exact counts of its prefixes, each message's ratio of the provider's count to the estimate), which
+   * the next request's `cachePrediction` reads. Absent: nothing learned (a state resumed from a log predicts nothing
+   * for its first request).
+   */
+  readonly cacheLearning?: CacheLearning | undefined
+  /**
+   * With `CompactionPolicy.backgroundAt`: the cut of the summary being made in the background as of the latest reply
+   * (what that reply's step metadata records; a cut only, never a summary), cleared by a compaction. A `Conversation`
+   * opened on a state that holds one starts that summary again, so a copied or resumed state applies what the live
+   * one would have.
+   */
+  readonly backgroundCut?: number | undefined
 }
 
 /** A call still pending (an entry of `ConversationState.pending`). */
@@ -632,7 +673,7 @@ export const applyCompaction = (
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
   const unbound = allThinking(asMessages(view))
-  const { unboundThinking: _, ...rest } = state
+  const { unboundThinking: _, backgroundCut: _cut, ...rest } = state
   const next: ConversationState = withThread({
     ...rest,
     view,

@@ -437,3 +437,25 @@ export const reportedOf = (diagnostics: unknown): ReportedCacheMiss | undefined 
   if (typeof type !== "string") return undefined
   return typeof tokens === "number" ? { type, cache_missed_input_tokens: tokens } : { type }
 }
+
+/** A copy of `ratios` to learn into, so a state that holds `ratios` keeps deciding as it did. */
+export const copyRatios = (ratios: MessageRatios): MessageRatios => ({
+  byMessage: new Map(ratios.byMessage),
+  fit: [...ratios.fit]
+})
+
+/**
+ * What the replies taught about the provider's cache (a state's `cacheLearning`): the request the latest SDK reply
+ * answered, with its id, the calibration its usage gave and the exact counts of its prefixes the replies told (each
+ * reply its last breakpoint's, kept while unchanged); and each message's ratio of the provider's count to the
+ * estimate, learned between those exact prefixes. Never mutated: learning copies `ratios` first (`copyRatios`).
+ */
+export interface CacheLearning {
+  readonly answered?: {
+    readonly full: PromptShape
+    readonly id: string
+    readonly scale: number | undefined
+    readonly known: ReadonlyArray<KnownPrefix>
+  } | undefined
+  readonly ratios: MessageRatios
+}

@@ -12,6 +12,7 @@ import { isToolResult, isToolUse, type Message } from "../../Message.ts"
 import type { Entry, Loaded, MessageEntry } from "../../SessionEntry.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { isBoundBlock, mergePositions, thinkingIn } from "../thinkingBinding.ts"
+import { resumeCut } from "./background.ts"
 import { CarriedIndex } from "./carried.ts"
 import { type Checkpoint, checkpointOf } from "./checkpoint.ts"
 import { META_KEY, offloadsOf, type ReplyMeta } from "./record.ts"
@@ -36,7 +37,8 @@ const metaOf = (entry: MessageEntry): ReplyMeta | undefined =>
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
  * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
  * the thread anchor (the latest reply's, when its metadata holds one and no offload or compaction followed it), and
- * the calls of the last reply not yet answered. Equal to the live state that wrote the log. When a compaction entry
+ * the calls of the last reply not yet answered, and the background summary's cut the latest reply recorded (unless a
+ * compaction followed it). Equal to the live state that wrote the log. When a compaction entry
  * holds the conversation's checkpoint (every boundary a `Conversation` records does), the last one is the state at
  * that boundary and only the entries after it are replayed: so a log opened from its tail resumes as the whole log.
  */
@@ -102,6 +104,7 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
   const { hot, epoch, usage, reply, thread } = folded
   const view = loaded.view.map(wireOf)
   const unbound = unboundOnResume(loaded, view)
+  const backgroundCut = resumeCut(loaded, META_KEY)
   return {
     view,
     hot,
@@ -111,7 +114,8 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
     ...(reply === undefined ? {} : { reply }),
     ...(thread === undefined ? {} : { thread }),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound }),
-    carried: CarriedIndex.fresh(asMessages(view))
+    carried: CarriedIndex.fresh(asMessages(view)),
+    ...(backgroundCut === undefined ? {} : { backgroundCut })
   }
 }
 
