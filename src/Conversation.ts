@@ -445,7 +445,10 @@ const ConversationBase: Context.ServiceClass<Conversation, "effect-compaction/Co
   Context.Service<Conversation, ConversationShape>()("effect-compaction/Conversation")
 
 /**
- * A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. Needs a `Summarizer`.
+ * A conversation kept in memory only, from `emptyState` (or `initial`): nothing is persisted. A state taken from
+ * another conversation (its `state`, at any step) goes on as that one would: the age of its cache (`lastRequestAt`),
+ * the request awaiting its reply (`issued`), the cache diagnostics learned, a refused thread and the background
+ * summary's cut are its fields. Needs a `Summarizer`.
  * @category layers
  */
 export const layerMemory = (
