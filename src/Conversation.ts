@@ -47,17 +47,7 @@ import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import { isThreadReplayError, isThreadUnsupportedError } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
-import {
-  type CacheLearning,
-  type CachePrediction,
-  calibrationOf,
-  copyRatios,
-  emptyRatios,
-  keptPrefixes,
-  knownPrefixOf,
-  learnRatios,
-  predictCacheMiss
-} from "./internal/conversation/diagnostics.ts"
+import { type CachePrediction, learnFromReply, predictionFor } from "./internal/conversation/diagnostics.ts"
 import {
   continuesPausedTurn,
   countFires,
@@ -266,17 +256,7 @@ const make = (
       if (options.diagnostics === true) {
         // the prediction compares the whole requests, on a thread or not
         whole = diagnosed(requestOf(state, options.system, built))
-        const learning = state.cacheLearning
-        const answered = learning?.answered
-        const predicted = previousId !== undefined && answered?.id === previousId
-          ? predictCacheMiss({ ...answered.full, model }, { ...whole, model }, {
-            headTokens: head,
-            minTokens,
-            scale: answered.scale,
-            known: answered.known,
-            ratios: learning!.ratios
-          })
-          : undefined
+        const predicted = predictionFor(state.cacheLearning, previousId, whole, { model, headTokens: head, minTokens })
         state = { ...state, issued: { ...state.issued, diagnosed: { full: whole, predicted } } }
         if (previousId !== undefined) prediction = { cachePrediction: predicted }
       }
@@ -373,32 +353,13 @@ const make = (
             const sent = state.issued?.sent
             const thread = threading() && sent !== undefined ? { sent } : undefined
             const request = state.issued?.diagnosed
-            const learning = state.cacheLearning
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
             // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
-            let answered: CacheLearning["answered"]
-            let ratios = learning?.ratios
-            if (request !== undefined && isSdkReply<SdkReply>(message)) {
-              const kept = keptPrefixes(learning?.answered?.known ?? [], request.predicted, undefined)
-              const learned = knownPrefixOf(request.full, message.usage)
-              const scale = calibrationOf(request.full, head, message.usage)
-              if (learned !== undefined) {
-                ratios = copyRatios(ratios ?? emptyRatios())
-                learnRatios(ratios, request.full, kept, learned, scale)
-              }
-              answered = {
-                full: request.full,
-                id: message.id,
-                scale,
-                known: keptPrefixes(kept, null, learned)
-              }
-            }
+            const sdk = isSdkReply<SdkReply>(message) ? message : undefined
             state = {
               ...state,
               issued: undefined,
-              cacheLearning: answered === undefined && ratios === undefined
-                ? undefined
-                : { answered, ratios: ratios ?? emptyRatios() }
+              cacheLearning: learnFromReply(state.cacheLearning, request, sdk, head)
             }
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)

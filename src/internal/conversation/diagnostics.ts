@@ -459,3 +459,67 @@ export interface CacheLearning {
   } | undefined
   readonly ratios: MessageRatios
 }
+
+/** A request handed out with diagnostics on: the whole request, and the library's prediction for it. */
+export interface DiagnosedRequest {
+  readonly full: PromptShape
+  readonly predicted: CachePrediction | undefined
+}
+
+/**
+ * The prediction for `next` (the whole request about to go out, `model` aside) against the request the reply
+ * `previousId` answered, from what `learning` holds (`predictCacheMiss` with its calibration, known prefixes and
+ * ratios); `undefined` when `learning` is not of that reply (nothing learned yet, or a resumed state).
+ */
+export const predictionFor = (
+  learning: CacheLearning | undefined,
+  previousId: string | undefined,
+  next: PromptShape,
+  options: { readonly model: string | undefined; readonly headTokens: number; readonly minTokens: number }
+): CachePrediction | undefined => {
+  const answered = learning?.answered
+  if (learning === undefined || answered === undefined || previousId === undefined || answered.id !== previousId) {
+    return undefined
+  }
+  return predictCacheMiss({ ...answered.full, model: options.model }, { ...next, model: options.model }, {
+    headTokens: options.headTokens,
+    minTokens: options.minTokens,
+    scale: answered.scale,
+    known: answered.known,
+    ratios: learning.ratios
+  })
+}
+
+/**
+ * What a state has learned once a reply is recorded (its next `cacheLearning`): with `diagnosed` (the request the
+ * reply answered) and an SDK reply (its `id` and `usage`), that request, the calibration its usage gives and the
+ * prefix it tells exactly, and the ratios learned between the known prefixes (into a copy: `learning` is left as it
+ * was); otherwise only the ratios learned so far. `undefined` when there is nothing to keep.
+ */
+export const learnFromReply = (
+  learning: CacheLearning | undefined,
+  diagnosed: DiagnosedRequest | undefined,
+  reply: {
+    readonly id: string
+    readonly usage: {
+      readonly input_tokens: number
+      readonly cache_read_input_tokens?: number | null | undefined
+      readonly cache_creation_input_tokens?: number | null | undefined
+    }
+  } | undefined,
+  headTokens: number
+): CacheLearning | undefined => {
+  let ratios = learning?.ratios
+  if (diagnosed === undefined || reply === undefined) return ratios === undefined ? undefined : { ratios }
+  const kept = keptPrefixes(learning?.answered?.known ?? [], diagnosed.predicted, undefined)
+  const learned = knownPrefixOf(diagnosed.full, reply.usage)
+  const scale = calibrationOf(diagnosed.full, headTokens, reply.usage)
+  if (learned !== undefined) {
+    ratios = copyRatios(ratios ?? emptyRatios())
+    learnRatios(ratios, diagnosed.full, kept, learned, scale)
+  }
+  return {
+    answered: { full: diagnosed.full, id: reply.id, scale, known: keptPrefixes(kept, null, learned) },
+    ratios: ratios ?? emptyRatios()
+  }
+}
