@@ -88,7 +88,7 @@ export type MessageParam = Anthropic.MessageParam
  * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
  * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
  *   under it (absent: the next request starts a new thread);
- * - `carried`: what the transition that made the state hands the next one about `view` (see `CarriedIndex`);
+ * - `carried`: what the transition that made the state hands the next one about `view` (opaque);
  * - `lastRequestAt`, `unthreaded`, `issued`, `cacheLearning`, `backgroundCut`: what the `Conversation` service
  *   remembers between its steps (the cache's age, a refused thread, the request awaiting its reply, the cache
  *   diagnostics learned, the background summary's cut), so a copied or resumed state decides as the live one. The
@@ -486,7 +486,10 @@ const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>
     ? []
     : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
 
-/** How `offloadStaleResults` evicts. Every option may be `undefined`, which means its default. @category models */
+/**
+ * How `prepareStep` (and `applyCompaction` on a thread) offloads. Every option may be `undefined`, which means its
+ * default. @category models
+ */
 export interface OffloadOptions {
   /** Newest live tool results kept verbatim; default `DEFAULT_KEEP_RECENT`. */
   readonly keepRecent?: number | undefined
@@ -587,8 +590,10 @@ export interface PrepareStep {
 }
 
 /**
- * The pure part of `Conversation#prepare`: answers abandoned calls, offloads (`offloadStaleResults`), and says whether compaction
- * must run now (`triggerFires`). `cacheCold`: the provider's cache is known to have expired (the last request is
+ * The pure part of `Conversation#prepare`: answers abandoned calls, offloads stale tool output
+ * (`Evict.evictStaleToolResults`, the hot paths pinned, the hot paths told), and says whether compaction must run now
+ * (the last reported usage against the policy's trigger, `Policy.shouldCompact`; or the latest reply stopped with
+ * `model_context_window_exceeded`). `cacheCold`: the provider's cache is known to have expired (the last request is
  * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
  * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
  * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
