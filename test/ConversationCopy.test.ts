@@ -2,7 +2,8 @@
  * What the `Conversation` service remembers between its steps is a field of its state (issue 37): the time of the
  * last request (`lastRequestAt`, which decides whether the cache is cold), the request awaiting its reply (`issued`:
  * the view it sent on a thread, the request and prediction a diagnosis compares), the cache diagnostics learned
- * (`cacheLearning`) and a refused thread (`unthreaded`). So a state copied out of a live service into a new one
+ * (`cacheLearning`), a refused thread (`unthreaded`) and the cut of the summary made in the background
+ * (`backgroundCut`). So a state copied out of a live service into a new one
  * (`layerMemory({ initial })`), at any point of an agent loop (after an append, after a `prepare`, after a reply),
  * sends the same requests, predicts the same cache misses and records the same diagnoses as the live service. The
  * same copy with those fields removed (what a service that kept them in its closure handed on) decides otherwise:
@@ -15,7 +16,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { Conversation } from "../src/Conversation.ts"
+import { Conversation, type ConversationOptions } from "../src/Conversation.ts"
 import { asMessageParams, type ConversationState, type MessageParam, type SdkReply } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
@@ -74,13 +75,26 @@ const sdkReply = (message: MessageParam, n: number, request: Request | undefined
 /** The 4th reply goes without a thread (`threadReplay`'s answer to `thread_unsupported_request`). */
 const UNTHREADED_REPLY = 4
 
-const options = {
+const options: ConversationOptions = {
   system: "You are a coding agent.",
   model: "claude-sonnet-5",
   diagnostics: true,
   threads: true,
   policy: CompactionPolicy.makeUnsafe({ contextWindow: 60_000 })
-} as const
+}
+
+/** Without threads, with the summary made in the background from 0.5 of the trigger on. */
+const inBackground: ConversationOptions = {
+  system: "You are a coding agent.",
+  policy: CompactionPolicy.makeUnsafe({
+    contextWindow: 30_000,
+    minRemaining: 4_000,
+    compactAtTokens: 10_000,
+    keepRecentTokens: 3_000,
+    keepRecentTurns: 1,
+    backgroundAt: 0.5
+  })
+}
 
 /** What one step decided: a request (its bytes, prediction, offloads, compaction) or a recorded reply's report. */
 type Decision = string
@@ -89,7 +103,12 @@ type Decision = string
  * Runs `ops` through a `Conversation` in memory (from `initial` when given), each at its time, with the last request
  * handed out known to its reply: the decisions, and the state after each step.
  */
-const run = (ops: ReadonlyArray<Op>, initial: ConversationState | undefined, last?: Request) =>
+const run = (
+  ops: ReadonlyArray<Op>,
+  initial: ConversationState | undefined,
+  last?: Request | undefined,
+  settings: ConversationOptions = options
+) =>
   Effect.gen(function* () {
     const conversation = yield* Conversation
     const decisions: Array<Decision> = []
@@ -120,7 +139,7 @@ const run = (ops: ReadonlyArray<Op>, initial: ConversationState | undefined, las
     return { decisions, states, request }
   }).pipe(
     Effect.provide(
-      Conversation.layerMemory({ ...options, ...(initial === undefined ? {} : { initial }) }).pipe(
+      Conversation.layerMemory({ ...settings, ...(initial === undefined ? {} : { initial }) }).pipe(
         Layer.provide(ExtractiveSummarizer.layer)
       )
     )
@@ -193,6 +212,36 @@ describe("Conversation: a copied state decides as the live one", () => {
           if (asWarm.decisions[0] !== expected) warmDiffers++
         }
         assert.isAbove(warmDiffers, 0, "a cold cache changed no decision: the check shows nothing")
+      }),
+    120_000
+  )
+
+  it.effect(
+    "copied while a summary is made in the background, it applies that summary on the same cut",
+    () =>
+      Effect.gen(function* () {
+        const ops = opsOf(43, 220)
+        const live = yield* run(ops, undefined, undefined, inBackground)
+        assert.isAbove(live.decisions.filter((d) => d.includes('"compaction":"Compacted"')).length, 1, "compactions")
+        // the steps at which a summary is pending in the background (the state's cut, as its reply recorded it)
+        const pending = live.states.flatMap((s, k) => s.backgroundCut === undefined ? [] : [k + 1])
+        assert.isAbove(pending.length, 3)
+        let forgetfulDiffers = 0
+        // four of them, spread over the session
+        const points = [0, 1, 2, 3].map((q) => pending[Math.floor(q * (pending.length - 1) / 3)]!)
+        for (const k of points) {
+          const prefix = yield* run(ops.slice(0, k), undefined, undefined, inBackground)
+          const copied = prefix.states.at(-1)!
+          assert.isDefined(copied.backgroundCut)
+          const expected = live.decisions.slice(decisionsBefore(ops, k))
+          const resumed = yield* run(ops.slice(k), copied, prefix.request, inBackground)
+          assert.deepStrictEqual(resumed.decisions, expected, `copied after step ${k}`)
+          const { backgroundCut: _, ...without } = copied
+          const plain = yield* run(ops.slice(k), without, prefix.request, inBackground)
+          if (JSON.stringify(plain.decisions) !== JSON.stringify(expected)) forgetfulDiffers++
+        }
+        // without the cut, the copy compacts on the trigger's cut instead: other requests
+        assert.isAbove(forgetfulDiffers, 0, "the background cut changed no decision: the check shows nothing")
       }),
     120_000
   )
