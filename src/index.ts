@@ -10,6 +10,8 @@
  */
 // The front door: the agent loop (the state value, its transitions, and the service and layers over them)
 export * as Conversation from "./Conversation.ts"
+// The same loop for code without Effect: each step a Promise
+export * as PromiseConversation from "./PromiseConversation.ts"
 // The pure core: plain values in, plain values out; no services, no I/O
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"
