@@ -36,7 +36,6 @@ import {
   flagValueProblem,
   prettyJson,
   progressLine,
-  readSession,
   recordWritten,
   reportFailure,
   sessionDocument,
@@ -47,7 +46,7 @@ import {
   useColor,
   writeText
 } from "./Run.ts"
-import { afterPrefix, isSessionLogFile, jsonlSource, readLogInput } from "./Sessions.ts"
+import { afterPrefix, readInput, readLogInput } from "./Sessions.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
@@ -119,11 +118,7 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     }
     if (Option.isNone(input.file)) return yield* usageFailure("inspect", "give a FILE, or --store URL --session-id S")
     if (Option.isSome(input.sessionId)) return yield* usageFailure("inspect", "--session-id only applies with --store")
-    const file = input.file.value
-    if (file !== STDIO_PATH && (yield* isSessionLogFile(file))) {
-      return yield* readLogInput(jsonlSource(yield* Path.Path, file))
-    }
-    return yield* readSession(file, { strict: input.strict })
+    return yield* readInput(input.file.value, { strict: input.strict, reading: "view" })
   })
 
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
@@ -175,7 +170,7 @@ export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =
   Effect.gen(function* () {
     const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
     const savings = yield* minSavingsOf("evict", input.minSavings)
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const messages = read.session.messages
     const result = evictStaleToolResults(messages, keep, {
       minSavings: savings,
@@ -321,7 +316,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     const { anthropicConfig } = yield* Effect.promise(() => import("../internal/anthropicConfig.ts"))
     // a configuration error is reported before anything is read or sent
     if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.mapError(configFailure))
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const session = read.session
     const progress = progressLine("summarizing")
     const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
@@ -392,7 +387,7 @@ export interface ValidateInput extends FileInput {
  */
 export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const messages = read.session.messages
     const violations = validateMessages(messages).map(violationReport)
     if (input.json) {
@@ -420,7 +415,7 @@ export interface RepairInput extends FileInput, OutputInput {}
 /** `repair`: the repaired session to stdout or `--out`; what changed on stderr. */
 export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const repaired = repairResult(read.session.messages)
     if (Result.isFailure(repaired)) {
       return yield* new CliFailure({ code: ExitCode.Violations, message: `${read.name}: ${repaired.failure.message}` })
@@ -458,7 +453,7 @@ export interface SimulateInput extends FileInput {
 /** `simulate`: the policy comparison, as text or `--json`. */
 export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "history" })
     const options = simulateOptionsFor(
       read.session,
       read.tools,
