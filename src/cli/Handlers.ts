@@ -86,6 +86,28 @@ const writeSession = (
     Effect.andThen(status(success))
   )
 
+/**
+ * The input of a command that rewrites a session (`evict`, `compact`), checked against the API's rules first: with
+ * `--strict` an invalid input fails (`Violations`) before anything is written; without it, one warning on stderr
+ * says what is wrong and that the output keeps it (`repair` mends it).
+ */
+const checkedInput = (command: string, read: SessionInput, strict: boolean): Effect.Effect<void, CliFailure> => {
+  const violations = validateMessages(read.session.messages).map(violationReport)
+  if (violations.length === 0) return Effect.void
+  const lines = groupViolations(violations)
+  const what = `${read.name}: the input breaks the API's rules in ${violations.length} place${
+    violations.length === 1 ? "" : "s"
+  } (${lines.length} distinct; first: ${lines[0]})`
+  return strict
+    ? Effect.fail(
+      new CliFailure({
+        code: ExitCode.Violations,
+        message: `${what}; ${command} refuses it with --strict: mend it with compaction repair ${read.name}`
+      })
+    )
+    : status(`warning: ${what}; the output keeps them (compaction repair mends them, --strict refuses the input)`)
+}
+
 // ============================================================================
 // inspect
 // ============================================================================
@@ -171,6 +193,7 @@ export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =
     const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
     const savings = yield* minSavingsOf("evict", input.minSavings)
     const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
+    yield* checkedInput("evict", read, input.strict)
     const messages = read.session.messages
     const result = evictStaleToolResults(messages, keep, {
       minSavings: savings,
@@ -317,6 +340,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     // a configuration error is reported before anything is read or sent
     if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.mapError(configFailure))
     const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
+    yield* checkedInput("compact", read, input.strict)
     const session = read.session
     const progress = progressLine("summarizing")
     const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
