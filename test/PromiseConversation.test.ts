@@ -18,12 +18,30 @@ declare const Deno: { readonly execPath: () => string } | undefined
 const isDeno = typeof Deno !== "undefined"
 const root = fileURLToPath(new URL("../", import.meta.url))
 
-/** The command that runs a script on the suite's runtime (Deno with the permissions the README documents). */
-const commandFor = (file: string, ...args: ReadonlyArray<string>): readonly [string, ReadonlyArray<string>] => {
+/**
+ * The command that runs a script with its session directory on the suite's runtime; under Deno with the permissions the
+ * README documents and no more: env, the network of the local server, and the session directory.
+ */
+const commandFor = (
+  file: string,
+  directory: string,
+  ...args: ReadonlyArray<string>
+): readonly [string, ReadonlyArray<string>] => {
   const major = Number(process.versions.node.split(".")[0])
   return isDeno
-    ? [Deno!.execPath(), ["run", "--allow-env", "--allow-net", "--allow-read", "--allow-write", "-q", file, ...args]]
-    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file, ...args]]
+    ? [Deno!.execPath(), [
+      "run",
+      "--no-prompt",
+      "--allow-env",
+      "--allow-net=127.0.0.1",
+      `--allow-read=${directory}`,
+      `--allow-write=${directory}`,
+      "-q",
+      file,
+      directory,
+      ...args
+    ]]
+    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file, directory, ...args]]
 }
 
 const tempDirectory = (): string => mkdtempSync(join(tmpdir(), "promise-conversation-"))
