@@ -60,7 +60,18 @@ const packed = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", wo
 >
 const tarball = path.join(work, packed[0]!.filename)
 const packedFiles = packed[0]!.files.map((f) => f.path)
-for (const required of ["dist/index.js", "dist/index.d.ts", "dist/cli/main.js", "README.md", "package.json"]) {
+for (
+  const required of [
+    "dist/index.js",
+    "dist/index.d.ts",
+    "dist/cli/main.js",
+    "dist/examples/agent-loop.ts",
+    "dist/examples/agent-loop-promise.ts",
+    "README.md",
+    "GUIDE.md",
+    "package.json"
+  ]
+) {
   if (!packedFiles.includes(required)) fail(`the tarball lacks ${required}`)
 }
 const leaked = packedFiles.filter((f) => f.startsWith("src/") || f.startsWith("test/") || f.endsWith(".ts.map"))
@@ -269,12 +280,12 @@ const mine = await Effect.runPromise(
 console.log(\`own summarizer: \${mine.summarizer} \${mine.text}\`)
 `
 
-/** The README's "your own summarizer" snippet, as written there, with the model call it leaves to the reader. */
+/** The guide's "your own summarizer" snippet, as written there, with the model call it leaves to the reader. */
 const ownSummarizer = (): string => {
-  const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+  const readme = fs.readFileSync(path.join(root, "GUIDE.md"), "utf8")
   const after = readme.indexOf("Any other model takes a few lines")
   const snippet = /```ts\n([\s\S]*?)```/.exec(readme.slice(after))?.[1]
-  if (after < 0 || snippet === undefined) return fail("the README has no own-summarizer snippet")
+  if (after < 0 || snippet === undefined) return fail("GUIDE.md has no own-summarizer snippet")
   const model =
     "const callMyModel = (prompt: string): Promise<string> => Promise.resolve(`summary of ${prompt.length} chars`)"
   return `${model}\n${snippet}`

@@ -246,9 +246,9 @@ describe("inspect and sessions over stores", () => {
   })
 })
 
-describe("README: Many workers", () => {
+describe("GUIDE: Many workers", () => {
   it("its commands, in a fresh copy of the repository, end in one shared session that inspect reads", () => {
-    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const readme = readFileSync(join(root, "GUIDE.md"), "utf8")
     const section = readme.slice(
       readme.indexOf("## Many workers"),
       readme.indexOf("\n## ", readme.indexOf("## Many workers") + 3)
