@@ -425,9 +425,9 @@ export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, 
       const lines = groupViolations(violations)
       yield* writeText(
         undefined,
-        `${read.name}: ${violations.length} violations (${lines.length} distinct)\n${
-          lines.map((l) => `${l}\n`).join("")
-        }`
+        `${read.name}: ${violations.length} violation${
+          violations.length === 1 ? "" : "s"
+        } (${lines.length} distinct)\n${lines.map((l) => `${l}\n`).join("")}`
       )
     }
     if (violations.length > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
