@@ -12,7 +12,9 @@
  *   `effect-compaction` loads no SDK file. `examples/tool-runner.ts` (the SDK's tool runner on a thread, with a
  *   `Conversation` deciding each request) is type-checked the same way and run by Node and by `deno run` against the
  *   suite's local Messages API server (`test/fixtures/ToolRunnerScript.ts`): it must compact, the server must refuse
- *   nothing, and every request must pass the independent checker.
+ *   nothing, and every request must pass the independent checker. The README's agent loop (`examples/agent-loop.ts`
+ *   and, without Effect, `examples/agent-loop-promise.ts`) runs the same way under Node and under Deno with the README's
+ *   permissions, stopped after three requests and resumed from its JSONL log (`test/fixtures/AgentLoopScript.ts`).
  *
  * It prints what each install weighs (`du` of node_modules). Run it from the repository root.
  */
@@ -20,6 +22,7 @@ import { execFile, execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { AGENT_REPLIES, runAgentLoop } from "../test/fixtures/AgentLoopScript.ts"
 import { runToolRunner } from "../test/fixtures/ToolRunnerScript.ts"
 
 const root = process.cwd()
@@ -57,7 +60,18 @@ const packed = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", wo
 >
 const tarball = path.join(work, packed[0]!.filename)
 const packedFiles = packed[0]!.files.map((f) => f.path)
-for (const required of ["dist/index.js", "dist/index.d.ts", "dist/cli/main.js", "README.md", "package.json"]) {
+for (
+  const required of [
+    "dist/index.js",
+    "dist/index.d.ts",
+    "dist/cli/main.js",
+    "dist/examples/agent-loop.ts",
+    "dist/examples/agent-loop-promise.ts",
+    "README.md",
+    "GUIDE.md",
+    "package.json"
+  ]
+) {
   if (!packedFiles.includes(required)) fail(`the tarball lacks ${required}`)
 }
 const leaked = packedFiles.filter((f) => f.startsWith("src/") || f.startsWith("test/") || f.endsWith(".ts.map"))
@@ -90,9 +104,14 @@ const TSCONFIG = {
   files: ["consumer.ts"]
 }
 
-/** `examples/tool-runner.ts` as a consumer writes it: importing `effect-compaction`. */
-const TOOL_RUNNER = fs.readFileSync(path.join(root, "examples", "tool-runner.ts"), "utf8")
-  .replace(`"../src/index.ts"`, `"effect-compaction"`)
+/** An example as a consumer writes it: importing `effect-compaction`. */
+const exampleAsConsumer = (name: string): string =>
+  fs.readFileSync(path.join(root, "examples", name), "utf8").replace(`"../src/index.ts"`, `"effect-compaction"`)
+
+/** The examples the sdk project type-checks and runs: the SDK's tool runner, and the README's agent loop in both forms. */
+const SDK_EXAMPLES: Readonly<Record<string, string>> = Object.fromEntries(
+  ["tool-runner.ts", "agent-loop.ts", "agent-loop-promise.ts"].map((name) => [name, exampleAsConsumer(name)])
+)
 
 /**
  * Writes a consumer project (`"type": "module"`, a strict tsconfig, `consumer.ts` and any `extra` files, which its
@@ -262,12 +281,12 @@ const mine = await Effect.runPromise(
 console.log(\`own summarizer: \${mine.summarizer} \${mine.text}\`)
 `
 
-/** The README's "your own summarizer" snippet, as written there, with the model call it leaves to the reader. */
+/** The guide's "your own summarizer" snippet, as written there, with the model call it leaves to the reader. */
 const ownSummarizer = (): string => {
-  const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+  const readme = fs.readFileSync(path.join(root, "GUIDE.md"), "utf8")
   const after = readme.indexOf("Any other model takes a few lines")
   const snippet = /```ts\n([\s\S]*?)```/.exec(readme.slice(after))?.[1]
-  if (after < 0 || snippet === undefined) return fail("the README has no own-summarizer snippet")
+  if (after < 0 || snippet === undefined) return fail("GUIDE.md has no own-summarizer snippet")
   const model =
     "const callMyModel = (prompt: string): Promise<string> => Promise.resolve(`summary of ${prompt.length} chars`)"
   return `${model}\n${snippet}`
@@ -278,7 +297,7 @@ const weights: Array<string> = []
 const [core, cli, withSdk] = await Promise.all([
   project("core", [tarball, effect], CORE_MAIN),
   project("cli", [tarball, effect, platform], CORE_MAIN),
-  project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER, { "tool-runner.ts": TOOL_RUNNER })
+  project("sdk", [tarball, effect, platform, sdk], SDK_CONSUMER, SDK_EXAMPLES)
 ])
 
 // core only
@@ -336,7 +355,7 @@ fs.writeFileSync(
   path.join(withSdk, "deno.json"),
   JSON.stringify({ nodeModulesDir: "manual", compilerOptions: { strict: true, exactOptionalPropertyTypes: true } })
 )
-run(bin("deno"), ["check", "--quiet", "consumer.ts", "tool-runner.ts"], withSdk)
+run(bin("deno"), ["check", "--quiet", "consumer.ts", ...Object.keys(SDK_EXAMPLES)], withSdk)
 const denoOutput = run(bin("deno"), ["run", "--quiet", "--no-prompt", "consumer.ts"], withSdk)
 if (denoOutput !== sdkOutput) fail(`deno run printed\n${denoOutput}\nnode printed\n${sdkOutput}`)
 
@@ -357,6 +376,39 @@ for (
     fail(`tool-runner.ts under ${runtime} printed\n${toolRunner.stdout}`)
   }
   console.log(`  ${runtime}: ${toolRunner.stdout.trim().replaceAll("\n", "; ")}`)
+}
+
+// the README's agent loop, Effect and Promise forms, under Node and Deno (with the README's permissions): stopped
+// after three requests as a crash would, then resumed from its JSONL log to the end
+for (const example of ["agent-loop.ts", "agent-loop-promise.ts"]) {
+  for (const runtime of ["node", "deno"] as const) {
+    const directory = fs.mkdtempSync(path.join(work, "sessions-"))
+    const [command, args] = runtime === "node" ? [process.execPath, [example, directory]] : [bin("deno"), [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      "--allow-env",
+      "--allow-net=127.0.0.1",
+      `--allow-read=${directory}`,
+      `--allow-write=${directory}`,
+      example,
+      directory
+    ]]
+    step(`sdk: ${runtime} ${example} against the local Messages API server, stopped and resumed`)
+    const first = await runAgentLoop(command, args, withSdk, AGENT_REPLIES.slice(0, 3), 3)
+    const second = await runAgentLoop(command, args, withSdk, AGENT_REPLIES.slice(3))
+    for (
+      const [which, part, replies] of [["first", first, 3], ["resumed", second, AGENT_REPLIES.length - 3]] as const
+    ) {
+      if (part.status !== 0) fail(`${runtime} ${example} (${which}) exited ${part.status}:\n${part.stderr}`)
+      if (part.rejections.length > 0) fail(`the local server refused:\n${part.rejections.join("\n")}`)
+      if (part.violations.length > 0) fail(`requests the checker rejects:\n${part.violations.join("\n")}`)
+      if (part.requests.length !== replies) fail(`${runtime} ${example} (${which}) printed\n${part.stdout}`)
+    }
+    const resumed = second.requests[0]!.body["messages"] as ReadonlyArray<unknown>
+    if (resumed.length < 7) fail(`${runtime} ${example} did not resume from its log: ${resumed.length} messages`)
+    console.log(`  ${runtime} ${example}: ${first.stdout.trim()} | resumed: ${second.stdout.trim()}`)
+  }
 }
 
 step("done")

@@ -13,6 +13,8 @@
 export * as Conversation from "./Conversation.ts"
 export * as ConversationState from "./ConversationState.ts"
 export * as Request from "./Request.ts"
+// The same loop for code without Effect: each step a Promise
+export * as PromiseConversation from "./PromiseConversation.ts"
 // The pure core: plain values in, plain values out; no services, no I/O
 export * as Message from "./Message.ts"
 export * as Tokens from "./Tokens.ts"

@@ -121,8 +121,8 @@ describe("Deno permissions", () => {
     180_000
   )
 
-  it("the README lists every variable of ANTHROPIC_ENV_VARIABLES", () => {
-    const readme = fs.readFileSync(path.join(root, "README.md"), "utf8")
+  it("the guide lists every variable of ANTHROPIC_ENV_VARIABLES", () => {
+    const readme = fs.readFileSync(path.join(root, "GUIDE.md"), "utf8")
     for (const name of ANTHROPIC_ENV_VARIABLES) assert.include(readme, `\`${name}\``, name)
   })
 })

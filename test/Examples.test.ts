@@ -52,8 +52,8 @@ describe("Examples", () => {
     assert.match(result.stdout, /violations: 0/)
   })
 
-  it("the README's quick start is examples/quickstart.ts, from its first import on", () => {
-    const readme = readFileSync(join(root, "README.md"), "utf8")
+  it("the guide's quick start is examples/quickstart.ts, from its first import on", () => {
+    const readme = readFileSync(join(root, "GUIDE.md"), "utf8")
     const section = readme.slice(readme.indexOf("## Library quick start"))
     const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
     const example = readFileSync(join(root, "examples/quickstart.ts"), "utf8")
@@ -89,11 +89,27 @@ describe("Examples", () => {
     assert.strictEqual(sent.at(-1), "create", "the compaction restarted the thread with the whole view")
   }, 180_000)
 
-  it("the README's tool-runner loop is the loop of examples/tool-runner.ts, verbatim", () => {
-    const readme = readFileSync(join(root, "README.md"), "utf8")
+  it("the guide's tool-runner loop is the loop of examples/tool-runner.ts, verbatim", () => {
+    const readme = readFileSync(join(root, "GUIDE.md"), "utf8")
     const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(readme.indexOf("## The SDK's tool runner")))?.[1]
     assert.isDefined(block)
     assert.match(block!, /^for await \(const stream of runner\)/)
     assert.include(readFileSync(join(root, "examples/tool-runner.ts"), "utf8"), block!)
+  })
+
+  it("the README is at most 250 lines and its agent loop is the examples', verbatim", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8")
+    assert.isAtMost(readme.split("\n").length, 250)
+    const section = readme.slice(readme.indexOf("## The agent loop"), readme.indexOf("## What it does"))
+    const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
+    assert.strictEqual(blocks.length, 2, "the Promise form, then the Effect form")
+    const promise = readFileSync(join(root, "examples/agent-loop-promise.ts"), "utf8")
+    assert.strictEqual(
+      blocks[0],
+      promise.slice(promise.indexOf("import ")).replace(`"../src/index.ts"`, `"effect-compaction"`)
+    )
+    const effect = readFileSync(join(root, "examples/agent-loop.ts"), "utf8")
+    assert.isTrue(effect.endsWith(blocks[1]!), "the Effect block is the end of examples/agent-loop.ts")
+    assert.match(blocks[1]!, /^const agent = /)
   })
 })

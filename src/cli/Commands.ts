@@ -33,7 +33,9 @@ const file = Argument.String("file").pipe(
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print the result as JSON"), Flag.withDefault(false))
 
 const strict = Flag.Boolean("strict").pipe(
-  Flag.withDescription("Fail (exit 7) when the input has corrupt lines, instead of skipping them with a warning"),
+  Flag.withDescription(
+    "Fail instead of warning: exit 7 when the input has corrupt lines; exit 1 when evict or compact is given an input that breaks the API's rules"
+  ),
   Flag.withDefault(false)
 )
 

@@ -36,7 +36,6 @@ import {
   flagValueProblem,
   prettyJson,
   progressLine,
-  readSession,
   recordWritten,
   reportFailure,
   sessionDocument,
@@ -47,7 +46,7 @@ import {
   useColor,
   writeText
 } from "./Run.ts"
-import { afterPrefix, isSessionLogFile, jsonlSource, readLogInput } from "./Sessions.ts"
+import { afterPrefix, readInput, readLogInput } from "./Sessions.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
@@ -87,6 +86,28 @@ const writeSession = (
     Effect.andThen(status(success))
   )
 
+/**
+ * The input of a command that rewrites a session (`evict`, `compact`), checked against the API's rules first: with
+ * `--strict` an invalid input fails (`Violations`) before anything is written; without it, one warning on stderr
+ * says what is wrong and that the output keeps it (`repair` mends it).
+ */
+const checkedInput = (command: string, read: SessionInput, strict: boolean): Effect.Effect<void, CliFailure> => {
+  const violations = validateMessages(read.session.messages).map(violationReport)
+  if (violations.length === 0) return Effect.void
+  const lines = groupViolations(violations)
+  const what = `${read.name}: the input breaks the API's rules in ${violations.length} place${
+    violations.length === 1 ? "" : "s"
+  } (${lines.length} distinct; first: ${lines[0]})`
+  return strict
+    ? Effect.fail(
+      new CliFailure({
+        code: ExitCode.Violations,
+        message: `${what}; ${command} refuses it with --strict: mend it with compaction repair ${read.name}`
+      })
+    )
+    : status(`warning: ${what}; the output keeps them (compaction repair mends them, --strict refuses the input)`)
+}
+
 // ============================================================================
 // inspect
 // ============================================================================
@@ -119,11 +140,7 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     }
     if (Option.isNone(input.file)) return yield* usageFailure("inspect", "give a FILE, or --store URL --session-id S")
     if (Option.isSome(input.sessionId)) return yield* usageFailure("inspect", "--session-id only applies with --store")
-    const file = input.file.value
-    if (file !== STDIO_PATH && (yield* isSessionLogFile(file))) {
-      return yield* readLogInput(jsonlSource(yield* Path.Path, file))
-    }
-    return yield* readSession(file, { strict: input.strict })
+    return yield* readInput(input.file.value, { strict: input.strict, reading: "view" })
   })
 
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */
@@ -175,7 +192,8 @@ export const evict = (input: EvictInput): Effect.Effect<void, CliFailure, Env> =
   Effect.gen(function* () {
     const keep = yield* nonNegative("evict", "keep-recent", input.keepRecent)
     const savings = yield* minSavingsOf("evict", input.minSavings)
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
+    yield* checkedInput("evict", read, input.strict)
     const messages = read.session.messages
     const result = evictStaleToolResults(messages, keep, {
       minSavings: savings,
@@ -321,7 +339,8 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     const { anthropicConfig } = yield* Effect.promise(() => import("../internal/anthropicConfig.ts"))
     // a configuration error is reported before anything is read or sent
     if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.mapError(configFailure))
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
+    yield* checkedInput("compact", read, input.strict)
     const session = read.session
     const progress = progressLine("summarizing")
     const summarizerLayer: Layer.Layer<Summarizer, CliFailure> = kind === "extractive"
@@ -392,7 +411,7 @@ export interface ValidateInput extends FileInput {
  */
 export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const messages = read.session.messages
     const violations = validateMessages(messages).map(violationReport)
     if (input.json) {
@@ -406,9 +425,9 @@ export const validate = (input: ValidateInput): Effect.Effect<void, CliFailure, 
       const lines = groupViolations(violations)
       yield* writeText(
         undefined,
-        `${read.name}: ${violations.length} violations (${lines.length} distinct)\n${
-          lines.map((l) => `${l}\n`).join("")
-        }`
+        `${read.name}: ${violations.length} violation${
+          violations.length === 1 ? "" : "s"
+        } (${lines.length} distinct)\n${lines.map((l) => `${l}\n`).join("")}`
       )
     }
     if (violations.length > 0) return yield* new CliFailure({ code: ExitCode.Violations, message: "" })
@@ -420,7 +439,7 @@ export interface RepairInput extends FileInput, OutputInput {}
 /** `repair`: the repaired session to stdout or `--out`; what changed on stderr. */
 export const repair = (input: RepairInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     const repaired = repairResult(read.session.messages)
     if (Result.isFailure(repaired)) {
       return yield* new CliFailure({ code: ExitCode.Violations, message: `${read.name}: ${repaired.failure.message}` })
@@ -458,7 +477,7 @@ export interface SimulateInput extends FileInput {
 /** `simulate`: the policy comparison, as text or `--json`. */
 export const simulate = (input: SimulateInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
-    const read = yield* readSession(input.file, { strict: input.strict })
+    const read = yield* readInput(input.file, { strict: input.strict, reading: "history" })
     const options = simulateOptionsFor(
       read.session,
       read.tools,

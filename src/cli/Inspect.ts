@@ -132,6 +132,8 @@ export const InspectReport = Schema.Struct({
   hotPaths: Schema.Array(Schema.String),
   violations: Schema.Array(ViolationReport),
   skippedLines: Count,
+  /** `skippedLines` by the importer's reason (an entry kind that holds no message, a blank or corrupt line, …). */
+  skippedByReason: Schema.Record(Schema.String, Count),
   compactions: Count,
   interrupted: Count,
   warnings: Schema.Array(Schema.String)
@@ -411,6 +413,7 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
     hotPaths: hot.paths,
     violations: validate(messages).map(violationReport),
     skippedLines: session.skipped.total,
+    skippedByReason: session.skipped.byReason,
     compactions: session.compactions.length,
     interrupted: session.interrupted.length,
     warnings: session.warnings
@@ -521,6 +524,12 @@ export interface FormatOptions {
   readonly maxRows?: number
 }
 
+/** Why lines were skipped, most first: ` (93 model_change, 26 blank-line: no message in them)`; empty for none. */
+const skippedReasons = (byReason: Readonly<Record<string, number>>): string => {
+  const reasons = Object.entries(byReason).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1])
+  return reasons.length === 0 ? "" : ` (${reasons.map(([reason, n]) => `${fmt(n)} ${reason}`).join(", ")})`
+}
+
 /**
  * The report for a person: size, composition bar with legend, the default cut, what eviction would free, superseded
  * reads, hot paths and violations. Plain text plus optional ANSI colour; ends with a newline.
@@ -556,7 +565,8 @@ export const formatInspect = (report: InspectReport, options: FormatOptions): st
   } else lines.push("            no provider-reported usage in this file")
   if (report.skippedLines > 0 || report.compactions > 0 || report.interrupted > 0) {
     lines.push(
-      `  skipped ${fmt(report.skippedLines)} lines · ${report.compactions} earlier compactions · ` +
+      `  skipped ${fmt(report.skippedLines)} lines${skippedReasons(report.skippedByReason)} · ` +
+        `${report.compactions} earlier compactions · ` +
         `${report.interrupted} interrupted replies`
     )
   }

@@ -423,7 +423,8 @@ export const buildReport = (
       cacheWrite: r.cacheWrite,
       input: r.input,
       output: r.output,
-      dollars: r.dollars,
+      // the summaries made before the request count with it, so the cumulative chart ends at the policy's total
+      dollars: r.dollars + r.summarizerDollars,
       miss: r.miss ?? null,
       compacted: r.compacted,
       offloadedResults: newlyOffloaded[i]?.results ?? 0,

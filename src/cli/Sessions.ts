@@ -29,6 +29,7 @@ import {
   ExitCode,
   flagValueProblem,
   prettyJson,
+  type ReadOptions,
   readSession,
   reportFailure,
   type SessionInput,
@@ -126,32 +127,65 @@ export const jsonlSource = (path: Path.Path, file: string): LogSource => ({
 })
 
 /**
- * Reads a stored session (every line checked) as a CLI input: its view is the session's messages. A line on stderr
- * says what the log holds (entries, compactions, evictions, and anything opening reported).
+ * What a command reads of a session log: its `view` (what the conversation's next request sends), or its `history`
+ * (every message appended, in order, as recorded before any compaction or offload: what a replay prices).
  * @category io
  */
-export const readLogInput = (source: LogSource): Effect.Effect<SessionInput, CliFailure, Env> =>
+export type LogReading = "view" | "history"
+
+/**
+ * Reads a stored session (every line checked) as a CLI input, its view or its history (`LogReading`). A line on
+ * stderr says what the log holds (entries, compactions, evictions, and anything opening reported) and which of the
+ * two the command reads.
+ * @category io
+ */
+export const readLogInput = (
+  source: LogSource,
+  reading: LogReading = "view"
+): Effect.Effect<SessionInput, CliFailure, Env> =>
   Effect.gen(function* () {
     const loaded: Loaded = yield* (source._tag === "Jsonl"
       ? readJsonl({ directory: source.directory, sessionId: source.sessionId })
       : readStored(source.sessionId).pipe(Effect.provide(pgStore(source.url)))).pipe(
         Effect.mapError(storeFailure(source))
       )
-    const count = (type: string) =>
-      loaded.entries.filter((e) => e.type === type).length
-    const issues = loaded.issues.length === 0 ?
-      "" :
-      `; ${loaded.issues.length} issues (${loaded.issues.map((i) => `${i._tag} at line ${i.line}`).join(", ")})`
+    const count = (type: string) => loaded.entries.filter((e) => e.type === type).length
+    const issues = loaded.issues.length === 0
+      ? ""
+      : `; ${loaded.issues.length} issues (${loaded.issues.map((i) => `${i._tag} at line ${i.line}`).join(", ")})`
+    const messages = reading === "view"
+      ? loaded.view
+      : loaded.entries.flatMap((e) => e.type === "message" ? [e.message] : [])
     yield* status(
       `${where(source)}: session log of ${loaded.entries.length} entries (${count("message")} messages, ` +
-        `${count("compaction")} compactions, ${count("eviction")} evictions); its view has ${loaded.view.length} ` +
-        `messages${issues}`
+        `${count("compaction")} compactions, ${count("eviction")} evictions); read as its ${
+          reading === "view" ? `view (${loaded.view.length} messages)` : `history (${messages.length} messages)`
+        }${issues}`
     )
-    const session = convertJson({ messages: loaded.view })
+    const session = convertJson({ messages })
     if (Result.isFailure(session)) {
       return yield* new CliFailure({ code: ExitCode.Input, message: `${where(source)}: ${session.failure.message}` })
     }
-    return { name: source._tag === "Jsonl" ? source.file : `${source.sessionId} (sql)`, session: session.success }
+    return {
+      name: source._tag === "Jsonl" ? source.file : `${source.sessionId} (sql)`,
+      session: { ...session.success, format: "session-log" }
+    }
+  })
+
+/**
+ * Reads a command's input file: a session log this library wrote (`DIR/S.jsonl`) through `readLogInput` as its
+ * `reading`, any other format through `readSession`.
+ * @category io
+ */
+export const readInput = (
+  file: string,
+  options: ReadOptions & { readonly reading: LogReading }
+): Effect.Effect<SessionInput, CliFailure, Env> =>
+  Effect.gen(function* () {
+    if (file !== STDIO_PATH && (yield* isSessionLogFile(file))) {
+      return yield* readLogInput(jsonlSource(yield* Path.Path, file), options.reading)
+    }
+    return yield* readSession(file, options)
   })
 
 // ============================================================================
@@ -304,7 +338,7 @@ export const replay = (input: ReplayInput): Effect.Effect<void, CliFailure, Env>
     const resumeEvery = Option.isSome(input.resumeEvery)
       ? yield* checked("resume-every", input.resumeEvery.value, true)
       : undefined
-    const read = yield* readSession(input.file, { strict: false })
+    const read = yield* readInput(input.file, { strict: false, reading: "history" })
     const session = read.session
     const path = yield* Path.Path
     if (Option.isSome(input.log)) {
@@ -441,7 +475,7 @@ const retentionTable = (row: CompactionRetentionRow): string =>
 export const retention = (input: RetentionInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {
     const { keepRecent, minSavings, policy } = yield* replayPolicy("retention", input)
-    const read = yield* readSession(input.file, { strict: false })
+    const read = yield* readInput(input.file, { strict: false, reading: "history" })
     const replayed = yield* replaySession(read.session, chosenPolicy({ keepRecent, minSavings, policy }), {
       simulate: { ...simulateOptionsFor(read.session, read.tools), compaction: policy }
     }).pipe(Effect.mapError((e) => new CliFailure({ code: ExitCode.Persist, message: `replay failed: ${e.message}` })))

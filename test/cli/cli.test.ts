@@ -121,6 +121,9 @@ beforeAll(async () => {
     evict: () => run(["evict", example, "--keep-recent", "5"]),
     validateBroken: () => run(["validate", path("broken.json"), "--json"]),
     repair: () => run(["repair", path("broken.json"), "--out", path("fixed.json")]),
+    evictBroken: () => run(["evict", path("broken.json"), "--out", path("evicted-broken.json")]),
+    evictBrokenStrict: () => run(["evict", path("broken.json"), "--strict", "--out", path("evicted-strict.json")]),
+    compactBrokenStrict: () => run(["compact", path("broken.json"), "--strict", "--out", path("compact-strict.json")]),
     simulate: () => run(["simulate", example, "--json"]),
     missingFile: () => run(["inspect", path("nope.json")]),
     badFormat: () => run(["validate", path("notes.txt")]),
@@ -412,6 +415,25 @@ describe("compaction CLI (child process)", () => {
     )
     assert.strictEqual(requests.get("bad"), 1)
     assert.isTrue(existsSync(path("fb.json")))
+  })
+
+  it("evict and compact warn on an input that breaks the API's rules, and refuse it with --strict, writing nothing", () => {
+    const warned = ok(r["evictBroken"])
+    assert.strictEqual(warned.code, 0, warned.stderr)
+    assert.match(warned.stderr, /warning: .*broken\.json: the input breaks the API's rules in \d+ places/)
+    assert.match(warned.stderr, /the output keeps them \(compaction repair mends them, --strict refuses the input\)/)
+    assert.isTrue(existsSync(path("evicted-broken.json")))
+    for (
+      const [name, file] of [["evictBrokenStrict", "evicted-strict.json"], [
+        "compactBrokenStrict",
+        "compact-strict.json"
+      ]]
+    ) {
+      const refused = ok(r[name])
+      assert.strictEqual(refused.code, 1, `${name}: ${refused.stderr}`)
+      assert.match(refused.stderr, /refuses it with --strict: mend it with compaction repair/)
+      assert.isFalse(existsSync(path(file)), `${name} wrote nothing`)
+    }
   })
 })
 

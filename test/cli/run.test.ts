@@ -470,4 +470,15 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
       assert.deepStrictEqual(numbered, blocks.map((b) => Number(b[2])).filter((i) => i % every === 0))
       for (const b of blocks.filter((x) => x[3] !== "")) assert.strictEqual(b[3], `<span class="num">${b[2]}</span>`)
     }))
+
+  it.live("the report's total is its cumulative chart's end: the summaries' cost counts with the request after them", () =>
+    Effect.gen(function* () {
+      const session = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
+      const { data } = yield* buildReport(session, { file: "pi" })
+      assert.isAbove(data.chosen.compactions, 0, "the replay compacts, so summaries are priced")
+      const chart = data.requests.reduce((sum, r) => sum + r.dollars, 0)
+      assert.approximately(chart, data.chosen.dollars, 1e-9)
+      const none = data.requests.reduce((sum, r) => sum + r.noneDollars, 0)
+      assert.approximately(none, data.none.dollars, 1e-9)
+    }))
 })

@@ -14,6 +14,8 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { execute, primary } from "../fixtures/Pg.ts"
+import { CompactionPolicy } from "../../src/Policy.ts"
+import { PromiseConversation } from "../../src/index.ts"
 import { runInProcess } from "./Process.ts"
 
 declare const Deno: { readonly execPath: () => string } | undefined
@@ -69,6 +71,37 @@ const sessionFile = (name: string, messages: ReadonlyArray<unknown>): string => 
   return file
 }
 const lines = (text: string) => text.split("\n").filter((l) => l.length > 0)
+
+/** A JSONL session log written by `Conversation.layerLogged` (through the Promise door): calls, results, a compaction. */
+const writeConversationLog = async (directory: string, sessionId: string): Promise<string> => {
+  const conversation = await PromiseConversation.open({
+    log: { type: "jsonl", directory, sessionId },
+    policy: CompactionPolicy.makeUnsafe({ keepRecentTokens: 500, keepRecentTurns: 1, compactAtTokens: 2_000 }),
+    minFreedTokens: 200
+  })
+  try {
+    await conversation.append({ role: "user", content: "Fix the parser in src/parser.ts" })
+    for (let k = 0; k < 6; k++) {
+      if (k === 3) await conversation.append({ role: "user", content: "Read them both again" })
+      const path = k % 2 === 0 ? "src/parser.ts" : "src/lexer.ts"
+      await conversation.recordReply({
+        role: "assistant",
+        content: [{ type: "tool_use", id: `toolu_${k}`, name: "read", input: { path } }]
+      }, { input_tokens: 1_000 * (k + 1), output_tokens: 10 })
+      await conversation.append({
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: `toolu_${k}`, content: `line ${k}\n`.repeat(400) }]
+      })
+    }
+    await conversation.recordReply({ role: "assistant", content: "The parser is fixed." })
+    const { outcome } = await conversation.compact()
+    assert.strictEqual(outcome._tag, "Compacted", JSON.stringify(outcome))
+    await conversation.append({ role: "user", content: "Now explain the fix" })
+  } finally {
+    await conversation.close()
+  }
+  return join(directory, `${sessionId}.jsonl`)
+}
 
 describe("compact --log goes on with an existing session", () => {
   it("adds the new messages when the stored messages or the stored view start the input; else exits 5", async () => {
@@ -213,9 +246,9 @@ describe("inspect and sessions over stores", () => {
   })
 })
 
-describe("README: Many workers", () => {
+describe("GUIDE: Many workers", () => {
   it("its commands, in a fresh copy of the repository, end in one shared session that inspect reads", () => {
-    const readme = readFileSync(join(root, "README.md"), "utf8")
+    const readme = readFileSync(join(root, "GUIDE.md"), "utf8")
     const section = readme.slice(
       readme.indexOf("## Many workers"),
       readme.indexOf("\n## ", readme.indexOf("## Many workers") + 3)
@@ -253,5 +286,41 @@ describe("README: Many workers", () => {
     const report = outputs.at(-1)!
     assert.match(report.stderr, /session shared in --store .*: session log of 60 entries \(60 messages/, report.stderr)
     assert.match(report.stdout, /messages\s+60/)
+  })
+})
+
+describe("the CLI over a conversation's own log", () => {
+  it("every file command reads a log Conversation.layerLogged wrote: its view, or its history for the replays", async () => {
+    const directory = join(work, "conversation-logs")
+    mkdirSync(directory, { recursive: true })
+    const file = await writeConversationLog(directory, "agent")
+    const out = join(work, "conversation-out")
+    mkdirSync(out, { recursive: true })
+    const commands: ReadonlyArray<readonly [ReadonlyArray<string>, "view" | "history"]> = [
+      [["inspect", file], "view"],
+      [["validate", file], "view"],
+      [["evict", file], "view"],
+      [["compact", file, "--out", join(out, "compacted.json")], "view"],
+      [["repair", file], "view"],
+      [["simulate", file], "history"],
+      [["replay", file], "history"],
+      [["retention", file], "history"]
+    ]
+    for (const [args, reading] of commands) {
+      const run = await inProcess(args)
+      assert.strictEqual(run.status, 0, `${args.join(" ")}: ${run.stderr}`)
+      assert.notMatch(run.stderr, /not a known session format/, args.join(" "))
+      const said =
+        /session log of (\d+) entries \((\d+) messages, (\d+) compactions, \d+ evictions\); read as its (view|history) \((\d+) messages\)/
+          .exec(run.stderr)
+      assert.isNotNull(said, `${args.join(" ")}: ${run.stderr}`)
+      assert.strictEqual(said![3], "1", "the log holds the compaction")
+      assert.strictEqual(said![4], reading, args.join(" "))
+      // the history is every message appended (16); the view is the summary, the kept tail and the follow-up
+      if (reading === "history") assert.strictEqual(Number(said![5]), 16)
+      else assert.isBelow(Number(said![5]), 16)
+    }
+    const inspected = await inProcess(["inspect", file])
+    assert.match(inspected.stdout, /\(session-log\)/, "inspect names the format it read")
   })
 })

@@ -13,7 +13,7 @@ import * as Schema from "effect/Schema"
 // ============================================================================
 
 /** The formats `importSession` recognises. @category models */
-export type SessionFormat = "anthropic-request" | "messages" | "claude-code" | "pi"
+export type SessionFormat = "anthropic-request" | "messages" | "claude-code" | "pi" | "session-log"
 
 /** Provider-reported usage of one assistant reply: the one `Policy.Usage` type, under its old name. @category models */
 export type ProviderUsage = Usage

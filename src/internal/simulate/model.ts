@@ -314,6 +314,8 @@ export interface RequestFigures {
   readonly input: number
   readonly output: number
   readonly dollars: number
+  /** The cost of the summaries made since the previous request (0 when none was): priced at the request's model. */
+  readonly summarizerDollars: number
   readonly breakpoints: number
   /** Set when the request read less than the previous request left in the cache. */
   readonly miss: MissCause | undefined

@@ -298,6 +298,8 @@ export function* replaySteps(
   let summarizerInput = 0
   let summarizerOutput = 0
   let summarizerDollars = 0
+  // the summaries made since the last request: their cost is the next request's (`RequestFigures.summarizerDollars`)
+  let summaryDollarsDue = 0
   let failedCompactions = 0
   let lastTime: number | undefined
   let previousCached = 0
@@ -347,7 +349,10 @@ export function* replaySteps(
     summarizerCalls++
     summarizerInput += transcript + settings.summarizerOverheadTokens
     summarizerOutput += tokens
-    summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
+    const summaryDollars = ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) /
+      1e6
+    summarizerDollars += summaryDollars
+    summaryDollarsDue += summaryDollars
     const applied = applyCompaction(state, finished, threadOptions)
     apply(applied)
     // on a thread the compaction applies its kept tail's offloads in the same rewrite
@@ -471,6 +476,7 @@ export function* replaySteps(
       input: promptTokens - cachedTo,
       output,
       dollars,
+      summarizerDollars: summaryDollarsDue,
       breakpoints: breakpoints.length,
       miss,
       invalidated: miss === "policy",
@@ -483,6 +489,7 @@ export function* replaySteps(
       ...(sent.thread === undefined ? {} : { thread: sent.thread.type })
     }
     perRequest.push(figures)
+    summaryDollarsDue = 0
     lastTime = time
     const sentLength = state.view.length
     apply(
