@@ -70,6 +70,15 @@ import {
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import {
+  type AppendOnlyReason,
+  appendOnlyReason,
+  isAppendOnlyReason,
+  reasonAfterReply,
+  type StaleThinking,
+  staleThinkingOf,
+  withoutThinking
+} from "./internal/conversation/appendOnly.ts"
+import {
   type CacheDiagnosis,
   type CachePrediction,
   calibrationOf,
@@ -214,6 +223,12 @@ export interface ConversationState {
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
+   * Why the conversation stays append-only between compactions (thinking on or seen in a reply, threads, the caller's
+   * `appendOnly`): every offload then waits for the next compaction (`OffloadOptions.appendOnly`). Once decided it
+   * stays, and the log keeps it (each reply's step metadata, each compaction's checkpoint). Absent: rewrites in place.
+   */
+  readonly appendOnly?: AppendOnlyReason | undefined
+  /**
    * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
    * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
    * scratch, once, and sends the same requests. Derived from `view`: leave it out when comparing states; it is not
@@ -259,6 +274,8 @@ export interface ReplyMeta {
   readonly backgroundCut?: number
   /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
   readonly cacheDiagnosis?: CacheDiagnosis
+  /** Why the conversation stayed append-only when the reply was recorded (`ConversationState.appendOnly`). */
+  readonly appendOnly?: AppendOnlyReason
 }
 
 /** One change a transition made; the service records each in the log. @category models */
@@ -576,6 +593,7 @@ export const recordReply = (
     const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
       ? changedAt
       : undefined
+    const appendOnly = reasonAfterReply(s.appendOnly, asMessages([stored])[0]!)
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
@@ -585,7 +603,8 @@ export const recordReply = (
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
       ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
-      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),
+      ...(appendOnly === undefined ? {} : { appendOnly })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
@@ -594,7 +613,8 @@ export const recordReply = (
       ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
       pending,
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
-      reply: report
+      reply: report,
+      ...(appendOnly === undefined ? {} : { appendOnly })
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
@@ -682,6 +702,22 @@ export interface OffloadOptions {
     }
     | false
     | undefined
+  /**
+   * The rewrite discipline between compactions (API-RULES 22–24, 29, 43). Absent (the default): the conversation is
+   * append-only once it has a reason (a `thinking` config that is not `disabled`, a reply that held thinking, threads
+   * on with `threadRestart` not `false`; `ConversationState.appendOnly`): the offloads that come due wait for the next
+   * compaction, which applies those its kept tail is due in the same rewrite, so no request between two compactions
+   * rewrites what an earlier one sent. `true`: append-only from the start. `false`: offloads in place (the thinking
+   * they invalidate is dropped by the API when the requests carry a `thinking` config, rejected otherwise).
+   */
+  readonly appendOnly?: boolean | undefined
+  /**
+   * What a compaction does with the thinking of the turns it keeps (their prefix changed, API-RULES 29, 43): `"strip"`
+   * (the default, as the docs recommend: a client compaction that keeps no stale thinking) leaves it out of the
+   * compacted view; `"bind"` keeps it, and the requests ask the API to drop it (`block_binding: drop_block`), which
+   * needs a `thinking` config (without one the thinking is stripped).
+   */
+  readonly staleThinking?: StaleThinking | undefined
 }
 
 /** The restart model of `options` when it sends on threads, else `undefined` (no restart is priced). */
@@ -790,6 +826,16 @@ const overflowed = (state: ConversationState): boolean =>
 const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
   view.at(-1)?.role === "user" && blocksOf(view.at(-1)!).some((b) => b.type !== "tool_result")
 
+/**
+ * The options of `prepareStep` and `applyCompaction`: the offload options, the policy, and the thinking config the
+ * requests carry (a reason to stay append-only, and what lets a compaction keep stale thinking bound).
+ * @category models
+ */
+export type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
+  readonly policy?: CompactionPolicy | undefined
+  readonly thinking?: ThinkingConfig | undefined
+}
+
 /** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
 export interface PrepareStep {
   readonly transition: Transition
@@ -808,13 +854,16 @@ export interface PrepareStep {
  */
 export const prepareStep = (
   state: ConversationState,
-  options: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined } = {},
+  options: StepOptions = {},
   cacheCold?: boolean | undefined
 ): PrepareStep => {
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
   if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const policy = options.policy ?? defaultPolicy
-  const closed = closePending(state)
+  // append-only (`OffloadOptions.appendOnly`): no offload between compactions; the compaction applies them
+  const reason = appendOnlyReason(options, state.appendOnly)
+  const closed = closePending(reason === state.appendOnly ? state : { ...state, appendOnly: reason })
+  if (reason !== undefined) return { transition: closed, compact: triggerFires(closed.state, policy, cacheCold) }
   const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
   const compact = triggerFires(transition.state, policy, cacheCold)
   if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
@@ -887,14 +936,31 @@ const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | 
 export const applyCompaction = (
   state: ConversationState,
   finished: FinishedCompaction<MessageParam>,
-  options?: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined }
+  options?: StepOptions
 ): Transition => {
   if (finished.record === undefined) return none(state)
-  const compacted = compactionStep(state, finished)
-  if (options === undefined || threadPriceOf(options) === undefined) return compacted
+  const compacted = compactionStep(state, keptThinking(finished, options))
+  if (options === undefined) return compacted
+  if (threadPriceOf(options) === undefined && appendOnlyReason(options, state.appendOnly) === undefined) {
+    return compacted
+  }
   // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
   const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
   return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
+}
+
+/**
+ * `finished` with the thinking of its kept turns left out (`StepOptions.staleThinking` `"strip"`, the default), the
+ * view and its record the same new array; as it is with `"bind"` (and a thinking config) or when it holds none.
+ */
+const keptThinking = (
+  finished: FinishedCompaction<MessageParam>,
+  options: StepOptions | undefined
+): FinishedCompaction<MessageParam> => {
+  if (staleThinkingOf(options?.staleThinking, options?.thinking) === "bind") return finished
+  const view = withoutThinking(asMessages(finished.messages)) as unknown as Array<MessageParam>
+  if (view === (finished.messages as unknown)) return finished
+  return { ...finished, messages: view, record: { ...finished.record!, view } }
 }
 
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
@@ -1142,6 +1208,7 @@ const foldEntries = (
   let usage = start?.usage as UsageReport | undefined
   let reply = start?.reply as ReplyReport | undefined
   let thread: ThreadAnchor | undefined
+  let appendOnly = isAppendOnlyReason(start?.appendOnly) ? start.appendOnly : undefined
   // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
   let run: Array<MessageParam> = []
   const flush = () => {
@@ -1155,6 +1222,7 @@ const foldEntries = (
       const meta = metaOf(entry)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
       if (meta !== undefined && entry.message.role === "assistant") reply = replyOf(meta)
+      if (isAppendOnlyReason(meta?.appendOnly)) appendOnly = meta.appendOnly
       if (entry.message.role === "assistant") {
         thread = meta?.threadHeld === undefined || meta.replyId === undefined
           ? undefined
@@ -1168,12 +1236,12 @@ const foldEntries = (
     else epoch++
   }
   flush()
-  return { hot, epoch, usage, reply, thread }
+  return { hot, epoch, usage, reply, thread, appendOnly }
 }
 
 /** The resumed state: the log's view with what `foldEntries` gave. */
 const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): ConversationState => {
-  const { hot, epoch, usage, reply, thread } = folded
+  const { hot, epoch, usage, reply, thread, appendOnly } = folded
   const view = loaded.view.map(wireOf)
   const unbound = unboundOnResume(loaded, view)
   return {
@@ -1185,6 +1253,7 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
     ...(reply === undefined ? {} : { reply }),
     ...(thread === undefined ? {} : { thread }),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound }),
+    ...(appendOnly === undefined ? {} : { appendOnly }),
     carried: CarriedIndex.fresh(asMessages(view))
   }
 }

@@ -36,6 +36,7 @@ export interface StoredState {
   readonly hot: HotPaths
   readonly usage?: object | undefined
   readonly reply?: object | undefined
+  readonly appendOnly?: string | undefined
 }
 
 /** Stores `change`, made in state `before` and leading to state `after`. */

@@ -155,6 +155,10 @@ export interface LibraryOptions {
    * offloads batched with compactions); `false` replays the library as if a rewrite cost only the cache.
    */
   readonly threadRestart?: OffloadOptions["threadRestart"]
+  /** `Conversation`'s `appendOnly` (`false`: offloads in place between compactions, as before issue 39). */
+  readonly appendOnly?: OffloadOptions["appendOnly"]
+  /** `Conversation`'s `staleThinking` (what a compaction does with the thinking of the turns it keeps). */
+  readonly staleThinking?: OffloadOptions["staleThinking"]
 }
 
 /** A named strategy: one row of the report. @category models */

@@ -322,6 +322,15 @@ export function* replaySteps(
       policy: compactionPolicy
     }
     : undefined
+  /** The rewrite discipline the library runs with (`appendOnly`, `staleThinking`), on threads or not. */
+  const discipline = library === undefined ? undefined : {
+    keepRecent: library.keepRecent,
+    minSavings: library.minSavings,
+    policy: compactionPolicy,
+    appendOnly: library.appendOnly,
+    staleThinking: library.staleThinking,
+    ...(threadOptions === undefined ? {} : { threads: true, threadRestart: library.threadRestart })
+  }
   let compactionOffloads = 0
   let threadRestarts = 0
   let uploadedBytes = 0
@@ -349,9 +358,9 @@ export function* replaySteps(
     summarizerInput += transcript + settings.summarizerOverheadTokens
     summarizerOutput += tokens
     summarizerDollars += ((transcript + settings.summarizerOverheadTokens) * price.input + tokens * price.output) / 1e6
-    const applied = applyCompaction(state, finished, threadOptions)
+    const applied = applyCompaction(state, finished, discipline)
     apply(applied)
-    // on a thread the compaction applies its kept tail's offloads in the same rewrite
+    // append-only or on a thread, the compaction applies its kept tail's offloads in the same rewrite
     for (const s of applied.steps) if (s.change._tag === "Offloaded") compactionOffloads += s.change.offloaded.length
     if (compactionOffloads > 0) sumOffloaded(applied.steps[0]!.state, applied.state)
     summarized = plan.request.messages
@@ -386,12 +395,7 @@ export function* replaySteps(
     let breakpoints: Array<number>
     let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
     if (library !== undefined) {
-      const step = prepareStep(state, {
-        keepRecent: library.keepRecent,
-        minSavings: library.minSavings,
-        policy: compactionPolicy,
-        ...(threadOptions === undefined ? {} : { threads: true, threadRestart: library.threadRestart })
-      }, cold)
+      const step = prepareStep(state, discipline, cold)
       apply(step.transition)
       for (const s of step.transition.steps) if (s.change._tag === "Offloaded") results += s.change.offloaded.length
       sumOffloaded(before, state)
