@@ -100,7 +100,8 @@ import {
   isCompactionWithContent,
   isToolResult,
   isToolUse,
-  type Message
+  type Message,
+  type ToolUseBlock
 } from "./Message.ts"
 import {
   type CompactionPolicy,
@@ -117,7 +118,8 @@ import { Summarizer } from "./Summarizer.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { TokenCounter } from "./TokenCounter.ts"
 import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
-import { filesTouched, type ToolClassifier } from "./Tools.ts"
+import { defaultToolClassifier, filesTouched, type ToolClassifier } from "./Tools.ts"
+import { shortenResults } from "./internal/shorten.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
@@ -1473,6 +1475,19 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
+/** The call a result with `toolUseId` answers: a pending call of the latest reply (by the id the caller knows). */
+const callOf = (state: ConversationState, toolUseId: string): ToolUseBlock | undefined => {
+  const id = state.pending.find((p) => p.originalId === toolUseId)?.id
+  if (id === undefined) return undefined
+  for (let i = state.view.length - 1; i >= 0; i--) {
+    const message = state.view[i]!
+    if (message.role !== "assistant") continue
+    const call = blocksOf(message).find((b) => b.type === "tool_use" && b.id === id)
+    return call as unknown as ToolUseBlock | undefined
+  }
+  return undefined
+}
+
 /** The transition with `backgroundCut` in its reply's step metadata (the log's record of the pending summary). */
 const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =>
   cut === undefined ? t : {
@@ -1636,6 +1651,14 @@ const make = (
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
+    // shorten before the first send (`CompactionPolicy.maxToolResultTokens`, internal/shorten.ts)
+    const shortened = (message: MessageParam): MessageParam =>
+      policy.maxToolResultTokens === undefined ? message : shortenResults(
+        message as unknown as Message,
+        (id) => callOf(state, id),
+        classifier ?? defaultToolClassifier,
+        policy.maxToolResultTokens
+      ) as unknown as MessageParam
     const stateNow = () => state
     if (backgroundCut !== undefined) yield* background.resume(state, backgroundCut)
 
@@ -1643,7 +1666,7 @@ const make = (
       state: Effect.sync(stateNow),
       append: (message) =>
         serialized(
-          Effect.suspend(() => persist(appendMessage(state, message as MessageParam), stateNow)).pipe(
+          Effect.suspend(() => persist(appendMessage(state, shortened(message as MessageParam)), stateNow)).pipe(
             Effect.map(stateNow)
           )
         ),
