@@ -831,9 +831,8 @@ const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
 /**
  * The options of `prepareStep` and `applyCompaction`: the offload options, the policy, and the thinking config the
  * requests carry (a reason to stay append-only, and what lets a compaction keep stale thinking bound).
- * @category models
  */
-export type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
+type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
   readonly policy?: CompactionPolicy | undefined
   readonly thinking?: ThinkingConfig | undefined
 }
