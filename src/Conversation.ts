@@ -100,8 +100,7 @@ import {
   isCompactionWithContent,
   isToolResult,
   isToolUse,
-  type Message,
-  type ToolUseBlock
+  type Message
 } from "./Message.ts"
 import {
   type CompactionPolicy,
@@ -119,7 +118,7 @@ import { estimateTokens } from "./Tokens.ts"
 import { TokenCounter } from "./TokenCounter.ts"
 import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
 import { defaultToolClassifier, filesTouched, type ToolClassifier } from "./Tools.ts"
-import { shortenResults } from "./internal/shorten.ts"
+import { pendingCall, shortenResults } from "./internal/shorten.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
@@ -1474,19 +1473,6 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
-/** The call a result with `toolUseId` answers: a pending call of the latest reply (by the id the caller knows). */
-const callOf = (state: ConversationState, toolUseId: string): ToolUseBlock | undefined => {
-  const id = state.pending.find((p) => p.originalId === toolUseId)?.id
-  if (id === undefined) return undefined
-  for (let i = state.view.length - 1; i >= 0; i--) {
-    const message = state.view[i]!
-    if (message.role !== "assistant") continue
-    const call = blocksOf(message).find((b) => b.type === "tool_use" && b.id === id)
-    return call as unknown as ToolUseBlock | undefined
-  }
-  return undefined
-}
-
 /** The transition with `backgroundCut` in its reply's step metadata (the log's record of the pending summary). */
 const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =>
   cut === undefined ? t : {
@@ -1654,7 +1640,7 @@ const make = (
     const shortened = (message: MessageParam): MessageParam =>
       policy.maxToolResultTokens === undefined ? message : shortenResults(
         message as unknown as Message,
-        (id) => callOf(state, id),
+        (id) => pendingCall(asMessages(state.view), state.pending, id),
         classifier ?? defaultToolClassifier,
         policy.maxToolResultTokens
       ) as unknown as MessageParam

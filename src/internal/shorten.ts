@@ -103,3 +103,25 @@ export const shortenResults = <M extends Message>(
   })
   return copy === undefined ? message : { ...message, content: copy }
 }
+
+/**
+ * The call a result with `toolUseId` answers, in `view`: a pending call of the latest reply (`pending`, by the id the
+ * caller knows, `originalId`, which the view may hold renamed, `id`).
+ */
+export const pendingCall = (
+  view: ReadonlyArray<Message>,
+  pending: ReadonlyArray<{ readonly id: string; readonly originalId: string }>,
+  toolUseId: string
+): ToolUseBlock | undefined => {
+  const id = pending.find((p) => p.originalId === toolUseId)?.id
+  if (id === undefined) return undefined
+  for (let i = view.length - 1; i >= 0; i--) {
+    const message = view[i]!
+    if (message.role !== "assistant") continue
+    if (typeof message.content === "string") return undefined
+    return message.content.find((b) => b.type === "tool_use" && (b as ToolUseBlock).id === id) as
+      | ToolUseBlock
+      | undefined
+  }
+  return undefined
+}

@@ -53,6 +53,8 @@ import {
   summarizerCost
 } from "./model.ts"
 import { clearToolUses, mask, prune } from "./strategies.ts"
+import { pendingCall, shortenResults } from "../shorten.ts"
+import { defaultToolClassifier } from "../../Tools.ts"
 
 /** The options with their defaults. */
 export interface Settings {
@@ -333,6 +335,7 @@ export function* replaySteps(
   }
   let compactionOffloads = 0
   let threadRestarts = 0
+  let thinkingDropped = 0
   let uploadedBytes = 0
   let fullBytes = 0
   const compact = (model: string | undefined): boolean => {
@@ -379,7 +382,15 @@ export function* replaySteps(
   for (let index = 0; index < messages.length; index++) {
     const message = asParam(messages[index]!)
     if (message.role !== "assistant") {
-      apply(appendMessage(state, message))
+      // shorten before the first send (`CompactionPolicy.maxToolResultTokens`), as `Conversation#append` does
+      const limit = library === undefined ? undefined : compactionPolicy.maxToolResultTokens
+      const shortened = limit === undefined ? message : shortenResults(
+        message as unknown as Message,
+        (id) => pendingCall(asMessages(state.view), state.pending, id),
+        defaultToolClassifier,
+        limit
+      ) as unknown as typeof message
+      apply(appendMessage(state, shortened))
       continue
     }
     const model = session.modelOf(index)
@@ -463,6 +474,8 @@ export function* replaySteps(
     uploadedBytes += upload
     fullBytes += whole
     if (sent.thread?.type === "create" && perRequest.length > 0) threadRestarts++
+    // the thinking blocks this request holds that a rewrite invalidated: the API drops them (or refuses the request)
+    thinkingDropped += (state.unboundThinking ?? []).length
     const price = dollarsOf(model)
     const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * writePrice +
       (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
@@ -526,7 +539,8 @@ export function* replaySteps(
     writePrice,
     uploadedBytes,
     fullBytes,
-    threadRestarts
+    threadRestarts,
+    thinkingDropped
   })
   return { report, changes }
 }
@@ -656,6 +670,7 @@ const summarize = (
     readonly uploadedBytes: number
     readonly fullBytes: number
     readonly threadRestarts: number
+    readonly thinkingDropped: number
   }
 ): PolicyReport => {
   // the price table's cache write is the 5-minute one; a 1-hour cache writes at 2 / 1.25 of it (API-RULES 20)
@@ -713,6 +728,7 @@ const summarize = (
     uploadedBytes: extra.uploadedBytes,
     fullBytes: extra.fullBytes,
     threadRestarts: extra.threadRestarts,
+    thinkingDropped: extra.thinkingDropped,
     perRequest
   }
 }
