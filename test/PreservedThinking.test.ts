@@ -1,6 +1,6 @@
 /**
- * Rule 43 (preserved thinking, issue 39): the local server, started with `preservedThinking`, signs every thinking
- * block it returns over its whole prefix (system, tools, every earlier message) and judges what comes back: a prefix
+ * Rule 43 (preserved thinking, issue 39): the local server, for a `Reply.message` with `preservedThinking`, signs
+ * every thinking block it returns over its whole prefix (system, tools, every earlier message) and judges what comes back: a prefix
  * rewritten in place before a thinking block is a 400 by default, and with `drop_block` the block is dropped and
  * reported. Driven through the real SDK.
  */
@@ -47,12 +47,12 @@ const send = (
   )
 
 /** Three model turns with their results, the way an agent loop appends them; returns the messages and the client. */
-const agentLoop = (server: MessagesApiServer.MessagesApiServer) =>
+const agentLoop = (server: MessagesApiServer.MessagesApiServer, preservedThinking = true) =>
   Effect.gen(function* () {
     const client = new Anthropic({ apiKey: "test", baseURL: server.url, maxRetries: 0 })
     const messages: Array<Wire> = [{ role: "user", content: "read the files" }]
     for (let n = 0; n < 3; n++) {
-      server.enqueue(Reply.message(turn(n, n === 1 ? "the second file next" : "")))
+      server.enqueue(Reply.message(turn(n, n === 1 ? "the second file next" : ""), { preservedThinking }))
       const sent = yield* send(client, messages)
       assert.isTrue(sent.ok, `turn ${n}: ${sent.ok ? "" : sent.text}`)
       if (!sent.ok) break
@@ -64,7 +64,7 @@ const agentLoop = (server: MessagesApiServer.MessagesApiServer) =>
 describe("the local server: rule 43 (preserved thinking) in both modes", () => {
   it.effect("append-only is accepted, cache_control moves included; the empty thinking field is signed and kept", () =>
     Effect.scoped(Effect.gen(function* () {
-      const server = yield* MessagesApiServer.makeWith({ preservedThinking: true })
+      const server = yield* MessagesApiServer.make
       const { client, messages } = yield* agentLoop(server)
       const first = (messages[1]!.content as ReadonlyArray<{ type: string; thinking?: string; signature?: string }>)[0]!
       assert.strictEqual(first.type, "thinking")
@@ -88,7 +88,7 @@ describe("the local server: rule 43 (preserved thinking) in both modes", () => {
 
   it.effect("error mode: a tool_result rewritten in place before a thinking block is a 400 thinking_prefix_mismatch", () =>
     Effect.scoped(Effect.gen(function* () {
-      const server = yield* MessagesApiServer.makeWith({ preservedThinking: true })
+      const server = yield* MessagesApiServer.make
       const { client, messages } = yield* agentLoop(server)
       // the offload the library used to make between compactions: the first result shortened in place
       const offloaded = messages.map((m, i) => i === 2 ? result(0, "[offloaded: 2,600 characters]") : m)
@@ -117,7 +117,7 @@ describe("the local server: rule 43 (preserved thinking) in both modes", () => {
 
   it.effect("drop mode: the invalidated blocks are dropped and reported, the request answered", () =>
     Effect.scoped(Effect.gen(function* () {
-      const server = yield* MessagesApiServer.makeWith({ preservedThinking: true })
+      const server = yield* MessagesApiServer.make
       const { client, messages } = yield* agentLoop(server)
       const offloaded = messages.map((m, i) => i === 2 ? result(0, "[offloaded]") : m)
       server.enqueue(Reply.message([{ type: "text", text: "done" }]))
@@ -134,10 +134,10 @@ describe("the local server: rule 43 (preserved thinking) in both modes", () => {
       assert.deepStrictEqual(server.rejections, [])
     })))
 
-  it.effect("off by default: the server's other tests keep their scripted signatures", () =>
+  it.effect("a reply without preservedThinking keeps its scripted signature and binds nothing", () =>
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
-      const { client, messages } = yield* agentLoop(server)
+      const { client, messages } = yield* agentLoop(server, false)
       const first = (messages[1]!.content as ReadonlyArray<{ signature?: string }>)[0]!
       assert.strictEqual(first.signature, "unsigned")
       server.enqueue(Reply.message([{ type: "text", text: "done" }]))
