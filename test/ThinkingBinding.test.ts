@@ -241,6 +241,27 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       assert.isUndefined(requests.at(-1)!.betas)
     }))
 
+  it.effect("the reason survives a compaction: its checkpoint holds it, and the kept turns carry no thinking", () =>
+    Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const compacted = yield* Effect.gen(function* () {
+        yield* session(6)
+        const conversation = yield* Conversation
+        // the session is one request of many steps: summarize up to a safe cut inside it
+        const { outcome } = yield* conversation.compact({ upTo: (yield* conversation.state).view.length - 4 })
+        assert.strictEqual(outcome._tag, "Compacted")
+        return yield* conversation.state
+      }).pipe(Effect.provide(layer(store)))
+      assert.strictEqual(compacted.appendOnly, "thinking")
+      assert.isFalse(
+        compacted.view.some((m) => typeof m.content !== "string" && m.content.some((b) => b.type === "thinking"))
+      )
+      // resumed from the compaction's checkpoint alone (no reply after it)
+      const resumed = yield* resumedFrom(store)
+      assert.strictEqual(resumed.appendOnly, "thinking")
+      assert.deepStrictEqual(resumed.view, compacted.view)
+    }))
+
   it("a compaction invalidates every thinking block it keeps; blocks created after it are bound", () => {
     const state = fourTurns()
     const plan = prepareCompaction(state.view, policy, { minFreedTokens: 1 })
