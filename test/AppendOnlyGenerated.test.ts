@@ -79,4 +79,20 @@ describe("append-only under preserved thinking (rule 43, error mode), generated 
       }),
     120_000
   )
+
+  it.effect(
+    "with the API's on-demand compaction as the summarizer: the kept turns after the signed block, 0 rejected",
+    () =>
+      Effect.gen(function* () {
+        const messages = withThinking(generateSession(3, { messages: 200, maxOutput: 12_000 }))
+        const driven = yield* drive(messages, POLICY, "caller", { summarizer: "server" })
+        console.log(figuresOf("seed 3, on-demand compaction, thinking on the caller", driven))
+        assert.deepStrictEqual(driven.rejected, [])
+        assert.strictEqual(driven.dropped, 0)
+        assert.strictEqual(driven.offloadsBetween, 0)
+        assert.isAtLeast(driven.compactions, 1)
+        assert.isAtLeast(driven.onDemandOpened, 1, "a request opened with the server's signed block")
+      }),
+    120_000
+  )
 })
