@@ -60,6 +60,9 @@ import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
 import { TokenCounter } from "./TokenCounter.ts"
+import { defaultToolClassifier } from "./Tools.ts"
+import type { Message } from "./Message.ts"
+import { pendingCall, shortenResults } from "./internal/shorten.ts"
 
 export { ConversationError } from "./internal/conversation/error.ts"
 
@@ -335,6 +338,14 @@ const make = (
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
+    // shorten before the first send (`CompactionPolicy.maxToolResultTokens`, internal/shorten.ts)
+    const shortened = (message: MessageParam): MessageParam =>
+      policy.maxToolResultTokens === undefined ? message : shortenResults(
+        message as unknown as Message,
+        (id) => pendingCall(asMessages(state.view), state.pending, id),
+        classifier ?? defaultToolClassifier,
+        policy.maxToolResultTokens
+      ) as unknown as MessageParam
     const stateNow = () => state
     if (state.backgroundCut !== undefined) yield* background.resume(state, state.backgroundCut)
 
@@ -342,7 +353,7 @@ const make = (
       state: Effect.sync(stateNow),
       append: (message) =>
         serialized(
-          Effect.suspend(() => persist(appendMessage(state, message as MessageParam), stateNow)).pipe(
+          Effect.suspend(() => persist(appendMessage(state, shortened(message as MessageParam)), stateNow)).pipe(
             Effect.map(stateNow)
           )
         ),

@@ -41,6 +41,15 @@ import {
   thinkingIn
 } from "./internal/thinkingBinding.ts"
 import type { ReplyMeta } from "./internal/conversation/record.ts"
+import {
+  type AppendOnlyReason,
+  appendOnlyReason,
+  reasonAfterReply,
+  type StaleThinking,
+  staleThinkingOf,
+  withoutThinking
+} from "./internal/conversation/appendOnly.ts"
+import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import { anchorAfterReply, type ThreadAnchor } from "./internal/conversation/thread.ts"
 import {
   type CacheDiagnosis,
@@ -132,6 +141,12 @@ export interface ConversationState {
    * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
+  /**
+   * Why the conversation stays append-only between compactions (thinking on or seen in a reply, threads, the caller's
+   * `appendOnly`): every offload then waits for the next compaction (`OffloadOptions.appendOnly`). Once decided it
+   * stays, and the log keeps it (each reply's step metadata, each compaction's checkpoint). Absent: rewrites in place.
+   */
+  readonly appendOnly?: AppendOnlyReason | undefined
   /**
    * The eviction decisions made for `view` (its eviction index, its frontier), so the next step costs what it adds.
    * Applies only to this very `view` array: a state with another view (a copy, one set by hand) or none decides from
@@ -421,6 +436,7 @@ export const recordReply = (
     const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
       ? changedAt
       : undefined
+    const appendOnly = reasonAfterReply(s.appendOnly, asMessages([stored])[0]!)
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
@@ -430,7 +446,8 @@ export const recordReply = (
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
       ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
-      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
+      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),
+      ...(appendOnly === undefined ? {} : { appendOnly })
     }
     const t = appendStep(s, stored, meta)
     const pending = pendingOf(stored, renamed)
@@ -439,7 +456,8 @@ export const recordReply = (
       ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
       pending,
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
-      reply: report
+      reply: report,
+      ...(appendOnly === undefined ? {} : { appendOnly })
     }, anchor)
     return { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
@@ -530,6 +548,22 @@ export interface OffloadOptions {
     }
     | false
     | undefined
+  /**
+   * The rewrite discipline between compactions (API-RULES 22–24, 29, 43). Absent (the default): the conversation is
+   * append-only once it has a reason (a `thinking` config that is not `disabled`, a reply that held thinking, threads
+   * on with `threadRestart` not `false`; `ConversationState.appendOnly`): the offloads that come due wait for the next
+   * compaction, which applies those its kept tail is due in the same rewrite, so no request between two compactions
+   * rewrites what an earlier one sent. `true`: append-only from the start. `false`: offloads in place (the thinking
+   * they invalidate is dropped by the API when the requests carry a `thinking` config, rejected otherwise).
+   */
+  readonly appendOnly?: boolean | undefined
+  /**
+   * What a compaction does with the thinking of the turns it keeps (their prefix changed, API-RULES 29, 43): `"strip"`
+   * (the default, as the docs recommend: a client compaction that keeps no stale thinking) leaves it out of the
+   * compacted view; `"bind"` keeps it, and the requests ask the API to drop it (`block_binding: drop_block`), which
+   * needs a `thinking` config (without one the thinking is stripped).
+   */
+  readonly staleThinking?: StaleThinking | undefined
 }
 
 /** The restart model of `options` when it sends on threads, else `undefined` (no restart is priced). */
@@ -583,6 +617,15 @@ const offloadStaleResults = (
   return { steps: [{ change: Change.Offloaded({ offloaded: decision.offloaded }), state: next }], state: next }
 }
 
+/**
+ * The options of `prepareStep` and `applyCompaction`: the offload options, the policy, and the thinking config the
+ * requests carry (a reason to stay append-only, and what lets a compaction keep stale thinking bound).
+ */
+type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
+  readonly policy?: CompactionPolicy | undefined
+  readonly thinking?: ThinkingConfig | undefined
+}
+
 /** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
 export interface PrepareStep {
   readonly transition: Transition
@@ -603,13 +646,16 @@ export interface PrepareStep {
  */
 export const prepareStep = (
   state: ConversationState,
-  options: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined } = {},
+  options: StepOptions = {},
   cacheCold?: boolean | undefined
 ): PrepareStep => {
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
   if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const policy = options.policy ?? defaultPolicy
-  const closed = closePending(state)
+  // append-only (`OffloadOptions.appendOnly`): no offload between compactions; the compaction applies them
+  const reason = appendOnlyReason(options, state.appendOnly)
+  const closed = closePending(reason === state.appendOnly ? state : { ...state, appendOnly: reason })
+  if (reason !== undefined) return { transition: closed, compact: triggerFires(closed.state, policy, cacheCold) }
   const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
   const compact = triggerFires(transition.state, policy, cacheCold)
   if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
@@ -665,14 +711,31 @@ const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | 
 export const applyCompaction = (
   state: ConversationState,
   finished: FinishedCompaction<MessageParam>,
-  options?: Omit<OffloadOptions, "cacheTtl"> & { readonly policy?: CompactionPolicy | undefined }
+  options?: StepOptions
 ): Transition => {
   if (finished.record === undefined) return none(state)
-  const compacted = compactionStep(state, finished)
-  if (options === undefined || threadPriceOf(options) === undefined) return compacted
+  const compacted = compactionStep(state, keptThinking(finished, options))
+  if (options === undefined) return compacted
+  if (threadPriceOf(options) === undefined && appendOnlyReason(options, state.appendOnly) === undefined) {
+    return compacted
+  }
   // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
   const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
   return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
+}
+
+/**
+ * `finished` with the thinking of its kept turns left out (`StepOptions.staleThinking` `"strip"`, the default), the
+ * view and its record the same new array; as it is with `"bind"` (and a thinking config) or when it holds none.
+ */
+const keptThinking = (
+  finished: FinishedCompaction<MessageParam>,
+  options: StepOptions | undefined
+): FinishedCompaction<MessageParam> => {
+  if (staleThinkingOf(options?.staleThinking, options?.thinking) === "bind") return finished
+  const view = withoutThinking(asMessages(finished.messages)) as unknown as Array<MessageParam>
+  if (view === (finished.messages as unknown)) return finished
+  return { ...finished, messages: view, record: { ...finished.record!, view } }
 }
 
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {

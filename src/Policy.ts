@@ -174,6 +174,13 @@ export class CompactionPolicy {
    * 0 and 1; absent (the default): off, every compaction waits for its summary.
    */
   declare readonly backgroundAt?: number
+  /**
+   * Shorten before the first send (API-RULES 43): `Conversation` cuts a tool result whose text is larger than this
+   * many tokens when it is appended, keeping its head and tail around an offload pointer that says how to get the
+   * middle back, so the model keeps seeing what it saw first and no later offload has to rewrite it. An integer of at
+   * least 256; absent (the default): results are appended whole.
+   */
+  declare readonly maxToolResultTokens?: number
 
   private constructor(fields: PolicyFields) {
     Object.assign(this, fields)
@@ -205,7 +212,8 @@ export class CompactionPolicy {
         Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
       summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens,
       cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl,
-      ...(options.backgroundAt === undefined ? {} : { backgroundAt: options.backgroundAt })
+      ...(options.backgroundAt === undefined ? {} : { backgroundAt: options.backgroundAt }),
+      ...(options.maxToolResultTokens === undefined ? {} : { maxToolResultTokens: options.maxToolResultTokens })
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
@@ -214,7 +222,13 @@ export class CompactionPolicy {
       fields.backgroundAt === undefined ||
         (Number.isFinite(fields.backgroundAt) && fields.backgroundAt > 0 && fields.backgroundAt < 1),
       "expected a fraction of compactAtTokens, strictly between 0 and 1"
-    ) ?? check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
+    ) ??
+      check(
+        "maxToolResultTokens",
+        fields.maxToolResultTokens === undefined ||
+          (Number.isSafeInteger(fields.maxToolResultTokens) && fields.maxToolResultTokens >= 256),
+        "expected an integer of at least 256"
+      ) ?? check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
       check(
         "summaryBudgetTokens",
         Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,

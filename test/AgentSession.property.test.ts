@@ -48,11 +48,17 @@ const policy = CompactionPolicy.makeUnsafe({
   keepRecentTurns: 1
 })
 
-const options = { policy, tools: TOOLS as never, thinking: THINKING }
+const appendOnly = { policy, tools: TOOLS as never, thinking: THINKING }
+/** Rewrites in place, the kept thinking bound: the drop_block path (issue 39 made append-only the default). */
+const inPlace = { ...appendOnly, appendOnly: false, staleThinking: "bind" } as const
 
-/** A conversation logged in `store` (opening it resumes from the log), or one in memory going on from `initial`. */
-const layer = (store: MemoryStore | undefined, initial: ConversationState | undefined) =>
-  store === undefined
+/**
+ * A conversation logged in `store` (opening it resumes from the log), or one in memory going on from `initial`; odd
+ * seeds rewrite in place (`inPlace`), even ones stay append-only (the default).
+ */
+const layer = (store: MemoryStore | undefined, initial: ConversationState | undefined, seed: number) => {
+  const options = seed % 2 === 1 ? inPlace : appendOnly
+  return store === undefined
     ? Conversation.layerMemory({ ...options, ...(initial === undefined ? {} : { initial }) }).pipe(
       Layer.provide(ExtractiveSummarizer.layer)
     )
@@ -60,6 +66,7 @@ const layer = (store: MemoryStore | undefined, initial: ConversationState | unde
       Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
       Layer.provide(ExtractiveSummarizer.layer)
     )
+}
 
 type Block = Record<string, unknown>
 
@@ -233,7 +240,16 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
     () =>
       Effect.gen(function* () {
         const t0 = Date.now()
-        const counts = { steps: 0, offloads: 0, compactions: 0, dropBlock: 0, dbCalls: 0, resumes: 0 }
+        const counts = {
+          steps: 0,
+          offloads: 0,
+          compactions: 0,
+          dropBlock: 0,
+          dbCalls: 0,
+          resumes: 0,
+          appendOnlyDropBlock: 0,
+          appendOnlyOffloadsBetween: 0
+        }
         for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
           const store: MemoryStore | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
@@ -270,13 +286,17 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
                 counts.offloads += prepared.offloaded.length
                 if (prepared.compaction?._tag === "Compacted") counts.compactions++
                 if (unbound) counts.dropBlock++
+                if (seed % 2 === 0 && unbound) counts.appendOnlyDropBlock++
+                if (seed % 2 === 0 && prepared.compaction?._tag !== "Compacted") {
+                  counts.appendOnlyOffloadsBetween += prepared.offloaded.length
+                }
                 const { reply, then, usage } = answer(request)
                 if (blocksOf(reply).some((b) => b.type === "tool_use" && b.name === "db_query")) counts.dbCalls++
                 yield* conversation.recordReply(reply, usage as never)
                 for (const message of then) yield* conversation.append(message)
               }
               return yield* conversation.state
-            }).pipe(Effect.provide(layer(store, live)))
+            }).pipe(Effect.provide(layer(store, live, seed)))
           }
         }
         const seconds = (Date.now() - t0) / 1000
@@ -287,6 +307,9 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         assert.isAbove(counts.compactions, 0)
         assert.isAbove(counts.dropBlock, 0)
         assert.isAbove(counts.dbCalls, 0)
+        // append-only (the default): no rewrite between compactions, no stale thinking kept, so nothing to drop
+        assert.strictEqual(counts.appendOnlyDropBlock, 0)
+        assert.strictEqual(counts.appendOnlyOffloadsBetween, 0)
       }),
     240_000
   )

@@ -14,6 +14,12 @@ import { newlyUnboundTokens } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 
+/**
+ * Offloads in place between compactions (the generated sessions hold thinking, which keeps a conversation
+ * append-only by default since issue 39): the carried index is what these tests judge.
+ */
+const IN_PLACE = { appendOnly: false } as const
+
 /** The same state with a view array no index has seen: everything is decided and placed from scratch. */
 const uncarried = (state: ConversationState): ConversationState => ({ ...state, view: [...state.view] })
 
@@ -37,7 +43,7 @@ describe("Conversation with carried decisions", () => {
           // the thinking an offload would make the API drop (API-RULES 29), as the conversation prices it
           droppedThinking: (m) => newlyUnboundTokens(view, { message: m, block: -1 }, closed.unboundThinking ?? [])
         })
-        const step = prepareStep(state)
+        const step = prepareStep(state, IN_PLACE)
         state = step.transition.state
         assert.deepStrictEqual(
           state.view as unknown as ReadonlyArray<Message>,
@@ -62,14 +68,14 @@ describe("Conversation with carried decisions", () => {
     for (const message of session) {
       state = message.role === "assistant" ? recordReply(state, message).state : appendMessage(state, message).state
       if (message.role === "user") {
-        state = prepareStep(state, { minSavings: 0 }).transition.state
+        state = prepareStep(state, { minSavings: 0, ...IN_PLACE }).transition.state
         kept.push(state)
       }
     }
     // step again from every tenth kept state, after the index moved on to the newest view
     for (const old of kept.filter((_, i) => i % 10 === 0)) {
       const next = appendMessage(old, { role: "user", content: "and now?" }).state
-      const branched = prepareStep(next, { minSavings: 0 }).transition.state
+      const branched = prepareStep(next, { minSavings: 0, ...IN_PLACE }).transition.state
       const fresh = evictStaleToolResults(next.view as unknown as ReadonlyArray<Message>, DEFAULT_KEEP_RECENT, {
         minSavings: 0,
         pinned: next.hot.pinned
@@ -96,7 +102,7 @@ describe("Conversation with carried decisions", () => {
         if (message.role !== "user" || typeof message.content === "string") continue
         state = copy(state, requests.length)
         const before = state
-        state = prepareStep(state, { minSavings: 0 }).transition.state
+        state = prepareStep(state, { minSavings: 0, ...IN_PLACE }).transition.state
         requests.push(requestOf(state, "You are a coding agent.", { before }))
       }
       return requests
@@ -132,13 +138,14 @@ describe("Conversation with carried decisions", () => {
     for (const message of asMessageParams(generateSession(2, { messages: 60 }))) {
       state = message.role === "assistant" ? recordReply(state, message).state : appendMessage(state, message).state
     }
-    state = prepareStep(state, { minSavings: 0 }).transition.state
+    state = prepareStep(state, { minSavings: 0, ...IN_PLACE }).transition.state
     assert.isDefined(state.carried)
     assert.notInclude(JSON.stringify(state), "carried")
     assert.deepStrictEqual(JSON.parse(JSON.stringify(state)).view, JSON.parse(JSON.stringify(state.view)))
     // a carry spread into a plain object is not one: the next steps decide from scratch and send the same requests
     const next = (s: ConversationState) =>
-      prepareStep(appendMessage(s, { role: "user", content: "and now?" }).state, { minSavings: 0 }).transition.state
+      prepareStep(appendMessage(s, { role: "user", content: "and now?" }).state, { minSavings: 0, ...IN_PLACE })
+        .transition.state
     const spread = { ...state, carried: { ...state.carried } as typeof state.carried }
     assert.deepStrictEqual(requestOf(next(spread), "s"), requestOf(next(state), "s"))
   })

@@ -34,6 +34,10 @@ import { Reply, THINKING_BINDING_BETA } from "./fixtures/MessagesApiServer.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 
 const user = (text: string): MessageParam => ({ role: "user", content: text })
+
+/** A message without its `cache_control` markers (they move every request and are not part of any prefix). */
+const withoutMarks = (m: unknown): unknown =>
+  JSON.parse(JSON.stringify(m, (k, v) => (k === "cache_control" ? undefined : v)))
 const big = (label: string, n = 600) => `${label} `.repeat(n)
 const THINKING = { type: "enabled", budget_tokens: 1024 } as const
 
@@ -57,9 +61,11 @@ const layer = (
     readonly type: "enabled"
     readonly budget_tokens: number
     readonly block_binding: { readonly prefix_mismatch_behavior: "error" }
-  }
+  },
+  appendOnly?: boolean
 ) =>
   Conversation.layerLogged({
+    ...(appendOnly === undefined ? {} : { appendOnly }),
     keepRecent: 1,
     minSavings: 0,
     policy: CompactionPolicy.makeUnsafe({
@@ -170,10 +176,10 @@ const fourTurns = (thinking?: (n: number) => string): ConversationState => {
 }
 
 describe("Conversation: thinking after a rewrite (rule 29)", () => {
-  it.effect("an offload invalidates the thinking after it: the next request asks for drop_block, with its beta", () =>
+  it.effect("appendOnly false: an offload invalidates the thinking after it; the request asks for drop_block", () =>
     Effect.gen(function* () {
       const store: MemoryStore = new Map()
-      const { requests, state } = yield* session(4).pipe(Effect.provide(layer(store, THINKING)))
+      const { requests, state } = yield* session(4).pipe(Effect.provide(layer(store, THINKING, false)))
       assert.isAbove((state.unboundThinking ?? []).length, 0, "the offloads invalidated thinking")
       const last = requests.at(-1)!
       assert.deepStrictEqual(last.thinking, { ...THINKING, block_binding: { prefix_mismatch_behavior: "drop_block" } })
@@ -189,10 +195,10 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       assert.deepStrictEqual((yield* resumedFrom(store)).unboundThinking, state.unboundThinking)
     }))
 
-  it.effect("the checker rejects what the library would send without the binding (the finding)", () =>
+  it.effect("appendOnly false: the checker rejects what the library sends without the binding (the finding)", () =>
     Effect.gen(function* () {
       const store: MemoryStore = new Map()
-      const { requests } = yield* session(4).pipe(Effect.provide(layer(store)))
+      const { requests } = yield* session(4).pipe(Effect.provide(layer(store, undefined, false)))
       const last = requests.at(-1)!
       assert.isUndefined(last.thinking)
       assert.deepStrictEqual(
@@ -202,6 +208,29 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       )
     }))
 
+  it.effect("by default, thinking seen in a reply keeps the conversation append-only: every request is accepted", () =>
+    Effect.gen(function* () {
+      for (const thinking of [undefined, THINKING]) {
+        const store: MemoryStore = new Map()
+        const { requests, state } = yield* session(6).pipe(Effect.provide(layer(store, thinking)))
+        assert.strictEqual(state.appendOnly, "thinking")
+        assert.deepStrictEqual(state.unboundThinking ?? [], [])
+        for (const [i, request] of requests.entries()) {
+          const v = checkRequest(request)
+          assert.strictEqual(v.length, 0, `request ${i}: ${formatApiViolations(v)}`)
+          // nothing was rewritten: each request extends the one before it
+          if (i > 0) {
+            const before = requests[i - 1]!.messages.map((m) => JSON.stringify(withoutMarks(m)))
+            const now = request.messages.map((m) => JSON.stringify(withoutMarks(m)))
+            assert.deepStrictEqual(now.slice(0, before.length), before, `request ${i} rewrote an earlier message`)
+          }
+        }
+        if (thinking !== undefined) assert.deepStrictEqual(requests.at(-1)!.thinking, THINKING)
+        // the reason is in the log: a resumed conversation decides the same
+        assert.strictEqual((yield* resumedFrom(store)).appendOnly, "thinking")
+      }
+    }))
+
   it.effect("a config with its own block_binding opts out", () =>
     Effect.gen(function* () {
       const store: MemoryStore = new Map()
@@ -209,6 +238,27 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       const { requests } = yield* session(4).pipe(Effect.provide(layer(store, own)))
       assert.deepStrictEqual(requests.at(-1)!.thinking, own)
       assert.isUndefined(requests.at(-1)!.betas)
+    }))
+
+  it.effect("the reason survives a compaction: its checkpoint holds it, and the kept turns carry no thinking", () =>
+    Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const compacted = yield* Effect.gen(function* () {
+        yield* session(6)
+        const conversation = yield* Conversation
+        // the session is one request of many steps: summarize up to a safe cut inside it
+        const { outcome } = yield* conversation.compact({ upTo: (yield* conversation.state).view.length - 4 })
+        assert.strictEqual(outcome._tag, "Compacted")
+        return yield* conversation.state
+      }).pipe(Effect.provide(layer(store)))
+      assert.strictEqual(compacted.appendOnly, "thinking")
+      assert.isFalse(
+        compacted.view.some((m) => typeof m.content !== "string" && m.content.some((b) => b.type === "thinking"))
+      )
+      // resumed from the compaction's checkpoint alone (no reply after it)
+      const resumed = yield* resumedFrom(store)
+      assert.strictEqual(resumed.appendOnly, "thinking")
+      assert.deepStrictEqual(resumed.view, compacted.view)
     }))
 
   it("a compaction invalidates every thinking block it keeps; blocks created after it are bound", () => {
@@ -222,7 +272,17 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       usage: { input_tokens: 0, output_tokens: 0 },
       summarizer: "test"
     } as never)
-    const compacted = applyCompaction(state, finished).state
+    // by default the kept turns' stale thinking is stripped: nothing left to bind
+    const stripped = applyCompaction(state, finished).state
+    assert.isFalse(
+      stripped.view.some((m) => typeof m.content !== "string" && m.content.some((b) => b.type === "thinking"))
+    )
+    assert.deepStrictEqual(stripped.unboundThinking, undefined)
+    assert.deepStrictEqual(checkRequest(requestOf(stripped)), [])
+    // with "bind" (and a thinking config) it is kept, and the requests ask the API to drop it
+    const compacted = applyCompaction(state, finished, { staleThinking: "bind", thinking: THINKING }).state
+    // "bind" without a thinking config cannot carry the binding: stripped
+    assert.deepStrictEqual(applyCompaction(state, finished, { staleThinking: "bind" }).state.view, stripped.view)
     const kept = compacted.view.flatMap((m, i) =>
       typeof m.content === "string"
         ? []
@@ -451,7 +511,7 @@ describe("the local server: rule 29 in both modes", () => {
       assert.notInclude(quiet.text, "input_transformations")
     })))
 
-  it.effect("through the SDK: a Conversation's request after an offload is accepted and the drops are recorded", () =>
+  it.effect("appendOnly false, through the SDK: a request after an offload is accepted, the drops recorded", () =>
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
       const client = new Anthropic({ apiKey: "test", baseURL: server.url, maxRetries: 0 })
@@ -473,7 +533,7 @@ describe("the local server: rule 29 in both modes", () => {
         yield* conversation.recordReply(reply as never)
         return yield* conversation.state
       })
-      const state = yield* program.pipe(Effect.provide(layer(store, THINKING)))
+      const state = yield* program.pipe(Effect.provide(layer(store, THINKING, false)))
       const body = server.requests.at(-1)!.body
       assert.deepStrictEqual((body.thinking as { block_binding?: unknown }).block_binding, {
         prefix_mismatch_behavior: "drop_block"

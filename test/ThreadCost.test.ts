@@ -82,7 +82,14 @@ const judged = (
   let n = 0
   const report: PolicyReport = simulatePolicy(
     session,
-    { name: "ours", strategy: { _tag: "Library", options: { threadRestart } } },
+    {
+      name: "ours",
+      // priced by the cache alone: rewrites in place, as before the append-only discipline (issue 39)
+      strategy: {
+        _tag: "Library",
+        options: { threadRestart, ...(threadRestart === false ? { appendOnly: false } : {}) }
+      }
+    },
     {
       compaction,
       threads: true,

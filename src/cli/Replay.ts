@@ -50,6 +50,11 @@ export interface ReplaySummary {
   readonly uploadedBytes?: number | undefined
   /** On threads: the requests that started a new thread after the first (`PolicyReport.threadRestarts`). */
   readonly threadRestarts?: number | undefined
+  /**
+   * The thinking blocks the requests sent after a rewrite invalidated them (`PolicyReport.thinkingDropped`: the API
+   * drops or refuses each); absent when none (the default: append-only, compactions keep no stale thinking).
+   */
+  readonly thinkingDropped?: number | undefined
 }
 
 /**
@@ -267,7 +272,8 @@ export const replaySession = <E = never, R = never>(
       summary: {
         ...replaySummaryOf(report, invalid, resumes),
         uploadedBytes: uploaded,
-        ...(simulateOptions.threads === true ? { threadRestarts: report.threadRestarts } : {})
+        ...(simulateOptions.threads === true ? { threadRestarts: report.threadRestarts } : {}),
+        ...(report.thinkingDropped > 0 ? { thinkingDropped: report.thinkingDropped } : {})
       },
       tokens: requestTokensOf(report),
       report

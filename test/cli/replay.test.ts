@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -117,12 +117,27 @@ describe("compaction replay", () => {
   })
 
   it("without --min-savings it replays with the library's default (rent-or-buy), not the fixed 2,000", () => {
+    // the example without its thinking: replies that hold thinking keep a conversation append-only, and then both
+    // rules offload only at its compactions (issue 39), where they agree
+    const document = JSON.parse(readFileSync(example, "utf8"))
+    const file = join(work, "example-without-thinking.json")
+    writeFileSync(
+      file,
+      JSON.stringify({
+        ...document,
+        messages: document.messages.map((m: { role: string; content: unknown }) =>
+          m.role === "assistant" && Array.isArray(m.content)
+            ? { ...m, content: m.content.filter((b: { type: string }) => b.type !== "thinking") }
+            : m
+        )
+      })
+    )
     const replayJson = (args: ReadonlyArray<string>) => {
-      const result = cli(["replay", example, "--json", ...args])
+      const result = cli(["replay", file, "--json", ...args])
       assert.strictEqual(result.status, 0, result.stderr)
       return JSON.parse(result.stdout)
     }
-    const session = Effect.runSync(importSession(readFileSync(example, "utf8")))
+    const session = Effect.runSync(importSession(readFileSync(file, "utf8")))
     const policy = CompactionPolicy.makeUnsafe(replayPolicyOptions({
       keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
       keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
@@ -134,7 +149,7 @@ describe("compaction replay", () => {
           simulate: { ...simulateOptionsFor(session, undefined), compaction: policy }
         })
       )
-      return { file: example, ...r.summary, requestTokens: r.tokens, retention: retentionRowsOf(r.report) }
+      return { file, ...r.summary, requestTokens: r.tokens, retention: retentionRowsOf(r.report) }
     }
     const byDefault = replayJson([])
     const fixed = replayJson(["--min-savings", String(FIXED_MIN_SAVINGS)])

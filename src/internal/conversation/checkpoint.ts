@@ -24,6 +24,8 @@ export interface Checkpoint {
   readonly epoch: number
   readonly usage?: object | undefined
   readonly reply?: object | undefined
+  /** Why the conversation stays append-only (`ConversationState.appendOnly`), if it does. */
+  readonly appendOnly?: string | undefined
 }
 
 /**
@@ -36,7 +38,8 @@ export const checkpointMeta = (key: string, checkpoint: Checkpoint): StepMeta =>
     epoch: checkpoint.epoch,
     hot: checkpoint.hot.toSnapshot(),
     ...(checkpoint.usage === undefined ? {} : { usage: checkpoint.usage }),
-    ...(checkpoint.reply === undefined ? {} : { reply: checkpoint.reply })
+    ...(checkpoint.reply === undefined ? {} : { reply: checkpoint.reply }),
+    ...(checkpoint.appendOnly === undefined ? {} : { appendOnly: checkpoint.appendOnly })
   }
   return { [key]: JSON.parse(JSON.stringify({ checkpoint: json })) as StepMeta }
 }
@@ -57,10 +60,13 @@ export const checkpointOf = (
   const owned = entry.meta?.[key]
   const json = isObject(owned) ? owned["checkpoint"] : undefined
   if (!isObject(json) || json["v"] !== VERSION) return undefined
-  const { epoch, usage, reply } = json
+  const { epoch, usage, reply, appendOnly } = json
   if (typeof epoch !== "number" || !Number.isSafeInteger(epoch) || epoch < 1) return undefined
   if (usage !== undefined && !(hasEpoch(usage) && isObject(usage["usage"]))) return undefined
   if (reply !== undefined && !hasEpoch(reply)) return undefined
   const hot = HotPaths.fromSnapshot(json["hot"], classifier)
-  return hot === undefined ? undefined : { hot, epoch, usage, reply }
+  if (appendOnly !== undefined && typeof appendOnly !== "string") return undefined
+  return hot === undefined
+    ? undefined
+    : { hot, epoch, usage, reply, ...(appendOnly === undefined ? {} : { appendOnly }) }
 }

@@ -18,6 +18,7 @@ import type { Eviction, StepMeta } from "../../SessionEntry.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
+import type { AppendOnlyReason } from "./appendOnly.ts"
 import type { CacheDiagnosis } from "./diagnostics.ts"
 
 /** The step metadata key `Conversation` owns. */
@@ -49,6 +50,8 @@ export interface ReplyMeta {
   readonly backgroundCut?: number
   /** With diagnostics on: the predicted and the reported cache miss of the request this reply answered. */
   readonly cacheDiagnosis?: CacheDiagnosis
+  /** Why the conversation stayed append-only when the reply was recorded (`ConversationState.appendOnly`). */
+  readonly appendOnly?: AppendOnlyReason
 }
 
 /** What a stored change reads of a conversation's change (`ConversationState.Change` is one). */
@@ -67,6 +70,7 @@ export interface StoredState {
   readonly hot: HotPaths
   readonly usage?: object | undefined
   readonly reply?: object | undefined
+  readonly appendOnly?: string | undefined
 }
 
 /** Stores `change`, made in state `before` and leading to state `after`. */

@@ -12,6 +12,7 @@ import { isToolResult, isToolUse, type Message } from "../../Message.ts"
 import type { Entry, Loaded, MessageEntry } from "../../SessionEntry.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { isBoundBlock, mergePositions, thinkingIn } from "../thinkingBinding.ts"
+import { isAppendOnlyReason } from "./appendOnly.ts"
 import { resumeCut } from "./background.ts"
 import { CarriedIndex } from "./carried.ts"
 import { type Checkpoint, checkpointOf } from "./checkpoint.ts"
@@ -70,6 +71,7 @@ const foldEntries = (
   let usage = start?.usage as UsageReport | undefined
   let reply = start?.reply as ReplyReport | undefined
   let thread: ThreadAnchor | undefined
+  let appendOnly = isAppendOnlyReason(start?.appendOnly) ? start.appendOnly : undefined
   // consecutive messages are observed in one call: `observe` reads them in order, as one call per message would
   let run: Array<MessageParam> = []
   const flush = () => {
@@ -83,6 +85,7 @@ const foldEntries = (
       const meta = metaOf(entry)
       if (meta?.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
       if (meta !== undefined && entry.message.role === "assistant") reply = replyOf(meta)
+      if (isAppendOnlyReason(meta?.appendOnly)) appendOnly = meta.appendOnly
       if (entry.message.role === "assistant") {
         thread = meta?.threadHeld === undefined || meta.replyId === undefined
           ? undefined
@@ -96,12 +99,12 @@ const foldEntries = (
     else epoch++
   }
   flush()
-  return { hot, epoch, usage, reply, thread }
+  return { hot, epoch, usage, reply, thread, appendOnly }
 }
 
 /** The resumed state: the log's view with what `foldEntries` gave. */
 const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): ConversationState => {
-  const { hot, epoch, usage, reply, thread } = folded
+  const { hot, epoch, usage, reply, thread, appendOnly } = folded
   const view = loaded.view.map(wireOf)
   const unbound = unboundOnResume(loaded, view)
   const backgroundCut = resumeCut(loaded, META_KEY)
@@ -114,6 +117,7 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
     ...(reply === undefined ? {} : { reply }),
     ...(thread === undefined ? {} : { thread }),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound }),
+    ...(appendOnly === undefined ? {} : { appendOnly }),
     carried: CarriedIndex.fresh(asMessages(view)),
     ...(backgroundCut === undefined ? {} : { backgroundCut })
   }

@@ -156,6 +156,10 @@ export interface LibraryOptions {
    * offloads batched with compactions); `false` replays the library as if a rewrite cost only the cache.
    */
   readonly threadRestart?: OffloadOptions["threadRestart"]
+  /** `Conversation`'s `appendOnly` (`false`: offloads in place between compactions, as before issue 39). */
+  readonly appendOnly?: OffloadOptions["appendOnly"]
+  /** `Conversation`'s `staleThinking` (what a compaction does with the thinking of the turns it keeps). */
+  readonly staleThinking?: OffloadOptions["staleThinking"]
 }
 
 /** A named strategy: one row of the report. @category models */
@@ -196,7 +200,9 @@ export const OURS_TUNED_MIN_SAVINGS = FIXED_MIN_SAVINGS
 
 /**
  * The policies of the report, in order: none, compaction at the window, masking (10), opencode pruning (40k/20k),
- * `clear_tool_uses` (100k, keep 3), ours with the defaults, ours with a fixed `minSavings` instead of rent-or-buy.
+ * `clear_tool_uses` (100k, keep 3), ours with the defaults, ours with a fixed `minSavings` instead of rent-or-buy, and
+ * ours rewriting in place (`appendOnly: false`: offloads between compactions, the thinking after them invalidated),
+ * beside the default's append-only discipline.
  * @category constructors
  */
 export const standardPolicies = (
@@ -214,7 +220,8 @@ export const standardPolicies = (
     {
       name: `ours (minSavings ${tuned.toLocaleString("en-US")})`,
       strategy: { _tag: "Library", options: { keepRecent, minSavings: tuned } }
-    }
+    },
+    { name: "ours (rewrites in place)", strategy: { _tag: "Library", options: { keepRecent, appendOnly: false } } }
   ]
 }
 
@@ -417,6 +424,12 @@ export interface PolicyReport {
    * compaction, or a reply the server does not hold as the view does). 0 off threads.
    */
   readonly threadRestarts: number
+  /**
+   * The library's requests' thinking blocks that a rewrite invalidated (API-RULES 29, 43), summed over the requests:
+   * each one the API drops (with `block_binding: drop_block`) or refuses. 0 while the conversation stays append-only
+   * and its compactions keep no stale thinking (the default); not tracked for the peers.
+   */
+  readonly thinkingDropped: number
   readonly perRequest: ReadonlyArray<RequestFigures>
 }
 

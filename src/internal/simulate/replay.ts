@@ -52,6 +52,8 @@ import {
   summarizerCost
 } from "./model.ts"
 import { clearToolUses, mask, prune } from "./strategies.ts"
+import { pendingCall, shortenResults } from "../shorten.ts"
+import { defaultToolClassifier } from "../../Tools.ts"
 
 /** The options with their defaults. */
 export interface Settings {
@@ -323,8 +325,18 @@ export function* replaySteps(
       policy: compactionPolicy
     }
     : undefined
+  /** The rewrite discipline the library runs with (`appendOnly`, `staleThinking`), on threads or not. */
+  const discipline = library === undefined ? undefined : {
+    keepRecent: library.keepRecent,
+    minSavings: library.minSavings,
+    policy: compactionPolicy,
+    appendOnly: library.appendOnly,
+    staleThinking: library.staleThinking,
+    ...(threadOptions === undefined ? {} : { threads: true, threadRestart: library.threadRestart })
+  }
   let compactionOffloads = 0
   let threadRestarts = 0
+  let thinkingDropped = 0
   let uploadedBytes = 0
   let fullBytes = 0
   const compact = (model: string | undefined): boolean => {
@@ -353,9 +365,9 @@ export function* replaySteps(
       1e6
     summarizerDollars += summaryDollars
     summaryDollarsDue += summaryDollars
-    const applied = applyCompaction(state, finished, threadOptions)
+    const applied = applyCompaction(state, finished, discipline)
     apply(applied)
-    // on a thread the compaction applies its kept tail's offloads in the same rewrite
+    // append-only or on a thread, the compaction applies its kept tail's offloads in the same rewrite
     for (const s of applied.steps) if (s.change._tag === "Offloaded") compactionOffloads += s.change.offloaded.length
     if (compactionOffloads > 0) sumOffloaded(applied.steps[0]!.state, applied.state)
     summarized = plan.request.messages
@@ -374,7 +386,15 @@ export function* replaySteps(
   for (let index = 0; index < messages.length; index++) {
     const message = asParam(messages[index]!)
     if (message.role !== "assistant") {
-      apply(appendMessage(state, message))
+      // shorten before the first send (`CompactionPolicy.maxToolResultTokens`), as `Conversation#append` does
+      const limit = library === undefined ? undefined : compactionPolicy.maxToolResultTokens
+      const shortened = limit === undefined ? message : shortenResults(
+        message as unknown as Message,
+        (id) => pendingCall(asMessages(state.view), state.pending, id),
+        defaultToolClassifier,
+        limit
+      ) as unknown as typeof message
+      apply(appendMessage(state, shortened))
       continue
     }
     const model = session.modelOf(index)
@@ -390,12 +410,7 @@ export function* replaySteps(
     let breakpoints: Array<number>
     let priced: { readonly keys: ReadonlyArray<number>; readonly cumulative: ReadonlyArray<number> }
     if (library !== undefined) {
-      const step = prepareStep(state, {
-        keepRecent: library.keepRecent,
-        minSavings: library.minSavings,
-        policy: compactionPolicy,
-        ...(threadOptions === undefined ? {} : { threads: true, threadRestart: library.threadRestart })
-      }, cold)
+      const step = prepareStep(state, discipline, cold)
       apply(step.transition)
       for (const s of step.transition.steps) if (s.change._tag === "Offloaded") results += s.change.offloaded.length
       sumOffloaded(before, state)
@@ -463,6 +478,8 @@ export function* replaySteps(
     uploadedBytes += upload
     fullBytes += whole
     if (sent.thread?.type === "create" && perRequest.length > 0) threadRestarts++
+    // the thinking blocks this request holds that a rewrite invalidated: the API drops them (or refuses the request)
+    thinkingDropped += (state.unboundThinking ?? []).length
     const price = dollarsOf(model)
     const dollars = (cacheRead * price.input * 0.1 + (cachedTo - cacheRead) * price.input * writePrice +
       (promptTokens - cachedTo) * price.input + output * price.output) / 1e6
@@ -528,7 +545,8 @@ export function* replaySteps(
     writePrice,
     uploadedBytes,
     fullBytes,
-    threadRestarts
+    threadRestarts,
+    thinkingDropped
   })
   return { report, changes }
 }
@@ -658,6 +676,7 @@ const summarize = (
     readonly uploadedBytes: number
     readonly fullBytes: number
     readonly threadRestarts: number
+    readonly thinkingDropped: number
   }
 ): PolicyReport => {
   // the price table's cache write is the 5-minute one; a 1-hour cache writes at 2 / 1.25 of it (API-RULES 20)
@@ -715,6 +734,7 @@ const summarize = (
     uploadedBytes: extra.uploadedBytes,
     fullBytes: extra.fullBytes,
     threadRestarts: extra.threadRestarts,
+    thinkingDropped: extra.thinkingDropped,
     perRequest
   }
 }

@@ -1,0 +1,97 @@
+/**
+ * The rewrite discipline between compactions (issue 39; API-RULES 22–24, 29, 43), the pure part.
+ *
+ * A conversation stays *append-only* between compactions when it has a reason to: thinking is on (a `thinking`
+ * config that is not `disabled`, or a reply that held a thinking block: from Fable 5.1 on a thinking block is valid
+ * only while nothing before it changed, rule 43), it sends on server-held threads (a rewrite restarts the thread and
+ * uploads the whole view again, rules 22–24), or the caller asked for it. Then every rewrite of what was already sent
+ * waits for the next compaction: the offloads that come due are not applied in place, and the compaction applies
+ * those its kept tail is due in the same rewrite. The reason, once decided, is kept in the state and in the log (each
+ * reply's step metadata and each compaction's checkpoint), so a resumed conversation decides the same.
+ *
+ * At a compaction the kept turns' thinking is stale (the summary head changed its prefix): by default it is stripped
+ * (`"strip"`, "a client compaction that keeps no stale thinking", as the docs allow); `"bind"` keeps it and lets the
+ * request ask the API to drop it (`block_binding: drop_block`), which needs a `thinking` config on the requests.
+ *
+ * @internal
+ */
+import type { Message } from "../../Message.ts"
+
+/** Why a conversation stays append-only between compactions (see the module doc). */
+export type AppendOnlyReason = "requested" | "thinking" | "threads"
+
+const REASONS: ReadonlySet<string> = new Set(["requested", "thinking", "threads"])
+
+/** True for a value that is an `AppendOnlyReason` (a log's step metadata is read with it). */
+export const isAppendOnlyReason = (u: unknown): u is AppendOnlyReason => typeof u === "string" && REASONS.has(u)
+
+/** What the decision reads of a conversation's options. */
+export interface AppendOnlyOptions {
+  /** `true`: append-only whatever else holds; `false`: never (rewrites in place); absent: whenever a reason holds. */
+  readonly appendOnly?: boolean | undefined
+  /** The thinking config the requests carry: any but `disabled` is a reason. */
+  readonly thinking?: { readonly type: string } | undefined
+  /** Threads on are a reason, unless `threadRestart` is `false` (a rewrite priced by the cache alone). */
+  readonly threads?: boolean | undefined
+  readonly threadRestart?: object | false | undefined
+}
+
+/**
+ * The reason in force: none when the caller turned the discipline off; else the one already decided (`recorded`, the
+ * state's), else the caller's request, a thinking config, or threads, in that order.
+ */
+export const appendOnlyReason = (
+  options: AppendOnlyOptions,
+  recorded: AppendOnlyReason | undefined
+): AppendOnlyReason | undefined => {
+  if (options.appendOnly === false) return undefined
+  if (recorded !== undefined) return recorded
+  if (options.appendOnly === true) return "requested"
+  if (options.thinking !== undefined && options.thinking.type !== "disabled") return "thinking"
+  if (options.threads === true && options.threadRestart !== false) return "threads"
+  return undefined
+}
+
+/** True for a `thinking` or `redacted_thinking` block. */
+const isThinking = (block: { readonly type: string }): boolean =>
+  block.type === "thinking" || block.type === "redacted_thinking"
+
+/** True when `message` is an assistant message holding a thinking block (an empty `thinking` field included). */
+export const holdsThinking = (message: Message): boolean =>
+  message.role === "assistant" && typeof message.content !== "string" && message.content.some(isThinking)
+
+/** The reason after a reply is recorded: the one decided, else `"thinking"` when the reply holds thinking. */
+export const reasonAfterReply = (
+  recorded: AppendOnlyReason | undefined,
+  reply: Message
+): AppendOnlyReason | undefined => recorded ?? (holdsThinking(reply) ? "thinking" : undefined)
+
+/** What a compaction does with the thinking of the turns it keeps (see the module doc). */
+export type StaleThinking = "strip" | "bind"
+
+/**
+ * The handling in force: `"bind"` only when asked for and the requests carry a thinking config that can hold the
+ * binding; `"strip"` otherwise (without a config a request cannot ask the API to drop anything, so it would be a 400).
+ */
+export const staleThinkingOf = (
+  option: StaleThinking | undefined,
+  thinking: { readonly type: string } | undefined
+): StaleThinking => option === "bind" && thinking !== undefined && thinking.type !== "disabled" ? "bind" : "strip"
+
+/**
+ * `view` with every thinking block of its assistant messages left out (a message left with no block is left out), the
+ * same array when it holds none. Only thinking goes: every other block, empty ones included, stays as it is.
+ */
+export const withoutThinking = <M extends Message>(view: ReadonlyArray<M>): ReadonlyArray<M> => {
+  if (!view.some(holdsThinking)) return view
+  const out: Array<M> = []
+  for (const message of view) {
+    if (!holdsThinking(message)) {
+      out.push(message)
+      continue
+    }
+    const kept = (message.content as ReadonlyArray<{ readonly type: string }>).filter((b) => !isThinking(b))
+    if (kept.length > 0) out.push({ ...message, content: kept } as M)
+  }
+  return out
+}
