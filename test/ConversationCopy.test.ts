@@ -80,6 +80,8 @@ const options: ConversationOptions = {
   model: "claude-sonnet-5",
   diagnostics: true,
   threads: true,
+  // rewrites in place between compactions, so that offloads (and the predictions and cold decisions they bring) occur
+  appendOnly: false,
   policy: CompactionPolicy.makeUnsafe({ contextWindow: 60_000 })
 }
 
