@@ -37,11 +37,12 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
+import { type CompactionRecord, type CompactOutcome, type FinishedCompaction, skippedOutcome } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import type { Offloaded } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
+import { logSkip } from "./internal/conversation/skipLog.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import {
   allThinking,
@@ -782,6 +783,16 @@ const countFires = (
 const viewTokens = (state: ConversationState): number =>
   estimateTokens(asMessages(state.view)) - tokensAt(asMessages(state.view), state.unboundThinking ?? [])
 
+/** The context the trigger fired on: the exact count, else the last reported usage; infinite after an overflow. */
+const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined): number =>
+  overflowed(state)
+    ? Number.POSITIVE_INFINITY
+    : count?.exact === true
+    ? count.tokens
+    : state.usage === undefined
+    ? 0
+    : contextTokens(state.usage.usage)
+
 /** The latest reply, to a request of the current epoch, stopped because the request did not fit the window. */
 const overflowed = (state: ConversationState): boolean =>
   state.reply?.stopReason === "model_context_window_exceeded" && state.reply.requestEpoch === state.epoch
@@ -1436,6 +1447,8 @@ const make = (
       : { ...initial, carried: CarriedIndex.fresh(asMessages(initial.view)) }
     // the time of the last request lives here, never in the state: a resumed conversation starts warm
     let lastRequestAt: number | undefined
+    // the latest skip `prepare` logged (reason and field), so a repeat logs at debug level only
+    let lastSkip: string | undefined
     const { classifier, model, tools, thinking } = options
     const requestOptions = (before?: ConversationState): RequestOptions => ({
       tools,
@@ -1544,7 +1557,8 @@ const make = (
           upTo,
           minFreedTokens: options.minFreedTokens,
           classifier: options.classifier,
-          unboundThinking: state.unboundThinking
+          unboundThinking: state.unboundThinking,
+          trigger: atTrigger === true ? firedOn(state, before) : undefined
         }, before)
         if (plan._tag === "Skip") return plan.result.outcome
         // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable
@@ -1626,6 +1640,7 @@ const make = (
           if (offloadedAtCompaction.length > 0) offloaded = [...offloaded, ...offloadedAtCompaction]
         }
         if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
+        lastSkip = yield* logSkip(compaction, lastSkip)
         lastRequestAt = now
         return issue(before, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
       })),
@@ -1633,7 +1648,12 @@ const make = (
         serialized(Effect.gen(function* () {
           const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
-            outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: viewTokens(state) })
+            outcome: skippedOutcome(
+              "NothingToCut",
+              viewTokens(state),
+              "upTo",
+              "the compaction failed: the view is unchanged"
+            )
           }), compactOptions?.upTo)
           return { request: request(), outcome }
         }))

@@ -25,7 +25,14 @@ import {
 } from "../../Conversation.ts"
 import { requestBytes } from "../requestBytes.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
-import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
+import {
+  CompactionPolicy,
+  contextTokens,
+  defaultPolicy,
+  policyFields,
+  type ReportedUsage,
+  zeroUsage
+} from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
@@ -327,7 +334,10 @@ export function* replaySteps(
   let uploadedBytes = 0
   let fullBytes = 0
   const compact = (model: string | undefined): boolean => {
-    const plan = prepareCompaction(state.view, compactionPolicy, { unboundThinking: state.unboundThinking })
+    const plan = prepareCompaction(state.view, compactionPolicy, {
+      unboundThinking: state.unboundThinking,
+      trigger: state.usage === undefined ? undefined : contextTokens(state.usage.usage)
+    })
     if (plan._tag === "Skip") {
       failedCompactions++
       return false
