@@ -298,7 +298,8 @@ const OFTEN = CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentT
 
 describe("the corpus, with a model that writes one generic sentence", () => {
   const sessions = corpus()
-  for (const [name, policy, least] of [["24k/4k", OFTEN, 100], ["the defaults", defaultPolicy, 30]] as const) {
+  // enough compactions to judge (issue 38: a cut under the trigger and no thrash make fewer of them: 86 and 24)
+  for (const [name, policy, least] of [["24k/4k", OFTEN, 80], ["the defaults", defaultPolicy, 20]] as const) {
     it(`${name}: the next request and the one four compactions later keep every anchor`, async () => {
       const next = emptyTallies()
       const later = emptyTallies()

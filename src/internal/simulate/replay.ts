@@ -29,7 +29,7 @@ import {
   CompactionPolicy,
   contextTokens,
   defaultPolicy,
-  policyFields,
+  type PolicyOptions,
   type ReportedUsage,
   zeroUsage
 } from "../../Policy.ts"
@@ -234,7 +234,18 @@ const libraryOptionsOf = (strategy: Strategy): LibraryOptions | undefined => {
 }
 
 const windowPolicy = (base: CompactionPolicy): CompactionPolicy =>
-  CompactionPolicy.makeUnsafe({ ...policyFields(base), compactAtTokens: base.contextWindow - base.minRemaining })
+  withOptions(base, { compactAtTokens: base.contextWindow - base.minRemaining })
+
+/**
+ * `base` with `options` over it. A new trigger re-derives the sizes the policy derives from it (`maxTailTokens`,
+ * `summaryBudgetTokens`, `minGrowthTokens`, unless `options` sets them): the base's, derived from its own trigger,
+ * would contradict a lower one.
+ */
+const withOptions = (base: CompactionPolicy, options: PolicyOptions): CompactionPolicy => {
+  const fields: PolicyOptions = { ...base }
+  const { maxTailTokens: _tail, summaryBudgetTokens: _summary, minGrowthTokens: _growth, ...kept } = fields
+  return CompactionPolicy.makeUnsafe({ ...(options.compactAtTokens === undefined ? fields : kept), ...options })
+}
 
 /** A stand-in summary text whose calibrated size is `tokens`. */
 const summaryTextOf = (tokens: number, factor: number, summarized: number): string => {
@@ -275,9 +286,7 @@ export function* replaySteps(
   const { calibration } = session
   const strategy = policy.strategy
   const library = libraryOptionsOf(strategy)
-  const base = library?.policy === undefined
-    ? settings.compaction
-    : CompactionPolicy.makeUnsafe({ ...policyFields(settings.compaction), ...library.policy })
+  const base = library?.policy === undefined ? settings.compaction : withOptions(settings.compaction, library.policy)
   const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
   const coldRules = library?.coldRules ?? true
   const systemTokens = calibration.systemTokens
