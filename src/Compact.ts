@@ -119,39 +119,6 @@ export interface CompactedInfo {
 }
 
 /**
- * The setting a skipped pass names as the one that would change its outcome: a policy field, the `minFreedTokens`
- * option, or `upTo` (the cut a caller asked for). @category models
- */
-export type SkipField = keyof CompactionPolicy | "minFreedTokens" | "upTo"
-
-/**
- * Why a pass did nothing, explained: `reason` (the kind), `tokens` (the view's estimate), `field` (the setting that
- * would change the outcome) and `detail` (one sentence with the figures). @category models
- */
-export interface CompactionSkipped {
-  /**
-   * `TooShort`: no more turns than the floor keeps, and no turn over `maxTailTokens` to cut inside; `NothingToCut`:
-   * the plan keeps everything, or the head holds nothing but an earlier summary; `TooLittleFreed`: the compacted view
-   * would free fewer than `minFreedTokens` (at the trigger, `minGrowthTokens`).
-   */
-  readonly reason: "TooShort" | "NothingToCut" | "TooLittleFreed"
-  readonly tokens: number
-  readonly field: SkipField
-  readonly detail: string
-}
-
-/**
- * The `Skipped` outcome of a pass over a view of `tokens` estimated tokens, naming the setting that would change it.
- * @category constructors
- */
-export const skippedOutcome = (
-  reason: CompactionSkipped["reason"],
-  tokens: number,
-  field: SkipField,
-  detail: string
-): CompactOutcome => CompactOutcome.Skipped({ reason, tokens, field, detail })
-
-/**
  * What a compaction pass did:
  * - `Skipped`: nothing changed; the caller's array is returned as it was.
  * - `Compacted`: the head was summarized by the configured summarizer.
@@ -159,7 +126,19 @@ export const skippedOutcome = (
  * @category models
  */
 export type CompactOutcome = Data.TaggedEnum<{
-  Skipped: CompactionSkipped
+  /**
+   * Why the pass did nothing, explained. `reason`: `TooShort` (no more turns than the floor keeps, and none over
+   * `maxTailTokens` to cut inside), `NothingToCut` (the plan keeps everything, or the head holds nothing but an earlier
+   * summary) or `TooLittleFreed` (the compacted view would free fewer than `minFreedTokens`, at the trigger
+   * `minGrowthTokens`); `tokens`: the view's estimate; `field`: the setting that would change the outcome (a policy
+   * field, the `minFreedTokens` option, or `upTo`); `detail`: one sentence with the figures.
+   */
+  Skipped: {
+    readonly reason: "TooShort" | "NothingToCut" | "TooLittleFreed"
+    readonly tokens: number
+    readonly field: keyof CompactionPolicy | "minFreedTokens" | "upTo"
+    readonly detail: string
+  }
   Compacted: CompactedInfo
   FellBack: CompactedInfo & { readonly primary: string; readonly primaryError: string }
 }>
@@ -337,14 +316,16 @@ export interface FinishedCompaction<M extends Message> extends CompactResult<M> 
 
 const unchanged = <M extends Message>(
   messages: ReadonlyArray<M>,
-  reason: CompactionSkipped["reason"],
+  reason: Skipped["reason"],
   tokens: number,
-  field: SkipField,
+  field: Skipped["field"],
   detail: string
 ): CompactionSkip<M> => ({
   _tag: "Skip",
-  result: { messages: messages as Array<M>, outcome: skippedOutcome(reason, tokens, field, detail) }
+  result: { messages: messages as Array<M>, outcome: CompactOutcome.Skipped({ reason, tokens, field, detail }) }
 })
+
+type Skipped = Extract<CompactOutcome, { _tag: "Skipped" }>
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 

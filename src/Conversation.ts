@@ -37,7 +37,7 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import { type CompactionRecord, type CompactOutcome, type FinishedCompaction, skippedOutcome } from "./Compact.ts"
+import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
 import type { Offloaded } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
@@ -1648,12 +1648,12 @@ const make = (
         serialized(Effect.gen(function* () {
           const outcome = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
-            outcome: skippedOutcome(
-              "NothingToCut",
-              viewTokens(state),
-              "upTo",
-              "the compaction failed: the view is unchanged"
-            )
+            outcome: CompactOutcome.Skipped({
+              reason: "NothingToCut",
+              tokens: viewTokens(state),
+              field: "upTo",
+              detail: "the compaction failed: the view is unchanged"
+            })
           }), compactOptions?.upTo)
           return { request: request(), outcome }
         }))

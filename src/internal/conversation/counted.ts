@@ -11,11 +11,11 @@ import {
   type CompactionPlan,
   type CompactionSkip,
   type CompactOptions,
+  CompactOutcome,
   DEFAULT_MIN_FREED_TOKENS,
   finishCompaction,
   type FinishedCompaction,
-  prepareCompaction,
-  skippedOutcome
+  prepareCompaction
 } from "../../Compact.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy } from "../../Policy.ts"
@@ -67,12 +67,12 @@ export const finishCounted = <M extends Message, E, R>(
     if (before!.tokens - after.tokens >= min) return candidate
     return {
       messages: plan.messages as Array<M>,
-      outcome: skippedOutcome(
-        "TooLittleFreed",
-        plan.tokensBefore,
-        plan.minFreedField ?? "minFreedTokens",
-        `the compaction would free ${before!.tokens - after.tokens} of ${before!.tokens} counted tokens, fewer than ` +
-          `${plan.minFreedField ?? "minFreedTokens"} (${min}): it would not pay for itself`
-      )
+      outcome: CompactOutcome.Skipped({
+        reason: "TooLittleFreed",
+        tokens: plan.tokensBefore,
+        field: plan.minFreedField ?? "minFreedTokens",
+        detail: `the compaction would free ${before!.tokens - after.tokens} of ${before!.tokens} counted tokens, ` +
+          `fewer than ${plan.minFreedField ?? "minFreedTokens"} (${min}): it would not pay for itself`
+      })
     }
   })
