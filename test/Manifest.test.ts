@@ -330,8 +330,9 @@ describe("the corpus, with a model that writes one generic sentence", () => {
           const t = tallies[category]
           assert.strictEqual(t.present, t.counted, `${name}, ${what}: ${category} ${JSON.stringify(t)}`)
         }
-        assert.isAbove(tallies.instruction.counted, 50, what)
-        assert.isAbove(tallies.command.counted, 100, what)
+        // enough to judge (issue 38: fewer compactions at the defaults, so fewer spans four compactions later: 27, 84)
+        assert.isAbove(tallies.instruction.counted, policy === defaultPolicy ? 20 : 50, what)
+        assert.isAbove(tallies.command.counted, policy === defaultPolicy ? 50 : 100, what)
       }
     }, 180_000)
   }
