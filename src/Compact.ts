@@ -126,7 +126,19 @@ export interface CompactedInfo {
  * @category models
  */
 export type CompactOutcome = Data.TaggedEnum<{
-  Skipped: { readonly reason: SkipReason; readonly tokens: number }
+  /**
+   * Why the pass did nothing, explained. `reason`: `TooShort` (no more turns than the floor keeps, and none over
+   * `maxTailTokens` to cut inside), `NothingToCut` (the plan keeps everything, or the head holds nothing but an earlier
+   * summary) or `TooLittleFreed` (the compacted view would free fewer than `minFreedTokens`, at the trigger
+   * `minGrowthTokens`); `tokens`: the view's estimate; `field`: the setting that would change the outcome (a policy
+   * field, the `minFreedTokens` option, or `upTo`); `detail`: one sentence with the figures.
+   */
+  Skipped: {
+    readonly reason: "TooShort" | "NothingToCut" | "TooLittleFreed"
+    readonly tokens: number
+    readonly field: keyof CompactionPolicy | "minFreedTokens" | "upTo"
+    readonly detail: string
+  }
   Compacted: CompactedInfo
   FellBack: CompactedInfo & { readonly primary: string; readonly primaryError: string }
 }>
@@ -184,6 +196,15 @@ export interface CompactOptions {
    * API drops them (API-RULES 29), so `tokensBefore` and the freed-tokens checks count them as nothing.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
+  /**
+   * The pass runs because the trigger fired (`Conversation`'s `prepare`, the simulator), not on demand: the context
+   * tokens it fired on (the reported usage, or the exact count). Below the window's line (`contextWindow -
+   * minRemaining`) the pass must also free `policy.minGrowthTokens` net of its summary, or it is `Skipped`
+   * ("TooLittleFreed", naming that field): a compaction that frees less would be needed again a few steps later (no
+   * thrash), and waiting costs nothing, since the head it would summarize only grows. Past the window's line nothing
+   * waits.
+   */
+  readonly trigger?: number | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -231,6 +252,8 @@ export interface CompactionPlan<M extends Message> {
   readonly splitTurn: boolean
   readonly overBudget: boolean
   readonly minFreedTokens: number
+  /** The setting `minFreedTokens` comes from: the option, or `policy.minGrowthTokens` at the trigger. */
+  readonly minFreedField?: "minFreedTokens" | "minGrowthTokens" | undefined
   /** The classifier of the options, which the outcome's retention reads too. */
   readonly classifier?: ToolClassifier | undefined
 }
@@ -293,12 +316,56 @@ export interface FinishedCompaction<M extends Message> extends CompactResult<M> 
 
 const unchanged = <M extends Message>(
   messages: ReadonlyArray<M>,
-  reason: SkipReason,
-  tokens: number
+  reason: Skipped["reason"],
+  tokens: number,
+  field: Skipped["field"],
+  detail: string
 ): CompactionSkip<M> => ({
   _tag: "Skip",
-  result: { messages: messages as Array<M>, outcome: CompactOutcome.Skipped({ reason, tokens }) }
+  result: { messages: messages as Array<M>, outcome: CompactOutcome.Skipped({ reason, tokens, field, detail }) }
 })
+
+type Skipped = Extract<CompactOutcome, { _tag: "Skipped" }>
+
+const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * The skip of a pass that would free too little: `freed` estimated tokens (net of the summary's floor, or measured),
+ * below `minFreedTokens`, which is `policy.minGrowthTokens` at the trigger when that is the larger (`field`).
+ */
+const tooLittleFreed = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  tokens: number,
+  freed: number,
+  min: MinFreed
+): CompactionSkip<M> =>
+  unchanged(
+    messages,
+    "TooLittleFreed",
+    tokens,
+    min.field,
+    `the compaction would free about ${fmt(freed)} of ${fmt(tokens)} estimated tokens (net of its summary), fewer ` +
+      `than ${min.field} (${fmt(min.tokens)}): it would not pay for itself`
+  )
+
+/** The fewest tokens a pass must free, and the setting that says so. */
+interface MinFreed {
+  readonly tokens: number
+  readonly field: "minFreedTokens" | "minGrowthTokens"
+}
+
+/**
+ * The fewest tokens a pass must free: `minFreedTokens` (default `DEFAULT_MIN_FREED_TOKENS`), and at the cost trigger
+ * (`options.trigger`, below the window's line) at least `policy.minGrowthTokens`.
+ */
+const minFreedOf = (policy: CompactionPolicy, options: CompactOptions): MinFreed => {
+  const given = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
+  const costTrigger = options.trigger !== undefined &&
+    policy.contextWindow - options.trigger >= policy.minRemaining
+  return costTrigger && policy.minGrowthTokens > given
+    ? { tokens: policy.minGrowthTokens, field: "minGrowthTokens" }
+    : { tokens: given, field: "minFreedTokens" }
+}
 
 /**
  * The pure first step: plans the cut per `planForPolicy` and builds the summarize request, or says why the pass is
@@ -329,17 +396,14 @@ export const prepareCompaction = <M extends Message>(
     ...cutPlan,
     keptTokens: cutPlan.keptTokens - tokensAt(messages, thinkingAfter(messages, { message: cutPlan.cut, block: -1 }))
   }
-  if (plan.cut === 0) {
-    return unchanged(
-      messages,
-      options.upTo === undefined && countTurns(messages) <= policy.keepRecentTurns ? "TooShort" : "NothingToCut",
-      tokensBefore
-    )
-  }
+  if (plan.cut === 0) return nothingToCut(messages, policy, options, tokensBefore)
   // the new view holds the whole kept tail plus a summary, so it cannot free more than the head: skip before
   // paying for a summary that would be thrown away
-  const minFreedTokens = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
-  if (tokensBefore - plan.keptTokens < minFreedTokens) return unchanged(messages, "TooLittleFreed", tokensBefore)
+  const min = minFreedOf(policy, options)
+  const minFreedTokens = min.tokens
+  if (tokensBefore - plan.keptTokens < minFreedTokens) {
+    return tooLittleFreed(messages, tokensBefore, tokensBefore - plan.keptTokens, min)
+  }
   const head = messages.slice(0, plan.cut)
   const first = head[0]!
   const previous = SummaryModule.summaryText(first)
@@ -365,7 +429,16 @@ export const prepareCompaction = <M extends Message>(
   ]
   const previousSummary = server === undefined ? earlier?.body : server.block.content
   const fresh = summarized.filter((m) => m.role !== "system")
-  if (fresh.length === 0) return unchanged(messages, "NothingToCut", tokensBefore)
+  if (fresh.length === 0) {
+    return unchanged(
+      messages,
+      "NothingToCut",
+      tokensBefore,
+      "keepRecentTokens",
+      "the head before the cut holds nothing but an earlier summary: the kept tail (keepRecentTokens " +
+        `${fmt(policy.keepRecentTokens)}) is everything added since`
+    )
+  }
   // the block's message itself is never left out: the head must hold it (and the kept part must not)
   const compactionCut = finishedTurnEnd(head, afterServer)
   // the files appendix is computed from the whole conversation, the part the API dropped included
@@ -377,7 +450,7 @@ export const prepareCompaction = <M extends Message>(
   // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
   const floor = summaryFloorTokens(manifest, files, policy.summaryBudgetTokens)
   if (tokensBefore - plan.keptTokens - floor < minFreedTokens) {
-    return unchanged(messages, "TooLittleFreed", tokensBefore)
+    return tooLittleFreed(messages, tokensBefore, tokensBefore - plan.keptTokens - floor, min)
   }
   return {
     _tag: "Planned",
@@ -402,8 +475,46 @@ export const prepareCompaction = <M extends Message>(
     splitTurn: plan.splitTurn,
     overBudget: plan.overBudget,
     minFreedTokens,
+    minFreedField: min.field,
     classifier: options.classifier
   }
+}
+
+/** The skip of a pass whose cut is 0, explained: the setting that would give it a cut. */
+const nothingToCut = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  policy: CompactionPolicy,
+  options: CompactOptions,
+  tokens: number
+): CompactionSkip<M> => {
+  if (options.upTo !== undefined) {
+    return unchanged(
+      messages,
+      "NothingToCut",
+      tokens,
+      "upTo",
+      `no safe cut after the API view's start at or before upTo (${options.upTo})`
+    )
+  }
+  const turns = countTurns(messages)
+  return turns <= policy.keepRecentTurns
+    ? unchanged(
+      messages,
+      "TooShort",
+      tokens,
+      "maxTailTokens",
+      `the view holds ${turns} turn(s), no more than keepRecentTurns (${policy.keepRecentTurns}), and its ` +
+        `${fmt(tokens)} estimated tokens fit maxTailTokens (${fmt(policy.maxTailTokens)}): the cut goes inside a ` +
+        "turn only past maxTailTokens"
+    )
+    : unchanged(
+      messages,
+      "NothingToCut",
+      tokens,
+      "keepRecentTokens",
+      `the tail kept by keepRecentTokens (${fmt(policy.keepRecentTokens)}) and keepRecentTurns ` +
+        `(${policy.keepRecentTurns}) reaches back to the start of the API view`
+    )
 }
 
 /**
@@ -561,7 +672,10 @@ export const finishCompaction = <M extends Message>(
   // every thinking block of the new view was bound to the head the summary replaced: the API drops them
   const tokensAfter = estimateTokens(next) - tokensAt(next, allThinking(next))
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
-    return unchanged(plan.messages, "TooLittleFreed", plan.tokensBefore).result
+    return tooLittleFreed(plan.messages, plan.tokensBefore, plan.tokensBefore - tokensAfter, {
+      tokens: plan.minFreedTokens,
+      field: plan.minFreedField ?? "minFreedTokens"
+    }).result
   }
   const info: CompactedInfo = {
     cut: { removed: { from: 0, to: cut }, kept: { from: cut, to: plan.messages.length } },

@@ -39,6 +39,7 @@ import type { Offloaded } from "./Offload.ts"
 import { type Request, requestOf, type RequestOptions } from "./Request.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { closePending } from "./internal/conversation/steps.ts"
+import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { makeBackground } from "./internal/conversation/background.ts"
@@ -51,11 +52,12 @@ import { type CachePrediction, learnFromReply, predictionFor } from "./internal/
 import {
   continuesPausedTurn,
   countFires,
+  overflowed,
   resumesServerCompaction,
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
-import { type CompactionPolicy, defaultPolicy, type ReportedUsage } from "./Policy.ts"
+import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
@@ -190,6 +192,16 @@ export interface ConversationShape {
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
 }
 
+/** The context the trigger fired on: the exact count, else the last reported usage; infinite after an overflow. */
+const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined): number =>
+  overflowed(state)
+    ? Number.POSITIVE_INFINITY
+    : count?.exact === true
+    ? count.tokens
+    : state.usage === undefined
+    ? 0
+    : contextTokens(state.usage.usage)
+
 /**
  * The transition with `cut` (the background summary's, or none) in its reply's step metadata (the log's record of the
  * pending summary) and as the `backgroundCut` of the states from the reply on, as a resume of that log gives it.
@@ -314,7 +326,8 @@ const make = (
           upTo,
           minFreedTokens: options.minFreedTokens,
           classifier: options.classifier,
-          unboundThinking: state.unboundThinking
+          unboundThinking: state.unboundThinking,
+          trigger: atTrigger === true ? firedOn(state, before) : undefined
         }, before)
         if (plan._tag === "Skip") return { outcome: plan.result.outcome, offloaded: [] }
         // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable
@@ -399,14 +412,20 @@ const make = (
           if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
         }
         if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
-        state = { ...state, lastRequestAt: now }
+        const skipLogged = yield* logSkip(compaction, state.skipLogged)
+        state = { ...state, lastRequestAt: now, skipLogged }
         return issue(before, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
           const { outcome } = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
             request: request(),
-            outcome: CompactOutcome.Skipped({ reason: "NothingToCut", tokens: viewTokens(state) })
+            outcome: CompactOutcome.Skipped({
+              reason: "NothingToCut",
+              tokens: viewTokens(state),
+              field: "upTo",
+              detail: "the compaction failed: the view is unchanged"
+            })
           }), compactOptions?.upTo)
           return { request: request(), outcome }
         }))

@@ -161,6 +161,11 @@ export interface ConversationState {
    */
   readonly lastRequestAt?: number | undefined
   /**
+   * The compaction skip the latest `prepare` logged (its reason and the policy field it names), so that a skip that
+   * repeats is logged at debug level only. Absent: the latest `prepare` compacted, or skipped nothing.
+   */
+  readonly skipLogged?: string | undefined
+  /**
    * With threads on: `true` once a reply was recorded `unthreaded` (the API refused a thread, `threadReplay`), so
    * every later request goes without `thread`. Absent: threads as the options say (a state resumed from a log tries a
    * thread again).

@@ -254,8 +254,8 @@ export const plan: typeof splitKeepingTurns = splitKeepingTurns
  * - `keptTurns`: whole turns in the tail's API view (turn starts at or after `cut`).
  * - `keptTokens`: estimated tokens of the tail's API view (what the API would process of it).
  * - `oversizedTurn`: the tool-safe tail that the token budget and the turn floor asked for was larger than
- *   `maxTailTokens`, so the cut moved later, to an assistant message inside the kept turns (see `planForPolicy`).
- *   `keptTurns` may then be below the floor.
+ *   `maxTailTokens`, so the floor yielded and the cut moved later, to a step start inside the kept turns (see
+ *   `planForPolicy`). `keptTurns` may then be below the floor.
  * - `overBudget`: even after that the tail exceeds `maxTailTokens`, because the newest step alone does not fit. The
  *   caller must shrink the tail by other means (evicting tool output) or give up.
  * @category models
@@ -287,17 +287,46 @@ const tailTokens = (messages: ReadonlyArray<Message>): (i: number) => number => 
 }
 
 /**
+ * True when a step starts at `c`: an assistant turn (a maximal run of assistant messages: a `pause_turn` split stays
+ * with its continuation) begins there, and no tool pair lies across it. A step is that assistant turn with its
+ * thinking, its parallel calls and the results that answer them, so a cut here never lands inside one.
+ */
+const startsStep = (messages: ReadonlyArray<Message>, window: SafeWindow, c: number): boolean =>
+  startsAssistantTurn(messages, c) && isSafe(window, c)
+
+/** The greatest step start in `after + 1..atMost` (`atMost` clamped to the list), or `undefined`. */
+const latestStep = (
+  messages: ReadonlyArray<Message>,
+  window: SafeWindow,
+  after: number,
+  atMost: number
+): number | undefined => {
+  for (let c = Math.min(atMost, messages.length - 1); c > after; c--) if (startsStep(messages, window, c)) return c
+  return undefined
+}
+
+/** The least step start after `after` (at or after the window's start), or `undefined`. */
+const earliestStep = (messages: ReadonlyArray<Message>, window: SafeWindow, after: number): number | undefined => {
+  for (let c = after + 1; c < messages.length; c++) if (startsStep(messages, window, c)) return c
+  return undefined
+}
+
+/**
  * Chooses the cut for a policy:
  *
  * 1. keep the newest messages whose estimated tokens add up to at most `keepRecentTokens`,
  * 2. but never fewer than the last `keepRecentTurns` whole turns (all of them when there are fewer),
  * 3. made tool-safe with `safeCut` (moved earlier, never later).
- * 4. **Oversized turn.** When that tail is larger than `maxTailTokens`, the cut moves to the earliest assistant
- *    message after it at which the tail fits `maxTailTokens` and no tool pair is divided. It lies inside a kept turn
- *    (normally the oldest), so `splitTurn` and `oversizedTurn` are set.
- * 5. **Nothing fits.** When no such assistant message exists, the cut goes to the newest tool-safe assistant message
- *    (the newest step: the latest reply and the results that answer it stay raw, because the agent loop needs them
- *    to continue), or stays put when there is none after it; `overBudget` is set.
+ * 4. **The floor yields.** When that tail is larger than `maxTailTokens` (whose default is half the trigger,
+ *    `CompactionPolicy.maxTailTokens`: keeping whole turns would leave the context over the trigger, as in one long
+ *    agent turn of hundreds of tool steps), the cut moves to the latest step start (an assistant turn with nothing
+ *    of a tool pair across it) whose tail holds at least `keepRecentTokens`, as pi and Claude Code cut inside a
+ *    turn. A step's thinking, its parallel calls and their results, its server tool pairs and its `pause_turn`
+ *    continuation stay whole. `oversizedTurn` is set (and `splitTurn`, unless the step starts a turn). When that
+ *    tail is still over `maxTailTokens` (the step holding the `keepRecentTokens` point is large) or there is no such
+ *    step, the cut goes to the next step start after that point, which keeps less.
+ * 5. **Nothing fits.** When even that tail exceeds `maxTailTokens` (the newest step alone is larger), `overBudget` is
+ *    set: the latest reply and the results that answer it stay raw, because the agent loop needs them to continue.
  *
  * The tail is never empty for a non-empty list whose last turn the floor keeps.
  *
@@ -324,25 +353,18 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
   let cut = greatestSafe(window, requested)
   if (!view.inView(cut)) cut = view.start()
   let oversizedTurn = false
-  let overBudget = false
   if (tokens(cut) > policy.maxTailTokens) {
+    // the turn floor yields: the latest step whose tail keeps `keepRecentTokens`; when that step alone is over
+    // `maxTailTokens`, the next step after it (which keeps less and fits)
     oversizedTurn = true
-    let fit = -1
-    let newest = -1
-    for (let c = cut + 1; c < n; c++) {
-      if (messages[c]!.role !== "assistant" || !isSafe(window, c)) continue
-      newest = c
-      if (tokens(c) <= policy.maxTailTokens) {
-        fit = c
-        break
-      }
-    }
-    if (fit >= 0) cut = fit
-    else {
-      overBudget = true
-      if (newest >= 0) cut = newest
-    }
+    const atMost = tokens(tokenCut) >= policy.keepRecentTokens ? tokenCut : tokenCut - 1
+    const kept = latestStep(messages, window, cut, atMost)
+    const step = kept !== undefined && tokens(kept) <= policy.maxTailTokens
+      ? kept
+      : earliestStep(messages, window, Math.max(atMost, cut)) ?? kept
+    if (step !== undefined) cut = step
   }
+  const overBudget = tokens(cut) > policy.maxTailTokens
   let keptTurns = 0
   for (let i = cut; i < n; i++) if (isViewTurnStart(messages, i, view)) keptTurns++
   let turnStart = cut

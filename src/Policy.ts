@@ -18,7 +18,7 @@ import { CACHE_TTLS, type CacheTtl } from "./internal/cacheTtl.ts"
 
 /**
  * The defaults `CompactionPolicy.make` fills in; each field's doc on `CompactionPolicy` says why it is what it is.
- * `maxTailTokens` has none of its own: `defaultMaxTailTokens` derives it.
+ * `maxTailTokens` and `minGrowthTokens` have none of their own: `deriveDefaults` derives them from the trigger.
  */
 const DEFAULTS = {
   keepRecentTokens: 20_000,
@@ -101,27 +101,59 @@ export const defaultMaxTailTokens = (
 ): number => Math.max(fields.keepRecentTokens, Math.floor((fields.contextWindow - fields.minRemaining) / 2))
 
 /**
+ * The tokens-valued fields `make` fills in when they are absent, each derived from the trigger so that the defaults
+ * never contradict each other (a policy given only `compactAtTokens: 5_000` gets a tail, a summary and a growth that
+ * fit under it). `room` is `contextWindow - minRemaining`. Given fields are taken as they are; `make` refuses the
+ * contradictions.
+ */
+const deriveDefaults = (
+  options: PolicyOptions,
+  room: number
+): Pick<
+  PolicyFields,
+  "keepRecentTokens" | "maxTailTokens" | "compactAtTokens" | "summaryBudgetTokens" | "minGrowthTokens"
+> => {
+  // a large explicit tail or keep moves the default trigger up, so that the tail, a summary and the growth fit under it
+  const largest = Math.max(options.keepRecentTokens ?? 0, options.maxTailTokens ?? 0)
+  const summaryGiven = options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens
+  const compactAtTokens = options.compactAtTokens ??
+    Math.min(room, Math.max(DEFAULTS.compactAtTokens, Math.ceil((largest + summaryGiven) * 1.25)))
+  const keepRecentTokens = options.keepRecentTokens ??
+    Math.max(1, Math.min(DEFAULTS.keepRecentTokens, Math.floor(compactAtTokens / 3), options.maxTailTokens ?? Infinity))
+  const maxTailTokens = options.maxTailTokens ?? Math.max(keepRecentTokens, Math.floor(compactAtTokens / 2))
+  const summaryBudgetTokens = options.summaryBudgetTokens ??
+    Math.max(1, Math.min(DEFAULTS.summaryBudgetTokens, Math.floor(compactAtTokens / 4)))
+  const minGrowthTokens = options.minGrowthTokens ??
+    Math.min(Math.floor(compactAtTokens / 5), compactAtTokens - maxTailTokens - summaryBudgetTokens)
+  return { keepRecentTokens, maxTailTokens, compactAtTokens, summaryBudgetTokens, minGrowthTokens }
+}
+
+/**
  * An immutable, validated compaction policy. Build it with `CompactionPolicy.make` (a `Result`) or
  * `CompactionPolicy.makeUnsafe` (throws `PolicyError`); every instance satisfies:
  *
  * - every field is a positive integer, but `backgroundAt` (absent, or a fraction strictly between 0 and 1);
  * - `minRemaining < contextWindow`;
  * - `keepRecentTokens <= maxTailTokens <= contextWindow - minRemaining`;
- * - `keepRecentTokens < compactAtTokens <= contextWindow - minRemaining`.
+ * - `compactAtTokens <= contextWindow - minRemaining`;
+ * - `maxTailTokens + summaryBudgetTokens + minGrowthTokens <= compactAtTokens`: a compaction that keeps a tail within
+ *   `maxTailTokens` and a summary within its budget leaves the context at least `minGrowthTokens` under the trigger.
  * @category models
  */
 export class CompactionPolicy {
   /**
    * Recent context kept raw, in estimated tokens. Default 20,000, the same as pi's `keepRecentTokens`: it holds the
    * last few steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared
-   * with pi's real cuts. opencode keeps turns instead of tokens; we keep both (`keepRecentTurns`).
+   * with pi's real cuts. opencode keeps turns instead of tokens; we keep both (`keepRecentTurns`). When not given it is
+   * at most a third of `compactAtTokens` (6,666 at a 20,000 trigger), so a small trigger gets a tail that fits under it.
    */
   declare readonly keepRecentTokens: number
   /**
    * Whole turns always kept raw, whatever their size (up to `maxTailTokens`). Default 2, like opencode's tail of 2
    * turns: the latest turn holds the request being worked on; the one before it is what a follow-up ("now do the same
-   * for X") refers to. pi has no turn floor and cuts anywhere inside a turn; ours gives way only through the
-   * oversized-turn rule (`maxTailTokens`).
+   * for X") refers to. pi has no turn floor and cuts anywhere inside a turn; ours gives way when the whole
+   * turns would make a tail over `maxTailTokens` (one long agent turn of many tool steps): the cut then goes inside the
+   * turn, at a step boundary (`Cut.planForPolicy`).
    */
   declare readonly keepRecentTurns: number
   /**
@@ -134,8 +166,11 @@ export class CompactionPolicy {
   /** The model's context window, in tokens. Default 200,000, the standard Claude window. */
   declare readonly contextWindow: number
   /**
-   * The largest tail the caller can afford after a compaction; past it the oversized-turn rule cuts inside turns.
-   * Default `defaultMaxTailTokens`: half the working room, at least `keepRecentTokens`.
+   * The largest tail a compaction keeps raw. Past it the turn floor yields (`Cut.planForPolicy`): the cut moves inside
+   * the kept turns, to the latest whole step that keeps `keepRecentTokens`. Default half of `compactAtTokens` (30,000
+   * at the default trigger), at least `keepRecentTokens`: derived from the trigger, not from the window, so that a
+   * compaction always brings the context well under the trigger (a tail derived from the window, 90,000 by default,
+   * was larger than the 60,000 trigger, and a long agent turn compacted again on every step; issue 38).
    */
   declare readonly maxTailTokens: number
   /**
@@ -153,11 +188,20 @@ export class CompactionPolicy {
   declare readonly compactAtTokens: number
   /**
    * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default 8,000: the
-   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is a
-   * third of the 24k trigger of a policy that compacts often, and under a seventh of the default 60k, so a summary never
-   * crowds out the kept tail.
+   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is
+   * under a seventh of the default 60k trigger, so a summary never crowds out the kept tail. When not given it is at
+   * most a quarter of `compactAtTokens` (6,000 at a 24k trigger, 5,000 at 20k), so it fits beside the tail.
    */
   declare readonly summaryBudgetTokens: number
+  /**
+   * No thrash: the context a compaction leaves must grow by at least this many tokens before the trigger can fire
+   * again. `make` holds `maxTailTokens + summaryBudgetTokens + minGrowthTokens <= compactAtTokens`, so a compaction
+   * whose tail fits `maxTailTokens` leaves that much room; and a compaction at the trigger that would free fewer
+   * tokens than this (net of its summary) does not run (`Skipped` "TooLittleFreed", naming this field): it would be
+   * paid for again a few steps later. Default a fifth of `compactAtTokens` (12,000 at the default trigger), at most
+   * what the tail and the summary leave under it.
+   */
+  declare readonly minGrowthTokens: number
   /**
    * The prompt cache's lifetime the requests ask for (API-RULES 20, 32): `"5m"` (default: the marker every earlier
    * version wrote, refreshed on each hit) or `"1h"`, whose writes cost 2× input instead of 1.25×. The breakpoints carry
@@ -188,13 +232,15 @@ export class CompactionPolicy {
   }
 
   /**
-   * Validates the fields; missing (or `undefined`) ones take the defaults (`maxTailTokens` from
-   * `defaultMaxTailTokens`, `compactAtTokens` 60,000 capped at `contextWindow - minRemaining`).
-   * Fails with the first broken rule.
+   * Validates the fields; missing (or `undefined`) ones take the defaults, derived so that they never contradict each
+   * other or the fields given (`deriveDefaults`): `compactAtTokens` 60,000 (capped at `contextWindow - minRemaining`,
+   * raised to make room for a large `keepRecentTokens`), `keepRecentTokens` 20,000 (at most a third of the trigger),
+   * `maxTailTokens` half the trigger (at least `keepRecentTokens`), `summaryBudgetTokens` 8,000 (at most a quarter of
+   * the trigger), `minGrowthTokens` a fifth of the trigger (at most what the tail and the summary leave under it).
+   * Fails with the first broken rule; a contradiction names the fields that contradict each other.
    */
   static make(options: PolicyOptions = {}): Result.Result<CompactionPolicy, PolicyError> {
     const base = {
-      keepRecentTokens: options.keepRecentTokens ?? DEFAULTS.keepRecentTokens,
       keepRecentTurns: options.keepRecentTurns ?? DEFAULTS.keepRecentTurns,
       minRemaining: options.minRemaining ?? DEFAULTS.minRemaining,
       contextWindow: options.contextWindow ?? DEFAULTS.contextWindow
@@ -204,19 +250,22 @@ export class CompactionPolicy {
         return Result.fail(new PolicyError({ field, value, reason: "expected a positive integer" }))
       }
     }
-    const room = base.contextWindow - base.minRemaining
+    for (const field of ["keepRecentTokens", "maxTailTokens", "compactAtTokens", "summaryBudgetTokens"] as const) {
+      const value = options[field]
+      if (value !== undefined && (!Number.isSafeInteger(value) || value <= 0)) {
+        return Result.fail(new PolicyError({ field, value, reason: "expected a positive integer" }))
+      }
+    }
     const fields: PolicyFields = {
       ...base,
-      maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
-      compactAtTokens: options.compactAtTokens ??
-        Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
-      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens,
+      ...deriveDefaults(options, base.contextWindow - base.minRemaining),
       cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl,
       ...(options.backgroundAt === undefined ? {} : { backgroundAt: options.backgroundAt }),
       ...(options.maxToolResultTokens === undefined ? {} : { maxToolResultTokens: options.maxToolResultTokens })
     }
     const check = (field: keyof PolicyFields, ok: boolean, reason: string): PolicyError | undefined =>
       ok ? undefined : new PolicyError({ field, value: fields[field], reason })
+    const room = fields.contextWindow - fields.minRemaining
     const error = check(
       "backgroundAt",
       fields.backgroundAt === undefined ||
@@ -229,16 +278,12 @@ export class CompactionPolicy {
           (Number.isSafeInteger(fields.maxToolResultTokens) && fields.maxToolResultTokens >= 256),
         "expected an integer of at least 256"
       ) ?? check("cacheTtl", CACHE_TTLS.includes(fields.cacheTtl), `expected one of ${CACHE_TTLS.join(", ")}`) ??
-      check(
-        "summaryBudgetTokens",
-        Number.isSafeInteger(fields.summaryBudgetTokens) && fields.summaryBudgetTokens > 0,
-        "expected a positive integer"
-      ) ?? check(
-        "maxTailTokens",
-        Number.isSafeInteger(fields.maxTailTokens) && fields.maxTailTokens > 0,
-        "expected a positive integer"
-      ) ??
       check("minRemaining", fields.minRemaining < fields.contextWindow, "must be below contextWindow") ??
+      check(
+        "compactAtTokens",
+        fields.compactAtTokens <= room,
+        `must be at most contextWindow - minRemaining (${room})`
+      ) ??
       check(
         "maxTailTokens",
         fields.maxTailTokens >= fields.keepRecentTokens,
@@ -246,18 +291,22 @@ export class CompactionPolicy {
       ) ??
       check(
         "maxTailTokens",
-        fields.maxTailTokens <= fields.contextWindow - fields.minRemaining,
-        `must be at most contextWindow - minRemaining (${fields.contextWindow - fields.minRemaining})`
+        fields.maxTailTokens <= room,
+        `must be at most contextWindow - minRemaining (${room})`
       ) ??
       check(
-        "compactAtTokens",
-        Number.isSafeInteger(fields.compactAtTokens) && fields.compactAtTokens > 0,
-        "expected a positive integer"
+        "minGrowthTokens",
+        Number.isSafeInteger(fields.minGrowthTokens) && fields.minGrowthTokens > 0,
+        `expected a positive integer; maxTailTokens (${fields.maxTailTokens}) + summaryBudgetTokens ` +
+          `(${fields.summaryBudgetTokens}) leave no room under compactAtTokens (${fields.compactAtTokens})`
       ) ??
       check(
-        "compactAtTokens",
-        fields.compactAtTokens <= fields.contextWindow - fields.minRemaining,
-        `must be at most contextWindow - minRemaining (${fields.contextWindow - fields.minRemaining})`
+        "minGrowthTokens",
+        fields.maxTailTokens + fields.summaryBudgetTokens + fields.minGrowthTokens <= fields.compactAtTokens,
+        `maxTailTokens (${fields.maxTailTokens}) + summaryBudgetTokens (${fields.summaryBudgetTokens}) + ` +
+          `minGrowthTokens (${fields.minGrowthTokens}) must be at most compactAtTokens (${fields.compactAtTokens}): ` +
+          "a compaction keeps up to maxTailTokens raw beside a summary of up to summaryBudgetTokens, and the context " +
+          "must then grow by minGrowthTokens before the trigger fires again"
       )
     return error === undefined ? Result.succeed(new CompactionPolicy(fields)) : Result.fail(error)
   }
@@ -271,8 +320,8 @@ export class CompactionPolicy {
 }
 
 /**
- * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 90,000,
- * compact at 60,000 reported tokens (the cost target, `DEFAULT_COMPACT_AT_TOKENS`).
+ * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 30,000,
+ * compact at 60,000 reported tokens (the cost target), and not again before the context grew by 12,000.
  * @category constructors
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()

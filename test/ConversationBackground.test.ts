@@ -57,7 +57,9 @@ const policyOf = (fields: { readonly backgroundAt?: number; readonly maxTailToke
     ...fields
   })
 
-const background = policyOf({ backgroundAt: 0.5 })
+// issue 38: the tail is at most half the trigger, so the background summary starts late enough for its cut's tail
+// to fit it at the trigger
+const background = policyOf({ backgroundAt: 0.8 })
 const options = { minFreedTokens: 300, stepMs: 2_000 }
 
 const assertValid = (requests: ReadonlyArray<Parameters<typeof checkRequest>[0]>) =>

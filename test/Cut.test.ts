@@ -450,22 +450,21 @@ const planForPolicyReference = (messages: ReadonlyArray<Message>, policy: CutPol
   const safe = safeCutsReference(messages)
   let cut = greatestSafeReference(safe, Math.min(tokenCut, floorCut))
   let oversizedTurn = false
-  let overBudget = false
   if (suffix[cut]! > policy.maxTailTokens) {
+    // issue 38: the floor yields to the latest whole step that keeps keepRecentTokens (the next one if it is too big)
     oversizedTurn = true
-    let fit = -1
-    let newest = -1
-    for (let c = cut + 1; c < n; c++) {
-      if (messages[c]!.role !== "assistant" || safe[c] === 0) continue
-      if (fit < 0 && suffix[c]! <= policy.maxTailTokens) fit = c
-      newest = c
-    }
-    if (fit >= 0) cut = fit
-    else {
-      overBudget = true
-      if (newest >= 0) cut = newest
-    }
+    const isStep = (c: number) =>
+      messages[c]!.role === "assistant" && messages[c - 1]!.role !== "assistant" && safe[c] === 1
+    const atMost = suffix[tokenCut]! >= policy.keepRecentTokens ? tokenCut : tokenCut - 1
+    let kept = -1
+    for (let c = cut + 1; c <= atMost && c < n; c++) if (isStep(c)) kept = c
+    let after = -1
+    for (let c = Math.max(atMost + 1, cut + 1); c < n && after < 0; c++) if (isStep(c)) after = c
+    if (kept >= 0 && suffix[kept]! <= policy.maxTailTokens) cut = kept
+    else if (after >= 0) cut = after
+    else if (kept >= 0) cut = kept
   }
+  const overBudget = suffix[cut]! > policy.maxTailTokens
   let turnStart = cut
   let keptTurns = 0
   for (const start of starts) {

@@ -300,7 +300,8 @@ const OFTEN = CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentT
 
 describe("the corpus, with a model that writes one generic sentence", () => {
   const sessions = corpus()
-  for (const [name, policy, least] of [["24k/4k", OFTEN, 100], ["the defaults", defaultPolicy, 30]] as const) {
+  // enough compactions to judge (issue 38: a cut under the trigger and no thrash make fewer of them: 86 and 24)
+  for (const [name, policy, least] of [["24k/4k", OFTEN, 80], ["the defaults", defaultPolicy, 20]] as const) {
     it(`${name}: the next request and the one four compactions later keep every anchor`, async () => {
       const next = emptyTallies()
       const later = emptyTallies()
@@ -331,8 +332,9 @@ describe("the corpus, with a model that writes one generic sentence", () => {
           const t = tallies[category]
           assert.strictEqual(t.present, t.counted, `${name}, ${what}: ${category} ${JSON.stringify(t)}`)
         }
-        assert.isAbove(tallies.instruction.counted, 50, what)
-        assert.isAbove(tallies.command.counted, 100, what)
+        // enough to judge (issue 38: fewer compactions at the defaults, so fewer spans four compactions later: 27, 84)
+        assert.isAbove(tallies.instruction.counted, policy === defaultPolicy ? 20 : 50, what)
+        assert.isAbove(tallies.command.counted, policy === defaultPolicy ? 50 : 100, what)
       }
     }, 180_000)
   }

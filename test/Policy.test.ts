@@ -10,7 +10,6 @@ import {
   DEFAULT_KEEP_RECENT_TURNS,
   DEFAULT_MIN_REMAINING,
   DEFAULT_SUMMARY_BUDGET_TOKENS,
-  defaultMaxTailTokens,
   defaultPolicy,
   PolicyError,
   promptTokens,
@@ -34,9 +33,10 @@ describe("CompactionPolicy", () => {
       keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
       minRemaining: DEFAULT_MIN_REMAINING,
       contextWindow: DEFAULT_CONTEXT_WINDOW,
-      maxTailTokens: 90_000,
+      maxTailTokens: 30_000,
       compactAtTokens: DEFAULT_COMPACT_AT_TOKENS,
       summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS,
+      minGrowthTokens: 12_000,
       cacheTtl: "5m"
     })
     assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 60_000)
@@ -53,12 +53,21 @@ describe("CompactionPolicy", () => {
     })
   })
 
-  it("derives maxTailTokens from the window, and keeps retention absolute", () => {
+  it("issue 38: derives maxTailTokens from the trigger, not the window, and keeps retention absolute", () => {
     const small = CompactionPolicy.makeUnsafe({ contextWindow: 8_000, minRemaining: 2_000, keepRecentTokens: 2_000 })
     assert.strictEqual(small.maxTailTokens, 3_000)
     const large = CompactionPolicy.makeUnsafe({ contextWindow: 1_000_000 })
     assert.strictEqual(large.keepRecentTokens, DEFAULT_KEEP_RECENT_TOKENS)
-    assert.strictEqual(large.maxTailTokens, defaultMaxTailTokens(large))
+    assert.strictEqual(large.maxTailTokens, 30_000)
+    // a user who sets only the trigger gets every other size fitted under it
+    for (const compactAtTokens of [5_000, 20_000, 60_000, 150_000]) {
+      const p = CompactionPolicy.makeUnsafe({ compactAtTokens })
+      assert.isAtMost(p.maxTailTokens + p.summaryBudgetTokens + p.minGrowthTokens, compactAtTokens)
+      assert.strictEqual(p.maxTailTokens, Math.floor(compactAtTokens / 2))
+      assert.isAtMost(p.keepRecentTokens, p.maxTailTokens)
+    }
+    const typical = CompactionPolicy.makeUnsafe({ compactAtTokens: 20_000, keepRecentTokens: 4_000 })
+    assert.deepInclude(typical, { maxTailTokens: 10_000, summaryBudgetTokens: 5_000, minGrowthTokens: 4_000 })
   })
 
   it("rejects non-positive or non-integer fields with a clear PolicyError", () => {
@@ -89,7 +98,18 @@ describe("CompactionPolicy", () => {
     assert.strictEqual(fieldOf({ contextWindow: 10_000, minRemaining: 10_000 }), "minRemaining")
     assert.strictEqual(fieldOf({ keepRecentTokens: 30_000, maxTailTokens: 20_000 }), "maxTailTokens")
     assert.strictEqual(fieldOf({ maxTailTokens: 190_000 }), "maxTailTokens")
-    assert.strictEqual(fieldOf({ maxTailTokens: 180_000 }), "ok")
+    // issue 38: a tail as large as the room leaves no room under the trigger for the summary and the growth
+    assert.strictEqual(fieldOf({ maxTailTokens: 180_000 }), "minGrowthTokens")
+    assert.strictEqual(fieldOf({ maxTailTokens: 100_000 }), "ok")
+    assert.strictEqual(fieldOf({ compactAtTokens: 20_000, maxTailTokens: 15_000 }), "minGrowthTokens")
+    assert.strictEqual(fieldOf({ compactAtTokens: 20_000, minGrowthTokens: 12_000 }), "minGrowthTokens")
+    const refused = CompactionPolicy.make({ compactAtTokens: 20_000, maxTailTokens: 15_000 })
+    assert.isTrue(Result.isFailure(refused))
+    if (Result.isFailure(refused)) {
+      for (const field of ["maxTailTokens", "summaryBudgetTokens", "minGrowthTokens", "compactAtTokens"]) {
+        assert.include(refused.failure.message, field)
+      }
+    }
     assert.throws(() => CompactionPolicy.makeUnsafe({ keepRecentTurns: 0 }), /keepRecentTurns/)
   })
 

@@ -21,7 +21,7 @@ import {
   type Message,
   MessageDecodeError
 } from "../src/Message.ts"
-import { compactContext, CompactOutcome } from "../src/Compact.ts"
+import { compactContext, type CompactOutcome } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
 import { render } from "../src/Render.ts"
@@ -546,7 +546,7 @@ describe("the API's own compaction", () => {
       const { messages, outcome } = yield* compactContext(input, policy, { minFreedTokens: 1 }).pipe(
         Effect.provide(ExtractiveSummarizer.layer)
       )
-      assert.deepStrictEqual(outcome, CompactOutcome.Skipped({ reason: "NothingToCut", tokens: estimateTokens(input) }))
+      assert.deepInclude(outcome, { _tag: "Skipped", reason: "NothingToCut", tokens: estimateTokens(input) })
       assert.strictEqual(messages, input)
     }))
 })

@@ -60,9 +60,19 @@ export const finishCounted = <M extends Message, E, R>(
     const candidate = finishCompaction({ ...plan, minFreedTokens: Number.NEGATIVE_INFINITY }, summary)
     const after = yield* countAfter(candidate)
     if (after?.exact !== true) return finishCompaction(plan, summary)
-    if (before!.tokens - after.tokens >= (minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS)) return candidate
+    // at the trigger the plan's minimum is the policy's `minGrowthTokens` (in estimated tokens: close enough here)
+    const min = plan.minFreedField === "minGrowthTokens"
+      ? Math.max(plan.minFreedTokens, minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS)
+      : minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
+    if (before!.tokens - after.tokens >= min) return candidate
     return {
       messages: plan.messages as Array<M>,
-      outcome: CompactOutcome.Skipped({ reason: "TooLittleFreed", tokens: plan.tokensBefore })
+      outcome: CompactOutcome.Skipped({
+        reason: "TooLittleFreed",
+        tokens: plan.tokensBefore,
+        field: plan.minFreedField ?? "minFreedTokens",
+        detail: `the compaction would free ${before!.tokens - after.tokens} of ${before!.tokens} counted tokens, ` +
+          `fewer than ${plan.minFreedField ?? "minFreedTokens"} (${min}): it would not pay for itself`
+      })
     }
   })

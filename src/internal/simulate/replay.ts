@@ -24,7 +24,14 @@ import {
 import { type Request, requestOf } from "../../Request.ts"
 import { requestBytes } from "../requestBytes.ts"
 import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
-import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
+import {
+  CompactionPolicy,
+  contextTokens,
+  defaultPolicy,
+  type PolicyOptions,
+  type ReportedUsage,
+  zeroUsage
+} from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
@@ -228,7 +235,18 @@ const libraryOptionsOf = (strategy: Strategy): LibraryOptions | undefined => {
 }
 
 const windowPolicy = (base: CompactionPolicy): CompactionPolicy =>
-  CompactionPolicy.makeUnsafe({ ...policyFields(base), compactAtTokens: base.contextWindow - base.minRemaining })
+  withOptions(base, { compactAtTokens: base.contextWindow - base.minRemaining })
+
+/**
+ * `base` with `options` over it. A new trigger re-derives the sizes the policy derives from it (`maxTailTokens`,
+ * `summaryBudgetTokens`, `minGrowthTokens`, unless `options` sets them): the base's, derived from its own trigger,
+ * would contradict a lower one.
+ */
+const withOptions = (base: CompactionPolicy, options: PolicyOptions): CompactionPolicy => {
+  const fields: PolicyOptions = { ...base }
+  const { maxTailTokens: _tail, summaryBudgetTokens: _summary, minGrowthTokens: _growth, ...kept } = fields
+  return CompactionPolicy.makeUnsafe({ ...(options.compactAtTokens === undefined ? fields : kept), ...options })
+}
 
 /** A stand-in summary text whose calibrated size is `tokens`. */
 const summaryTextOf = (tokens: number, factor: number, summarized: number): string => {
@@ -269,9 +287,7 @@ export function* replaySteps(
   const { calibration } = session
   const strategy = policy.strategy
   const library = libraryOptionsOf(strategy)
-  const base = library?.policy === undefined
-    ? settings.compaction
-    : CompactionPolicy.makeUnsafe({ ...policyFields(settings.compaction), ...library.policy })
+  const base = library?.policy === undefined ? settings.compaction : withOptions(settings.compaction, library.policy)
   const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
   const coldRules = library?.coldRules ?? true
   const systemTokens = calibration.systemTokens
@@ -340,7 +356,10 @@ export function* replaySteps(
   let uploadedBytes = 0
   let fullBytes = 0
   const compact = (model: string | undefined): boolean => {
-    const plan = prepareCompaction(state.view, compactionPolicy, { unboundThinking: state.unboundThinking })
+    const plan = prepareCompaction(state.view, compactionPolicy, {
+      unboundThinking: state.unboundThinking,
+      trigger: state.usage === undefined ? undefined : contextTokens(state.usage.usage)
+    })
     if (plan._tag === "Skip") {
       failedCompactions++
       return false
