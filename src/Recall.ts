@@ -21,6 +21,7 @@
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "./Message.ts"
 import { isText, isToolResult, isToolUse } from "./Message.ts"
@@ -674,3 +675,47 @@ export const recallAction = (toolUse: ToolUseBlock): ToolAction => {
  */
 export const recallClassifier = (classifier: ToolClassifier = defaultToolClassifier): ToolClassifier => (toolUse) =>
   toolUse.name === RECALL_TOOL_NAME ? recallAction(toolUse) : classifier(toolUse)
+
+// ============================================================================
+// The SDK's tool runner
+// ============================================================================
+
+/**
+ * The recall tool as the SDK's tool runner takes it (`client.beta.messages.toolRunner({ tools })`): the shape
+ * `betaTool` builds (`type: "custom"`, the definition, `run`, `parse`), made without loading the SDK.
+ * @category tool
+ */
+export interface RecallRunnableTool extends Omit<RecallToolDefinition, "input_schema"> {
+  readonly type: "custom"
+  readonly input_schema: RecallToolDefinition["input_schema"]
+  /** Answers one call: the answer's text, or a thrown `RecallInputError` the runner turns into an error result. */
+  readonly run: (args: unknown) => Promise<string>
+  /** The input as the model sent it (`run` checks it). */
+  readonly parse: (content: unknown) => unknown
+}
+
+/**
+ * The recall tool for the SDK's tool runner, answering from session `sessionId` of the `SessionStore` that `store`
+ * provides: each call reads the log as it is then (what this and any other worker wrote). An unknown reference or a
+ * bad input throws, so the runner sends an error result the model can read; a store failure throws too.
+ * @category tool
+ */
+export const recallRunnableTool = <E>(
+  sessionId: string,
+  store: Layer.Layer<SessionStore, E>,
+  options: RecallOptions = {}
+): RecallRunnableTool => ({
+  type: "custom",
+  name: recallTool.name,
+  description: recallTool.description,
+  input_schema: recallTool.input_schema,
+  parse: (content) => content,
+  run: (args) =>
+    Effect.runPromise(Effect.provide(recall(sessionId, args, options), store)).then((answer) => {
+      if (answer._tag === "Invalid") throw answer.error
+      if (answer._tag === "Missing") {
+        throw new RecallInputError({ detail: `no removed output or message has ref ${JSON.stringify(answer.ref)}` })
+      }
+      return renderAnswer(answer)
+    })
+})
