@@ -33,13 +33,14 @@ const sessionId = "recall-example"
 const store = SessionStore.SessionStore.layerMemory(new Map())
 const recall = Recall.recallRunnableTool(sessionId, store, { maxTokens: 1_000 })
 
-// a small policy, so that this short session compacts; recall results are evicted like file reads
+// a small policy, so that this short session compacts
 const policy = Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 500, keepRecentTurns: 1, compactAtTokens: 1_000 })
 const layer = Conversation.layerLogged({
   policy,
   system: "You fix bugs.",
   minFreedTokens: 200,
-  classifier: Recall.recallClassifier()
+  recall: true, // offload pointers say to call recall with their id
+  classifier: Recall.recallClassifier() // a recall's result is evicted like a file read
 }).pipe(
   Layer.provide(SessionLog.SessionLog.layer({ sessionId, sync: "never" })),
   Layer.provide(store),

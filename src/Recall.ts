@@ -90,8 +90,12 @@ export type RecallRequest =
   | { readonly _tag: "ByRef"; readonly ref: string; readonly lines?: RecallLines; readonly page: number }
   | { readonly _tag: "Search"; readonly query: string; readonly regex: boolean; readonly page: number }
 
+const RecallInputErrorBase: ReturnType<typeof Data.TaggedError<"RecallInputError">> = Data.TaggedError(
+  "RecallInputError"
+)
+
 /** A recall input that cannot be answered: what is wrong with it, in words the model can act on. @category errors */
-export class RecallInputError extends Data.TaggedError("RecallInputError")<{ readonly detail: string }> {
+export class RecallInputError extends RecallInputErrorBase<{ readonly detail: string }> {
   override get message(): string {
     return `recall: ${this.detail}`
   }

@@ -17,6 +17,7 @@ import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
+import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import {
@@ -403,6 +404,33 @@ describe("Recall pages and input", () => {
         page: 2
       })
     )
+  })
+
+  it("with recall offered, an output's pointer (and a modified read's) says to call it with its id; it round-trips", () => {
+    const output = Array.from({ length: 300 }, (_, i) => `output line ${i}`).join("\n")
+    const messages: Array<Message> = [
+      { role: "user", content: "go" },
+      { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "npm test" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: output }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "t2", name: "Read", input: { file_path: "/a.ts" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t2", content: output }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "t3", name: "Write", input: { file_path: "/a.ts" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t3", content: "ok" }] }
+    ]
+    const offered = evictStaleToolResults(messages, 0, { recall: true, minSavings: 1 })
+    const texts = offered.offloaded.map((o) => o.block.content as string)
+    assert.strictEqual(texts.length, 2)
+    assert.include(texts[0]!, 'id="t1"')
+    assert.match(texts[0]!, /via=recall\] This tool output was removed to save context\. Call recall with this id/)
+    assert.match(
+      texts[1]!,
+      /reason=modified .*via=recall\] The file was changed after this read\..*call recall with this id/
+    )
+    for (const o of offered.offloaded) assert.deepStrictEqual(parseOffloadRef(o.block.content as string), o.ref)
+    assert.isTrue(offered.offloaded.every((o) => o.ref.recall === true))
+    // not offered: the pointers say nothing of recall
+    const plain = evictStaleToolResults(messages, 0, { minSavings: 1 })
+    assert.isTrue(plain.offloaded.every((o) => !(o.block.content as string).includes("recall")))
   })
 
   it("a recall's result is evicted like a file read: a later recall of the same reference supersedes it", () => {
