@@ -723,3 +723,40 @@ export const recallRunnableTool = <E>(
       return renderAnswer(answer)
     })
 })
+
+// ============================================================================
+// Removal records, for people
+// ============================================================================
+
+/** How many refs `formatRemoval` lists before it counts the rest. */
+const LISTED_REFS = 6
+
+/**
+ * One line on what a log entry removed: `compaction <id>: removed 12 messages (user 4, assistant 8), 7 tool results
+ * (bash 5, read 2), ~4210 tokens; recall refs: toolu_a, toolu_b, … (+5)` (an eviction: its tool results only). Pure.
+ * @category removals
+ */
+export const formatRemoval = (removal: Removal): string => {
+  const messages = removal.removed.filter((i) => i.kind !== "tool_result")
+  const results = removal.removed.filter((i) => i.kind === "tool_result")
+  const tally = (names: ReadonlyArray<string>): string => {
+    const counts = new Map<string, number>()
+    for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1)
+    return [...counts].map(([name, n]) => `${name} ${n}`).join(", ")
+  }
+  const parts: Array<string> = []
+  if (removal.type === "compaction") {
+    const roles = tally(messages.map((m) => m.kind === "summary" ? "summary" : m.role ?? "message"))
+    parts.push(`${messages.length} messages${messages.length === 0 ? "" : ` (${roles})`}`)
+  }
+  parts.push(
+    `${results.length} tool results${results.length === 0 ? "" : ` (${tally(results.map((r) => r.tool ?? "?"))})`}`
+  )
+  // a message's text holds its tool results: a compaction's size is its messages'
+  const tokens = (removal.type === "compaction" ? messages : results).reduce((n, i) => n + i.tokens, 0)
+  const refs = (results.length > 0 ? results : messages).map((i) => i.ref)
+  const listed = refs.slice(0, LISTED_REFS).join(", ") +
+    (refs.length > LISTED_REFS ? `, … (+${refs.length - LISTED_REFS})` : "")
+  return `${removal.type} ${removal.entryId}: removed ${parts.join(", ")}, ~${tokens} tokens` +
+    (refs.length === 0 ? "" : `; recall refs: ${listed}`)
+}

@@ -21,6 +21,7 @@ import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
 import type { RequestEvent, RetentionTally } from "../Simulate.ts"
+import { formatRemoval, removalsOf } from "../Recall.ts"
 import { CATEGORIES } from "../Retention.ts"
 import { type CompactionRetentionRow, replaySession, retentionRowsOf, uploadBytes } from "./Replay.ts"
 import { chosenPolicy, type ReplayJson, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
@@ -101,6 +102,9 @@ const storeListFailure = (url: string) => (e: SessionLogError): CliFailure => {
 const pgStore = (url: string): Layer.Layer<SessionStore, SessionLogError> =>
   SessionStoreSql.layerPg({ url, migrate: false })
 
+/** The removals `inspect` lists of a session log: the latest ones. */
+const SHOWN_REMOVALS = 10
+
 const SESSION_LOG_LINE =
   /^\{"v":\d+,"id":"[^"]+","parentId":(null|"[^"]*"),"timestamp":[\d.e+-]+,"type":"(message|eviction|compaction)"/
 
@@ -147,6 +151,10 @@ export const readLogInput = (source: LogSource): Effect.Effect<SessionInput, Cli
         `${count("compaction")} compactions, ${count("eviction")} evictions); its view has ${loaded.view.length} ` +
         `messages${issues}`
     )
+    // what each compaction and eviction removed, and the references `recall` answers (the latest few)
+    const removals = removalsOf(loaded.entries)
+    if (removals.length > SHOWN_REMOVALS) yield* status(`(${removals.length - SHOWN_REMOVALS} earlier removals)`)
+    for (const removal of removals.slice(-SHOWN_REMOVALS)) yield* status(formatRemoval(removal))
     const session = convertJson({ messages: loaded.view })
     if (Result.isFailure(session)) {
       return yield* new CliFailure({ code: ExitCode.Input, message: `${where(source)}: ${session.failure.message}` })
