@@ -20,16 +20,8 @@ import { evictStaleToolResults } from "../src/Evict.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import {
-  decodeRecallInput,
-  pageOf,
-  readEntries,
-  recall,
-  type RecallAnswer,
-  recallClassifier,
-  removalsOf,
-  renderAnswer
-} from "../src/Recall.ts"
+import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
+import { decodeRecallInput, pageOf, readEntries, removalsOf } from "../src/internal/recall.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
