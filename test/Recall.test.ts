@@ -16,6 +16,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { compactContext } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
@@ -297,6 +298,35 @@ const replayPlanted = (turns: number, store: Layer.Layer<SessionStore>, sessionI
     }).pipe(Effect.provide(ExtractiveSummarizer.layer))
     return { facts, last, summary }
   })
+
+describe("Removal records", () => {
+  it.effect("a compaction's outcome lists every message and tool result of the removed span, results by reference", () =>
+    Effect.gen(function* () {
+      const { messages } = plantedSession(12, 41)
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 12_000,
+        compactAtTokens: 6_000,
+        keepRecentTokens: 2_000,
+        minRemaining: 2_000
+      })
+      const { outcome } = yield* compactContext(messages, policy).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      assert.strictEqual(outcome._tag, "Compacted")
+      if (outcome._tag !== "Compacted") return
+      const span = messages.slice(0, outcome.cut.removed.to)
+      const ids = span.flatMap((m) =>
+        blocksOf(m).flatMap((b) => b.type === "tool_result" ? [(b as ToolResultBlock).tool_use_id] : [])
+      )
+      assert.isAbove(ids.length, 0)
+      assert.deepStrictEqual(outcome.removed.filter((r) => r.kind === "tool_result").map((r) => r.ref), ids)
+      assert.isTrue(
+        outcome.removed.filter((r) => r.kind === "tool_result").every((r) => r.tool === "bash" && r.tokens > 100)
+      )
+      assert.deepStrictEqual(
+        outcome.removed.filter((r) => r.kind === "message").map((r) => r.role),
+        span.map((m) => m.role)
+      )
+    }))
+})
 
 describe("Recall search", () => {
   it.effect(
