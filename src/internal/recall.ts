@@ -194,31 +194,34 @@ const blockText = (block: ContentBlock): string => {
 export const messageText = (message: Message): string =>
   typeof message.content === "string" ? message.content : message.content.map(blockText).join("\n\n")
 
-interface ViewSlot {
-  readonly entryId: string
-}
-
-/**
- * Every text of a session's entries that `recall` can give back, oldest first: each message entry, each tool result
- * in it (by its `tool_use_id`; the first stored copy, the original), each kept message and each summary; marked
- * `removed` when the view the entries fold to no longer holds it as stored. Pure.
- * @category sources
- */
-export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<RecallSource> => {
+/** A fold of a session's entries into its sources, calling `onRemoval` at each compaction and eviction. */
+const foldSources = (
+  entries: ReadonlyArray<Entry>,
+  onRemoval: (removal: Removal) => void = () => undefined
+): ReadonlyArray<RecallSource> => {
   const sources: Array<Omit<RecallSource, "removed">> = []
+  /** Entry id → the indices (in `sources`) of its message and its tool results. */
+  const byEntry = new Map<string, Array<number>>()
+  /** tool_use_id → the index of its (first) tool result source. */
+  const byResult = new Map<string, number>()
   const toolNames = new Map<string, string>()
-  const seenResults = new Set<string>()
   const evicted = new Set<string>()
-  let view: Array<ViewSlot> = []
+  let view: Array<string> = []
+  const add = (entryId: string, source: Omit<RecallSource, "removed">) => {
+    const list = byEntry.get(entryId) ?? []
+    list.push(sources.length)
+    byEntry.set(entryId, list)
+    sources.push(source)
+  }
   const addMessage = (entryId: string, message: Message, kind: RecallKind) => {
-    sources.push({ ref: entryId, kind, entryId, role: message.role, text: messageText(message) })
+    add(entryId, { ref: entryId, kind, entryId, role: message.role, text: messageText(message) })
     if (typeof message.content === "string") return
     message.content.forEach((block, index) => {
       if (isToolUse(block)) toolNames.set(block.id, block.name)
-      if (!isToolResult(block) || seenResults.has(block.tool_use_id)) return
-      seenResults.add(block.tool_use_id)
+      if (!isToolResult(block) || byResult.has(block.tool_use_id)) return
+      byResult.set(block.tool_use_id, sources.length)
       const tool = toolNames.get(block.tool_use_id)
-      sources.push({
+      add(entryId, {
         ref: block.tool_use_id,
         kind: "tool_result",
         entryId,
@@ -233,39 +236,56 @@ export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<Reca
     switch (entry.type) {
       case "message":
         addMessage(entry.id, entry.message, "message")
-        view.push({ entryId: entry.id })
+        view.push(entry.id)
         break
-      case "eviction":
+      case "eviction": {
         for (const e of entry.evictions) evicted.add(e.toolUseId)
+        const removed = entry.evictions.flatMap((e) => {
+          const at = byResult.get(e.toolUseId)
+          return at === undefined ? [] : [removedItem(sources[at]!)]
+        })
+        onRemoval({ entryId: entry.id, type: "eviction", removed })
         break
+      }
       case "compaction": {
+        const before = view
         addMessage(entry.id, entry.summary, "summary")
-        const summary: ViewSlot = { entryId: entry.id }
         if (entry.kept === undefined) {
-          const from = entry.firstKeptEntryId === null
-            ? view.length
-            : view.findIndex((s) => s.entryId === entry.firstKeptEntryId)
-          view = [summary, ...view.slice(Math.max(0, from))]
+          const from = entry.firstKeptEntryId === null ? view.length : view.indexOf(entry.firstKeptEntryId)
+          view = [entry.id, ...view.slice(Math.max(0, from))]
         } else {
           const through = entry.kept.through
-          const end = through === null ? 0 : view.findIndex((s) => s.entryId === through) + 1
-          const kept = entry.kept.messages.map((message, i): ViewSlot => {
+          const end = through === null ? 0 : view.indexOf(through) + 1
+          const kept = entry.kept.messages.map((message, i) => {
             const id = `${entry.id}#${i + 1}`
             addMessage(id, message, "message")
-            return { entryId: id }
+            return id
           })
-          view = [summary, ...kept, ...view.slice(end)]
+          view = [entry.id, ...kept, ...view.slice(end)]
         }
+        const after = new Set(view)
+        const removed = before.filter((id) => !after.has(id)).flatMap((id) =>
+          (byEntry.get(id) ?? []).map((at) => removedItem(sources[at]!))
+        )
+        onRemoval({ entryId: entry.id, type: "compaction", removed })
         break
       }
     }
   }
-  const present = new Set(view.map((s) => s.entryId))
+  const present = new Set(view)
   return sources.map((s) => ({
     ...s,
     removed: !present.has(s.entryId) || (s.kind === "tool_result" && evicted.has(s.ref))
   }))
 }
+
+/**
+ * Every text of a session's entries that `recall` can give back, oldest first: each message entry, each tool result
+ * in it (by its `tool_use_id`; the first stored copy, the original), each kept message and each summary; marked
+ * `removed` when the view the entries fold to no longer holds it as stored. Pure.
+ * @category sources
+ */
+export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<RecallSource> => foldSources(entries)
 
 /** The source a reference names, or `undefined`: a message or summary by entry id first, then a tool result. @category sources */
 export const sourceOf = (sources: ReadonlyArray<RecallSource>, ref: string): RecallSource | undefined =>
@@ -302,41 +322,11 @@ const tokensOf = (text: string): number => Math.ceil(text.length / CHARS_PER_TOK
  */
 export const removalsOf = (entries: ReadonlyArray<Entry>): ReadonlyArray<Removal> => {
   const out: Array<Removal> = []
-  const prefix: Array<Entry> = []
-  for (const entry of entries) {
-    if (entry.type === "message") {
-      prefix.push(entry)
-      continue
-    }
-    const held = new Set(
-      recallSources(prefix).filter((s) => !s.removed && s.kind !== "tool_result").map((s) => s.entryId)
-    )
-    prefix.push(entry)
-    const sources = recallSources(prefix)
-    if (entry.type === "eviction") {
-      out.push({
-        entryId: entry.id,
-        type: "eviction",
-        removed: entry.evictions.flatMap((e) => {
-          const source = sources.find((s) => s.kind === "tool_result" && s.ref === e.toolUseId)
-          return source === undefined ? [] : [removedItem(source)]
-        })
-      })
-      continue
-    }
-    const gone = new Set(
-      sources.filter((s) => s.removed && s.kind !== "tool_result" && held.has(s.entryId)).map((s) => s.entryId)
-    )
-    out.push({
-      entryId: entry.id,
-      type: "compaction",
-      removed: sources.filter((s) => gone.has(s.entryId)).map(removedItem)
-    })
-  }
+  foldSources(entries, (removal) => void out.push(removal))
   return out
 }
 
-const removedItem = (s: RecallSource): RemovedItem => ({
+const removedItem = (s: Omit<RecallSource, "removed">): RemovedItem => ({
   ref: s.ref,
   kind: s.kind,
   ...(s.role === undefined ? {} : { role: s.role }),
