@@ -2,7 +2,9 @@
  * `recall`, the way back, judged against the sessions themselves: real sessions of `../shared/data` replayed through
  * `Conversation` with compaction and eviction into the JSONL and the SQL store (embedded PGlite), resumed every 40
  * requests; then every tool result and every user message the last request no longer holds as sent comes back from
- * `recall` on its reference byte for byte (the pages joined), and the removal records name every one of them. Planted
+ * `recall` on its reference byte for byte (the pages joined), and the removal records name every one of them; on
+ * JSONL the conversation also offloads eagerly with pointers naming recall, and each such pointer's id gives the
+ * output back. Planted
  * facts that 20 chained compactions remove are each found by one search; another session's data never comes back;
  * and a recall's own result is evicted like a file read, superseded by a later recall of the same reference.
  *
@@ -73,13 +75,20 @@ const recallWhole = (sessionId: string, ref: string) =>
 
 type LogOf = Layer.Layer<SessionLog, SessionLogError>
 
-/** Replays `session` into `log`, resumed every `resumeEvery` requests; returns the last request's messages. */
-const replayInto = (session: CorpusSession, log: LogOf, resumeEvery = 40) =>
+/** What a replay's conversation is given beyond the corpus policy: many offloads, with pointers naming recall. */
+const OFFLOADING = { keepRecent: 4, minSavings: 500, recall: true } as const
+
+/**
+ * Replays `session` into `log`, resumed every `resumeEvery` requests (with `offloading`: `OFFLOADING`); returns the
+ * last request's messages and the ids of every tool result a request held.
+ */
+const replayInto = (session: CorpusSession, log: LogOf, resumeEvery = 40, offloading = false) =>
   Effect.gen(function* () {
     let last: ReadonlyArray<Message> = []
     const sent = new Set<string>()
     const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
       policy: corpusPolicy,
+      ...(offloading ? OFFLOADING : {}),
       resumeEvery,
       log,
       onRequest: (_, request) =>
@@ -147,13 +156,16 @@ const presentIn = (request: ReadonlyArray<Message>) => {
 }
 
 /** Replays and judges `session` on a store; `removed` counts of what the last request lost. */
-const replayAndJudge = (session: CorpusSession, sessionId: string, log: LogOf, store: Layer.Layer<SessionStore>) =>
+const replayAndJudge = (
+  session: CorpusSession,
+  sessionId: string,
+  log: LogOf,
+  store: Layer.Layer<SessionStore>,
+  offloading = false
+) =>
   Effect.gen(function* () {
-    const { last, sent, summary } = yield* replayInto(
-      session,
-      log,
-      Math.min(40, Math.ceil(session.messages.length / 8))
-    )
+    const every = Math.min(40, Math.ceil(session.messages.length / 8))
+    const { last, sent, summary } = yield* replayInto(session, log, every, offloading)
     assert.isAtLeast(summary.resumes, 1)
     const judged = yield* judgeSession(session, sessionId).pipe(Effect.provide(store))
     const present = presentIn(last)
@@ -173,7 +185,19 @@ const replayAndJudge = (session: CorpusSession, sessionId: string, log: LogOf, s
       const back = yield* recallWhole(sessionId, entry.id).pipe(Effect.provide(store))
       assert.isTrue(back.text === text, `${session.name}: user message ${i} differs from the input`)
     }
-    return { summary, lostResults, lostUsers, pagedResults: judged.pagedResults }
+    // every pointer the last request holds that names recall: recall on its id gives the input's output back
+    let recallPointers = 0
+    for (const m of last) {
+      for (const b of blocksOf(m)) {
+        if (b.type !== "tool_result") continue
+        const ref = parseOffloadRef(payloadText((b as ToolResultBlock).content))
+        if (ref?.recall !== true || !judged.inputResults.has(ref.toolUseId)) continue
+        recallPointers++
+        const back = yield* recallWhole(sessionId, ref.toolUseId).pipe(Effect.provide(store))
+        assert.isTrue(back.text === judged.inputResults.get(ref.toolUseId), `pointer ${ref.toolUseId}`)
+      }
+    }
+    return { summary, lostResults, lostUsers, pagedResults: judged.pagedResults, recallPointers }
   })
 
 const longPrefix = (length = 300): CorpusSession => {
@@ -193,8 +217,10 @@ describe("Recall over replayed sessions", () => {
           const store = SessionStoreJsonl.layer({ directory }).pipe(Layer.provide(platform))
           for (const [session, id] of [[longPrefix(), "long"], [small(), "small"]] as const) {
             const log = SessionLog.layer({ sessionId: id, sync: "never" }).pipe(Layer.provide(store))
-            const judged = yield* replayAndJudge(session, id, log, store)
+            const judged = yield* replayAndJudge(session, id, log, store, true)
             if (id === "long") {
+              assert.isAtLeast(judged.summary.evictions, 5)
+              assert.isAtLeast(judged.recallPointers, 10)
               assert.isAtLeast(judged.summary.compactions, 2)
               assert.isAtLeast(judged.lostResults, 50)
               assert.isAtLeast(judged.lostUsers, 1)
