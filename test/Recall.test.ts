@@ -4,11 +4,11 @@
  * requests; then every tool result and every user message the last request no longer holds as sent comes back from
  * `recall` on its reference byte for byte (the pages joined), and the removal records name every one of them; on
  * JSONL the conversation also offloads eagerly with pointers naming recall, and each such pointer's id gives the
- * output back. Planted
- * facts that 20 chained compactions remove are each found by one search; another session's data never comes back;
- * and a recall's own result is evicted like a file read, superseded by a later recall of the same reference.
+ * output back. Planted facts that 20 chained compactions remove are each found by one search; another session's data
+ * never comes back; and a recall's own result is evicted like a file read, superseded by a later recall of the same
+ * reference.
  *
- * The long session is a prefix (its first 300 messages), so each store's replay takes a few seconds.
+ * The long session is a prefix (its first 300 messages on JSONL, 200 on SQL), so each store's replay takes seconds.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
