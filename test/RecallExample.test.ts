@@ -9,7 +9,17 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { runToolRunner } from "./fixtures/ToolRunnerScript.ts"
 
+declare const Deno: { readonly execPath: () => string } | undefined
+
 const root = fileURLToPath(new URL("../", import.meta.url))
+
+/** The command that runs the example on the suite's runtime (Node 22, or Deno). */
+const command = (): readonly [string, ReadonlyArray<string>] => {
+  const major = Number(process.versions.node.split(".")[0])
+  return typeof Deno !== "undefined"
+    ? [Deno.execPath(), ["run", "-A", "-q", "examples/recall.ts"]]
+    : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), ["examples/recall.ts"]]
+}
 
 const FAILURE = "FAIL src/parser.test.ts:42 expected 3 lines, got 4"
 
@@ -46,9 +56,8 @@ const textOf = (content: unknown): string =>
 
 describe("examples/recall.ts", () => {
   it("the model recalls a compacted output through the SDK's tool runner; every request valid", async () => {
-    const major = Number(process.versions.node.split(".")[0])
-    const node = major >= 22 ? process.execPath : join(root, "node_modules/.bin/node")
-    const run = await runToolRunner(node, ["examples/recall.ts"], root, process.env, REPLIES)
+    const [runtime, args] = command()
+    const run = await runToolRunner(runtime, args, root, process.env, REPLIES)
     assert.strictEqual(run.status, 0, run.stderr)
     assert.deepStrictEqual(run.rejections, [], "the local server refused nothing")
     assert.deepStrictEqual(run.violations, [], run.violations.join("\n"))
