@@ -64,6 +64,8 @@ const recallWhole = (sessionId: string, ref: string) =>
     for (let page = 1;; page++) {
       const answer = yield* recall(sessionId, { ref, page }, { maxTokens: 2_000 })
       if (answer._tag !== "Found") return assert.fail(`ref ${ref}: ${renderAnswer(answer)}`)
+      // the cap holds for the whole answer: header, text and next-page line
+      assert.isAtMost(renderAnswer(answer).length, 2_000 * 4)
       text += answer.page.text
       if (page >= answer.page.pages) return { text, pages: answer.page.pages, source: answer.source }
     }

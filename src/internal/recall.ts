@@ -480,6 +480,9 @@ export interface RecallOptions {
   readonly context?: number | undefined
 }
 
+/** The code units an answer's header and next-page line take at most, besides a reference and a tool name. */
+const ANSWER_FRAME = 160
+
 /** A hit's size in a rendered answer, in code units. */
 const hitChars = (hit: RecallHit): number => hit.ref.length + hit.excerpt.length + 64
 
@@ -493,12 +496,15 @@ export const answerFromSources = (
   request: RecallRequest,
   options: RecallOptions = {}
 ): RecallAnswer => {
-  const maxChars = (options.maxTokens ?? DEFAULT_MAX_TOKENS) * CHARS_PER_TOKEN
+  // the header and the next-page line share the cap with the text
+  const maxChars = Math.max(CHARS_PER_TOKEN, (options.maxTokens ?? DEFAULT_MAX_TOKENS) * CHARS_PER_TOKEN - ANSWER_FRAME)
   if (request._tag === "ByRef") {
     const source = sourceOf(sources, request.ref)
     if (source === undefined) return RecallAnswer.Missing({ ref: request.ref })
     const { text, ...rest } = source
-    const page = pageOf(text, { lines: request.lines, page: request.page, maxChars })
+    // the reference is in the header and in the next-page line, the tool in the header
+    const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
+    const page = pageOf(text, { lines: request.lines, page: request.page, maxChars: Math.max(CHARS_PER_TOKEN, room) })
     return RecallAnswer.Found({ source: rest, page })
   }
   const hits = searchSources(sources, request.query, {
