@@ -19,7 +19,9 @@ import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { compactContext } from "../src/Compact.ts"
-import { evictStaleToolResults } from "../src/Evict.ts"
+import { CACHE_PRICES, evictStaleToolResults } from "../src/Evict.ts"
+import { applyOffloads, buildIndex, decide, extendIndex } from "../src/internal/eviction.ts"
+import { defaultToolClassifier } from "../src/Tools.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
@@ -30,7 +32,7 @@ import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
 import { corpus, type CorpusSession } from "./fixtures/Corpus.ts"
 import { corpusPolicy, usageOf } from "./fixtures/ConversationReplay.ts"
-import { prng } from "./fixtures/Conversation.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { makeSchema } from "./fixtures/Pg.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
@@ -481,6 +483,31 @@ describe("Recall pages and input", () => {
     // not offered: the pointers say nothing of recall
     const plain = evictStaleToolResults(messages, 0, { minSavings: 1 })
     assert.isTrue(plain.offloaded.every((o) => !(o.block.content as string).includes("recall")))
+  })
+
+  it("with recall offered, the carried eviction index decides as a fresh eviction does, over 60 generated loops", () => {
+    let offloads = 0
+    for (let seed = 1; seed <= 60; seed++) {
+      const rand = prng(seed * 104_729)
+      const session = generateSession(seed, { messages: 30 + Math.floor(rand() * 120), maxOutput: 6000 })
+      const keep = [0, 1, 3, 5][Math.floor(rand() * 4)]!
+      const options = { recall: true, ...(rand() < 0.5 ? { minSavings: 0 } : {}) }
+      let view: Array<Message> = []
+      const index = buildIndex(view, defaultToolClassifier)
+      for (let next = 0; next < session.length; next += 2) {
+        view = [...view, ...session.slice(next, next + 2)]
+        assert.isTrue(extendIndex(index, view))
+        const carried = decide(index, view, keep, { ...options, prices: CACHE_PRICES })
+        assert.deepStrictEqual(carried, evictStaleToolResults(view, keep, options), `seed ${seed} at ${view.length}`)
+        if (carried.offloaded.length > 0) {
+          offloads += carried.offloaded.length
+          assert.isTrue(carried.offloaded.every((o) => o.ref._tag === "Read" || o.ref.recall === true))
+          view = carried.messages
+          applyOffloads(index, view, carried.offloaded)
+        }
+      }
+    }
+    assert.isAbove(offloads, 100)
   })
 
   it("a recall's result is evicted like a file read: a later recall of the same reference supersedes it", () => {
