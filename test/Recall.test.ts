@@ -330,6 +330,49 @@ const replayPlanted = (turns: number, store: Layer.Layer<SessionStore>, sessionI
   })
 
 describe("Removal records", () => {
+  it.effect("summaries and kept copies are references too: a replaced summary and a repaired kept message come back", () =>
+    Effect.gen(function* () {
+      const store = SessionStore.layerMemory(new Map())
+      const text = (role: "user" | "assistant", t: string): Message => ({ role, content: t })
+      yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([text("user", "first ask"), text("assistant", "first answer"), text("user", "second ask")])
+        const one = yield* log.snapshot
+        // the kept tail changed by the caller (a repair): the log stores it as the compaction's kept messages
+        yield* log.recordCompaction({
+          snapshot: one,
+          cut: 2,
+          view: [text("user", "summary one"), text("user", "second ask, repaired")],
+          summarizer: "test"
+        })
+        yield* log.append([text("assistant", "second answer"), text("user", "third ask")])
+        const two = yield* log.snapshot
+        yield* log.recordCompaction({
+          snapshot: two,
+          cut: 3,
+          view: [text("user", "summary two"), ...two.view.slice(3)],
+          summarizer: "test"
+        })
+      }).pipe(Effect.provide(SessionLog.layer({ sessionId: "kept", sync: "never" }).pipe(Layer.provide(store))))
+      const entries = yield* readEntries("kept").pipe(Effect.provide(store))
+      const [first, second] = entries.filter((e) => e.type === "compaction")
+      const back = (ref: string) =>
+        Effect.map(
+          recall("kept", { ref }).pipe(Effect.provide(store)),
+          (a) => a._tag === "Found" ? a.page.text : a._tag
+        )
+      assert.strictEqual(yield* back(first!.id), "summary one")
+      assert.strictEqual(yield* back(`${first!.id}#1`), "second ask, repaired")
+      const removals = removalsOf(entries)
+      assert.deepStrictEqual(
+        removals.map((r) => r.removed.map((i) => i.ref)),
+        [[entries[0]!.id, entries[1]!.id, entries[2]!.id], [first!.id, `${first!.id}#1`, entries[4]!.id]]
+      )
+      assert.strictEqual(removals[1]!.entryId, second!.id)
+      const found = yield* recall("kept", { query: "summary one" }).pipe(Effect.provide(store))
+      assert.isTrue(found._tag === "Hits" && found.hits[0]!.ref === first!.id && found.hits[0]!.kind === "summary")
+    }))
+
   it.effect("a compaction's outcome lists every message and tool result of the removed span, results by reference", () =>
     Effect.gen(function* () {
       const { messages } = plantedSession(12, 41)
