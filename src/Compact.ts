@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import { type RemovedRecord, removedRecords } from "./internal/removed.ts"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -102,6 +103,12 @@ export interface CompactedInfo {
    * compaction, never on a request that does not compact.
    */
   readonly retention: Retention
+  /**
+   * What the removed span held, in order: each message (kind, role, size) and each tool result in it, whose `ref`
+   * (its tool_use_id) `Recall.recall` answers from the session log; a message's reference is its log entry's id
+   * (`Recall.removalsOf` reads it from the log).
+   */
+  readonly removed: ReadonlyArray<RemovedRecord>
   readonly turnsSummarized: number
   readonly messagesBefore: number
   readonly messagesAfter: number
@@ -680,6 +687,7 @@ export const finishCompaction = <M extends Message>(
   const info: CompactedInfo = {
     cut: { removed: { from: 0, to: cut }, kept: { from: cut, to: plan.messages.length } },
     retention: measure(plan.messages.slice(0, cut), next, { tail: repairedKept, classifier: plan.classifier }),
+    removed: removedRecords(plan.messages.slice(0, cut)),
     turnsSummarized: plan.turnsSummarized,
     messagesBefore: plan.messages.length,
     messagesAfter: next.length,

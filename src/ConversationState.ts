@@ -524,6 +524,11 @@ export interface OffloadOptions {
   readonly minSavings?: number | undefined
   readonly classifier?: ToolClassifier | undefined
   /**
+   * The model has the `recall` tool (`Recall.recallTool`, answered from this conversation's log): offload pointers
+   * then say to call it with their id (`Evict.EvictOptions.recall`). Default: not offered.
+   */
+  readonly recall?: boolean | undefined
+  /**
    * The cache lifetime the requests ask for; the rent-or-buy rule prices a rewrite at its write price (1.25× input
    * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
    */
@@ -599,6 +604,7 @@ const offloadStaleResults = (
       cacheCold,
       classifier: options.classifier,
       cacheTtl: options.cacheTtl,
+      recall: options.recall,
       droppedThinking: (message) =>
         newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? []),
       // a restart is priced only when the next request would continue a thread

@@ -127,6 +127,11 @@ export interface EvictOptions {
    * Absent: no thread (nothing beyond the cache is rewritten).
    */
   readonly restartCost?: number | undefined
+  /**
+   * The caller gives the model the `recall` tool (`Recall.recallTool`): an output's pointer (and a modified read's)
+   * then says to call it with the pointer's id, which returns the removed output exactly. Default: not offered.
+   */
+  readonly recall?: boolean | undefined
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -177,7 +182,8 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   cacheCold: options.cacheCold,
   prices: options.prices ?? CACHE_PRICES,
   droppedThinking: options.droppedThinking,
-  restart: options.restartCost === undefined ? undefined : () => options.restartCost!
+  restart: options.restartCost === undefined ? undefined : () => options.restartCost!,
+  recall: options.recall
 })
 
 /**

@@ -44,6 +44,8 @@ export * as SessionEntry from "./SessionEntry.ts"
 export * as SessionStore from "./SessionStore.ts"
 export * as SessionStoreJsonl from "./SessionStoreJsonl.ts"
 export * as SessionStoreSql from "./SessionStoreSql.ts"
+// The way back: the recall tool and its answers from the session log
+export * as Recall from "./Recall.ts"
 // The tools: pure conversions and replays over recorded sessions (`Import.importSessionFile` reads a file through
 // `FileSystem`; everything else in both is pure)
 export * as Import from "./Import.ts"

@@ -140,7 +140,7 @@ const inspectedSession = (input: InspectInput): Effect.Effect<SessionInput, CliF
     }
     if (Option.isNone(input.file)) return yield* usageFailure("inspect", "give a FILE, or --store URL --session-id S")
     if (Option.isSome(input.sessionId)) return yield* usageFailure("inspect", "--session-id only applies with --store")
-    return yield* readInput(input.file.value, { strict: input.strict, reading: "view" })
+    return yield* readInput(input.file.value, { strict: input.strict, reading: "view", showRemovals: true })
   })
 
 /** `inspect`: the report on stdout (text or `--json`), and with `--html` the HTML report (`--html -`: on stdout). */

@@ -21,6 +21,7 @@ import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
 import type { RequestEvent, RetentionTally } from "../Simulate.ts"
+import { formatRemoval, removalsOf } from "../internal/recall.ts"
 import { CATEGORIES } from "../Retention.ts"
 import { type CompactionRetentionRow, replaySession, retentionRowsOf, uploadBytes } from "./Replay.ts"
 import { chosenPolicy, type ReplayJson, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
@@ -102,6 +103,9 @@ const storeListFailure = (url: string) => (e: SessionLogError): CliFailure => {
 const pgStore = (url: string): Layer.Layer<SessionStore, SessionLogError> =>
   SessionStoreSql.layerPg({ url, migrate: false })
 
+/** The removals `inspect` lists of a session log: the latest ones. */
+const SHOWN_REMOVALS = 10
+
 const SESSION_LOG_LINE =
   /^\{"v":\d+,"id":"[^"]+","parentId":(null|"[^"]*"),"timestamp":[\d.e+-]+,"type":"(message|eviction|compaction)"/
 
@@ -136,12 +140,13 @@ export type LogReading = "view" | "history"
 /**
  * Reads a stored session (every line checked) as a CLI input, its view or its history (`LogReading`). A line on
  * stderr says what the log holds (entries, compactions, evictions, and anything opening reported) and which of the
- * two the command reads.
+ * two the command reads; with `showRemovals` (`inspect`), a line for each of the latest removals and its references.
  * @category io
  */
 export const readLogInput = (
   source: LogSource,
-  reading: LogReading = "view"
+  reading: LogReading = "view",
+  showRemovals = false
 ): Effect.Effect<SessionInput, CliFailure, Env> =>
   Effect.gen(function* () {
     const loaded: Loaded = yield* (source._tag === "Jsonl"
@@ -162,6 +167,12 @@ export const readLogInput = (
           reading === "view" ? `view (${loaded.view.length} messages)` : `history (${messages.length} messages)`
         }${issues}`
     )
+    // what each compaction and eviction removed, and the references `recall` answers (the latest few)
+    if (showRemovals) {
+      const removals = removalsOf(loaded.entries)
+      if (removals.length > SHOWN_REMOVALS) yield* status(`(${removals.length - SHOWN_REMOVALS} earlier removals)`)
+      for (const removal of removals.slice(-SHOWN_REMOVALS)) yield* status(formatRemoval(removal))
+    }
     const session = convertJson({ messages })
     if (Result.isFailure(session)) {
       return yield* new CliFailure({ code: ExitCode.Input, message: `${where(source)}: ${session.failure.message}` })
@@ -179,11 +190,11 @@ export const readLogInput = (
  */
 export const readInput = (
   file: string,
-  options: ReadOptions & { readonly reading: LogReading }
+  options: ReadOptions & { readonly reading: LogReading; readonly showRemovals?: boolean }
 ): Effect.Effect<SessionInput, CliFailure, Env> =>
   Effect.gen(function* () {
     if (file !== STDIO_PATH && (yield* isSessionLogFile(file))) {
-      return yield* readLogInput(jsonlSource(yield* Path.Path, file), options.reading)
+      return yield* readLogInput(jsonlSource(yield* Path.Path, file), options.reading, options.showRemovals)
     }
     return yield* readSession(file, options)
   })

@@ -296,15 +296,25 @@ const holds = (messages: ReadonlyArray<Message>, record: ResultRecord): boolean 
 /** The pointers built for a block, by reason (blocks are immutable, and a pointer depends on nothing else). */
 const pointers = new WeakMap<ToolResultBlock, Array<rules.PricedPointer>>()
 
-/** `pricedPointer` for an indexed result, remembered by block: the index decides again next step. */
+/**
+ * `pricedPointer` for an indexed result, remembered by block: the index decides again next step. `recall`: the
+ * caller offers the recall tool (`DecideOptions.recall`), which a remembered pointer must match.
+ */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
-  reason: OffloadReason
+  reason: OffloadReason,
+  recall: boolean | undefined
 ): rules.PricedPointer | undefined => {
+  // the pointers that say how to recall: an output's, and a modified read's
+  const says = recall === true && (record.action._tag !== "Read" || reason === "modified")
   let built = pointers.get(block)
-  if (built !== undefined) { for (const p of built) if (p.reason === reason) return p }
-  const pointer = rules.pricedPointer(record.toolUse, record.action, block, reason, record.payload)
+  if (built !== undefined) {
+    for (const p of built) {
+      if (p.reason === reason && (p.ref.recall === true) === says) return p
+    }
+  }
+  const pointer = rules.pricedPointer(record.toolUse, record.action, block, reason, record.payload, undefined, recall)
   if (pointer !== undefined) {
     if (built === undefined) pointers.set(block, built = [])
     built.push(pointer)
@@ -373,10 +383,12 @@ export const decide = <M extends Message>(
       else open[kept++] = record
       continue
     }
-    const pointer = pointerFor(record, block, reason)
+    const pointer = pointerFor(record, block, reason, options.recall)
     if (pointer === undefined) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
-      const never = reachableReasons(record).every((r) => r === reason || pointerFor(record, block, r) === undefined)
+      const never = reachableReasons(record).every((r) =>
+        r === reason || pointerFor(record, block, r, options.recall) === undefined
+      )
       record.state = never ? "closed" : "parked"
       continue
     }

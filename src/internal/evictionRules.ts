@@ -182,15 +182,18 @@ export const pricedPointer = (
   block: ToolResultBlock,
   reason: OffloadReason,
   before: number,
-  path?: string
+  path?: string,
+  recall?: boolean
 ): PricedPointer | undefined => {
   const tool = toolUse.name
   const toolUseId = block.tool_use_id
   const images = countImages(block.content)
   let ref: OffloadRef
   let escapedField = path
-  if (action._tag === "Read") ref = readRef(action, tool, toolUseId, reason, before, images)
-  else {
+  if (action._tag === "Read") {
+    const read = readRef(action, tool, toolUseId, reason, before, images)
+    ref = recall === true && reason === "modified" ? { ...read, recall: true } : read
+  } else {
     if (Math.ceil(outputLengthAtLeast(tool, toolUseId, 0, reason, before, images) / CHARS_PER_TOKEN) >= before) {
       return undefined
     }
@@ -201,9 +204,10 @@ export const pricedPointer = (
     let input = line
     if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
     const urls = urlsOf(block.content)
-    ref = urls.length === 0
+    const output: OffloadRef = urls.length === 0
       ? { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
       : { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images, urls }
+    ref = recall === true ? { ...output, recall: true } : output
   }
   if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
   const content = writePointer(ref, escapedField)
@@ -247,6 +251,8 @@ export interface DecideOptions {
    * absent: no thread, nothing beyond the cache is rewritten.
    */
   readonly restart?: (() => number) | undefined
+  /** `EvictOptions.recall`: the caller offers the `recall` tool, so pointers say how to call it. */
+  readonly recall?: boolean | undefined
 }
 
 /**

@@ -30,6 +30,11 @@ export type OffloadRef =
     readonly reason: OffloadReason
     readonly tokens: number
     readonly images: number
+    /**
+     * The caller offers the `recall` tool (`Recall`): a `modified` read's pointer then says that `recall` with its id
+     * returns the content the read showed (re-reading shows the file as it is now). Absent: not offered.
+     */
+    readonly recall?: true
   }
   | {
     readonly _tag: "Output"
@@ -44,6 +49,11 @@ export type OffloadRef =
      * `url_not_in_prior_context`); absent when it held none. No URL holds a space.
      */
     readonly urls?: ReadonlyArray<string>
+    /**
+     * The caller offers the `recall` tool (`Recall`): the pointer says to call it with its id to see the output
+     * exactly (making the call again shows the state of now). Absent: not offered.
+     */
+    readonly recall?: true
   }
 
 /**
@@ -69,6 +79,18 @@ const READ_TAIL: Readonly<Record<OffloadReason, string>> = {
   stale: "] This file read was removed to save context. Re-read the file to restore it."
 }
 const OUTPUT_TAIL = "] This tool output was removed to save context. Make the same call again to see it."
+
+/** The tails of a pointer whose caller offers `recall` (`via=recall`): the exact way back is the id. */
+const OUTPUT_RECALL_TAIL = "] This tool output was removed to save context. Call recall with this id to see it exactly."
+const MODIFIED_RECALL_TAIL =
+  "] The file was changed after this read. Re-read the file to see its current content, or call recall with this id to see what this read showed."
+
+/** The field of a pointer whose caller offers `recall`, before its tail. */
+const RECALL_FIELD = " via=recall"
+
+/** The tail of a read pointer. */
+const readTail = (reason: OffloadReason, recall: true | undefined): string =>
+  recall === true && reason === "modified" ? RECALL_FIELD + MODIFIED_RECALL_TAIL : READ_TAIL[reason]
 
 /** The fields from the closing quote of `id` to the tokens value, by reason. */
 const REASON_FIELD: Readonly<Record<OffloadReason, string>> = {
@@ -151,12 +173,13 @@ export const writePointer = (ref: OffloadRef, escapedField?: string): string => 
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
     return outputHead(ref.tool) + (escapedField ?? escapedOften(ref.input)) + ID_FIELD + escaped(ref.toolUseId) +
-      REASON_FIELD[reason] + counts + urlsField(ref.urls) + OUTPUT_TAIL
+      REASON_FIELD[reason] + counts + urlsField(ref.urls) +
+      (ref.recall === true ? RECALL_FIELD + OUTPUT_RECALL_TAIL : OUTPUT_TAIL)
   }
   const range = ref.range
   const idField = range === undefined ? ID_FIELD : `${LINES_FIELD}${range.start}-${range.end ?? ""}${ID_AFTER_LINES}`
   return readHead(ref.tool) + (escapedField ?? escaped(ref.path)) + idField + escaped(ref.toolUseId) +
-    REASON_FIELD[reason] + counts + READ_TAIL[reason]
+    REASON_FIELD[reason] + counts + readTail(reason, ref.recall)
 }
 
 const digits = (n: number): number => `${n}`.length
@@ -188,7 +211,8 @@ export const pointerLengthAtLeast = (ref: OffloadRef): number => {
     return outputLengthAtLeast(ref.tool, ref.toolUseId, ref.input.length, ref.reason, ref.tokens, ref.images) +
       (ref.urls === undefined || ref.urls.length === 0
         ? 0
-        : URLS_FIELD.length + 1 + ref.urls.reduce((n, u) => n + u.length + 1, -1))
+        : URLS_FIELD.length + 1 + ref.urls.reduce((n, u) => n + u.length + 1, -1)) +
+      (ref.recall === true ? RECALL_FIELD.length + OUTPUT_RECALL_TAIL.length - OUTPUT_TAIL.length : 0)
   }
   const range = ref.range
   const idField = range === undefined
@@ -197,14 +221,14 @@ export const pointerLengthAtLeast = (ref: OffloadRef): number => {
       ID_AFTER_LINES.length
   return READ_HEAD.length + PATH_FIELD.length + ref.path.length + idField + ref.tool.length +
     ref.toolUseId.length + REASON_FIELD[ref.reason].length + countsLength(ref.tokens, ref.images) +
-    READ_TAIL[ref.reason].length
+    readTail(ref.reason, ref.recall).length
 }
 
 const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
 const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
 const NAT = /^(?:0|[1-9][0-9]*)$/
-const READ_FIELDS: ReadonlyArray<string> = ["tool", "path", "lines", "id", "reason", "tokens", "images"]
-const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images", "urls"]
+const READ_FIELDS: ReadonlyArray<string> = ["tool", "path", "lines", "id", "reason", "tokens", "images", "via"]
+const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images", "urls", "via"]
 
 const parseRange = (text: string): LineRange | undefined => {
   const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
@@ -254,12 +278,15 @@ export const parsePointer = (text: string): OffloadRef | undefined => {
   const images = fields.get("images") ?? "0"
   if (tool === undefined || toolUseId === undefined || reason === undefined || !REASONS.has(reason)) return undefined
   if (tokens === undefined || !NAT.test(tokens) || !NAT.test(images)) return undefined
+  const via = fields.get("via")
+  if (via !== undefined && via !== "recall") return undefined
   const common = {
     tool,
     toolUseId,
     reason: reason as OffloadReason,
     tokens: Number(tokens),
-    images: Number(images)
+    images: Number(images),
+    ...(via === undefined ? {} : { recall: true as const })
   }
   const expected = kind === "read" ? READ_FIELDS : OUTPUT_FIELDS
   for (const key of fields.keys()) if (!expected.includes(key)) return undefined

@@ -139,6 +139,11 @@ describe("compact --log goes on with an existing session", () => {
       stored.stderr,
       /grow\.jsonl: session log of \d+ entries \(402 messages, \d+ compactions, 0 evictions\)/
     )
+    // each compaction's removal record, with the references recall answers
+    assert.match(
+      stored.stderr,
+      /compaction [0-9a-f-]+: removed [1-9]\d* messages \([^)]*user \d+[^)]*\), \d+ tool results.*, ~\d+ tokens; recall refs: \S+/
+    )
     // another conversation: exit 5, one line, nothing written
     const before = readFileSync(join(logs, "grow.jsonl"), "utf8")
     const other = cli(growArgs("other.json", [{ role: "user", content: "hello" }], "d.json"))

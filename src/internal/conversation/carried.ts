@@ -99,6 +99,8 @@ export class CarriedIndex {
       readonly droppedThinking?: ((message: number) => number) | undefined
       /** What restarting the server-held thread costs (`DecideOptions.restart`); absent: no thread. */
       readonly restart?: (() => number) | undefined
+      /** The caller offers the recall tool (`DecideOptions.recall`). */
+      readonly recall?: boolean | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined

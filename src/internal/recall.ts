@@ -1,0 +1,673 @@
+/**
+ * The recall tool's parts (`Recall` is its public face): the tool definition, reading its input, the sources a
+ * session's entries can give back, what each compaction and eviction removed, pages, search, answers and their text,
+ * the eviction's view of a recall call, and the store read they answer from.
+ *
+ * @internal
+ */
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
+import { isText, isToolResult, isToolUse } from "../Message.ts"
+import { decodeLine, type Entry } from "../SessionEntry.ts"
+import { SessionStore } from "../SessionStore.ts"
+import { CHARS_PER_TOKEN } from "../Tokens.ts"
+import type { ToolAction } from "../Tools.ts"
+import type { SessionLogError } from "./sessionLogError.ts"
+import { headOf } from "./text.ts"
+
+// ============================================================================
+// The tool definition
+// ============================================================================
+
+/** The name of the recall tool. @category constants */
+export const RECALL_TOOL_NAME = "recall"
+
+/**
+ * The recall tool's definition in the Messages API's tool shape (`name`, `description`, JSON `input_schema`): add it
+ * to a request's `tools` as it is.
+ * @category tool
+ */
+export interface RecallToolDefinition {
+  readonly name: typeof RECALL_TOOL_NAME
+  readonly description: string
+  readonly input_schema: {
+    readonly type: "object"
+    readonly properties: Readonly<Record<string, unknown>>
+    readonly additionalProperties: false
+  }
+}
+
+/** The recall tool, ready for a request's `tools`. @category tool */
+export const recallTool: RecallToolDefinition = {
+  name: RECALL_TOOL_NAME,
+  description: "Read back, exactly, what was removed from this conversation to save context. " +
+    "Give `ref` (the id in an offloaded-output pointer, or a reference a compaction summary lists) to get that " +
+    "output or message exactly, in pages (`lines` narrows it to a line range, `page` picks a later page). " +
+    "Or give `query` to search everything removed (plain text, or a regular expression with `regex: true`): " +
+    "hits come newest first, each with its ref and a few lines of context. Give either `ref` or `query`.",
+  input_schema: {
+    type: "object",
+    properties: {
+      ref: { type: "string", description: "The reference of a removed tool output or message." },
+      lines: { type: "string", pattern: "^[1-9][0-9]*(-([1-9][0-9]*)?)?$", description: "A line range, like 120-240." },
+      page: { type: "integer", minimum: 1, description: "Which page of the answer (default 1)." },
+      query: { type: "string", description: "Text to search for in everything removed." },
+      regex: { type: "boolean", description: "Read `query` as a JavaScript regular expression." }
+    },
+    additionalProperties: false
+  }
+}
+
+// ============================================================================
+// The input
+// ============================================================================
+
+/** A line range, 1-based and inclusive; `end` absent: to the last line. @category models */
+export interface RecallLines {
+  readonly start: number
+  readonly end?: number
+}
+
+/** What the model asked for: one reference (a page of it) or one search. @category models */
+export type RecallRequest =
+  | { readonly _tag: "ByRef"; readonly ref: string; readonly lines?: RecallLines; readonly page: number }
+  | { readonly _tag: "Search"; readonly query: string; readonly regex: boolean; readonly page: number }
+
+const RecallInputErrorBase: ReturnType<typeof Data.TaggedError<"RecallInputError">> = Data.TaggedError(
+  "RecallInputError"
+)
+
+/** A recall input that cannot be answered: what is wrong with it, in words the model can act on. @category errors */
+export class RecallInputError extends RecallInputErrorBase<{ readonly detail: string }> {
+  override get message(): string {
+    return `recall: ${this.detail}`
+  }
+}
+
+const LINES = /^([1-9][0-9]*)(?:-([1-9][0-9]*)?)?$/
+
+const parseLines = (text: string): RecallLines | undefined => {
+  const match = LINES.exec(text)
+  if (match === null) return undefined
+  const start = Number(match[1])
+  if (!text.includes("-")) return { start, end: start }
+  if (match[2] === undefined) return { start }
+  const end = Number(match[2])
+  return end >= start ? { start, end } : undefined
+}
+
+/**
+ * Reads a recall tool call's input (`tool_use.input`): exactly one of `ref` and `query`, a valid `lines` range and
+ * `page`, a `regex` that compiles. Anything else is a `RecallInputError`, never a guess.
+ * @category input
+ */
+export const decodeRecallInput = (input: unknown): Result.Result<RecallRequest, RecallInputError> => {
+  const fail = (detail: string) => Result.fail(new RecallInputError({ detail }))
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return fail("the input must be an object")
+  const fields = input as Record<string, unknown>
+  for (const key of Object.keys(fields)) {
+    if (!(key in recallTool.input_schema.properties)) return fail(`unknown field ${JSON.stringify(key)}`)
+  }
+  const { lines, page, query, ref, regex } = fields
+  const pageNumber = page ?? 1
+  if (typeof pageNumber !== "number" || !Number.isInteger(pageNumber) || pageNumber < 1) {
+    return fail("page must be an integer from 1")
+  }
+  if ((ref === undefined) === (query === undefined)) return fail("give exactly one of ref and query")
+  if (ref !== undefined) {
+    if (typeof ref !== "string" || ref === "") return fail("ref must be a non-empty string")
+    if (regex !== undefined) return fail("regex goes with query, not ref")
+    if (lines === undefined) return Result.succeed({ _tag: "ByRef", ref, page: pageNumber })
+    const range = typeof lines === "string" ? parseLines(lines) : undefined
+    if (range === undefined) return fail(`lines must look like 120-240 (got ${JSON.stringify(lines)})`)
+    return Result.succeed({ _tag: "ByRef", ref, lines: range, page: pageNumber })
+  }
+  if (typeof query !== "string" || query === "") return fail("query must be a non-empty string")
+  if (lines !== undefined) return fail("lines goes with ref, not query")
+  if (regex !== undefined && typeof regex !== "boolean") return fail("regex must be true or false")
+  if (regex === true) {
+    try {
+      new RegExp(query, "u")
+    } catch (e) {
+      return fail(`query is not a regular expression: ${(e as Error).message}`)
+    }
+  }
+  return Result.succeed({ _tag: "Search", query, regex: regex === true, page: pageNumber })
+}
+
+// ============================================================================
+// Sources: what the log can give back
+// ============================================================================
+
+/** What a source is: a tool call's result, a message, or a summary a later compaction replaced. @category models */
+export type RecallKind = "tool_result" | "message" | "summary"
+
+/**
+ * One text the log can give back by reference: where it is stored (`entryId`, and `block` for a tool result), its
+ * text, and whether the current view still holds it as it was (`removed` false) or not.
+ * @category models
+ */
+export interface RecallSource {
+  readonly ref: string
+  readonly kind: RecallKind
+  /** The log entry that stored it (for a kept message, its compaction entry's `id#i`). */
+  readonly entryId: string
+  /** The index of the tool_result block in its message (tool results only). */
+  readonly block?: number
+  readonly role?: "user" | "assistant" | "system"
+  /** The tool whose call it answers (tool results only, when the call is in the log). */
+  readonly tool?: string
+  /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
+  readonly text: string
+  /** The current view no longer holds it as stored: summarized away or offloaded. */
+  readonly removed: boolean
+}
+
+/**
+ * The text of a tool result's content: a string as it is; blocks as their texts, one after the other, an image or
+ * other non-text block as a one-line marker (`[image]`), separated by a newline.
+ * @category text
+ */
+export const recallText = (content: ToolResultBlock["content"]): string => {
+  if (content === undefined) return ""
+  if (typeof content === "string") return content
+  return content.map(blockText).join("\n")
+}
+
+const blockText = (block: ContentBlock): string => {
+  if (isText(block)) return block.text
+  if (isToolUse(block)) return `[tool_use ${block.name} id=${block.id}] ${JSON.stringify(block.input)}`
+  if (isToolResult(block)) return `[tool_result id=${block.tool_use_id}]\n${recallText(block.content)}`
+  if (block.type === "thinking" && typeof (block as { thinking?: unknown }).thinking === "string") {
+    return `[thinking] ${(block as { thinking: string }).thinking}`
+  }
+  return `[${block.type}]`
+}
+
+/**
+ * The text of a message: a string content as it is; blocks as their texts (`recallText`'s forms, a tool call as
+ * `[tool_use name id=…] input`, a tool result under a `[tool_result id=…]` line), separated by a blank line.
+ * @category text
+ */
+export const messageText = (message: Message): string =>
+  typeof message.content === "string" ? message.content : message.content.map(blockText).join("\n\n")
+
+/** A fold of a session's entries into its sources, calling `onRemoval` at each compaction and eviction. */
+const foldSources = (
+  entries: ReadonlyArray<Entry>,
+  onRemoval: (removal: Removal) => void = () => undefined
+): ReadonlyArray<RecallSource> => {
+  const sources: Array<Omit<RecallSource, "removed">> = []
+  /** Entry id → the indices (in `sources`) of its message and its tool results. */
+  const byEntry = new Map<string, Array<number>>()
+  /** tool_use_id → the index of its (first) tool result source. */
+  const byResult = new Map<string, number>()
+  const toolNames = new Map<string, string>()
+  const evicted = new Set<string>()
+  let view: Array<string> = []
+  const add = (entryId: string, source: Omit<RecallSource, "removed">) => {
+    const list = byEntry.get(entryId) ?? []
+    list.push(sources.length)
+    byEntry.set(entryId, list)
+    sources.push(source)
+  }
+  const addMessage = (entryId: string, message: Message, kind: RecallKind) => {
+    add(entryId, { ref: entryId, kind, entryId, role: message.role, text: messageText(message) })
+    if (typeof message.content === "string") return
+    message.content.forEach((block, index) => {
+      if (isToolUse(block)) toolNames.set(block.id, block.name)
+      if (!isToolResult(block) || byResult.has(block.tool_use_id)) return
+      byResult.set(block.tool_use_id, sources.length)
+      const tool = toolNames.get(block.tool_use_id)
+      add(entryId, {
+        ref: block.tool_use_id,
+        kind: "tool_result",
+        entryId,
+        block: index,
+        role: message.role,
+        ...(tool === undefined ? {} : { tool }),
+        text: recallText(block.content)
+      })
+    })
+  }
+  for (const entry of entries) {
+    switch (entry.type) {
+      case "message":
+        addMessage(entry.id, entry.message, "message")
+        view.push(entry.id)
+        break
+      case "eviction": {
+        for (const e of entry.evictions) evicted.add(e.toolUseId)
+        const removed = entry.evictions.flatMap((e) => {
+          const at = byResult.get(e.toolUseId)
+          return at === undefined ? [] : [removedItem(sources[at]!)]
+        })
+        onRemoval({ entryId: entry.id, type: "eviction", removed })
+        break
+      }
+      case "compaction": {
+        const before = view
+        addMessage(entry.id, entry.summary, "summary")
+        if (entry.kept === undefined) {
+          const from = entry.firstKeptEntryId === null ? view.length : view.indexOf(entry.firstKeptEntryId)
+          view = [entry.id, ...view.slice(Math.max(0, from))]
+        } else {
+          const through = entry.kept.through
+          const end = through === null ? 0 : view.indexOf(through) + 1
+          const kept = entry.kept.messages.map((message, i) => {
+            const id = `${entry.id}#${i + 1}`
+            addMessage(id, message, "message")
+            return id
+          })
+          view = [entry.id, ...kept, ...view.slice(end)]
+        }
+        const after = new Set(view)
+        const removed = before.filter((id) => !after.has(id)).flatMap((id) =>
+          (byEntry.get(id) ?? []).map((at) => removedItem(sources[at]!))
+        )
+        onRemoval({ entryId: entry.id, type: "compaction", removed })
+        break
+      }
+    }
+  }
+  const present = new Set(view)
+  return sources.map((s) => ({
+    ...s,
+    removed: !present.has(s.entryId) || (s.kind === "tool_result" && evicted.has(s.ref))
+  }))
+}
+
+/**
+ * Every text of a session's entries that `recall` can give back, oldest first: each message entry, each tool result
+ * in it (by its `tool_use_id`; the first stored copy, the original), each kept message and each summary; marked
+ * `removed` when the view the entries fold to no longer holds it as stored. Pure.
+ * @category sources
+ */
+export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<RecallSource> => foldSources(entries)
+
+/** The source a reference names, or `undefined`: a message or summary by entry id first, then a tool result. @category sources */
+export const sourceOf = (sources: ReadonlyArray<RecallSource>, ref: string): RecallSource | undefined =>
+  sources.find((s) => s.ref === ref && s.kind !== "tool_result") ?? sources.find((s) => s.ref === ref)
+
+// ============================================================================
+// What each compaction removed
+// ============================================================================
+
+/** One item a compaction or an eviction removed from the view: its reference, kind, tool and size. @category models */
+export interface RemovedItem {
+  readonly ref: string
+  readonly kind: RecallKind
+  readonly role?: "user" | "assistant" | "system"
+  readonly tool?: string
+  /** Estimated tokens of its text (`ceil(chars / CHARS_PER_TOKEN)`). */
+  readonly tokens: number
+}
+
+/** What one log entry removed from the view: a compaction (the messages it summarized) or an eviction. @category models */
+export interface Removal {
+  readonly entryId: string
+  readonly type: "compaction" | "eviction"
+  readonly removed: ReadonlyArray<RemovedItem>
+}
+
+const tokensOf = (text: string): number => Math.ceil(text.length / CHARS_PER_TOKEN)
+
+/**
+ * What each compaction and eviction entry of a session removed, in log order: a compaction every message (and its
+ * tool results, and an earlier summary) of the view before it that the view after it no longer holds; an eviction
+ * the tool results it offloaded. Each item carries the reference `recall` answers. Pure.
+ * @category removals
+ */
+export const removalsOf = (entries: ReadonlyArray<Entry>): ReadonlyArray<Removal> => {
+  const out: Array<Removal> = []
+  foldSources(entries, (removal) => void out.push(removal))
+  return out
+}
+
+const removedItem = (s: Omit<RecallSource, "removed">): RemovedItem => ({
+  ref: s.ref,
+  kind: s.kind,
+  ...(s.role === undefined ? {} : { role: s.role }),
+  ...(s.tool === undefined ? {} : { tool: s.tool }),
+  tokens: tokensOf(s.text)
+})
+
+// ============================================================================
+// Pages
+// ============================================================================
+
+/** The tokens one recall answer holds at most, by default. @category constants */
+export const DEFAULT_MAX_TOKENS = 4_000
+
+/** One page of a text: its part, the lines it was cut from, and where the next page is. @category models */
+export interface RecallPage {
+  readonly text: string
+  readonly page: number
+  readonly pages: number
+  /** The line range the pages were cut from (all lines when none was asked for). */
+  readonly lines: { readonly start: number; readonly end: number; readonly total: number }
+}
+
+/**
+ * Page `page` (from 1) of the lines `lines` of `text`, each page at most `maxChars` code units and never between
+ * the halves of a surrogate pair: the pages, joined, are the selected lines exactly (all of `text` without `lines`).
+ * A page past the last is empty. Pure.
+ * @category pages
+ */
+export const pageOf = (
+  text: string,
+  options: { readonly lines?: RecallLines | undefined; readonly page?: number; readonly maxChars: number }
+): RecallPage => {
+  const starts = [0]
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) starts.push(i + 1)
+  const total = starts.length
+  const start = Math.min(options.lines?.start ?? 1, total)
+  const end = Math.max(start, Math.min(options.lines?.end ?? total, total))
+  const from = options.lines === undefined ? 0 : starts[start - 1]!
+  const to = options.lines === undefined || end === total ? text.length : starts[end]!
+  const selected = text.slice(from, to)
+  const maxChars = Math.max(2, options.maxChars)
+  const cuts = [0]
+  while (cuts.at(-1)! < selected.length) {
+    const at = cuts.at(-1)!
+    cuts.push(at + Math.max(1, headOf(selected.slice(at, at + maxChars + 1), maxChars).length))
+  }
+  const pages = Math.max(1, cuts.length - 1)
+  const page = options.page ?? 1
+  const pageText = page <= cuts.length - 1 ? selected.slice(cuts[page - 1], cuts[page]) : ""
+  return { text: pageText, page, pages, lines: { start, end, total } }
+}
+
+// ============================================================================
+// Search
+// ============================================================================
+
+/** One search hit: the source's reference, the matching line and a few lines around it. @category models */
+export interface RecallHit {
+  readonly ref: string
+  readonly kind: RecallKind
+  readonly tool?: string
+  /** The matching line's number in the source's text (from 1). */
+  readonly line: number
+  /** The lines around it (`context` before and after), the matching one included. */
+  readonly excerpt: string
+}
+
+/** Lines of context each side of a hit, by default. @category constants */
+export const DEFAULT_CONTEXT_LINES = 2
+
+/** The longest line an excerpt shows, in code units (a longer one is clipped around nothing: its head). */
+const MAX_EXCERPT_LINE = 400
+
+/**
+ * The hits of `query` in the removed sources, newest first (later entries first, the first match of each source
+ * first): at most one hit per line, each with `context` lines either side. A plain query matches case-insensitively;
+ * a regular expression as written (with the `u` flag). Pure.
+ * @category search
+ */
+export const searchSources = (
+  sources: ReadonlyArray<RecallSource>,
+  query: string,
+  options: { readonly regex?: boolean; readonly context?: number } = {}
+): ReadonlyArray<RecallHit> => {
+  const context = options.context ?? DEFAULT_CONTEXT_LINES
+  const needle = query.toLowerCase()
+  const pattern = options.regex === true ? new RegExp(query, "u") : undefined
+  // a line that matches is a match of the whole text (with `^` and `$` at line ends): one scan rules a text out
+  const anywhere = options.regex === true ? new RegExp(query, "mu") : undefined
+  const matches = (line: string) => pattern === undefined ? line.toLowerCase().includes(needle) : pattern.test(line)
+  const mayMatch = (text: string) => anywhere === undefined ? text.toLowerCase().includes(needle) : anywhere.test(text)
+  const hits: Array<RecallHit> = []
+  for (let s = sources.length - 1; s >= 0; s--) {
+    const source = sources[s]!
+    // a message's text repeats its tool results: search each tool result once, in its own source
+    if (!source.removed || (source.kind !== "tool_result" && hasOwnToolResults(sources, s))) continue
+    if (!mayMatch(source.text)) continue
+    const lines = source.text.split("\n")
+    lines.forEach((line, i) => {
+      if (!matches(line)) return
+      const excerpt = lines.slice(Math.max(0, i - context), i + context + 1).map((l) => headOf(l, MAX_EXCERPT_LINE))
+      hits.push({
+        ref: source.ref,
+        kind: source.kind,
+        ...(source.tool === undefined ? {} : { tool: source.tool }),
+        line: i + 1,
+        excerpt: excerpt.join("\n")
+      })
+    })
+  }
+  return hits
+}
+
+/** True when the message source at `index` is followed by tool result sources of its own entry. */
+const hasOwnToolResults = (sources: ReadonlyArray<RecallSource>, index: number): boolean => {
+  const next = sources[index + 1]
+  return next !== undefined && next.kind === "tool_result" && next.entryId === sources[index]!.entryId
+}
+
+// ============================================================================
+// Answers
+// ============================================================================
+
+/** What a recall answers. @category models */
+export type RecallAnswer = Data.TaggedEnum<{
+  /** A page of the source `ref` names. */
+  Found: { readonly source: Omit<RecallSource, "text">; readonly page: RecallPage }
+  /** No source of this session has the reference. */
+  Missing: { readonly ref: string }
+  /** A page of a search's hits, newest first. */
+  Hits: {
+    readonly query: string
+    readonly hits: ReadonlyArray<RecallHit>
+    readonly total: number
+    readonly page: number
+    readonly pages: number
+  }
+  /** The input could not be read. */
+  Invalid: { readonly error: RecallInputError }
+}>
+
+/** Constructors and matchers for `RecallAnswer`. @category constructors */
+export const RecallAnswer: Data.TaggedEnum.Constructor<RecallAnswer> = Data.taggedEnum<RecallAnswer>()
+
+/** Options of `answerFromSources` and `recall`. @category models */
+export interface RecallOptions {
+  /** The tokens one answer holds at most; default `DEFAULT_MAX_TOKENS`. */
+  readonly maxTokens?: number | undefined
+  /** Lines of context each side of a search hit; default `DEFAULT_CONTEXT_LINES`. */
+  readonly context?: number | undefined
+}
+
+/** The code units an answer's header and next-page line take at most, besides a reference and a tool name. */
+const ANSWER_FRAME = 160
+
+/** A hit's size in a rendered answer, in code units. */
+const hitChars = (hit: RecallHit): number => hit.ref.length + hit.excerpt.length + 64
+
+/**
+ * Answers a request from a session's sources: a page of the referenced text (`maxTokens` per page), or the page of
+ * search hits that fits in `maxTokens` (pages beyond). Pure.
+ * @category answers
+ */
+export const answerFromSources = (
+  sources: ReadonlyArray<RecallSource>,
+  request: RecallRequest,
+  options: RecallOptions = {}
+): RecallAnswer => {
+  // the header and the next-page line share the cap with the text
+  const maxChars = Math.max(CHARS_PER_TOKEN, (options.maxTokens ?? DEFAULT_MAX_TOKENS) * CHARS_PER_TOKEN - ANSWER_FRAME)
+  if (request._tag === "ByRef") {
+    const source = sourceOf(sources, request.ref)
+    if (source === undefined) return RecallAnswer.Missing({ ref: request.ref })
+    const { text, ...rest } = source
+    // the reference is in the header and in the next-page line, the tool in the header
+    const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
+    const page = pageOf(text, { lines: request.lines, page: request.page, maxChars: Math.max(CHARS_PER_TOKEN, room) })
+    return RecallAnswer.Found({ source: rest, page })
+  }
+  const hits = searchSources(sources, request.query, {
+    regex: request.regex,
+    ...(options.context === undefined ? {} : { context: options.context })
+  })
+  const pages: Array<Array<RecallHit>> = [[]]
+  let used = 0
+  for (const hit of hits) {
+    const size = hitChars(hit)
+    if (used + size > maxChars && pages.at(-1)!.length > 0) {
+      pages.push([])
+      used = 0
+    }
+    pages.at(-1)!.push(hit)
+    used += size
+  }
+  return RecallAnswer.Hits({
+    query: request.query,
+    hits: pages[request.page - 1] ?? [],
+    total: hits.length,
+    page: request.page,
+    pages: pages.length
+  })
+}
+
+const linesField = (page: RecallPage): string =>
+  page.lines.start === 1 && page.lines.end === page.lines.total
+    ? `lines=1-${page.lines.total}`
+    : `lines=${page.lines.start}-${page.lines.end} of ${page.lines.total}`
+
+/**
+ * The tool_result text of an answer: a one-line header in brackets (reference, kind, tool, lines, page), then the
+ * text; a line saying how to get the next page when there is one. A search lists its hits, each under its reference
+ * and line. `Missing` and `Invalid` say what to do instead.
+ * @category answers
+ */
+export const renderAnswer = (answer: RecallAnswer): string => {
+  switch (answer._tag) {
+    case "Found": {
+      const { page, source } = answer
+      const tool = source.tool === undefined ? "" : ` tool=${JSON.stringify(source.tool)}`
+      const head = `[recall ref=${JSON.stringify(source.ref)} kind=${source.kind}${tool} ${linesField(page)} ` +
+        `page ${page.page} of ${page.pages}]`
+      const more = page.page < page.pages
+        ? `\n[more: call recall with ref=${JSON.stringify(source.ref)}${
+          page.lines.start === 1 && page.lines.end === page.lines.total
+            ? ""
+            : ` lines="${page.lines.start}-${page.lines.end}"`
+        } page=${page.page + 1}]`
+        : ""
+      return `${head}\n${page.text}${more}`
+    }
+    case "Missing":
+      return `[recall] No removed output or message of this conversation has ref ${JSON.stringify(answer.ref)}. ` +
+        "Search with query instead."
+    case "Hits": {
+      if (answer.total === 0) return `[recall] Nothing removed matches ${JSON.stringify(answer.query)}.`
+      const head = `[recall query=${JSON.stringify(answer.query)} ${answer.total} hits, newest first, ` +
+        `page ${answer.page} of ${answer.pages}]`
+      const body = answer.hits.map((h) =>
+        `--- ref=${JSON.stringify(h.ref)} kind=${h.kind}${
+          h.tool === undefined ? "" : ` tool=${JSON.stringify(h.tool)}`
+        } line ${h.line}\n${h.excerpt}`
+      )
+      const more = answer.page < answer.pages
+        ? [`[more: call recall with the same query and page=${answer.page + 1}]`]
+        : []
+      return [head, ...body, ...more].join("\n")
+    }
+    case "Invalid":
+      return `[recall] ${answer.error.detail}`
+  }
+}
+
+// ============================================================================
+// From the log
+// ============================================================================
+
+/**
+ * The entries of session `sessionId`, read from the `SessionStore` (every line decoded; a line that does not decode
+ * is skipped, as a repairing load skips it): what `recall` answers from. Reads no other session.
+ * @category log
+ */
+export const readEntries = (sessionId: string): Effect.Effect<ReadonlyArray<Entry>, SessionLogError, SessionStore> =>
+  Effect.gen(function* () {
+    const store = yield* SessionStore
+    const { entries } = yield* store.read(sessionId, 0)
+    return entries.flatMap((stored) => {
+      const decoded = decodeLine(stored.line)
+      return Result.isSuccess(decoded) ? [decoded.success] : []
+    })
+  })
+
+// ============================================================================
+// Eviction
+// ============================================================================
+
+/**
+ * What a recall call does to "files", for the eviction rules: a recall by reference reads the file
+ * `recall:<ref>` (page `n` > 1 the file `recall:<ref> page=n`), with its `lines` as the range, so a later recall of
+ * the same reference supersedes it as a later read of a file does; a search is `Other`.
+ * @category eviction
+ */
+export const recallAction = (toolUse: ToolUseBlock): ToolAction => {
+  const request = decodeRecallInput(toolUse.input)
+  if (Result.isFailure(request) || request.success._tag !== "ByRef") return { _tag: "Other" }
+  const { lines, page, ref } = request.success
+  const path = page === 1 ? `recall:${ref}` : `recall:${ref} page=${page}`
+  return lines === undefined ? { _tag: "Read", path } : { _tag: "Read", path, range: lines }
+}
+
+// ============================================================================
+// The SDK's tool runner
+// ============================================================================
+
+/**
+ * The recall tool as the SDK's tool runner takes it (`client.beta.messages.toolRunner({ tools })`): the shape
+ * `betaTool` builds (`type: "custom"`, the definition, `run`, `parse`), made without loading the SDK.
+ * @category tool
+ */
+export interface RecallRunnableTool extends Omit<RecallToolDefinition, "input_schema"> {
+  readonly type: "custom"
+  readonly input_schema: RecallToolDefinition["input_schema"]
+  /** Answers one call: the answer's text, or a thrown `RecallInputError` the runner turns into an error result. */
+  readonly run: (args: unknown) => Promise<string>
+  /** The input as the model sent it (`run` checks it). */
+  readonly parse: (content: unknown) => unknown
+}
+
+// ============================================================================
+// Removal records, for people
+// ============================================================================
+
+/** How many refs `formatRemoval` lists before it counts the rest. */
+const LISTED_REFS = 6
+
+/**
+ * One line on what a log entry removed: `compaction <id>: removed 12 messages (user 4, assistant 8), 7 tool results
+ * (bash 5, read 2), ~4210 tokens; recall refs: toolu_a, toolu_b, … (+5)` (an eviction: its tool results only). Pure.
+ * @category removals
+ */
+export const formatRemoval = (removal: Removal): string => {
+  const messages = removal.removed.filter((i) => i.kind !== "tool_result")
+  const results = removal.removed.filter((i) => i.kind === "tool_result")
+  const tally = (names: ReadonlyArray<string>): string => {
+    const counts = new Map<string, number>()
+    for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1)
+    return [...counts].map(([name, n]) => `${name} ${n}`).join(", ")
+  }
+  const parts: Array<string> = []
+  if (removal.type === "compaction") {
+    const roles = tally(messages.map((m) => m.kind === "summary" ? "summary" : m.role ?? "message"))
+    parts.push(`${messages.length} messages${messages.length === 0 ? "" : ` (${roles})`}`)
+  }
+  parts.push(
+    `${results.length} tool results${results.length === 0 ? "" : ` (${tally(results.map((r) => r.tool ?? "?"))})`}`
+  )
+  // a message's text holds its tool results: a compaction's size is its messages'
+  const tokens = (removal.type === "compaction" ? messages : results).reduce((n, i) => n + i.tokens, 0)
+  const refs = (results.length > 0 ? results : messages).map((i) => i.ref)
+  const listed = refs.slice(0, LISTED_REFS).join(", ") +
+    (refs.length > LISTED_REFS ? `, … (+${refs.length - LISTED_REFS})` : "")
+  return `${removal.type} ${removal.entryId}: removed ${parts.join(", ")}, ~${tokens} tokens` +
+    (refs.length === 0 ? "" : `; recall refs: ${listed}`)
+}

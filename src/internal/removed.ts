@@ -1,0 +1,46 @@
+/**
+ * What a compaction removed, as its outcome records it (`Compact.CompactedInfo.removed`): each message of the removed
+ * span and each tool result in it, with its kind, role, tool and size. A tool result carries its reference, the
+ * `tool_use_id` `Recall.recall` answers; a message's reference is its log entry's id, which only the log knows
+ * (`Recall.removalsOf` lists it). Pure.
+ *
+ * @internal
+ */
+import type { Message } from "../Message.ts"
+import { isToolResult, isToolUse } from "../Message.ts"
+import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
+
+/** One removed message or tool result (`Compact.CompactedInfo.removed`). */
+export interface RemovedRecord {
+  readonly kind: "message" | "tool_result"
+  readonly role: Message["role"]
+  /** The tool_use_id of a tool result: the reference `Recall.recall` answers. Absent for a message. */
+  readonly ref?: string
+  /** The tool a tool result answers, when its call is in the span. */
+  readonly tool?: string
+  /** Estimated tokens (a message's include its tool results'). */
+  readonly tokens: number
+}
+
+/** The records of a removed span, in order: each message, then each tool result it holds. */
+export const removedRecords = (span: ReadonlyArray<Message>): ReadonlyArray<RemovedRecord> => {
+  const tools = new Map<string, string>()
+  const out: Array<RemovedRecord> = []
+  for (const message of span) {
+    out.push({ kind: "message", role: message.role, tokens: estimateMessageTokens(message) })
+    if (typeof message.content === "string") continue
+    for (const block of message.content) {
+      if (isToolUse(block)) tools.set(block.id, block.name)
+      if (!isToolResult(block)) continue
+      const tool = tools.get(block.tool_use_id)
+      out.push({
+        kind: "tool_result",
+        role: message.role,
+        ref: block.tool_use_id,
+        ...(tool === undefined ? {} : { tool }),
+        tokens: block.content === undefined ? 0 : estimateContentTokens(block.content)
+      })
+    }
+  }
+  return out
+}

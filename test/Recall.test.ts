@@ -1,0 +1,580 @@
+/**
+ * `recall`, the way back, judged against the sessions themselves: real sessions of `../shared/data` replayed through
+ * `Conversation` with compaction and eviction into the JSONL and the SQL store (embedded PGlite), resumed every 40
+ * requests; then every tool result and every user message the last request no longer holds as sent comes back from
+ * `recall` on its reference byte for byte (the pages joined), and the removal records name every one of them; on
+ * JSONL the conversation also offloads eagerly with pointers naming recall, and each such pointer's id gives the
+ * output back. Planted facts that 20 chained compactions remove are each found by one search; another session's data
+ * never comes back; and a recall's own result is evicted like a file read, superseded by a later recall of the same
+ * reference.
+ *
+ * The long session is a prefix (its first 300 messages on JSONL, 200 on SQL), so each store's replay takes seconds.
+ */
+import { NodeFileSystem, NodePath } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Result } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { replayMessages } from "../src/cli/Replay.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { compactContext } from "../src/Compact.ts"
+import { CACHE_PRICES, evictStaleToolResults } from "../src/Evict.ts"
+import { applyOffloads, buildIndex, decide, extendIndex } from "../src/internal/eviction.ts"
+import { defaultToolClassifier } from "../src/Tools.ts"
+import { parseOffloadRef } from "../src/Offload.ts"
+import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
+import { decodeRecallInput, pageOf, readEntries, removalsOf } from "../src/internal/recall.ts"
+import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
+import { SessionStore } from "../src/SessionStore.ts"
+import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
+import { corpus, type CorpusSession } from "./fixtures/Corpus.ts"
+import { corpusPolicy, usageOf } from "./fixtures/ConversationReplay.ts"
+import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { makeSchema } from "./fixtures/Pg.ts"
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+
+// ----------------------------------------------------------------------------
+// The test's own reading of texts (independent of the library's rendering)
+// ----------------------------------------------------------------------------
+
+/** A tool result's payload as text: a string itself, blocks' texts one per line, anything else a `[type]` marker. */
+const payloadText = (content: ToolResultBlock["content"]): string =>
+  content === undefined
+    ? ""
+    : typeof content === "string"
+    ? content
+    : content.map((b) => b.type === "text" ? (b as { text: string }).text : `[${b.type}]`).join("\n")
+
+/** The text of a user message made of text only (string, or text blocks joined by a blank line); else undefined. */
+const userTextOf = (message: Message): string | undefined => {
+  if (typeof message.content === "string") return message.content
+  if (!message.content.every((b) => b.type === "text")) return undefined
+  return message.content.map((b) => (b as { text: string }).text).join("\n\n")
+}
+
+const blocksOf = (message: Message): ReadonlyArray<ContentBlock> =>
+  typeof message.content === "string" ? [] : message.content
+
+/** Asks `recall` for every page of `ref` and joins them; fails the test on any other answer. */
+const recallWhole = (sessionId: string, ref: string) =>
+  Effect.gen(function* () {
+    let text = ""
+    for (let page = 1;; page++) {
+      const answer = yield* recall(sessionId, { ref, page }, { maxTokens: 2_000 })
+      if (answer._tag !== "Found") return assert.fail(`ref ${ref}: ${renderAnswer(answer)}`)
+      // the cap holds for the whole answer: header, text and next-page line
+      assert.isAtMost(renderAnswer(answer).length, 2_000 * 4)
+      text += answer.page.text
+      if (page >= answer.page.pages) return { text, pages: answer.page.pages, source: answer.source }
+    }
+  })
+
+// ----------------------------------------------------------------------------
+// Replays over the stores
+// ----------------------------------------------------------------------------
+
+type LogOf = Layer.Layer<SessionLog, SessionLogError>
+
+/** What a replay's conversation is given beyond the corpus policy: many offloads, with pointers naming recall. */
+const OFFLOADING = { keepRecent: 4, minSavings: 500, recall: true } as const
+
+/**
+ * Replays `session` into `log`, resumed every `resumeEvery` requests (with `offloading`: `OFFLOADING`); returns the
+ * last request's messages and the ids of every tool result a request held.
+ */
+const replayInto = (session: CorpusSession, log: LogOf, resumeEvery = 40, offloading = false) =>
+  Effect.gen(function* () {
+    let last: ReadonlyArray<Message> = []
+    const sent = new Set<string>()
+    const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
+      policy: corpusPolicy,
+      ...(offloading ? OFFLOADING : {}),
+      resumeEvery,
+      log,
+      onRequest: (_, request) =>
+        Effect.sync(() => {
+          last = request.messages as ReadonlyArray<Message>
+          for (const m of last) {
+            for (const b of blocksOf(m)) if (b.type === "tool_result") sent.add((b as ToolResultBlock).tool_use_id)
+          }
+        })
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+    return { summary, last, sent }
+  })
+
+/**
+ * The judgement of one replayed session on `store`: every tool result of the input comes back byte-identical from
+ * its reference, every user message the last request lost comes back from the reference its removal record names,
+ * and every removed one is in a removal record.
+ */
+const judgeSession = (session: CorpusSession, sessionId: string) =>
+  Effect.gen(function* () {
+    // a reference names one tool result: ids the recorded session reuses (swe-agent reuses some) are left out
+    const inputResults = new Map<string, string>()
+    const reused = new Set<string>()
+    for (const m of session.messages) {
+      for (const b of blocksOf(m)) {
+        if (b.type !== "tool_result") continue
+        const id = (b as ToolResultBlock).tool_use_id
+        if (inputResults.has(id)) reused.add(id)
+        inputResults.set(id, payloadText((b as ToolResultBlock).content))
+      }
+    }
+    for (const id of reused) inputResults.delete(id)
+    const entries = yield* readEntries(sessionId)
+    const removals = removalsOf(entries)
+    const removedRefs = new Set(removals.flatMap((r) => r.removed.map((i) => i.ref)))
+    let pagedResults = 0
+    for (const [id, text] of inputResults) {
+      const back = yield* recallWhole(sessionId, id)
+      assert.isTrue(back.text === text, `${session.name}: tool result ${id} differs from the input`)
+      if (back.pages > 1) pagedResults++
+    }
+    // the user messages the log stored, in order, are the input's user-text messages, in order
+    const inputUsers = session.messages.filter((m) => m.role === "user").map(userTextOf).filter((t) => t !== undefined)
+    const loggedUsers = entries.flatMap((e) =>
+      e.type === "message" && e.message.role === "user" && userTextOf(e.message) !== undefined ? [e] : []
+    )
+    assert.strictEqual(loggedUsers.length, inputUsers.length, `${session.name}: user messages in the log`)
+    return { inputResults, inputUsers, loggedUsers, removedRefs, pagedResults }
+  })
+
+/** What the last request holds: its tool results' payloads by id and its user texts. */
+const presentIn = (request: ReadonlyArray<Message>) => {
+  const results = new Map<string, string>()
+  const users = new Set<string>()
+  for (const m of request) {
+    for (const b of blocksOf(m)) {
+      if (b.type === "tool_result") {
+        results.set((b as ToolResultBlock).tool_use_id, payloadText((b as ToolResultBlock).content))
+      }
+    }
+    const text = m.role === "user" ? userTextOf(m) : undefined
+    if (text !== undefined) users.add(text)
+  }
+  return { results, users }
+}
+
+/** Replays and judges `session` on a store; `removed` counts of what the last request lost. */
+const replayAndJudge = (
+  session: CorpusSession,
+  sessionId: string,
+  log: LogOf,
+  store: Layer.Layer<SessionStore>,
+  offloading = false
+) =>
+  Effect.gen(function* () {
+    const every = Math.min(40, Math.ceil(session.messages.length / 8))
+    const { last, sent, summary } = yield* replayInto(session, log, every, offloading)
+    assert.isAtLeast(summary.resumes, 1)
+    const judged = yield* judgeSession(session, sessionId).pipe(Effect.provide(store))
+    const present = presentIn(last)
+    let lostResults = 0
+    for (const [id, text] of judged.inputResults) {
+      // a result after the last reply was never sent: the last request does not lose it
+      if (present.results.get(id) === text || !sent.has(id)) continue
+      lostResults++
+      assert.isTrue(judged.removedRefs.has(id), `${session.name}: lost tool result ${id} has no removal record`)
+    }
+    let lostUsers = 0
+    for (const [i, entry] of judged.loggedUsers.entries()) {
+      const text = judged.inputUsers[i]!
+      if (present.users.has(text)) continue
+      lostUsers++
+      assert.isTrue(judged.removedRefs.has(entry.id), `${session.name}: lost user message ${i} has no removal record`)
+      const back = yield* recallWhole(sessionId, entry.id).pipe(Effect.provide(store))
+      assert.isTrue(back.text === text, `${session.name}: user message ${i} differs from the input`)
+    }
+    // every pointer the last request holds that names recall: recall on its id gives the input's output back
+    let recallPointers = 0
+    for (const m of last) {
+      for (const b of blocksOf(m)) {
+        if (b.type !== "tool_result") continue
+        const ref = parseOffloadRef(payloadText((b as ToolResultBlock).content))
+        if (ref?.recall !== true || !judged.inputResults.has(ref.toolUseId)) continue
+        recallPointers++
+        const back = yield* recallWhole(sessionId, ref.toolUseId).pipe(Effect.provide(store))
+        assert.isTrue(back.text === judged.inputResults.get(ref.toolUseId), `pointer ${ref.toolUseId}`)
+      }
+    }
+    return { summary, lostResults, lostUsers, pagedResults: judged.pagedResults, recallPointers }
+  })
+
+const longPrefix = (length = 300): CorpusSession => {
+  const whole = corpus().find((s) => s.name === "pi__before-compaction")!
+  return { ...whole, messages: whole.messages.slice(0, length) }
+}
+
+const small = (): CorpusSession => corpus().find((s) => s.name === "swe-agent__marshmallow-1867_function-calling")!
+
+describe("Recall over replayed sessions", () => {
+  it.effect(
+    "JSONL: every offloaded or summarized tool result and user message comes back byte-identical",
+    () =>
+      Effect.gen(function* () {
+        const directory = mkdtempSync(join(tmpdir(), "recall-"))
+        try {
+          const store = SessionStoreJsonl.layer({ directory }).pipe(Layer.provide(platform))
+          for (const [session, id] of [[longPrefix(), "long"], [small(), "small"]] as const) {
+            const log = SessionLog.layer({ sessionId: id, sync: "never" }).pipe(Layer.provide(store))
+            const judged = yield* replayAndJudge(session, id, log, store, true)
+            if (id === "long") {
+              assert.isAtLeast(judged.summary.evictions, 5)
+              assert.isAtLeast(judged.recallPointers, 10)
+              assert.isAtLeast(judged.summary.compactions, 2)
+              assert.isAtLeast(judged.lostResults, 50)
+              assert.isAtLeast(judged.lostUsers, 1)
+              assert.isAtLeast(judged.pagedResults, 1)
+            }
+          }
+        } finally {
+          rmSync(directory, { recursive: true, force: true })
+        }
+      }),
+    60_000
+  )
+
+  it.effect(
+    "SQL (embedded PGlite): the same, and a second session's data never comes back",
+    () =>
+      Effect.gen(function* () {
+        const db = yield* Effect.promise(() => makeSchema())
+        try {
+          const store = Layer.succeedContext(db.context)
+          const log = SessionLog.layer({ sessionId: "long", sync: "never" }).pipe(Layer.provide(store))
+          const judged = yield* replayAndJudge(longPrefix(200), "long", log, store)
+          assert.isAtLeast(judged.lostResults, 50)
+          // another session on the same store, with removed data of its own: its refs are missing from "long", its
+          // texts are never found there, and they are found in its own log
+          const planted = yield* replayPlanted(20, store, "other")
+          for (let t = 0; t < 20; t++) {
+            const answer = yield* recall("long", { ref: `toolu_${t}` }).pipe(Effect.provide(store))
+            assert.strictEqual(answer._tag, "Missing")
+          }
+          for (const fact of planted.facts) {
+            const key = fact.slice(fact.lastIndexOf(" ") + 1)
+            const answer = yield* recall("long", { query: key }).pipe(Effect.provide(store))
+            assert.isTrue(answer._tag === "Hits" && answer.total === 0, `${key} found in another session`)
+          }
+          const there = yield* recall("other", { query: "checksum of build" }).pipe(Effect.provide(store))
+          assert.isTrue(there._tag === "Hits" && there.total > 0)
+        } finally {
+          yield* Effect.promise(() => db.drop())
+        }
+      }),
+    60_000
+  )
+})
+
+// ----------------------------------------------------------------------------
+// Planted facts across 20 chained compactions
+// ----------------------------------------------------------------------------
+
+/** A session of `turns` turns, each a user request with a planted fact and a large tool result with another. */
+const plantedSession = (turns: number, seed: number) => {
+  const random = prng(seed)
+  const word = () => Math.floor(random() * 36 ** 6).toString(36).padStart(6, "0")
+  const facts: Array<string> = []
+  const messages: Array<Message> = []
+  for (let t = 0; t < turns; t++) {
+    const userFact = `deploy code ${t}: ZK${word()}`
+    const toolFact = `checksum of build ${t} is QX${word()}`
+    facts.push(userFact, toolFact)
+    const filler = Array.from({ length: 120 }, (_, i) => `log line ${i} of run ${t}: ${word()} ${word()} ${word()}`)
+    filler.splice(Math.floor(random() * filler.length), 0, toolFact)
+    const notes = Array.from(
+      { length: 60 },
+      (_, i) => `Note ${i} for step ${t}: ${word()} ${word()} ${word()} ${word()} ${word()}`
+    )
+    messages.push(
+      { role: "user", content: `Step ${t}. Remember: ${userFact}. Now run the build.\n${notes.join("\n")}` },
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: `toolu_${t}`, name: "bash", input: { command: `make build-${t}` } }]
+      },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: `toolu_${t}`, content: filler.join("\n") }] },
+      { role: "assistant", content: [{ type: "text", text: `Build ${t} done.` }] }
+    )
+  }
+  return { messages, facts }
+}
+
+/** Replays a planted session of `turns` turns into session `sessionId` of `store`, compacting at nearly every step. */
+const replayPlanted = (turns: number, store: Layer.Layer<SessionStore>, sessionId: string) =>
+  Effect.gen(function* () {
+    const { facts, messages } = plantedSession(turns, 40)
+    const log = SessionLog.layer({ sessionId, sync: "never" }).pipe(Layer.provide(store))
+    let last: ReadonlyArray<Message> = []
+    // every reply reports a request over the trigger, so each step that can free enough compacts
+    const usage = new Map(
+      messages.flatMap((m, i) =>
+        m.role === "assistant" ? [[i, { input_tokens: 10_000, output_tokens: 50 }] as const] : []
+      )
+    )
+    const summary = yield* replayMessages(messages, usage, {
+      policy: CompactionPolicy.makeUnsafe({
+        contextWindow: 12_000,
+        compactAtTokens: 6_000,
+        keepRecentTokens: 2_000,
+        minRemaining: 2_000
+      }),
+      resumeEvery: 25,
+      log,
+      onRequest: (_, request) => Effect.sync(() => void (last = request.messages as ReadonlyArray<Message>))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+    return { facts, last, summary }
+  })
+
+describe("Removal records", () => {
+  it.effect("summaries and kept copies are references too: a replaced summary and a repaired kept message come back", () =>
+    Effect.gen(function* () {
+      const store = SessionStore.layerMemory(new Map())
+      const text = (role: "user" | "assistant", t: string): Message => ({ role, content: t })
+      yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([text("user", "first ask"), text("assistant", "first answer"), text("user", "second ask")])
+        const one = yield* log.snapshot
+        // the kept tail changed by the caller (a repair): the log stores it as the compaction's kept messages
+        yield* log.recordCompaction({
+          snapshot: one,
+          cut: 2,
+          view: [text("user", "summary one"), text("user", "second ask, repaired")],
+          summarizer: "test"
+        })
+        yield* log.append([text("assistant", "second answer"), text("user", "third ask")])
+        const two = yield* log.snapshot
+        yield* log.recordCompaction({
+          snapshot: two,
+          cut: 3,
+          view: [text("user", "summary two"), ...two.view.slice(3)],
+          summarizer: "test"
+        })
+      }).pipe(Effect.provide(SessionLog.layer({ sessionId: "kept", sync: "never" }).pipe(Layer.provide(store))))
+      const entries = yield* readEntries("kept").pipe(Effect.provide(store))
+      const [first, second] = entries.filter((e) => e.type === "compaction")
+      const back = (ref: string) =>
+        Effect.map(
+          recall("kept", { ref }).pipe(Effect.provide(store)),
+          (a) => a._tag === "Found" ? a.page.text : a._tag
+        )
+      assert.strictEqual(yield* back(first!.id), "summary one")
+      assert.strictEqual(yield* back(`${first!.id}#1`), "second ask, repaired")
+      const removals = removalsOf(entries)
+      assert.deepStrictEqual(
+        removals.map((r) => r.removed.map((i) => i.ref)),
+        [[entries[0]!.id, entries[1]!.id, entries[2]!.id], [first!.id, `${first!.id}#1`, entries[4]!.id]]
+      )
+      assert.strictEqual(removals[1]!.entryId, second!.id)
+      const found = yield* recall("kept", { query: "summary one" }).pipe(Effect.provide(store))
+      assert.isTrue(found._tag === "Hits" && found.hits[0]!.ref === first!.id && found.hits[0]!.kind === "summary")
+    }))
+
+  it.effect("a compaction's outcome lists every message and tool result of the removed span, results by reference", () =>
+    Effect.gen(function* () {
+      const { messages } = plantedSession(12, 41)
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 12_000,
+        compactAtTokens: 6_000,
+        keepRecentTokens: 2_000,
+        minRemaining: 2_000
+      })
+      const { outcome } = yield* compactContext(messages, policy).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      assert.strictEqual(outcome._tag, "Compacted")
+      if (outcome._tag !== "Compacted") return
+      const span = messages.slice(0, outcome.cut.removed.to)
+      const ids = span.flatMap((m) =>
+        blocksOf(m).flatMap((b) => b.type === "tool_result" ? [(b as ToolResultBlock).tool_use_id] : [])
+      )
+      assert.isAbove(ids.length, 0)
+      assert.deepStrictEqual(outcome.removed.filter((r) => r.kind === "tool_result").map((r) => r.ref), ids)
+      assert.isTrue(
+        outcome.removed.filter((r) => r.kind === "tool_result").every((r) => r.tool === "bash" && r.tokens > 100)
+      )
+      assert.deepStrictEqual(
+        outcome.removed.filter((r) => r.kind === "message").map((r) => r.role),
+        span.map((m) => m.role)
+      )
+    }))
+})
+
+describe("Recall search", () => {
+  it.effect(
+    "planted facts removed by 20 chained compactions are each found by one search",
+    () =>
+      Effect.gen(function* () {
+        const store = SessionStore.layerMemory(new Map())
+        const { facts, last, summary } = yield* replayPlanted(50, store, "planted")
+        assert.isAtLeast(summary.compactions, 20)
+        const sent = JSON.stringify(last)
+        let removedFacts = 0
+        for (const fact of facts) {
+          const key = fact.slice(fact.lastIndexOf(" ") + 1)
+          const answer: RecallAnswer = yield* recall("planted", { query: key }).pipe(Effect.provide(store))
+          if (sent.includes(fact)) continue
+          removedFacts++
+          assert.isTrue(answer._tag === "Hits" && answer.total >= 1, `${fact}: ${renderAnswer(answer)}`)
+          if (answer._tag === "Hits") assert.include(answer.hits[0]!.excerpt, fact)
+        }
+        assert.isAtLeast(removedFacts, 60)
+        // a regular expression finds them too, newest first
+        const all = yield* recall("planted", { query: "checksum of build \\d+ is QX", regex: true }).pipe(
+          Effect.provide(store)
+        )
+        assert.isTrue(all._tag === "Hits" && all.total >= 40)
+        if (all._tag === "Hits") {
+          // the tool results' hits, newest first (summaries a later compaction replaced repeat older facts)
+          const builds = all.hits.filter((h) => h.kind === "tool_result").map((h) =>
+            Number(/checksum of build (\d+) is QX/.exec(h.excerpt)![1])
+          )
+          assert.deepStrictEqual(builds, [...builds].sort((a, b) => b - a), "newest first")
+        }
+      }),
+    60_000
+  )
+})
+
+// ----------------------------------------------------------------------------
+// Pure parts
+// ----------------------------------------------------------------------------
+
+describe("Recall pages and input", () => {
+  it("pages of any text and line range join to exactly the selected lines, none above the cap", () => {
+    const random = prng(7)
+    const alphabet = ["a", "b", "\n", "😀", "é", " ", "\n\n"]
+    for (let n = 0; n < 300; n++) {
+      const text = Array.from(
+        { length: Math.floor(random() * 400) },
+        () => alphabet[Math.floor(random() * alphabet.length)]
+      ).join("")
+      const lineCount = text.split("\n").length
+      const start = 1 + Math.floor(random() * lineCount)
+      const end = random() < 0.3 ? undefined : start + Math.floor(random() * 5)
+      const lines = random() < 0.3 ? undefined : end === undefined ? { start } : { start, end }
+      const maxChars = 2 + Math.floor(random() * 40)
+      const first = pageOf(text, { lines, maxChars })
+      let joined = ""
+      for (let p = 1; p <= first.pages; p++) {
+        const page = pageOf(text, { lines, page: p, maxChars })
+        assert.isAtMost(page.text.length, maxChars)
+        joined += page.text
+      }
+      const all = text.split("\n")
+      const expected = lines === undefined
+        ? text
+        : all.slice(start - 1, Math.min(end ?? all.length, all.length)).join("\n") +
+          (Math.min(end ?? all.length, all.length) < all.length ? "\n" : "")
+      assert.strictEqual(joined, expected)
+      assert.notMatch(joined, /[\ud800-\udbff]$/)
+    }
+  })
+
+  it("bad input is a typed error the model can read, never a guess", () => {
+    const bad: ReadonlyArray<unknown> = [
+      null,
+      "ref",
+      {},
+      { ref: "a", query: "b" },
+      { ref: "" },
+      { ref: "a", lines: "5-2" },
+      { ref: "a", page: 0 },
+      { query: "(", regex: true },
+      { query: "a", lines: "1-2" },
+      { ref: "a", extra: 1 }
+    ]
+    for (const input of bad) {
+      const decoded = decodeRecallInput(input)
+      assert.isTrue(Result.isFailure(decoded), JSON.stringify(input))
+      if (Result.isFailure(decoded)) assert.strictEqual(decoded.failure._tag, "RecallInputError")
+    }
+    assert.deepStrictEqual(
+      decodeRecallInput({ ref: "x", lines: "3-9", page: 2 }),
+      Result.succeed({
+        _tag: "ByRef" as const,
+        ref: "x",
+        lines: { start: 3, end: 9 },
+        page: 2
+      })
+    )
+  })
+
+  it("with recall offered, an output's pointer (and a modified read's) says to call it with its id; it round-trips", () => {
+    const output = Array.from({ length: 300 }, (_, i) => `output line ${i}`).join("\n")
+    const messages: Array<Message> = [
+      { role: "user", content: "go" },
+      { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "npm test" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: output }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "t2", name: "Read", input: { file_path: "/a.ts" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t2", content: output }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "t3", name: "Write", input: { file_path: "/a.ts" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t3", content: "ok" }] }
+    ]
+    const offered = evictStaleToolResults(messages, 0, { recall: true, minSavings: 1 })
+    const texts = offered.offloaded.map((o) => o.block.content as string)
+    assert.strictEqual(texts.length, 2)
+    assert.include(texts[0]!, 'id="t1"')
+    assert.match(texts[0]!, /via=recall\] This tool output was removed to save context\. Call recall with this id/)
+    assert.match(
+      texts[1]!,
+      /reason=modified .*via=recall\] The file was changed after this read\..*call recall with this id/
+    )
+    for (const o of offered.offloaded) assert.deepStrictEqual(parseOffloadRef(o.block.content as string), o.ref)
+    assert.isTrue(offered.offloaded.every((o) => o.ref.recall === true))
+    // not offered: the pointers say nothing of recall
+    const plain = evictStaleToolResults(messages, 0, { minSavings: 1 })
+    assert.isTrue(plain.offloaded.every((o) => !(o.block.content as string).includes("recall")))
+  })
+
+  it("with recall offered, the carried eviction index decides as a fresh eviction does, over 60 generated loops", () => {
+    let offloads = 0
+    for (let seed = 1; seed <= 60; seed++) {
+      const rand = prng(seed * 104_729)
+      const session = generateSession(seed, { messages: 30 + Math.floor(rand() * 120), maxOutput: 6000 })
+      const keep = [0, 1, 3, 5][Math.floor(rand() * 4)]!
+      const options = { recall: true, ...(rand() < 0.5 ? { minSavings: 0 } : {}) }
+      let view: Array<Message> = []
+      const index = buildIndex(view, defaultToolClassifier)
+      for (let next = 0; next < session.length; next += 2) {
+        view = [...view, ...session.slice(next, next + 2)]
+        assert.isTrue(extendIndex(index, view))
+        const carried = decide(index, view, keep, { ...options, prices: CACHE_PRICES })
+        assert.deepStrictEqual(carried, evictStaleToolResults(view, keep, options), `seed ${seed} at ${view.length}`)
+        if (carried.offloaded.length > 0) {
+          offloads += carried.offloaded.length
+          assert.isTrue(carried.offloaded.every((o) => o.ref._tag === "Read" || o.ref.recall === true))
+          view = carried.messages
+          applyOffloads(index, view, carried.offloaded)
+        }
+      }
+    }
+    assert.isAbove(offloads, 100)
+  })
+
+  it("a recall's result is evicted like a file read: a later recall of the same reference supersedes it", () => {
+    const big = Array.from({ length: 400 }, (_, i) => `line ${i} of the recalled output`).join("\n")
+    const call = (id: string, ref: string): Message => ({
+      role: "assistant",
+      content: [{ type: "tool_use", id, name: "recall", input: { ref } }]
+    })
+    const result = (id: string): Message => ({
+      role: "user",
+      content: [{ type: "tool_result", tool_use_id: id, content: `[recall ref="toolu_x"]\n${big}` }]
+    })
+    const messages: Array<Message> = [
+      { role: "user", content: "go" },
+      call("r1", "toolu_x"),
+      result("r1"),
+      call("r2", "toolu_y"),
+      result("r2"),
+      call("r3", "toolu_x"),
+      result("r3")
+    ]
+    const evicted = evictStaleToolResults(messages, 10, { classifier: recallClassifier(), minSavings: 1 })
+    assert.deepStrictEqual(evicted.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "superseded"]])
+    // without the recall classifier a recall is any other tool: nothing supersedes it
+    assert.strictEqual(evictStaleToolResults(messages, 10, { minSavings: 1 }).offloaded.length, 0)
+  })
+})
