@@ -22,7 +22,7 @@ import {
   todoItems
 } from "./internal/anchors.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
-import { clipEnd, headOf } from "./internal/text.ts"
+import { clipEnd, headOf, tailOf } from "./internal/text.ts"
 import { type BuiltMessage, isText, isToolResult, isToolUse, type Message, type ToolUseBlock } from "./Message.ts"
 import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "./Tools.ts"
@@ -334,6 +334,48 @@ const contentAfter = (toolUse: ToolUseBlock, before: string | undefined): string
 /** `text` up to `max` code units: itself, or its head and `…` (whose folded form still starts like the text's). */
 const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max)
 
+/**
+ * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
+ * message of the user when no earlier summary exists) 16,000, any other 6,000. A longer message keeps its head and
+ * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
+ * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
+ */
+const INSTRUCTION_CAP = { first: 16_000, other: 6_000 } as const
+
+/** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
+const INSTRUCTION_TAIL_SHARE = 0.4
+
+/** The line that stands for the middle of a long user message the manifest left out. */
+const omittedMiddle = (chars: number): string => `[… ${chars} characters of the user's message left out here …]`
+
+/** `text` (trimmed) within `max` code units: itself, or its head, an omission line and its tail. */
+const headAndTail = (text: string, max: number): string => {
+  const whole = text.trim()
+  if (whole.length <= max) return whole
+  const tailChars = Math.floor(max * INSTRUCTION_TAIL_SHARE)
+  const head = headOf(whole, max - tailChars).trimEnd()
+  const tail = tailOf(whole, tailChars).trimStart()
+  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length)}\n${tail}`
+}
+
+/**
+ * The instruction a user message gives, within `cap`: its text blocks joined by newlines, whole when that fits; else
+ * each short block (at most a quarter of the cap) whole and the long ones sharing the rest, each as head and tail.
+ */
+const instructionText = (message: Message, cap: number): string => {
+  const blocks = typeof message.content === "string"
+    ? [message.content]
+    : message.content.flatMap((b) => isText(b) ? [b.text] : [])
+  const parts = blocks.map((b) => b.trim()).filter((b) => b.length > 0)
+  const whole = parts.join("\n")
+  if (whole.length <= cap) return whole
+  const short = (part: string) => part.length <= cap / 4
+  const shortChars = parts.reduce((n, part) => short(part) ? n + part.length + 1 : n, 0)
+  const long = parts.filter((part) => !short(part)).length
+  const each = Math.max(Math.floor(cap / 4), Math.floor((cap - shortChars) / Math.max(1, long)))
+  return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
+}
+
 /** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
 const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normalize(entry.text)}`
 
@@ -341,7 +383,8 @@ const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normali
  * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
  * optional) and the messages `span` after it: the earlier entries one compaction older, merged with the span's.
  *
- * - **instruction**: each message the user wrote (not the library's), verbatim up to `MANIFEST_INSTRUCTION_MAX`.
+ * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
+ *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
@@ -368,10 +411,14 @@ export const nextManifest = (
   const newestFirst = (a: Anchor, b: Anchor) => b.messageIndex - a.messageIndex
   // instructions: verbatim, newest first
   const instructions: Array<{ readonly text: string; readonly index: number }> = []
+  // the first task statement: the user's first message, when no earlier summary holds it
+  let first = earlier.manifest === undefined && earlier.body === undefined
   span.forEach((message, index) => {
     if (message.role !== "user" || !isHumanMessage(message) || isLibraryMessage(message)) return
-    const text = textOf(message)
-    if (text.trim().length > 0) instructions.push({ text: verbatim(text, MANIFEST_INSTRUCTION_MAX), index })
+    const text = instructionText(message, first ? INSTRUCTION_CAP.first : INSTRUCTION_CAP.other)
+    if (text.length === 0) return
+    first = false
+    instructions.push({ text, index })
   })
   for (const { text } of instructions.reverse()) fresh.push({ kind: "instruction", text, age: 0 })
   // tool calls and their results, in order
