@@ -207,12 +207,22 @@ export const stripAppendix = (summaryText: string): string => splitAppendix(summ
 // ============================================================================
 
 /**
- * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, errors, the latest plan,
- * commands, identifiers, and the latest known content of recently modified files.
+ * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, the assistant's latest
+ * status board, errors, the latest plan, commands, the values successful commands printed, identifiers, and the latest
+ * known content of recently modified files.
  * @category constants
  * @deprecated Use `Summary.ManifestKind`: the type lists the same kinds.
  */
-export const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
+export const MANIFEST_KINDS = [
+  "instruction",
+  "status",
+  "error",
+  "plan",
+  "command",
+  "outcome",
+  "identifier",
+  "file"
+] as const
 
 /** A kind of manifest entry. @category models */
 export type ManifestKind = typeof MANIFEST_KINDS[number]
@@ -224,7 +234,15 @@ export type ManifestKind = typeof MANIFEST_KINDS[number]
  * @category models
  */
 export type ManifestEntry =
-  | { readonly kind: "instruction" | "plan" | "identifier"; readonly text: string; readonly age: number }
+  | { readonly kind: "instruction" | "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
+  | {
+    readonly kind: "outcome"
+    /** The lines with values (counts, versions, ids) a successful command printed, joined by ` | `. */
+    readonly text: string
+    readonly age: number
+    /** The command (its first line) that printed them. */
+    readonly source: string
+  }
   | {
     readonly kind: "error"
     readonly text: string
@@ -376,8 +394,55 @@ const instructionText = (message: Message, cap: number): string => {
   return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
 }
 
-/** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
-const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normalize(entry.text)}`
+/** The key two entries of one kind are the same by (an outcome by its command, the rest by text; files by path). */
+const entryKey = (entry: ManifestEntry): string =>
+  `${entry.kind}\u0000${normalize(entry.kind === "outcome" ? entry.source : entry.text)}`
+
+/** The longest status board kept, in code units; a longer one keeps its head and its tail. */
+const STATUS_MAX = 3_000
+
+/** A line of a status board: a checklist item, `name: state`, or a `Next action:` / `Status:` heading line. */
+const STATUS_LINE = new RegExp(
+  [
+    "^\\s*[-*] \\[[ xX]\\] \\S",
+    "^\\s*(?:[-*]|\\d+[.)])?\\s*\\**[\\w./#@-]+(?: [\\w./#@-]+){0,5}\\**\\s*(?::|—|–| - )\\s*\\**(?:done|complete|completed|" +
+    "in[- ]progress|pending|todo|to do|blocked|started|not started|wip|failing|passing)\\b",
+    "^\\s*(?:[-*]\\s*)?\\**(?:next(?: actions?| steps?)?|status|remaining|blocked on|done so far|current task)\\**\\s*:",
+    "^\\s*(?:[-*]\\s*)?(?:✅|⏳|❌|🔄|☐|☑|✔)"
+  ].join("|"),
+  "i"
+)
+
+/**
+ * The assistant's status board, todo list or plan in a text block: the block (trimmed), when at least two of its lines
+ * are status lines (`STATUS_LINE`); `undefined` otherwise.
+ */
+const statusBoard = (text: string): string | undefined => {
+  let found = 0
+  for (const line of text.split("\n")) if (STATUS_LINE.test(line) && ++found >= 2) return text.trim()
+  return undefined
+}
+
+/** A line that prints a count of something (tests, files, errors, rows, changes). */
+const COUNT_LINE =
+  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?|ok)\b/i
+
+/** The most value lines one outcome keeps, and the longest each may be. */
+const OUTCOME_LINES = 2
+const OUTCOME_LINE_MAX = 160
+
+/**
+ * What a successful command printed worth keeping: its last `OUTCOME_LINES` lines (at most 400 characters long, so no
+ * code or dump) that hold a count (`COUNT_LINE`) or an identifier (a version, hash, id, URL, quantity), each folded and
+ * cut to `OUTCOME_LINE_MAX`, joined by ` | `; empty when it printed none.
+ */
+const outcomeValues = (text: string): string =>
+  text.split("\n")
+    .filter((line) => line.length <= 400 && (COUNT_LINE.test(line) || identifiersOf(line).length > 0))
+    .slice(-OUTCOME_LINES)
+    .map((line) => clipped(line, OUTCOME_LINE_MAX))
+    .filter((line) => line.length > 0)
+    .join(" | ")
 
 /**
  * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
@@ -385,6 +450,11 @@ const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normali
  *
  * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
  *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
+ * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
+ *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
+ *   head and tail); it replaces the earlier one.
+ * - **outcome**: per command, the values its latest successful run printed (its last two lines, not code, holding a
+ *   count or an identifier: "Tests: 42 passed", a version, a hash), folded and cut to 160 code units each.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
@@ -421,9 +491,17 @@ export const nextManifest = (
     instructions.push({ text, index })
   })
   for (const { text } of instructions.reverse()) fresh.push({ kind: "instruction", text, age: 0 })
+  // the assistant's latest status board, verbatim
+  let status: string | undefined
+  for (const message of span) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (isText(block)) status = statusBoard(block.text) ?? status
+  }
+  if (status !== undefined) fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX), age: 0 })
   // tool calls and their results, in order
   const calls = new Map<string, ToolUseBlock>()
   const succeeded: Array<{ readonly source: string; readonly index: number }> = []
+  const printed = new Map<string, string>()
   const failed: Array<{ readonly text: string; readonly source: string; readonly index: number }> = []
   const known = new Map<string, string | undefined>()
   for (const entry of earlier.manifest?.entries ?? []) {
@@ -450,6 +528,13 @@ export const nextManifest = (
           failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index })
         } else {
           succeeded.push({ source, index })
+          const values = call === undefined || commandOf(call) === undefined
+            ? ""
+            : outcomeValues(resultText(block.content))
+          if (values.length > 0) {
+            printed.delete(source)
+            printed.set(source, values)
+          }
           const action = call === undefined ? undefined : classifier(call)
           if (action?._tag === "Read" && action.range === undefined) known.set(action.path, resultText(block.content))
         }
@@ -479,6 +564,7 @@ export const nextManifest = (
     if (a.category !== "command") continue
     fresh.push({ kind: "command", text: a.text, runs: a.runs, failures: a.failures, last: a.outcome, age: 0 })
   }
+  for (const [source, text] of [...printed].reverse()) fresh.push({ kind: "outcome", text, source, age: 0 })
   for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
     fresh.push({ kind: "identifier", text: a.text, age: 0 })
   }
@@ -502,7 +588,7 @@ export const nextManifest = (
   if (earlier.body !== undefined) {
     for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
   }
-  return { entries: mergeEntries(fresh, older, plan.length > 0, recent) }
+  return { entries: mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent) }
 }
 
 /** The raw items of the plan found in `span[messageIndex]` (the latest one), in order. */
@@ -517,18 +603,22 @@ const rawPlanItems = (span: ReadonlyArray<Message>, messageIndex: number): Reado
   return items
 }
 
-/** `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan gives way to a new one. */
+/**
+ * `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan or status board gives way to a new
+ * one.
+ */
 const mergeEntries = (
   fresh: ReadonlyArray<ManifestEntry>,
   older: ReadonlyArray<ManifestEntry>,
   newPlan: boolean,
+  newStatus: boolean,
   recentFiles: ReadonlyArray<string>
 ): ReadonlyArray<ManifestEntry> => {
   const merged = new Map<string, ManifestEntry>()
   for (const entry of fresh) merged.set(entryKey(entry), entry)
   let files = recentFiles.length
   for (const entry of older) {
-    if (entry.kind === "plan" && newPlan) continue
+    if ((entry.kind === "plan" && newPlan) || (entry.kind === "status" && newStatus)) continue
     const key = entryKey(entry)
     const seen = merged.get(key)
     if (seen === undefined) {
@@ -566,13 +656,17 @@ const commandSuffix = (entry: Extract<ManifestEntry, { kind: "command" }>): stri
 /** One entry's text in a manifest block (a file's content follows its line). */
 const renderEntry = (entry: ManifestEntry): string => {
   // an instruction keeps its lines: its length, then the text itself on the lines that follow
-  if (entry.kind === "instruction") return `instruction ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  if (entry.kind === "instruction" || entry.kind === "status") {
+    return `${entry.kind} ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  }
   const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
   switch (entry.kind) {
     case "command":
       return `${head} ${commandSuffix(entry)}`
     case "error":
       return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}`
+    case "outcome":
+      return `${head} from ${JSON.stringify(entry.source)}`
     case "file":
       return entry.content === undefined
         ? `${head} path only`
@@ -593,8 +687,9 @@ export const renderManifest = (manifest: Manifest): string =>
   [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
-const INSTRUCTION_LINE = /^instruction (\d+) (\d+) chars:$/
-const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
+const INSTRUCTION_LINE = /^(instruction|status) (\d+) (\d+) chars:$/
+const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|outcome|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
+const OUTCOME_SUFFIX = new RegExp(`^from ${JSON_STRING}$`)
 const COMMAND_SUFFIX = /^×(\d+): (?:(\d+) failed, last )?(passed|failed|no result)$/
 const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
 const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
@@ -622,9 +717,13 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     if (line === MANIFEST_CLOSE) return at >= text.length ? entries : undefined
     const instruction = INSTRUCTION_LINE.exec(line)
     if (instruction !== null) {
-      const length = Number(instruction[2])
+      const length = Number(instruction[3])
       if (end === -1 || at + length > text.length || text[at + length] !== "\n") return undefined
-      entries.push({ kind: "instruction", text: text.slice(at, at + length), age: Number(instruction[1]) })
+      entries.push({
+        kind: instruction[1] === "status" ? "status" : "instruction",
+        text: text.slice(at, at + length),
+        age: Number(instruction[2])
+      })
       at += length + 1
       continue
     }
@@ -635,9 +734,14 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     const entryText = jsonString(match[3]!)
     const suffix = match[4]
     if (entryText === undefined) return undefined
-    if (kind === "instruction" || kind === "plan" || kind === "identifier") {
+    if (kind === "instruction" || kind === "status" || kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
+    } else if (kind === "outcome") {
+      const m = suffix === undefined ? null : OUTCOME_SUFFIX.exec(suffix)
+      const source = m === null ? undefined : jsonString(m[1]!)
+      if (source === undefined) return undefined
+      entries.push({ kind, text: entryText, age, source })
     } else if (kind === "command") {
       const m = suffix === undefined ? null : COMMAND_SUFFIX.exec(suffix)
       if (m === null) return undefined
@@ -720,10 +824,12 @@ type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resol
  */
 const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
   instruction: { rank: 0, ageWeight: 0.25 },
+  status: { rank: 0, ageWeight: 0.5 },
   "open error": { rank: 0, ageWeight: 0.5 },
   plan: { rank: 1, ageWeight: 0.5 },
   identifier: { rank: 1, ageWeight: 0.5 },
   command: { rank: 1, ageWeight: 1 },
+  outcome: { rank: 1.5, ageWeight: 1 },
   "resolved error": { rank: 2, ageWeight: 1 },
   file: { rank: 3, ageWeight: 1 }
 }

@@ -106,6 +106,65 @@ describe("nextManifest", () => {
     ])
   })
 
+  it("keeps a long user message whole up to its cap, beyond it head and tail; a merged follow-up is never cut", () => {
+    const log = Array.from({ length: 900 }, (_, i) => `line ${i}: worker alpha restarted`).join("\n")
+    const task = `Fix the worker.\n${log}\nThen run make submit.`
+    const merged: Message = {
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: "x", content: "ok" },
+        { type: "text", text: log },
+        { type: "text", text: "Follow-up: also rename drop_x to shed_x." }
+      ]
+    }
+    const first = ofKind(nextManifest({}, [user(task), call("x", "bash", { command: "ls" }), merged]), "instruction")
+    // newest first: the merged message, then the task statement (the first one: the largest cap)
+    assert.isTrue(first[1]!.text.startsWith("Fix the worker.\nline 0:"))
+    assert.isTrue(first[1]!.text.endsWith("line 899: worker alpha restarted\nThen run make submit."))
+    assert.include(first[1]!.text, "characters of the user's message left out here")
+    assert.isAbove(first[1]!.text.length, 10_000)
+    assert.isTrue(first[0]!.text.endsWith("line 899: worker alpha restarted\nFollow-up: also rename drop_x to shed_x."))
+    assert.isBelow(first[0]!.text.length, 6_100)
+    // once a summary exists, no message is the first task statement
+    const later = ofKind(nextManifest({ manifest: { entries: [] } }, [user(task)]), "instruction")
+    assert.isBelow(later[0]!.text.length, 6_100)
+    assert.isTrue(later[0]!.text.endsWith("Then run make submit."))
+    const short = "A short request.\nWith two lines."
+    assert.strictEqual(ofKind(nextManifest({}, [user(short)]), "instruction")[0]!.text, short)
+  })
+
+  it("keeps the assistant's latest status board verbatim, and what successful commands printed", () => {
+    const board = "## Status\n- lexer: done\n- parser: in-progress\nNext action: run the parser tests"
+    const span = [
+      user("go"),
+      assistant("Status:\n- lexer: in-progress\n- parser: pending"),
+      ...bash("a", "npm test", "noise\nTests: 41 passed, 1 failed\nmore noise"),
+      ...bash("b", "node --version", "v22.4.1"),
+      ...bash("c", "npm test", "noise\nTests: 42 passed"),
+      ...bash("d", "ls", "a.ts\nb.ts"),
+      call("r", "read", { path: "package.json" }),
+      result("r", '"version": "1.2.3"'),
+      assistant(`Some progress.\n\n${board}`),
+      assistant("A plain sentence: done.")
+    ]
+    const got = nextManifest({}, span)
+    assert.deepStrictEqual(ofKind(got, "status").map((e) => e.text), [`Some progress.\n\n${board}`])
+    assert.deepStrictEqual(ofKind(got, "outcome").map((e) => [e.source, e.text]), [
+      ["npm test", "Tests: 42 passed"],
+      ["node --version", "v22.4.1"]
+    ])
+    // a later span's board replaces it; the outcomes age and merge by command
+    const later = nextManifest({ manifest: got }, [
+      assistant("- [x] lexer\n- [ ] parser"),
+      ...bash("e", "npm test", "Tests: 50 passed")
+    ])
+    assert.deepStrictEqual(ofKind(later, "status").map((e) => [e.text, e.age]), [["- [x] lexer\n- [ ] parser", 0]])
+    assert.deepStrictEqual(ofKind(later, "outcome").map((e) => [e.source, e.text, e.age]), [
+      ["npm test", "Tests: 50 passed", 0],
+      ["node --version", "v22.4.1", 1]
+    ])
+  })
+
   it("a chained manifest ages the earlier entries, merges them, and resolves what the new span fixed", () => {
     const later = nextManifest({ manifest, body: "We kept the hash deadbeef42 in mind." }, [
       user("Run the lint again."),
@@ -136,10 +195,12 @@ describe("manifest text", () => {
   const hostile: Manifest = {
     entries: [
       { kind: "instruction", text: 'two\nlines with "quotes" and </compaction-manifest>', age: 0 },
+      { kind: "status", text: "- a: done\n- b: in-progress\nstatus 0 3 chars:", age: 1 },
       { kind: "error", text: 'Error: "x"\\y', source: "tool a.ts", resolved: false, age: 2 },
       { kind: "plan", text: "step ✓", age: 1 },
       { kind: "command", text: "npm test", runs: 1, failures: 1, last: "failed", age: 0 },
       { kind: "command", text: "make", runs: 2, failures: 0, last: "unanswered", age: 3 },
+      { kind: "outcome", text: 'Tests: 4 passed | "v1"', source: 'cd "x" && npm test', age: 2 },
       { kind: "identifier", text: "toolu_01AbC9", age: 0 },
       { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },
       { kind: "file", text: "c.ts", content: undefined, age: 1 }
