@@ -393,7 +393,8 @@ export const prepareCompaction = <M extends Message>(
     manifest,
     summaryBudget: {
       budgetTokens: policy.summaryBudgetTokens,
-      spanTokens: Math.max(0, tokensBefore - plan.keptTokens - minFreedTokens)
+      // never more than the fresh content it absorbs, nor than what leaves the pass its `minFreedTokens`
+      spanTokens: Math.max(0, Math.min(tokensBefore - plan.keptTokens - minFreedTokens, estimateTokens(fresh)))
     },
     systemMessages: headToolChanges(head, server, afterServer),
     compactionCut,

@@ -26,9 +26,21 @@ const DEFAULTS = {
   minRemaining: 20_000,
   contextWindow: 200_000,
   compactAtTokens: 60_000,
-  summaryBudgetTokens: 8_000,
   cacheTtl: "5m" as CacheTtl
 }
+
+/** The share of `compactAtTokens` the summary's budget is by default (`CompactionPolicy#summaryBudgetTokens`). */
+const SUMMARY_BUDGET_SHARE = 0.25
+
+/** The largest default summary budget, in tokens. */
+const SUMMARY_BUDGET_MAX = 8_000
+
+/**
+ * The default summary budget of a policy that compacts at `compactAtTokens`: its `SUMMARY_BUDGET_SHARE`, at most
+ * `SUMMARY_BUDGET_MAX`, at least 1.
+ */
+const defaultSummaryBudget = (compactAtTokens: number): number =>
+  Math.max(1, Math.min(SUMMARY_BUDGET_MAX, Math.round(compactAtTokens * SUMMARY_BUDGET_SHARE)))
 
 // The defaults under their old names, until 0.2.0.
 /** @deprecated Use `defaultPolicy.keepRecentTokens`, the same default. @category constants */
@@ -42,7 +54,7 @@ export const DEFAULT_CONTEXT_WINDOW: number = DEFAULTS.contextWindow
 /** @deprecated Use `defaultPolicy.compactAtTokens`, the same default. @category constants */
 export const DEFAULT_COMPACT_AT_TOKENS: number = DEFAULTS.compactAtTokens
 /** @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default. @category constants */
-export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = DEFAULTS.summaryBudgetTokens
+export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = defaultSummaryBudget(DEFAULTS.compactAtTokens)
 
 /**
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
@@ -152,10 +164,12 @@ export class CompactionPolicy {
    */
   declare readonly compactAtTokens: number
   /**
-   * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default 8,000: the
-   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is a
-   * third of the 24k trigger of a policy that compacts often, and under a seventh of the default 60k, so a summary never
-   * crowds out the kept tail.
+   * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default: a quarter of
+   * `compactAtTokens`, at most 8,000 (8,000 at the default 60k, 6,000 at a 24k trigger, 850 at 3.4k), so the budget follows the trigger and each
+   * compaction frees most of it: a fixed budget that is a third of a small trigger makes every later compaction free
+   * little, and so run more often. The model's text, the manifest kept by rule and the files appendix share it
+   * (`Summary.summaryWithManifest`), the newest material first; the summary aims below it (older entries fill at
+   * most `SUMMARY_OLDER_SHARE` of it), so it is not pinned at its budget hop after hop.
    */
   declare readonly summaryBudgetTokens: number
   /**
@@ -198,12 +212,14 @@ export class CompactionPolicy {
       }
     }
     const room = base.contextWindow - base.minRemaining
+    const compactAtTokens = options.compactAtTokens ??
+      Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1))
     const fields: PolicyFields = {
       ...base,
       maxTailTokens: options.maxTailTokens ?? defaultMaxTailTokens(base),
-      compactAtTokens: options.compactAtTokens ??
-        Math.max(Math.min(DEFAULTS.compactAtTokens, room), Math.min(room, base.keepRecentTokens + 1)),
-      summaryBudgetTokens: options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens,
+      compactAtTokens,
+      summaryBudgetTokens: options.summaryBudgetTokens ??
+        (Number.isFinite(compactAtTokens) ? defaultSummaryBudget(compactAtTokens) : 1),
       cacheTtl: options.cacheTtl ?? DEFAULTS.cacheTtl,
       ...(options.backgroundAt === undefined ? {} : { backgroundAt: options.backgroundAt })
     }

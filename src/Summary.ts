@@ -354,11 +354,11 @@ const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max
 
 /**
  * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
- * message of the user when no earlier summary exists) 16,000, any other 6,000. A longer message keeps its head and
+ * message of the user when no earlier summary exists) 8,000, any other 3,000. A longer message keeps its head and
  * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
  * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
  */
-const INSTRUCTION_CAP = { first: 16_000, other: 6_000 } as const
+const INSTRUCTION_CAP = { first: 8_000, other: 3_000 } as const
 
 /** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
 const INSTRUCTION_TAIL_SHARE = 0.4
@@ -873,6 +873,13 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
  */
 export const SUMMARY_TEXT_SHARE = 0.25
 
+/**
+ * The share of the manifest's room the entries of earlier spans (older than the span just summarized) may fill: 0.85.
+ * The span's own entries may use the whole room; earlier ones give way first, oldest first, so a summary aims below
+ * its budget instead of growing to it and staying there hop after hop.
+ */
+const SUMMARY_OLDER_SHARE = 0.85
+
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
 
@@ -893,12 +900,12 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
     .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
   const overhead = messageTokens("")
-  const fits = (chars: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= limit
+  const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
   let used = compose([]).length + renderManifest({ entries: [] }).length + 2
   const admitted = new Set<number>()
   for (const { entry, index } of order) {
     const cost = renderEntry(entry).length + 1
-    if (!fits(used + cost)) continue
+    if (!fits(used + cost, fresh(entry) === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE))) continue
     used += cost
     admitted.add(index)
   }
@@ -976,10 +983,15 @@ export const summaryWithManifest = (
   let manifestPart = withEntries(unrepeated)
   const cut = (room: number): string =>
     room < CUT_NOTE.length ? "" : headOf(whole, room - CUT_NOTE.length).trimEnd() + CUT_NOTE
-  let room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  // the text gets what the entries leave, up to its claim or its share of the budget, whichever is more: beyond
+  // that, a long text (an extractive one always is) would grow every summary to its budget
+  const textRoom = (part: string): number =>
+    (Math.min(limit - messageTokens(part), Math.max(textClaim, textReserve(budget.budgetTokens)))) *
+      CHARS_PER_TOKEN - 8
+  let room = textRoom(manifestPart)
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
   manifestPart = withEntries(manifest.entries)
-  room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  room = textRoom(manifestPart)
   return `${cut(room)}${manifestPart}`
 }
