@@ -208,8 +208,8 @@ export const stripAppendix = (summaryText: string): string => splitAppendix(summ
 
 /**
  * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, the assistant's latest
- * status board, errors, the latest plan, commands, the values successful commands printed, identifiers, and the latest
- * known content of recently modified files.
+ * status board, errors, the latest plan, commands (with the values their latest successful run printed),
+ * identifiers, and the latest known content of recently modified files.
  * @category constants
  * @deprecated Use `Summary.ManifestKind`: the type lists the same kinds.
  */
@@ -219,7 +219,6 @@ export const MANIFEST_KINDS = [
   "error",
   "plan",
   "command",
-  "outcome",
   "identifier",
   "file"
 ] as const
@@ -236,14 +235,6 @@ export type ManifestKind = typeof MANIFEST_KINDS[number]
 export type ManifestEntry =
   | { readonly kind: "instruction" | "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
   | {
-    readonly kind: "outcome"
-    /** The lines with values (counts, versions, ids) a successful command printed, joined by ` | `. */
-    readonly text: string
-    readonly age: number
-    /** The command (its first line) that printed them. */
-    readonly source: string
-  }
-  | {
     readonly kind: "error"
     readonly text: string
     readonly age: number
@@ -259,6 +250,8 @@ export type ManifestEntry =
     readonly runs: number
     readonly failures: number
     readonly last: CommandOutcome
+    /** The lines with values (counts, versions, ids) its latest successful run printed, joined by ` | `. */
+    readonly printed?: string
   }
   | {
     readonly kind: "file"
@@ -394,9 +387,8 @@ const instructionText = (message: Message, cap: number): string => {
   return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
 }
 
-/** The key two entries of one kind are the same by (an outcome by its command, the rest by text; files by path). */
-const entryKey = (entry: ManifestEntry): string =>
-  `${entry.kind}\u0000${normalize(entry.kind === "outcome" ? entry.source : entry.text)}`
+/** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
+const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normalize(entry.text)}`
 
 /** The longest status board kept, in code units; a longer one keeps its head and its tail. */
 const STATUS_MAX = 3_000
@@ -427,7 +419,7 @@ const statusBoard = (text: string): string | undefined => {
 const COUNT_LINE =
   /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?|ok)\b/i
 
-/** The most value lines one outcome keeps, and the longest each may be. */
+/** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
 const OUTCOME_LINES = 2
 const OUTCOME_LINE_MAX = 160
 
@@ -453,13 +445,13 @@ const outcomeValues = (text: string): string =>
  * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
  *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
  *   head and tail); it replaces the earlier one.
- * - **outcome**: per command, the values its latest successful run printed (its last two lines, not code, holding a
- *   count or an identifier: "Tests: 42 passed", a version, a hash), folded and cut to 160 code units each.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
  *   replaces the earlier plan.
- * - **command**: each command's first line, deduplicated: runs and failures add up across spans, the last outcome
+ * - **command**: each command's first line, deduplicated: runs and failures add up across spans, and what its latest
+ *   successful run printed worth keeping (its last two lines, not code, holding a count or an identifier:
+ *   "Tests: 42 passed", a version, a hash; folded, 160 code units each) is kept with it; the last outcome
  *   is the latest.
  * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
  *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
@@ -562,9 +554,17 @@ export const nextManifest = (
   }
   for (const a of anchors.filter((a) => a.category === "command").sort(newestFirst)) {
     if (a.category !== "command") continue
-    fresh.push({ kind: "command", text: a.text, runs: a.runs, failures: a.failures, last: a.outcome, age: 0 })
+    const values = printed.get(a.text)
+    fresh.push({
+      kind: "command",
+      text: a.text,
+      runs: a.runs,
+      failures: a.failures,
+      last: a.outcome,
+      age: 0,
+      ...(values === undefined ? {} : { printed: values })
+    })
   }
-  for (const [source, text] of [...printed].reverse()) fresh.push({ kind: "outcome", text, source, age: 0 })
   for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
     fresh.push({ kind: "identifier", text: a.text, age: 0 })
   }
@@ -628,7 +628,13 @@ const mergeEntries = (
       }
       merged.set(key, entry)
     } else if (seen.kind === "command" && entry.kind === "command") {
-      merged.set(key, { ...seen, runs: seen.runs + entry.runs, failures: seen.failures + entry.failures })
+      const printed = seen.printed ?? entry.printed
+      merged.set(key, {
+        ...seen,
+        runs: seen.runs + entry.runs,
+        failures: seen.failures + entry.failures,
+        ...(printed === undefined ? {} : { printed })
+      })
     } else if (seen.kind === "error" && entry.kind === "error" && seen.age === 0 && !seen.resolved) {
       merged.set(key, seen)
     }
@@ -662,11 +668,11 @@ const renderEntry = (entry: ManifestEntry): string => {
   const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
   switch (entry.kind) {
     case "command":
-      return `${head} ${commandSuffix(entry)}`
+      return `${head} ${commandSuffix(entry)}${
+        entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
+      }`
     case "error":
       return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}`
-    case "outcome":
-      return `${head} from ${JSON.stringify(entry.source)}`
     case "file":
       return entry.content === undefined
         ? `${head} path only`
@@ -688,9 +694,10 @@ export const renderManifest = (manifest: Manifest): string =>
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
 const INSTRUCTION_LINE = /^(instruction|status) (\d+) (\d+) chars:$/
-const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|outcome|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
-const OUTCOME_SUFFIX = new RegExp(`^from ${JSON_STRING}$`)
-const COMMAND_SUFFIX = /^×(\d+): (?:(\d+) failed, last )?(passed|failed|no result)$/
+const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
+const COMMAND_SUFFIX = new RegExp(
+  `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
+)
 const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
 const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
 
@@ -737,18 +744,15 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     if (kind === "instruction" || kind === "status" || kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
-    } else if (kind === "outcome") {
-      const m = suffix === undefined ? null : OUTCOME_SUFFIX.exec(suffix)
-      const source = m === null ? undefined : jsonString(m[1]!)
-      if (source === undefined) return undefined
-      entries.push({ kind, text: entryText, age, source })
     } else if (kind === "command") {
       const m = suffix === undefined ? null : COMMAND_SUFFIX.exec(suffix)
       if (m === null) return undefined
       const runs = Number(m[1])
       const last = outcomeOf(m[3]!)
       const failures = m[2] === undefined ? (last === "failed" ? 1 : 0) : Number(m[2])
-      entries.push({ kind, text: entryText, age, runs, failures, last })
+      const printed = m[4] === undefined ? undefined : jsonString(m[4])
+      if (m[4] !== undefined && printed === undefined) return undefined
+      entries.push({ kind, text: entryText, age, runs, failures, last, ...(printed === undefined ? {} : { printed }) })
     } else if (kind === "error") {
       const m = suffix === undefined ? null : ERROR_SUFFIX.exec(suffix)
       const source = m === null ? undefined : jsonString(m[1]!)
@@ -814,13 +818,14 @@ export const splitSummary = (summaryText: string): SummaryParts => {
 // ----------------------------------------------------------------------------
 
 /** What decides where an entry stands when the budget is short: its kind, and for an error whether it was resolved. */
-type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error"
+type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error" | "command with values"
 
 /**
  * The order in which entries are kept when the budget is short, by class: an entry's rank is its class's `rank`
  * (lower is kept first) plus its age times `ageWeight`, how fast it falls behind. The user's instructions age slowest
- * (a quarter per compaction), open errors, plans and identifiers by half, commands, resolved errors and file contents
- * by one, so an instruction seen four compactions ago ranks with a fresh command.
+ * (a quarter per compaction), the status board, open errors, plans, identifiers and commands that printed values by
+ * half, other commands, resolved errors and file contents by one, so an instruction seen four compactions ago ranks
+ * with a fresh command.
  */
 const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
   instruction: { rank: 0, ageWeight: 0.25 },
@@ -829,14 +834,20 @@ const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly a
   plan: { rank: 1, ageWeight: 0.5 },
   identifier: { rank: 1, ageWeight: 0.5 },
   command: { rank: 1, ageWeight: 1 },
-  outcome: { rank: 1.5, ageWeight: 1 },
+  "command with values": { rank: 1, ageWeight: 0.5 },
   "resolved error": { rank: 2, ageWeight: 1 },
   file: { rank: 3, ageWeight: 1 }
 }
 
 /** An entry's rank under `KEEP_ORDER`: lower is kept first. */
 const keepRank = (entry: ManifestEntry): number => {
-  const order = KEEP_ORDER[entry.kind !== "error" ? entry.kind : entry.resolved ? "resolved error" : "open error"]
+  const order = KEEP_ORDER[
+    entry.kind === "error"
+      ? entry.resolved ? "resolved error" : "open error"
+      : entry.kind === "command" && entry.printed !== undefined
+      ? "command with values"
+      : entry.kind
+  ]
   return order.rank + entry.age * order.ageWeight
 }
 
