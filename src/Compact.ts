@@ -44,7 +44,7 @@ import {
   summaryWithManifest
 } from "./Summary.ts"
 import * as SummaryModule from "./Summary.ts"
-import { estimateTokens } from "./Tokens.ts"
+import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns, isTurnStart } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
@@ -393,8 +393,15 @@ export const prepareCompaction = <M extends Message>(
     manifest,
     summaryBudget: {
       budgetTokens: policy.summaryBudgetTokens,
-      // never more than the fresh content it absorbs, nor than what leaves the pass its `minFreedTokens`
-      spanTokens: Math.max(0, Math.min(tokensBefore - plan.keptTokens - minFreedTokens, estimateTokens(fresh)))
+      // never more than the fresh content it absorbs (a server's summary it carries counts: the API dropped what it
+      // summarized), nor than what leaves the pass its `minFreedTokens`
+      spanTokens: Math.max(
+        0,
+        Math.min(
+          tokensBefore - plan.keptTokens - minFreedTokens,
+          estimateTokens(fresh) + (server === undefined ? 0 : Math.ceil(server.block.content.length / CHARS_PER_TOKEN))
+        )
+      )
     },
     systemMessages: headToolChanges(head, server, afterServer),
     compactionCut,

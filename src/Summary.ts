@@ -302,9 +302,19 @@ export const MANIFEST_FILE_CONTENT_MAX = 4_000
 
 const MANIFEST_OPEN = '<compaction-manifest version="1">'
 const MANIFEST_CLOSE = "</compaction-manifest>"
-const MANIFEST_INTRO = "Kept by rule (computed from the conversation by code, not written by the model). Each line: " +
-  "what it is, how many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON " +
-  "string. Instructions are the user's own words, newest first; a file's latest known content follows its line."
+const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+  "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
+  "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
+  "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
+  "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
+  "recent messages after this summary come first. A file's latest known content follows its line."
+
+/** The intros of earlier versions, still recognized when a summary is split. */
+const EARLIER_INTROS: ReadonlyArray<string> = [
+  "Kept by rule (computed from the conversation by code, not written by the model). Each line: what it is, how " +
+  "many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON string. " +
+  "Instructions are the user's own words, newest first; a file's latest known content follows its line."
+]
 
 /** The summary, files and leading messages the library writes in the user's role. */
 const isLibraryMessage = (message: Message): boolean =>
@@ -789,7 +799,12 @@ export const splitManifest = (text: string): { readonly body: string; readonly m
     const entries = parseEntries(trimmed.slice(start + open.length))
     if (entries === undefined) continue
     let body = trimmed.slice(0, start)
-    if (body.endsWith(`${MANIFEST_INTRO}\n`)) body = body.slice(0, body.length - MANIFEST_INTRO.length - 1)
+    for (const intro of [MANIFEST_INTRO, ...EARLIER_INTROS]) {
+      if (body.endsWith(`${intro}\n`)) {
+        body = body.slice(0, body.length - intro.length - 1)
+        break
+      }
+    }
     return { body: body.trimEnd(), manifest: { entries } }
   }
   return { body: text, manifest: undefined }
