@@ -373,7 +373,11 @@ export const prepareCompaction = <M extends Message>(
     mergeFiles(earlier?.files ?? noFiles, carried ?? noFiles),
     filesTouched(sinceSummary, options.classifier)
   )
-  const manifest = nextManifest(earlier ?? {}, sinceSummary, options.classifier)
+  // after a server's compaction, the manifest is that of what follows its block (the server's summary, carried as
+  // the earlier text, holds the part before it: its identifiers are carried, and it held the first task statement)
+  const manifest = server === undefined
+    ? nextManifest(earlier ?? {}, sinceSummary, options.classifier)
+    : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier)
   // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
   const floor = summaryFloorTokens(manifest, files, policy.summaryBudgetTokens)
   if (tokensBefore - plan.keptTokens - floor < minFreedTokens) {
