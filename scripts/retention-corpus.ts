@@ -1,12 +1,17 @@
 /**
- * What survives a compaction, measured on the shared sessions (issue 25): each session is replayed through
- * `Conversation` (public API only: append, prepare, recordReply), with the extractive summarizer and with a scripted
- * one that answers every summary with one generic sentence, at the default policy and at one that compacts at 24k
- * tokens keeping 4k. For each compaction the anchors of the span it summarized (by the independent extractor of
- * `test/fixtures/Anchors.ts`, not the library's `Retention`) are looked for in the next request the library sends,
- * the kept tail's anchors counted apart; and again in the request after the compaction four later. Then eight planted
- * incidental facts and how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer.
- * The shared sessions are read from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
+ * What survives a compaction, measured on the shared sessions (issue 25, issue 41) and on generated agent-loop sessions
+ * (`test/fixtures/AgentLoop.ts`: long task statements, long turns, noisy logs, the common error forms): each session is
+ * replayed through `Conversation` (public API only: append, prepare, recordReply), every reply recorded with the usage
+ * of the replay's own request (estimated; not the recording's, whose context was another compactor's), with the
+ * extractive summarizer and with a scripted one that answers every summary with one generic sentence, at the default
+ * policy and at one that compacts at 24k tokens keeping 4k. For each compaction the anchors of the span it summarized
+ * (by the independent extractor of `test/fixtures/Anchors.ts`, not the library's `Retention`), and each user message
+ * judged whole (`wholeInstructions`: its whole text, or a long one's head and tail), are looked for in the next request
+ * the library sends, the kept tail's anchors counted apart; and again in the request after the compaction four later.
+ * Per policy it also gives the mean tokens freed per compaction, the summaries larger than the fresh content they
+ * absorbed, and the longest run of summaries at 95% of their budget or more. Then eight planted incidental facts and
+ * how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer. The shared sessions are read
+ * from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
  * Run: npx deno run -A scripts/retention-corpus.ts (or node scripts/retention-corpus.ts on a Node that strips types)
  */
 import * as Effect from "effect/Effect"
