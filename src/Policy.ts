@@ -165,11 +165,12 @@ export class CompactionPolicy {
   declare readonly compactAtTokens: number
   /**
    * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default: a quarter of
-   * `compactAtTokens`, at most 8,000 (8,000 at the default 60k, 6,000 at a 24k trigger, 850 at 3.4k), so the budget follows the trigger and each
-   * compaction frees most of it: a fixed budget that is a third of a small trigger makes every later compaction free
-   * little, and so run more often. The model's text, the manifest kept by rule and the files appendix share it
-   * (`Summary.summaryWithManifest`), the newest material first; the summary aims below it (older entries fill at
-   * most `SUMMARY_OLDER_SHARE` of it), so it is not pinned at its budget hop after hop.
+   * `compactAtTokens`, at most 8,000 (8,000 at the default 60k, 6,000 at a 24k trigger, 850 at 3.4k), so the budget
+   * follows the trigger and each compaction frees most of it: a fixed budget that is a third of a small trigger makes
+   * every later compaction free little, and so run more often. The model's text, the manifest kept by rule and the
+   * files appendix share it (`Summary.summaryWithManifest`), the newest material first; the summary aims below it
+   * (the entries of earlier spans fill at most 85% of the manifest's room), so it is not pinned at its budget hop
+   * after hop.
    */
   declare readonly summaryBudgetTokens: number
   /**

@@ -427,7 +427,7 @@ const statusBoard = (text: string): string | undefined => {
 
 /** A line that prints a count of something (tests, files, errors, rows, changes). */
 const COUNT_LINE =
-  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?|ok)\b/i
+  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
 
 /** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
 const OUTCOME_LINES = 2

@@ -134,7 +134,7 @@ export const commandOf = (toolUse: ToolUseBlock): string | undefined => {
 
 export const firstLine = (text: string): string => text.split("\n").find((line) => line.trim().length > 0) ?? ""
 
-/** A line that names the error itself: git's `fatal:`, an `error:` prefix, a `SomethingError:`, a missing module, a panic. */
+/** A line that names the error itself: git's `fatal:`, an `error:` prefix, a missing module, a panic. */
 const ERROR_STATEMENT = /fatal:|^\s*(?:error|fatal)(?:\[[^\]]*\])?:|cannot find module|^\s*panic:/i
 
 /** An error's name before its message: a word that is or ends in `Error` or `Exception`, then `:`. */
@@ -156,8 +156,9 @@ const isCodeLine = (line: string): boolean =>
 
 /**
  * The error string of a failed result, from its non-blank lines that are not code (`isCodeLine`): the first that
- * names the error (`ERROR_STATEMENT`, `ERROR_NAME`), else the first that reads as one (`ERROR_WORDS`), else the first that reports
- * an exit code, else the last line (of all lines when every one is code).
+ * names the error (`ERROR_STATEMENT`, `ERROR_NAME`), else the first that reads as one (`ERROR_WORDS`) without
+ * reporting an exit code, else the first that reports an exit code, else the last line (of all lines when every one is
+ * code).
  */
 export const errorLine = (text: string): string => {
   const all = text.split("\n").filter((line) => line.trim().length > 0)
