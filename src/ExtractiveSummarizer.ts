@@ -141,7 +141,9 @@ const firstLine = (text: string): string => text.split(/\r\n?|\n/).find((line) =
  * more than 20; the summary's manifest keeps them whole); the tools used with counts; files read and modified; and
  * last, the earlier summary (carried once, never nested: an extractive one is flattened into its lines, newest first,
  * the files, tool counts, statements and requests left out; a compaction block's `content` in the messages counts as
- * one too: it is the server's summary; whole lines from the front within 16,000 chars, the oldest left out).
+ * one too: it is the server's summary; whole lines from the front within 16,000 chars, the oldest left out). An
+ * earlier summary that is not ours (the server's, a model's) is the only record of what it summarized: it comes first,
+ * right after the focus.
  * @category extractive
  */
 export const extractiveSummary = (request: SummarizeRequest, options: ExtractiveOptions = {}): string => {
@@ -150,6 +152,14 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   const sections: Array<string> = [EXTRACTIVE_HEADER]
   const focus = request.instructions?.trim() ?? ""
   if (focus.length > 0) sections.push(`## Focus requested\n${quote(focus, limits.requestChars)}`)
+  // an earlier summary of ours ends the text (its oldest lines are cut first); any other (the server's, a model's) is
+  // the only record of what it summarized, and comes first
+  const ours = request.previousSummary?.trim().startsWith(EXTRACTIVE_HEADER) === true
+  const earlierSection = (): void => {
+    if (earlier.length === 0) return
+    const kept = boundLines(earlier, limits.previousChars)
+    sections.push(`## ${EARLIER}\n${kept.map((line) => line.length === 0 ? ">" : `> ${line}`).join("\n")}`)
+  }
   const earlier = [
     // the server's summaries in the messages, the newest first
     ...request.messages.flatMap((m) =>
@@ -159,6 +169,7 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
     ).reverse().flat(),
     ...(request.previousSummary === undefined ? [] : carriedLines(stripAppendix(request.previousSummary)))
   ]
+  if (!ours) earlierSection()
   const systems = request.messages.filter((m) => m.role === "system").map((m) =>
     blocksOf(m).map((b) =>
       isText(b)
@@ -256,10 +267,7 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   }
   if (files.read.length > 0) sections.push(`## Files read\n${list(files.read)}`)
   if (files.modified.length > 0) sections.push(`## Files modified\n${list(files.modified)}`)
-  if (earlier.length > 0) {
-    const kept = boundLines(earlier, limits.previousChars)
-    sections.push(`## ${EARLIER}\n${kept.map((line) => line.length === 0 ? ">" : `> ${line}`).join("\n")}`)
-  }
+  if (ours) earlierSection()
   return sections.join("\n\n")
 }
 
