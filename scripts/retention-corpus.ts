@@ -1,12 +1,17 @@
 /**
- * What survives a compaction, measured on the shared sessions (issue 25): each session is replayed through
- * `Conversation` (public API only: append, prepare, recordReply), with the extractive summarizer and with a scripted
- * one that answers every summary with one generic sentence, at the default policy and at one that compacts at 24k
- * tokens keeping 4k. For each compaction the anchors of the span it summarized (by the independent extractor of
- * `test/fixtures/Anchors.ts`, not the library's `Retention`) are looked for in the next request the library sends,
- * the kept tail's anchors counted apart; and again in the request after the compaction four later. Then eight planted
- * incidental facts and how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer.
- * The shared sessions are read from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
+ * What survives a compaction, measured on the shared sessions (issue 25, issue 41) and on generated agent-loop sessions
+ * (`test/fixtures/AgentLoop.ts`: long task statements, long turns, noisy logs, the common error forms): each session is
+ * replayed through `Conversation` (public API only: append, prepare, recordReply), every reply recorded with the usage
+ * of the replay's own request (estimated; not the recording's, whose context was another compactor's), with the
+ * extractive summarizer and with a scripted one that answers every summary with one generic sentence, at the default
+ * policy and at one that compacts at 24k tokens keeping 4k. For each compaction the anchors of the span it summarized
+ * (by the independent extractor of `test/fixtures/Anchors.ts`, not the library's `Retention`), and each user message
+ * judged whole (`wholeInstructions`: its whole text, or a long one's head and tail), are looked for in the next request
+ * the library sends, the kept tail's anchors counted apart; and again in the request after the compaction four later.
+ * Per policy it also gives the mean tokens freed per compaction, the summaries larger than the fresh content they
+ * absorbed, and the longest run of summaries at 95% of their budget or more. Then eight planted incidental facts and
+ * how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer. The shared sessions are read
+ * from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
  * Run: npx deno run -A scripts/retention-corpus.ts (or node scripts/retention-corpus.ts on a Node that strips types)
  */
 import * as Effect from "effect/Effect"
@@ -15,9 +20,8 @@ import { Conversation } from "../src/Conversation.ts"
 import type { MessageParam } from "../src/ConversationState.ts"
 import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { normalizeUsage } from "../src/Import.ts"
 import type { Message } from "../src/Message.ts"
-import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
+import { CompactionPolicy, defaultPolicy, type Usage, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
 import * as Retention from "../src/Retention.ts"
 import { estimateTokens } from "../src/Tokens.ts"
@@ -30,8 +34,10 @@ import {
   referenceAnchors,
   referenceText,
   type RefTally,
-  tallyRetention
+  tallyRetention,
+  wholeInstructions
 } from "../test/fixtures/Anchors.ts"
+import { agentLoopSession } from "../test/fixtures/AgentLoop.ts"
 import { corpus, type CorpusSession } from "../test/fixtures/Corpus.ts"
 import { tailOf } from "../test/fixtures/SummaryTail.ts"
 
@@ -61,11 +67,29 @@ const recording = (base: Layer.Layer<Summarizer>, spans: Array<ReadonlyArray<Mes
     })
   ).pipe(Layer.provide(base))
 
-/** One compaction of a replay: the span it summarized and the request sent right after it. */
+/** One compaction of a replay: the span it summarized, the request sent right after it, and its sizes. */
 interface Compaction {
   readonly span: ReadonlyArray<Message>
   readonly request: Request
+  /** The summary message's estimated tokens. */
+  readonly summaryTokens: number
+  /** The estimated tokens of the fresh content it absorbed (the span, the earlier summary not counted). */
+  readonly freshTokens: number
+  /** The estimated tokens the compaction freed. */
+  readonly freedTokens: number
 }
+
+/**
+ * The usage the replay's own request would be reported with (not the recording's, whose context was that of another
+ * compactor): its messages, system and tools estimated as input, the reply as output.
+ */
+const predictedUsage = (request: Request, reply: Message): Usage => ({
+  input_tokens: estimateTokens(request.messages as unknown as ReadonlyArray<Message>) +
+    Math.ceil((JSON.stringify(request.system ?? "").length + JSON.stringify(request.tools ?? []).length) / 4),
+  output_tokens: estimateTokens([reply]),
+  cache_read_input_tokens: 0,
+  cache_creation_input_tokens: 0
+})
 
 /** Replays `messages` and returns every compaction that ran, in order. */
 const replay = (
@@ -89,10 +113,18 @@ const replay = (
       if (outcome !== undefined && outcome._tag !== "Skipped") {
         const span = spans.at(-1)
         if (span === undefined) throw new Error("a compaction ran without a summary request")
-        compactions.push({ span, request: prepared.request })
+        const summaryTokens = estimateTokens([(prepared.request.messages as unknown as ReadonlyArray<Message>)[0]!])
+        compactions.push({
+          span,
+          request: prepared.request,
+          summaryTokens,
+          freshTokens: estimateTokens(span),
+          freedTokens: outcome._tag === "Compacted" ? outcome.tokensBefore - outcome.tokensAfter : 0
+        })
       }
-      const usage = normalizeUsage((message as unknown as Record<string, unknown>)["_usage"])
-      yield* conversation.recordReply(param, usage, { requestEpoch: prepared.epoch })
+      yield* conversation.recordReply(param, predictedUsage(prepared.request, message), {
+        requestEpoch: prepared.epoch
+      })
     }
   })
   return Effect.runPromise(
@@ -101,49 +133,83 @@ const replay = (
     .then(() => compactions)
 }
 
+/** What one policy and summarizer gave over every session. */
+interface Measured {
+  readonly now: Record<RefCategory, RefTally>
+  readonly later: Record<RefCategory, RefTally>
+  /** The user's instructions judged whole (`wholeInstructions`): next request, four compactions later. */
+  readonly whole: { readonly now: RefTally; readonly later: RefTally }
+  compactions: number
+  freed: number
+  /** Summaries larger than the fresh content they absorbed. */
+  larger: number
+  largest: number
+  /** The longest run of consecutive compactions whose summary was at 95% of its budget or more. */
+  longestPinned: number
+  pinned: number
+  checked: number
+  disagreements: number
+}
+
+const emptyMeasured = (): Measured => ({
+  now: emptyTallies(),
+  later: emptyTallies(),
+  whole: { now: { counted: 0, present: 0, inTail: 0 }, later: { counted: 0, present: 0, inTail: 0 } },
+  compactions: 0,
+  freed: 0,
+  larger: 0,
+  largest: 0,
+  longestPinned: 0,
+  pinned: 0,
+  checked: 0,
+  disagreements: 0
+})
+
 /** The tallies of every compaction's span in its next request, and in the request four compactions later. */
-const measureReplay = (
-  compactions: ReadonlyArray<Compaction>,
-  now: Record<RefCategory, RefTally>,
-  later: Record<RefCategory, RefTally>
-) => {
+const measureReplay = (compactions: ReadonlyArray<Compaction>, policy: CompactionPolicy, into: Measured) => {
   const anchors = compactions.map((c) => referenceAnchors(c.span))
+  const whole = compactions.map((c) => wholeInstructions(c.span))
+  let run = 0
   compactions.forEach((c, i) => {
-    const summary = (c.request.messages as unknown as ReadonlyArray<Message>)[0]!
-    largestSummary = Math.max(largestSummary, estimateTokens([summary]))
+    into.compactions++
+    into.freed += c.freedTokens
+    into.largest = Math.max(into.largest, c.summaryTokens)
+    if (c.summaryTokens > c.freshTokens) into.larger++
+    run = c.summaryTokens >= 0.95 * policy.summaryBudgetTokens ? run + 1 : 0
+    if (run > 0) into.pinned++
+    into.longestPinned = Math.max(into.longestPinned, run)
     const tail = tailOf(c.request)
     const one = tallyRetention(anchors[i]!, c.request.messages, tail)
     for (const category of REF_CATEGORIES) {
-      for (const field of ["counted", "present", "inTail"] as const) now[category][field] += one[category][field]
+      for (const field of ["counted", "present", "inTail"] as const) into.now[category][field] += one[category][field]
     }
+    const wholeNow = tallyRetention(whole[i]!, c.request.messages, tail).instruction
+    for (const field of ["counted", "present", "inTail"] as const) into.whole.now[field] += wholeNow[field]
     // the library's own measure of the same compaction, to show where it and the reference differ
     const library = Retention.measure(c.span, c.request.messages as unknown as ReadonlyArray<Message>, { tail })
-    checked++
+    into.checked++
     if (
       REF_CATEGORIES.some((category) =>
         library.categories[category].counted !== one[category].counted ||
         library.categories[category].present !== one[category].present ||
         library.categories[category].inTail !== one[category].inTail
       )
-    ) disagreements++
+    ) into.disagreements++
     const fourLater = compactions[i + 4]
     if (fourLater !== undefined) {
-      tallyRetention(anchors[i]!, fourLater.request.messages, tailOf(fourLater.request), later)
+      tallyRetention(anchors[i]!, fourLater.request.messages, tailOf(fourLater.request), into.later)
+      const wholeLater = tallyRetention(whole[i]!, fourLater.request.messages, tailOf(fourLater.request)).instruction
+      for (const field of ["counted", "present", "inTail"] as const) into.whole.later[field] += wholeLater[field]
     }
   })
 }
-
-let checked = 0
-let disagreements = 0
-/** The largest summary message of the policy being replayed, in estimated tokens. */
-let largestSummary = 0
 
 const ROWS: ReadonlyArray<[RefCategory, string]> = [
   ["path", "file paths read or modified"],
   ["command", "commands run (first line)"],
   ["error", "error strings of failed tool results"],
   ["identifier", "identifiers (hashes, ids, URLs, versions, numbers with units)"],
-  ["instruction", "the user's own instructions"],
+  ["instruction", "the user's own instructions (first 500 characters)"],
   ["plan", "the latest plan or todo list"]
 ]
 
@@ -151,7 +217,11 @@ const cell = (t: RefTally): string =>
   t.counted === 0 ? "n/a (0/0)" : `${(t.present / t.counted).toFixed(2)} (${t.present}/${t.counted})`
 const short = (t: RefTally): string => t.counted === 0 ? "n/a" : (t.present / t.counted).toFixed(2)
 
-const sessions = corpus()
+/** The shared sessions, then generated agent-loop sessions (long task statements, long turns, noisy logs). */
+const sessions: ReadonlyArray<{ readonly name: string; readonly messages: ReadonlyArray<Message> }> = [
+  ...corpus(),
+  ...[1, 2, 3].map((seed) => ({ name: `agent-loop-${seed}`, messages: agentLoopSession(seed) }))
+]
 const POLICIES: ReadonlyArray<[string, CompactionPolicy]> = [
   ["defaults", defaultPolicy],
   ["24k/4k", CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentTokens: 4_000, maxTailTokens: 4_000 })]
@@ -163,44 +233,74 @@ const SUMMARIZERS: ReadonlyArray<[string, Layer.Layer<Summarizer>]> = [
 
 console.log(`Sessions: ${sessions.map((s) => `${s.name} (${s.messages.length})`).join(", ")}`)
 console.log("24k/4k: compactAtTokens 24,000, keepRecentTokens 4,000, maxTailTokens 4,000; defaults: defaultPolicy.")
+console.log("Usage: the replay's own request, estimated (not the recording's usage).")
 console.log("Anchors by test/fixtures/Anchors.ts; counted: not present in the kept tail of the request checked.\n")
 
+let checked = 0
+let disagreements = 0
 for (const [policyName, policy] of POLICIES) {
-  const results = []
-  largestSummary = 0
+  const results: Array<{ readonly name: string; readonly m: Measured; readonly counts: ReadonlyArray<string> }> = []
   for (const [name, layer] of SUMMARIZERS) {
-    const now = emptyTallies()
-    const later = emptyTallies()
+    const m = emptyMeasured()
     const counts: Array<string> = []
     for (const session of sessions) {
       const compactions = await replay(session.messages, layer, policy)
       counts.push(`${session.name} ${compactions.length}`)
-      measureReplay(compactions, now, later)
+      measureReplay(compactions, policy, m)
     }
-    results.push({ name, now, later, counts })
+    checked += m.checked
+    disagreements += m.disagreements
+    results.push({ name, m, counts })
   }
   console.log(`### ${policyName} (compactions: ${results[0]!.counts.join(", ")})\n`)
   console.log(`| anchors of the removed span | ${results.map((r) => r.name).join(" | ")} |`)
   console.log(`| --- |${results.map(() => " --- |").join("")}`)
   for (const [category, label] of ROWS) {
-    console.log(`| ${label} | ${results.map((r) => cell(r.now[category])).join(" | ")} |`)
+    console.log(`| ${label} | ${results.map((r) => cell(r.m.now[category])).join(" | ")} |`)
   }
+  console.log(
+    `| the user's own instructions, whole (head and tail) | ${results.map((r) => cell(r.m.whole.now)).join(" | ")} |`
+  )
   const fiveCategories = REF_CATEGORIES.filter((c) => c !== "plan")
   console.log(
-    `| the same, four compactions later (paths/commands/errors/ids/instructions) | ${
-      results.map((r) => fiveCategories.map((c) => short(r.later[c])).join(" / ")).join(" | ")
+    `| the same, four compactions later (paths/commands/errors/ids/instructions/whole instructions) | ${
+      results.map((r) => [...fiveCategories.map((c) => short(r.m.later[c])), short(r.m.whole.later)].join(" / "))
+        .join(" | ")
     } |`
   )
   console.log(
     `| (four compactions later, counts) | ${
-      results.map((r) => fiveCategories.map((c) => `${r.later[c].present}/${r.later[c].counted}`).join(" / ")).join(
-        " | "
+      results.map((r) =>
+        [...fiveCategories.map((c) => r.m.later[c]), r.m.whole.later].map((t) => `${t.present}/${t.counted}`)
+          .join(" / ")
+      ).join(" | ")
+    } |`
+  )
+  const mean = (r: Measured) => r.compactions === 0 ? 0 : r.freed / r.compactions
+  console.log(
+    `| mean tokens freed per compaction (share of compactAtTokens ${
+      policy.compactAtTokens.toLocaleString("en-US")
+    }) | ${
+      results.map((r) =>
+        `${Math.round(mean(r.m)).toLocaleString("en-US")} (${(mean(r.m) / policy.compactAtTokens).toFixed(2)})`
       )
-    } |\n`
+        .join(" | ")
+    } |`
   )
   console.log(
-    `Largest summary message (model text, manifest, files): ${largestSummary.toLocaleString("en-US")} tokens; ` +
-      `the policy's summaryBudgetTokens: ${policy.summaryBudgetTokens.toLocaleString("en-US")}.\n`
+    `| summaries larger than the fresh content they absorbed | ${
+      results.map((r) => `${r.m.larger} of ${r.m.compactions}`).join(" | ")
+    } |`
+  )
+  console.log(
+    `| summaries at ≥95% of the budget (longest run of consecutive ones) | ${
+      results.map((r) => `${r.m.pinned} (${r.m.longestPinned})`).join(" | ")
+    } |`
+  )
+  console.log(
+    `| largest summary message (budget ${policy.summaryBudgetTokens.toLocaleString("en-US")}) | ${
+      results.map((r) => r.m.largest.toLocaleString("en-US")).join(" | ")
+    } |\n`
   )
 }
 
@@ -246,6 +346,7 @@ const plant = (session: CorpusSession): ReadonlyArray<Message> => {
 }
 
 const AFTER = [7, 20, 36]
+const planted = corpus()
 const factAnchors: ReadonlyArray<RefAnchor> = FACTS.map((f) => ({
   category: "instruction",
   text: fold(f),
@@ -256,7 +357,7 @@ console.log(
 )
 console.log(`| session | compactions | ${AFTER.map((k) => `after ${k}`).join(" | ")} |`)
 console.log(`| --- | ---: |${AFTER.map(() => " ---: |").join("")}`)
-for (const session of sessions) {
+for (const session of planted) {
   const compactions = await replay(plant(session), ExtractiveSummarizer.layer, POLICIES[1]![1])
   const cells = AFTER.map((k) => {
     const c = compactions[k - 1]

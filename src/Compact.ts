@@ -45,7 +45,7 @@ import {
   summaryWithManifest
 } from "./Summary.ts"
 import * as SummaryModule from "./Summary.ts"
-import { estimateTokens } from "./Tokens.ts"
+import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { countTurns, isTurnStart } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
@@ -453,7 +453,11 @@ export const prepareCompaction = <M extends Message>(
     mergeFiles(earlier?.files ?? noFiles, carried ?? noFiles),
     filesTouched(sinceSummary, options.classifier)
   )
-  const manifest = nextManifest(earlier ?? {}, sinceSummary, options.classifier)
+  // after a server's compaction, the manifest is that of what follows its block (the server's summary, carried as
+  // the earlier text, holds the part before it: its identifiers are carried, and it held the first task statement)
+  const manifest = server === undefined
+    ? nextManifest(earlier ?? {}, sinceSummary, options.classifier)
+    : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier)
   // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
   const floor = summaryFloorTokens(manifest, files, policy.summaryBudgetTokens)
   if (tokensBefore - plan.keptTokens - floor < minFreedTokens) {
@@ -473,7 +477,15 @@ export const prepareCompaction = <M extends Message>(
     manifest,
     summaryBudget: {
       budgetTokens: policy.summaryBudgetTokens,
-      spanTokens: Math.max(0, tokensBefore - plan.keptTokens - minFreedTokens)
+      // never more than the fresh content it absorbs (a server's summary it carries counts: the API dropped what it
+      // summarized), nor than what leaves the pass its `minFreedTokens`
+      spanTokens: Math.max(
+        0,
+        Math.min(
+          tokensBefore - plan.keptTokens - minFreedTokens,
+          estimateTokens(fresh) + (server === undefined ? 0 : Math.ceil(server.block.content.length / CHARS_PER_TOKEN))
+        )
+      )
     },
     systemMessages: headToolChanges(head, server, afterServer),
     compactionCut,

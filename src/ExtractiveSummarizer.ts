@@ -7,6 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { errorLine } from "./internal/anchors.ts"
 import { clipEnd, clipLine } from "./internal/text.ts"
 import type { ContentBlock } from "./Message.ts"
 import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
@@ -46,7 +47,7 @@ const toolName = (block: ContentBlock): string => {
 /** How many of each list the extractive summary keeps. @category constants */
 export const EXTRACTIVE_LIMITS = {
   requests: 20,
-  requestChars: 800,
+  requestChars: 300,
   errors: 5,
   errorChars: 300,
   outcomes: 15,
@@ -64,18 +65,30 @@ const EXTRACTIVE_HEADER = "# Summary of the earlier conversation (extractive: wr
 
 /** The section that carries earlier summaries forward, and the sections of ours it does not carry. */
 const EARLIER = "Earlier summary"
+/**
+ * The section of the user's requests. It is not carried into a later summary: the summary's manifest keeps each of
+ * the user's messages whole and carries them itself, so carrying them here too would only repeat them.
+ */
+const USER_REQUESTS = "User requests (the user's own words, each clipped; not carried forward)"
+/** The section of the assistant's last statements. */
+const STATEMENTS = "The assistant's last statements (its words, not the user's)"
 const NOT_CARRIED: ReadonlySet<string> = new Set([
   "Files read",
   "Files modified",
   "Tools used",
+  STATEMENTS,
+  USER_REQUESTS,
+  // the names of earlier versions
+  "User requests (verbatim)",
   "Last assistant statements"
 ])
 
 /**
- * The lines an earlier summary carries into this one, unquoted. A summary of ours is flattened: the lines it carried
- * itself come first, then each of its own sections as `### title` with its lines (except the files, which the appendix
- * carries, the tool counts and the assistant's statements), so a chain of summaries never nests. Any other summary (a
- * model's, the server's) is carried as its text.
+ * The lines an earlier summary carries into this one, unquoted, newest first. A summary of ours is flattened: each of
+ * its own sections as `### title` with its lines (except the files, which the appendix carries, the tool counts, the
+ * assistant's statements and the user's requests, which the manifest carries), then the lines it carried itself, so
+ * a chain of summaries never nests and its oldest lines come last. Any other summary (a model's, the server's) is
+ * carried as its text.
  */
 const carriedLines = (previous: string): ReadonlyArray<string> => {
   const text = previous.trim()
@@ -94,44 +107,43 @@ const carriedLines = (previous: string): ReadonlyArray<string> => {
     if (title === EARLIER) earlier.push(line.startsWith("> ") ? line.slice(2) : line.replace(/^>$/, ""))
     else own.push(line.startsWith("> ") ? line.slice(2) : line.replace(/^>$/, ""))
   }
-  return [...earlier, ...own]
+  return [...own, ...earlier]
 }
 
-/** `lines` within `max` chars: whole lines from the front and the back around one omission line. */
+/**
+ * `lines` (newest first) within `max` chars: whole lines from the front (each clipped to a quarter of `max`), then
+ * one line counting the older lines left out, so the newest carried lines win and the oldest leave first.
+ */
 const boundLines = (lines: ReadonlyArray<string>, max: number): ReadonlyArray<string> => {
   const size = lines.reduce((n, line) => n + line.length + 1, 0)
   if (size <= max) return lines
-  const head: Array<string> = []
-  const tail: Array<string> = []
-  let budget = Math.floor(max / 2)
+  const kept: Array<string> = []
+  let budget = max - 40
   for (const line of lines) {
     const clipped = clipLine(line, max / 4)
     if (clipped.length + 1 > budget) break
-    head.push(clipped)
+    kept.push(clipped)
     budget -= clipped.length + 1
   }
-  budget = Math.floor(max / 2) - 40
-  for (let i = lines.length - 1; i >= head.length; i--) {
-    const clipped = clipLine(lines[i]!, max / 4)
-    if (clipped.length + 1 > budget) break
-    tail.unshift(clipped)
-    budget -= clipped.length + 1
-  }
-  return [...head, `(… ${lines.length - head.length - tail.length} earlier lines omitted …)`, ...tail]
+  return [...kept, `(… ${lines.length - kept.length} older lines omitted …)`]
 }
 
 /** The first non-blank line of `text`. */
 const firstLine = (text: string): string => text.split(/\r\n?|\n/).find((line) => line.trim().length > 0)?.trim() ?? ""
 
 /**
- * The extractive summary: deterministic, bounded, no model. Sections: the requested focus, the earlier summary
- * (carried once, never nested: an extractive one is flattened into its lines, the files, tool counts and statements
- * left out; a compaction block's `content` in the messages counts as one too: it is the server's summary; whole lines
- * from both ends within 16,000 chars), the mid-conversation system messages verbatim (each clipped, the last 10, with
- * their tool changes), the user's requests verbatim (each clipped; the first 3 and the last 17 when there are more
- * than 20), files read and modified, the tools used with counts, the outcome of the last 15 successful tool calls on
- * one line each (tool, short input, first line of the result, clipped), the last errors seen, and the assistant's
- * last statements.
+ * The extractive summary: deterministic, bounded, no model, a record of the earlier conversation with the newest
+ * material first (a summary cut to its budget loses its end: the oldest carried lines). Sections: the requested
+ * focus; the mid-conversation system messages verbatim (each clipped, the last 10, with their tool changes); the
+ * assistant's last statements (its words, marked as such); the last errors seen (the error line of each failed
+ * result); the outcome of the last 15 successful tool calls on one line each (tool, short input, first line of the
+ * result, clipped); the user's requests in the user's words (each clipped; the first 3 and the last 17 when there are
+ * more than 20; the summary's manifest keeps them whole); the tools used with counts; files read and modified; and
+ * last, the earlier summary (carried once, never nested: an extractive one is flattened into its lines, newest first,
+ * the files, tool counts, statements and requests left out; a compaction block's `content` in the messages counts as
+ * one too: it is the server's summary; whole lines from the front within 16,000 chars, the oldest left out). An
+ * earlier summary that is not ours (the server's, a model's) is the only record of what it summarized: it comes first,
+ * right after the focus.
  * @category extractive
  */
 export const extractiveSummary = (request: SummarizeRequest, options: ExtractiveOptions = {}): string => {
@@ -140,18 +152,24 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   const sections: Array<string> = [EXTRACTIVE_HEADER]
   const focus = request.instructions?.trim() ?? ""
   if (focus.length > 0) sections.push(`## Focus requested\n${quote(focus, limits.requestChars)}`)
-  const earlier = [
-    ...(request.previousSummary === undefined ? [] : carriedLines(stripAppendix(request.previousSummary))),
-    ...request.messages.flatMap((m) =>
-      m.role === "system" ?
-        [] :
-        blocksOf(m).flatMap((b) => isCompaction(b) && typeof b.content === "string" ? carriedLines(b.content) : [])
-    )
-  ]
-  if (earlier.length > 0) {
+  // an earlier summary of ours ends the text (its oldest lines are cut first); any other (the server's, a model's) is
+  // the only record of what it summarized, and comes first
+  const ours = request.previousSummary?.trim().startsWith(EXTRACTIVE_HEADER) === true
+  const earlierSection = (): void => {
+    if (earlier.length === 0) return
     const kept = boundLines(earlier, limits.previousChars)
     sections.push(`## ${EARLIER}\n${kept.map((line) => line.length === 0 ? ">" : `> ${line}`).join("\n")}`)
   }
+  const earlier = [
+    // the server's summaries in the messages, the newest first
+    ...request.messages.flatMap((m) =>
+      m.role === "system" ?
+        [] :
+        blocksOf(m).flatMap((b) => isCompaction(b) && typeof b.content === "string" ? [carriedLines(b.content)] : [])
+    ).reverse().flat(),
+    ...(request.previousSummary === undefined ? [] : carriedLines(stripAppendix(request.previousSummary)))
+  ]
+  if (!ours) earlierSection()
   const systems = request.messages.filter((m) => m.role === "system").map((m) =>
     blocksOf(m).map((b) =>
       isText(b)
@@ -192,7 +210,7 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
         const what = call !== undefined && isToolUse(call)
           ? `${clipLine(call.name, 64)}: ${shortInput(call, 120)}`
           : "unknown call"
-        errors.push(`- [${what}] ${clipLine(textOf(block.content), limits.errorChars)}`)
+        errors.push(`- [${what}] ${clipLine(errorLine(textOf(block.content)), limits.errorChars)}`)
       } else if (isToolResult(block)) {
         const call = names.get(block.tool_use_id)
         const result = firstLine(textOf(block.content))
@@ -209,6 +227,22 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
     }
   }
 
+  if (statements.length > 0) {
+    sections.push(
+      `## ${STATEMENTS}\n${
+        statements.slice(-limits.statements).map((s) => quote(s, limits.statementChars)).join("\n\n")
+      }`
+    )
+  }
+  if (errors.length > 0) sections.push(`## Last errors\n${errors.slice(-limits.errors).join("\n")}`)
+  if (outcomes.length > 0) {
+    const more = outcomes.length - limits.outcomes
+    sections.push(
+      `## Tool outcomes (successful calls)\n${more > 0 ? `(… ${more} earlier outcomes omitted …)\n` : ""}${
+        outcomes.slice(-limits.outcomes).join("\n")
+      }`
+    )
+  }
   if (requests.length > 0) {
     const omitted = Math.max(0, requests.length - limits.requests)
     const lines: Array<string> = []
@@ -219,7 +253,11 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
       }
       lines.push(`${i + 1}.\n${quote(text, limits.requestChars)}`)
     })
-    sections.push(`## User requests (verbatim)\n${lines.join("\n")}`)
+    sections.push(`## ${USER_REQUESTS}\n${lines.join("\n")}`)
+  }
+  if (toolCounts.size > 0) {
+    const tools = [...toolCounts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 30)
+    sections.push(`## Tools used\n${tools.map(([name, n]) => `- ${clipLine(name, 64)} ×${n}`).join("\n")}`)
   }
   const files = filesTouched(request.messages, classifier)
   const list = (paths: ReadonlyArray<string>) => {
@@ -229,26 +267,7 @@ export const extractiveSummary = (request: SummarizeRequest, options: Extractive
   }
   if (files.read.length > 0) sections.push(`## Files read\n${list(files.read)}`)
   if (files.modified.length > 0) sections.push(`## Files modified\n${list(files.modified)}`)
-  if (toolCounts.size > 0) {
-    const tools = [...toolCounts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 30)
-    sections.push(`## Tools used\n${tools.map(([name, n]) => `- ${clipLine(name, 64)} ×${n}`).join("\n")}`)
-  }
-  if (outcomes.length > 0) {
-    const more = outcomes.length - limits.outcomes
-    sections.push(
-      `## Tool outcomes (successful calls)\n${more > 0 ? `(… ${more} earlier outcomes omitted …)\n` : ""}${
-        outcomes.slice(-limits.outcomes).join("\n")
-      }`
-    )
-  }
-  if (errors.length > 0) sections.push(`## Last errors\n${errors.slice(-limits.errors).join("\n")}`)
-  if (statements.length > 0) {
-    sections.push(
-      `## Last assistant statements\n${
-        statements.slice(-limits.statements).map((s) => quote(s, limits.statementChars)).join("\n\n")
-      }`
-    )
-  }
+  if (ours) earlierSection()
   return sections.join("\n\n")
 }
 

@@ -26,9 +26,21 @@ const DEFAULTS = {
   minRemaining: 20_000,
   contextWindow: 200_000,
   compactAtTokens: 60_000,
-  summaryBudgetTokens: 8_000,
   cacheTtl: "5m" as CacheTtl
 }
+
+/** The share of `compactAtTokens` the summary's budget is by default (`CompactionPolicy#summaryBudgetTokens`). */
+const SUMMARY_BUDGET_SHARE = 0.25
+
+/** The largest default summary budget, in tokens. */
+const SUMMARY_BUDGET_MAX = 8_000
+
+/**
+ * The default summary budget of a policy that compacts at `compactAtTokens`: its `SUMMARY_BUDGET_SHARE`, at most
+ * `SUMMARY_BUDGET_MAX`, at least 1.
+ */
+const defaultSummaryBudget = (compactAtTokens: number): number =>
+  Math.max(1, Math.min(SUMMARY_BUDGET_MAX, Math.round(compactAtTokens * SUMMARY_BUDGET_SHARE)))
 
 // The defaults under their old names, until 0.2.0.
 /** @deprecated Use `defaultPolicy.keepRecentTokens`, the same default. @category constants */
@@ -42,7 +54,7 @@ export const DEFAULT_CONTEXT_WINDOW: number = DEFAULTS.contextWindow
 /** @deprecated Use `defaultPolicy.compactAtTokens`, the same default. @category constants */
 export const DEFAULT_COMPACT_AT_TOKENS: number = DEFAULTS.compactAtTokens
 /** @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default. @category constants */
-export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = DEFAULTS.summaryBudgetTokens
+export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = defaultSummaryBudget(DEFAULTS.compactAtTokens)
 
 /**
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
@@ -115,14 +127,14 @@ const deriveDefaults = (
 > => {
   // a large explicit tail or keep moves the default trigger up, so that the tail, a summary and the growth fit under it
   const largest = Math.max(options.keepRecentTokens ?? 0, options.maxTailTokens ?? 0)
-  const summaryGiven = options.summaryBudgetTokens ?? DEFAULTS.summaryBudgetTokens
+  const summaryGiven = options.summaryBudgetTokens ?? SUMMARY_BUDGET_MAX
   const compactAtTokens = options.compactAtTokens ??
     Math.min(room, Math.max(DEFAULTS.compactAtTokens, Math.ceil((largest + summaryGiven) * 1.25)))
   const keepRecentTokens = options.keepRecentTokens ??
     Math.max(1, Math.min(DEFAULTS.keepRecentTokens, Math.floor(compactAtTokens / 3), options.maxTailTokens ?? Infinity))
   const maxTailTokens = options.maxTailTokens ?? Math.max(keepRecentTokens, Math.floor(compactAtTokens / 2))
   const summaryBudgetTokens = options.summaryBudgetTokens ??
-    Math.max(1, Math.min(DEFAULTS.summaryBudgetTokens, Math.floor(compactAtTokens / 4)))
+    defaultSummaryBudget(compactAtTokens)
   const minGrowthTokens = options.minGrowthTokens ??
     Math.min(Math.floor(compactAtTokens / 5), compactAtTokens - maxTailTokens - summaryBudgetTokens)
   return { keepRecentTokens, maxTailTokens, compactAtTokens, summaryBudgetTokens, minGrowthTokens }
@@ -187,10 +199,13 @@ export class CompactionPolicy {
    */
   declare readonly compactAtTokens: number
   /**
-   * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default 8,000: the
-   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is
-   * under a seventh of the default 60k trigger, so a summary never crowds out the kept tail. When not given it is at
-   * most a quarter of `compactAtTokens` (6,000 at a 24k trigger, 5,000 at 20k), so it fits beside the tail.
+   * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default: a quarter of
+   * `compactAtTokens`, at most 8,000 (8,000 at the default 60k, 6,000 at a 24k trigger, 850 at 3.4k), so the budget
+   * follows the trigger and each compaction frees most of it: a fixed budget that is a third of a small trigger makes
+   * every later compaction free little, and so run more often. The model's text, the manifest kept by rule and the
+   * files appendix share it (`Summary.summaryWithManifest`), the newest material first; the summary aims below it
+   * (the entries of earlier spans fill at most 85% of the manifest's room), so it is not pinned at its budget hop
+   * after hop.
    */
   declare readonly summaryBudgetTokens: number
   /**

@@ -79,10 +79,17 @@ export interface AnchorOptions {
  * - **command**: the first non-blank line (cut to `ANCHOR_LIMITS.command`) of a tool call's string `command` (or
  *   `cmd`), for any tool but the text editors, whose `command` is a sub-command. Its outcome is its last run's:
  *   `failed` when that run's `tool_result` has `is_error: true`, `ok` when it has a result, `unanswered` otherwise.
- * - **error**: for each tool result with `is_error: true`, its first line that reads as an error (it names an error,
- *   a failure, an exception, "not found", "no such", "cannot", "could not", "denied", "invalid", "unexpected", an
- *   abort, an exit code, a traceback or a panic), else its last non-blank line; cut to `ANCHOR_LIMITS.error`. The
- *   library's own result for an interrupted call (`Validate.MISSING_RESULT_TEXT`) is not an error of the session.
+ * - **error**: for each tool result with `is_error: true`, among its non-blank lines that are not code (a line over
+ *   400 characters, or over 160 with more `{`, `}` and `;` than one in 20 of its characters): the first that states
+ *   the error (it holds `fatal:` or "cannot find module", or starts with `error:`, `fatal:` (an `error[E0308]:` too)
+ *   or `panic:`, case aside; or it holds a word that is `Error` or `Exception`, or a capitalized word ending in one
+ *   of them, followed by `:`); else the
+ *   first that reads as one without reporting an exit code (it names an error, a failure, an exception, "not found",
+ *   "no such", "cannot", "can't", "could not", "couldn't", "unable to", "refused", "timed out", "denied", "invalid",
+ *   "unexpected", an abort, a traceback or a panic); else the first that reports an exit code ("exit code", "exited
+ *   with code", "exit status"); else the last line (of all lines, when every one is code); cut to
+ *   `ANCHOR_LIMITS.error`. The library's own result for an interrupted call (`Validate.MISSING_RESULT_TEXT`) is not an
+ *   error of the session.
  * - **identifier**: in the text blocks of user-written messages and of assistant messages (not thinking, not tool
  *   input or output), cut into words at white space and `` "'`()[]{}<>;|* ``, each word without trailing `.,:!?`: a
  *   URL (`http://`, `https://`), a UUID, a hash (7–64 hex digits with a digit and a letter), a version (`1.2.3`,

@@ -22,7 +22,7 @@ import {
   todoItems
 } from "./internal/anchors.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
-import { clipEnd, headOf } from "./internal/text.ts"
+import { clipEnd, headOf, tailOf } from "./internal/text.ts"
 import { type BuiltMessage, isText, isToolResult, isToolUse, type Message, type ToolUseBlock } from "./Message.ts"
 import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "./Tools.ts"
@@ -207,12 +207,21 @@ export const stripAppendix = (summaryText: string): string => splitAppendix(summ
 // ============================================================================
 
 /**
- * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, errors, the latest plan,
- * commands, identifiers, and the latest known content of recently modified files.
+ * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, the assistant's latest
+ * status board, errors, the latest plan, commands (with the values their latest successful run printed),
+ * identifiers, and the latest known content of recently modified files.
  * @category constants
  * @deprecated Use `Summary.ManifestKind`: the type lists the same kinds.
  */
-export const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
+export const MANIFEST_KINDS = [
+  "instruction",
+  "status",
+  "error",
+  "plan",
+  "command",
+  "identifier",
+  "file"
+] as const
 
 /** A kind of manifest entry. @category models */
 export type ManifestKind = typeof MANIFEST_KINDS[number]
@@ -224,7 +233,7 @@ export type ManifestKind = typeof MANIFEST_KINDS[number]
  * @category models
  */
 export type ManifestEntry =
-  | { readonly kind: "instruction" | "plan" | "identifier"; readonly text: string; readonly age: number }
+  | { readonly kind: "instruction" | "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
   | {
     readonly kind: "error"
     readonly text: string
@@ -241,6 +250,8 @@ export type ManifestEntry =
     readonly runs: number
     readonly failures: number
     readonly last: CommandOutcome
+    /** The lines with values (counts, versions, ids) its latest successful run printed, joined by ` | `. */
+    readonly printed?: string
   }
   | {
     readonly kind: "file"
@@ -291,9 +302,19 @@ export const MANIFEST_FILE_CONTENT_MAX = 4_000
 
 const MANIFEST_OPEN = '<compaction-manifest version="1">'
 const MANIFEST_CLOSE = "</compaction-manifest>"
-const MANIFEST_INTRO = "Kept by rule (computed from the conversation by code, not written by the model). Each line: " +
-  "what it is, how many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON " +
-  "string. Instructions are the user's own words, newest first; a file's latest known content follows its line."
+const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+  "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
+  "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
+  "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
+  "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
+  "recent messages after this summary come first. A file's latest known content follows its line."
+
+/** The intros of earlier versions, still recognized when a summary is split. */
+const EARLIER_INTROS: ReadonlyArray<string> = [
+  "Kept by rule (computed from the conversation by code, not written by the model). Each line: what it is, how " +
+  "many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON string. " +
+  "Instructions are the user's own words, newest first; a file's latest known content follows its line."
+]
 
 /** The summary, files and leading messages the library writes in the user's role. */
 const isLibraryMessage = (message: Message): boolean =>
@@ -334,19 +355,113 @@ const contentAfter = (toolUse: ToolUseBlock, before: string | undefined): string
 /** `text` up to `max` code units: itself, or its head and `…` (whose folded form still starts like the text's). */
 const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max)
 
+/**
+ * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
+ * message of the user when no earlier summary exists) 8,000, any other 3,000. A longer message keeps its head and
+ * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
+ * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
+ */
+const INSTRUCTION_CAP = { first: 8_000, other: 3_000 } as const
+
+/** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
+const INSTRUCTION_TAIL_SHARE = 0.4
+
+/** The line that stands for the middle of a long user message the manifest left out. */
+const omittedMiddle = (chars: number): string => `[… ${chars} characters of the user's message left out here …]`
+
+/** `text` (trimmed) within `max` code units: itself, or its head, an omission line and its tail. */
+const headAndTail = (text: string, max: number): string => {
+  const whole = text.trim()
+  if (whole.length <= max) return whole
+  const tailChars = Math.floor(max * INSTRUCTION_TAIL_SHARE)
+  const head = headOf(whole, max - tailChars).trimEnd()
+  const tail = tailOf(whole, tailChars).trimStart()
+  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length)}\n${tail}`
+}
+
+/**
+ * The instruction a user message gives, within `cap`: its text blocks joined by newlines, whole when that fits; else
+ * each short block (at most a quarter of the cap) whole and the long ones sharing the rest, each as head and tail.
+ */
+const instructionText = (message: Message, cap: number): string => {
+  const blocks = typeof message.content === "string"
+    ? [message.content]
+    : message.content.flatMap((b) => isText(b) ? [b.text] : [])
+  const parts = blocks.map((b) => b.trim()).filter((b) => b.length > 0)
+  const whole = parts.join("\n")
+  if (whole.length <= cap) return whole
+  const short = (part: string) => part.length <= cap / 4
+  const shortChars = parts.reduce((n, part) => short(part) ? n + part.length + 1 : n, 0)
+  const long = parts.filter((part) => !short(part)).length
+  const each = Math.max(Math.floor(cap / 4), Math.floor((cap - shortChars) / Math.max(1, long)))
+  return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
+}
+
 /** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
 const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normalize(entry.text)}`
+
+/** The longest status board kept, in code units; a longer one keeps its head and its tail. */
+const STATUS_MAX = 3_000
+
+/** A line of a status board: a checklist item, `name: state`, or a `Next action:` / `Status:` heading line. */
+const STATUS_LINE = new RegExp(
+  [
+    "^\\s*[-*] \\[[ xX]\\] \\S",
+    "^\\s*(?:[-*]|\\d+[.)])?\\s*\\**[\\w./#@-]+(?: [\\w./#@-]+){0,5}\\**\\s*(?::|—|–| - )\\s*\\**(?:done|complete|completed|" +
+    "in[- ]progress|pending|todo|to do|blocked|started|not started|wip|failing|passing)\\b",
+    "^\\s*(?:[-*]\\s*)?\\**(?:next(?: actions?| steps?)?|status|remaining|blocked on|done so far|current task)\\**\\s*:",
+    "^\\s*(?:[-*]\\s*)?(?:✅|⏳|❌|🔄|☐|☑|✔)"
+  ].join("|"),
+  "i"
+)
+
+/**
+ * The assistant's status board, todo list or plan in a text block: the block (trimmed), when at least two of its lines
+ * are status lines (`STATUS_LINE`); `undefined` otherwise.
+ */
+const statusBoard = (text: string): string | undefined => {
+  let found = 0
+  for (const line of text.split("\n")) if (STATUS_LINE.test(line) && ++found >= 2) return text.trim()
+  return undefined
+}
+
+/** A line that prints a count of something (tests, files, errors, rows, changes). */
+const COUNT_LINE =
+  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
+
+/** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
+const OUTCOME_LINES = 2
+const OUTCOME_LINE_MAX = 160
+
+/**
+ * What a successful command printed worth keeping: its last `OUTCOME_LINES` lines (at most 400 characters long, so no
+ * code or dump) that hold a count (`COUNT_LINE`) or an identifier (a version, hash, id, URL, quantity), each folded and
+ * cut to `OUTCOME_LINE_MAX`, joined by ` | `; empty when it printed none.
+ */
+const outcomeValues = (text: string): string =>
+  text.split("\n")
+    .filter((line) => line.length <= 400 && (COUNT_LINE.test(line) || identifiersOf(line).length > 0))
+    .slice(-OUTCOME_LINES)
+    .map((line) => clipped(line, OUTCOME_LINE_MAX))
+    .filter((line) => line.length > 0)
+    .join(" | ")
 
 /**
  * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
  * optional) and the messages `span` after it: the earlier entries one compaction older, merged with the span's.
  *
- * - **instruction**: each message the user wrote (not the library's), verbatim up to `MANIFEST_INSTRUCTION_MAX`.
+ * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
+ *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
+ * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
+ *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
+ *   head and tail); it replaces the earlier one.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
  *   replaces the earlier plan.
- * - **command**: each command's first line, deduplicated: runs and failures add up across spans, the last outcome
+ * - **command**: each command's first line, deduplicated: runs and failures add up across spans, and what its latest
+ *   successful run printed worth keeping (its last two lines, not code, holding a count or an identifier:
+ *   "Tests: 42 passed", a version, a hash; folded, 160 code units each) is kept with it; the last outcome
  *   is the latest.
  * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
  *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
@@ -368,15 +483,27 @@ export const nextManifest = (
   const newestFirst = (a: Anchor, b: Anchor) => b.messageIndex - a.messageIndex
   // instructions: verbatim, newest first
   const instructions: Array<{ readonly text: string; readonly index: number }> = []
+  // the first task statement: the user's first message, when no earlier summary holds it
+  let first = earlier.manifest === undefined && earlier.body === undefined
   span.forEach((message, index) => {
     if (message.role !== "user" || !isHumanMessage(message) || isLibraryMessage(message)) return
-    const text = textOf(message)
-    if (text.trim().length > 0) instructions.push({ text: verbatim(text, MANIFEST_INSTRUCTION_MAX), index })
+    const text = instructionText(message, first ? INSTRUCTION_CAP.first : INSTRUCTION_CAP.other)
+    if (text.length === 0) return
+    first = false
+    instructions.push({ text, index })
   })
   for (const { text } of instructions.reverse()) fresh.push({ kind: "instruction", text, age: 0 })
+  // the assistant's latest status board, verbatim
+  let status: string | undefined
+  for (const message of span) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (isText(block)) status = statusBoard(block.text) ?? status
+  }
+  if (status !== undefined) fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX), age: 0 })
   // tool calls and their results, in order
   const calls = new Map<string, ToolUseBlock>()
   const succeeded: Array<{ readonly source: string; readonly index: number }> = []
+  const printed = new Map<string, string>()
   const failed: Array<{ readonly text: string; readonly source: string; readonly index: number }> = []
   const known = new Map<string, string | undefined>()
   for (const entry of earlier.manifest?.entries ?? []) {
@@ -403,6 +530,13 @@ export const nextManifest = (
           failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index })
         } else {
           succeeded.push({ source, index })
+          const values = call === undefined || commandOf(call) === undefined
+            ? ""
+            : outcomeValues(resultText(block.content))
+          if (values.length > 0) {
+            printed.delete(source)
+            printed.set(source, values)
+          }
           const action = call === undefined ? undefined : classifier(call)
           if (action?._tag === "Read" && action.range === undefined) known.set(action.path, resultText(block.content))
         }
@@ -430,7 +564,16 @@ export const nextManifest = (
   }
   for (const a of anchors.filter((a) => a.category === "command").sort(newestFirst)) {
     if (a.category !== "command") continue
-    fresh.push({ kind: "command", text: a.text, runs: a.runs, failures: a.failures, last: a.outcome, age: 0 })
+    const values = printed.get(a.text)
+    fresh.push({
+      kind: "command",
+      text: a.text,
+      runs: a.runs,
+      failures: a.failures,
+      last: a.outcome,
+      age: 0,
+      ...(values === undefined ? {} : { printed: values })
+    })
   }
   for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
     fresh.push({ kind: "identifier", text: a.text, age: 0 })
@@ -455,7 +598,7 @@ export const nextManifest = (
   if (earlier.body !== undefined) {
     for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
   }
-  return { entries: mergeEntries(fresh, older, plan.length > 0, recent) }
+  return { entries: mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent) }
 }
 
 /** The raw items of the plan found in `span[messageIndex]` (the latest one), in order. */
@@ -470,18 +613,22 @@ const rawPlanItems = (span: ReadonlyArray<Message>, messageIndex: number): Reado
   return items
 }
 
-/** `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan gives way to a new one. */
+/**
+ * `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan or status board gives way to a new
+ * one.
+ */
 const mergeEntries = (
   fresh: ReadonlyArray<ManifestEntry>,
   older: ReadonlyArray<ManifestEntry>,
   newPlan: boolean,
+  newStatus: boolean,
   recentFiles: ReadonlyArray<string>
 ): ReadonlyArray<ManifestEntry> => {
   const merged = new Map<string, ManifestEntry>()
   for (const entry of fresh) merged.set(entryKey(entry), entry)
   let files = recentFiles.length
   for (const entry of older) {
-    if (entry.kind === "plan" && newPlan) continue
+    if ((entry.kind === "plan" && newPlan) || (entry.kind === "status" && newStatus)) continue
     const key = entryKey(entry)
     const seen = merged.get(key)
     if (seen === undefined) {
@@ -491,7 +638,13 @@ const mergeEntries = (
       }
       merged.set(key, entry)
     } else if (seen.kind === "command" && entry.kind === "command") {
-      merged.set(key, { ...seen, runs: seen.runs + entry.runs, failures: seen.failures + entry.failures })
+      const printed = seen.printed ?? entry.printed
+      merged.set(key, {
+        ...seen,
+        runs: seen.runs + entry.runs,
+        failures: seen.failures + entry.failures,
+        ...(printed === undefined ? {} : { printed })
+      })
     } else if (seen.kind === "error" && entry.kind === "error" && seen.age === 0 && !seen.resolved) {
       merged.set(key, seen)
     }
@@ -519,11 +672,15 @@ const commandSuffix = (entry: Extract<ManifestEntry, { kind: "command" }>): stri
 /** One entry's text in a manifest block (a file's content follows its line). */
 const renderEntry = (entry: ManifestEntry): string => {
   // an instruction keeps its lines: its length, then the text itself on the lines that follow
-  if (entry.kind === "instruction") return `instruction ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  if (entry.kind === "instruction" || entry.kind === "status") {
+    return `${entry.kind} ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  }
   const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
   switch (entry.kind) {
     case "command":
-      return `${head} ${commandSuffix(entry)}`
+      return `${head} ${commandSuffix(entry)}${
+        entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
+      }`
     case "error":
       return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}`
     case "file":
@@ -546,9 +703,11 @@ export const renderManifest = (manifest: Manifest): string =>
   [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
-const INSTRUCTION_LINE = /^instruction (\d+) (\d+) chars:$/
+const INSTRUCTION_LINE = /^(instruction|status) (\d+) (\d+) chars:$/
 const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
-const COMMAND_SUFFIX = /^×(\d+): (?:(\d+) failed, last )?(passed|failed|no result)$/
+const COMMAND_SUFFIX = new RegExp(
+  `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
+)
 const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
 const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
 
@@ -575,9 +734,13 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     if (line === MANIFEST_CLOSE) return at >= text.length ? entries : undefined
     const instruction = INSTRUCTION_LINE.exec(line)
     if (instruction !== null) {
-      const length = Number(instruction[2])
+      const length = Number(instruction[3])
       if (end === -1 || at + length > text.length || text[at + length] !== "\n") return undefined
-      entries.push({ kind: "instruction", text: text.slice(at, at + length), age: Number(instruction[1]) })
+      entries.push({
+        kind: instruction[1] === "status" ? "status" : "instruction",
+        text: text.slice(at, at + length),
+        age: Number(instruction[2])
+      })
       at += length + 1
       continue
     }
@@ -588,7 +751,7 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     const entryText = jsonString(match[3]!)
     const suffix = match[4]
     if (entryText === undefined) return undefined
-    if (kind === "instruction" || kind === "plan" || kind === "identifier") {
+    if (kind === "instruction" || kind === "status" || kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
     } else if (kind === "command") {
@@ -597,7 +760,9 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
       const runs = Number(m[1])
       const last = outcomeOf(m[3]!)
       const failures = m[2] === undefined ? (last === "failed" ? 1 : 0) : Number(m[2])
-      entries.push({ kind, text: entryText, age, runs, failures, last })
+      const printed = m[4] === undefined ? undefined : jsonString(m[4])
+      if (m[4] !== undefined && printed === undefined) return undefined
+      entries.push({ kind, text: entryText, age, runs, failures, last, ...(printed === undefined ? {} : { printed }) })
     } else if (kind === "error") {
       const m = suffix === undefined ? null : ERROR_SUFFIX.exec(suffix)
       const source = m === null ? undefined : jsonString(m[1]!)
@@ -634,7 +799,12 @@ export const splitManifest = (text: string): { readonly body: string; readonly m
     const entries = parseEntries(trimmed.slice(start + open.length))
     if (entries === undefined) continue
     let body = trimmed.slice(0, start)
-    if (body.endsWith(`${MANIFEST_INTRO}\n`)) body = body.slice(0, body.length - MANIFEST_INTRO.length - 1)
+    for (const intro of [MANIFEST_INTRO, ...EARLIER_INTROS]) {
+      if (body.endsWith(`${intro}\n`)) {
+        body = body.slice(0, body.length - intro.length - 1)
+        break
+      }
+    }
     return { body: body.trimEnd(), manifest: { entries } }
   }
   return { body: text, manifest: undefined }
@@ -663,27 +833,36 @@ export const splitSummary = (summaryText: string): SummaryParts => {
 // ----------------------------------------------------------------------------
 
 /** What decides where an entry stands when the budget is short: its kind, and for an error whether it was resolved. */
-type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error"
+type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error" | "command with values"
 
 /**
  * The order in which entries are kept when the budget is short, by class: an entry's rank is its class's `rank`
  * (lower is kept first) plus its age times `ageWeight`, how fast it falls behind. The user's instructions age slowest
- * (a quarter per compaction), open errors, plans and identifiers by half, commands, resolved errors and file contents
- * by one, so an instruction seen four compactions ago ranks with a fresh command.
+ * (a quarter per compaction), the status board, open errors, plans, identifiers and commands that printed values by
+ * half, other commands, resolved errors and file contents by one, so an instruction seen four compactions ago ranks
+ * with a fresh command.
  */
 const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
   instruction: { rank: 0, ageWeight: 0.25 },
+  status: { rank: 0, ageWeight: 0.5 },
   "open error": { rank: 0, ageWeight: 0.5 },
   plan: { rank: 1, ageWeight: 0.5 },
   identifier: { rank: 1, ageWeight: 0.5 },
   command: { rank: 1, ageWeight: 1 },
+  "command with values": { rank: 1, ageWeight: 0.5 },
   "resolved error": { rank: 2, ageWeight: 1 },
   file: { rank: 3, ageWeight: 1 }
 }
 
 /** An entry's rank under `KEEP_ORDER`: lower is kept first. */
 const keepRank = (entry: ManifestEntry): number => {
-  const order = KEEP_ORDER[entry.kind !== "error" ? entry.kind : entry.resolved ? "resolved error" : "open error"]
+  const order = KEEP_ORDER[
+    entry.kind === "error"
+      ? entry.resolved ? "resolved error" : "open error"
+      : entry.kind === "command" && entry.printed !== undefined
+      ? "command with values"
+      : entry.kind
+  ]
   return order.rank + entry.age * order.ageWeight
 }
 
@@ -720,6 +899,13 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
  */
 export const SUMMARY_TEXT_SHARE = 0.25
 
+/**
+ * The share of the manifest's room the entries of earlier spans (older than the span just summarized) may fill: 0.85.
+ * The span's own entries may use the whole room; earlier ones give way first, oldest first, so a summary aims below
+ * its budget instead of growing to it and staying there hop after hop.
+ */
+const SUMMARY_OLDER_SHARE = 0.85
+
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
 
@@ -740,12 +926,12 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
     .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
   const overhead = messageTokens("")
-  const fits = (chars: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= limit
+  const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
   let used = compose([]).length + renderManifest({ entries: [] }).length + 2
   const admitted = new Set<number>()
   for (const { entry, index } of order) {
     const cost = renderEntry(entry).length + 1
-    if (!fits(used + cost)) continue
+    if (!fits(used + cost, fresh(entry) === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE))) continue
     used += cost
     admitted.add(index)
   }
@@ -823,10 +1009,15 @@ export const summaryWithManifest = (
   let manifestPart = withEntries(unrepeated)
   const cut = (room: number): string =>
     room < CUT_NOTE.length ? "" : headOf(whole, room - CUT_NOTE.length).trimEnd() + CUT_NOTE
-  let room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  // the text gets what the entries leave, up to its claim or its share of the budget, whichever is more: beyond
+  // that, a long text (an extractive one always is) would grow every summary to its budget
+  const textRoom = (part: string): number =>
+    (Math.min(limit - messageTokens(part), Math.max(textClaim, textReserve(budget.budgetTokens)))) *
+      CHARS_PER_TOKEN - 8
+  let room = textRoom(manifestPart)
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
   manifestPart = withEntries(manifest.entries)
-  room = (limit - messageTokens(manifestPart)) * CHARS_PER_TOKEN - 8
+  room = textRoom(manifestPart)
   return `${cut(room)}${manifestPart}`
 }

@@ -21,6 +21,7 @@ import {
 import { renderAppendix, summaryMessage } from "../src/Summary.ts"
 import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
 import { type RefAnchor, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
+import { agentLoopSession } from "./fixtures/AgentLoop.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 
@@ -95,6 +96,37 @@ describe("anchorsOf, by category", () => {
       "src/a.ts(3,1): error TS2304: Cannot find name 'x'.",
       "last line"
     ])
+  })
+
+  it("errors: the line that states the error, never an exit-code line before it, never a line of code", () => {
+    const minified = "!function(e){var t={};function n(r){if(t[r])return t[r].exports;}".repeat(50)
+    const span = [
+      call("1", "bash", { command: "git push" }),
+      result("1", "Enumerating objects\nCommand exited with code 128\nfatal: unable to access 'https://x/'", true),
+      call("2", "bash", { command: "node a.js" }),
+      result("2", `${minified}\nError: Cannot find module './b.js'\n    at Module._resolveFilename`, true),
+      call("3", "bash", { command: "curl localhost:1" }),
+      result("3", "curl: (7) Failed to connect: Connection refused\n\nCommand exited with code 7", true),
+      call("4", "bash", { command: "sleep 9" }),
+      result("4", "started\noperation timed out after 120000 ms\nexit status 124", true),
+      call("5", "bash", { command: "python t.py" }),
+      result("5", 'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: bad shard', true),
+      call("6", "bash", { command: "make" }),
+      result("6", "building\nmake: *** [all] exit code 2", true),
+      call("7", "bash", { command: "cat min.js" }),
+      result("7", minified, true)
+    ]
+    assert.deepStrictEqual(texts(anchorsOf(span), "error"), [
+      "fatal: unable to access 'https://x/'",
+      "Error: Cannot find module './b.js'",
+      "curl: (7) Failed to connect: Connection refused",
+      "operation timed out after 120000 ms",
+      "ValueError: bad shard",
+      "make: *** [all] exit code 2",
+      minified.slice(0, ANCHOR_LIMITS.error)
+    ])
+    const reference = referenceAnchors(span).filter((a) => a.category === "error").map((a) => a.text)
+    assert.deepStrictEqual(reference, texts(anchorsOf(span), "error"))
   })
 
   it("identifiers: URLs, UUIDs, hashes, versions, numbers with units and ids, from the user's and the assistant's text", () => {
@@ -301,6 +333,13 @@ describe("Retention agrees with the independent extractor (tolerance: none; ever
       for (const row of bothTallies(span, view, tail)) assert.deepStrictEqual(row.library, row.reference, row.category)
     }, 180_000)
   }
+
+  it("on agent-loop sessions (the common error forms, status boards, merged follow-ups)", () => {
+    for (const seed of [1, 2]) {
+      const messages = agentLoopSession(seed, { steps: 120 })
+      assert.deepStrictEqual(disagreement(messages), { onlyLibrary: [], onlyReference: [] }, `seed ${seed}`)
+    }
+  })
 
   it("on generated sessions too", () => {
     for (let seed = 1; seed <= 20; seed++) {

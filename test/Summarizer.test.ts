@@ -492,7 +492,8 @@ describe("ExtractiveSummarizer", () => {
     assert.notInclude(text, "## Files read")
     assert.include(text, "- Read ×1")
     assert.include(text, "- Bash ×1")
-    assert.include(text, "- [Bash: npm test] TypeError: x is undefined at parse.ts:12")
+    // the error line that states the error, not the result's lines run together
+    assert.include(text, "- [Bash: npm test] TypeError: x is undefined\n")
     assert.include(text, "> The test still fails: x is undefined at parse.ts:12.")
     assert.include(text, "## Focus requested\n> the parser")
   })
@@ -510,7 +511,7 @@ describe("ExtractiveSummarizer", () => {
     for (const { messages, name } of corpus()) {
       const text = extractiveSummary(summarizeRequest(messages))
       assert.isAtMost(text.length, 60_000, name)
-      assert.include(text, "## User requests (verbatim)", name)
+      assert.include(text, "## User requests (the user's own words", name)
     }
   })
 
@@ -558,8 +559,8 @@ describe("ExtractiveSummarizer", () => {
   })
 
   /** One hop of a chained session: a request, a successful call and a failed one, each with facts of hop `n`. */
-  const hop = (n: number, pad = 0): ReadonlyArray<Message> => [
-    { role: "user", content: `Hop ${n}: rename widget_${n} to gadget_${n}.${" keep going".repeat(pad)}` },
+  const hop = (n: number): ReadonlyArray<Message> => [
+    { role: "user", content: `Hop ${n}: rename widget_${n} to gadget_${n}.` },
     {
       role: "assistant",
       content: [
@@ -577,41 +578,43 @@ describe("ExtractiveSummarizer", () => {
     { role: "assistant", content: `Done with hop ${n}.` }
   ]
 
-  const chain = (hops: number, pad = 0): string => {
+  const chain = (hops: number): string => {
     let previous: string | undefined
     for (let n = 1; n <= hops; n++) {
       previous = extractiveSummary(
-        summarizeRequest(hop(n, pad), previous === undefined ? {} : { previousSummary: previous })
+        summarizeRequest(hop(n), previous === undefined ? {} : { previousSummary: previous })
       )
     }
     return previous!
   }
 
-  it("after 5 chained summaries keeps the first hop's facts, and nothing is nested", () => {
+  it("after 5 chained summaries keeps every hop's outcomes and errors, newest first, and nothing is nested", () => {
     const text = chain(5)
     for (let n = 1; n <= 5; n++) {
-      assert.include(text, `Hop ${n}: rename widget_${n} to gadget_${n}.`)
       assert.include(text, `- Bash: echo hop-${n} → hop-${n}-output`)
       assert.include(text, `- [Bash: npm test -- hop${n}] Error: hop ${n} failed`)
     }
+    // the user's requests are the current span's only: the manifest carries the earlier ones whole
+    assert.include(text, "Hop 5: rename widget_5 to gadget_5.")
+    assert.notInclude(text, "Hop 4: rename widget_4")
     assert.strictEqual(text.split("# Summary of the earlier conversation").length, 2)
     assert.strictEqual(text.split("## Earlier summary").length, 2)
     assert.notMatch(text, /^> >/m)
     assert.notMatch(text, /^> #{1,2} /m)
-    // the carried part holds each earlier hop once, in order
-    const earlier = text.slice(text.indexOf("## Earlier summary"), text.indexOf("\n## User requests"))
-    assert.strictEqual(earlier.split("### User requests (verbatim)").length, 5)
-    assert.isBelow(earlier.indexOf("Hop 1:"), earlier.indexOf("Hop 4:"))
+    // the carried part ends the text and holds each earlier hop once, the newest first
+    const earlier = text.slice(text.indexOf("## Earlier summary"))
+    assert.strictEqual(earlier.split("### Tool outcomes (successful calls)").length, 5)
+    assert.isBelow(earlier.indexOf("hop-4-output"), earlier.indexOf("hop-1-output"))
     assert.notInclude(earlier, "Done with hop")
   })
 
-  it("a long chain stays within the carried limit and keeps the first hop's request", () => {
-    const text = chain(40, 60)
-    const earlier = text.slice(text.indexOf("## Earlier summary"), text.indexOf("\n## User requests"))
+  it("a long chain stays within the carried limit: the newest carried lines stay, the oldest leave", () => {
+    const text = chain(150)
+    const earlier = text.slice(text.indexOf("## Earlier summary"))
     assert.isAtMost(earlier.length, EXTRACTIVE_LIMITS.previousChars + 2_000)
-    assert.include(earlier, "Hop 1: rename widget_1 to gadget_1.")
-    assert.include(earlier, "Hop 39: rename widget_39 to gadget_39.")
-    assert.include(earlier, "earlier lines omitted …)")
+    assert.include(earlier, "hop-149-output")
+    assert.notInclude(earlier, "hop-1-output")
+    assert.include(earlier, "older lines omitted …)")
     assert.strictEqual(text.split("## Earlier summary").length, 2)
   })
 

@@ -134,14 +134,38 @@ export const commandOf = (toolUse: ToolUseBlock): string | undefined => {
 
 export const firstLine = (text: string): string => text.split("\n").find((line) => line.trim().length > 0) ?? ""
 
-/** A line that reads as an error: the first such line of a failed result is its error string. */
-const ERROR_LINE =
-  /error|fail|exception|not found|no such|cannot|can't|could not|couldn't|denied|invalid|unexpected|abort|exit(?:ed)? (?:with )?code|traceback|panic/i
+/** A line that names the error itself: git's `fatal:`, an `error:` prefix, a missing module, a panic. */
+const ERROR_STATEMENT = /fatal:|^\s*(?:error|fatal)(?:\[[^\]]*\])?:|cannot find module|^\s*panic:/i
 
-/** The error string of a failed result: its first line that reads as an error, else its last non-blank line. */
+/** An error's name before its message: a word that is or ends in `Error` or `Exception`, then `:`. */
+const ERROR_NAME = /\b(?:[A-Z][A-Za-z0-9]*)?(?:Error|Exception):/
+
+/** A line that reads as an error, less precisely. */
+const ERROR_WORDS =
+  /error|fail|exception|not found|no such|cannot|can't|could not|couldn't|unable to|refused|timed out|denied|invalid|unexpected|abort|traceback|panic/i
+
+/** A line that only reports how a command exited. */
+const EXIT_LINE = /exit(?:ed)? (?:with )?code|exit status/i
+
+/** The longest line an error line may be: a longer one is code or data (minified code, a dump), not a message. */
+const ERROR_LINE_MAX = 400
+
+/** A line of code or data rather than a message: over `ERROR_LINE_MAX`, or long and dense with `{`, `}` and `;`. */
+const isCodeLine = (line: string): boolean =>
+  line.length > ERROR_LINE_MAX || (line.length > 160 && (line.match(/[{};]/g)?.length ?? 0) > line.length / 20)
+
+/**
+ * The error string of a failed result, from its non-blank lines that are not code (`isCodeLine`): the first that
+ * names the error (`ERROR_STATEMENT`, `ERROR_NAME`), else the first that reads as one (`ERROR_WORDS`) without
+ * reporting an exit code, else the first that reports an exit code, else the last line (of all lines when every one is
+ * code).
+ */
 export const errorLine = (text: string): string => {
-  const lines = text.split("\n").filter((line) => line.trim().length > 0)
-  return lines.find((line) => ERROR_LINE.test(line)) ?? lines.at(-1) ?? ""
+  const all = text.split("\n").filter((line) => line.trim().length > 0)
+  const lines = all.filter((line) => !isCodeLine(line))
+  return lines.find((line) => ERROR_STATEMENT.test(line) || ERROR_NAME.test(line)) ??
+    lines.find((line) => ERROR_WORDS.test(line) && !EXIT_LINE.test(line)) ??
+    lines.find((line) => EXIT_LINE.test(line)) ?? lines.at(-1) ?? all.at(-1) ?? ""
 }
 
 /** The tools whose input is a todo list (`todos`, `plan` or `items`: strings, or objects with a text field). */
