@@ -322,7 +322,7 @@ export const prepareCompaction = <M extends Message>(
 ): CompactionPlan<M> | CompactionSkip<M> => {
   const tokensBefore = estimateTokens(messages) - tokensAt(messages, options.unboundThinking ?? [])
   const cutPlan = options.upTo === undefined
-    ? planForPolicy(messages, policy)
+    ? planAfterSummary(messages, policy)
     : planUpTo(messages, options.upTo, policy)
   // the summary changes the prefix of every thinking block the tail keeps: the API drops them all (API-RULES 29)
   const plan = cutPlan.cut === 0 ? cutPlan : {
@@ -404,6 +404,21 @@ export const prepareCompaction = <M extends Message>(
     minFreedTokens,
     classifier: options.classifier
   }
+}
+
+/**
+ * `planForPolicy` on a view that may open with this library's summary message: the summary is head, never part of the
+ * kept turns, so the cut is planned on what follows it (and shifted past it). Planned with the summary, the turn
+ * counting would merge it with the user message after it (consecutive user messages are one turn), and a tail that
+ * fitted `maxTailTokens` when it was kept would be measured with the summary on top and split again: compacting an
+ * output again with the same policy and nothing new would not be a fixed point.
+ */
+const planAfterSummary = (messages: ReadonlyArray<Message>, policy: CompactionPolicy): CutPlan => {
+  if (messages.length < 2 || SummaryModule.summaryText(messages[0]!) === undefined) {
+    return planForPolicy(messages, policy)
+  }
+  const after = planForPolicy(messages.slice(1), policy)
+  return after.cut === 0 ? after : { ...after, cut: after.cut + 1, turnStart: after.turnStart + 1 }
 }
 
 /**

@@ -341,6 +341,65 @@ describe("Compact", () => {
       assert.strictEqual(error.messages, session)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect(
+    "a compaction is a fixed point on real session prefixes: again with the same policy is Skipped, same array",
+    () =>
+      Effect.gen(function* () {
+        // issue 42: the summary message merged with the kept tail's first user message into one turn, and the tail
+        // measured with it on top no longer fitted maxTailTokens, so a second pass cut again (15 → 14 messages here)
+        const p = policy({ keepRecentTokens: 2_000, keepRecentTurns: 3, maxTailTokens: 6_000 })
+        const sessions = new Map(corpus().map((s) => [s.name, s.messages]))
+        const known: ReadonlyArray<readonly [string, ReadonlyArray<number>]> = [
+          ["pi__session-2025-12-17_thinking", [101, 105, 172, 180, 278, 400, 437]],
+          ["pi__before-compaction", [521, 610, 919]],
+          ["pi__large-session", [755, 853]]
+        ]
+        let checked = 0
+        const fixedPoint = (view: ReadonlyArray<Message>, label: string) =>
+          Effect.gen(function* () {
+            const first = yield* compactContext(view, p)
+            if (first.outcome._tag === "Skipped") return
+            checked++
+            const second = yield* compactContext(first.messages, p)
+            assert.strictEqual(second.outcome._tag, "Skipped", label)
+            assert.strictEqual(second.messages, first.messages, label)
+          })
+        for (const [name, ends] of known) {
+          for (const end of ends) yield* fixedPoint(sessions.get(name)!.slice(0, end), `${name} at ${end}`)
+        }
+        assert.strictEqual(checked, 12)
+        // and a sample of every session's prefixes, at every eleventh turn
+        for (const [name, messages] of sessions) {
+          const starts = turnStarts(messages)
+          for (let k = 3; k < starts.length; k += 11) {
+            yield* fixedPoint(messages.slice(0, starts[k]), `${name} at ${starts[k]}`)
+          }
+        }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    120_000
+  )
+
+  it.effect.prop(
+    "generated sessions: a compaction is a fixed point (the same policy again, nothing new: Skipped, the same array)",
+    [conversationArbitrary()],
+    ([session]) =>
+      Effect.gen(function* () {
+        for (
+          const p of [
+            policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 }),
+            policy({ keepRecentTokens: 500, keepRecentTurns: 3, maxTailTokens: 1_500 })
+          ]
+        ) {
+          const first = yield* compactContext(session, p, { minFreedTokens: 1 })
+          if (first.outcome._tag === "Skipped") continue
+          const second = yield* compactContext(first.messages, p, { minFreedTokens: 1 })
+          assert.strictEqual(second.outcome._tag, "Skipped")
+          assert.strictEqual(second.messages, first.messages)
+        }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    { timeout: 180_000, arbitrary: { runs: 300 } }
+  )
+
   it.effect.prop(
     "generated sessions: the output validates, keeps the floor, and never grows on a second pass",
     [conversationArbitrary()],
