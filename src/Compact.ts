@@ -23,6 +23,7 @@ import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
+import { liveHeadSystems } from "./internal/headSystems.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
@@ -395,7 +396,7 @@ export const prepareCompaction = <M extends Message>(
       budgetTokens: policy.summaryBudgetTokens,
       spanTokens: Math.max(0, tokensBefore - plan.keptTokens - minFreedTokens)
     },
-    systemMessages: headToolChanges(head, server, afterServer),
+    systemMessages: headToolChanges(messages, plan.cut, server, afterServer),
     compactionCut,
     tokensBefore,
     turnsSummarized: countTurns(fresh),
@@ -448,11 +449,14 @@ const planUpTo = (messages: ReadonlyArray<Message>, upTo: number, policy: Compac
  * lost when their tool search result is summarized away (API-RULES 28).
  */
 const headToolChanges = <M extends Message>(
-  head: ReadonlyArray<M>,
+  messages: ReadonlyArray<M>,
+  cut: number,
   server: ViewCompaction | undefined,
   afterServer: number
 ): ReadonlyArray<M> => {
-  const systems = head.slice(afterServer).filter((m) => m.role === "system")
+  const head = messages.slice(0, cut)
+  // only the live ones: not those a later user message cleared, and no settings of a summarized turn (API-RULES 26–27)
+  const systems = liveHeadSystems(messages, afterServer, cut)
   const carried = server?.block.tool_changes ?? []
   const loaded = new Set<string>()
   for (const message of head.slice(afterServer)) {

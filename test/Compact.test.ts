@@ -341,6 +341,37 @@ describe("Compact", () => {
       assert.strictEqual(error.messages, session)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("head system messages: a cleared clear_at message and a summarized turn's settings are not carried on", () =>
+    Effect.gen(function* () {
+      const long = (tag: string) => `${tag} ${"words of the turn ".repeat(400)}`
+      const cleared = { role: "system", content: "For this turn only: be brief.", clear_at: "next_user_message" }
+      const effort = { role: "system", output_config: { effort: "low" } }
+      const standing = { role: "system", content: "Always answer in English." }
+      const session = [
+        { role: "user", content: long("u1") },
+        cleared,
+        { role: "assistant", content: [{ type: "text", text: long("a1") }] },
+        { role: "user", content: long("u2") },
+        effort,
+        { role: "assistant", content: [{ type: "text", text: long("a2") }] },
+        { role: "user", content: long("u3") },
+        standing,
+        { role: "assistant", content: [{ type: "text", text: long("a3") }] },
+        { role: "user", content: "u4: and now?" },
+        { role: "assistant", content: [{ type: "text", text: "a4: done." }] }
+      ] as unknown as Array<Message>
+      assert.deepStrictEqual(validate(session), [])
+      const p = policy({ keepRecentTokens: 50, keepRecentTurns: 1, contextWindow: 50_000, minRemaining: 5_000 })
+      const { messages, outcome } = yield* compactContext(session, p, { minFreedTokens: 1 })
+      assert.strictEqual(outcome._tag, "Compacted")
+      assert.deepStrictEqual(messages.filter((m) => m.role !== "system").slice(1), session.slice(-2))
+      const systems = messages.filter((m) => m.role === "system")
+      // rule 27: the cleared message is dead (u2 followed it); rule 26: the effort governed a2, which is summarized, so
+      // it must not govern a4 now; the standing instruction stays live
+      assert.deepStrictEqual(systems, [standing] as unknown as Array<Message>)
+      assert.deepStrictEqual(validate(messages), [])
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
   it.effect(
     "a compaction is a fixed point on real session prefixes: again with the same policy is Skipped, same array",
     () =>
