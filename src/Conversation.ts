@@ -63,10 +63,14 @@ import { META_KEY, offloadsOf, recordChange } from "./internal/conversation/reco
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
   anchorAfterReply,
+  CONTINUE_REQUEST_OPTIONS,
+  isThreadLostAgain,
   isThreadReplayError,
   isThreadUnsupportedError,
   type ThreadAnchor,
-  type ThreadParam
+  type ThreadParam,
+  type ThreadRecord,
+  threadRecordOf
 } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import {
@@ -180,6 +184,12 @@ export interface ReplyReport {
    * within 5%).
    */
   readonly cacheDiagnosis?: CacheDiagnosis
+  /**
+   * With threads on: the request went without `thread`, because the API refused threads for this conversation (a
+   * `thread_unsupported_request`, or a thread lost twice in a row: API-RULES 24, 42). Kept in the log, so every later
+   * request goes without `thread`, after a resume too.
+   */
+  readonly unthreaded?: true
 }
 
 /**
@@ -207,7 +217,7 @@ export interface ConversationState {
    * messages the server holds under it. Set only by a reply recorded with threads on, kept by appends, cleared by
    * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
    */
-  readonly thread?: { readonly previousMessageId: string; readonly held: number } | undefined
+  readonly thread?: ThreadAnchor | undefined
   /**
    * The thinking blocks of `view` that a rewrite made after they were created invalidated (API-RULES 29), sorted:
    * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
@@ -248,6 +258,10 @@ export interface ReplyMeta {
   readonly stopReason?: string
   /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
   readonly threadHeld?: number
+  /** The reply answered the `create` that replayed a lost thread (`thread_not_found`, API-RULES 42). */
+  readonly threadReplacesLost?: true
+  /** With threads on, the request went without `thread`: the conversation stopped threading (API-RULES 24, 42). */
+  readonly unthreaded?: true
   /** The reply's `input_transformations` (SDK replies only). */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
   /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
@@ -505,7 +519,9 @@ const isSdkReply = (reply: MessageParam | SdkReply): reply is SdkReply =>
  * thread (`state.thread`, and `threadHeld` in its step metadata) when the view holds it exactly as the server does,
  * right after the messages its request sent: an SDK reply, in the request's epoch, appended after `sent` messages with
  * no id renamed and no block dropped, that is not a refusal, a cut stream (`stop_reason: null`) or a fallback model's
- * reply. Any other reply leaves no anchor, so the next request starts a new thread.
+ * reply. Any other reply leaves no anchor, so the next request starts a new thread. With `replacesLost` (the request
+ * was the `create` replaying a `thread_not_found`) the anchor says so (API-RULES 42). `unthreaded`: the request went
+ * without `thread`; the reply's report and metadata say so, so a resumed conversation does not thread again.
  *
  * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
  * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
@@ -516,7 +532,7 @@ export const recordReply = (
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
-  thread?: { readonly sent: number } | undefined,
+  thread?: ThreadRecord | undefined,
   diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
@@ -531,8 +547,10 @@ export const recordReply = (
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
       : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
-    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) }),
+    ...(thread !== undefined && "unthreaded" in thread ? { unthreaded: true } : {})
   }
+  const sent = thread !== undefined && "sent" in thread ? thread : undefined
   const clean = wireMessage(message)
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
@@ -564,10 +582,11 @@ export const recordReply = (
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
     const epoch = report.requestEpoch
     const kept = reported === undefined ? undefined : usageOf(reported)
-    const anchor: ThreadAnchor | undefined = thread === undefined || sdk === undefined ? undefined : anchorAfterReply(
+    const anchor: ThreadAnchor | undefined = sent === undefined || sdk === undefined ? undefined : anchorAfterReply(
       sdk,
-      clean === message && stored === clean && s.view.length === thread.sent && epoch === state.epoch,
-      s.view.length + 1
+      clean === message && stored === clean && s.view.length === sent.sent && epoch === state.epoch,
+      s.view.length + 1,
+      sent.replacesLost
     )
     // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
     const changedAt = typeof stored.content === "string" || typeof message.content === "string"
@@ -583,6 +602,8 @@ export const recordReply = (
       ...(report.id === undefined ? {} : { replyId: report.id }),
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
+      ...(anchor?.replacesLost === true ? { threadReplacesLost: true } : {}),
+      ...(report.unthreaded === true ? { unthreaded: true } : {}),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
       ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
       ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
@@ -1158,6 +1179,8 @@ const foldEntries = (
       if (entry.message.role === "assistant") {
         thread = meta?.threadHeld === undefined || meta.replyId === undefined
           ? undefined
+          : meta.threadReplacesLost === true
+          ? { previousMessageId: meta.replyId, held: meta.threadHeld, replacesLost: true }
           : { previousMessageId: meta.replyId, held: meta.threadHeld }
       }
       continue
@@ -1237,7 +1260,8 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
   ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
-  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis })
+  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis }),
+  ...(meta.unthreaded === true ? { unthreaded: true } : {})
 })
 
 const wireOf = (message: Message): MessageParam => {
@@ -1320,6 +1344,18 @@ export interface Prepared {
    */
   readonly fullRequest?: Request | undefined
   /**
+   * When `request` continues a thread: the SDK request options to send it with, `{ maxRetries: 0 }` (API-RULES 36).
+   * SDK 1.17 sends a non-streamed request again when its response body is cut; a `continue` sent again meets
+   * `thread_already_continued`, and its replay costs the lost reply and an upload of the whole view. Retry such a
+   * request on your own schedule. Absent otherwise.
+   */
+  readonly requestOptions?: { readonly maxRetries: 0 } | undefined
+  /**
+   * When `request` continues from the reply to a replay of a lost thread: a `thread_not_found` now means the server
+   * is not keeping this conversation's threads, and `threadReplay` answers it without `thread` (API-RULES 42).
+   */
+  readonly replacesLostThread?: true | undefined
+  /**
    * With a `TokenCounter` in the layer: its count of the request this step checked the trigger on (the view after the
    * offload, before any compaction). When `exact`, the trigger and `minFreedTokens` went by it; otherwise (the
    * estimate counter, or `count_tokens` failed: `error` says why) by the reported usage and the estimates.
@@ -1340,14 +1376,15 @@ export interface Prepared {
  * - `thread_not_found`, `thread_already_continued`, `thread_continue_in_flight` or `thread_fingerprint_mismatch`:
  *   `prepared.fullRequest`, the whole view under `thread: { type: "create" }` (`undefined` for a request that started
  *   its thread already);
- * - `thread_unsupported_request` (a field or an organization setting threads refuse): the whole view without
- *   `thread`, from a `continue` or a `create`. Record its reply with `{ unthreaded: true }`: every later request of
+ * - `thread_unsupported_request` (a field or an organization setting threads refuse), or `thread_not_found` on a
+ *   `continue` from the reply to a replay of a lost thread (`prepared.replacesLostThread`: lost twice in a row,
+ *   API-RULES 42): the whole view without `thread`, from a `continue` or a `create`. Record its reply with `{ unthreaded: true }`: every later request of
  *   the conversation then goes without `thread`, as the SDK's `unsupportedRequestBehavior: "continue_unthreaded"`;
  * - any other error: `undefined`.
  * @category transitions
  */
 export const threadReplay = (prepared: Prepared, error: unknown): Request | undefined => {
-  if (isThreadUnsupportedError(error)) {
+  if (isThreadUnsupportedError(error) || isThreadLostAgain(prepared.replacesLostThread === true, error)) {
     const full = prepared.fullRequest ?? prepared.request
     if (full.thread === undefined) return undefined
     const { thread: _thread, ...unthreaded } = full
@@ -1379,8 +1416,10 @@ export interface ConversationShape {
   /**
    * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`).
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
-   * reply anchors no thread and, with threads on, every later request of this service goes without `thread` (a
-   * conversation resumed from the log tries a thread again).
+   * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
+   * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
+   * replay answered (`threadReplay(prepared, error)`); after `thread_not_found` the reply's anchor remembers it, and a
+   * second `thread_not_found` in a row goes on without `thread` (API-RULES 42).
    */
   readonly recordReply: (
     message: MessageParam | SdkReply,
@@ -1388,6 +1427,8 @@ export interface ConversationShape {
     options?: {
       readonly requestEpoch?: number | undefined
       readonly unthreaded?: boolean | undefined
+      /** The API error `threadReplay` answered with the request this reply answers (API-RULES 24, 42). */
+      readonly replayedAfter?: unknown
     } | undefined
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
@@ -1447,7 +1488,7 @@ const make = (
     })
     // with threads on (until a reply to an unthreaded replay): the length of the view the latest request handed out
     // sent, for the reply that answers it
-    let threading = options.threads === true
+    let threading = options.threads === true && state.reply?.unthreaded !== true
     let sent: number | undefined
     // with diagnostics on: the latest request handed out (and its prediction), and the one the latest reply answered,
     // with the exact counts of its prefixes the replies told (each reply its last breakpoint's, kept while unchanged)
@@ -1498,7 +1539,14 @@ const make = (
       if (request.thread?.type !== "continue") return { request, ...prediction, ...fields }
       const at = state
       let full: Request | undefined
-      return Object.defineProperty({ request, ...prediction, ...fields }, "fullRequest", {
+      const continued = {
+        request,
+        requestOptions: CONTINUE_REQUEST_OPTIONS,
+        ...(state.thread?.replacesLost === true ? { replacesLostThread: true as const } : {}),
+        ...prediction,
+        ...fields
+      }
+      return Object.defineProperty(continued, "fullRequest", {
         enumerable: true,
         get: (): Request => (full ??= {
           ...(whole ?? diagnosed(requestOf(at, options.system, built))),
@@ -1582,7 +1630,9 @@ const make = (
         serialized(
           Effect.suspend(() => {
             if (replyOptions?.unthreaded === true) threading = false
-            const thread = threading && sent !== undefined ? { sent } : undefined
+            const thread = options.threads === true
+              ? threadRecordOf(threading, sent, replyOptions?.replayedAfter)
+              : undefined
             sent = undefined
             const request = issued
             issued = undefined

@@ -466,6 +466,71 @@ describe("Conversation on threads: the real SDK against the local server", () =>
       }).pipe(Effect.provide(layers(true)))
     ))
 
+  it.effect("a thread lost twice in a row goes on unthreaded, kept in the log: a resume does not thread again", () =>
+    Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
+        Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+        Layer.provide(ExtractiveSummarizer.layer)
+      )
+      yield* Effect.scoped(Effect.gen(function* () {
+        const conversation = yield* Conversation
+        const server = yield* MessagesApiServer.make
+        yield* conversation.append(user("Read it."))
+        server.enqueue(Reply.message([text("Read.")]))
+        const first = yield* conversation.prepare
+        yield* conversation.recordReply((yield* send(server, first.request)) as never, undefined, {
+          requestEpoch: first.epoch
+        })
+        // the server loses the thread: 404 thread_not_found, replayed under create
+        const lost = yield* MessagesApiServer.make
+        yield* conversation.append(user("Again."))
+        const second = yield* conversation.prepare
+        assert.strictEqual(second.request.thread?.type, "continue")
+        assert.deepStrictEqual(second.requestOptions, { maxRetries: 0 }, "a continue must not be resent by the SDK")
+        assert.isUndefined(second.replacesLostThread)
+        const notFound = yield* Effect.flip(send(lost, second.request))
+        const replay = threadReplay(second, notFound)
+        assert.strictEqual(replay, second.fullRequest)
+        lost.enqueue(Reply.message([text("Here.")]))
+        yield* conversation.recordReply((yield* send(lost, replay!)) as never, undefined, {
+          requestEpoch: second.epoch,
+          replayedAfter: notFound
+        })
+        // the first continue after it meets thread_not_found again: the server keeps no threads for us
+        const lostAgain = yield* MessagesApiServer.make
+        yield* conversation.append(user("And again."))
+        const third = yield* conversation.prepare
+        assert.strictEqual(third.request.thread?.type, "continue")
+        assert.isTrue(third.replacesLostThread)
+        const again = yield* Effect.flip(send(lostAgain, third.request))
+        const unthreaded = threadReplay(third, again)
+        assert.isDefined(unthreaded)
+        assert.notProperty(unthreaded!, "thread")
+        lostAgain.enqueue(Reply.message([text("Fine.")]), Reply.message([text("Still fine.")]))
+        yield* conversation.recordReply((yield* send(lostAgain, unthreaded!)) as never, undefined, {
+          requestEpoch: third.epoch,
+          unthreaded: true,
+          replayedAfter: again
+        })
+        assert.isTrue((yield* conversation.state).reply?.unthreaded)
+        yield* conversation.append(user("One more."))
+        const fourth = yield* conversation.prepare
+        assert.notProperty(fourth.request, "thread")
+        yield* conversation.recordReply((yield* send(lostAgain, fourth.request)) as never, undefined, {
+          requestEpoch: fourth.epoch
+        })
+        yield* conversation.append(user("After the resume?"))
+      })).pipe(Effect.provide(logged))
+      // a conversation resumed from the log goes on without thread: no refused thread, no whole-view upload again
+      const resumed = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        return yield* conversation.prepare
+      }).pipe(Effect.provide(logged))
+      assert.notProperty(resumed.request, "thread")
+      assert.notProperty(resumed, "fullRequest")
+    }))
+
   it.effect(
     "thread_fingerprint_mismatch replays under create; after thread_unsupported_request every request goes unthreaded",
     () =>
