@@ -253,6 +253,30 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.deepStrictEqual(checkApiRules(messages), [])
     }))
 
+  it.live("a server that disabled URL fetching refuses a head with a URL source: CompactionRefused, never retried", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.makeWith({ urlFetchDisabled: true })
+      server.enqueue(Reply.compaction(SUMMARY))
+      const head: ReadonlyArray<Message> = [
+        {
+          role: "user",
+          content: [{ type: "text", text: "What is it?" }, {
+            type: "image",
+            source: { type: "url", url: "https://example.com/a.png" }
+          }]
+        } as Message,
+        assistant("A cat.")
+      ]
+      const error: SummarizeError = yield* Effect.flip(serverSummarizer(server).summarize(summarizeRequest(head)))
+      assert.strictEqual(error.reason._tag, "CompactionRefused")
+      assert.strictEqual(
+        error.reason._tag === "CompactionRefused" ? error.reason.errorCode : "",
+        "organization_url_fetch_disabled"
+      )
+      assert.strictEqual(server.requests.length, 1)
+      assert.deepStrictEqual(server.rejections.length, 1)
+    }))
+
   it.live("storage_not_ready (503) is retryable after about a minute, not on our seconds-long backoff (API-RULES 39)", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
