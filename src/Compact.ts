@@ -23,7 +23,7 @@ import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
-import { liveHeadSystems } from "./internal/headSystems.ts"
+import { carriedListings, liveHeadSystems, withListings } from "./internal/headSystems.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
@@ -563,7 +563,11 @@ export const finishCompaction = <M extends Message>(
   const repaired = Result.isSuccess(repairedTail)
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
-  const repairedKept = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+  // the newest MCP tool listing of each server the kept part still calls goes with it (API-RULES 30)
+  const repairedKept = withListings(
+    repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages,
+    carriedListings(plan.messages, apiViewStart(plan.messages), cut)
+  )
   // the filler put before a tail that opens on an assistant reply is dropped again (the summary is its user message):
   // it is no repair of the new view, so a valid tail (a `Conversation`'s, which it built itself) reports none
   const repairs = repaired.report.insertedLeadingUser

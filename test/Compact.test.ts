@@ -21,6 +21,7 @@ import { filesTouched } from "../src/Tools.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
 import { validate } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtures/Conversation.ts"
+import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 
@@ -370,6 +371,48 @@ describe("Compact", () => {
       // it must not govern a4 now; the standing instruction stays live
       assert.deepStrictEqual(systems, [standing] as unknown as Array<Message>)
       assert.deepStrictEqual(validate(messages), [])
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("the newest MCP tool listing of a server the kept tail still calls goes with the tail (API-RULES 30)", () =>
+    Effect.gen(function* () {
+      const long = (tag: string) => `${tag} ${"words of the turn ".repeat(400)}`
+      const listing = (version: string) => ({
+        type: "mcp_tool_listing",
+        mcp_server_name: "docs",
+        tools: [{ name: "fetch_doc", description: version, input_schema: { type: "object" } }]
+      })
+      const mcpTurn = (id: string, listed: ReadonlyArray<unknown>) => ({
+        role: "assistant",
+        content: [
+          ...listed,
+          { type: "mcp_tool_use", id, name: "fetch_doc", server_name: "docs", input: { topic: id } },
+          { type: "mcp_tool_result", tool_use_id: id, is_error: false, content: [{ type: "text", text: long(id) }] },
+          { type: "text", text: `read ${id}` }
+        ]
+      })
+      const session = [
+        { role: "user", content: long("u1") },
+        mcpTurn("mcptoolu_1", [listing("v1")]),
+        { role: "user", content: long("u2") },
+        mcpTurn("mcptoolu_2", [listing("v2")]),
+        { role: "user", content: long("u3") },
+        { role: "assistant", content: [{ type: "text", text: long("a3") }] },
+        { role: "user", content: "u4: once more" },
+        mcpTurn("mcptoolu_3", [])
+      ] as unknown as Array<Message>
+      assert.deepStrictEqual(validate(session), [])
+      const p = policy({ keepRecentTokens: 50, keepRecentTurns: 1, contextWindow: 50_000, minRemaining: 5_000 })
+      const { messages, outcome } = yield* compactContext(session, p, { minFreedTokens: 1 })
+      assert.strictEqual(outcome._tag, "Compacted")
+      const last = messages.at(-1)!
+      assert.deepStrictEqual((last.content as ReadonlyArray<unknown>)[0], listing("v2"), "the newest listing, first")
+      assert.deepStrictEqual((last.content as ReadonlyArray<unknown>).slice(1), session.at(-1)!.content as never)
+      assert.deepStrictEqual(validate(messages), [])
+      assert.deepStrictEqual(checkApiRules(messages), [])
+      // a tail that lists the server itself before its call, or calls no MCP server, is kept as it is
+      const listedAgain = [...session.slice(0, -1), mcpTurn("mcptoolu_3", [listing("v3")])] as unknown as Array<Message>
+      const again = yield* compactContext(listedAgain, p, { minFreedTokens: 1 })
+      assert.strictEqual(again.messages.at(-1), listedAgain.at(-1))
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
   it.effect(
