@@ -24,6 +24,7 @@ import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
 import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
 import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
+import { carriedListings, liveHeadSystems, withListings } from "./internal/headSystems.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
@@ -396,7 +397,7 @@ export const prepareCompaction = <M extends Message>(
 ): CompactionPlan<M> | CompactionSkip<M> => {
   const tokensBefore = estimateTokens(messages) - tokensAt(messages, options.unboundThinking ?? [])
   const cutPlan = options.upTo === undefined
-    ? planForPolicy(messages, policy)
+    ? planAfterSummary(messages, policy)
     : planUpTo(messages, options.upTo, policy)
   // the summary changes the prefix of every thinking block the tail keeps: the API drops them all (API-RULES 29)
   const plan = cutPlan.cut === 0 ? cutPlan : {
@@ -487,7 +488,7 @@ export const prepareCompaction = <M extends Message>(
         )
       )
     },
-    systemMessages: headToolChanges(head, server, afterServer),
+    systemMessages: headToolChanges(messages, plan.cut, server, afterServer),
     compactionCut,
     tokensBefore,
     turnsSummarized: countTurns(fresh),
@@ -537,6 +538,21 @@ const nothingToCut = <M extends Message>(
 }
 
 /**
+ * `planForPolicy` on a view that may open with this library's summary message: the summary is head, never part of the
+ * kept turns, so the cut is planned on what follows it (and shifted past it). Planned with the summary, the turn
+ * counting would merge it with the user message after it (consecutive user messages are one turn), and a tail that
+ * fitted `maxTailTokens` when it was kept would be measured with the summary on top and split again: compacting an
+ * output again with the same policy and nothing new would not be a fixed point.
+ */
+const planAfterSummary = (messages: ReadonlyArray<Message>, policy: CompactionPolicy): CutPlan => {
+  if (messages.length < 2 || SummaryModule.summaryText(messages[0]!) === undefined) {
+    return planForPolicy(messages, policy)
+  }
+  const after = planForPolicy(messages.slice(1), policy)
+  return after.cut === 0 ? after : { ...after, cut: after.cut + 1, turnStart: after.turnStart + 1 }
+}
+
+/**
  * The cut of `CompactOptions.upTo`: `Cut.safeCut(messages, upTo)`, 0 (nothing to cut) when that is at or before the
  * API view's start. The fields `prepareCompaction` reads are those of `planForPolicy`'s plan.
  */
@@ -563,11 +579,14 @@ const planUpTo = (messages: ReadonlyArray<Message>, upTo: number, policy: Compac
  * lost when their tool search result is summarized away (API-RULES 28).
  */
 const headToolChanges = <M extends Message>(
-  head: ReadonlyArray<M>,
+  messages: ReadonlyArray<M>,
+  cut: number,
   server: ViewCompaction | undefined,
   afterServer: number
 ): ReadonlyArray<M> => {
-  const systems = head.slice(afterServer).filter((m) => m.role === "system")
+  const head = messages.slice(0, cut)
+  // only the live ones: not those a later user message cleared, and no settings of a summarized turn (API-RULES 26–27)
+  const systems = liveHeadSystems(messages, afterServer, cut)
   const carried = server?.block.tool_changes ?? []
   const loaded = new Set<string>()
   for (const message of head.slice(afterServer)) {
@@ -674,7 +693,11 @@ export const finishCompaction = <M extends Message>(
   const repaired = Result.isSuccess(repairedTail)
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
-  const repairedKept = repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages
+  // the newest MCP tool listing of each server the kept part still calls goes with it (API-RULES 30)
+  const repairedKept = withListings(
+    repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages,
+    carriedListings(plan.messages, apiViewStart(plan.messages), cut)
+  )
   // the filler put before a tail that opens on an assistant reply is dropped again (the summary is its user message):
   // it is no repair of the new view, so a valid tail (a `Conversation`'s, which it built itself) reports none
   const repairs = repaired.report.insertedLeadingUser

@@ -46,7 +46,13 @@ import { makeBackground } from "./internal/conversation/background.ts"
 import { recordChange } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
-import { isThreadReplayError, isThreadUnsupportedError } from "./internal/conversation/thread.ts"
+import {
+  CONTINUE_REQUEST_OPTIONS,
+  isThreadLostAgain,
+  isThreadReplayError,
+  isThreadUnsupportedError,
+  threadRecordOf
+} from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import { type CachePrediction, learnFromReply, predictionFor } from "./internal/conversation/diagnostics.ts"
 import {
@@ -111,6 +117,18 @@ export interface Prepared {
    */
   readonly fullRequest?: Request | undefined
   /**
+   * When `request` continues a thread: the SDK request options to send it with, `{ maxRetries: 0 }` (API-RULES 36).
+   * SDK 1.17 sends a non-streamed request again when its response body is cut; a `continue` sent again meets
+   * `thread_already_continued`, and its replay costs the lost reply and an upload of the whole view. Retry such a
+   * request on your own schedule. Absent otherwise.
+   */
+  readonly requestOptions?: { readonly maxRetries: 0 } | undefined
+  /**
+   * When `request` continues from the reply to a replay of a lost thread: a `thread_not_found` now means the server
+   * is not keeping this conversation's threads, and `threadReplay` answers it without `thread` (API-RULES 42).
+   */
+  readonly replacesLostThread?: true | undefined
+  /**
    * With a `TokenCounter` in the layer: its count of the request this step checked the trigger on (the view after the
    * offload, before any compaction). When `exact`, the trigger and `minFreedTokens` went by it; otherwise (the
    * estimate counter, or `count_tokens` failed: `error` says why) by the reported usage and the estimates.
@@ -131,14 +149,16 @@ export interface Prepared {
  * - `thread_not_found`, `thread_already_continued`, `thread_continue_in_flight` or `thread_fingerprint_mismatch`:
  *   `prepared.fullRequest`, the whole view under `thread: { type: "create" }` (`undefined` for a request that started
  *   its thread already);
- * - `thread_unsupported_request` (a field or an organization setting threads refuse): the whole view without
- *   `thread`, from a `continue` or a `create`. Record its reply with `{ unthreaded: true }`: every later request of
+ * - `thread_unsupported_request` (a field or an organization setting threads refuse), or `thread_not_found` on a
+ *   `continue` from the reply to a replay of a lost thread (`prepared.replacesLostThread`: lost twice in a row,
+ *   API-RULES 42): the whole view without `thread`, from a `continue` or a `create`. Record its reply with
+ *   `{ unthreaded: true }`: every later request of
  *   the conversation then goes without `thread`, as the SDK's `unsupportedRequestBehavior: "continue_unthreaded"`;
  * - any other error: `undefined`.
  * @category transitions
  */
 export const threadReplay = (prepared: Prepared, error: unknown): Request | undefined => {
-  if (isThreadUnsupportedError(error)) {
+  if (isThreadUnsupportedError(error) || isThreadLostAgain(prepared.replacesLostThread === true, error)) {
     const full = prepared.fullRequest ?? prepared.request
     if (full.thread === undefined) return undefined
     const { thread: _thread, ...unthreaded } = full
@@ -167,8 +187,10 @@ export interface ConversationShape {
   /**
    * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`).
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
-   * reply anchors no thread and, with threads on, every later request of this service goes without `thread` (a
-   * conversation resumed from the log tries a thread again).
+   * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
+   * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
+   * replay answered (`threadReplay(prepared, error)`); after `thread_not_found` the reply's anchor remembers it, and a
+   * second `thread_not_found` in a row goes on without `thread` (API-RULES 42).
    */
   readonly recordReply: (
     message: MessageParam | SdkReply,
@@ -176,6 +198,8 @@ export interface ConversationShape {
     options?: {
       readonly requestEpoch?: number | undefined
       readonly unthreaded?: boolean | undefined
+      /** The API error `threadReplay` answered with the request this reply answers (API-RULES 24, 42). */
+      readonly replayedAfter?: unknown
     } | undefined
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
@@ -281,7 +305,14 @@ const make = (
       if (request.thread?.type !== "continue") return { request, ...prediction, ...fields }
       const at = state
       let full: Request | undefined
-      return Object.defineProperty({ request, ...prediction, ...fields }, "fullRequest", {
+      const continued = {
+        request,
+        requestOptions: CONTINUE_REQUEST_OPTIONS,
+        ...(state.thread?.replacesLost === true ? { replacesLostThread: true as const } : {}),
+        ...prediction,
+        ...fields
+      }
+      return Object.defineProperty(continued, "fullRequest", {
         enumerable: true,
         get: (): Request => (full ??= {
           ...(whole ?? diagnosed(requestOf(at, options.system, built))),
@@ -374,8 +405,9 @@ const make = (
         serialized(
           Effect.suspend(() => {
             if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
-            const sent = state.issued?.sent
-            const thread = threading() && sent !== undefined ? { sent } : undefined
+            const thread = options.threads === true
+              ? threadRecordOf(threading(), state.issued?.sent, replyOptions?.replayedAfter)
+              : undefined
             const request = state.issued?.diagnosed
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
             // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on

@@ -50,7 +50,7 @@ import {
   withoutThinking
 } from "./internal/conversation/appendOnly.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
-import { anchorAfterReply, type ThreadAnchor } from "./internal/conversation/thread.ts"
+import { anchorAfterReply, type ThreadAnchor, type ThreadRecord } from "./internal/conversation/thread.ts"
 import {
   type CacheDiagnosis,
   type CacheLearning,
@@ -129,13 +129,19 @@ export interface ConversationState {
      * within 5%).
      */
     readonly cacheDiagnosis?: CacheDiagnosis
+    /**
+     * With threads on: the request went without `thread`, because the API refused threads for this conversation (a
+     * `thread_unsupported_request`, or a thread lost twice in a row: API-RULES 24, 42). Kept in the log, so every later
+     * request goes without `thread`, after a resume too.
+     */
+    readonly unthreaded?: true
   } | undefined
   /**
    * The server-held thread the next request continues (API-RULES 22–24): the latest reply's id and the number of view
    * messages the server holds under it. Set only by a reply recorded with threads on, kept by appends, cleared by
    * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
    */
-  readonly thread?: { readonly previousMessageId: string; readonly held: number } | undefined
+  readonly thread?: ThreadAnchor | undefined
   /**
    * The thinking blocks of `view` that a rewrite made after they were created invalidated (API-RULES 29), sorted:
    * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
@@ -167,8 +173,8 @@ export interface ConversationState {
   readonly skipLogged?: string | undefined
   /**
    * With threads on: `true` once a reply was recorded `unthreaded` (the API refused a thread, `threadReplay`), so
-   * every later request goes without `thread`. Absent: threads as the options say (a state resumed from a log tries a
-   * thread again).
+   * every later request goes without `thread`. A state resumed from a log whose latest reply went without `thread`
+   * has it too (the reply's metadata keeps `unthreaded`). Absent: threads as the options say.
    */
   readonly unthreaded?: true | undefined
   /**
@@ -381,7 +387,7 @@ export const recordReply = (
   reply: MessageParam | SdkReply,
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
-  thread?: { readonly sent: number } | undefined,
+  thread?: ThreadRecord | undefined,
   diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
@@ -396,8 +402,10 @@ export const recordReply = (
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
       : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
-    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) })
+    ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) }),
+    ...(thread !== undefined && "unthreaded" in thread ? { unthreaded: true as const } : {})
   }
+  const sent = thread !== undefined && "sent" in thread ? thread : undefined
   const clean = wireMessage(message)
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
@@ -429,10 +437,11 @@ export const recordReply = (
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
     const epoch = report.requestEpoch
     const kept = reported === undefined ? undefined : usageOf(reported)
-    const anchor: ThreadAnchor | undefined = thread === undefined || sdk === undefined ? undefined : anchorAfterReply(
+    const anchor: ThreadAnchor | undefined = sent === undefined || sdk === undefined ? undefined : anchorAfterReply(
       sdk,
-      clean === message && stored === clean && s.view.length === thread.sent && epoch === state.epoch,
-      s.view.length + 1
+      clean === message && stored === clean && s.view.length === sent.sent && epoch === state.epoch,
+      s.view.length + 1,
+      sent.replacesLost
     )
     // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
     const changedAt = typeof stored.content === "string" || typeof message.content === "string"
@@ -449,6 +458,8 @@ export const recordReply = (
       ...(report.id === undefined ? {} : { replyId: report.id }),
       ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
+      ...(anchor?.replacesLost === true ? { threadReplacesLost: true as const } : {}),
+      ...(report.unthreaded === true ? { unthreaded: true as const } : {}),
       ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
       ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
       ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),

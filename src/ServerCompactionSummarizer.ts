@@ -52,9 +52,9 @@ export const SERVER_COMPACTION_SUMMARIZER = "server-compaction"
 /**
  * Classifies anything an on-demand compaction attempt can throw, as the Anthropic summarizer's classifier does, with
  * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize`, and
- * `compaction_too_many_tool_references` and `compaction_incomplete_turn` are `CompactionRefused` (API-RULES 35: none is
- * ever retried, whatever the status, since a retry sends the same view); `compaction_unavailable` is a 529 and so
- * `Overloaded` (retried).
+ * `compaction_too_many_tool_references`, `compaction_incomplete_turn` and `organization_url_fetch_disabled` are
+ * `CompactionRefused` (API-RULES 35, 39: none is ever retried, whatever the status, since a retry sends the same view);
+ * `compaction_unavailable` is a 529 and so `Overloaded` (retried); `storage_not_ready` is retried after a minute.
  * @category errors
  */
 export const compactionErrorOf = (cause: unknown): SummarizeError => {
@@ -71,10 +71,15 @@ export const compactionErrorOf = (cause: unknown): SummarizeError => {
   return summarizeErrorOf(cause)
 }
 
-/** The on-demand compaction's error codes that no retry fixes, apart from `compaction_nothing_to_summarize`. */
+/**
+ * The on-demand compaction's error codes that no retry fixes, apart from `compaction_nothing_to_summarize`; with
+ * `organization_url_fetch_disabled` (API-RULES 39) the server cannot compact a view that holds a URL source,
+ * `web_fetch` or `mcp_servers`: only a text summary of that span makes it sendable.
+ */
 const PERMANENT_REFUSALS: ReadonlySet<string> = new Set([
   "compaction_too_many_tool_references",
-  "compaction_incomplete_turn"
+  "compaction_incomplete_turn",
+  "organization_url_fetch_disabled"
 ])
 
 const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)

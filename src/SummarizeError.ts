@@ -195,8 +195,9 @@ export class StreamError extends StreamErrorBase {}
 export class NothingToSummarize extends NothingToSummarizeBase {}
 
 /**
- * The Messages API's compaction refused this view for good (API-RULES 35): `compaction_too_many_tool_references` or
- * `compaction_incomplete_turn`, with its `errorCode`. A retry sends the same view and cannot succeed, so it is never
+ * The Messages API's compaction refused this view for good (API-RULES 35, 39): `compaction_too_many_tool_references`,
+ * `compaction_incomplete_turn` or `organization_url_fetch_disabled` (the view holds a URL source, `web_fetch` or
+ * `mcp_servers`, which the organization refuses), with its `errorCode`. A retry sends the same view and cannot succeed, so it is never
  * retried, whatever the status; `withFallback` hands the request to the fallback at once. @category errors
  */
 export class CompactionRefused extends CompactionRefusedBase {}
@@ -324,6 +325,10 @@ const describeFailure = (error: SummarizeError): string => {
       return `The model returned no summary text${because}. Retry, or set COMPACTION_SUMMARIZER_MODEL to another model.`
     case "NothingToSummarize":
       return `The Messages API found nothing to compact${status}${because}. Compact a head with user or assistant content.`
+    case "CompactionRefused":
+      return error.reason.errorCode === "organization_url_fetch_disabled"
+        ? `The Messages API cannot compact this view: the organization disabled URL fetching, and the view holds a URL source, web_fetch or an MCP server${status}${because}. Use a text summarizer (withFallback) for this span.`
+        : `The Messages API refused to compact this view (${error.reason.errorCode})${status}${because}. Use a text summarizer (withFallback).`
     case "CompactionFailed":
       return `The Messages API's compaction produced no summary${because}. Retry, or use a text summarizer.`
     case "SummaryRejected":

@@ -12,6 +12,7 @@ import {
   finite,
   type Input,
   inputLine,
+  isSavedOutputPath,
   type LineRange as InputLineRange,
   nonEmpty,
   offsetLimit,
@@ -40,8 +41,13 @@ export type ToolClassifier = (toolUse: ToolUseBlock) => ToolAction
 
 const OTHER: ToolAction = { _tag: "Other" }
 
+/** A read of `path`; a read of the SDK `bash` tool's saved output is none (its temp file is gone soon after). */
 const read = (path: string | undefined, range?: LineRange): ToolAction =>
-  path === undefined ? OTHER : range === undefined ? { _tag: "Read", path } : { _tag: "Read", path, range }
+  path === undefined || isSavedOutputPath(path)
+    ? OTHER
+    : range === undefined
+    ? { _tag: "Read", path }
+    : { _tag: "Read", path, range }
 
 const write = (path: string | undefined): ToolAction => path === undefined ? OTHER : { _tag: "Write", path }
 
@@ -58,11 +64,14 @@ const textEditor = (input: Input): ToolAction => {
 /** Claude Code's `Write`, `Edit` and `MultiEdit`. */
 const fileWrite = (input: Input): ToolAction => write(nonEmpty(input.file_path))
 
-/** pi's and the plain `read` / `read_file`. */
+/** pi's and the plain `read` / `read_file`, and the SDK agent toolset's `read { file_path, view_range? }`. */
 const plainRead = (input: Input): ToolAction =>
-  read(nonEmpty(input.path) ?? nonEmpty(input.file_path), offsetLimit(input))
+  read(nonEmpty(input.path) ?? nonEmpty(input.file_path), offsetLimit(input) ?? viewRange(input))
 
-/** pi's and the plain `write` / `edit` / `write_file` / `edit_file`, and SWE-agent's `create`. */
+/**
+ * pi's and the plain `write` / `edit` / `write_file` / `edit_file`, SWE-agent's `create`, and the SDK agent toolset's
+ * `write { file_path, content }` and `edit { file_path, old_string, new_string, replace_all? }`.
+ */
 const plainWrite = (input: Input): ToolAction =>
   write(nonEmpty(input.path) ?? nonEmpty(input.file_path) ?? nonEmpty(input.filename))
 
@@ -97,6 +106,8 @@ const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map([
  * - Anthropic's text editor tool (`str_replace_based_edit_tool`, `str_replace_editor`): `view` (with `view_range`)
  *   reads, `create` / `str_replace` / `insert` / `undo_edit` write;
  * - pi: `read` (path, offset, limit), `write`, `edit`;
+ * - the SDK agent toolset (API-RULES 41): `read` (file_path, view_range), `write`, `edit`; `bash` is `Other`, and a
+ *   read of the temp file `bash` saved a long output to is `Other` too (never listed as a file read);
  * - plain `read_file` / `write_file` / `edit_file`;
  * - SWE-agent: `open` (a read of the window around `line_number`), `create` and `edit`.
  *

@@ -9,7 +9,10 @@
  * The sessions: tool search loading a deferred tool (a server `tool_search_tool_result` of `tool_reference`s), calls
  * of it once loaded, client calls with long results (parallel, interleaved thinking), MCP and advisor blocks,
  * web searches with `usage.iterations`, content-less `output_config` and `clear_at` system messages, and thinking
- * signed by `bindThinking` over the request it answers, as the API binds it. Each session runs in segments: a
+ * signed by `bindThinking` over the request it answers, as the API binds it; and the SDK agent toolset's shapes
+ * (issue 42, API-RULES 41): `read { file_path, view_range }` ranged reads, `write`, `edit`, and `bash` whose long
+ * output is saved to a temp file that a later ranged read opens, with MCP tool listings before MCP calls. No summary
+ * lists a bash saved output among the files read. Each session runs in segments: a
  * segment opens `Conversation.layerLogged` on the session's store, so every segment after the first resumes from the
  * log, and the resumed state must equal the live one.
  */
@@ -19,8 +22,10 @@ import { Conversation } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
 import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import type { Message } from "../src/Message.ts"
 import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { splitSummary, summaryText } from "../src/Summary.ts"
 import { type ApiTool, bindThinking, checkRequest, formatApiViolations, unboundThinking } from "./fixtures/ApiRules.ts"
 import { prng } from "./fixtures/Conversation.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
@@ -35,6 +40,8 @@ const STEPS_PER_SEGMENT = 100
 const TOOLS: ReadonlyArray<ApiTool & Record<string, unknown>> = [
   { name: "bash", input_schema: { type: "object" } },
   { name: "read", input_schema: { type: "object" } },
+  { name: "write", input_schema: { type: "object" } },
+  { name: "edit", input_schema: { type: "object" } },
   { name: "db_query", defer_loading: true, input_schema: { type: "object" } },
   { type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" }
 ]
@@ -94,6 +101,40 @@ const agent = (seed: number) => {
   const words = (n: number) => Array.from({ length: n }, () => pick(WORDS)).join(" ")
   let n = 0
   const id = (prefix: string) => `${prefix}${seed}_${n++}`
+  const hex = (k: number) => Array.from({ length: k }, () => "0123456789abcdef"[Math.floor(random() * 16)]).join("")
+  // the temp file the SDK's bash saved its latest long output to (API-RULES 41), which a later ranged read opens
+  let savedOutput: string | undefined
+  /** A call of the agent toolset or the plain tools, and the text of its result. */
+  const clientCall = (useDb: boolean): { readonly name: string; readonly input: Block; readonly output: string } => {
+    const file = `/src/${pick(WORDS)}_${Math.floor(random() * 30)}.ts`
+    if (useDb) return { name: "db_query", input: { sql: `select ${words(3)}` }, output: words(30) }
+    const t = random()
+    if (t < 0.25) {
+      // a ranged read (the toolset refuses a whole read of a big file), sometimes of bash's saved output
+      const start = 1 + 100 * Math.floor(random() * 10)
+      const path = savedOutput !== undefined && random() < 0.3 ? savedOutput : file
+      return { name: "read", input: { file_path: path, view_range: [start, start + 99] }, output: words(120) }
+    }
+    if (t < 0.35) return { name: "read", input: { path: file }, output: words(random() < 0.3 ? 300 : 30) }
+    if (t < 0.45) return { name: "write", input: { file_path: file, content: words(40) }, output: "ok" }
+    if (t < 0.55) {
+      return {
+        name: "edit",
+        input: { file_path: file, old_string: pick(WORDS), new_string: pick(WORDS), replace_all: random() < 0.3 },
+        output: "edited"
+      }
+    }
+    if (random() < 0.3) {
+      savedOutput = `/tmp/bash-output-${hex(6)}/${hex(8)}-${hex(4)}-${hex(4)}-${hex(4)}-${hex(12)}.txt`
+      return {
+        name: "bash",
+        input: { command: `npm test -- ${pick(WORDS)}` },
+        output: `${words(300)}\n\n... [${100 + Math.floor(random() * 900)} lines truncated] Full output saved to: ` +
+          `${savedOutput} — use read with view_range to read specific portions. ...`
+      }
+    }
+    return { name: "bash", input: { command: `grep -r ${pick(WORDS)} .` }, output: words(random() < 0.3 ? 300 : 30) }
+  }
 
   /** A thinking block bound to the request's messages and the blocks before it in the reply. */
   const think = (request: Request, content: ReadonlyArray<Block>): Block => ({
@@ -145,18 +186,9 @@ const agent = (seed: number) => {
         if (c > 0 && random() < 0.5) content.push(think(request, content))
         const useDb = random() < 0.25 && loadsDb(request)
         const callId = id("toolu_")
-        const name = useDb ? "db_query" : pick(["bash", "read"])
-        const input = name === "read"
-          ? { path: `/src/${pick(WORDS)}_${Math.floor(random() * 30)}.ts` }
-          : name === "db_query"
-          ? { sql: `select ${words(3)}` }
-          : { command: `grep -r ${pick(WORDS)} .` }
+        const { name, input, output } = clientCall(useDb)
         content.push({ type: "tool_use", id: callId, name, input })
-        results.push({
-          type: "tool_result",
-          tool_use_id: callId,
-          content: `${name} output: ${words(random() < 0.3 ? 300 : 30)}`
-        })
+        results.push({ type: "tool_result", tool_use_id: callId, content: `${name} output: ${output}` })
       }
       then = [{ role: "user", content: results as never }]
     } else if (r < 0.6) {
@@ -178,6 +210,14 @@ const agent = (seed: number) => {
       then = userTurn()
     } else if (r < 0.7) {
       const s = id("mcptoolu_")
+      // the server's listing of the MCP server's tools, sent back in place with the reply (API-RULES 30)
+      if (random() < 0.5) {
+        content.push({
+          type: "mcp_tool_listing",
+          mcp_server_name: "docs",
+          tools: [{ name: "fetch_doc", description: words(6), input_schema: { type: "object" } }]
+        })
+      }
       content.push(
         { type: "mcp_tool_use", id: s, name: "fetch_doc", server_name: "docs", input: { topic: pick(WORDS) } },
         { type: "mcp_tool_result", tool_use_id: s, is_error: false, content: [{ type: "text", text: words(80) }] },
@@ -248,7 +288,10 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
           dbCalls: 0,
           resumes: 0,
           appendOnlyDropBlock: 0,
-          appendOnlyOffloadsBetween: 0
+          appendOnlyOffloadsBetween: 0,
+          rangedReads: 0,
+          savedOutputReads: 0,
+          summaries: 0
         }
         for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
@@ -282,6 +325,14 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
                   unbound,
                   where
                 )
+                // a bash saved output is never listed among the files a summary says were read (API-RULES 41)
+                const first = request.messages[0] as Message | undefined
+                const summary = first === undefined ? undefined : summaryText(first)
+                const files = summary === undefined ? undefined : splitSummary(summary).files
+                if (summary !== undefined) counts.summaries++
+                if (files !== undefined) {
+                  assert.isFalse(files.read.some((f) => f.includes("/bash-output-")), `${where}: ${files.read}`)
+                }
                 counts.steps++
                 counts.offloads += prepared.offloaded.length
                 if (prepared.compaction?._tag === "Compacted") counts.compactions++
@@ -291,7 +342,13 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
                   counts.appendOnlyOffloadsBetween += prepared.offloaded.length
                 }
                 const { reply, then, usage } = answer(request)
-                if (blocksOf(reply).some((b) => b.type === "tool_use" && b.name === "db_query")) counts.dbCalls++
+                for (const b of blocksOf(reply)) {
+                  if (b.type !== "tool_use") continue
+                  if (b.name === "db_query") counts.dbCalls++
+                  const range = (b.input as { readonly view_range?: unknown }).view_range
+                  if (b.name === "read" && range !== undefined) counts.rangedReads++
+                  if (JSON.stringify(b.input).includes("/bash-output-")) counts.savedOutputReads++
+                }
                 yield* conversation.recordReply(reply, usage as never)
                 for (const message of then) yield* conversation.append(message)
               }
@@ -310,6 +367,9 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         // append-only (the default): no rewrite between compactions, no stale thinking kept, so nothing to drop
         assert.strictEqual(counts.appendOnlyDropBlock, 0)
         assert.strictEqual(counts.appendOnlyOffloadsBetween, 0)
+        assert.isAbove(counts.rangedReads, 0)
+        assert.isAbove(counts.savedOutputReads, 0)
+        assert.isAbove(counts.summaries, 0)
       }),
     240_000
   )

@@ -394,3 +394,79 @@ describe("the local Messages API server judges rules 22–35 with the API's erro
       assert.include(warm.text, `"stop_reason":"max_tokens"`)
     })))
 })
+
+describe("the checker and the server: rules 39 and 42", () => {
+  const urlImage = { type: "image", source: { type: "url", url: "https://example.com/a.png" } }
+  const fetchCall = { type: "server_tool_use", id: "srvtoolu_1", name: "web_fetch", input: { url: "https://x.dev" } }
+  const fetchResult = {
+    type: "web_fetch_tool_result",
+    tool_use_id: "srvtoolu_1",
+    content: { type: "web_fetch_result", url: "https://x.dev", content: { type: "document", source: { type: "text" } } }
+  }
+  const withUrl: ReadonlyArray<Msg> = [
+    { role: "user", content: [text("What is in it?"), urlImage] },
+    assistant(text("Fetching."), fetchCall, fetchResult, text("A cat.")),
+    user("Thanks.")
+  ]
+
+  it("rule 39: with URL fetching disabled, URL sources, web_fetch and mcp_servers are refused; otherwise accepted", () => {
+    assert.deepStrictEqual(checkApiRules(withUrl), [])
+    const refused = checkApiRules(withUrl, { urlFetchDisabled: true })
+    assert.deepStrictEqual(rules(refused), [39, 39, 39])
+    assert.include(details(refused), "organization_url_fetch_disabled")
+    const inResult: ReadonlyArray<Msg> = [
+      user("Look."),
+      assistant({ type: "tool_use", id: "t1", name: "shot", input: {} }),
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [urlImage] }] }
+    ]
+    assert.deepStrictEqual(rules(checkApiRules(inResult, { urlFetchDisabled: true })), [39])
+    const mcp = { messages: [user("hi")], mcp_servers: [{ type: "url", url: "https://mcp.dev", name: "m" }] }
+    assert.deepStrictEqual(checkRequest(mcp), [])
+    assert.deepStrictEqual(rules(checkRequest(mcp, { urlFetchDisabled: true })), [39])
+  })
+
+  it.effect("the server refuses such a request with 400 organization_url_fetch_disabled, count_tokens too", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.makeWith({ urlFetchDisabled: true })
+      const post = (path: string) =>
+        Effect.promise(() =>
+          fetch(`${server.url}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "m", max_tokens: 10, messages: withUrl, stream: true })
+          }).then(async (r) => ({ status: r.status, body: await r.json() as Record<string, never> }))
+        )
+      for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
+        const { status, body } = yield* post(path)
+        assert.strictEqual(status, 400)
+        assert.strictEqual(
+          (body.error as { details?: { error_code?: string } }).details?.error_code,
+          "organization_url_fetch_disabled"
+        )
+      }
+    })))
+
+  it.effect("rule 42: a server that keeps no thread answers every continue with thread_not_found", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.makeWith({ keepsThreads: false })
+      server.enqueue(Reply.stream(["Hi."]))
+      const post = (body: Record<string, unknown>) =>
+        Effect.promise(() =>
+          fetch(`${server.url}/v1/messages`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "anthropic-beta": "message-threads-2026-08-12" },
+            body: JSON.stringify({ model: "m", max_tokens: 10, stream: true, ...body })
+          }).then(async (r) => ({ status: r.status, text: await r.text() }))
+        )
+      const created = yield* post({ messages: [user("hi")], thread: { type: "create" } })
+      assert.strictEqual(created.status, 200)
+      const id = /"id":"([^"]+)"/.exec(created.text)?.[1]
+      assert.isDefined(id)
+      const continued = yield* post({
+        messages: [user("again")],
+        thread: { type: "continue", previous_message_id: id }
+      })
+      assert.strictEqual(continued.status, 404)
+      assert.include(continued.text, "thread_not_found")
+    })))
+})

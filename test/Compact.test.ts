@@ -21,6 +21,7 @@ import { filesTouched } from "../src/Tools.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
 import { validate } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtures/Conversation.ts"
+import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 
@@ -343,6 +344,138 @@ describe("Compact", () => {
       assert.strictEqual(error.reason, "Persist")
       assert.strictEqual(error.messages, session)
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("head system messages: a cleared clear_at message and a summarized turn's settings are not carried on", () =>
+    Effect.gen(function* () {
+      const long = (tag: string) => `${tag} ${"words of the turn ".repeat(400)}`
+      const cleared = { role: "system", content: "For this turn only: be brief.", clear_at: "next_user_message" }
+      const effort = { role: "system", output_config: { effort: "low" } }
+      const standing = { role: "system", content: "Always answer in English." }
+      const session = [
+        { role: "user", content: long("u1") },
+        cleared,
+        { role: "assistant", content: [{ type: "text", text: long("a1") }] },
+        { role: "user", content: long("u2") },
+        effort,
+        { role: "assistant", content: [{ type: "text", text: long("a2") }] },
+        { role: "user", content: long("u3") },
+        standing,
+        { role: "assistant", content: [{ type: "text", text: long("a3") }] },
+        { role: "user", content: "u4: and now?" },
+        { role: "assistant", content: [{ type: "text", text: "a4: done." }] }
+      ] as unknown as Array<Message>
+      assert.deepStrictEqual(validate(session), [])
+      const p = policy({ keepRecentTokens: 50, keepRecentTurns: 1, contextWindow: 50_000, minRemaining: 5_000 })
+      const { messages, outcome } = yield* compactContext(session, p, { minFreedTokens: 1 })
+      assert.strictEqual(outcome._tag, "Compacted")
+      assert.deepStrictEqual(messages.filter((m) => m.role !== "system").slice(1), session.slice(-2))
+      const systems = messages.filter((m) => m.role === "system")
+      // rule 27: the cleared message is dead (u2 followed it); rule 26: the effort governed a2, which is summarized, so
+      // it must not govern a4 now; the standing instruction stays live
+      assert.deepStrictEqual(systems, [standing] as unknown as Array<Message>)
+      assert.deepStrictEqual(validate(messages), [])
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("the newest MCP tool listing of a server the kept tail still calls goes with the tail (API-RULES 30)", () =>
+    Effect.gen(function* () {
+      const long = (tag: string) => `${tag} ${"words of the turn ".repeat(400)}`
+      const listing = (version: string) => ({
+        type: "mcp_tool_listing",
+        mcp_server_name: "docs",
+        tools: [{ name: "fetch_doc", description: version, input_schema: { type: "object" } }]
+      })
+      const mcpTurn = (id: string, listed: ReadonlyArray<unknown>) => ({
+        role: "assistant",
+        content: [
+          ...listed,
+          { type: "mcp_tool_use", id, name: "fetch_doc", server_name: "docs", input: { topic: id } },
+          { type: "mcp_tool_result", tool_use_id: id, is_error: false, content: [{ type: "text", text: long(id) }] },
+          { type: "text", text: `read ${id}` }
+        ]
+      })
+      const session = [
+        { role: "user", content: long("u1") },
+        mcpTurn("mcptoolu_1", [listing("v1")]),
+        { role: "user", content: long("u2") },
+        mcpTurn("mcptoolu_2", [listing("v2")]),
+        { role: "user", content: long("u3") },
+        { role: "assistant", content: [{ type: "text", text: long("a3") }] },
+        { role: "user", content: "u4: once more" },
+        mcpTurn("mcptoolu_3", [])
+      ] as unknown as Array<Message>
+      assert.deepStrictEqual(validate(session), [])
+      const p = policy({ keepRecentTokens: 50, keepRecentTurns: 1, contextWindow: 50_000, minRemaining: 5_000 })
+      const { messages, outcome } = yield* compactContext(session, p, { minFreedTokens: 1 })
+      assert.strictEqual(outcome._tag, "Compacted")
+      const last = messages.at(-1)!
+      assert.deepStrictEqual((last.content as ReadonlyArray<unknown>)[0], listing("v2"), "the newest listing, first")
+      assert.deepStrictEqual((last.content as ReadonlyArray<unknown>).slice(1), session.at(-1)!.content as never)
+      assert.deepStrictEqual(validate(messages), [])
+      assert.deepStrictEqual(checkApiRules(messages), [])
+      // a tail that lists the server itself before its call, or calls no MCP server, is kept as it is
+      const listedAgain = [...session.slice(0, -1), mcpTurn("mcptoolu_3", [listing("v3")])] as unknown as Array<Message>
+      const again = yield* compactContext(listedAgain, p, { minFreedTokens: 1 })
+      assert.strictEqual(again.messages.at(-1), listedAgain.at(-1))
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect(
+    "a compaction is a fixed point on real session prefixes: again with the same policy is Skipped, same array",
+    () =>
+      Effect.gen(function* () {
+        // issue 42: the summary message merged with the kept tail's first user message into one turn, and the tail
+        // measured with it on top no longer fitted maxTailTokens, so a second pass cut again (15 → 14 messages here)
+        const p = policy({ keepRecentTokens: 2_000, keepRecentTurns: 3, maxTailTokens: 6_000 })
+        const sessions = new Map(corpus().map((s) => [s.name, s.messages]))
+        const known: ReadonlyArray<readonly [string, ReadonlyArray<number>]> = [
+          ["pi__session-2025-12-17_thinking", [101, 105, 172, 180, 278, 400, 437]],
+          ["pi__before-compaction", [521, 610, 919]],
+          ["pi__large-session", [755, 853]]
+        ]
+        let checked = 0
+        const fixedPoint = (view: ReadonlyArray<Message>, label: string) =>
+          Effect.gen(function* () {
+            const first = yield* compactContext(view, p)
+            if (first.outcome._tag === "Skipped") return
+            checked++
+            const second = yield* compactContext(first.messages, p)
+            assert.strictEqual(second.outcome._tag, "Skipped", label)
+            assert.strictEqual(second.messages, first.messages, label)
+          })
+        for (const [name, ends] of known) {
+          for (const end of ends) yield* fixedPoint(sessions.get(name)!.slice(0, end), `${name} at ${end}`)
+        }
+        assert.strictEqual(checked, 12)
+        // and a sample of every session's prefixes, at every eleventh turn
+        for (const [name, messages] of sessions) {
+          const starts = turnStarts(messages)
+          for (let k = 3; k < starts.length; k += 11) {
+            yield* fixedPoint(messages.slice(0, starts[k]), `${name} at ${starts[k]}`)
+          }
+        }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    120_000
+  )
+
+  it.effect.prop(
+    "generated sessions: a compaction is a fixed point (the same policy again, nothing new: Skipped, the same array)",
+    [conversationArbitrary()],
+    ([session]) =>
+      Effect.gen(function* () {
+        for (
+          const p of [
+            policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 }),
+            policy({ keepRecentTokens: 500, keepRecentTurns: 3, maxTailTokens: 1_500 })
+          ]
+        ) {
+          const first = yield* compactContext(session, p, { minFreedTokens: 1 })
+          if (first.outcome._tag === "Skipped") continue
+          const second = yield* compactContext(first.messages, p, { minFreedTokens: 1 })
+          assert.strictEqual(second.outcome._tag, "Skipped")
+          assert.strictEqual(second.messages, first.messages)
+        }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer)),
+    { timeout: 180_000, arbitrary: { runs: 300 } }
+  )
 
   it.effect.prop(
     "generated sessions: the output validates, keeps the floor, and never grows on a second pass",

@@ -199,6 +199,35 @@ describe("the two cache models on crafted pairs: the library's prediction and th
     }
   })
 
+  it("a changed output_config.format misses the whole cache, a changed speed is model_changed (API-RULES 40)", () => {
+    const format = (name: string) => ({
+      format: { type: "json_schema", schema: { type: "object", properties: { [name]: { type: "string" } } } }
+    })
+    const withFormat = { ...previous, output_config: format("answer") }
+    const cases: ReadonlyArray<readonly [string, Record<string, unknown>, Record<string, unknown>]> = [
+      ["system_changed", withFormat, { ...previous, output_config: format("verdict") }],
+      ["system_changed", previous, withFormat],
+      ["model_changed", { ...previous, speed: "standard" }, { ...previous, speed: "fast" }]
+    ]
+    for (const [reason, before, next] of cases) {
+      const { library, server } = both(before, next)
+      assert.strictEqual(library?.reason, reason)
+      assert.strictEqual(server?.type, reason)
+      // nothing is reused: the whole cached prefix is missed
+      assert.strictEqual(library!.missedInputTokens, everything(before).library!.missedInputTokens)
+      assert.deepStrictEqual(library!.divergedAt, { message: -1, block: 0 })
+    }
+    // the same format, an effort change elsewhere in output_config: no divergence
+    const grown = {
+      ...withFormat,
+      messages: [...(previous.messages as Array<unknown>), { role: "assistant", content: "ok" }]
+    }
+    assert.deepStrictEqual(both(withFormat, { ...grown, output_config: { ...format("answer"), effort: "low" } }), {
+      library: null,
+      server: null
+    })
+  })
+
   it("the reused prefix: a written breakpoint before the divergence, within 20 blocks of one of the new request", () => {
     const all = everything(previous)
     // a change at block 25 keeps the prefix written at block 10: the new request reads it from its breakpoint at 29

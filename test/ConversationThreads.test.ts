@@ -461,6 +461,129 @@ describe("Conversation on threads: the real SDK against the local server", () =>
       }).pipe(Effect.provide(layers(true)))
     ))
 
+  it.effect("a non-streamed continue whose body is cut: SDK 1.17 sends it again and meets thread_already_continued", () =>
+    Effect.scoped(Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      const conversation = yield* Conversation
+      yield* conversation.append(user("Read it."))
+      server.enqueue(Reply.message([text("Read.")]))
+      const first = yield* conversation.prepare
+      yield* conversation.recordReply((yield* send(server, first.request)) as never, undefined, {
+        requestEpoch: first.epoch
+      })
+      yield* conversation.append(user("Again."))
+      const second = yield* conversation.prepare
+      assert.strictEqual(second.request.thread?.type, "continue")
+      /** The request sent as a non-streamed `create`, with the SDK's own retries unless `options` say otherwise. */
+      const create = (options: { readonly maxRetries?: number }) =>
+        Effect.tryPromise({
+          try: () =>
+            new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 2 }).beta.messages.create({
+              model: "claude-sonnet-5",
+              max_tokens: 1024,
+              ...(second.request as unknown as Record<string, unknown>),
+              betas: ["message-threads-2026-08-12"]
+            } as never, { ...options, timeout: 5_000 }),
+          catch: (e) => e
+        })
+      // by default the SDK resends it: the repeat of the continue is refused, and its replay would cost the whole view
+      server.enqueue(Reply.cutBody([text("Lost.")]))
+      const resent = yield* Effect.flip(create({}))
+      assert.strictEqual(server.requests.length, 3, "the SDK sent the continue twice")
+      assert.instanceOf(resent, Anthropic.APIError)
+      assert.strictEqual(threadReplay(second, resent), second.fullRequest)
+      assert.include(server.rejections.at(-1)!, "thread_already_continued")
+      // the replay under create, then a continue from its reply: with the prepared request options the cut surfaces
+      // at once, and the caller decides
+      server.enqueue(Reply.message([text("Replayed.")]))
+      yield* conversation.recordReply((yield* send(server, second.fullRequest!)) as never, undefined, {
+        requestEpoch: second.epoch,
+        replayedAfter: resent
+      })
+      yield* conversation.append(user("And now?"))
+      const again = yield* conversation.prepare
+      assert.strictEqual(again.request.thread?.type, "continue")
+      server.enqueue(Reply.cutBody([text("Lost too.")]))
+      const sent = server.requests.length
+      const cut = yield* Effect.flip(Effect.tryPromise({
+        try: () =>
+          new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 2 }).beta.messages.create({
+            model: "claude-sonnet-5",
+            max_tokens: 1024,
+            ...(again.request as unknown as Record<string, unknown>),
+            betas: ["message-threads-2026-08-12"]
+          } as never, { ...again.requestOptions, timeout: 5_000 }),
+        catch: (e) => e
+      }))
+      assert.strictEqual(server.requests.length, sent + 1, "sent once")
+      assert.instanceOf(cut, Anthropic.APIConnectionError)
+    })).pipe(Effect.provide(layers(true))))
+
+  it.effect("a thread lost twice in a row goes on unthreaded, kept in the log: a resume does not thread again", () =>
+    Effect.gen(function* () {
+      const store: MemoryStore = new Map()
+      const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
+        Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+        Layer.provide(ExtractiveSummarizer.layer)
+      )
+      yield* Effect.scoped(Effect.gen(function* () {
+        const conversation = yield* Conversation
+        const server = yield* MessagesApiServer.make
+        yield* conversation.append(user("Read it."))
+        server.enqueue(Reply.message([text("Read.")]))
+        const first = yield* conversation.prepare
+        yield* conversation.recordReply((yield* send(server, first.request)) as never, undefined, {
+          requestEpoch: first.epoch
+        })
+        // the server loses the thread: 404 thread_not_found, replayed under create
+        const lost = yield* MessagesApiServer.make
+        yield* conversation.append(user("Again."))
+        const second = yield* conversation.prepare
+        assert.strictEqual(second.request.thread?.type, "continue")
+        assert.deepStrictEqual(second.requestOptions, { maxRetries: 0 }, "a continue must not be resent by the SDK")
+        assert.isUndefined(second.replacesLostThread)
+        const notFound = yield* Effect.flip(send(lost, second.request))
+        const replay = threadReplay(second, notFound)
+        assert.strictEqual(replay, second.fullRequest)
+        lost.enqueue(Reply.message([text("Here.")]))
+        yield* conversation.recordReply((yield* send(lost, replay!)) as never, undefined, {
+          requestEpoch: second.epoch,
+          replayedAfter: notFound
+        })
+        // the first continue after it meets thread_not_found again: the server keeps no threads for us
+        const lostAgain = yield* MessagesApiServer.make
+        yield* conversation.append(user("And again."))
+        const third = yield* conversation.prepare
+        assert.strictEqual(third.request.thread?.type, "continue")
+        assert.isTrue(third.replacesLostThread)
+        const again = yield* Effect.flip(send(lostAgain, third.request))
+        const unthreaded = threadReplay(third, again)
+        assert.isDefined(unthreaded)
+        assert.notProperty(unthreaded!, "thread")
+        lostAgain.enqueue(Reply.message([text("Fine.")]), Reply.message([text("Still fine.")]))
+        yield* conversation.recordReply((yield* send(lostAgain, unthreaded!)) as never, undefined, {
+          requestEpoch: third.epoch,
+          unthreaded: true,
+          replayedAfter: again
+        })
+        assert.isTrue((yield* conversation.state).reply?.unthreaded)
+        yield* conversation.append(user("One more."))
+        const fourth = yield* conversation.prepare
+        assert.notProperty(fourth.request, "thread")
+        yield* conversation.recordReply((yield* send(lostAgain, fourth.request)) as never, undefined, {
+          requestEpoch: fourth.epoch
+        })
+        yield* conversation.append(user("After the resume?"))
+      })).pipe(Effect.provide(logged))
+      // a conversation resumed from the log goes on without thread: no refused thread, no whole-view upload again
+      const resumed = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        return yield* conversation.prepare
+      }).pipe(Effect.provide(logged))
+      assert.notProperty(resumed.request, "thread")
+      assert.notProperty(resumed, "fullRequest")
+    }))
+
   it.effect(
     "thread_fingerprint_mismatch replays under create; after thread_unsupported_request every request goes unthreaded",
     () =>

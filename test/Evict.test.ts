@@ -216,6 +216,25 @@ describe("evictStaleToolResults", () => {
     assert.strictEqual(estimateTokens(out.messages), estimateTokens(messages) - out.tokensFreed)
   })
 
+  it("a ranged read of the SDK agent toolset supersedes nothing outside its range (API-RULES 41)", () => {
+    const sdkRead = (id: string, viewRange: ReadonlyArray<number>) =>
+      call(id, "read", { file_path: "/big.ts", view_range: viewRange })
+    const messages = [
+      user("go"),
+      ...step([sdkRead("r1", [1, 500])], [result("r1", big("lines 1-500"))]),
+      ...step([sdkRead("r2", [501, 1000])], [result("r2", big("lines 501-1000"))]),
+      ...step([sdkRead("r3", [1, 0])], [result("r3", big("whole file"))])
+    ]
+    const partial = evictStaleToolResults(messages.slice(0, 5), 10, { minSavings: 0 })
+    assert.deepStrictEqual(partial.offloaded.map((o) => o.toolUseId), [])
+    // a read to the end from line 1 is the whole file: it supersedes both ranges
+    const whole = evictStaleToolResults(messages, 10, { minSavings: 0 })
+    assert.deepStrictEqual(whole.offloaded.map((o) => [o.toolUseId, o.reason]), [["r1", "superseded"], [
+      "r2",
+      "superseded"
+    ]])
+  })
+
   it("decides ranges by coverage: a later whole or wider read supersedes, a narrower one does not", () => {
     const messages = [
       user("go"),

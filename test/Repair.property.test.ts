@@ -3,7 +3,10 @@
  * independent checker of API-RULES (`fixtures/ApiRules.ts`, in its strictest mode), it is idempotent, it never
  * returns an empty list, and it keeps every system message's text and the server's summary.
  *
- * 10,000 cases per run, seeded by runtime (Node and Deno runs differ), so a CI run (both) covers 20,000.
+ * 10,000 cases per run, seeded by runtime (Node and Deno runs differ), so a CI run (both) covers 20,000. The mixed
+ * damage of the second property (two to four of duplicated messages, reused `tool_use` ids, dropped and reordered
+ * results at once) has 10,000 cases per runtime too: `repair` loses no block that is neither blank text nor a result
+ * that answers no call.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
@@ -272,4 +275,140 @@ describe("repair on damaged conversations", () => {
       }
     }
   }, 180_000)
+})
+
+/**
+ * The mixed damage of issue 42, what a replayed, merged or hand-edited log does to tool pairs: duplicated messages,
+ * reused ids, dropped and reordered results (within a message, or messages swapped, dropped or split), with the
+ * calls and text that go with them.
+ */
+const MIXED = [
+  "duplicateMessage",
+  "duplicateToolId",
+  "removeToolResult",
+  "reorderResults",
+  "swapNeighbours",
+  "dropMessage",
+  "sameRoleMessages",
+  "removeToolUse",
+  "whitespaceText"
+] as const
+type Mixed = (typeof MIXED)[number]
+
+/** `damage`, and `reorderResults`: a user message's blocks in another order (its results after its text, or shuffled). */
+const mixedDamage = (kind: Mixed, input: Array<Message>, rand: Rand): Array<Message> => {
+  if (kind !== "reorderResults") return damage(kind, input, rand)
+  const xs = [...input]
+  const candidates = where(xs, (m) => m.role === "user" && blocks(m).filter(isToolResult).length > 0)
+  if (candidates.length === 0) return xs
+  const i = candidates[Math.floor(rand() * candidates.length)]!
+  const bs = blocks(xs[i]!)
+  if (rand() < 0.5) {
+    bs.push(...bs.splice(0, bs.filter(isToolResult).length))
+    bs.unshift({ type: "text", text: "Here is what the tools said." })
+  } else {
+    for (let k = bs.length - 1; k > 0; k--) {
+      const j = Math.floor(rand() * (k + 1))
+      ;[bs[k], bs[j]] = [bs[j]!, bs[k]!]
+    }
+  }
+  xs[i] = withBlocks(xs[i]!, bs)
+  return xs
+}
+
+/** A block's content, ids aside (a renamed call is the same call), `cache_control` aside. */
+const signature = (block: ContentBlock): string => {
+  const { cache_control: _mark, ...rest } = block as ContentBlock & { readonly cache_control?: unknown }
+  if (isToolUse(block)) return canonicalJson({ ...rest, id: null })
+  if (isToolResult(block)) return canonicalJson({ ...rest, tool_use_id: null })
+  return canonicalJson(rest)
+}
+
+const canonicalJson = (value: unknown): string =>
+  JSON.stringify(
+    value,
+    (_key, v: unknown) =>
+      v !== null && typeof v === "object" && !Array.isArray(v)
+        ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Record<string, unknown>)[k]]))
+        : v
+  )
+
+/**
+ * The blocks `repair` must keep: every block of the API view but blank text and results that answer no call (their
+ * `tool_use_id` names no `tool_use` of the assistant turn before them that an earlier result has not answered,
+ * API-RULES 5–7; consecutive messages of one role are one turn, as the API merges them, and a call repeated exactly,
+ * id and input, is one call).
+ */
+const mustKeep = (xs: ReadonlyArray<Message>): Array<ContentBlock> => {
+  const calls = new Map<string, Set<string>>()
+  const answered = new Map<string, number>()
+  const keep: Array<ContentBlock> = []
+  let previous: Message["role"] | undefined
+  for (const m of xs.slice(apiViewStart(xs))) {
+    if (m.role === "system") continue
+    if (m.role === "assistant" && previous !== "assistant") {
+      calls.clear()
+      answered.clear()
+    }
+    previous = m.role
+    for (const b of blocks(m)) {
+      if (isToolUse(b)) calls.set(b.id, (calls.get(b.id) ?? new Set()).add(canonicalJson(b)))
+      if (isText(b) && b.text.trim() === "") continue
+      if (isToolResult(b)) {
+        const answers = answered.get(b.tool_use_id) ?? 0
+        if (m.role !== "user" || answers >= (calls.get(b.tool_use_id)?.size ?? 0)) continue
+        answered.set(b.tool_use_id, answers + 1)
+      }
+      keep.push(b)
+    }
+  }
+  return keep
+}
+
+describe("repair on mixed damage", () => {
+  it(
+    "two to four kinds at once: valid output, and no block lost but blank text and results that answer no call",
+    () => {
+      const sessions = corpus()
+      const generated = Array.from(
+        { length: 64 },
+        (_, s) => generateSession(SEED + 100 + s, { messages: 60, maxOutput: 400 })
+      )
+      const rand = prng(SEED + 1)
+      const int = (n: number) => Math.floor(rand() * n)
+      const lost: Array<string> = []
+      let invalid = 0
+      for (let c = 0; c < CASES; c++) {
+        let base: Array<Message>
+        if (c % 2 === 1) {
+          const session = sessions[int(sessions.length)]!.messages
+          const from = int(Math.max(1, session.length - 40))
+          base = session.slice(from, from + 10 + int(60))
+        } else base = generated[int(generated.length)]!
+        const kinds = Array.from({ length: 2 + int(3) }, () => MIXED[int(MIXED.length)]!)
+        let broken = base
+        for (const kind of kinds) broken = mixedDamage(kind, broken, rand)
+        if (validate(broken).length > 0) invalid++
+        const result = repairResult(broken)
+        if (Result.isFailure(result)) {
+          assert.isTrue(nothingToSend(broken), `${kinds} #${c}: NothingToSend on input with content`)
+          continue
+        }
+        const out = result.success.messages
+        assert.deepStrictEqual(validate(out), [], `${kinds} #${c}`)
+        // the same block object, else one with the same content (a renamed call or result, a merged message)
+        const same = new Set(out.flatMap((m) => blocks(m)))
+        let kept: Set<string> | undefined
+        for (const block of mustKeep(broken)) {
+          if (same.has(block)) continue
+          kept ??= new Set(out.flatMap((m) => blocks(m).map(signature)))
+          const key = signature(block)
+          if (!kept.has(key)) lost.push(`${kinds.join("+")} #${c}: lost ${block.type} ${key.slice(0, 160)}`)
+        }
+      }
+      assert.isAbove(invalid, CASES / 4)
+      assert.deepStrictEqual(lost.slice(0, 5), [], `${lost.length} blocks lost in ${CASES} cases`)
+    },
+    180_000
+  )
 })

@@ -5,7 +5,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Schedule } from "effect"
 import { compactContext, finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { Conversation } from "../src/Conversation.ts"
 import type { MessageParam } from "../src/ConversationState.ts"
@@ -14,10 +14,18 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { CompactionBlock, ContentBlock, Message } from "../src/Message.ts"
 import * as Lib from "../src/index.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
-import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
+import { compactionErrorOf, ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
+import { summarizeErrorOf } from "../src/internal/anthropicFailure.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import type { SummarizeError } from "../src/SummarizeError.ts"
-import { Summarizer, summarizeRequest, type SummarizerShape, type Summary, withFallback } from "../src/Summarizer.ts"
+import {
+  makeRetrySchedule,
+  Summarizer,
+  summarizeRequest,
+  type SummarizerShape,
+  type Summary,
+  withFallback
+} from "../src/Summarizer.ts"
 import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
@@ -195,6 +203,99 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
         assert.deepStrictEqual(checkApiRules(messages), [])
       }))
   }
+
+  it("a dropped stream, as SDK 1.14–1.16 throw it (AnthropicError with a TypeError cause), is retryable (API-RULES 37)", () => {
+    const dropped = new Anthropic.AnthropicError("terminated", { cause: new TypeError("terminated") })
+    for (const error of [compactionErrorOf(dropped), summarizeErrorOf(dropped)]) {
+      assert.strictEqual(error.reason._tag, "Connection")
+      assert.isTrue(error.isRetryable)
+    }
+    // deeper in the chain, and the 1.17 shape
+    const deeper = new Anthropic.AnthropicError("stream ended", { cause: new Error("read", { cause: dropped }) })
+    assert.strictEqual(compactionErrorOf(deeper).reason._tag, "Connection")
+    const connection = new Anthropic.APIConnectionError({
+      message: "Connection error.",
+      cause: new TypeError("terminated")
+    })
+    assert.strictEqual(compactionErrorOf(connection).reason._tag, "Connection")
+    // a plain AnthropicError with no network cause stays a StreamError, never retried
+    assert.strictEqual(compactionErrorOf(new Anthropic.AnthropicError("bad event")).reason._tag, "StreamError")
+  })
+
+  it.live("a stream dropped mid-reply is retried with the same request, then succeeds", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.dropMidStream(["partial"]), Reply.compaction(SUMMARY))
+      const summary = yield* serverSummarizer(server).summarize(summarizeRequest([user("go"), assistant("ok")]))
+      assert.strictEqual(summary.text, SUMMARY)
+      assert.strictEqual(server.requests.length, 2)
+    }))
+
+  it.live("organization_url_fetch_disabled is CompactionRefused: never retried, said plainly, falls back (API-RULES 39)", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.compactionRefused("organization_url_fetch_disabled"))
+      const error: SummarizeError = yield* Effect.flip(
+        serverSummarizer(server).summarize(summarizeRequest([user("go"), assistant("ok")]))
+      )
+      assert.strictEqual(error.reason._tag, "CompactionRefused")
+      assert.isFalse(error.isRetryable)
+      assert.strictEqual(error.attempts, 1)
+      assert.strictEqual(server.requests.length, 1)
+      assert.include(error.message, "disabled URL fetching")
+      assert.include(error.message, "text summarizer")
+      server.enqueue(Reply.compactionRefused("organization_url_fetch_disabled"))
+      const { messages, outcome } = yield* compactWith(
+        withFallback(serverSummarizer(server), ExtractiveSummarizer.make()),
+        generateSession(5, { messages: 40 })
+      )
+      assert.strictEqual(server.requests.length, 2)
+      assert.strictEqual(outcome._tag, "FellBack")
+      assert.isUndefined(outcome._tag === "FellBack" ? outcome.summary.compaction : undefined)
+      assert.deepStrictEqual(checkApiRules(messages), [])
+    }))
+
+  it.live("a server that disabled URL fetching refuses a head with a URL source: CompactionRefused, never retried", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.makeWith({ urlFetchDisabled: true })
+      server.enqueue(Reply.compaction(SUMMARY))
+      const head: ReadonlyArray<Message> = [
+        {
+          role: "user",
+          content: [{ type: "text", text: "What is it?" }, {
+            type: "image",
+            source: { type: "url", url: "https://example.com/a.png" }
+          }]
+        } as Message,
+        assistant("A cat.")
+      ]
+      const error: SummarizeError = yield* Effect.flip(serverSummarizer(server).summarize(summarizeRequest(head)))
+      assert.strictEqual(error.reason._tag, "CompactionRefused")
+      assert.strictEqual(
+        error.reason._tag === "CompactionRefused" ? error.reason.errorCode : "",
+        "organization_url_fetch_disabled"
+      )
+      assert.strictEqual(server.requests.length, 1)
+      assert.deepStrictEqual(server.rejections.length, 1)
+    }))
+
+  it.live("storage_not_ready (503) is retryable after about a minute, not on our seconds-long backoff (API-RULES 39)", () =>
+    Effect.gen(function* () {
+      const server = yield* MessagesApiServer.make
+      server.enqueue(Reply.status(503, "api_error", undefined, "storage_not_ready"))
+      const once = ServerCompactionSummarizer.make({ client: client(server), model: "m", retry: { retries: 0 } })
+      const error: SummarizeError = yield* Effect.flip(once.summarize(summarizeRequest([user("go"), assistant("ok")])))
+      assert.strictEqual(error.reason._tag, "Server")
+      assert.isTrue(error.isRetryable)
+      assert.strictEqual(error.status, 503)
+      assert.isAtLeast(error.retryAfterMillis ?? 0, 60_000)
+      // the retry schedule waits that minute rather than giving up after its own backoff
+      const delay = yield* Schedule.toStep(makeRetrySchedule()).pipe(
+        Effect.flatMap((step) => step(0, error)),
+        Effect.map(([, duration]) => Duration.toMillis(duration))
+      )
+      assert.isAtLeast(delay, 60_000)
+    }))
 
   it.live("a head ending on an unfinished assistant turn is sent up to its last finished turn; the rest is kept", () =>
     Effect.gen(function* () {

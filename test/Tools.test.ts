@@ -101,3 +101,53 @@ describe("filesTouched", () => {
     assert.deepStrictEqual(filesTouched(messages), { read: ["/b.ts"], modified: ["/a.ts", "/c.ts"] })
   })
 })
+
+describe("the SDK agent toolset (API-RULES 41)", () => {
+  const saved = "/tmp/bash-output-Ab12Cd/0f8fad5b-d9cb-469f-a165-70867728950e.txt"
+
+  it("reads `read { file_path, view_range }` as a ranged read; `write` and `edit` modify `file_path`", () => {
+    const cases: ReadonlyArray<readonly [ToolUseBlock, ToolAction]> = [
+      [use("read", { file_path: "/big.ts", view_range: [501, 1000] }), {
+        _tag: "Read",
+        path: "/big.ts",
+        range: { start: 501, end: 1000 }
+      }],
+      // end ≤ 0 reads to the end of the file
+      [use("read", { file_path: "/big.ts", view_range: [1001, 0] }), {
+        _tag: "Read",
+        path: "/big.ts",
+        range: { start: 1001 }
+      }],
+      [use("read", { file_path: "/big.ts", view_range: [1001, -1] }), {
+        _tag: "Read",
+        path: "/big.ts",
+        range: { start: 1001 }
+      }],
+      [use("read", { file_path: "/small.ts" }), { _tag: "Read", path: "/small.ts" }],
+      [use("write", { file_path: "/n.ts", content: "x" }), { _tag: "Write", path: "/n.ts" }],
+      [use("edit", { file_path: "/n.ts", old_string: "a", new_string: "b", replace_all: true }), {
+        _tag: "Write",
+        path: "/n.ts"
+      }],
+      [use("bash", { command: "npm test" }), { _tag: "Other" }],
+      // the temp file `bash` saved a long output to is no file to re-read
+      [use("read", { file_path: saved, view_range: [1, 200] }), { _tag: "Other" }],
+      [use("Read", { file_path: saved }), { _tag: "Other" }]
+    ]
+    for (const [toolUse, expected] of cases) assert.deepStrictEqual(defaultToolClassifier(toolUse), expected)
+  })
+
+  it("`filesTouched` never lists a bash saved output", () => {
+    const messages: ReadonlyArray<Message> = [{
+      role: "assistant",
+      content: [
+        use("bash", { command: "npm test" }),
+        use("read", { file_path: saved, view_range: [1, 200] }),
+        use("read", { file_path: "/big.ts", view_range: [1, 500] }),
+        use("edit", { file_path: "/big.ts", old_string: "a", new_string: "b" }),
+        use("read", { file_path: "/other.ts" })
+      ]
+    }]
+    assert.deepStrictEqual(filesTouched(messages), { read: ["/other.ts"], modified: ["/big.ts"] })
+  })
+})

@@ -75,16 +75,59 @@ export const reasonOfStatus = (
   return new BadRequest({ status, detail, cause })
 }
 
-/** A network failure while the body streams in (undici's `TypeError: terminated`, a reset socket, …). */
+/** How long `storage_not_ready` asks to wait (API-RULES 39: "retry after about a minute"). */
+export const STORAGE_NOT_READY_WAIT_MILLIS = 60_000
+
+/**
+ * The reason of an API error by its `error_code` (API-RULES 39), whatever its status, or `undefined` for a code this
+ * does not know: `organization_url_fetch_disabled` is a `BadRequest` (never retried: the organization refuses URL
+ * sources, `web_fetch` and `mcp_servers` for the whole view); `storage_not_ready` is a `Server` failure that waits at
+ * least a minute before its retry.
+ */
+export const reasonOfErrorCode = (
+  errorCode: string | null | undefined,
+  status: number | undefined,
+  retryAfterMillis: number | undefined,
+  detail: string,
+  cause: unknown
+): SummarizeErrorReason | undefined => {
+  switch (errorCode) {
+    case "organization_url_fetch_disabled":
+      return new BadRequest({ status: status ?? 400, detail, cause })
+    case "storage_not_ready":
+      return new Server({
+        status: status ?? 503,
+        detail,
+        cause,
+        retryAfterMillis: Math.max(retryAfterMillis ?? 0, STORAGE_NOT_READY_WAIT_MILLIS)
+      })
+    default:
+      return undefined
+  }
+}
+
+/**
+ * A network failure while the body or the stream is read (API-RULES 37), found anywhere along the `cause` chain:
+ * undici's `TypeError: terminated`, a reset socket, or the plain `AnthropicError("terminated")` that SDK 1.14–1.16
+ * throws with such a `TypeError` as its cause.
+ */
 export const isNetworkError = (cause: unknown): boolean => {
-  if (!(cause instanceof Error)) return false
-  const code = Predicate.hasProperty(cause, "code") ? cause.code : undefined
-  const inner = cause.cause
-  const innerCode = Predicate.hasProperty(inner, "code") ? inner.code : undefined
-  const codes = ["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET"]
-  return (cause.name === "TypeError" && /terminated|fetch failed|network|connection/i.test(cause.message)) ||
-    codes.includes(String(code)) || codes.includes(String(innerCode)) ||
-    /connection (reset|closed|error)|error reading a body|body stream|socket/i.test(cause.message)
+  const seen = new Set<unknown>()
+  for (let error = cause; error instanceof Error && !seen.has(error); error = error.cause) {
+    if (isNetworkFailure(error)) return true
+    seen.add(error)
+  }
+  return false
+}
+
+const NETWORK_CODES: ReadonlyArray<string> = ["ECONNRESET", "ECONNREFUSED", "EPIPE", "ETIMEDOUT", "UND_ERR_SOCKET"]
+
+/** One error of the chain, on its own: a network `TypeError`, a network error code, or a network message. */
+const isNetworkFailure = (error: Error): boolean => {
+  const code = Predicate.hasProperty(error, "code") ? error.code : undefined
+  return (error.name === "TypeError" && /terminated|fetch failed|network|connection/i.test(error.message)) ||
+    NETWORK_CODES.includes(String(code)) ||
+    /connection (reset|closed|error)|error reading a body|body stream|socket/i.test(error.message)
 }
 
 /** A connection failure as a reason. */

@@ -12,6 +12,7 @@ import {
   describeCause,
   errorTypeOf,
   isNetworkError,
+  reasonOfErrorCode,
   reasonOfErrorType,
   reasonOfStatus,
   retryAfterOf
@@ -21,7 +22,10 @@ import {
  * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status
  * errors (by status, with `retry-after`), its connection and timeout errors, an SSE `error` event (by its error type:
  * `overloaded_error`, `rate_limit_error` and `api_error` are retryable, any other type is a `StreamError`), and network
- * failures while reading the body (`Connection`). A `SummarizeError` is returned as it is.
+ * failures while reading the body (`Connection`), found along the `cause` chain (API-RULES 37: SDK 1.14–1.16 throw a
+ * plain `AnthropicError("terminated")` whose cause is the runtime's `TypeError`). The refusals of API-RULES 39 are
+ * classified by their `error_code` first: `organization_url_fetch_disabled` never retried, `storage_not_ready` retried
+ * after a minute. A `SummarizeError` is returned as it is.
  * @category errors
  */
 export const summarizeErrorOf = (cause: unknown): SummarizeError => {
@@ -35,6 +39,9 @@ const reasonOf = (cause: unknown) => {
   if (cause instanceof Anthropic.APIConnectionError) return connectionReason(cause)
   if (cause instanceof Anthropic.APIError) {
     const status: number | undefined = cause.status
+    if (status === undefined && isNetworkError(cause.cause)) return connectionReason(cause)
+    const byCode = reasonOfErrorCode(cause.errorCode, status, retryAfterOf(cause.headers), detail, cause)
+    if (byCode !== undefined) return byCode
     return status === undefined
       ? reasonOfErrorType(cause.type ?? errorTypeOf(cause.error), detail, cause)
       : reasonOfStatus(status, retryAfterOf(cause.headers), detail, cause)

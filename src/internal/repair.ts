@@ -134,7 +134,9 @@ const canonical = (value: unknown): string =>
  * Rule 7 (tool_use ids are unique) for `repair`, from `start` on: which messages to drop (an exact repeat of the
  * message that first used one of its ids: a replayed log), and the new block lists of the messages that change (a
  * block repeating an earlier block of its own message exactly is dropped; any other reuse of an id gets a fresh id,
- * `<id>-<n>`, and the first result with the old id in the next user turn is renamed with it).
+ * `<id>-<n>`, and the first result with the old id in the user turn after its assistant turn is renamed with it, past
+ * the result of the call that kept the id when that call is in the same turn). Consecutive assistant messages are one
+ * turn, as the API merges them.
  */
 const dedupeToolUses = <M extends Message>(
   messages: ReadonlyArray<M>,
@@ -154,9 +156,14 @@ const dedupeToolUses = <M extends Message>(
     return `${id}-${k}`
   }
   const blocksAt = (i: number): Array<ContentBlock> => renames.get(i) ?? [...blocksOf(messages[i]!)]
+  // the first message of the assistant turn `i` is in: consecutive assistant messages (system messages between
+  // aside) are one turn, as the API merges them, and share the user turn after them
+  let turnStart = start
   for (let i = start; i < messages.length; i++) {
     const message = messages[i]!
+    if (message.role === "user") turnStart = i + 1
     if (message.role === "system" || typeof message.content === "string") continue
+    if (message.role === "assistant" && messages[turnStart]?.role !== "assistant") turnStart = i
     const content = message.content
     const reused = content.filter((b) => isToolUse(b) && first.has(b.id))
     if (reused.length > 0) {
@@ -170,12 +177,9 @@ const dedupeToolUses = <M extends Message>(
       }
     }
     let next: Array<ContentBlock> | undefined
-    const seenHere = new Map<string, number>()
     for (let b = 0; b < content.length; b++) {
       const block = content[b]!
       if (!isToolUse(block)) continue
-      const occurrence = seenHere.get(block.id) ?? 0
-      seenHere.set(block.id, occurrence + 1)
       const earlier = first.get(block.id)
       if (earlier === undefined) {
         first.set(block.id, { message: i, block })
@@ -191,10 +195,13 @@ const dedupeToolUses = <M extends Message>(
       renamed.push({ from: block.id, to })
       next[b] = { ...block, id: to }
       first.set(to, { message: i, block: next[b]! })
-      // the answer: in the next user turn (system messages in between skipped), the result with the old id that
-      // comes as many places after the others with that id as this call comes after the calls with it in its message
-      let skip = earlier.message === i ? occurrence : 0
-      for (let j = i + 1; j < messages.length && messages[j]!.role !== "assistant" && skip >= 0; j++) {
+      // the answer: in the user turn after this assistant turn (system messages skipped), the first result that still
+      // has the old id, past the one the call that kept the id answers when that call is in this turn (every other
+      // call with the id took its own result when it was renamed)
+      let skip = earlier.message >= turnStart ? 1 : 0
+      let j = i + 1
+      while (j < messages.length && messages[j]!.role !== "user") j++
+      for (; j < messages.length && messages[j]!.role !== "assistant" && skip >= 0; j++) {
         if (messages[j]!.role !== "user") continue
         const results = blocksAt(j)
         for (let r = 0; r < results.length; r++) {

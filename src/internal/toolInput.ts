@@ -35,6 +35,14 @@ export interface Input {
   readonly view_range?: unknown
 }
 
+const SAVED_OUTPUT = /[/\\]bash-output-[^/\\]+[/\\][0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.txt$/i
+
+/**
+ * True for the temp file the SDK agent toolset's `bash` saves a long output to (API-RULES 41:
+ * `<tmpdir>/bash-output-XXXXXX/<uuid>.txt`, deleted when the next long output is saved): never a file to re-read.
+ */
+export const isSavedOutputPath = (path: string): boolean => SAVED_OUTPUT.test(path)
+
 /** The input as an object to read fields of, or `undefined` when it is not one. */
 export const fields = (input: unknown): Input | undefined =>
   typeof input === "object" && input !== null ? input as Input : undefined
@@ -56,7 +64,10 @@ export const offsetLimit = (input: Input): LineRange | undefined => {
   return limit === undefined ? { start } : { start, end: start + Math.max(0, limit) - 1 }
 }
 
-/** The `view_range` of Anthropic's text editor tool: `[start, end]`, or `[start]` (or an end before it) to the end. */
+/**
+ * The `view_range` of Anthropic's text editor tool and of the SDK agent toolset's `read` (API-RULES 41): `[start, end]`,
+ * 1-based and inclusive, or `[start]` (or an end of 0 or less, or before the start) to the end.
+ */
 export const viewRange = (input: Input): LineRange | undefined => {
   const range = input.view_range
   if (!Array.isArray(range) || typeof range[0] !== "number") return undefined

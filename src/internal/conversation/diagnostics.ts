@@ -56,13 +56,25 @@ export interface CacheDiagnosis {
   readonly agrees?: boolean | undefined
 }
 
-/** What the prediction compares of a request. */
+/**
+ * What the prediction compares of a request: with the model, system prompt, tools and messages, the prompt-affecting
+ * parameters API-RULES 40 names: `output_config.format` (a change misses the whole cache once, as a system change:
+ * the format is part of what the model reads before the messages) and `speed` (a change is `model_changed`).
+ */
 export interface PromptShape {
   readonly model?: string | undefined
   readonly system?: unknown
   readonly tools?: unknown
   readonly messages: ReadonlyArray<unknown>
+  readonly output_config?: unknown
+  readonly speed?: unknown
 }
+
+/** The `output_config.format` of a request, or `undefined`. */
+const formatOf = (prompt: PromptShape): unknown =>
+  typeof prompt.output_config === "object" && prompt.output_config !== null
+    ? (prompt.output_config as { readonly format?: unknown }).format
+    : undefined
 
 const stripCacheControl = (key: string, value: unknown) => key === "cache_control" ? undefined : value
 const sameUnit = (a: unknown, b: unknown): boolean =>
@@ -261,9 +273,9 @@ export const predictCacheMiss = (
     readonly ratios?: MessageRatios | undefined
   }
 ): CachePrediction => {
-  const reason: PredictedMissReason | undefined = previous.model !== next.model
+  const reason: PredictedMissReason | undefined = previous.model !== next.model || !sameUnit(previous.speed, next.speed)
     ? "model_changed"
-    : !sameUnit(previous.system, next.system)
+    : !sameUnit(previous.system, next.system) || !sameUnit(formatOf(previous), formatOf(next))
     ? "system_changed"
     : !sameUnit(previous.tools, next.tools)
     ? "tools_changed"

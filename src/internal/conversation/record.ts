@@ -39,6 +39,10 @@ export interface ReplyMeta {
   readonly stopReason?: string
   /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
   readonly threadHeld?: number
+  /** The reply answered the `create` that replayed a lost thread (`thread_not_found`, API-RULES 42). */
+  readonly threadReplacesLost?: true
+  /** With threads on, the request went without `thread`: the conversation stopped threading (API-RULES 24, 42). */
+  readonly unthreaded?: true
   /** The reply's `input_transformations` (SDK replies only). */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
   /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */

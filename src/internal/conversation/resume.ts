@@ -89,6 +89,8 @@ const foldEntries = (
       if (entry.message.role === "assistant") {
         thread = meta?.threadHeld === undefined || meta.replyId === undefined
           ? undefined
+          : meta.threadReplacesLost === true
+          ? { previousMessageId: meta.replyId, held: meta.threadHeld, replacesLost: true }
           : { previousMessageId: meta.replyId, held: meta.threadHeld }
       }
       continue
@@ -115,6 +117,8 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
     pending: pendingAtEnd(loaded),
     usage,
     ...(reply === undefined ? {} : { reply }),
+    // a conversation whose latest reply went without `thread` (the API refused threads) does not try one again
+    ...(reply?.unthreaded === true ? { unthreaded: true as const } : {}),
     ...(thread === undefined ? {} : { thread }),
     ...(unbound.length === 0 ? {} : { unboundThinking: unbound }),
     ...(appendOnly === undefined ? {} : { appendOnly }),
@@ -171,7 +175,8 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
   ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
-  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis })
+  ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis }),
+  ...(meta.unthreaded === true ? { unthreaded: true as const } : {})
 })
 
 const wireOf = (message: Message): MessageParam => {

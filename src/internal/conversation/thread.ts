@@ -27,7 +27,39 @@ export type ThreadParam =
 export interface ThreadAnchor {
   readonly previousMessageId: string
   readonly held: number
+  /**
+   * The reply answered the `create` that replayed the whole view after `thread_not_found`: if the first `continue`
+   * from it meets `thread_not_found` again, the server is not keeping this conversation's threads (API-RULES 42).
+   */
+  readonly replacesLost?: true
 }
+
+/**
+ * What recording a reply tells about threads (threads on): `sent`, the length of the view its request sent on a
+ * thread, with `replacesLost` when that request was the `create` replaying a lost thread (`thread_not_found`); or
+ * `unthreaded`, the request went without `thread` because the API refused threads for this conversation.
+ */
+export type ThreadRecord =
+  | { readonly sent: number; readonly replacesLost?: true }
+  | { readonly unthreaded: true }
+
+/**
+ * The `ThreadRecord` of a reply (threads on): `unthreaded` once the conversation stopped threading, else the view
+ * length its request sent (none when no request was handed out), `replacesLost` when `replayedAfter`, the error the
+ * caller's replay answered, is `thread_not_found`.
+ */
+export const threadRecordOf = (
+  threading: boolean,
+  sent: number | undefined,
+  replayedAfter: unknown
+): ThreadRecord | undefined =>
+  !threading
+    ? { unthreaded: true }
+    : sent === undefined
+    ? undefined
+    : errorCodeOf(replayedAfter) === "thread_not_found"
+    ? { sent, replacesLost: true }
+    : { sent }
 
 /** What a reply tells about the thread: its id, stop reason and sampling steps. */
 export interface ThreadReply {
@@ -43,10 +75,17 @@ export interface ThreadReply {
  * holds the reply exactly as the server does (no id renamed, no block dropped) after exactly the messages its request
  * sent.
  */
-export const anchorAfterReply = (reply: ThreadReply, stored: boolean, held: number): ThreadAnchor | undefined => {
+export const anchorAfterReply = (
+  reply: ThreadReply,
+  stored: boolean,
+  held: number,
+  replacesLost?: true | undefined
+): ThreadAnchor | undefined => {
   if (!stored || reply.stop_reason === null || reply.stop_reason === "refusal") return undefined
   if (reply.usage?.iterations?.some((step) => step.type === "fallback_message") === true) return undefined
-  return { previousMessageId: reply.id, held }
+  return replacesLost === true
+    ? { previousMessageId: reply.id, held, replacesLost }
+    : { previousMessageId: reply.id, held }
 }
 
 /**
@@ -84,6 +123,21 @@ export const isThreadReplayError = (error: unknown): boolean => {
   const code = errorCodeOf(error)
   return code !== undefined && THREAD_REPLAY_CODES.includes(code)
 }
+
+/**
+ * Whether the API's answer to a `continue` from a reply that replaced a lost thread (`ThreadAnchor.replacesLost`) is
+ * `thread_not_found` again: the thread was lost twice in a row, so the conversation goes on without `thread` (API-RULES
+ * 42, the SDK's `continue_unthreaded`) instead of uploading the whole view every turn.
+ */
+export const isThreadLostAgain = (replacesLost: boolean, error: unknown): boolean =>
+  replacesLost && errorCodeOf(error) === "thread_not_found"
+
+/**
+ * The SDK request options for a `continue` (API-RULES 36): from SDK 1.17 a non-streamed request whose response body is
+ * cut is sent again by the client, and a repeated `continue` meets `thread_already_continued`, whose replay bills the
+ * lost reply and uploads the whole view again. With `maxRetries: 0` the caller retries on its own schedule, knowing.
+ */
+export const CONTINUE_REQUEST_OPTIONS: { readonly maxRetries: 0 } = { maxRetries: 0 }
 
 /**
  * Whether the API answered `thread_unsupported_request` (rule 24; the SDK's `ThreadUnsupportedRequestError`): the
