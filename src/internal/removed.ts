@@ -28,7 +28,7 @@ export const removedRecords = (span: ReadonlyArray<Message>): ReadonlyArray<Remo
   const out: Array<RemovedRecord> = []
   for (const message of span) {
     out.push({ kind: "message", role: message.role, tokens: estimateMessageTokens(message) })
-    if (typeof message.content === "string") continue
+    if (!Array.isArray(message.content)) continue
     for (const block of message.content) {
       if (isToolUse(block)) tools.set(block.id, block.name)
       if (!isToolResult(block)) continue
