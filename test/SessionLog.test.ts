@@ -791,7 +791,7 @@ describe("SessionLog", () => {
   ) =>
     Effect.flatMap(Effect.service(SessionLog), (log) => Effect.exit(log.append(messages))).pipe(
       Effect.provide(
-        layerJsonl({ directory, sessionId: "flaky" }).pipe(
+        layerJsonl({ directory, sessionId: "flaky", retryDeadline: "300 millis" }).pipe(
           Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
           Layer.fresh
         )
@@ -814,9 +814,14 @@ describe("SessionLog", () => {
         assert.strictEqual(attempts.count, 1)
       }
       attempts.count = 0
-      const exhausted = failure(yield* withFlaky(directory, Array(10).fill("EAGAIN"), attempts, [user("never")]))
-      assert.isTrue(exhausted.isRetryable)
-      assert.strictEqual(attempts.count, 6, "one attempt and five retries")
+      // retried until the deadline (300 ms here), then Unavailable naming the last cause
+      const exhausted = failure(yield* withFlaky(directory, Array(1000).fill("EAGAIN"), attempts, [user("never")]))
+      assert.strictEqual(exhausted.reason, "Unavailable")
+      assert.strictEqual(exhausted.code, "EAGAIN")
+      assert.isFalse(exhausted.isRetryable)
+      assert.isTrue((exhausted.cause as SessionLogError).isRetryable)
+      assert.match(exhausted.message, /unavailable for [0-9.]+ s \([0-9]+ tries, deadline 0.3 s\)/)
+      assert.isAbove(attempts.count, 2)
       // every half-written line was cut: the file holds exactly the two acknowledged messages
       const loaded = yield* read(directory, "flaky")
       assert.deepStrictEqual(loaded.issues, [])
