@@ -55,12 +55,39 @@ const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
   return undefined
 }
 
+/** What the errno codes a session file's reads and writes meet mean, in plain words. */
+const PLAIN_CAUSES: Readonly<Record<string, string>> = {
+  ENOSPC: "no space left on the device (the disk is full); free some space and try again",
+  EDQUOT: "the disk quota is exceeded; free some space or raise the quota and try again",
+  EFBIG: "the file is larger than its file system allows",
+  EROFS: "the file system is read-only",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EIO: "an input/output error (the disk or its driver failed)",
+  EMFILE: "this process has too many open files",
+  ENFILE: "the system has too many open files",
+  ENOENT: "no such file or directory",
+  ENOTDIR: "a part of the path is not a directory",
+  EISDIR: "the path is a directory",
+  EAGAIN: "the resource is temporarily unavailable",
+  EBUSY: "the file is busy",
+  EINTR: "the call was interrupted",
+  EBADF: "the file is no longer open"
+}
+
+/**
+ * A failed file operation as a `SessionLogError`: `what` names the operation and its file, the detail says the cause
+ * in plain words (`PLAIN_CAUSES`, else the system's own message) and `code` is its errno code.
+ */
 const ioError = (sessionId: string, what: string) => (error: PlatformError.PlatformError): SessionLogError => {
   const code = errnoCode(error)
+  const cause: unknown = error.reason.cause
+  const system = cause instanceof Error && cause.message !== "" ? cause.message : undefined
+  const plain = (code === undefined ? undefined : PLAIN_CAUSES[code]) ?? system ?? error.message
   return new SessionLogError({
     reason: "Io",
     sessionId,
-    detail: `${what}: ${error.message}`,
+    detail: `${what}: ${plain}`,
     ...(code === undefined ? {} : { code }),
     cause: error
   })
@@ -212,6 +239,8 @@ const tornTail = (scanned: Scanned): ReadonlyArray<LoadIssue> => {
 }
 
 interface Writer {
+  /** The session's file, for messages. */
+  readonly file: string
   readonly handle: FileSystem.File
   /** Bytes of complete lines in the file. */
   size: number
@@ -247,7 +276,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const readBytes = (sessionId: string, file: string) =>
     fs.readFile(file).pipe(
       Effect.catchTag("PlatformError", (e) =>
-        Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, "read")(e)))
+        Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, `read ${file}`)(e)))
     )
 
   /** The file from the tail index's line on, when the index checks out against it; `undefined` otherwise. */
@@ -329,7 +358,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const { file, lock } = yield* files(sessionId)
       const io = ioError(sessionId, `append ${file}`)
       yield* fs.makeDirectory(directory, { recursive: true, mode: 0o700 }).pipe(
-        Effect.mapError(ioError(sessionId, "create directory"))
+        Effect.mapError(ioError(sessionId, `create directory ${directory}`))
       )
       yield* acquireLock(fs, lock, sessionId)
       const { indexed, scanned } = yield* scan(sessionId, useIndex).pipe(
@@ -363,6 +392,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         lineIds.push(id)
       })
       const writer: Writer = {
+        file,
         handle,
         size: completeBytes,
         count: region.first + region.starts.length - 1,
@@ -420,7 +450,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
       if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult
       if (expectedSeq !== writer.count) return { _tag: "Conflict", seq: writer.count } satisfies AppendResult
-      const io = ioError(sessionId, `append ${sessionId}.jsonl`)
+      const io = ioError(sessionId, `append ${writer.file}`)
       const rollback = Effect.suspend(() => writer.handle.truncate(writer.size)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )

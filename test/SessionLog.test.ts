@@ -830,6 +830,46 @@ describe("SessionLog", () => {
       assert.strictEqual(fresh, "ok")
     }))
 
+  /**
+   * The platform's FileSystem, whose session files open for appending on `/dev/full` (the file itself is created,
+   * empty): every write to them fails with the kernel's ENOSPC.
+   */
+  const fullDisk = Layer.effect(
+    FileSystem.FileSystem,
+    Effect.map(FileSystem.FileSystem, (fs) => ({
+      ...fs,
+      open: (path: string, options?: Parameters<FileSystem.FileSystem["open"]>[1]) =>
+        path.endsWith(".jsonl") && options?.flag === "a"
+          ? Effect.andThen(fs.writeFile(path, new Uint8Array(0), { flag: "a" }), fs.open("/dev/full", options))
+          : fs.open(path, options)
+    } satisfies FileSystem.FileSystem))
+  ).pipe(Layer.provide(NodeFileSystem.layer))
+
+  it.live("a full disk (a real ENOSPC from /dev/full): the error names the file and says the disk is full", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const error = yield* Effect.flip(
+        Effect.flatMap(Effect.service(SessionLog), (log) => log.append([user("lost")])).pipe(
+          Effect.provide(
+            layerJsonl({ directory, sessionId: "full" }).pipe(
+              Layer.provide(Layer.mergeAll(fullDisk, NodePath.layer)),
+              Layer.fresh
+            )
+          )
+        )
+      )
+      const path = yield* Effect.service(Path.Path).pipe(Effect.provide(NodePath.layer))
+      assert.strictEqual(error.reason, "Io")
+      assert.strictEqual(error.code, "ENOSPC")
+      assert.isFalse(error.isRetryable)
+      assert.include(error.detail, `append ${path.join(directory, "full.jsonl")}: no space left on the device`)
+      assert.include(error.message, "the disk is full")
+      assert.notInclude(error.message, "Unknown")
+      assert.notInclude(error.message, "FileSystem.writeAll")
+      // nothing reached the real file
+      assert.deepStrictEqual((yield* read(directory, "full")).view, [])
+    }))
+
   it.live("a failed write leaves the live view unchanged and the next append cuts the partial line", () =>
     Effect.gen(function* () {
       const directory = yield* tempDir
