@@ -163,8 +163,10 @@ export interface SessionLogOptions {
   /**
    * Open from the log's tail (see `LoadOptions.tail`): read and check only the entries from the last compaction
    * boundary's first kept one on, so `loaded.entries` starts there (`loaded.verifiedFrom`). The live view, entry ids,
-   * head and `seq` are the full fold's. Default false: every line is read and checked (what a `Conversation` needs,
-   * whose resume replays every entry). Ignored with `repair`.
+   * head and `seq` are the full fold's, and a `Conversation` resumes from the checkpoint of the last boundary. Default
+   * true, unless `closedFolds` is given (its kept fold makes a full open cheap). `false`: every line is read and
+   * checked (a full verification, what the CLI's `inspect` does, and what a caller that needs `loaded.entries` from
+   * the first entry asks for). Ignored with `repair`.
    */
   readonly tail?: boolean
   /**
@@ -282,7 +284,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const recoveredByStore = yield* ridden(opening, "open", store.acquire(sessionId))
   const read = (budget: RetryBudget, afterSeq: number) => ridden(budget, "read", store.read(sessionId, afterSeq))
   const repair = options.repair === true
-  const fromTail = options.tail === true && !repair
+  const fromTail = (options.tail ?? options.closedFolds === undefined) && !repair
   const opened = fromTail
     ? yield* ridden(opening, "open", openSession(store, sessionId, { tail: true })).pipe(
       Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues, from: o.loaded.verifiedFrom }))
@@ -301,12 +303,16 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       ).pipe(Effect.mapError(withSession(sessionId))))
   const live: LiveView = opened.live
   const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...opened.issues]
-  // the stored lines `live` has folded, in order; kept with the fold when the log closes (not after a repair, whose
-  // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read; a tail's lines do
-  // not start at the first one, so they never match a whole log)
-  const lines: Array<string> = opened.stored.map((e) => e.line)
-  let keepable = !repair
+  // with `closedFolds` only: the stored lines `live` has folded, in order; kept with the fold when the log closes (not
+  // after a repair, whose fold skipped lines, nor after a failed catch-up, which may have folded part of what it read;
+  // a tail's lines do not start at the first one, so they never match a whole log). Without it nothing keeps them:
+  // the log's memory follows its view, not its history.
   const closedFolds = options.closedFolds
+  const lines: Array<string> = closedFolds === undefined ? [] : opened.stored.map((e) => e.line)
+  const keepLines = (more: ReadonlyArray<string>) => {
+    if (closedFolds !== undefined) { for (const line of more) lines.push(line) }
+  }
+  let keepable = !repair
   if (closedFolds !== undefined) {
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -326,7 +332,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       (r) =>
         Effect.fromResult(applyStored(live, r.entries)).pipe(
           Effect.map((applied) => {
-            for (const e of r.entries) lines.push(e.line)
+            keepLines(r.entries.map((e) => e.line))
             return applied.entries
           }),
           Effect.tapError(() => Effect.sync(() => void (keepable = false))),
@@ -352,7 +358,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         const result = yield* ridden(budget, "append", store.append(sessionId, live.seq, encoded, { durable }))
         if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
           pending.fold(live)
-          for (const e of encoded) lines.push(e.line)
+          keepLines(encoded.map((e) => e.line))
           live.advance(result.seq)
           return pending.value(pending.entries)
         }
