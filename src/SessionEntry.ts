@@ -341,8 +341,15 @@ export const sameMessage = (a: Message, b: Message): boolean => a === b || canon
  */
 export class LiveView {
   private items: Array<FoldItem> = []
-  /** Every entry applied, in order (the session's history, which a resume replays). */
+  /**
+   * The entries applied, in order: every one, or (after `forgetHistory`) those from the last compaction boundary on,
+   * so the fold's memory follows its view and not the session's history.
+   */
   private applied: Array<Entry> = []
+  /** The `seq` of `applied[0]`: 1, or after the first entry of a tail fold or the last boundary kept. */
+  private appliedFrom = 1
+  /** Whether a compaction drops the entries applied before it (`forgetHistory`). */
+  private bounded = false
   /** tool_use_id → the view item holding that tool_result. */
   private byToolUse = new Map<string, FoldItem>()
   /** The view's messages as last returned, or the view a writer built (`applyCompaction`); `view` checks it. */
@@ -365,9 +372,23 @@ export class LiveView {
     return this.items.length
   }
 
-  /** Every entry applied, in order. */
+  /** The entries applied, in order: every one, or those `firstApplied` on. */
   get entries(): ReadonlyArray<Entry> {
     return this.applied
+  }
+
+  /** The `seq` of the first entry `entries` holds (1 unless a tail fold or `forgetHistory`). */
+  get firstApplied(): number {
+    return this.appliedFrom
+  }
+
+  /**
+   * From now on, applying a compaction drops the entries applied before it: `entries` (and `loaded().entries`) then
+   * start at the last boundary (`firstApplied`), which holds what a resume needs (a `Conversation`'s checkpoint).
+   * What is older stays in the store, read on demand.
+   */
+  forgetHistory(): void {
+    this.bounded = true
   }
 
   /** The view item at `index` (from 0), or `undefined`. */
@@ -382,6 +403,7 @@ export class LiveView {
   startAfter(head: string | null, seq: number): void {
     this.lastId = head
     this.lastSeq = seq
+    this.appliedFrom = seq + 1
   }
 
   /** Records that the stored entries up to `seq` are folded. */
@@ -395,6 +417,8 @@ export class LiveView {
     copy.items = this.items.map((i) => ({ entryId: i.entryId, message: i.message }))
     for (const item of copy.items) copy.index(item)
     copy.applied = [...this.applied]
+    copy.appliedFrom = this.appliedFrom
+    copy.bounded = this.bounded
     copy.messages = this.messages
     copy.lastId = this.lastId
     copy.lastSeq = this.lastSeq
@@ -516,11 +540,16 @@ export class LiveView {
    */
   loaded(issues: ReadonlyArray<LoadIssue>, verifiedFrom?: number): Loaded {
     const loaded = { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
-    return verifiedFrom === undefined ? loaded : { ...loaded, verifiedFrom }
+    const from = verifiedFrom ?? (this.appliedFrom > 1 ? this.appliedFrom : undefined)
+    return from === undefined ? loaded : { ...loaded, verifiedFrom: from }
   }
 
   private appended(entry: Entry): void {
     this.lastId = entry.id
+    if (this.bounded && entry.type === "compaction") {
+      this.appliedFrom += this.applied.length
+      this.applied = []
+    }
     this.applied.push(entry)
   }
 

@@ -287,7 +287,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const fromTail = (options.tail ?? options.closedFolds === undefined) && !repair
   const opened = fromTail
     ? yield* ridden(opening, "open", openSession(store, sessionId, { tail: true })).pipe(
-      Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues, from: o.loaded.verifiedFrom }))
+      Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues }))
     )
     : yield* Effect.flatMap(read(opening, 0), (initial) =>
       Effect.fromResult(
@@ -296,12 +296,13 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           (o) => ({
             live: o.live,
             stored: initial.entries,
-            issues: [...initial.issues, ...o.issues],
-            from: undefined
+            issues: [...initial.issues, ...o.issues]
           })
         )
       ).pipe(Effect.mapError(withSession(sessionId))))
   const live: LiveView = opened.live
+  // opened from its tail, the log keeps no more than it read: each boundary drops the entries before it
+  if (fromTail) live.forgetHistory()
   const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...opened.issues]
   // with `closedFolds` only: the stored lines `live` has folded, in order; kept with the fold when the log closes (not
   // after a repair, whose fold skipped lines, nor after a failed catch-up, which may have folded part of what it read;
@@ -558,7 +559,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     recordEviction,
     recordCompaction,
     snapshot: Effect.sync(() => live.snapshot()),
-    loaded: Effect.sync(() => live.loaded(recovered, opened.from)),
+    loaded: Effect.sync(() => live.loaded(recovered)),
     catchUp,
     load,
     recovered

@@ -246,12 +246,15 @@ interface Writer {
   size: number
   /** Lines in the file: the last `seq`. */
   count: number
-  /** entry id → seq, for the idempotent retry: the lines the open read (every line, or from the tail index on). */
+  /**
+   * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's O(1)-per-session state is
+   * the log's tail (what the tail index names), not its history, and a retried append is always at the tail's end.
+   */
   readonly ids: Map<string, number>
   /** A failed write may have left part of a line: cut back to `size` before the next write. */
   dirty: boolean
-  /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`). */
-  readonly first: number
+  /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`): the tail's start, or 1. */
+  first: number
   /** The byte offset and entry id of every line from `first` on. */
   readonly offsets: Array<number>
   readonly lineIds: Array<string | undefined>
@@ -337,6 +340,19 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
    * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
    * `tailStartAt` finds it). True when it moved.
    */
+  /** Forgets the lines before the writer's tail (their ids, offsets): what is older is read from the file on demand. */
+  const forgetBeforeTail = (writer: Writer): void => {
+    const drop = writer.tail - writer.first
+    if (drop <= 0) return
+    for (let i = 0; i < drop; i++) {
+      const id = writer.lineIds[i]
+      if (id !== undefined && writer.ids.get(id) === writer.first + i) writer.ids.delete(id)
+    }
+    writer.offsets.splice(0, drop)
+    writer.lineIds.splice(0, drop)
+    writer.first = writer.tail
+  }
+
   const advanceTail = (writer: Writer, lines: ReadonlyArray<string>, seq: number): boolean => {
     const before = writer.tail
     lines.forEach((line, i) => {
@@ -409,6 +425,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       yield* Effect.addFinalizer(() => Effect.sync(() => writers.delete(sessionId)))
       // an open that read the whole file leaves the index for the next one
       if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
+      // the writer of the session keeps its tail only; a one-append writer (not `useIndex`) knows every id
+      if (useIndex) forgetBeforeTail(writer)
       return issues
     }).pipe(Effect.withSpan("SessionStore.acquire", { attributes: spanAttributes(name, sessionId) }))
 
@@ -474,7 +492,10 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const seq = writer.count + 1
       writer.count += entries.length
       if (durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
-      if (advanceTail(writer, entries.map((e) => e.line), seq)) yield* writeIndex(sessionId, writer)
+      if (advanceTail(writer, entries.map((e) => e.line), seq)) {
+        yield* writeIndex(sessionId, writer)
+        forgetBeforeTail(writer)
+      }
       return { _tag: "Appended", seq: writer.count } satisfies AppendResult
     })
 
