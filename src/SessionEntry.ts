@@ -346,8 +346,10 @@ export class LiveView {
    * so the fold's memory follows its view and not the session's history.
    */
   private applied: Array<Entry> = []
-  /** The `seq` of `applied[0]`: 1, or after the first entry of a tail fold or the last boundary kept. */
+  /** The `seq` of `applied[0]`: 1, or the first entry of a tail fold, or the last boundary (`forgetHistory`). */
   private appliedFrom = 1
+  /** The `seq` of the first entry a tail fold read and checked (1: it started at the first one). */
+  private readFrom = 1
   /** Whether a compaction drops the entries applied before it (`forgetHistory`). */
   private bounded = false
   /** tool_use_id → the view item holding that tool_result. */
@@ -372,23 +374,24 @@ export class LiveView {
     return this.items.length
   }
 
-  /** The entries applied, in order: every one, or those `firstApplied` on. */
+  /** The entries applied, in order: every one, or (a tail fold, `forgetHistory`) those from a later one on. */
   get entries(): ReadonlyArray<Entry> {
     return this.applied
   }
 
-  /** The `seq` of the first entry `entries` holds (1 unless a tail fold or `forgetHistory`). */
-  get firstApplied(): number {
-    return this.appliedFrom
-  }
-
   /**
-   * From now on, applying a compaction drops the entries applied before it: `entries` (and `loaded().entries`) then
-   * start at the last boundary (`firstApplied`), which holds what a resume needs (a `Conversation`'s checkpoint).
-   * What is older stays in the store, read on demand.
+   * Drops the entries applied before the last compaction boundary, now and at every compaction from now on:
+   * `entries` (and `loaded().entries`) then start at the last boundary (`firstApplied`), which holds what a resume
+   * needs (a `Conversation`'s checkpoint). What is older stays in the store, read on demand.
    */
   forgetHistory(): void {
     this.bounded = true
+    let last = this.applied.length - 1
+    while (last > 0 && this.applied[last]!.type !== "compaction") last--
+    if (last > 0) {
+      this.appliedFrom += last
+      this.applied = this.applied.slice(last)
+    }
   }
 
   /** The view item at `index` (from 0), or `undefined`. */
@@ -404,6 +407,7 @@ export class LiveView {
     this.lastId = head
     this.lastSeq = seq
     this.appliedFrom = seq + 1
+    this.readFrom = seq + 1
   }
 
   /** Records that the stored entries up to `seq` are folded. */
@@ -418,6 +422,7 @@ export class LiveView {
     for (const item of copy.items) copy.index(item)
     copy.applied = [...this.applied]
     copy.appliedFrom = this.appliedFrom
+    copy.readFrom = this.readFrom
     copy.bounded = this.bounded
     copy.messages = this.messages
     copy.lastId = this.lastId
@@ -535,12 +540,14 @@ export class LiveView {
   }
 
   /**
-   * The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues` (and, for a fold
-   * of the log's tail, `verifiedFrom`: the `seq` of its first entry).
+   * The fold as a loaded session: the snapshot, the entries it holds, the last `seq`, and `issues`; `verifiedFrom`
+   * (given, or where a tail fold started reading, or where the held entries start) when they do not start at the
+   * first one.
    */
   loaded(issues: ReadonlyArray<LoadIssue>, verifiedFrom?: number): Loaded {
     const loaded = { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
-    const from = verifiedFrom ?? (this.appliedFrom > 1 ? this.appliedFrom : undefined)
+    const from = verifiedFrom ??
+      (this.readFrom > 1 ? this.readFrom : this.appliedFrom > 1 ? this.appliedFrom : undefined)
     return from === undefined ? loaded : { ...loaded, verifiedFrom: from }
   }
 
@@ -723,7 +730,8 @@ export interface Loaded extends Snapshot {
    * Set by a read of the log's tail (`tail: true`) that did not start at the first line: the `seq` of the first line
    * it read. Every line from there on was checked (checksum, version, schema, the chain from the first one's parent
    * on, every compaction's view hash, the last boundary's included); the lines before it were neither read nor
-   * checked, and `entries` starts there. Absent: every line was read and checked.
+   * checked, and `entries` starts there, or (a log that keeps its memory bounded, see `SessionLogOptions.tail`) at
+   * its last compaction boundary after it. Absent: every line was read and checked, and `entries` holds them all.
    */
   readonly verifiedFrom?: number
 }

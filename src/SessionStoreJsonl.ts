@@ -247,8 +247,9 @@ interface Writer {
   /** Lines in the file: the last `seq`. */
   count: number
   /**
-   * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's O(1)-per-session state is
-   * the log's tail (what the tail index names), not its history, and a retried append is always at the tail's end.
+   * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's state is O(1) per session
+   * (`forgetOld`: the lines of its tail, at most the last `WRITER_WINDOW`), not its history; a retried append is at
+   * the file's end.
    */
   readonly ids: Map<string, number>
   /** A failed write may have left part of a line: cut back to `size` before the next write. */
@@ -264,6 +265,9 @@ interface Writer {
   /** What the open read (its complete lines), for the tail read that follows it; dropped when it is used or stale. */
   opened: Scanned | undefined
 }
+
+/** How many of its last lines a writer keeps the ids and offsets of (beyond its tail). */
+const WRITER_WINDOW = 4096
 
 const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const fs = yield* FileSystem.FileSystem
@@ -340,17 +344,21 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
    * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
    * `tailStartAt` finds it). True when it moved.
    */
-  /** Forgets the lines before the writer's tail (their ids, offsets): what is older is read from the file on demand. */
-  const forgetBeforeTail = (writer: Writer): void => {
-    const drop = writer.tail - writer.first
-    if (drop <= 0) return
+  /**
+   * Forgets the ids and offsets of the lines before the writer's tail, or before its last `WRITER_WINDOW` lines (in
+   * batches of a quarter of it): what is older is read from the file on demand. A kept anchor of a later boundary
+   * that is no longer known only keeps the tail where it is.
+   */
+  const forgetOld = (writer: Writer): void => {
+    const drop = Math.max(writer.tail, writer.count - WRITER_WINDOW + 1) - writer.first
+    if (drop < WRITER_WINDOW / 4) return
     for (let i = 0; i < drop; i++) {
       const id = writer.lineIds[i]
       if (id !== undefined && writer.ids.get(id) === writer.first + i) writer.ids.delete(id)
     }
     writer.offsets.splice(0, drop)
     writer.lineIds.splice(0, drop)
-    writer.first = writer.tail
+    writer.first += drop
   }
 
   const advanceTail = (writer: Writer, lines: ReadonlyArray<string>, seq: number): boolean => {
@@ -426,7 +434,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       // an open that read the whole file leaves the index for the next one
       if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
       // the writer of the session keeps its tail only; a one-append writer (not `useIndex`) knows every id
-      if (useIndex) forgetBeforeTail(writer)
+      if (useIndex) forgetOld(writer)
       return issues
     }).pipe(Effect.withSpan("SessionStore.acquire", { attributes: spanAttributes(name, sessionId) }))
 
@@ -485,17 +493,15 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       entries.forEach((e, i) => {
         writer.ids.set(e.entryId, writer.count + i + 1)
         writer.offsets.push(offset)
-        writer.lineIds.push(idOfLine(e.line.slice(0, PREFIX_CHARS)))
+        writer.lineIds.push(e.entryId) // the id its line starts with (a line that does not is never indexed)
         offset += encoded[i]!.length
       })
       writer.size += chunk.length
       const seq = writer.count + 1
       writer.count += entries.length
       if (durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
-      if (advanceTail(writer, entries.map((e) => e.line), seq)) {
-        yield* writeIndex(sessionId, writer)
-        forgetBeforeTail(writer)
-      }
+      if (advanceTail(writer, entries.map((e) => e.line), seq)) yield* writeIndex(sessionId, writer)
+      forgetOld(writer)
       return { _tag: "Appended", seq: writer.count } satisfies AppendResult
     })
 
