@@ -8,7 +8,10 @@
  * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
  * lands whole or not at all, and many workers append to one session in one order. No transaction outlives an append
  * (never one across a summarizer call), and each sets `idle_in_transaction_session_timeout` and `lock_timeout`, so a
- * worker whose connection silently died frees the session's row within seconds.
+ * worker whose connection silently died frees the session's row within seconds. A failed statement's error carries
+ * the most precise code found down its cause chain (SQLSTATE `57P01`–`57P03` while the server shuts down or starts,
+ * `08xxx`, `ECONNREFUSED`, `ECONNRESET`…), which makes it `isRetryable`: `SessionLog` then retries every statement of
+ * the operation on one schedule until its `retryDeadline` (default 30 s), so a restart of the server is ridden out.
  *
  * @since 0.1.0
  */
