@@ -482,8 +482,8 @@ export const layerMemory = (
 /**
  * A conversation recorded in the `SessionLog`: opening resumes from the log's live fold (`resumeState` of
  * `SessionLog.loaded`: the entries the log folded when it opened, not read or decoded again), and every transition
- * is stored before it is applied. A log opened from its tail (`SessionLogOptions.tail`, so `loaded.verifiedFrom` is
- * set) holds only the entries from the tail on: the state resumes from the checkpoint of the last compaction boundary
+ * is stored before it is applied. A log opened from its tail (the default of `SessionLogOptions.tail`, so
+ * `loaded.verifiedFrom` is set; `tail: false` verifies every line) holds only the entries from the tail on: the state resumes from the checkpoint of the last compaction boundary
  * among them (each boundary the conversation records carries one) and the entries after it, reading nothing else.
  * A tail with no checkpoint (a log whose boundaries another writer recorded, or one written before checkpoints) is
  * read once in full (`load()`, up to the log's `seq`), so the state is the live one either way.

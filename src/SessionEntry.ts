@@ -341,8 +341,17 @@ export const sameMessage = (a: Message, b: Message): boolean => a === b || canon
  */
 export class LiveView {
   private items: Array<FoldItem> = []
-  /** Every entry applied, in order (the session's history, which a resume replays). */
+  /**
+   * The entries applied, in order: every one, or (after `forgetHistory`) those from the last compaction boundary on,
+   * so the fold's memory follows its view and not the session's history.
+   */
   private applied: Array<Entry> = []
+  /** The `seq` of `applied[0]`: 1, or the first entry of a tail fold, or the last boundary (`forgetHistory`). */
+  private appliedFrom = 1
+  /** The `seq` of the first entry a tail fold read and checked (1: it started at the first one). */
+  private readFrom = 1
+  /** Whether a compaction drops the entries applied before it (`forgetHistory`). */
+  private bounded = false
   /** tool_use_id → the view item holding that tool_result. */
   private byToolUse = new Map<string, FoldItem>()
   /** The view's messages as last returned, or the view a writer built (`applyCompaction`); `view` checks it. */
@@ -365,9 +374,24 @@ export class LiveView {
     return this.items.length
   }
 
-  /** Every entry applied, in order. */
+  /** The entries applied, in order: every one, or (a tail fold, `forgetHistory`) those from a later one on. */
   get entries(): ReadonlyArray<Entry> {
     return this.applied
+  }
+
+  /**
+   * Drops the entries applied before the last compaction boundary, now and at every compaction from now on:
+   * `entries` (and `loaded().entries`) then start at the last boundary (`firstApplied`), which holds what a resume
+   * needs (a `Conversation`'s checkpoint). What is older stays in the store, read on demand.
+   */
+  forgetHistory(): void {
+    this.bounded = true
+    let last = this.applied.length - 1
+    while (last > 0 && this.applied[last]!.type !== "compaction") last--
+    if (last > 0) {
+      this.appliedFrom += last
+      this.applied = this.applied.slice(last)
+    }
   }
 
   /** The view item at `index` (from 0), or `undefined`. */
@@ -382,6 +406,8 @@ export class LiveView {
   startAfter(head: string | null, seq: number): void {
     this.lastId = head
     this.lastSeq = seq
+    this.appliedFrom = seq + 1
+    this.readFrom = seq + 1
   }
 
   /** Records that the stored entries up to `seq` are folded. */
@@ -395,6 +421,9 @@ export class LiveView {
     copy.items = this.items.map((i) => ({ entryId: i.entryId, message: i.message }))
     for (const item of copy.items) copy.index(item)
     copy.applied = [...this.applied]
+    copy.appliedFrom = this.appliedFrom
+    copy.readFrom = this.readFrom
+    copy.bounded = this.bounded
     copy.messages = this.messages
     copy.lastId = this.lastId
     copy.lastSeq = this.lastSeq
@@ -511,16 +540,23 @@ export class LiveView {
   }
 
   /**
-   * The fold as a loaded session: the snapshot, every entry applied, the last `seq`, and `issues` (and, for a fold
-   * of the log's tail, `verifiedFrom`: the `seq` of its first entry).
+   * The fold as a loaded session: the snapshot, the entries it holds, the last `seq`, and `issues`; `verifiedFrom`
+   * (given, or where a tail fold started reading, or where the held entries start) when they do not start at the
+   * first one.
    */
   loaded(issues: ReadonlyArray<LoadIssue>, verifiedFrom?: number): Loaded {
     const loaded = { ...this.snapshot(), entries: [...this.applied], seq: this.lastSeq, issues }
-    return verifiedFrom === undefined ? loaded : { ...loaded, verifiedFrom }
+    const from = verifiedFrom ??
+      (this.readFrom > 1 ? this.readFrom : this.appliedFrom > 1 ? this.appliedFrom : undefined)
+    return from === undefined ? loaded : { ...loaded, verifiedFrom: from }
   }
 
   private appended(entry: Entry): void {
     this.lastId = entry.id
+    if (this.bounded && entry.type === "compaction") {
+      this.appliedFrom += this.applied.length
+      this.applied = []
+    }
     this.applied.push(entry)
   }
 
@@ -694,7 +730,8 @@ export interface Loaded extends Snapshot {
    * Set by a read of the log's tail (`tail: true`) that did not start at the first line: the `seq` of the first line
    * it read. Every line from there on was checked (checksum, version, schema, the chain from the first one's parent
    * on, every compaction's view hash, the last boundary's included); the lines before it were neither read nor
-   * checked, and `entries` starts there. Absent: every line was read and checked.
+   * checked, and `entries` starts there, or (a log that keeps its memory bounded, see `SessionLogOptions.tail`) at
+   * its last compaction boundary after it. Absent: every line was read and checked, and `entries` holds them all.
    */
   readonly verifiedFrom?: number
 }

@@ -15,6 +15,7 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -28,6 +29,13 @@ import {
   type CompactionInput,
   SessionLog as SessionLogService
 } from "./internal/sessionLogContract.ts"
+import {
+  conflictPause,
+  DEFAULT_RETRY_DEADLINE,
+  type RetryBudget,
+  retryTransient,
+  startBudget
+} from "./internal/outage.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import { type Message, validateMessage } from "./Message.ts"
@@ -155,10 +163,19 @@ export interface SessionLogOptions {
   /**
    * Open from the log's tail (see `LoadOptions.tail`): read and check only the entries from the last compaction
    * boundary's first kept one on, so `loaded.entries` starts there (`loaded.verifiedFrom`). The live view, entry ids,
-   * head and `seq` are the full fold's. Default false: every line is read and checked (what a `Conversation` needs,
-   * whose resume replays every entry). Ignored with `repair`.
+   * head and `seq` are the full fold's, and a `Conversation` resumes from the checkpoint of the last boundary. Default
+   * true, unless `closedFolds` is given (its kept fold makes a full open cheap). `false`: every line is read and
+   * checked (a full verification, what the CLI's `inspect` does, and what a caller that needs `loaded.entries` from
+   * the first entry asks for). Ignored with `repair`.
    */
   readonly tail?: boolean
+  /**
+   * How long one operation (opening, an append with its catch-up reads and its tries after conflicts, a catch-up)
+   * keeps going through transient store failures (a database shutting down, starting up or unreachable, a lost
+   * connection, `EAGAIN`) and conflicts before it fails: with `Unavailable` (naming the last cause) or `Conflict`.
+   * Retries pause 10 ms to 1 s, doubling, with jitter. Default 30 s.
+   */
+  readonly retryDeadline?: Duration.Input
 }
 
 /**
@@ -257,35 +274,46 @@ const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.
 const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, options: SessionLogOptions) {
   const sessionId = yield* Store.validateSessionId(options.sessionId)
   const sync = options.sync ?? "compaction"
-  const recoveredByStore = yield* store.acquire(sessionId).pipe(Effect.mapError(withSession(sessionId)))
-  const read = (afterSeq: number) => store.read(sessionId, afterSeq).pipe(Effect.mapError(withSession(sessionId)))
+  const deadline = options.retryDeadline === undefined
+    ? DEFAULT_RETRY_DEADLINE
+    : Duration.fromInputUnsafe(options.retryDeadline)
+  /** `effect` (one store call) retried through an outage, within the budget of the operation it belongs to. */
+  const ridden = <A, R>(budget: RetryBudget, what: string, effect: Effect.Effect<A, SessionLogError, R>) =>
+    retryTransient(budget, what, Effect.mapError(effect, withSession(sessionId)))
+  const opening = yield* startBudget(deadline)
+  const recoveredByStore = yield* ridden(opening, "open", store.acquire(sessionId))
+  const read = (budget: RetryBudget, afterSeq: number) => ridden(budget, "read", store.read(sessionId, afterSeq))
   const repair = options.repair === true
-  const fromTail = options.tail === true && !repair
+  const fromTail = (options.tail ?? options.closedFolds === undefined) && !repair
   const opened = fromTail
-    ? yield* openSession(store, sessionId, { tail: true }).pipe(
-      Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues, from: o.loaded.verifiedFrom })),
-      Effect.mapError(withSession(sessionId))
+    ? yield* ridden(opening, "open", openSession(store, sessionId, { tail: true })).pipe(
+      Effect.map((o) => ({ live: o.live, stored: o.stored, issues: o.loaded.issues }))
     )
-    : yield* Effect.flatMap(read(0), (initial) =>
+    : yield* Effect.flatMap(read(opening, 0), (initial) =>
       Effect.fromResult(
         Result.map(
           openFold(options.closedFolds, sessionId, initial.entries, repair ? { repair } : {}),
           (o) => ({
             live: o.live,
             stored: initial.entries,
-            issues: [...initial.issues, ...o.issues],
-            from: undefined
+            issues: [...initial.issues, ...o.issues]
           })
         )
       ).pipe(Effect.mapError(withSession(sessionId))))
   const live: LiveView = opened.live
+  // opened from its tail, the log keeps no more than it read: each boundary drops the entries before it
+  if (fromTail) live.forgetHistory()
   const recovered: ReadonlyArray<SessionEntry.LoadIssue> = [...recoveredByStore, ...opened.issues]
-  // the stored lines `live` has folded, in order; kept with the fold when the log closes (not after a repair, whose
-  // fold skipped lines, nor after a failed catch-up, which may have folded part of what it read; a tail's lines do
-  // not start at the first one, so they never match a whole log)
-  const lines: Array<string> = opened.stored.map((e) => e.line)
-  let keepable = !repair
+  // with `closedFolds` only: the stored lines `live` has folded, in order; kept with the fold when the log closes (not
+  // after a repair, whose fold skipped lines, nor after a failed catch-up, which may have folded part of what it read;
+  // a tail's lines do not start at the first one, so they never match a whole log). Without it nothing keeps them:
+  // the log's memory follows its view, not its history.
   const closedFolds = options.closedFolds
+  const lines: Array<string> = closedFolds === undefined ? [] : opened.stored.map((e) => e.line)
+  const keepLines = (more: ReadonlyArray<string>) => {
+    if (closedFolds !== undefined) { for (const line of more) lines.push(line) }
+  }
+  let keepable = !repair
   if (closedFolds !== undefined) {
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
@@ -299,58 +327,60 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const serialized = <A>(effect: Effect.Effect<A, SessionLogError>) => Semaphore.withPermits(lock, 1, effect)
 
   /** Folds the entries other workers wrote since `live.seq`; returns them. */
-  const catchUpNow = Effect.flatMap(
-    Effect.suspend(() => read(live.seq)),
-    (r) =>
-      Effect.fromResult(applyStored(live, r.entries)).pipe(
-        Effect.map((applied) => {
-          for (const e of r.entries) lines.push(e.line)
-          return applied.entries
-        }),
-        Effect.tapError(() => Effect.sync(() => void (keepable = false))),
-        Effect.mapError(withSession(sessionId))
-      )
-  )
+  const catchUpNow = (budget: RetryBudget) =>
+    Effect.flatMap(
+      Effect.suspend(() => read(budget, live.seq)),
+      (r) =>
+        Effect.fromResult(applyStored(live, r.entries)).pipe(
+          Effect.map((applied) => {
+            keepLines(r.entries.map((e) => e.line))
+            return applied.entries
+          }),
+          Effect.tapError(() => Effect.sync(() => void (keepable = false))),
+          Effect.mapError(withSession(sessionId))
+        )
+    )
 
   const header = (id: string, parentId: string | null) =>
     Effect.map(Clock.currentTimeMillis, (timestamp) => ({ v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp }))
 
   /**
-   * Derives the entries from the live view (`derive`) and appends them at `live.seq`. `Conflict`: catch up, wait a
-   * random moment (up to 2^attempt ms, at most 200 ms) and derive again (the same entry ids), at most
-   * `MAX_CONFLICT_RETRIES` times. `AlreadyWritten`: a retried append had landed; catch up. Uninterruptible, so the
-   * live view never misses an entry that reached the store.
+   * Derives the entries from the live view (`derive`) and appends them at `live.seq`, every store call retried through
+   * an outage within one deadline (`retryDeadline`). `Conflict`: catch up, wait a random moment (`conflictPause`) and
+   * derive again (the same entry ids), until the deadline. `AlreadyWritten`: a retried append had landed; catch up.
+   * Uninterruptible, so the live view never misses an entry that reached the store.
    */
   const appendDerived = <A>(durable: boolean, derive: () => Effect.Effect<PendingWrite<A>, SessionLogError>) =>
     Effect.uninterruptible(Effect.gen(function* () {
-      for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES; attempt++) {
+      const budget = yield* startBudget(deadline)
+      for (let attempt = 0;; attempt++) {
         const pending = yield* derive()
         const encoded = pending.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
-        const result = yield* store.append(sessionId, live.seq, encoded, { durable }).pipe(
-          Effect.retry(retryPolicy),
-          Effect.mapError(withSession(sessionId))
-        )
+        const result = yield* ridden(budget, "append", store.append(sessionId, live.seq, encoded, { durable }))
         if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
           pending.fold(live)
-          for (const e of encoded) lines.push(e.line)
+          keepLines(encoded.map((e) => e.line))
           live.advance(result.seq)
           return pending.value(pending.entries)
         }
         if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
         if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
-        const others = yield* catchUpNow
+        const others = yield* catchUpNow(budget)
         if (result._tag !== "Conflict") {
           const ids = new Set(pending.entries.map((e) => e.id))
           return pending.value(others.filter((e) => ids.has(e.id)))
         }
-        // writers that lost together should not collide again in step: a short random pause, growing
-        yield* Effect.sleep(Math.floor(Math.random() * Math.min(2 ** attempt, 200)))
+        const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
+        if (elapsed >= budget.deadlineMillis) {
+          return yield* new SessionLogError({
+            reason: "Conflict",
+            sessionId,
+            detail: `other writers were first ${attempt + 1} times in a row for ${(elapsed / 1000).toFixed(1)} s ` +
+              `(deadline ${budget.deadlineMillis / 1000} s); try again later`
+          })
+        }
+        yield* Effect.sleep(conflictPause(attempt, Math.random()))
       }
-      return yield* new SessionLogError({
-        reason: "Conflict",
-        sessionId,
-        detail: `other writers were first ${MAX_CONFLICT_RETRIES + 1} times in a row; try again later`
-      })
     }))
 
   const append = (messages: ReadonlyArray<Message>, appendOptions: AppendOptions = {}) =>
@@ -507,15 +537,17 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     }))
 
   const load = (loadOptions: SessionEntry.LoadOptions = {}) =>
-    openSession(store, sessionId, loadOptions).pipe(
-      Effect.map((o) => o.loaded),
-      Effect.mapError(withSession(sessionId))
-    ).pipe(
-      Effect.tap((l) => Effect.annotateCurrentSpan("session.entries", l.entries.length)),
-      Effect.withSpan("SessionLog.load", { attributes: { "session.id": sessionId } })
+    Effect.flatMap(
+      startBudget(deadline),
+      (budget) => ridden(budget, "load", openSession(store, sessionId, loadOptions))
     )
+      .pipe(
+        Effect.map((o) => o.loaded),
+        Effect.tap((l) => Effect.annotateCurrentSpan("session.entries", l.entries.length)),
+        Effect.withSpan("SessionLog.load", { attributes: { "session.id": sessionId } })
+      )
 
-  const catchUp = serialized(catchUpNow).pipe(
+  const catchUp = serialized(Effect.flatMap(startBudget(deadline), catchUpNow)).pipe(
     Effect.tap((entries) => Effect.annotateCurrentSpan("session.entries", entries.length)),
     Effect.map(() => live.snapshot()),
     Effect.withSpan("SessionLog.catchUp", { attributes: { "session.id": sessionId } })
@@ -527,7 +559,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     recordEviction,
     recordCompaction,
     snapshot: Effect.sync(() => live.snapshot()),
-    loaded: Effect.sync(() => live.loaded(recovered, opened.from)),
+    loaded: Effect.sync(() => live.loaded(recovered)),
     catchUp,
     load,
     recovered

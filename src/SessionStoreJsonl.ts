@@ -55,12 +55,39 @@ const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
   return undefined
 }
 
+/** What the errno codes a session file's reads and writes meet mean, in plain words. */
+const PLAIN_CAUSES: Readonly<Record<string, string>> = {
+  ENOSPC: "no space left on the device (the disk is full); free some space and try again",
+  EDQUOT: "the disk quota is exceeded; free some space or raise the quota and try again",
+  EFBIG: "the file is larger than its file system allows",
+  EROFS: "the file system is read-only",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EIO: "an input/output error (the disk or its driver failed)",
+  EMFILE: "this process has too many open files",
+  ENFILE: "the system has too many open files",
+  ENOENT: "no such file or directory",
+  ENOTDIR: "a part of the path is not a directory",
+  EISDIR: "the path is a directory",
+  EAGAIN: "the resource is temporarily unavailable",
+  EBUSY: "the file is busy",
+  EINTR: "the call was interrupted",
+  EBADF: "the file is no longer open"
+}
+
+/**
+ * A failed file operation as a `SessionLogError`: `what` names the operation and its file, the detail says the cause
+ * in plain words (`PLAIN_CAUSES`, else the system's own message) and `code` is its errno code.
+ */
 const ioError = (sessionId: string, what: string) => (error: PlatformError.PlatformError): SessionLogError => {
   const code = errnoCode(error)
+  const cause: unknown = error.reason.cause
+  const system = cause instanceof Error && cause.message !== "" ? cause.message : undefined
+  const plain = (code === undefined ? undefined : PLAIN_CAUSES[code]) ?? system ?? error.message
   return new SessionLogError({
     reason: "Io",
     sessionId,
-    detail: `${what}: ${error.message}`,
+    detail: `${what}: ${plain}`,
     ...(code === undefined ? {} : { code }),
     cause: error
   })
@@ -212,17 +239,23 @@ const tornTail = (scanned: Scanned): ReadonlyArray<LoadIssue> => {
 }
 
 interface Writer {
+  /** The session's file, for messages. */
+  readonly file: string
   readonly handle: FileSystem.File
   /** Bytes of complete lines in the file. */
   size: number
   /** Lines in the file: the last `seq`. */
   count: number
-  /** entry id → seq, for the idempotent retry: the lines the open read (every line, or from the tail index on). */
+  /**
+   * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's state is O(1) per session
+   * (`forgetOld`: the lines of its tail, at most the last `WRITER_WINDOW`), not its history; a retried append is at
+   * the file's end.
+   */
   readonly ids: Map<string, number>
   /** A failed write may have left part of a line: cut back to `size` before the next write. */
   dirty: boolean
-  /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`). */
-  readonly first: number
+  /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`): the tail's start, or 1. */
+  first: number
   /** The byte offset and entry id of every line from `first` on. */
   readonly offsets: Array<number>
   readonly lineIds: Array<string | undefined>
@@ -232,6 +265,9 @@ interface Writer {
   /** What the open read (its complete lines), for the tail read that follows it; dropped when it is used or stale. */
   opened: Scanned | undefined
 }
+
+/** How many of its last lines a writer keeps the ids and offsets of (beyond its tail). */
+const WRITER_WINDOW = 4096
 
 const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const fs = yield* FileSystem.FileSystem
@@ -247,7 +283,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const readBytes = (sessionId: string, file: string) =>
     fs.readFile(file).pipe(
       Effect.catchTag("PlatformError", (e) =>
-        Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, "read")(e)))
+        Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, `read ${file}`)(e)))
     )
 
   /** The file from the tail index's line on, when the index checks out against it; `undefined` otherwise. */
@@ -308,6 +344,23 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
    * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
    * `tailStartAt` finds it). True when it moved.
    */
+  /**
+   * Forgets the ids and offsets of the lines before the writer's tail, or before its last `WRITER_WINDOW` lines (in
+   * batches of a quarter of it): what is older is read from the file on demand. A kept anchor of a later boundary
+   * that is no longer known only keeps the tail where it is.
+   */
+  const forgetOld = (writer: Writer): void => {
+    const drop = Math.max(writer.tail, writer.count - WRITER_WINDOW + 1) - writer.first
+    if (drop < WRITER_WINDOW / 4) return
+    for (let i = 0; i < drop; i++) {
+      const id = writer.lineIds[i]
+      if (id !== undefined && writer.ids.get(id) === writer.first + i) writer.ids.delete(id)
+    }
+    writer.offsets.splice(0, drop)
+    writer.lineIds.splice(0, drop)
+    writer.first += drop
+  }
+
   const advanceTail = (writer: Writer, lines: ReadonlyArray<string>, seq: number): boolean => {
     const before = writer.tail
     lines.forEach((line, i) => {
@@ -329,7 +382,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const { file, lock } = yield* files(sessionId)
       const io = ioError(sessionId, `append ${file}`)
       yield* fs.makeDirectory(directory, { recursive: true, mode: 0o700 }).pipe(
-        Effect.mapError(ioError(sessionId, "create directory"))
+        Effect.mapError(ioError(sessionId, `create directory ${directory}`))
       )
       yield* acquireLock(fs, lock, sessionId)
       const { indexed, scanned } = yield* scan(sessionId, useIndex).pipe(
@@ -363,6 +416,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         lineIds.push(id)
       })
       const writer: Writer = {
+        file,
         handle,
         size: completeBytes,
         count: region.first + region.starts.length - 1,
@@ -379,6 +433,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       yield* Effect.addFinalizer(() => Effect.sync(() => writers.delete(sessionId)))
       // an open that read the whole file leaves the index for the next one
       if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
+      // the writer of the session keeps its tail only; a one-append writer (not `useIndex`) knows every id
+      if (useIndex) forgetOld(writer)
       return issues
     }).pipe(Effect.withSpan("SessionStore.acquire", { attributes: spanAttributes(name, sessionId) }))
 
@@ -420,7 +476,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
       if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult
       if (expectedSeq !== writer.count) return { _tag: "Conflict", seq: writer.count } satisfies AppendResult
-      const io = ioError(sessionId, `append ${sessionId}.jsonl`)
+      const io = ioError(sessionId, `append ${writer.file}`)
       const rollback = Effect.suspend(() => writer.handle.truncate(writer.size)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )
@@ -437,7 +493,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       entries.forEach((e, i) => {
         writer.ids.set(e.entryId, writer.count + i + 1)
         writer.offsets.push(offset)
-        writer.lineIds.push(idOfLine(e.line.slice(0, PREFIX_CHARS)))
+        writer.lineIds.push(e.entryId) // the id its line starts with (a line that does not is never indexed)
         offset += encoded[i]!.length
       })
       writer.size += chunk.length
@@ -445,6 +501,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       writer.count += entries.length
       if (durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
       if (advanceTail(writer, entries.map((e) => e.line), seq)) yield* writeIndex(sessionId, writer)
+      forgetOld(writer)
       return { _tag: "Appended", seq: writer.count } satisfies AppendResult
     })
 

@@ -8,7 +8,10 @@
  * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
  * lands whole or not at all, and many workers append to one session in one order. No transaction outlives an append
  * (never one across a summarizer call), and each sets `idle_in_transaction_session_timeout` and `lock_timeout`, so a
- * worker whose connection silently died frees the session's row within seconds.
+ * worker whose connection silently died frees the session's row within seconds. A failed statement's error carries
+ * the most precise code found down its cause chain (SQLSTATE `57P01`–`57P03` while the server shuts down or starts,
+ * `08xxx`, `ECONNREFUSED`, `ECONNRESET`…), which makes it `isRetryable`: `SessionLog` then retries every statement of
+ * the operation on one schedule until its `retryDeadline` (default 30 s), so a restart of the server is ridden out.
  *
  * @since 0.1.0
  */
@@ -50,16 +53,53 @@ const driverError = (e: SqlError): { readonly message?: string; readonly code?: 
   }
 }
 
+/**
+ * The first code found down `error`'s cause chain (its `cause`, and an `AggregateError`'s errors: Node reports a
+ * refused connection to every address of a host as one): a SQLSTATE (`57P03`) or an errno code (`ECONNREFUSED`).
+ */
+const codeInChain = (error: unknown, depth = 0): string | undefined => {
+  if (typeof error !== "object" || error === null || depth > 8) return undefined
+  const { code, cause, errors } = error as {
+    readonly code?: unknown
+    readonly cause?: unknown
+    readonly errors?: unknown
+  }
+  if (typeof code === "string" && code !== "") return code
+  for (const inner of Array.isArray(errors) ? errors : []) {
+    const found = codeInChain(inner, depth + 1)
+    if (found !== undefined) return found
+  }
+  return codeInChain(cause, depth + 1)
+}
+
 /** PostgreSQL's `undefined_table`: the store's tables are not in this database (or not on its `search_path`). */
 const UNDEFINED_TABLE = "42P01"
 
+/**
+ * The `SessionLogError` of a failed statement. Its `code` is the most precise one found: the SQLSTATE or errno code
+ * down the cause chain (`57P01` the server was shut down, `57P03` it is starting up, `08006`, `ECONNREFUSED`…), else
+ * the `effect/sql` reason (`ConnectionError`, `LockTimeoutError`…); `isRetryable` reads it.
+ */
 const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogError => {
   const driver = driverError(e)
+  const code = codeInChain(e.reason.cause) ?? e.reason._tag
   const detail = driver.code === UNDEFINED_TABLE
     ? `${what}: the store's tables are not in this database or schema (${driver.message}); ` +
       "they are created when a session is first opened for writing, or by SessionStoreSql.layerMigrations"
     : `${what}: ${e.message}${driver.message === undefined ? "" : `: ${driver.message}`}`
-  return new SessionLogError({ reason: "Io", sessionId, detail, code: e.reason._tag, cause: e })
+  const retryableByReason = [
+    "ConnectionError",
+    "DeadlockError",
+    "SerializationError",
+    "LockTimeoutError",
+    "StatementTimeoutError"
+  ]
+    .includes(e.reason._tag)
+  const error = new SessionLogError({ reason: "Io", sessionId, detail, code, cause: e })
+  // a reason effect/sql calls transient stays so under a code of the driver's we do not list
+  return retryableByReason && !error.isRetryable
+    ? new SessionLogError({ reason: "Io", sessionId, detail: `${detail} (${code})`, code: e.reason._tag, cause: e })
+    : error
 }
 
 const migration0001 = Effect.gen(function* () {

@@ -27,8 +27,8 @@ import { exactState, foldedFromStart, withoutCheckpoints } from "./fixtures/Resu
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
-/** A log of the session on one store: opened from its tail, or read in full. */
-type LogOf = (tail: boolean) => Layer.Layer<SessionLog, SessionLogError>
+/** A log of the session on one store: opened from its tail, read in full, or (undefined) as it opens by default. */
+type LogOf = (tail?: boolean) => Layer.Layer<SessionLog, SessionLogError>
 
 /**
  * The first 400 messages of `pi__before-compaction` (15 compactions under the corpus policy, a few seconds a replay)
@@ -74,7 +74,8 @@ describe("Conversation resumed from the log's tail", () => {
       Effect.gen(function* () {
         const directory = mkdtempSync(join(tmpdir(), "conversation-tail-"))
         const logIn = (dir: string): LogOf => (tail) =>
-          layerSessionLog({ directory: dir, sessionId: "s", tail, sync: "never" }).pipe(Layer.provide(platform))
+          layerSessionLog({ directory: dir, sessionId: "s", ...(tail === undefined ? {} : { tail }), sync: "never" })
+            .pipe(Layer.provide(platform))
         try {
           const { summary, full, reference } = yield* replayResumed(logIn(directory))
           const entries = full.entries as ReadonlyArray<Entry>
@@ -92,7 +93,8 @@ describe("Conversation resumed from the log's tail", () => {
           for (let line = 1; line < from; line++) offset = bytes.indexOf(0x0a, offset) + 1
           for (let i = 0; i < offset; i++) if (bytes[i] !== 0x0a) bytes[i] = 0x78
           writeFileSync(file, bytes)
-          const opened = yield* openConversation(logIn(directory)(true))
+          // the default open is the tail's
+          const opened = yield* openConversation(logIn(directory)())
           assert.strictEqual(opened.loaded.verifiedFrom, from)
           assert.deepStrictEqual(exactState(opened.state), exactState(reference))
           // the log of a writer before checkpoints: the same state, from a full read
@@ -114,7 +116,7 @@ describe("Conversation resumed from the log's tail", () => {
       Effect.gen(function* () {
         const db = yield* Effect.promise(() => makeSchema())
         const log: LogOf = (tail) =>
-          SessionLog.layer({ sessionId: "s", tail, sync: "never" }).pipe(
+          SessionLog.layer({ sessionId: "s", ...(tail === undefined ? {} : { tail }), sync: "never" }).pipe(
             Layer.provide(Layer.succeedContext(db.context))
           )
         try {
@@ -125,7 +127,8 @@ describe("Conversation resumed from the log's tail", () => {
           yield* Effect.promise(() =>
             execute(db.url, `DELETE FROM ${db.schema}.compaction_entries WHERE seq < ${from}`)
           )
-          const opened = yield* openConversation(log(true))
+          // the default open is the tail's
+          const opened = yield* openConversation(log())
           assert.strictEqual(opened.loaded.verifiedFrom, from)
           assert.deepStrictEqual(exactState(opened.state), exactState(reference))
         } finally {

@@ -42,10 +42,11 @@ const result = (id: string, content: string): Message => ({
 const withJsonl = <A, E>(
   directory: string,
   sessionId: string,
-  body: (log: SessionLogShape) => Effect.Effect<A, E>
+  body: (log: SessionLogShape) => Effect.Effect<A, E>,
+  options: { readonly tail?: boolean } = {}
 ): Effect.Effect<A, E | SessionLogError> =>
   Effect.flatMap(Effect.service(SessionLog), body).pipe(
-    Effect.provide(layerJsonl({ directory, sessionId }).pipe(Layer.provide(platform), Layer.fresh))
+    Effect.provide(layerJsonl({ directory, sessionId, ...options }).pipe(Layer.provide(platform), Layer.fresh))
   )
 
 const withMemory = <A, E>(
@@ -633,8 +634,9 @@ describe("SessionLog", () => {
       assert.deepStrictEqual(error.lines, [5, 7])
       assert.match(error.message, /line 5: not JSON/)
       assert.match(error.message, /line 7: .*role/)
-      const opened = failure(yield* Effect.exit(withJsonl(directory, "bad", () => Effect.void)))
-      assert.strictEqual(opened.reason, "Corrupt", "the writer refuses to open a damaged log by default")
+      // the default open reads and checks the tail only (these lines are before it); a full verification is asked for
+      const opened = failure(yield* Effect.exit(withJsonl(directory, "bad", () => Effect.void, { tail: false })))
+      assert.strictEqual(opened.reason, "Corrupt", "the writer refuses to open a damaged log when it verifies it all")
       const repaired = yield* read(directory, "bad", true)
       assert.deepStrictEqual(repaired.issues.slice(0, 2).map((i) => [i._tag, i.line]), [["CorruptLine", 5], [
         "CorruptLine",
@@ -791,7 +793,7 @@ describe("SessionLog", () => {
   ) =>
     Effect.flatMap(Effect.service(SessionLog), (log) => Effect.exit(log.append(messages))).pipe(
       Effect.provide(
-        layerJsonl({ directory, sessionId: "flaky" }).pipe(
+        layerJsonl({ directory, sessionId: "flaky", retryDeadline: "300 millis" }).pipe(
           Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
           Layer.fresh
         )
@@ -814,15 +816,60 @@ describe("SessionLog", () => {
         assert.strictEqual(attempts.count, 1)
       }
       attempts.count = 0
-      const exhausted = failure(yield* withFlaky(directory, Array(10).fill("EAGAIN"), attempts, [user("never")]))
-      assert.isTrue(exhausted.isRetryable)
-      assert.strictEqual(attempts.count, 6, "one attempt and five retries")
+      // retried until the deadline (300 ms here), then Unavailable naming the last cause
+      const exhausted = failure(yield* withFlaky(directory, Array(1000).fill("EAGAIN"), attempts, [user("never")]))
+      assert.strictEqual(exhausted.reason, "Unavailable")
+      assert.strictEqual(exhausted.code, "EAGAIN")
+      assert.isFalse(exhausted.isRetryable)
+      assert.isTrue((exhausted.cause as SessionLogError).isRetryable)
+      assert.match(exhausted.message, /unavailable for [0-9.]+ s \([0-9]+ tries, deadline 0.3 s\)/)
+      assert.isAbove(attempts.count, 2)
       // every half-written line was cut: the file holds exactly the two acknowledged messages
       const loaded = yield* read(directory, "flaky")
       assert.deepStrictEqual(loaded.issues, [])
       checkView("after failures", loaded.view, [user("one"), user("two")])
       const fresh = yield* withJsonl(directory, "flaky", (log) => Effect.map(log.append([user("three")]), () => "ok"))
       assert.strictEqual(fresh, "ok")
+    }))
+
+  /**
+   * The platform's FileSystem, whose session files open for appending on `/dev/full` (the file itself is created,
+   * empty): every write to them fails with the kernel's ENOSPC.
+   */
+  const fullDisk = Layer.effect(
+    FileSystem.FileSystem,
+    Effect.map(FileSystem.FileSystem, (fs) => ({
+      ...fs,
+      open: (path: string, options?: Parameters<FileSystem.FileSystem["open"]>[1]) =>
+        path.endsWith(".jsonl") && options?.flag === "a"
+          ? Effect.andThen(fs.writeFile(path, new Uint8Array(0), { flag: "a" }), fs.open("/dev/full", options))
+          : fs.open(path, options)
+    } satisfies FileSystem.FileSystem))
+  ).pipe(Layer.provide(NodeFileSystem.layer))
+
+  it.live("a full disk (a real ENOSPC from /dev/full): the error names the file and says the disk is full", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const error = yield* Effect.flip(
+        Effect.flatMap(Effect.service(SessionLog), (log) => log.append([user("lost")])).pipe(
+          Effect.provide(
+            layerJsonl({ directory, sessionId: "full" }).pipe(
+              Layer.provide(Layer.mergeAll(fullDisk, NodePath.layer)),
+              Layer.fresh
+            )
+          )
+        )
+      )
+      const path = yield* Effect.service(Path.Path).pipe(Effect.provide(NodePath.layer))
+      assert.strictEqual(error.reason, "Io")
+      assert.strictEqual(error.code, "ENOSPC")
+      assert.isFalse(error.isRetryable)
+      assert.include(error.detail, `append ${path.join(directory, "full.jsonl")}: no space left on the device`)
+      assert.include(error.message, "the disk is full")
+      assert.notInclude(error.message, "Unknown")
+      assert.notInclude(error.message, "FileSystem.writeAll")
+      // nothing reached the real file
+      assert.deepStrictEqual((yield* read(directory, "full")).view, [])
     }))
 
   it.live("a failed write leaves the live view unchanged and the next append cuts the partial line", () =>

@@ -465,7 +465,9 @@ for (const backend of backends) {
                 yield* withLog(backend, sessionId, (other) => other.append([user("late")]))
                 const caught = yield* log.catchUp
                 assert.strictEqual(caught.view.at(-1)!.content, "late")
-              })).pipe(Effect.provide(SessionLog.layer({ sessionId }).pipe(Layer.provide(spy), Layer.fresh)))
+              })).pipe(
+                Effect.provide(SessionLog.layer({ sessionId, tail: false }).pipe(Layer.provide(spy), Layer.fresh))
+              )
             assert.deepStrictEqual(reads, [0, 60], "opened with a full read, caught up after seq 60")
           }),
         180_000

@@ -375,7 +375,8 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
         Effect.gen(function* () {
           const path = yield* Path.Path
           const sessionId = Option.getOrElse(input.sessionId, () => sessionIdFor(path, input.file))
-          const logLayer = layerSessionLog({ directory, sessionId }).pipe(
+          // every stored entry, not the tail: `seedLog` compares the stored messages with the input
+          const logLayer = layerSessionLog({ directory, sessionId, tail: false }).pipe(
             Layer.catchTag(
               "SessionLogError",
               (e) => Layer.effect(SessionLog, Effect.fail(persistFailure(directory, e)))

@@ -14,7 +14,8 @@ const REASONS = [
   "FutureVersion",
   "InvalidInput",
   "Conflict",
-  "NotFound"
+  "NotFound",
+  "Unavailable"
 ] as const
 
 /** Why a session log operation failed. @category errors */
@@ -28,6 +29,21 @@ const RETRYABLE_CODES: ReadonlySet<string> = new Set([
   "EWOULDBLOCK",
   "EBUSY",
   "EINTR",
+  // a database server that is restarting, or the network to it
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  // PostgreSQL's admin_shutdown, crash_shutdown, cannot_connect_now (shutting down or starting up),
+  // too_many_connections (08xxx, connection exceptions, are matched by their class)
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
   // effect/sql reasons that are worth retrying (an append is idempotent by its entry ids)
   "ConnectionError",
   "DeadlockError",
@@ -69,14 +85,17 @@ const SessionLogErrorBase: Schema.Class<
  * The one error of this module. `reason` says what happened; `entryId` / `line` / `lines` say where; `code` is the
  * errno code (or the `effect/sql` reason) of an `Io` failure and `pid` the holder of a `Locked` session. `line` is the
  * entry's line in a JSONL file and its `seq` in any other store (the same number: the n-th entry of the session).
- * Only `Io` failures with a transient code (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a deadlock or lock
- * timeout) are `isRetryable`; `ENOSPC`, `EACCES` and every other reason are permanent.
+ * Only `Io` failures with a transient code (`EAGAIN`, `EBUSY`, `EINTR`, a refused or lost connection, PostgreSQL
+ * shutting down or starting up (`57P01`–`57P03`, `08xxx`), a deadlock or lock timeout) are `isRetryable`; `ENOSPC`,
+ * `EACCES` and every other reason are permanent. `Unavailable`: the store kept failing transiently until the
+ * operation's retry deadline passed (`cause` is the last failure, `code` its code).
  * @category errors
  */
 export class SessionLogError extends SessionLogErrorBase {
-  /** True for transient storage failures (`EAGAIN`, `EBUSY`, `EINTR`, a lost SQL connection, a lock timeout). */
+  /** True for transient storage failures (`EAGAIN`, `EBUSY`, `EINTR`, a lost or refused connection, a lock timeout). */
   get isRetryable(): boolean {
-    return this.reason === "Io" && this.code !== undefined && RETRYABLE_CODES.has(this.code)
+    return this.reason === "Io" && this.code !== undefined &&
+      (RETRYABLE_CODES.has(this.code) || /^08[0-9A-Z]{3}$/.test(this.code))
   }
   override get message(): string {
     const where = [
