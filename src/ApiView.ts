@@ -21,9 +21,8 @@ const lastBlockCache = new WeakMap<Message, number>()
  * The index of the last compaction block with content in one message, or -1. A system message never counts: a
  * compaction block there is misplaced (API-RULES 13) and `Validate` reports it. Cached by identity.
  * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: it finds the compaction block itself.
  */
-export const compactionBlockIndex = (message: Message): number => {
+const compactionBlockIndex = (message: Message): number => {
   let index = lastBlockCache.get(message)
   if (index === undefined) {
     index = -1
@@ -46,9 +45,8 @@ export const compactionBlockIndex = (message: Message): number => {
  * `compactionBlockIndex(message) >= 0`, but a message without any compaction block is answered by a scan of its block
  * types, with no cache entry, so a walk over a long list stays cheap.
  * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: it finds the message that opens the view itself.
  */
-export const opensApiView = (message: Message): boolean => {
+const opensApiView = (message: Message): boolean => {
   const content = message.content
   if (typeof content === "string" || message.role === "system") return false
   for (let b = 0; b < content.length; b++) {
@@ -61,9 +59,8 @@ export const opensApiView = (message: Message): boolean => {
  * The index where the API view starts: the message holding the last compaction block with content, or 0 when there
  * is none. `messages.slice(apiViewStart(messages))` is what the API processes; everything before is dropped.
  * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: the view it returns starts there.
  */
-export const apiViewStart = (messages: ReadonlyArray<Message>): number => {
+const apiViewStart = (messages: ReadonlyArray<Message>): number => {
   for (let i = messages.length - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
   return 0
 }
@@ -116,9 +113,8 @@ export const viewSummary = (messages: ReadonlyArray<Message>): Option.Option<str
  * (in a summary, or moved after one). A content-less settings message (`output_config`, rule 26) counts as any other.
  * O(messages).
  * @category api view
- * @deprecated Use `Compact.compactContext(messages, policy)`: it never re-emits a cleared system message as live.
  */
-export const liveSystemMessages = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
+const liveSystemMessages = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
   const live: Array<number> = []
   const start = apiViewStart(messages)
   let laterUser = false

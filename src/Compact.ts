@@ -51,9 +51,6 @@ import { type RepairReport, repairResult } from "./Validate.ts"
 
 // The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
 export {
-  /** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */ SUMMARY_HEADER,
-  /** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */ summaryMessage,
-  /** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */ summaryText
 } from "./Summary.ts"
 
 // ============================================================================
@@ -62,9 +59,8 @@ export {
 
 /**
  * Why a compaction did nothing. @category models
- * @deprecated Use `Compact.CompactOutcome`'s `Skipped` case: its `reason` field has this type.
  */
-export type SkipReason =
+type SkipReason =
   /** No more turns than the floor keeps, and no oversized turn to split. */
   | "TooShort"
   /** The plan keeps everything, or the head holds nothing but an earlier summary. */
@@ -74,9 +70,8 @@ export type SkipReason =
 
 /**
  * A range of message indices, `from` inclusive, `to` exclusive. @category models
- * @deprecated Use `Compact.CompactionCut`'s `removed` and `kept` fields: they have this shape.
  */
-export interface MessageRange {
+interface MessageRange {
   readonly from: number
   readonly to: number
 }
@@ -160,10 +155,8 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
 /**
  * Tokens a compaction must free at least, by default. Below it the pass is `Skipped` ("TooLittleFreed"), which is
  * what stops compact-again loops: a second pass with no new turns would free almost nothing. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: it skips a pass that frees fewer tokens unless
- * `minFreedTokens` says otherwise.
  */
-export const DEFAULT_MIN_FREED_TOKENS = 2_000
+const DEFAULT_MIN_FREED_TOKENS = 2_000
 
 /** Options of `compactContext`. Every option may be `undefined`, which means absent. @category models */
 export interface CompactOptions {

@@ -233,9 +233,8 @@ export const splitKeepingTurns = <M extends Message>(
 
 /**
  * The same function as `splitKeepingTurns`.
- * @deprecated Use `Cut.splitKeepingTurns` (the name says what it plans: a split that keeps the last turns).
  */
-export const plan: typeof splitKeepingTurns = splitKeepingTurns
+const plan: typeof splitKeepingTurns = splitKeepingTurns
 
 // ============================================================================
 // Policy cut
@@ -369,8 +368,8 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
 /**
  * The cut of `planForPolicy`: keep the newest messages up to `policy.keepRecentTokens`, never fewer than
  * `policy.keepRecentTurns` whole turns unless the oversized-turn rule applies, tool-safe. 0 means nothing to compact.
- * @deprecated Use `Cut.planForPolicy(messages, policy).cut`: the plan says why it cuts there.
+ *
  * @category cutting
  */
-export const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
+const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
   planForPolicy(messages, policy).cut

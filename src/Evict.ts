@@ -36,29 +36,13 @@ import { defaultToolClassifier } from "./Tools.ts"
 // The pointer format, at home in `Offload`
 // ============================================================================
 
-/** @deprecated Use `Offload.formatOffloadRef` (the pointer format lives in `Offload`). @category pointers */
-export const formatOffloadRef: typeof Offload.formatOffloadRef = Offload.formatOffloadRef
 
-/** @deprecated Use `Offload.parseOffloadRef` (the pointer format lives in `Offload`). @category pointers */
-export const parseOffloadRef: typeof Offload.parseOffloadRef = Offload.parseOffloadRef
 
-/** @deprecated Use `Offload.offloadRefOf` (the pointer format lives in `Offload`). @category pointers */
-export const offloadRefOf: typeof Offload.offloadRefOf = Offload.offloadRefOf
 
-/** @deprecated Use `Offload.isOffloaded` (the pointer format lives in `Offload`). @category pointers */
-export const isOffloaded: typeof Offload.isOffloaded = Offload.isOffloaded
 
-/** @deprecated Use `Offload.OMITTED_TOOL_RESULT` (the pointer format lives in `Offload`). @category constants */
-export const OMITTED_TOOL_RESULT: typeof Offload.OMITTED_TOOL_RESULT = Offload.OMITTED_TOOL_RESULT
 
-/** @deprecated Use `Offload.OffloadReason` (the pointer format lives in `Offload`). @category models */
-export type OffloadReason = Offload.OffloadReason
 
-/** @deprecated Use `Offload.OffloadRef` (the pointer format lives in `Offload`). @category models */
-export type OffloadRef = Offload.OffloadRef
 
-/** @deprecated Use `Offload.Offloaded` (the pointer format lives in `Offload`). @category models */
-export type Offloaded = Offload.Offloaded
 
 // ============================================================================
 // Eviction
@@ -84,17 +68,16 @@ export const FIXED_MIN_SAVINGS = 2_000
 /**
  * The former default `minSavings`, kept so existing imports work: it is `FIXED_MIN_SAVINGS`, and it is **not** what
  * `evictStaleToolResults` uses when `minSavings` is absent (that is the rent-or-buy rule).
- * @deprecated Use `FIXED_MIN_SAVINGS`, or leave `minSavings` out for the rent-or-buy default.
+ *
  * @category constants
  */
-export const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
+const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
 
 /**
  * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
  * a 5-minute write 1.25. @category constants
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: its rent-or-buy rule weighs these prices itself.
  */
-export const CACHE_PRICES: { readonly cacheRead: number; readonly cacheWrite: number } = cachePrices("5m")
+const CACHE_PRICES: { readonly cacheRead: number; readonly cacheWrite: number } = cachePrices("5m")
 
 /** Options of `evictStaleToolResults`. @category models */
 export interface EvictOptions {
@@ -186,9 +169,8 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
  * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
  * survives every eviction. `undefined` when no result may still be offloaded.
  * @category eviction
- * @deprecated Use `Conversation.requestOf(state)`: it places the cache breakpoint before the frontier itself.
  */
-export const evictionFrontier = (
+const evictionFrontier = (
   messages: ReadonlyArray<Message>,
   options: { readonly classifier?: ToolClassifier | undefined } = {}
 ): { readonly message: number; readonly block: number } | undefined => {

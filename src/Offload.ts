@@ -101,9 +101,8 @@ export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block)
  * The block with its `content` replaced by the pointer text of `ref` (`formatOffloadRef(ref)`); every other field is
  * kept. `offloadRefOf` of the result is `ref`.
  * @category pointers
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: it writes the pointer blocks itself.
  */
-export const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResultBlock => ({
+const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResultBlock => ({
   ...block,
   content: formatOffloadRef(ref)
 })
@@ -112,9 +111,8 @@ export const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResul
  * The estimated tokens of a tool_result's payload, as the estimator counts its content inside a message: what
  * offloading it would remove before the pointer is added.
  * @category pointers
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: it prices what an eviction frees itself.
  */
-export const payloadTokens = (block: ToolResultBlock): number =>
+const payloadTokens = (block: ToolResultBlock): number =>
   block.content === undefined ? 0 : estimateContentTokens(block.content)
 
 /** One offloaded tool_result. `block` is the complete replacement block. @category models */

@@ -64,25 +64,13 @@ const Header: HeaderFields = {
   timestamp: Schema.Number
 }
 
-/**
- * Step metadata: what the layer that appended a message or recorded a compaction keeps beside it (usage, the
- * request's epoch, renamed ids, a resume checkpoint…), a JSON object whose top-level keys name its owner
- * (`Conversation` writes `conversation`). It is covered by the line's checksum and never part of the view. @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
- */
-export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
- */
-export type StepMeta = typeof StepMeta.Type
+type StepMeta = typeof StepMeta.Type
 
 /**
  * One message of the conversation, stored exactly as it was appended, with its step metadata (v3) when the writer
  * gave any. @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-export const MessageEntry: Schema.Struct<
+const MessageEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"message">
     readonly message: Schema.declare<Message>
@@ -94,34 +82,24 @@ export const MessageEntry: Schema.Struct<
   message: MessageSchema,
   meta: Schema.optionalKey(StepMeta)
 })
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
- */
-export type MessageEntry = typeof MessageEntry.Type
+type MessageEntry = typeof MessageEntry.Type
 
 /**
  * One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
-export const Eviction: Schema.Struct<{
+const Eviction: Schema.Struct<{
   readonly toolUseId: Schema.String
   readonly block: Schema.declare<ToolResultBlock>
 }> = Schema.Struct({
   toolUseId: Schema.String.check(Schema.isMinLength(1)),
   block: ToolResultSchema
 })
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
- */
-export type Eviction = typeof Eviction.Type
+type Eviction = typeof Eviction.Type
 
 /**
  * Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-export const EvictionEntry: Schema.Struct<
+const EvictionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"eviction">
     readonly evictions: Schema.$Array<typeof Eviction>
@@ -131,31 +109,22 @@ export const EvictionEntry: Schema.Struct<
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction)
 })
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
- */
-export type EvictionEntry = typeof EvictionEntry.Type
+type EvictionEntry = typeof EvictionEntry.Type
 
 /**
  * The kept part of a compaction, stored explicitly because the caller changed it (a `repair` of an aborted reply):
  * `messages` replace every view item up to and including the one from entry `through` (the last item of the snapshot
  * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
  * @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
-export const KeptMessages: Schema.Struct<{
+const KeptMessages: Schema.Struct<{
   readonly through: Schema.NullOr<Schema.String>
   readonly messages: Schema.$Array<Schema.declare<Message>>
 }> = Schema.Struct({
   through: Schema.NullOr(Schema.String),
   messages: Schema.Array(MessageSchema)
 })
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
- */
-export type KeptMessages = typeof KeptMessages.Type
+type KeptMessages = typeof KeptMessages.Type
 
 /**
  * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
@@ -164,9 +133,8 @@ export type KeptMessages = typeof KeptMessages.Type
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
  * @category schemas
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-export const CompactionEntry: Schema.Struct<
+const CompactionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"compaction">
     readonly summary: Schema.declare<Message>
@@ -192,11 +160,7 @@ export const CompactionEntry: Schema.Struct<
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
   meta: Schema.optionalKey(StepMeta)
 })
-/**
- * @category models
- * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
- */
-export type CompactionEntry = typeof CompactionEntry.Type
+type CompactionEntry = typeof CompactionEntry.Type
 
 /** Any log entry (versions 1 to 3). @category schemas */
 export const Entry: Schema.Union<readonly [typeof MessageEntry, typeof EvictionEntry, typeof CompactionEntry]> = Schema
@@ -208,14 +172,12 @@ export type Entry = typeof Entry.Type
 // Errors
 // ============================================================================
 
-/** The session log's error. @deprecated Use `SessionLog.SessionLogError`: the error belongs to the log. */
-export const SessionLogError: typeof LogError = LogError
-/** @deprecated Use `SessionLog.SessionLogError`. */
-export type SessionLogError = LogError
-/** Why a session log operation failed. @deprecated Use `SessionLog.SessionLogErrorReason`. */
-export const SessionLogErrorReason: typeof LogErrorReason = LogErrorReason
-/** @deprecated Use `SessionLog.SessionLogErrorReason`. */
-export type SessionLogErrorReason = LogErrorReason
+/** The session log's error. */
+const SessionLogError: typeof LogError = LogError
+type SessionLogError = LogError
+/** Why a session log operation failed. */
+const SessionLogErrorReason: typeof LogErrorReason = LogErrorReason
+type SessionLogErrorReason = LogErrorReason
 
 // ============================================================================
 // Hash
@@ -225,9 +187,8 @@ export type SessionLogErrorReason = LogErrorReason
  * Canonical JSON: object keys sorted, no whitespace, `undefined` members left out and non-finite numbers written as
  * `null` (what `JSON.stringify` does). Two values with the same JSON meaning get the same string.
  * @category hashing
- * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
-export const canonicalJson = (value: unknown): string => {
+const canonicalJson = (value: unknown): string => {
   const out: Array<string> = []
   writeCanonical(value, out)
   return out.join("")
@@ -266,9 +227,8 @@ const writeCanonical = (value: unknown, out: Array<string>): void => {
 /**
  * The hash a compaction entry stores: SHA-256 of `canonicalJson(view)`, lowercase hex.
  * @category hashing
- * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
-export const viewHash = (view: ReadonlyArray<Message>): string => {
+const viewHash = (view: ReadonlyArray<Message>): string => {
   // streamed: the same bytes as canonicalJson(view), with each message's canonical JSON cached by identity (kept
   // messages are hashed at every compaction, evicted ones are new objects)
   const hash = createHash("sha256").update("[")
@@ -287,9 +247,8 @@ const canonicalCache = new WeakMap<Message, string>()
 
 /**
  * One view message and the id of the entry that put it there. @category models
- * @deprecated Use `SessionLog.readSession(sessionId)`: the fold's items are its plumbing.
  */
-export interface ViewItem {
+interface ViewItem {
   readonly entryId: string
   readonly message: Message
 }
@@ -327,9 +286,8 @@ const canonicalOf = (message: Message): string => {
  * True when two messages hash alike in a view: the same object, or the same canonical JSON. A message kept by entry
  * id instead of stored again must be one of these, so the fold rebuilds the same view hash.
  * @category hashing
- * @deprecated Use `SessionLog.readSession(sessionId)`: the fold compares messages itself.
  */
-export const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
+const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
 
 /**
  * The fold behind `rebuildView` and the live service, applied entry by entry, so a worker keeps it and catches up
@@ -337,9 +295,8 @@ export const sameMessage = (a: Message, b: Message): boolean => a === b || canon
  * the entry that put it there (a message entry, or the compaction entry for the summary). Its state changes only
  * through `apply`, `applyCompaction` and `advance`; what it returns is never changed afterwards.
  * @category view
- * @deprecated Use `SessionLog.readSession(sessionId)`: the live fold is its plumbing.
  */
-export class LiveView {
+class LiveView {
   private items: Array<FoldItem> = []
   /** Every entry applied, in order (the session's history, which a resume replays). */
   private applied: Array<Entry> = []
@@ -544,9 +501,8 @@ const keptEntryId = (compactionId: string, i: number): string => `${compactionId
  * compaction entry's id `c`, and the i-th message of its `kept` part (from 1) `c#i`), and the id of the last entry
  * applied (`head`).
  * @category models
- * @deprecated Use `Loaded`, which extends it with what the load found.
  */
-export interface Snapshot {
+interface Snapshot {
   readonly view: ReadonlyArray<Message>
   readonly entryIds: ReadonlyArray<string>
   readonly head: string | null
@@ -554,9 +510,8 @@ export interface Snapshot {
 
 /**
  * A hash check that failed, or (with `repair`) was accepted and reported. @category models
- * @deprecated Use `LoadIssue`, which reports a mismatch.
  */
-export interface HashMismatch {
+interface HashMismatch {
   readonly entryId: string
   readonly expected: string
   readonly actual: string
@@ -589,9 +544,8 @@ export const encodeEntry = (entry: Entry): string => {
 
 /**
  * What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models
- * @deprecated Use `LoadIssue`, which reports a line that does not decode.
  */
-export interface LineProblem {
+interface LineProblem {
   readonly reason: "Corrupt" | "FutureVersion"
   readonly detail: string
   readonly entryId?: string
@@ -732,9 +686,8 @@ const corruptError = (
  * skipped, broken chains and hash mismatches accepted, and all reported in the returned issues (a future version
  * still fails). On failure `live` holds the entries before the first problem.
  * @category view
- * @deprecated Use `SessionEntry.loadStored(entries)`: it folds the stored entries itself.
  */
-export const applyStored = (
+const applyStored = (
   live: LiveView,
   stored: ReadonlyArray<StoredEntry>,
   options: LoadOptions = {}
@@ -830,9 +783,8 @@ export const loadStored = (
  * fails with `HashMismatch` naming the first compaction whose hash does not match, or `Corrupt` when a compaction
  * keeps an entry that is not in the view; both name the entry's position (`line`, from 1).
  * @category view
- * @deprecated Use `SessionEntry.loadStored(entries)`: it rebuilds the view and reports damage.
  */
-export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
+const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
   const live = new LiveView()
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!

@@ -52,64 +52,13 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
 
-/** @deprecated Use `SessionEntry.canonicalJson`. */
-export const canonicalJson: typeof SessionEntry.canonicalJson = SessionEntry.canonicalJson
-/** @deprecated Use `SessionEntry.CompactionEntry`. */
-export const CompactionEntry: typeof SessionEntry.CompactionEntry = SessionEntry.CompactionEntry
-/** @deprecated Use `SessionEntry.CompactionEntry`. */
-export type CompactionEntry = SessionEntry.CompactionEntry
-/** @deprecated Use `SessionEntry.CURRENT_VERSION`. */
-export const CURRENT_VERSION: typeof SessionEntry.CURRENT_VERSION = SessionEntry.CURRENT_VERSION
-/** @deprecated Use `SessionEntry.Entry`. */
-export const Entry: typeof SessionEntry.Entry = SessionEntry.Entry
-/** @deprecated Use `SessionEntry.Entry`. */
-export type Entry = SessionEntry.Entry
-/** @deprecated Use `SessionEntry.Eviction`. */
-export const Eviction: typeof SessionEntry.Eviction = SessionEntry.Eviction
-/** @deprecated Use `SessionEntry.Eviction`. */
-export type Eviction = SessionEntry.Eviction
-/** @deprecated Use `SessionEntry.EvictionEntry`. */
-export const EvictionEntry: typeof SessionEntry.EvictionEntry = SessionEntry.EvictionEntry
-/** @deprecated Use `SessionEntry.EvictionEntry`. */
-export type EvictionEntry = SessionEntry.EvictionEntry
-/** @deprecated Use `SessionEntry.HashMismatch`. */
-export type HashMismatch = SessionEntry.HashMismatch
-/** @deprecated Use `SessionEntry.KeptMessages`. */
-export const KeptMessages: typeof SessionEntry.KeptMessages = SessionEntry.KeptMessages
-/** @deprecated Use `SessionEntry.KeptMessages`. */
-export type KeptMessages = SessionEntry.KeptMessages
-/** @deprecated Use `SessionEntry.Loaded`. */
-export type Loaded = SessionEntry.Loaded
-/** @deprecated Use `SessionEntry.LoadIssue`. */
-export type LoadIssue = SessionEntry.LoadIssue
-/** @deprecated Use `SessionEntry.LoadOptions`. */
-export type LoadOptions = SessionEntry.LoadOptions
-/** @deprecated Use `SessionEntry.MessageEntry`. */
-export const MessageEntry: typeof SessionEntry.MessageEntry = SessionEntry.MessageEntry
-/** @deprecated Use `SessionEntry.MessageEntry`. */
-export type MessageEntry = SessionEntry.MessageEntry
-/** @deprecated Use `SessionEntry.rebuildView`. */
-export const rebuildView: typeof SessionEntry.rebuildView = SessionEntry.rebuildView
-/** @deprecated Use `SessionEntry.Snapshot`. */
-export type Snapshot = SessionEntry.Snapshot
-/** @deprecated Use `SessionEntry.StepMeta`. */
-export const StepMeta: typeof SessionEntry.StepMeta = SessionEntry.StepMeta
-/** @deprecated Use `SessionEntry.StepMeta`. */
-export type StepMeta = SessionEntry.StepMeta
-/** @deprecated Use `SessionEntry.viewHash`. */
-export const viewHash: typeof SessionEntry.viewHash = SessionEntry.viewHash
-/** @deprecated Use `SessionStore.MemorySessions`. */
-export type MemoryStore = Store.MemorySessions
-/** @deprecated Use `SessionStore.validateSessionId`. */
-export const validateSessionId: typeof Store.validateSessionId = Store.validateSessionId
 
 /**
  * How a store operation is retried when it fails: up to 5 retries, exponential from 10 ms, and only while the error
  * `isRetryable`. Appends are retried with the same entry ids, so a retry of an append that landed is recognised.
  * @category retry
- * @deprecated Use `SessionLog.SessionLog.layer`: its operations retry with this schedule themselves.
  */
-export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule.exponential("10 millis").pipe(
+const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule.exponential("10 millis").pipe(
   Schedule.upTo({ times: 5 }),
   Schedule.setInputType<SessionLogError>(),
   Schedule.while(({ input }) => input.isRetryable)
@@ -117,9 +66,8 @@ export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule
 
 /**
  * How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models
- * @deprecated Use `SessionLog.SessionLog.layer`: its appends retry conflicts themselves.
  */
-export const MAX_CONFLICT_RETRIES = 100
+const MAX_CONFLICT_RETRIES = 100
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
@@ -163,18 +111,16 @@ export interface SessionLogOptions {
 
 /**
  * A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models
- * @deprecated Use `ClosedFolds`, which keeps these.
  */
-export interface ClosedFold {
+interface ClosedFold {
   readonly lines: ReadonlyArray<string>
   readonly live: LiveView
 }
 
 /**
  * How many closed sessions' folds a `ClosedFolds` keeps by default (the most recently closed ones). @category models
- * @deprecated Use `new ClosedFolds()`, whose default capacity this is.
  */
-export const DEFAULT_CLOSED_FOLDS = 16
+const DEFAULT_CLOSED_FOLDS = 16
 
 /**
  * The folds of recently closed sessions, kept for the next open of the same session: a resume reuses one instead of

@@ -46,9 +46,8 @@ export interface SummarizeRequest {
 
 /**
  * Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models
- * @deprecated Use `Policy.Usage`: this is the same type under another name.
  */
-export type SummaryUsage = Usage
+type SummaryUsage = Usage
 
 /**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
@@ -97,10 +96,8 @@ export const summarizeRequest = (
 /**
  * The default per-attempt timeout of the summarizers that call a model (opening the request and reading the whole
  * reply): 120 seconds. @category constants
- * @deprecated Use `Summarizer.withAttemptTimeout(timeout)`: the summarizers that call a model pass this default to it
- * themselves.
  */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
+const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
 /** How a summarizer that calls a model retries (`makeRetrySchedule`). @category models */
 export interface RetryOptions {
@@ -333,9 +330,8 @@ export const withQualityGate = (
  * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
  * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
  * @category prompt
- * @deprecated Use `Summarizer.withQualityGate(summarizer, options)`: it requires these sections itself.
  */
-export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
+const SUMMARY_SECTIONS: ReadonlyArray<string> = [
   "Constraints and rules",
   "Decisions",
   "Open todos",
@@ -386,9 +382,8 @@ Copy file paths, identifiers, commands and error messages exactly as they appear
  * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the
  * transcript's own cap (`RenderOptions.maxChars`, 400,000 by default) the user message stays under ~465,000 chars.
  * @category prompt
- * @deprecated Use `Summarizer.summarizationPrompt(request)`: it applies these caps itself.
  */
-export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
+const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
 
 /**
  * The user message of a summarization request: the earlier summary (when updating) in `<previous_summary>`, the
@@ -415,10 +410,3 @@ export const summarizationPrompt = (request: SummarizeRequest): string => {
   )
   return parts.join("\n\n")
 }
-
-// ============================================================================
-// Moved names
-// ============================================================================
-
-/** The failure and its reasons (now `SummarizeError`), `zeroUsage` and `DEFAULT_SUMMARY_MAX_TOKENS`, deprecated here. */
-export * from "./internal/summarizerAliases.ts"

@@ -108,26 +108,20 @@ const APPENDIX_INTRO = "Files touched so far (computed from the conversation by 
 
 /**
  * The most paths of each list an appendix keeps (the newest); the rest are counted. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the appendix it writes keeps this many paths of each
- * list.
  */
-export const APPENDIX_MAX_FILES = 300
+const APPENDIX_MAX_FILES = 300
 
 /**
  * An empty `FilesTouched`. @category constructors
- * @deprecated Use `Summary.filesOfMessage(message)`: it reads a summary's file lists; an empty list is
- * `{ read: [], modified: [] }`.
  */
-export const noFiles: FilesTouched = { read: [], modified: [] }
+const noFiles: FilesTouched = { read: [], modified: [] }
 
 /**
  * Merges an earlier summary's lists with the head's: order of first appearance, no duplicates, and a path modified in
  * either is listed under `modified` only. `mergeFiles(noFiles, x)` lists the same paths as `x`.
  * @category appendix
- * @deprecated Use `Compact.compactContext(messages, policy)`: it carries the earlier summary's file lists into the next
- * one itself.
  */
-export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
+const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
   const modified = new Set([...earlier.modified, ...later.modified])
   const read = new Set([...earlier.read, ...later.read].filter((path) => !modified.has(path)))
   return { read: [...read], modified: [...modified] }
@@ -139,9 +133,8 @@ export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTou
  * (newlines, quotes, tags) fits on one line and `parseAppendix` gets it back exactly. At most `maxFiles` paths per
  * list are kept (the newest); the count of the others is written as `read-omitted N` / `modified-omitted N`.
  * @category appendix
- * @deprecated Use `Summary.filesMessage(files)`: it renders the file lists as a message of their own.
  */
-export const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
+const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
   const lines = [APPENDIX_INTRO, APPENDIX_OPEN]
   for (const kind of ["read", "modified"] as const) {
     const list = files[kind]
@@ -161,9 +154,8 @@ const OMITTED = /^(read|modified)-omitted \d+$/
  * it, only whitespace), so a block the model imitated inside its own text is never read as the real one; when the end
  * is not a well-formed appendix, `files` is `undefined` and `body` is the whole text.
  * @category appendix
- * @deprecated Use `Summary.splitSummary(summaryText)`: its parts hold the body and the files appendix.
  */
-export const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
+const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
   const trimmed = text.trimEnd()
   if (!trimmed.endsWith(APPENDIX_CLOSE)) return { body: text, files: undefined }
   const open = trimmed.lastIndexOf(`\n${APPENDIX_OPEN}\n`)
@@ -192,15 +184,13 @@ export const splitAppendix = (text: string): { readonly body: string; readonly f
 
 /**
  * The file lists of the appendix that ends `summaryText`, or `undefined` when it has none. @category appendix
- * @deprecated Use `Summary.splitSummary(summaryText)`: its `files` part is the appendix's file lists.
  */
-export const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
+const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
 
 /**
  * `summaryText` without its trailing appendix (unchanged when it has none). @category appendix
- * @deprecated Use `Summary.splitSummary(summaryText)`: its `body` part is the text without the appendix.
  */
-export const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body
+const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body
 
 // ============================================================================
 // The manifest: what a summary keeps by rule
@@ -210,9 +200,8 @@ export const stripAppendix = (summaryText: string): string => splitAppendix(summ
  * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, errors, the latest plan,
  * commands, identifiers, and the latest known content of recently modified files.
  * @category constants
- * @deprecated Use `Summary.ManifestKind`: the type lists the same kinds.
  */
-export const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
+const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
 
 /** A kind of manifest entry. @category models */
 export type ManifestKind = typeof MANIFEST_KINDS[number]
@@ -261,33 +250,28 @@ export interface Manifest {
 
 /**
  * A manifest with no entry. @category constructors
- * @deprecated Use `Summary.splitSummary(summaryText)`: its `manifest` part is `undefined` when a summary has none.
  */
-export const noManifest: Manifest = { entries: [] }
+const noManifest: Manifest = { entries: [] }
 
 /**
  * The longest instruction kept, in code units; a longer one keeps its head and `…`. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-export const MANIFEST_INSTRUCTION_MAX = 1_000
+const MANIFEST_INSTRUCTION_MAX = 1_000
 
 /**
  * The longest plan item kept, in code units. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-export const MANIFEST_PLAN_ITEM_MAX = 500
+const MANIFEST_PLAN_ITEM_MAX = 500
 
 /**
  * The most recently modified files whose latest content a manifest may carry. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-export const MANIFEST_MAX_FILES = 3
+const MANIFEST_MAX_FILES = 3
 
 /**
  * The longest file content a manifest carries, in code units; above it, the path only. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-export const MANIFEST_FILE_CONTENT_MAX = 4_000
+const MANIFEST_FILE_CONTENT_MAX = 4_000
 
 const MANIFEST_OPEN = '<compaction-manifest version="1">'
 const MANIFEST_CLOSE = "</compaction-manifest>"
@@ -355,10 +339,8 @@ const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normali
  *
  * A repeated entry keeps one copy, the newest. Pure and deterministic.
  * @category manifest
- * @deprecated Use `Compact.compactContext(messages, policy)`: it builds the next manifest from the earlier summary and
- * the span itself.
  */
-export const nextManifest = (
+const nextManifest = (
   earlier: { readonly body?: string | undefined; readonly manifest?: Manifest | undefined },
   span: ReadonlyArray<Message>,
   classifier: ToolClassifier = defaultToolClassifier
@@ -540,9 +522,8 @@ const renderEntry = (entry: ManifestEntry): string => {
  * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; a file's content, its length
  * given, follows its line) and `</compaction-manifest>`. `parseManifest` reads it back exactly.
  * @category manifest
- * @deprecated Use `Compact.compactContext(messages, policy)`: it renders the manifest into the summary it writes.
  */
-export const renderManifest = (manifest: Manifest): string =>
+const renderManifest = (manifest: Manifest): string =>
   [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
@@ -623,9 +604,8 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
  * (after it, only white space), so a block the model imitated earlier in its text is never read as the real one;
  * when the end is not a well-formed block, `manifest` is `undefined` and `body` is the whole text.
  * @category manifest
- * @deprecated Use `Summary.splitSummary(summaryText)`: its parts hold the body and the manifest.
  */
-export const splitManifest = (text: string): { readonly body: string; readonly manifest: Manifest | undefined } => {
+const splitManifest = (text: string): { readonly body: string; readonly manifest: Manifest | undefined } => {
   const trimmed = text.trimEnd()
   if (!trimmed.endsWith(MANIFEST_CLOSE)) return { body: text, manifest: undefined }
   const open = `${MANIFEST_OPEN}\n`
@@ -693,9 +673,8 @@ const messageTokens = (text: string): number => estimateTokens([summaryMessage(t
 
 /**
  * The budget a summary is built within (`summaryWithManifest`). @category models
- * @deprecated Use `Compact.compactContext(messages, policy)`: it sizes the summary from the policy itself.
  */
-export interface SummaryBudget {
+interface SummaryBudget {
   /** The policy's budget for the whole summary message (`CompactionPolicy#summaryBudgetTokens`), in tokens. */
   readonly budgetTokens: number
   /**
@@ -715,10 +694,8 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
  * The share of the summary budget kept for the model's text when the manifest could use it: a quarter. A shorter
  * text leaves the rest to the manifest; a longer one gets what the manifest leaves, and is cut past that.
  * @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the summary it writes gives the model's text this share
- * itself.
  */
-export const SUMMARY_TEXT_SHARE = 0.25
+const SUMMARY_TEXT_SHARE = 0.25
 
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
@@ -766,9 +743,8 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
  * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
  * of squeezing it.
  * @category manifest
- * @deprecated Use `Compact.compactContext(messages, policy)`: it keeps the summary budget above this floor itself.
  */
-export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
+const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
   manifestTokens(manifest.entries, renderAppendix(files), budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
 
 /** The tokens of a summary message with an empty text and the entries admitted under the budget less the text's share. */
@@ -779,9 +755,8 @@ const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string,
  * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
  * gets at least this much when the head is short, and up to `SUMMARY_TEXT_SHARE` of the budget when the head allows.
  * @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: the summary it writes reserves this room itself.
  */
-export const SUMMARY_TEXT_RESERVE_TOKENS = 256
+const SUMMARY_TEXT_RESERVE_TOKENS = 256
 
 /**
  * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
@@ -793,10 +768,8 @@ export const SUMMARY_TEXT_RESERVE_TOKENS = 256
  * model's text holds are not repeated (unless the text had to be cut). The message exceeds the budget only when the
  * files appendix alone does.
  * @category manifest
- * @deprecated Use `Compact.compactContext(messages, policy)`: it writes the summary text with its manifest and appendix
- * itself.
  */
-export const summaryWithManifest = (
+const summaryWithManifest = (
   text: string,
   manifest: Manifest,
   files: FilesTouched,

@@ -22,9 +22,8 @@ import { isToolUse } from "./Message.ts"
 
 /**
  * A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models
- * @deprecated Use `ToolAction` (the type of a read's `range`).
  */
-export type LineRange = InputLineRange
+type LineRange = InputLineRange
 
 /** What a tool call does to files. @category models */
 export type ToolAction =
@@ -111,9 +110,8 @@ export const defaultToolClassifier: ToolClassifier = (toolUse) => {
 
 /**
  * True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges
- * @deprecated Use `Tools.filesTouched(messages)`: it merges the line ranges itself.
  */
-export const covers = (outer: LineRange | undefined, inner: LineRange | undefined): boolean => {
+const covers = (outer: LineRange | undefined, inner: LineRange | undefined): boolean => {
   if (outer === undefined) return true
   if (inner === undefined) return false
   const outerEnd = outer.end ?? Infinity
@@ -125,9 +123,8 @@ export const covers = (outer: LineRange | undefined, inner: LineRange | undefine
  * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
  * otherwise the input's JSON, clipped to `max` characters. Deterministic.
  * @category formatting
- * @deprecated Use `Render.render(messages, options)`: it shortens tool inputs itself.
  */
-export const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
+const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
   clipEnd(inputLine(toolUse, max), max) // never splits a surrogate pair
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */
