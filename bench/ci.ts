@@ -32,7 +32,6 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
 import { do_not_optimize } from "mitata"
-import { apiViewStart } from "../src/ApiView.ts"
 import { cutForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults as evictOnce } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
@@ -81,6 +80,7 @@ import {
   prepareWorkload,
   warmEviction
 } from "./peers/adapters.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const started = performance.now()
 const loadBefore = os.loadavg()

@@ -15,8 +15,9 @@
  * @since 0.1.0
  */
 import { cacheControlOf, type CacheTtl, ttlMs } from "./internal/cacheTtl.ts"
-import { blocksOf, type ContentBlock, hasContent, type Message } from "./Message.ts"
+import { type ContentBlock, type Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
+import { blocksOf, hasContent } from "./internal/blocks.ts"
 
 /** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
 export const MAX_BREAKPOINTS = 4

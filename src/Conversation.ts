@@ -38,7 +38,7 @@ import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
 import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
-import { DEFAULT_KEEP_RECENT, evictionFrontier } from "./Evict.ts"
+import { DEFAULT_KEEP_RECENT } from "./Evict.ts"
 import type { Offloaded } from "./Offload.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
@@ -84,15 +84,7 @@ import {
 } from "./internal/conversation/diagnostics.ts"
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
-import {
-  blocksOf as messageBlocks,
-  decodeMessagesSync,
-  hasOutputConfig,
-  isCompactionWithContent,
-  isToolResult,
-  isToolUse,
-  type Message
-} from "./Message.ts"
+import { decodeMessagesSync, type Message } from "./Message.ts"
 import {
   type CompactionPolicy,
   contextTokens,
@@ -110,6 +102,8 @@ import { TokenCounter } from "./TokenCounter.ts"
 import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
+import { blocksOf as messageBlocks, hasOutputConfig, isCompactionWithContent, isToolResult, isToolUse } from "./internal/blocks.ts"
+import { evictionFrontier } from "./internal/eviction.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

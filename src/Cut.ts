@@ -17,13 +17,13 @@
  * @since 0.1.0
  */
 import * as Option from "effect/Option"
-import { opensApiView } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
-import { isServerToolCall, isServerToolResult } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
 import { isHumanMessage, isTurnStart } from "./Turns.ts"
 import { forEachToolPair } from "./Validate.ts"
+import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
+import { opensApiView } from "./internal/apiView.ts"
 
 // ============================================================================
 // Safe cut

@@ -25,9 +25,8 @@
  */
 import { cachePrices } from "./internal/cacheTtl.ts"
 import { evictCold } from "./internal/coldEviction.ts"
-import { type DecideOptions, eligible, keepOf } from "./internal/evictionRules.ts"
-import type { Message, ToolUseBlock } from "./Message.ts"
-import { isToolResult, isToolUse } from "./Message.ts"
+import { type DecideOptions, keepOf } from "./internal/evictionRules.ts"
+import type { Message } from "./Message.ts"
 import * as Offload from "./Offload.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { defaultToolClassifier } from "./Tools.ts"
@@ -65,20 +64,6 @@ export const DEFAULT_KEEP_RECENT = 10
  */
 export const FIXED_MIN_SAVINGS = 2_000
 
-/**
- * The former default `minSavings`, kept so existing imports work: it is `FIXED_MIN_SAVINGS`, and it is **not** what
- * `evictStaleToolResults` uses when `minSavings` is absent (that is the rent-or-buy rule).
- *
- * @category constants
- */
-const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
-
-/**
- * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
- * a 5-minute write 1.25. @category constants
- */
-const CACHE_PRICES: { readonly cacheRead: number; readonly cacheWrite: number } = cachePrices("5m")
-
 /** Options of `evictStaleToolResults`. @category models */
 export interface EvictOptions {
   /**
@@ -96,7 +81,7 @@ export interface EvictOptions {
   readonly classifier?: ToolClassifier | undefined
   /** The provider's cache is known to have expired: everything is rewritten anyway, so offload at once. */
   readonly cacheCold?: boolean | undefined
-  /** Cache prices the rent-or-buy rule weighs; default `CACHE_PRICES`. */
+  /** Cache prices the rent-or-buy rule weighs; default the 5-minute cache's (a read 0.1, a write 1.25 of an input token). */
   readonly prices?: { readonly cacheRead: number; readonly cacheWrite: number } | undefined
   /**
    * The estimated tokens of the thinking blocks a rewrite from message `message` on would newly make the API drop
@@ -158,40 +143,7 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   pinned: options.pinned,
   minSavings: options.minSavings,
   cacheCold: options.cacheCold,
-  prices: options.prices ?? CACHE_PRICES,
+  prices: options.prices ?? cachePrices("5m"),
   droppedThinking: options.droppedThinking,
   restart: options.restartCost === undefined ? undefined : () => options.restartCost!
 })
-
-/**
- * The eviction frontier: the position (message, block) of the oldest tool result an eviction may still offload — not
- * offloaded yet, answering a known tool call, larger than any pointer, and not a failed non-read (those are never
- * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
- * survives every eviction. `undefined` when no result may still be offloaded.
- * @category eviction
- */
-const evictionFrontier = (
-  messages: ReadonlyArray<Message>,
-  options: { readonly classifier?: ToolClassifier | undefined } = {}
-): { readonly message: number; readonly block: number } | undefined => {
-  const classify = options.classifier ?? defaultToolClassifier
-  const calls = new Map<string, ToolUseBlock>()
-  for (let i = 0; i < messages.length; i++) {
-    const message = messages[i]!
-    if (!Array.isArray(message.content)) continue // a system message may have no content (API-RULES 26)
-    if (message.role === "assistant") {
-      for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
-      continue
-    }
-    for (let j = 0; j < message.content.length; j++) {
-      const block = message.content[j]!
-      if (!isToolResult(block)) continue
-      const call = calls.get(block.tool_use_id)
-      if (call === undefined) continue
-      if (eligible(block, classify(call), block.is_error === true, Offload.payloadTokens(block))) {
-        return { message: i, block: j }
-      }
-    }
-  }
-  return undefined
-}

@@ -33,11 +33,12 @@ import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import type { Message, ToolResultBlock } from "./Message.ts"
-import { hasContent, isToolResult, isToolUse } from "./Message.ts"
-import type { LineRange, ToolClassifier } from "./Tools.ts"
-import { covers, defaultToolClassifier } from "./Tools.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { defaultToolClassifier } from "./Tools.ts"
 import type { Offloaded } from "./Offload.ts"
 import { isOffloaded, offloadRefOf } from "./Offload.ts"
+import { hasContent, isToolResult, isToolUse } from "./internal/blocks.ts"
+import { covers, type LineRange } from "./internal/toolInput.ts"
 
 interface ReadCall {
   readonly path: string

@@ -23,20 +23,8 @@
 import type { ContentBlock, Message } from "./Message.ts"
 import { clipEnd, headOf, LONE_SURROGATE, tailOf } from "./internal/text.ts"
 import { isOffloaded } from "./Offload.ts"
-import {
-  blocksOf,
-  isCompaction,
-  isDocument,
-  isImage,
-  isRedactedThinking,
-  isServerToolResult,
-  isServerToolUse,
-  isText,
-  isThinking,
-  isToolResult,
-  isToolUse
-} from "./Message.ts"
-import { shortInput } from "./Tools.ts"
+import { blocksOf, isCompaction, isDocument, isImage, isRedactedThinking, isServerToolResult, isServerToolUse, isText, isThinking, isToolResult, isToolUse } from "./internal/blocks.ts"
+import { shortInput } from "./internal/toolInput.ts"
 
 // The summary appendix moved to `Summary`; its old names here are the same values, until 0.2.0.
 export {

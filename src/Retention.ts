@@ -16,10 +16,11 @@
  * @since 0.1.0
  */
 import { type Anchor, caseless, CATEGORIES, type Category, normalize, spanAnchors, textOf } from "./internal/anchors.ts"
-import { blocksOf, type ContentBlock, type Message } from "./Message.ts"
+import { type ContentBlock, type Message } from "./Message.ts"
 import { filesOfMessage, summaryText } from "./Summary.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT } from "./Validate.ts"
+import { blocksOf } from "./internal/blocks.ts"
 
 export {
   type Anchor,

@@ -14,15 +14,9 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import { createHash } from "node:crypto"
-import {
-  blocksOf,
-  type ContentBlock,
-  isToolResult,
-  type Message,
-  type ToolResultBlock,
-  validateMessage
-} from "./Message.ts"
+import { type ContentBlock, type Message, type ToolResultBlock, validateMessage } from "./Message.ts"
 import { SessionLogError as LogError, SessionLogErrorReason as LogErrorReason } from "./internal/sessionLogError.ts"
+import { blocksOf, isToolResult } from "./internal/blocks.ts"
 
 // ============================================================================
 // Entries

@@ -9,11 +9,11 @@
  *
  * @since 0.1.0
  */
-import { opensApiView } from "./ApiView.ts"
 import * as Estimate from "./internal/estimate.ts"
 import { CHARS_PER_TOKEN } from "./internal/estimate.ts"
 import { makeTally } from "./internal/tally.ts"
 import type { ContentBlock, Message } from "./Message.ts"
+import { opensApiView } from "./internal/apiView.ts"
 
 export {
   CHARS_PER_TOKEN,

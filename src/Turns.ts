@@ -5,8 +5,8 @@
  *
  * @since 0.1.0
  */
-import { apiViewStart } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
+import { apiViewStart } from "./internal/apiView.ts"
 
 /**
  * True when the message is a user message with human content: a string, or at least one block that is not a

@@ -18,13 +18,13 @@ import {
   recordReply,
   requestOf
 } from "../src/Conversation.ts"
-import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { evictionFrontier } from "../src/internal/eviction.ts"
 
 const SYSTEM = "You are a coding agent. ".repeat(400)
 

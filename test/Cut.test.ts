@@ -9,7 +9,6 @@ import {
   type Split,
   splitKeepingTurns
 } from "../src/Cut.ts"
-import { apiViewStart } from "../src/ApiView.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
@@ -17,6 +16,7 @@ import { countTurns, isHumanMessage, turnStarts } from "../src/Turns.ts"
 import { forEachToolPair, hasOrphans, validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -6,19 +6,20 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { apiViewStart } from "../src/ApiView.ts"
 import { compactContext } from "../src/Compact.ts"
 import { Conversation, type MessageParam, resumeState } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
 import { summaryText } from "../src/Summary.ts"
-import { type ContentBlock, decodeMessagesSync, isCompaction, type Message } from "../src/Message.ts"
+import { type ContentBlock, decodeMessagesSync, type Message } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { repair, validate } from "../src/Validate.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
+import { isCompaction } from "../src/internal/blocks.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -1,7 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { blocksOf, isText, isToolResult } from "../src/Message.ts"
 import {
   hasOrphans,
   isValid,
@@ -15,6 +14,7 @@ import {
 } from "../src/Validate.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { blocksOf, isText, isToolResult } from "../src/internal/blocks.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -11,16 +11,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Option, Result } from "effect"
-import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
+import { apiView, viewCompaction, viewSummary } from "../src/ApiView.ts"
 import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
-import {
-  type ContentBlock,
-  decodeMessages,
-  decodeMessagesSync,
-  MAX_NESTING_DEPTH,
-  type Message,
-  MessageDecodeError
-} from "../src/Message.ts"
+import { type ContentBlock, decodeMessages, decodeMessagesSync, type Message, MessageDecodeError } from "../src/Message.ts"
 import { compactContext, CompactOutcome } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
@@ -32,6 +25,8 @@ import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../s
 import { countTurns, turnStarts } from "../src/Turns.ts"
 import { LEADING_USER_TEXT, NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
 import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { MAX_NESTING_DEPTH } from "../src/internal/decode.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

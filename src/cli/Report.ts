@@ -13,7 +13,7 @@
  */
 import * as Effect from "effect/Effect"
 import type { Session } from "../Import.ts"
-import { isText, isToolResult, isToolUse, type Message } from "../Message.ts"
+import { type Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import {
@@ -49,6 +49,7 @@ import {
   requestTokensOf,
   retentionRowsOf
 } from "./Replay.ts"
+import { isText, isToolResult, isToolUse } from "../internal/blocks.ts"
 
 // ============================================================================
 // Shared with the commands

@@ -4,11 +4,12 @@
  * identifiers, instructions and plan. Pure. It imports neither of them: the caller says which user messages the
  * library wrote (`isLibraryMessage`), so no import circle runs through here.
  */
-import { blocksOf, type ContentBlock, isToolResult, isToolUse, type Message, type ToolUseBlock } from "../Message.ts"
+import { type ContentBlock, type Message, type ToolUseBlock } from "../Message.ts"
 import { defaultToolClassifier, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { MISSING_RESULT_TEXT } from "../Validate.ts"
 import { headOf } from "./text.ts"
+import { blocksOf, isToolResult, isToolUse } from "./blocks.ts"
 
 // ============================================================================
 // Models

@@ -14,8 +14,9 @@
  * @internal
  */
 import type { BlockPosition } from "../Cache.ts"
-import { blocksOf, type ContentBlock, type Message } from "../Message.ts"
+import { type ContentBlock, type Message } from "../Message.ts"
 import { estimateContentTokensUncached, estimateMessageTokens } from "../Tokens.ts"
+import { blocksOf } from "./blocks.ts"
 
 /** One entry of a reply's `input_transformations`: what the API did to a block of the request. */
 export interface InputTransformation {

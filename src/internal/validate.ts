@@ -4,23 +4,11 @@
  * the same ones `validate` judges by, so repair and validation cannot disagree on a rule.
  */
 import * as Data from "effect/Data"
-import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
 import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
-import {
-  blocksOf,
-  hasContent,
-  hasOutputConfig,
-  isCompaction,
-  isCompactionWithContent,
-  isServerToolResult,
-  isText,
-  isThinking,
-  isToolResult,
-  isToolUse,
-  systemFields
-} from "../Message.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { prefixChanged } from "./thinkingBinding.ts"
+import { blocksOf, hasContent, hasOutputConfig, isCompaction, isCompactionWithContent, isServerToolResult, isText, isThinking, isToolResult, isToolUse, systemFields } from "./blocks.ts"
+import { apiViewStart, compactionBlockIndex } from "./apiView.ts"
 
 // ============================================================================
 // Violations

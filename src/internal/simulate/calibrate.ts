@@ -8,10 +8,11 @@
  * @internal
  */
 import { ttlMs } from "../cacheTtl.ts"
-import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
+import { type ContentBlock, type Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
 import { blockKey } from "./cache.ts"
+import { blocksOf } from "../blocks.ts"
 
 /** What the simulator knows of a session beyond its messages. */
 export interface Recording {

@@ -24,7 +24,7 @@ import {
   type Transition
 } from "../../Conversation.ts"
 import { requestBytes } from "../requestBytes.ts"
-import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
+import { type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
@@ -53,6 +53,7 @@ import {
   summarizerCost
 } from "./model.ts"
 import { clearToolUses, mask, prune } from "./strategies.ts"
+import { blocksOf } from "../blocks.ts"
 
 /** The options with their defaults. */
 export interface Settings {
