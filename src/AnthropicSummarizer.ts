@@ -42,10 +42,11 @@ export {
 /**
  * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt (the summarizer's own
  * classifier, in `src/internal/anthropicFailure.ts`).
- *
+ * @deprecated Use the `reason` of the `SummarizeError` the summarizer fails with; the classifier is internal from
+ * 0.2.0.
  * @category errors
  */
-const summarizeErrorOf: (cause: unknown) => SummarizeError = AnthropicFailure.summarizeErrorOf
+export const summarizeErrorOf: (cause: unknown) => SummarizeError = AnthropicFailure.summarizeErrorOf
 
 interface Collected {
   readonly text: string

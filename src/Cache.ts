@@ -24,18 +24,22 @@ export const MAX_BREAKPOINTS = 4
 
 /**
  * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: the lookback is its plumbing.
  */
-const LOOKBACK_BLOCKS = 20
+export const LOOKBACK_BLOCKS = 20
 
 /**
  * The default cache lifetime: 5 minutes, refreshed on every hit. @category constants
+ * @deprecated Use `CompactionPolicy.make({ cacheTtl })`: the lifetime is a policy field (`"5m"`, the default, or
+ * `"1h"`), which the breakpoints, the cold timer and the rent-or-buy prices follow; this is the 5-minute one's.
  */
-const CACHE_TTL_MS: number = ttlMs("5m")
+export const CACHE_TTL_MS: number = ttlMs("5m")
 
 /**
  * The breakpoint the library writes: the 5-minute ephemeral cache. @category constants
+ * @deprecated Use `Cache.applyBreakpoints(messages, options)`: it writes the marker itself.
  */
-const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
+export const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
 
 /**
  * The smallest prefix a model caches, in tokens (API-RULES 19): 1,024 for Sonnet-class models, 4,096 for Opus- and
@@ -62,8 +66,9 @@ export interface BreakpointPlan {
  * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
  * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
  * @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it picks the blocks itself.
  */
-const acceptsBreakpoint = (block: ContentBlock): boolean => {
+export const acceptsBreakpoint = (block: ContentBlock): boolean => {
   if (block.type === "thinking" || block.type === "redacted_thinking") return false
   if (block.type === "text") {
     const text = (block as { readonly text?: unknown }).text
@@ -76,8 +81,9 @@ const acceptsBreakpoint = (block: ContentBlock): boolean => {
  * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
  * `undefined` when there is none.
  * @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
  */
-const breakpointBefore = (
+export const breakpointBefore = (
   messages: ReadonlyArray<Message>,
   position: BlockPosition
 ): BlockPosition | undefined => {
@@ -91,8 +97,9 @@ const breakpointBefore = (
 
 /**
  * The last block of the list that accepts a breakpoint, or `undefined`. @category placement
+ * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
  */
-const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
+export const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
   messages.length === 0 ? undefined : breakpointBefore(messages, {
     message: messages.length - 1,
     block: blocksOf(messages[messages.length - 1]!).length
@@ -206,8 +213,9 @@ export const applyBreakpoints = <M extends Message>(
 
 /**
  * The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement
+ * @deprecated Use `Cache.applyBreakpoints(messages, options)`, which never writes more than `MAX_BREAKPOINTS`; this count is a test and report helper.
  */
-const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
+export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
   let n = 0
   for (const item of items) {
     if (typeof item !== "object" || item === null) continue

@@ -22,8 +22,8 @@ import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
 import { isHumanMessage, isTurnStart } from "./Turns.ts"
 import { forEachToolPair } from "./Validate.ts"
-import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
 import { opensApiView } from "./internal/apiView.ts"
+import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
 
 // ============================================================================
 // Safe cut
@@ -233,8 +233,9 @@ export const splitKeepingTurns = <M extends Message>(
 
 /**
  * The same function as `splitKeepingTurns`.
+ * @deprecated Use `Cut.splitKeepingTurns` (the name says what it plans: a split that keeps the last turns).
  */
-const plan: typeof splitKeepingTurns = splitKeepingTurns
+export const plan: typeof splitKeepingTurns = splitKeepingTurns
 
 // ============================================================================
 // Policy cut
@@ -368,8 +369,8 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
 /**
  * The cut of `planForPolicy`: keep the newest messages up to `policy.keepRecentTokens`, never fewer than
  * `policy.keepRecentTurns` whole turns unless the oversized-turn rule applies, tool-safe. 0 means nothing to compact.
- *
+ * @deprecated Use `Cut.planForPolicy(messages, policy).cut`: the plan says why it cuts there.
  * @category cutting
  */
-const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
+export const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
   planForPolicy(messages, policy).cut

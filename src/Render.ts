@@ -28,6 +28,13 @@ import { shortInput } from "./internal/toolInput.ts"
 
 // The summary appendix moved to `Summary`; its old names here are the same values, until 0.2.0.
 export {
+  /** @deprecated Use `Summary.APPENDIX_MAX_FILES` (the appendix belongs to the summary message). */ APPENDIX_MAX_FILES,
+  /** @deprecated Use `Summary.mergeFiles` (the appendix belongs to the summary message). */ mergeFiles,
+  /** @deprecated Use `Summary.noFiles` (the appendix belongs to the summary message). */ noFiles,
+  /** @deprecated Use `Summary.parseAppendix` (the appendix belongs to the summary message). */ parseAppendix,
+  /** @deprecated Use `Summary.renderAppendix` (the appendix belongs to the summary message). */ renderAppendix,
+  /** @deprecated Use `Summary.splitAppendix` (the appendix belongs to the summary message). */ splitAppendix,
+  /** @deprecated Use `Summary.stripAppendix` (the appendix belongs to the summary message). */ stripAppendix
 } from "./Summary.ts"
 
 // ============================================================================
@@ -56,33 +63,39 @@ export const DEFAULT_RENDER_OPTIONS: Required<RenderOptions> = {
 
 /**
  * Smallest accepted value of each per-part limit; smaller values are raised to it. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-const MIN_PART_CHARS = 16
+export const MIN_PART_CHARS = 16
 
 /**
  * Longest tool name, block type or title kept on a structural line. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-const LABEL_MAX = 64
+export const LABEL_MAX = 64
 
 /**
  * Longest single-line tool output shown inline on its `[Tool result]` line (when `toolResultChars` allows). @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-const INLINE_RESULT_MAX = 240
+export const INLINE_RESULT_MAX = 240
 
 /**
  * Upper bound of a clip marker line (`[… 812 chars cut, 14 lines …]`). @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-const CLIP_MARKER_MAX = 64
+export const CLIP_MARKER_MAX = 64
 
 /**
  * Upper bound of the omission marker written when `maxChars` is reached. @category constants
+ * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-const OMISSION_MARKER_MAX = 96
+export const OMISSION_MARKER_MAX = 96
 
 /**
  * The tags the summarizer wraps session content in; `render` neutralises them in content. @category constants
+ * @deprecated Use `Render.render(messages, options)`: it neutralizes these tags itself.
  */
-const RESERVED_TAGS: ReadonlyArray<string> = [
+export const RESERVED_TAGS: ReadonlyArray<string> = [
   "transcript",
   "previous_summary",
   "instructions",
@@ -115,8 +128,9 @@ const WHITESPACE_RUN = /[\s\u0085]+/g
  * Neutralises the reserved wrapper tags (`<transcript>`, `</instructions>`, …) in `text` by writing their `<` as
  * `&lt;`, so the text cannot open or close a section of the summarization request. Other text is unchanged.
  * @category formatting
+ * @deprecated Use `Render.render(messages, options)`: it neutralizes tags in what it renders.
  */
-const neutralizeTags = (text: string): string => text.replace(TAG_PATTERN, "&lt;$1$2")
+export const neutralizeTags = (text: string): string => text.replace(TAG_PATTERN, "&lt;$1$2")
 
 /**
  * Content-safe text: reserved tags neutralised, every line break a `\n`, lines starting with `[` or `\` escaped. Each

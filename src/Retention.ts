@@ -24,8 +24,19 @@ import { blocksOf } from "./internal/blocks.ts"
 
 export {
   type Anchor,
+  /** @deprecated Use `Retention.anchorsOf(messages)`: the limits are its plumbing. */ ANCHOR_LIMITS,
+  /** @deprecated Use `Retention.anchorsOf(messages)`: it keys and dedupes anchors itself. */ anchorKey,
   CATEGORIES,
   type Category,
+  /** @deprecated Use `Anchor`: a command anchor is one of its members. */ type CommandAnchor,
+  /** @deprecated Use `Anchor`: the outcome is a field of its command member. */ type CommandOutcome,
+  /** @deprecated Use `Anchor`: an error anchor is one of its members. */ type ErrorAnchor,
+  /** @deprecated Use `Anchor`: an identifier anchor is one of its members. */ type IdentifierAnchor,
+  /** @deprecated Use `Anchor`: the kind is a field of its identifier member. */ type IdentifierKind,
+  /** @deprecated Use `Anchor`: an instruction anchor is one of its members. */ type InstructionAnchor,
+  /** @deprecated Use `Retention.anchorsOf(messages)`: it normalizes anchor text itself. */ normalize,
+  /** @deprecated Use `Anchor`: a path anchor is one of its members. */ type PathAnchor,
+  /** @deprecated Use `Anchor`: a plan anchor is one of its members. */ type PlanAnchor
 } from "./internal/anchors.ts"
 
 // ============================================================================
@@ -138,16 +149,18 @@ const blockPieces = (block: ContentBlock, out: Array<string>): void => {
  * so no match spans two pieces). The pieces are text and thinking blocks, a compaction block's content, the string
  * values of tool inputs and the text of tool results. Build it once to test many anchors (`presentIn`).
  * @category presence
+ * @deprecated Use `Retention.measure(span, view)`: it builds the view text itself.
  */
-interface ViewText {
+export interface ViewText {
   readonly folded: string
   readonly lower: string
 }
 
 /**
  * The searchable text of `messages` (see `ViewText`). @category presence
+ * @deprecated Use `Retention.measure(span, view)`: it builds the view text itself.
  */
-const viewText = (messages: ReadonlyArray<Message>): ViewText => {
+export const viewText = (messages: ReadonlyArray<Message>): ViewText => {
   const pieces: Array<string> = []
   for (const message of messages) for (const block of blocksOf(message)) blockPieces(block, pieces)
   const folded = pieces.map(normalize).join("\n")
@@ -156,8 +169,9 @@ const viewText = (messages: ReadonlyArray<Message>): ViewText => {
 
 /**
  * True when `anchor` is present in `text`: its folded text, or its JSON-escaped form, is a substring. @category presence
+ * @deprecated Use `Retention.measure(span, view)`: it checks each anchor itself.
  */
-const presentIn = (anchor: Anchor, text: ViewText): boolean => {
+export const presentIn = (anchor: Anchor, text: ViewText): boolean => {
   const lower = caseless(anchor)
   const haystack = lower ? text.lower : text.folded
   const needle = lower ? anchor.text.toLowerCase() : anchor.text

@@ -58,13 +58,25 @@ const Header: HeaderFields = {
   timestamp: Schema.Number
 }
 
-type StepMeta = typeof StepMeta.Type
+/**
+ * Step metadata: what the layer that appended a message or recorded a compaction keeps beside it (usage, the
+ * request's epoch, renamed ids, a resume checkpoint…), a JSON object whose top-level keys name its owner
+ * (`Conversation` writes `conversation`). It is covered by the line's checksum and never part of the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
+export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
+export type StepMeta = typeof StepMeta.Type
 
 /**
  * One message of the conversation, stored exactly as it was appended, with its step metadata (v3) when the writer
  * gave any. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-const MessageEntry: Schema.Struct<
+export const MessageEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"message">
     readonly message: Schema.declare<Message>
@@ -76,24 +88,34 @@ const MessageEntry: Schema.Struct<
   message: MessageSchema,
   meta: Schema.optionalKey(StepMeta)
 })
-type MessageEntry = typeof MessageEntry.Type
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
+export type MessageEntry = typeof MessageEntry.Type
 
 /**
  * One offloaded tool result: the `tool_result` with this `toolUseId` is replaced by `block` in the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
-const Eviction: Schema.Struct<{
+export const Eviction: Schema.Struct<{
   readonly toolUseId: Schema.String
   readonly block: Schema.declare<ToolResultBlock>
 }> = Schema.Struct({
   toolUseId: Schema.String.check(Schema.isMinLength(1)),
   block: ToolResultSchema
 })
-type Eviction = typeof Eviction.Type
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
+export type Eviction = typeof Eviction.Type
 
 /**
  * Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-const EvictionEntry: Schema.Struct<
+export const EvictionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"eviction">
     readonly evictions: Schema.$Array<typeof Eviction>
@@ -103,22 +125,31 @@ const EvictionEntry: Schema.Struct<
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction)
 })
-type EvictionEntry = typeof EvictionEntry.Type
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
+export type EvictionEntry = typeof EvictionEntry.Type
 
 /**
  * The kept part of a compaction, stored explicitly because the caller changed it (a `repair` of an aborted reply):
  * `messages` replace every view item up to and including the one from entry `through` (the last item of the snapshot
  * that was summarized; `null`: the snapshot was empty); the items after it (appended while the summarizer ran) follow.
  * @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
  */
-const KeptMessages: Schema.Struct<{
+export const KeptMessages: Schema.Struct<{
   readonly through: Schema.NullOr<Schema.String>
   readonly messages: Schema.$Array<Schema.declare<Message>>
 }> = Schema.Struct({
   through: Schema.NullOr(Schema.String),
   messages: Schema.Array(MessageSchema)
 })
-type KeptMessages = typeof KeptMessages.Type
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): a member's field is the union's plumbing.
+ */
+export type KeptMessages = typeof KeptMessages.Type
 
 /**
  * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
@@ -127,8 +158,9 @@ type KeptMessages = typeof KeptMessages.Type
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
  * @category schemas
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
  */
-const CompactionEntry: Schema.Struct<
+export const CompactionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"compaction">
     readonly summary: Schema.declare<Message>
@@ -154,7 +186,11 @@ const CompactionEntry: Schema.Struct<
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
   meta: Schema.optionalKey(StepMeta)
 })
-type CompactionEntry = typeof CompactionEntry.Type
+/**
+ * @category models
+ * @deprecated Use `SessionEntry.Entry.members` (or narrow `Entry` on its `type`): one member is the union's plumbing.
+ */
+export type CompactionEntry = typeof CompactionEntry.Type
 
 /** Any log entry (versions 1 to 3). @category schemas */
 export const Entry: Schema.Union<readonly [typeof MessageEntry, typeof EvictionEntry, typeof CompactionEntry]> = Schema
@@ -166,12 +202,14 @@ export type Entry = typeof Entry.Type
 // Errors
 // ============================================================================
 
-/** The session log's error. */
-const SessionLogError: typeof LogError = LogError
-type SessionLogError = LogError
-/** Why a session log operation failed. */
-const SessionLogErrorReason: typeof LogErrorReason = LogErrorReason
-type SessionLogErrorReason = LogErrorReason
+/** The session log's error. @deprecated Use `SessionLog.SessionLogError`: the error belongs to the log. */
+export const SessionLogError: typeof LogError = LogError
+/** @deprecated Use `SessionLog.SessionLogError`. */
+export type SessionLogError = LogError
+/** Why a session log operation failed. @deprecated Use `SessionLog.SessionLogErrorReason`. */
+export const SessionLogErrorReason: typeof LogErrorReason = LogErrorReason
+/** @deprecated Use `SessionLog.SessionLogErrorReason`. */
+export type SessionLogErrorReason = LogErrorReason
 
 // ============================================================================
 // Hash
@@ -181,8 +219,9 @@ type SessionLogErrorReason = LogErrorReason
  * Canonical JSON: object keys sorted, no whitespace, `undefined` members left out and non-finite numbers written as
  * `null` (what `JSON.stringify` does). Two values with the same JSON meaning get the same string.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
-const canonicalJson = (value: unknown): string => {
+export const canonicalJson = (value: unknown): string => {
   const out: Array<string> = []
   writeCanonical(value, out)
   return out.join("")
@@ -221,8 +260,9 @@ const writeCanonical = (value: unknown, out: Array<string>): void => {
 /**
  * The hash a compaction entry stores: SHA-256 of `canonicalJson(view)`, lowercase hex.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: it checks the view hashes itself.
  */
-const viewHash = (view: ReadonlyArray<Message>): string => {
+export const viewHash = (view: ReadonlyArray<Message>): string => {
   // streamed: the same bytes as canonicalJson(view), with each message's canonical JSON cached by identity (kept
   // messages are hashed at every compaction, evicted ones are new objects)
   const hash = createHash("sha256").update("[")
@@ -241,8 +281,9 @@ const canonicalCache = new WeakMap<Message, string>()
 
 /**
  * One view message and the id of the entry that put it there. @category models
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the fold's items are its plumbing.
  */
-interface ViewItem {
+export interface ViewItem {
   readonly entryId: string
   readonly message: Message
 }
@@ -280,8 +321,9 @@ const canonicalOf = (message: Message): string => {
  * True when two messages hash alike in a view: the same object, or the same canonical JSON. A message kept by entry
  * id instead of stored again must be one of these, so the fold rebuilds the same view hash.
  * @category hashing
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the fold compares messages itself.
  */
-const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
+export const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(a) === canonicalOf(b)
 
 /**
  * The fold behind `rebuildView` and the live service, applied entry by entry, so a worker keeps it and catches up
@@ -289,8 +331,9 @@ const sameMessage = (a: Message, b: Message): boolean => a === b || canonicalOf(
  * the entry that put it there (a message entry, or the compaction entry for the summary). Its state changes only
  * through `apply`, `applyCompaction` and `advance`; what it returns is never changed afterwards.
  * @category view
+ * @deprecated Use `SessionLog.readSession(sessionId)`: the live fold is its plumbing.
  */
-class LiveView {
+export class LiveView {
   private items: Array<FoldItem> = []
   /** Every entry applied, in order (the session's history, which a resume replays). */
   private applied: Array<Entry> = []
@@ -495,8 +538,9 @@ const keptEntryId = (compactionId: string, i: number): string => `${compactionId
  * compaction entry's id `c`, and the i-th message of its `kept` part (from 1) `c#i`), and the id of the last entry
  * applied (`head`).
  * @category models
+ * @deprecated Use `Loaded`, which extends it with what the load found.
  */
-interface Snapshot {
+export interface Snapshot {
   readonly view: ReadonlyArray<Message>
   readonly entryIds: ReadonlyArray<string>
   readonly head: string | null
@@ -504,8 +548,9 @@ interface Snapshot {
 
 /**
  * A hash check that failed, or (with `repair`) was accepted and reported. @category models
+ * @deprecated Use `LoadIssue`, which reports a mismatch.
  */
-interface HashMismatch {
+export interface HashMismatch {
   readonly entryId: string
   readonly expected: string
   readonly actual: string
@@ -538,8 +583,9 @@ export const encodeEntry = (entry: Entry): string => {
 
 /**
  * What is wrong with one line: `FutureVersion` when its `v` is newer than this reader, else `Corrupt`. @category models
+ * @deprecated Use `LoadIssue`, which reports a line that does not decode.
  */
-interface LineProblem {
+export interface LineProblem {
   readonly reason: "Corrupt" | "FutureVersion"
   readonly detail: string
   readonly entryId?: string
@@ -680,8 +726,9 @@ const corruptError = (
  * skipped, broken chains and hash mismatches accepted, and all reported in the returned issues (a future version
  * still fails). On failure `live` holds the entries before the first problem.
  * @category view
+ * @deprecated Use `SessionEntry.loadStored(entries)`: it folds the stored entries itself.
  */
-const applyStored = (
+export const applyStored = (
   live: LiveView,
   stored: ReadonlyArray<StoredEntry>,
   options: LoadOptions = {}
@@ -777,8 +824,9 @@ export const loadStored = (
  * fails with `HashMismatch` naming the first compaction whose hash does not match, or `Corrupt` when a compaction
  * keeps an entry that is not in the view; both name the entry's position (`line`, from 1).
  * @category view
+ * @deprecated Use `SessionEntry.loadStored(entries)`: it rebuilds the view and reports damage.
  */
-const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
+export const rebuildView = (entries: ReadonlyArray<Entry>): Result.Result<Snapshot, LogError> => {
   const live = new LiveView()
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!

@@ -139,8 +139,9 @@ export const spanAttributes = (
 
 /**
  * One entry of a memory session: its `seq`, id and line. @category models
+ * @deprecated Use `MemorySessions`, whose entries these are.
  */
-interface MemoryEntry extends StoredEntry {
+export interface MemoryEntry extends StoredEntry {
   readonly entryId: string
 }
 

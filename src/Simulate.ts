@@ -40,25 +40,15 @@ import { prepareSession, replay, settingsOf } from "./internal/simulate/replay.t
 import type { PolicyReport } from "./internal/simulate/model.ts"
 import { standardPolicies } from "./internal/simulate/model.ts"
 
-export {
-  type LibraryOptions,
-  type ModelPrice,
-  type PolicyReport,
-  type PriceTable,
-  type RecordedSession,
-  type SimPolicy,
-  type SimulateOptions,
-  type SimulationReport,
-  standardPolicies,
-  type Strategy
-} from "./internal/simulate/model.ts"
+export * from "./internal/simulate/model.ts"
 
 /**
  * Replays one session under one policy (see the module doc) and returns its figures. Pure: the input is not
  * modified, and the same input and options give the same report.
  * @category simulation
+ * @deprecated Use `Simulate.simulate(session, { policies: [policy] })`: its report holds this policy's figures.
  */
-const simulatePolicy = (
+export const simulatePolicy = (
   input: ReadonlyArray<Message> | RecordedSession,
   policy: SimPolicy,
   options: SimulateOptions = {}
@@ -161,6 +151,13 @@ export const formatReport = (report: SimulationReport, options: { readonly title
   }
   return lines.join("\n")
 }
+
+/**
+ * The cache model checked against a recorded session's bill (see COMPACTION.md, "Checked against the bill").
+ * @deprecated Use `Simulate.simulate(session, options)`: it calibrates its figures on the record itself; this check
+ * tests that calibration.
+ */
+export { checkAgainstRecord, type RecordCheck, type TokenSums } from "./internal/simulate/record.ts"
 
 /** The sweep over the library's settings (cost, misses and retention of each) and its Pareto front of cost and retention. */
 export { paretoFront, sweep, type SweepOptions, type SweepPoint } from "./internal/simulate/sweep.ts"

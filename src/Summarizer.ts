@@ -46,8 +46,9 @@ export interface SummarizeRequest {
 
 /**
  * Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models
+ * @deprecated Use `Policy.Usage`: this is the same type under another name.
  */
-type SummaryUsage = Usage
+export type SummaryUsage = Usage
 
 /**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
@@ -96,8 +97,10 @@ export const summarizeRequest = (
 /**
  * The default per-attempt timeout of the summarizers that call a model (opening the request and reading the whole
  * reply): 120 seconds. @category constants
+ * @deprecated Use `Summarizer.withAttemptTimeout(timeout)`: the summarizers that call a model pass this default to it
+ * themselves.
  */
-const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
+export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
 /** How a summarizer that calls a model retries (`makeRetrySchedule`). @category models */
 export interface RetryOptions {
@@ -330,8 +333,9 @@ export const withQualityGate = (
  * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
  * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
  * @category prompt
+ * @deprecated Use `Summarizer.withQualityGate(summarizer, options)`: it requires these sections itself.
  */
-const SUMMARY_SECTIONS: ReadonlyArray<string> = [
+export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
   "Constraints and rules",
   "Decisions",
   "Open todos",
@@ -382,8 +386,9 @@ Copy file paths, identifiers, commands and error messages exactly as they appear
  * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the
  * transcript's own cap (`RenderOptions.maxChars`, 400,000 by default) the user message stays under ~465,000 chars.
  * @category prompt
+ * @deprecated Use `Summarizer.summarizationPrompt(request)`: it applies these caps itself.
  */
-const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
+export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
 
 /**
  * The user message of a summarization request: the earlier summary (when updating) in `<previous_summary>`, the

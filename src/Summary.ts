@@ -110,20 +110,26 @@ const APPENDIX_INTRO = "Files touched so far (computed from the conversation by 
 
 /**
  * The most paths of each list an appendix keeps (the newest); the rest are counted. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the appendix it writes keeps this many paths of each
+ * list.
  */
-const APPENDIX_MAX_FILES = 300
+export const APPENDIX_MAX_FILES = 300
 
 /**
  * An empty `FilesTouched`. @category constructors
+ * @deprecated Use `Summary.filesOfMessage(message)`: it reads a summary's file lists; an empty list is
+ * `{ read: [], modified: [] }`.
  */
-const noFiles: FilesTouched = { read: [], modified: [] }
+export const noFiles: FilesTouched = { read: [], modified: [] }
 
 /**
  * Merges an earlier summary's lists with the head's: order of first appearance, no duplicates, and a path modified in
  * either is listed under `modified` only. `mergeFiles(noFiles, x)` lists the same paths as `x`.
  * @category appendix
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it carries the earlier summary's file lists into the next
+ * one itself.
  */
-const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
+export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
   const modified = new Set([...earlier.modified, ...later.modified])
   const read = new Set([...earlier.read, ...later.read].filter((path) => !modified.has(path)))
   return { read: [...read], modified: [...modified] }
@@ -135,8 +141,9 @@ const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched =>
  * (newlines, quotes, tags) fits on one line and `parseAppendix` gets it back exactly. At most `maxFiles` paths per
  * list are kept (the newest); the count of the others is written as `read-omitted N` / `modified-omitted N`.
  * @category appendix
+ * @deprecated Use `Summary.filesMessage(files)`: it renders the file lists as a message of their own.
  */
-const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
+export const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
   const lines = [APPENDIX_INTRO, APPENDIX_OPEN]
   for (const kind of ["read", "modified"] as const) {
     const list = files[kind]
@@ -156,8 +163,9 @@ const OMITTED = /^(read|modified)-omitted \d+$/
  * it, only whitespace), so a block the model imitated inside its own text is never read as the real one; when the end
  * is not a well-formed appendix, `files` is `undefined` and `body` is the whole text.
  * @category appendix
+ * @deprecated Use `Summary.splitSummary(summaryText)`: its parts hold the body and the files appendix.
  */
-const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
+export const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
   const trimmed = text.trimEnd()
   if (!trimmed.endsWith(APPENDIX_CLOSE)) return { body: text, files: undefined }
   const open = trimmed.lastIndexOf(`\n${APPENDIX_OPEN}\n`)
@@ -186,13 +194,15 @@ const splitAppendix = (text: string): { readonly body: string; readonly files: F
 
 /**
  * The file lists of the appendix that ends `summaryText`, or `undefined` when it has none. @category appendix
+ * @deprecated Use `Summary.splitSummary(summaryText)`: its `files` part is the appendix's file lists.
  */
-const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
+export const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
 
 /**
  * `summaryText` without its trailing appendix (unchanged when it has none). @category appendix
+ * @deprecated Use `Summary.splitSummary(summaryText)`: its `body` part is the text without the appendix.
  */
-const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body
+export const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body
 
 // ============================================================================
 // The manifest: what a summary keeps by rule
@@ -202,8 +212,9 @@ const stripAppendix = (summaryText: string): string => splitAppendix(summaryText
  * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, errors, the latest plan,
  * commands, identifiers, and the latest known content of recently modified files.
  * @category constants
+ * @deprecated Use `Summary.ManifestKind`: the type lists the same kinds.
  */
-const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
+export const MANIFEST_KINDS = ["instruction", "error", "plan", "command", "identifier", "file"] as const
 
 /** A kind of manifest entry. @category models */
 export type ManifestKind = typeof MANIFEST_KINDS[number]
@@ -252,28 +263,33 @@ export interface Manifest {
 
 /**
  * A manifest with no entry. @category constructors
+ * @deprecated Use `Summary.splitSummary(summaryText)`: its `manifest` part is `undefined` when a summary has none.
  */
-const noManifest: Manifest = { entries: [] }
+export const noManifest: Manifest = { entries: [] }
 
 /**
  * The longest instruction kept, in code units; a longer one keeps its head and `…`. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-const MANIFEST_INSTRUCTION_MAX = 1_000
+export const MANIFEST_INSTRUCTION_MAX = 1_000
 
 /**
  * The longest plan item kept, in code units. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-const MANIFEST_PLAN_ITEM_MAX = 500
+export const MANIFEST_PLAN_ITEM_MAX = 500
 
 /**
  * The most recently modified files whose latest content a manifest may carry. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-const MANIFEST_MAX_FILES = 3
+export const MANIFEST_MAX_FILES = 3
 
 /**
  * The longest file content a manifest carries, in code units; above it, the path only. @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the manifest it writes applies this limit itself.
  */
-const MANIFEST_FILE_CONTENT_MAX = 4_000
+export const MANIFEST_FILE_CONTENT_MAX = 4_000
 
 const MANIFEST_OPEN = '<compaction-manifest version="1">'
 const MANIFEST_CLOSE = "</compaction-manifest>"
@@ -341,8 +357,10 @@ const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normali
  *
  * A repeated entry keeps one copy, the newest. Pure and deterministic.
  * @category manifest
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it builds the next manifest from the earlier summary and
+ * the span itself.
  */
-const nextManifest = (
+export const nextManifest = (
   earlier: { readonly body?: string | undefined; readonly manifest?: Manifest | undefined },
   span: ReadonlyArray<Message>,
   classifier: ToolClassifier = defaultToolClassifier
@@ -524,8 +542,9 @@ const renderEntry = (entry: ManifestEntry): string => {
  * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; a file's content, its length
  * given, follows its line) and `</compaction-manifest>`. `parseManifest` reads it back exactly.
  * @category manifest
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it renders the manifest into the summary it writes.
  */
-const renderManifest = (manifest: Manifest): string =>
+export const renderManifest = (manifest: Manifest): string =>
   [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
@@ -606,8 +625,9 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
  * (after it, only white space), so a block the model imitated earlier in its text is never read as the real one;
  * when the end is not a well-formed block, `manifest` is `undefined` and `body` is the whole text.
  * @category manifest
+ * @deprecated Use `Summary.splitSummary(summaryText)`: its parts hold the body and the manifest.
  */
-const splitManifest = (text: string): { readonly body: string; readonly manifest: Manifest | undefined } => {
+export const splitManifest = (text: string): { readonly body: string; readonly manifest: Manifest | undefined } => {
   const trimmed = text.trimEnd()
   if (!trimmed.endsWith(MANIFEST_CLOSE)) return { body: text, manifest: undefined }
   const open = `${MANIFEST_OPEN}\n`
@@ -675,8 +695,9 @@ const messageTokens = (text: string): number => estimateTokens([summaryMessage(t
 
 /**
  * The budget a summary is built within (`summaryWithManifest`). @category models
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it sizes the summary from the policy itself.
  */
-interface SummaryBudget {
+export interface SummaryBudget {
   /** The policy's budget for the whole summary message (`CompactionPolicy#summaryBudgetTokens`), in tokens. */
   readonly budgetTokens: number
   /**
@@ -696,8 +717,10 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
  * The share of the summary budget kept for the model's text when the manifest could use it: a quarter. A shorter
  * text leaves the rest to the manifest; a longer one gets what the manifest leaves, and is cut past that.
  * @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the summary it writes gives the model's text this share
+ * itself.
  */
-const SUMMARY_TEXT_SHARE = 0.25
+export const SUMMARY_TEXT_SHARE = 0.25
 
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
@@ -745,8 +768,9 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
  * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
  * of squeezing it.
  * @category manifest
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it keeps the summary budget above this floor itself.
  */
-const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
+export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
   manifestTokens(manifest.entries, renderAppendix(files), budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
 
 /** The tokens of a summary message with an empty text and the entries admitted under the budget less the text's share. */
@@ -757,8 +781,9 @@ const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string,
  * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
  * gets at least this much when the head is short, and up to `SUMMARY_TEXT_SHARE` of the budget when the head allows.
  * @category constants
+ * @deprecated Use `Compact.compactContext(messages, policy)`: the summary it writes reserves this room itself.
  */
-const SUMMARY_TEXT_RESERVE_TOKENS = 256
+export const SUMMARY_TEXT_RESERVE_TOKENS = 256
 
 /**
  * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
@@ -770,8 +795,10 @@ const SUMMARY_TEXT_RESERVE_TOKENS = 256
  * model's text holds are not repeated (unless the text had to be cut). The message exceeds the budget only when the
  * files appendix alone does.
  * @category manifest
+ * @deprecated Use `Compact.compactContext(messages, policy)`: it writes the summary text with its manifest and appendix
+ * itself.
  */
-const summaryWithManifest = (
+export const summaryWithManifest = (
   text: string,
   manifest: Manifest,
   files: FilesTouched,

@@ -24,8 +24,9 @@ export const isHumanMessage = (message: Message): boolean => {
  * True when a turn starts at index `i`: the message is human and the one before it (if any) is not. Reads only
  * messages `i - 1` and `i`, so a caller can walk back from the end.
  * @category turns
+ * @deprecated Use `Turns.turnStarts(messages)`, which lists every turn start.
  */
-const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
+export const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
   isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
 
 /**

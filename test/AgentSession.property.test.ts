@@ -17,7 +17,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Conversation, type ConversationState, type MessageParam, type Request } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { type ApiTool, bindThinking, checkRequest, formatApiViolations, unboundThinking } from "./fixtures/ApiRules.ts"
 import { prng } from "./fixtures/Conversation.ts"
@@ -49,7 +50,7 @@ const policy = CompactionPolicy.makeUnsafe({
 const options = { policy, tools: TOOLS as never, thinking: THINKING }
 
 /** A conversation logged in `store` (opening it resumes from the log), or one in memory going on from `initial`. */
-const layer = (store: MemoryStore | undefined, initial: ConversationState | undefined) =>
+const layer = (store: MemorySessions | undefined, initial: ConversationState | undefined) =>
   store === undefined
     ? Conversation.layerMemory({ ...options, ...(initial === undefined ? {} : { initial }) }).pipe(
       Layer.provide(ExtractiveSummarizer.layer)
@@ -234,7 +235,7 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         const counts = { steps: 0, offloads: 0, compactions: 0, dropBlock: 0, dbCalls: 0, resumes: 0 }
         for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
-          const store: MemoryStore | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
+          const store: MemorySessions | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
           const { answer } = agent(seed)
           let live: ConversationState | undefined
           for (let segment = 0; segment < SEGMENTS; segment++) {

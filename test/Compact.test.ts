@@ -12,7 +12,8 @@ import {
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { parseAppendix } from "../src/Render.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { AnthropicSummarizer } from "../src/AnthropicSummarizer.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { Summarizer, withFallback } from "../src/Summarizer.ts"
@@ -228,7 +229,7 @@ describe("Compact", () => {
 
   it.effect("persists the boundary to the session log, and a resume rebuilds the same view", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = generateSession(18, { messages: 300 })
       const live = yield* Effect.gen(function* () {
         const log = yield* SessionLog
@@ -255,14 +256,14 @@ describe("Compact", () => {
     return session
   }
 
-  const loadView = (store: MemoryStore, sessionId: string) =>
+  const loadView = (store: MemorySessions, sessionId: string) =>
     Effect.flatMap(SessionLog, (log) => log.load()).pipe(
       Effect.provide(SessionLog.layerMemory({ sessionId, store }))
     )
 
   it.effect("persists a compaction whose kept tail needed repair, and a resume rebuilds the repaired view", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(20)
       const before = JSON.stringify(session)
       const { live, outcome } = yield* Effect.gen(function* () {
@@ -288,7 +289,7 @@ describe("Compact", () => {
 
   it.effect("a turn appended while the summarizer runs lands after the repaired tail, live and after a resume", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(21)
       const arrived: Message = { role: "user", content: "arrived while summarizing" }
       const extractive = ExtractiveSummarizer.make()
@@ -309,7 +310,7 @@ describe("Compact", () => {
 
   it.effect("compacting a repaired view again, after more turns, persists and resumes byte for byte", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(22)
       const more = generateSession(23, { messages: 200 })
       const live = yield* Effect.gen(function* () {
@@ -383,7 +384,7 @@ describe("Compact", () => {
     ([session]) =>
       Effect.gen(function* () {
         const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
-        const store = new Map() as MemoryStore
+        const store = new Map() as MemorySessions
         const half = turnStarts(session)[Math.floor(turnStarts(session).length / 2)] ?? session.length
         const live = yield* Effect.gen(function* () {
           const log = yield* SessionLog
@@ -409,7 +410,7 @@ describe("Compact", () => {
       let compactions = 0
       let repaired = 0
       for (const session of corpus()) {
-        const store = new Map() as MemoryStore
+        const store = new Map() as MemorySessions
         const starts = turnStarts(session.messages)
         // eight even points, and just after every aborted reply (so it lands in a kept tail)
         const aborted = validate(session.messages).filter((v) => v._tag === "MissingToolResult")

@@ -21,7 +21,8 @@ import {
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
@@ -272,7 +273,7 @@ describe("Conversation on threads: the requests", () => {
 
   it.effect("a resume restores the thread anchor: the resumed state and its next request equal the live ones", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
         Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
         Layer.provide(ExtractiveSummarizer.layer)

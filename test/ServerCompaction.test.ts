@@ -10,7 +10,8 @@ import { compactContext } from "../src/Compact.ts"
 import { Conversation, type MessageParam, resumeState } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { summaryText } from "../src/Summary.ts"
 import { type ContentBlock, decodeMessagesSync, type Message } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
@@ -271,7 +272,7 @@ describe("the compaction beta through the real SDK", () => {
   it.live("Conversation over the server's compaction: compact, request accepted, resume equal to live", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const layer = Conversation.layerLogged({
         minFreedTokens: 1,
         policy: CompactionPolicy.makeUnsafe({

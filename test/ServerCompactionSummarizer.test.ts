@@ -10,10 +10,10 @@ import { compactContext, finishCompaction, prepareCompaction } from "../src/Comp
 import { Conversation, type MessageParam, resumeState } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { CompactionBlock, ContentBlock, Message } from "../src/Message.ts"
-import * as Lib from "../src/index.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import type { SummarizeError } from "../src/SummarizeError.ts"
 import { Summarizer, summarizeRequest, type SummarizerShape, type Summary, withFallback } from "../src/Summarizer.ts"
 import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
@@ -104,17 +104,6 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.deepStrictEqual(checkApiRules(messages, { reference, mode: "on-demand" }), [])
       server.enqueue(Reply.stream(["Accepted."]))
       assert.strictEqual((yield* sendFollowUp(server, messages)).content[0]?.type, "text")
-    }))
-
-  it.live("Summarizer.ServerCompactionSummarizer, the lazy stand-in, loads the module on first use and compacts", () =>
-    Effect.gen(function* () {
-      const server = yield* MessagesApiServer.make
-      server.enqueue(Reply.compaction(SUMMARY))
-      const summarizer = Lib.Summarizer.ServerCompactionSummarizer.make({ client: client(server), model: "m" })
-      assert.strictEqual(summarizer.name, "server-compaction")
-      const summary = yield* summarizer.summarize(summarizeRequest([user("go"), assistant("ok")]))
-      assert.deepStrictEqual(summary.compaction, expectedBlock(SUMMARY) as never)
-      assert.deepStrictEqual(server.requests[0]!.body.messages, [user("go"), assistant("ok")] as never)
     }))
 
   it.live("compaction_unavailable (529) is retried on our schedule with the same request, then succeeds", () =>
@@ -298,7 +287,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
   it.live("through Conversation with a session log: compact with the server, the request is accepted, resume equal", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const layer = Conversation.layerLogged({ minFreedTokens: 1, policy }).pipe(
         Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
         Layer.provide(Layer.succeed(Summarizer, serverSummarizer(server)))

@@ -23,7 +23,8 @@ import {
 import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { mergePositions, prefixChanged, thinkingAfter } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
@@ -53,7 +54,7 @@ const result = (n: number): MessageParam => ({
 })
 
 const layer = (
-  store: MemoryStore,
+  store: MemorySessions,
   thinking?: typeof THINKING | {
     readonly type: "enabled"
     readonly budget_tokens: number
@@ -173,7 +174,7 @@ const fourTurns = (thinking?: (n: number) => string): ConversationState => {
 describe("Conversation: thinking after a rewrite (rule 29)", () => {
   it.effect("an offload invalidates the thinking after it: the next request asks for drop_block, with its beta", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const { requests, state } = yield* session(4).pipe(Effect.provide(layer(store, THINKING)))
       assert.isAbove((state.unboundThinking ?? []).length, 0, "the offloads invalidated thinking")
       const last = requests.at(-1)!
@@ -192,7 +193,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
 
   it.effect("the checker rejects what the library would send without the binding (the finding)", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const { requests } = yield* session(4).pipe(Effect.provide(layer(store)))
       const last = requests.at(-1)!
       assert.isUndefined(last.thinking)
@@ -205,7 +206,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
 
   it.effect("a config with its own block_binding opts out", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const own = { ...THINKING, block_binding: { prefix_mismatch_behavior: "error" } } as const
       const { requests } = yield* session(4).pipe(Effect.provide(layer(store, own)))
       assert.deepStrictEqual(requests.at(-1)!.thinking, own)
@@ -456,7 +457,7 @@ describe("the local server: rule 29 in both modes", () => {
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
       const client = new Anthropic({ apiKey: "test", baseURL: server.url, maxRetries: 0 })
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const program = Effect.gen(function* () {
         const conversation = yield* Conversation
         yield* conversation.append(user("go through the files"))

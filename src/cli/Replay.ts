@@ -26,7 +26,8 @@ import {
 } from "../Conversation.ts"
 import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
-import { type MemoryStore, SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
+import { SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
+import type { MemorySessions } from "../SessionStore.ts"
 import type {
   CompactionRetention,
   PolicyReport,
@@ -91,7 +92,7 @@ export const replayMessages = <E = never, R = never>(
     const params = asMessageParams(messages)
     const every = options.resumeEvery
     const log: Layer.Layer<SessionLog, SessionLogError, R> | undefined = options.log ??
-      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemoryStore }))
+      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemorySessions }))
     let requests = 0
     let compactions = 0
     let evictions = 0
@@ -225,7 +226,7 @@ export const replaySession = <E = never, R = never>(
     const simulateOptions = options.simulate ?? {}
     const every = options.resumeEvery
     const logLayer: Layer.Layer<SessionLog, SessionLogError, R> | undefined = options.log ??
-      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemoryStore }))
+      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemorySessions }))
     const steps = replaySteps(prepareSession(session, simulateOptions), policy, settingsOf(simulateOptions))
     const total = session.messages.filter((m) => m.role === "assistant").length
     let invalid = 0

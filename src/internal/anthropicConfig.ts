@@ -23,7 +23,7 @@ export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
 
 /**
  * The default per-attempt timeout (opening the request and reading the whole stream).
- *
+ * @deprecated Use `Summarizer.DEFAULT_SUMMARIZER_TIMEOUT`.
  * @category constants
  */
 export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Summarizer.DEFAULT_SUMMARIZER_TIMEOUT
