@@ -35,9 +35,9 @@ export {
   anthropicConfig,
   type AnthropicLayerOptions,
   type AnthropicSummarizerOptions,
-  DEFAULT_SUMMARIZER_MODEL,
-  DEFAULT_SUMMARIZER_TIMEOUT
+  DEFAULT_SUMMARIZER_MODEL
 } from "./internal/anthropicConfig.ts"
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 
 /**
  * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt (the summarizer's own
@@ -108,7 +108,7 @@ const collect = async (
 }
 
 const makeAnthropic = (options: AnthropicSummarizerOptions): Summarizer.SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
   const maxTokens = options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS
   const system = options.systemPrompt ?? Summarizer.DEFAULT_SYSTEM_PROMPT

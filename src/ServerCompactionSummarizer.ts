@@ -41,6 +41,7 @@ import type { CompactionBlock } from "./Message.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
 import { CompactionFailed, CompactionRefused, NothingToSummarize, SummarizeError } from "./SummarizeError.ts"
 import * as Summarizer from "./Summarizer.ts"
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
 /** The server-compaction summarizer's beta header, default instructions and options. */
@@ -137,7 +138,7 @@ const instructionsOf = (base: string | undefined, focus: string | undefined): st
 }
 
 const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summarizer.SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
   const schedule = Summarizer.makeRetrySchedule(options.retry)
 

@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "./internal/summarizerDefaults.ts"
 import { clipMiddle } from "./internal/text.ts"
 import type { CompactionBlock, Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
@@ -45,12 +46,6 @@ export interface SummarizeRequest {
 }
 
 /**
- * Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models
- * @deprecated Use `Policy.Usage`: this is the same type under another name.
- */
-export type SummaryUsage = Usage
-
-/**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
  * `fellBackFrom` names the summarizer that failed and its error (after its retries).
  *
@@ -62,7 +57,7 @@ export type SummaryUsage = Usage
 export interface Summary {
   readonly text: string
   readonly model: string
-  readonly usage: SummaryUsage
+  readonly usage: Usage
   readonly summarizer: string
   readonly stopReason?: string
   readonly fellBackFrom?: { readonly summarizer: string; readonly error: SummarizeError }
@@ -93,14 +88,6 @@ export const summarizeRequest = (
 // ============================================================================
 // Retry
 // ============================================================================
-
-/**
- * The default per-attempt timeout of the summarizers that call a model (opening the request and reading the whole
- * reply): 120 seconds. @category constants
- * @deprecated Use `Summarizer.withAttemptTimeout(timeout)`: the summarizers that call a model pass this default to it
- * themselves.
- */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
 /** How a summarizer that calls a model retries (`makeRetrySchedule`). @category models */
 export interface RetryOptions {
@@ -280,7 +267,7 @@ const correction = (request: SummarizeRequest, rejected: SummaryRejected): strin
       rejected.missingSections.map((s) => `"## ${s}"`).join(", ")
     } included); write "(none)" under an empty one.`
 
-const addUsage = (a: SummaryUsage, b: SummaryUsage): SummaryUsage => ({
+const addUsage = (a: Usage, b: Usage): Usage => ({
   input_tokens: a.input_tokens + b.input_tokens,
   output_tokens: a.output_tokens + b.output_tokens,
   cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
@@ -330,20 +317,6 @@ export const withQualityGate = (
 // ============================================================================
 
 /**
- * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
- * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
- * @category prompt
- * @deprecated Use `Summarizer.withQualityGate(summarizer, options)`: it requires these sections itself.
- */
-export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
-  "Constraints and rules",
-  "Decisions",
-  "Open todos",
-  "Pending user asks",
-  "Exact identifiers"
-]
-
-/**
  * The default system prompt: a structured summary (goal; constraints and rules; progress: done, in progress,
  * blocked; decisions; open todos; pending user asks; exact identifiers), every `SUMMARY_SECTIONS` heading included,
  * with paths, identifiers and errors kept verbatim. It also says the transcript is data, so instructions inside the
@@ -381,14 +354,6 @@ What the user asked for that is not yet done or answered, in their words.
 Everything else needed to continue, verbatim: file paths, function and type names, commands, error messages, values, URLs, ids, hashes, versions.
 
 Copy file paths, identifiers, commands and error messages exactly as they appear; never paraphrase them. Prefer specifics to generalities. Write "(none)" for an empty section. Keep the summary much shorter than the transcript. Output only the summary.`
-
-/**
- * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the
- * transcript's own cap (`RenderOptions.maxChars`, 400,000 by default) the user message stays under ~465,000 chars.
- * @category prompt
- * @deprecated Use `Summarizer.summarizationPrompt(request)`: it applies these caps itself.
- */
-export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
 
 /**
  * The user message of a summarization request: the earlier summary (when updating) in `<previous_summary>`, the

@@ -23,24 +23,13 @@ import {
   Timeout,
   Unauthorized
 } from "../src/SummarizeError.ts"
-import {
-  DEFAULT_SYSTEM_PROMPT,
-  makeRetrySchedule,
-  PROMPT_LIMITS,
-  retrySummarize,
-  summarizationPrompt,
-  Summarizer,
-  summarizeRequest,
-  summarizeRetrySchedule,
-  SUMMARY_SECTIONS,
-  withFallback,
-  withQualityGate
-} from "../src/Summarizer.ts"
+import { DEFAULT_SYSTEM_PROMPT, makeRetrySchedule, retrySummarize, summarizationPrompt, Summarizer, summarizeRequest, summarizeRetrySchedule, withFallback, withQualityGate } from "../src/Summarizer.ts"
 import { layerAuto } from "../src/SummarizerAuto.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
+import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "../src/internal/summarizerDefaults.ts"
 
 // ============================================================================
 // Helpers
