@@ -32,7 +32,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
 import { do_not_optimize } from "mitata"
-import { cutForPolicy, safeCut } from "../src/Cut.ts"
+import { planForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults as evictOnce } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
@@ -305,8 +305,8 @@ const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.evict50k, () => evictStaleToolResults(s50k, KEEP, { minSavings: 0 })],
   [M.safeCut10k, () => safeCut(s10k, s10k.length >> 1, view10k)],
   [M.safeCut50k, () => safeCut(s50k, s50k.length >> 1, view50k)],
-  [M.cut10k, () => cutForPolicy(s10k, defaultPolicy)],
-  [M.cut50k, () => cutForPolicy(s50k, defaultPolicy)],
+  [M.cut10k, () => planForPolicy(s10k, defaultPolicy).cut],
+  [M.cut50k, () => planForPolicy(s50k, defaultPolicy).cut],
   [M.cutPi10k, () => ours.cut(prepared10k)],
   [M.piCut10k, () => peers.piCut(prepared10k)],
   [M.validate10k, () => validate(s10k)],

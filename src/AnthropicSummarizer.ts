@@ -39,15 +39,6 @@ export {
 } from "./internal/anthropicConfig.ts"
 import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 
-/**
- * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt (the summarizer's own
- * classifier, in `src/internal/anthropicFailure.ts`).
- * @deprecated Use the `reason` of the `SummarizeError` the summarizer fails with; the classifier is internal from
- * 0.2.0.
- * @category errors
- */
-export const summarizeErrorOf: (cause: unknown) => SummarizeError = AnthropicFailure.summarizeErrorOf
-
 interface Collected {
   readonly text: string
   readonly model: string

@@ -46,11 +46,12 @@ import {
 import * as SummaryModule from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
-import { countTurns, isTurnStart } from "./Turns.ts"
+import { countTurns } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
 import { apiViewStart } from "./internal/apiView.ts"
 import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
 import { type BuiltMessage } from "./internal/wireTypes.ts"
+import { isTurnStart } from "./internal/turns.ts"
 
 // The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
 export {

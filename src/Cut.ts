@@ -20,10 +20,11 @@ import * as Option from "effect/Option"
 import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
-import { isHumanMessage, isTurnStart } from "./Turns.ts"
+import { isHumanMessage } from "./Turns.ts"
 import { forEachToolPair } from "./Validate.ts"
 import { opensApiView } from "./internal/apiView.ts"
 import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
+import { isTurnStart } from "./internal/turns.ts"
 
 // ============================================================================
 // Safe cut
@@ -231,12 +232,6 @@ export const splitKeepingTurns = <M extends Message>(
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
 }
 
-/**
- * The same function as `splitKeepingTurns`.
- * @deprecated Use `Cut.splitKeepingTurns` (the name says what it plans: a split that keeps the last turns).
- */
-export const plan: typeof splitKeepingTurns = splitKeepingTurns
-
 // ============================================================================
 // Policy cut
 // ============================================================================
@@ -365,12 +360,3 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
     overBudget
   }
 }
-
-/**
- * The cut of `planForPolicy`: keep the newest messages up to `policy.keepRecentTokens`, never fewer than
- * `policy.keepRecentTurns` whole turns unless the oversized-turn rule applies, tool-safe. 0 means nothing to compact.
- * @deprecated Use `Cut.planForPolicy(messages, policy).cut`: the plan says why it cuts there.
- * @category cutting
- */
-export const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
-  planForPolicy(messages, policy).cut

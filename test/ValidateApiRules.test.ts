@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Option, Result } from "effect"
 import { apiView, viewCompaction, viewSummary } from "../src/ApiView.ts"
-import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
+import { planForPolicy, safeCut, splitKeepingTurns as plan } from "../src/Cut.ts"
 import { type ContentBlock, decodeMessages, decodeMessagesSync, type Message, MessageDecodeError } from "../src/Message.ts"
 import { compactContext, CompactOutcome } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
@@ -414,7 +414,7 @@ describe("the API's own compaction", () => {
     assert.isAbove(p.cut, head.length)
     assert.strictEqual(p.keptTokens, estimateTokens(list.slice(p.cut)))
     const huge = CompactionPolicy.makeUnsafe({ keepRecentTokens: 100_000, keepRecentTurns: 1 })
-    assert.strictEqual(cutForPolicy(list, huge), 0)
+    assert.strictEqual(planForPolicy(list, huge).cut, 0)
     const split = Option.getOrThrow(plan(list, 1))
     assert.isAbove(split.head.length, head.length)
     assert.isTrue(Option.isNone(plan([...head, opened, user("q"), assistant("a")], 1)))
