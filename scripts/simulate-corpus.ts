@@ -15,12 +15,7 @@ import { importSession, type Session } from "../src/Import.ts"
 import { replaySession } from "../src/cli/Replay.ts"
 import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT } from "../src/Evict.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS
-} from "../src/Policy.ts"
+import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { checkAgainstRecord, formatReport, paretoFront, type RequestEvent, simulate, sweep } from "../src/Simulate.ts"
 import { corpus, rawFile } from "../test/fixtures/Corpus.ts"
 import { priceWritten, type Written } from "../test/fixtures/IndependentCache.ts"
@@ -70,9 +65,9 @@ console.log(
 console.log("| session | requests | compactions | evictions | same tokens | simulate $ | independent $ | difference |")
 console.log("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
 const replayPolicy = CompactionPolicy.makeUnsafe(replayPolicyOptions({
-  keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-  keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-  contextWindow: DEFAULT_CONTEXT_WINDOW
+  keepRecentTokens: defaultPolicy.keepRecentTokens,
+  keepRecentTurns: defaultPolicy.keepRecentTurns,
+  contextWindow: defaultPolicy.contextWindow
 }))
 for (const { name, report } of long) {
   const session = sessions.find((s) => s.name === name)!.session as Session

@@ -90,8 +90,7 @@ import {
   contextTokens,
   defaultPolicy,
   type ReportedUsage,
-  shouldCompact,
-  type UsageIteration
+  shouldCompact
 } from "./Policy.ts"
 import type { Entry, Loaded, MessageEntry } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
@@ -439,6 +438,9 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
 }
 
 /** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
+/** One sampling step of a reply (`usage.iterations`). */
+type UsageIteration = NonNullable<ReportedUsage["iterations"]>[number]
+
 const iterationOf = (step: UsageIteration): UsageIteration => ({
   type: step.type,
   input_tokens: step.input_tokens,

@@ -30,27 +30,12 @@ const DEFAULTS = {
   cacheTtl: "5m" as CacheTtl
 }
 
-// The defaults under their old names, until 0.2.0.
-/** @deprecated Use `defaultPolicy.keepRecentTokens`, the same default. @category constants */
-export const DEFAULT_KEEP_RECENT_TOKENS: number = DEFAULTS.keepRecentTokens
-/** @deprecated Use `defaultPolicy.keepRecentTurns`, the same default. @category constants */
-export const DEFAULT_KEEP_RECENT_TURNS: number = DEFAULTS.keepRecentTurns
-/** @deprecated Use `defaultPolicy.minRemaining`, the same default. @category constants */
-export const DEFAULT_MIN_REMAINING: number = DEFAULTS.minRemaining
-/** @deprecated Use `defaultPolicy.contextWindow`, the same default. @category constants */
-export const DEFAULT_CONTEXT_WINDOW: number = DEFAULTS.contextWindow
-/** @deprecated Use `defaultPolicy.compactAtTokens`, the same default. @category constants */
-export const DEFAULT_COMPACT_AT_TOKENS: number = DEFAULTS.compactAtTokens
-/** @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default. @category constants */
-export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = DEFAULTS.summaryBudgetTokens
-
 /**
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
  * this fraction of `compactAtTokens` (0.5): the prompt is rewritten in full anyway, so a summary now costs only the
  * summarizer call and spares the next requests the longer prefix. @category constants
- * @deprecated Use `Policy.shouldCompact(policy, usage, epoch, { coldHumanTurn: true })`: it applies the fraction itself.
  */
-export const COLD_COMPACT_FRACTION = 0.5
+const COLD_COMPACT_FRACTION = 0.5
 
 // ============================================================================
 // Policy
@@ -82,9 +67,8 @@ export class PolicyError extends PolicyErrorBase {
 
 /**
  * The fields of a `CompactionPolicy` as a plain object type (every field the class declares). @category models
- * @deprecated Use `CompactionPolicy`, which holds these fields.
  */
-export type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
+type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
 export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[K] | undefined }
@@ -94,9 +78,8 @@ export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[
  * `keepRecentTokens`. After a compaction at most half the room is taken by the raw tail, so the summary, the system
  * prompt and the next several steps fit before the trigger fires again: 90,000 on the default 200,000 window.
  * @category constructors
- * @deprecated Use `defaultPolicy.maxTailTokens` or `CompactionPolicy.make(options)`, which derive it.
  */
-export const defaultMaxTailTokens = (
+const defaultMaxTailTokens = (
   fields: Pick<PolicyFields, "contextWindow" | "minRemaining" | "keepRecentTokens">
 ): number => Math.max(fields.keepRecentTokens, Math.floor((fields.contextWindow - fields.minRemaining) / 2))
 
@@ -263,12 +246,6 @@ export class CompactionPolicy {
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 
-/**
- * A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters
- * @deprecated Use `CompactionPolicy.make(options)` or read the policy's fields: it implements `PolicyFields`.
- */
-export const policyFields = (p: CompactionPolicy): PolicyFields => ({ ...p })
-
 // ============================================================================
 // Trigger
 // ============================================================================
@@ -299,9 +276,8 @@ export const zeroUsage: Usage = {
  * for a step of the model (a server tool loop has several), `compaction` for the server's compaction step,
  * `advisor_message` for the advisor model, `fallback_message` for the step a fallback model finished the reply with.
  * @category models
- * @deprecated Use `ReportedUsage` (the type of its iterations).
  */
-export type UsageIteration =
+type UsageIteration =
   & { readonly type: string }
   & Pick<Usage, "input_tokens" | "output_tokens">
   & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }

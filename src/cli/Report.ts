@@ -16,14 +16,7 @@ import type { Session } from "../Import.ts"
 import { type Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS,
-  policyFields,
-  type PolicyOptions
-} from "../Policy.ts"
+import { CompactionPolicy, defaultPolicy, type PolicyOptions } from "../Policy.ts"
 import { minCacheableTokens } from "../Cache.ts"
 import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
 import { systemAndToolsTokens } from "../internal/estimate.ts"
@@ -304,7 +297,7 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: policyFields(p),
+        policy: (p),
         ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }
@@ -371,9 +364,9 @@ export const buildReport = (
       ...reportOptions,
       keepRecent: reportOptions.keepRecent ?? DEFAULT_KEEP_RECENT,
       policy: reportOptions.policy ?? CompactionPolicy.makeUnsafe(replayPolicyOptions({
-        keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-        keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-        contextWindow: DEFAULT_CONTEXT_WINDOW
+        keepRecentTokens: defaultPolicy.keepRecentTokens,
+        keepRecentTurns: defaultPolicy.keepRecentTurns,
+        contextWindow: defaultPolicy.contextWindow
       }))
     }
     const analysis = analyze(session, {

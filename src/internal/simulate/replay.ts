@@ -25,7 +25,7 @@ import {
 } from "../../Conversation.ts"
 import { requestBytes } from "../requestBytes.ts"
 import { type ContentBlock, type Message } from "../../Message.ts"
-import { CompactionPolicy, defaultPolicy, policyFields, type ReportedUsage, zeroUsage } from "../../Policy.ts"
+import { CompactionPolicy, defaultPolicy, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
 import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
@@ -228,7 +228,7 @@ const libraryOptionsOf = (strategy: Strategy): LibraryOptions | undefined => {
 }
 
 const windowPolicy = (base: CompactionPolicy): CompactionPolicy =>
-  CompactionPolicy.makeUnsafe({ ...policyFields(base), compactAtTokens: base.contextWindow - base.minRemaining })
+  CompactionPolicy.makeUnsafe({ ...base, compactAtTokens: base.contextWindow - base.minRemaining })
 
 /** A stand-in summary text whose calibrated size is `tokens`. */
 const summaryTextOf = (tokens: number, factor: number, summarized: number): string => {
@@ -271,7 +271,7 @@ export function* replaySteps(
   const library = libraryOptionsOf(strategy)
   const base = library?.policy === undefined
     ? settings.compaction
-    : CompactionPolicy.makeUnsafe({ ...policyFields(settings.compaction), ...library.policy })
+    : CompactionPolicy.makeUnsafe({ ...settings.compaction, ...library.policy })
   const compactionPolicy = library === undefined ? windowPolicy(settings.compaction) : base
   const coldRules = library?.coldRules ?? true
   const systemTokens = calibration.systemTokens
