@@ -36,7 +36,7 @@ import * as Clock from "effect/Clock"
 import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { cacheControlOf, ttlMs } from "./internal/cacheTtl.ts"
-import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
+import { applyBreakpoints, type BlockPosition, minCacheableTokens, planBreakpoints } from "./Cache.ts"
 import { type CompactionRecord, CompactOutcome, type FinishedCompaction } from "./Compact.ts"
 import { DEFAULT_KEEP_RECENT } from "./Evict.ts"
 import type { Offloaded } from "./Offload.ts"
@@ -103,6 +103,7 @@ import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./Validate.ts"
 import { blocksOf as messageBlocks, hasOutputConfig, isCompactionWithContent, isToolResult, isToolUse } from "./internal/blocks.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
+import { breakpointBefore } from "./internal/breakpoints.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

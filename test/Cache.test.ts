@@ -1,14 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  acceptsBreakpoint,
-  applyBreakpoints,
-  breakpointBefore,
-  countBreakpoints,
-  MAX_BREAKPOINTS,
-  minCacheableTokens,
-  planBreakpoints
-} from "../src/Cache.ts"
+import { applyBreakpoints, MAX_BREAKPOINTS, minCacheableTokens, planBreakpoints } from "../src/Cache.ts"
 import {
   appendMessage,
   asMessageParams,
@@ -25,6 +17,7 @@ import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { evictionFrontier } from "../src/internal/eviction.ts"
+import { acceptsBreakpoint, breakpointBefore, countBreakpoints } from "../src/internal/breakpoints.ts"
 
 const SYSTEM = "You are a coding agent. ".repeat(400)
 

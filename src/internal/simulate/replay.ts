@@ -6,7 +6,7 @@
  * @internal
  */
 import { cacheWritePrice, ttlMs } from "../cacheTtl.ts"
-import { lastBreakpoint, minCacheableTokens } from "../../Cache.ts"
+import { minCacheableTokens } from "../../Cache.ts"
 import { finishCompaction, prepareCompaction } from "../../Compact.ts"
 import {
   appendMessage,
@@ -54,6 +54,7 @@ import {
 } from "./model.ts"
 import { clearToolUses, mask, prune } from "./strategies.ts"
 import { blocksOf } from "../blocks.ts"
+import { lastBreakpoint } from "../breakpoints.ts"
 
 /** The options with their defaults. */
 export interface Settings {
