@@ -52,13 +52,7 @@ import { apiViewStart } from "./internal/apiView.ts"
 import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
 import { type BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
-
-// The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
-export {
-  /** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */ SUMMARY_HEADER,
-  /** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */ summaryMessage,
-  /** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */ summaryText
-} from "./Summary.ts"
+import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 
 // ============================================================================
 // Outcome and errors
@@ -66,9 +60,8 @@ export {
 
 /**
  * Why a compaction did nothing. @category models
- * @deprecated Use `Compact.CompactOutcome`'s `Skipped` case: its `reason` field has this type.
  */
-export type SkipReason =
+type SkipReason =
   /** No more turns than the floor keeps, and no oversized turn to split. */
   | "TooShort"
   /** The plan keeps everything, or the head holds nothing but an earlier summary. */
@@ -78,9 +71,8 @@ export type SkipReason =
 
 /**
  * A range of message indices, `from` inclusive, `to` exclusive. @category models
- * @deprecated Use `Compact.CompactionCut`'s `removed` and `kept` fields: they have this shape.
  */
-export interface MessageRange {
+interface MessageRange {
   readonly from: number
   readonly to: number
 }
@@ -160,14 +152,6 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
 // ============================================================================
 // compactContext: prepare (pure) → summarize → finish (pure) → record
 // ============================================================================
-
-/**
- * Tokens a compaction must free at least, by default. Below it the pass is `Skipped` ("TooLittleFreed"), which is
- * what stops compact-again loops: a second pass with no new turns would free almost nothing. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: it skips a pass that frees fewer tokens unless
- * `minFreedTokens` says otherwise.
- */
-export const DEFAULT_MIN_FREED_TOKENS = 2_000
 
 /** Options of `compactContext`. Every option may be `undefined`, which means absent. @category models */
 export interface CompactOptions {

@@ -1,14 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Tracer } from "effect"
-import {
-  compactContext,
-  CompactError,
-  type CompactOutcome,
-  SUMMARY_HEADER,
-  summaryMessage,
-  summaryText
-} from "../src/Compact.ts"
+import { compactContext, CompactError, type CompactOutcome } from "../src/Compact.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { parseAppendix } from "../src/Render.ts"
@@ -24,6 +17,7 @@ import { validate } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
+import { SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
 
 const policy = (fields: Parameters<typeof CompactionPolicy.makeUnsafe>[0]) => CompactionPolicy.makeUnsafe(fields)
 const small = policy({ keepRecentTokens: 2_000, keepRecentTurns: 2, contextWindow: 50_000, minRemaining: 5_000 })

@@ -21,12 +21,12 @@ import { buildReport } from "../../src/cli/Report.ts"
 import { analyze, InspectReport } from "../../src/cli/Inspect.ts"
 import { ExitCode } from "../../src/cli/Run.ts"
 import { packageVersion } from "../../src/cli/Version.ts"
-import { summaryText } from "../../src/Compact.ts"
 import { importSession, importSessionFile } from "../../src/Import.ts"
 import type { Message } from "../../src/Message.ts"
 import { validate } from "../../src/Validate.ts"
 import { DATA_DIR, rawFile } from "../fixtures/Corpus.ts"
 import { baseEnv, collect, example, pool, type Run, run, runInProcess, runner, spawnCli } from "./Process.ts"
+import { summaryText } from "../../src/Summary.ts"
 
 let dir = ""
 let server: Server | undefined

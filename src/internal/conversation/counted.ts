@@ -7,20 +7,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import {
-  type CompactionPlan,
-  type CompactionSkip,
-  type CompactOptions,
-  CompactOutcome,
-  DEFAULT_MIN_FREED_TOKENS,
-  finishCompaction,
-  type FinishedCompaction,
-  prepareCompaction
-} from "../../Compact.ts"
+import { type CompactionPlan, type CompactionSkip, type CompactOptions, CompactOutcome, finishCompaction, type FinishedCompaction, prepareCompaction } from "../../Compact.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy } from "../../Policy.ts"
 import type { Summary } from "../../Summarizer.ts"
 import type { TokenCounter } from "../../TokenCounter.ts"
+import { DEFAULT_MIN_FREED_TOKENS } from "../compactDefaults.ts"
 
 /** The exact count's ratio to the estimate of the same request, when `count` is exact (and the estimate not 0). */
 const ratioOf = (count: TokenCounter.Count | undefined): number | undefined =>
