@@ -13,7 +13,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Conversation, type MessageParam, type Request } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { normalizeUsage } from "../src/Import.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
@@ -32,6 +31,7 @@ import {
 } from "../test/fixtures/Anchors.ts"
 import { corpus, type CorpusSession } from "../test/fixtures/Corpus.ts"
 import { tailOf } from "../test/fixtures/SummaryTail.ts"
+import { normalizeUsage } from "../src/internal/import/builder.ts"
 
 /** The scripted model's answer to every summary request. */
 const GENERIC = "We worked on the code and made progress."

@@ -21,10 +21,10 @@ import type { Message } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
 import { isHumanMessage } from "./Turns.ts"
-import { forEachToolPair } from "./Validate.ts"
 import { opensApiView } from "./internal/apiView.ts"
 import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
 import { isTurnStart } from "./internal/turns.ts"
+import { forEachToolPair } from "./internal/validate.ts"
 
 // ============================================================================
 // Safe cut

@@ -16,9 +16,10 @@ import { clipMiddle } from "./internal/text.ts"
 import type { CompactionBlock, Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
-import { neutralizeTags, render } from "./Render.ts"
+import { render } from "./Render.ts"
 import { SummarizeError, SummaryRejected, Timeout } from "./SummarizeError.ts"
 import { stripAppendix } from "./Summary.ts"
+import { neutralizeTags } from "./internal/renderLimits.ts"
 
 // ============================================================================
 // Models

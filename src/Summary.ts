@@ -21,13 +21,12 @@ import {
   textOf,
   todoItems
 } from "./internal/anchors.ts"
-import { LEADING_USER_TEXT } from "./internal/repair.ts"
+import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./internal/repair.ts"
 import { clipEnd, headOf } from "./internal/text.ts"
 import { type Message, type ToolUseBlock } from "./Message.ts"
 import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "./Tools.ts"
 import { isHumanMessage } from "./Turns.ts"
-import { MISSING_RESULT_TEXT } from "./Validate.ts"
 import { type BuiltMessage } from "./internal/wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./internal/blocks.ts"
 

@@ -56,18 +56,12 @@
  * @since 0.1.0
  */
 export {
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ forEachToolPair,
-  /** @deprecated Use `Validate.isValid(messages)`: an orphan makes a view invalid. */ hasOrphans,
   isValid,
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ type ToolPair,
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ toolPairs,
   validate,
   type ValidateOptions,
   Violation
 } from "./internal/validate.ts"
 export {
-  /** @deprecated Use `Validate.repair(messages)`: it inserts this text itself. */ LEADING_USER_TEXT,
-  /** @deprecated Use `Validate.repair(messages)`: it inserts this text itself. */ MISSING_RESULT_TEXT,
   NothingToSend,
   repair,
   type Repaired,

@@ -4,7 +4,6 @@ import { Effect, Tracer } from "effect"
 import { compactContext, CompactError, type CompactOutcome } from "../src/Compact.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
-import { parseAppendix } from "../src/Render.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { AnthropicSummarizer } from "../src/AnthropicSummarizer.ts"
@@ -17,7 +16,7 @@ import { validate } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
-import { SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
+import { parseAppendix, SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
 
 const policy = (fields: Parameters<typeof CompactionPolicy.makeUnsafe>[0]) => CompactionPolicy.makeUnsafe(fields)
 const small = policy({ keepRecentTokens: 2_000, keepRecentTurns: 2, contextWindow: 50_000, minRemaining: 5_000 })

@@ -26,13 +26,13 @@ import * as SessionStoreSql from "../src/SessionStoreSql.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll } from "vitest"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { makeSchema } from "./fixtures/Pg.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
+import { MISSING_RESULT_TEXT } from "../src/internal/repair.ts"
 
 const read = (id: string, path: string): MessageParam => ({
   role: "assistant",

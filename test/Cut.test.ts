@@ -12,10 +12,11 @@ import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { countTurns, isHumanMessage, turnStarts } from "../src/Turns.ts"
-import { forEachToolPair, hasOrphans, validate, type Violation } from "../src/Validate.ts"
+import { validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { apiViewStart } from "../src/internal/apiView.ts"
+import { forEachToolPair, hasOrphans } from "../src/internal/validate.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { compactContext } from "../src/Compact.ts"
 import { Conversation, type MessageParam, type Request } from "../src/Conversation.ts"
-import { normalizeUsage } from "../src/Import.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
@@ -31,6 +30,7 @@ import { emptyTallies, REF_CATEGORIES, referenceAnchors, tallyRetention } from "
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { tailOf } from "./fixtures/SummaryTail.ts"
+import { normalizeUsage } from "../src/internal/import/builder.ts"
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -3,7 +3,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, ConfigProvider, type Duration, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import type { Message } from "../src/Message.ts"
-import { renderAppendix } from "../src/Render.ts"
 import { AnthropicSummarizer, type AnthropicSummarizerOptions } from "../src/AnthropicSummarizer.ts"
 import { EXTRACTIVE_LIMITS, ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
 import {
@@ -30,6 +29,7 @@ import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "../src/internal/summarizerDefaults.ts"
+import { renderAppendix } from "../src/Summary.ts"
 
 // ============================================================================
 // Helpers

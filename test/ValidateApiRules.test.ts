@@ -21,12 +21,14 @@ import { render } from "../src/Render.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
 import { SUMMARY_HEADER, summaryText } from "../src/Summary.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { calibrate, estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
-import { LEADING_USER_TEXT, NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
+import { NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
 import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { MAX_NESTING_DEPTH } from "../src/internal/decode.ts"
 import { apiViewStart } from "../src/internal/apiView.ts"
+import { jsonSize } from "../src/internal/estimate.ts"
+import { LEADING_USER_TEXT } from "../src/internal/repair.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -12,7 +12,6 @@ import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Path from "effect/Path"
 import * as Result from "effect/Result"
-import { convertJson } from "../Import.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
 import type { Loaded } from "../SessionEntry.ts"
@@ -37,6 +36,7 @@ import {
   usageFailure,
   writeText
 } from "./Run.ts"
+import { convertJson } from "../internal/import/json.ts"
 
 type Env = FileSystem.FileSystem | Path.Path
 

@@ -15,8 +15,9 @@
  */
 import type { BlockPosition } from "../Cache.ts"
 import { type ContentBlock, type Message } from "../Message.ts"
-import { estimateContentTokensUncached, estimateMessageTokens } from "../Tokens.ts"
+import { estimateMessageTokens } from "../Tokens.ts"
 import { blocksOf } from "./blocks.ts"
+import { estimateContentTokensUncached } from "./estimate.ts"
 
 /** One entry of a reply's `input_transformations`: what the API did to a block of the request. */
 export interface InputTransformation {

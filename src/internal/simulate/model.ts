@@ -4,12 +4,12 @@
  * @internal
  */
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
-import type { MessageUsage, RecordedAt } from "../../Import.ts"
 import type { OffloadOptions, Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 import type { Category } from "../../Retention.ts"
 import * as Summary from "../../Summary.ts"
+import { type MessageUsage, type RecordedAt } from "../import/model.ts"
 
 // ============================================================================
 // Prices
