@@ -31,18 +31,7 @@ import { SessionLogError } from "./internal/sessionLogError.ts"
 import type { Snapshot, StepMeta } from "./SessionEntry.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
 import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
-import {
-  filesMessage,
-  filesOfMessage,
-  type Manifest,
-  mergeFiles,
-  nextManifest,
-  noFiles,
-  splitSummary,
-  type SummaryBudget,
-  summaryFloorTokens,
-  summaryWithManifest
-} from "./Summary.ts"
+import { filesMessage, filesOfMessage, type Manifest, splitSummary } from "./Summary.ts"
 import * as SummaryModule from "./Summary.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
@@ -53,6 +42,7 @@ import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
 import { type BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
+import { mergeFiles, nextManifest, noFiles, type SummaryBudget, summaryFloorTokens, summaryWithManifest } from "./internal/summary.ts"
 
 // ============================================================================
 // Outcome and errors

@@ -98,12 +98,13 @@ import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
 import { estimateTokens } from "./Tokens.ts"
 import { TokenCounter } from "./TokenCounter.ts"
-import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
+import { filesMessage, filesOfMessage, summaryText } from "./Summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { blocksOf as messageBlocks, hasOutputConfig, isCompactionWithContent, isToolResult, isToolUse } from "./internal/blocks.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
 import { breakpointBefore } from "./internal/breakpoints.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./internal/repair.ts"
+import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

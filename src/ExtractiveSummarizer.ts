@@ -11,12 +11,12 @@ import { clipEnd, clipLine } from "./internal/text.ts"
 import type { ContentBlock } from "./Message.ts"
 import { zeroUsage } from "./Policy.ts"
 import { Summarizer, type SummarizeRequest, type SummarizerShape, type Summary } from "./Summarizer.ts"
-import { stripAppendix } from "./Summary.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { defaultToolClassifier, filesTouched } from "./Tools.ts"
 import { isHumanMessage } from "./Turns.ts"
 import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./internal/blocks.ts"
 import { shortInput } from "./internal/toolInput.ts"
+import { stripAppendix } from "./internal/summary.ts"
 
 /** Options of the extractive summarizer. @category models */
 export interface ExtractiveOptions {

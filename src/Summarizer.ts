@@ -18,8 +18,8 @@ import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
 import { render } from "./Render.ts"
 import { SummarizeError, SummaryRejected, Timeout } from "./SummarizeError.ts"
-import { stripAppendix } from "./Summary.ts"
 import { neutralizeTags } from "./internal/renderLimits.ts"
+import { stripAppendix } from "./internal/summary.ts"
 
 // ============================================================================
 // Models

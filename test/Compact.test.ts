@@ -16,7 +16,8 @@ import { validate } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
-import { parseAppendix, SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
+import { SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
+import { parseAppendix } from "../src/internal/summary.ts"
 
 const policy = (fields: Parameters<typeof CompactionPolicy.makeUnsafe>[0]) => CompactionPolicy.makeUnsafe(fields)
 const small = policy({ keepRecentTokens: 2_000, keepRecentTurns: 2, contextWindow: 50_000, minRemaining: 5_000 })

@@ -16,12 +16,13 @@ import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import type { SummarizeError } from "../src/SummarizeError.ts"
 import { Summarizer, summarizeRequest, type SummarizerShape, type Summary, withFallback } from "../src/Summarizer.ts"
-import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
+import { filesOfMessage, summaryText } from "../src/Summary.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { hash, Reply, signCompaction } from "./fixtures/MessagesApiServer.ts"
+import { parseAppendix } from "../src/internal/summary.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

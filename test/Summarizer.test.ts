@@ -29,7 +29,7 @@ import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
 import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "../src/internal/summarizerDefaults.ts"
-import { renderAppendix } from "../src/Summary.ts"
+import { renderAppendix } from "../src/internal/summary.ts"
 
 // ============================================================================
 // Helpers

@@ -31,9 +31,10 @@ import { type CompactionPolicy, contextTokens } from "../../Policy.ts"
 import type { Entry, Loaded } from "../../SessionEntry.ts"
 import type { SummarizeError } from "../../SummarizeError.ts"
 import { type SummarizeRequest, summarizeRequest, type SummarizerShape, type Summary } from "../../Summarizer.ts"
-import { splitSummary, summaryWithManifest } from "../../Summary.ts"
+import { splitSummary } from "../../Summary.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { blocksOf, isCompactionWithContent } from "../blocks.ts"
+import { summaryWithManifest } from "../summary.ts"
 
 /** What the background reads of a conversation state (the view, the epoch and the latest usage report). */
 export interface BackgroundState {
