@@ -139,9 +139,8 @@ export const spanAttributes = (
 
 /**
  * One entry of a memory session: its `seq`, id and line. @category models
- * @deprecated Use `MemorySessions`, whose entries these are.
  */
-export interface MemoryEntry extends StoredEntry {
+interface MemoryEntry extends StoredEntry {
   readonly entryId: string
 }
 

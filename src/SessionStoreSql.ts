@@ -35,9 +35,8 @@ export const MIGRATIONS_TABLE = "compaction_migrations"
 
 /**
  * How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models
- * @deprecated Use `SessionStoreSql.layerSessionLog(options)`: its transactions set this lock timeout themselves.
  */
-export const DEFAULT_LOCK_SECONDS = 10
+const DEFAULT_LOCK_SECONDS = 10
 
 /** The database driver's own error under an `effect/sql` one (its reason's cause): PostgreSQL's message and code. */
 const driverError = (e: SqlError): { readonly message?: string; readonly code?: string } => {
