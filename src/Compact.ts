@@ -28,7 +28,6 @@ import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import type { Snapshot, StepMeta } from "./SessionEntry.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
 import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
 import { filesMessage, filesOfMessage, type Manifest, splitSummary } from "./Summary.ts"
@@ -43,6 +42,7 @@ import { type BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 import { mergeFiles, nextManifest, noFiles, type SummaryBudget, summaryFloorTokens, summaryWithManifest } from "./internal/summary.ts"
+import { type Snapshot, type StepMeta } from "./internal/sessionEntry.ts"
 
 // ============================================================================
 // Outcome and errors

@@ -92,7 +92,7 @@ import {
   type ReportedUsage,
   shouldCompact
 } from "./Policy.ts"
-import type { Entry, Loaded, MessageEntry } from "./SessionEntry.ts"
+import type { Entry, Loaded } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
@@ -105,6 +105,7 @@ import { evictionFrontier } from "./internal/eviction.ts"
 import { breakpointBefore } from "./internal/breakpoints.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./internal/repair.ts"
 import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
+import { type MessageEntry } from "./internal/sessionEntry.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

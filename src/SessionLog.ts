@@ -31,19 +31,12 @@ import {
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import { type Message, validateMessage } from "./Message.ts"
-import * as SessionEntry from "./SessionEntry.ts"
-import {
-  applyStored,
-  encodeEntry,
-  type KeptMessages as KeptPart,
-  type LiveView,
-  loadStored,
-  sameMessage,
-  viewHash as hashOfView
-} from "./SessionEntry.ts"
+import * as SessionEntry from "./internal/sessionEntry.ts"
+import { encodeEntry, loadStored } from "./SessionEntry.ts"
 import * as Store from "./SessionStore.ts"
 import { SessionStore, type SessionStoreShape } from "./SessionStore.ts"
 import { estimateTokens } from "./Tokens.ts"
+import { applyStored, type KeptMessages as KeptPart, type LiveView, sameMessage, viewHash as hashOfView } from "./internal/sessionEntry.ts"
 
 export type { AppendOptions, CompactionInput, SessionLogShape } from "./internal/sessionLogContract.ts"
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"

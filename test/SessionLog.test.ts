@@ -17,13 +17,14 @@ import { type ChildProcess, spawn } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
-import { canonicalJson, CURRENT_VERSION, encodeEntry, type Entry, rebuildView, viewHash } from "../src/SessionEntry.ts"
+import { CURRENT_VERSION, encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions as MemoryStore, validateSessionId } from "../src/SessionStore.ts"
 import { layerSessionLog as layerJsonl, listSessions, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { crashScript } from "./fixtures/session-writer.ts"
 import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
+import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 const json = (view: ReadonlyArray<Message>) => JSON.stringify(view)

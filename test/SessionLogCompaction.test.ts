@@ -14,10 +14,11 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import * as Lib from "../src/index.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type CompactionEntry, CURRENT_VERSION, LiveView, type MessageEntry, viewHash } from "../src/SessionEntry.ts"
+import { CURRENT_VERSION } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { readGraph, SRC, staticClosure, stripComments } from "./fixtures/ImportGraph.ts"
+import { type CompactionEntry, LiveView, type MessageEntry, viewHash } from "../src/internal/sessionEntry.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const reply = (text: string): Message => ({ role: "assistant", content: text })

@@ -12,10 +12,10 @@ import { type CompactionRecord, recordInput } from "../../Compact.ts"
 import type { HotPaths } from "../../HotPaths.ts"
 import type { Message, ToolResultBlock } from "../../Message.ts"
 import { type Offloaded, offloadRefOf } from "../../Offload.ts"
-import type { Eviction, StepMeta } from "../../SessionEntry.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
+import { type Eviction, type StepMeta } from "../sessionEntry.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"
