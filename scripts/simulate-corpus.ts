@@ -16,9 +16,11 @@ import { replaySession } from "../src/cli/Replay.ts"
 import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT } from "../src/Evict.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
-import { checkAgainstRecord, formatReport, paretoFront, type RequestEvent, simulate, sweep } from "../src/Simulate.ts"
+import { formatReport, paretoFront, simulate, sweep } from "../src/Simulate.ts"
 import { corpus, rawFile } from "../test/fixtures/Corpus.ts"
 import { priceWritten, type Written } from "../test/fixtures/IndependentCache.ts"
+import { checkAgainstRecord } from "../src/internal/simulate/record.ts"
+import { type RequestEvent } from "../src/internal/simulate/model.ts"
 
 const raw = (name: string): Session => Effect.runSync(importSession(readFileSync(rawFile(`${name}.jsonl`), "utf8")))
 const PI = ["pi__before-compaction", "pi__large-session", "pi__session-2025-12-17_thinking"]

@@ -28,19 +28,13 @@ import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
 import { SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
 import type { MemorySessions } from "../SessionStore.ts"
-import type {
-  CompactionRetention,
-  PolicyReport,
-  RecordedSession,
-  RequestEvent,
-  SimPolicy,
-  SimulateOptions
-} from "../Simulate.ts"
+import type { PolicyReport, RecordedSession, SimPolicy, SimulateOptions } from "../Simulate.ts"
 import { requestBytes } from "../internal/requestBytes.ts"
 import { recordChange } from "../internal/conversation/record.ts"
 import { prepareSession, type ReplayChange, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
+import { type CompactionRetention, type RequestEvent } from "../internal/simulate/model.ts"
 
 /** What a replay did. @category models */
 export interface ReplaySummary {

@@ -20,17 +20,7 @@ import { CompactionPolicy, defaultPolicy, type PolicyOptions } from "../Policy.t
 import { minCacheableTokens } from "../Cache.ts"
 import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
 import { systemAndToolsTokens } from "../internal/estimate.ts"
-import {
-  type MissCause,
-  type PolicyReport,
-  type RequestEvent,
-  type RequestFigures,
-  type SimPolicy,
-  simulate,
-  type SimulateOptions,
-  simulatePolicy,
-  type SimulationReport
-} from "../Simulate.ts"
+import { type PolicyReport, type SimPolicy, simulate, type SimulateOptions, type SimulationReport } from "../Simulate.ts"
 import { estimateContentTokens } from "../Tokens.ts"
 import { validate } from "../Validate.ts"
 import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
@@ -43,6 +33,8 @@ import {
   retentionRowsOf
 } from "./Replay.ts"
 import { isText, isToolResult, isToolUse } from "../internal/blocks.ts"
+import { type MissCause, type RequestEvent, type RequestFigures } from "../internal/simulate/model.ts"
+import { simulatePolicy } from "../internal/simulate/replay.ts"
 
 // ============================================================================
 // Shared with the commands

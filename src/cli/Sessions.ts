@@ -19,7 +19,6 @@ import { readSession as readStored, type SessionLogError } from "../SessionLog.t
 import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
-import type { RequestEvent, RetentionTally } from "../Simulate.ts"
 import { CATEGORIES } from "../Retention.ts"
 import { type CompactionRetentionRow, replaySession, retentionRowsOf, uploadBytes } from "./Replay.ts"
 import { chosenPolicy, type ReplayJson, replayPolicyOptions, simulateOptionsFor } from "./Report.ts"
@@ -37,6 +36,7 @@ import {
   writeText
 } from "./Run.ts"
 import { convertJson } from "../internal/import/json.ts"
+import { type RequestEvent, type RetentionTally } from "../internal/simulate/model.ts"
 
 type Env = FileSystem.FileSystem | Path.Path
 

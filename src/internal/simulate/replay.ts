@@ -715,3 +715,14 @@ const summarize = (
     perRequest
   }
 }
+
+/**
+ * Replays one session under one policy (see the module doc) and returns its figures. Pure: the input is not
+ * modified, and the same input and options give the same report.
+ * @category simulation
+ */
+export const simulatePolicy = (
+  input: ReadonlyArray<Message> | RecordedSession,
+  policy: SimPolicy,
+  options: SimulateOptions = {}
+): PolicyReport => replay(prepareSession(input, options), policy, settingsOf(options))
