@@ -81,7 +81,7 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
         epoch++
         const snapshot = yield* log.snapshot
         yield* log.recordCompaction({
-          summary: step.summary,
+          view: [step.summary, ...snapshot.view.slice(step.cut)],
           snapshot,
           cut: step.cut,
           summarizer: "test-extractive",

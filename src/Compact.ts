@@ -234,13 +234,6 @@ export interface CompactionRecord<M extends Message> {
   readonly tokensBefore: number
   readonly tokensAfter: number
   readonly turnsSummarized: number
-  /** The summary message. @deprecated Use `view[0]`. */
-  readonly summary: BuiltMessage
-  /**
-   * The repaired kept tail, when `repair` changed it; absent when the tail is `messages.slice(cut)` itself.
-   * @deprecated Use `view.slice(1)`: the log compares it with what it holds.
-   */
-  readonly kept?: ReadonlyArray<M>
 }
 
 /**
@@ -535,7 +528,6 @@ export const finishCompaction = <M extends Message>(
       [filesMessage(plan.files), ...repairedKept],
       plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
     )
-  const keptTail = next.slice(1) as Array<M>
   // every thinking block of the new view was bound to the head the summary replaced: the API drops them
   const tokensAfter = estimateTokens(next) - tokensAt(next, allThinking(next))
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
@@ -566,8 +558,6 @@ export const finishCompaction = <M extends Message>(
     record: {
       view: next,
       cut,
-      summary: summaryMsg,
-      ...(identicalMessages(keptTail, tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
       tokensAfter,
@@ -607,10 +597,6 @@ const withoutToolChanges = <M extends Message>(message: M): ReadonlyArray<M> => 
   if (text.length === message.content.length) return [message]
   return text.length === 0 ? [] : [{ role: message.role, content: text } as unknown as M]
 }
-
-/** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */
-const identicalMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
-  a === b || (a.length === b.length && a.every((m, i) => m === b[i]))
 
 /** The summarize step: the plan's request through the `Summarizer`; a failure keeps the caller's messages. */
 const summarizePlan = <M extends Message>(plan: CompactionPlan<M>) =>

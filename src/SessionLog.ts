@@ -183,11 +183,6 @@ const openFold = (
   return Result.map(applyStored(live, stored.slice(kept.lines.length)), ({ issues }) => ({ live, issues }))
 }
 
-/** The view a compaction input describes: `view`, or (the deprecated form) `[summary, ...kept or the snapshot's]`. */
-const inputView = (input: CompactionInput): ReadonlyArray<Message> | undefined =>
-  input.view ??
-    (input.summary === undefined ? undefined : [input.summary, ...(input.kept ?? input.snapshot.view.slice(input.cut))])
-
 /** True when `view` after its first message holds the messages of `snapshot.view` from `cut` on (identity or JSON). */
 const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.Snapshot, cut: number): boolean =>
   view.length - 1 === snapshot.view.length - cut &&
@@ -408,8 +403,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
 
   const recordCompaction = (input: CompactionInput) =>
     serialized(Effect.gen(function* () {
-      const view = inputView(input)
-      if (view === undefined || view.length === 0) {
+      const view = input.view
+      if (view.length === 0) {
         return yield* invalid(sessionId, "a compaction needs its view (the summary first)")
       }
       const summaryError = validateMessage(view[0], 0)
@@ -426,18 +421,6 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       if (input.meta !== undefined && !isStepMeta(input.meta)) {
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
-      }
-      if (input.expectedView !== undefined) {
-        const expected = hashOfView(input.expectedView)
-        const actual = hashOfView(view)
-        if (expected !== actual) {
-          return yield* new SessionLogError({
-            reason: "HashMismatch",
-            sessionId,
-            detail: `the caller's view (${expected}) is not the view the log rebuilds (${actual}): ` +
-              "the kept messages were changed, so the boundary was not written"
-          })
-        }
       }
       const id = randomUUID() as string
       return yield* appendDerived(sync !== "never", () => deriveCompaction(input, view, id))

@@ -91,7 +91,7 @@ const randomSteps = (log: SessionLogShape, seed: number, steps: number) =>
       } else {
         const snapshot = yield* log.snapshot
         yield* log.recordCompaction({
-          summary: user(`summary ${i}`),
+          view: [user(`summary ${i}`), ...snapshot.view.slice(Math.floor(next() * snapshot.view.length / 2) * 2)],
           snapshot,
           cut: Math.floor(next() * snapshot.view.length / 2) * 2,
           summarizer: "test"
