@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { tailOf } from "./internal/sessionTail.ts"
+import { SESSION_ID, spanAttributes } from "./internal/storeSupport.ts"
 import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
@@ -104,10 +105,6 @@ export class SessionStore extends SessionStoreBase {
 // Session ids
 // ============================================================================
 
-const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
-
-/** True when `sessionId` is a valid session id (see `validateSessionId`). @category sessions */
-export const isSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId)
 
 /**
  * Checks a session id: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. So it has no path
@@ -125,13 +122,6 @@ export const validateSessionId = (sessionId: string): Effect.Effect<string, Sess
 /** The `NotFound` error of a session that does not exist in `store`. @category errors */
 export const notFound = (sessionId: string, store: string): SessionLogError =>
   new SessionLogError({ reason: "NotFound", sessionId, detail: `no session ${sessionId} in ${store}` })
-
-/** The span attributes of a store operation. @category tracing */
-export const spanAttributes = (
-  store: string,
-  sessionId: string,
-  extra: Readonly<Record<string, number>> = {}
-): Record<string, unknown> => ({ "session.store": store, "session.id": sessionId, ...extra })
 
 // ============================================================================
 // The memory store

@@ -35,15 +35,8 @@ import {
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
-import {
-  type AppendResult,
-  isSessionId,
-  notFound,
-  SessionStore,
-  type SessionStoreShape,
-  spanAttributes,
-  validateSessionId
-} from "./SessionStore.ts"
+import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import { isSessionId, spanAttributes } from "./internal/storeSupport.ts"
 
 const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
   const reason = error.reason

@@ -21,17 +21,11 @@ import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { BOUNDARY_SQL_PATTERN, isBoundaryLine, keptAnchors, tailStartAt } from "./internal/sessionTail.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
-import {
-  type AppendResult,
-  notFound,
-  SessionStore,
-  type SessionStoreShape,
-  spanAttributes,
-  validateSessionId
-} from "./SessionStore.ts"
+import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import { spanAttributes } from "./internal/storeSupport.ts"
 
 /** The table `effect/sql`'s `Migrator` records this store's migrations in. @category models */
-export const MIGRATIONS_TABLE = "compaction_migrations"
+const MIGRATIONS_TABLE = "compaction_migrations"
 
 /**
  * How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models

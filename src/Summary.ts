@@ -8,7 +8,6 @@
  */
 export {
   DEFAULT_SUMMARY_MAX_TOKENS,
-  FILES_HEADER,
   filesMessage,
   filesOfMessage,
   type Manifest,

@@ -15,7 +15,6 @@ import { makeTally } from "./internal/tally.ts"
 import type { ContentBlock, Message } from "./Message.ts"
 import { opensApiView } from "./internal/apiView.ts"
 
-export { CHARS_PER_TOKEN } from "./internal/estimate.ts"
 
 const cache = new WeakMap<Message, number>()
 

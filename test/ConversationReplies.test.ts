@@ -21,9 +21,10 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { FILES_HEADER, filesOfMessage } from "../src/Summary.ts"
+import { filesOfMessage } from "../src/Summary.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
+import { FILES_HEADER } from "../src/internal/summary.ts"
 
 const user = (text: string): MessageParam => ({ role: "user", content: text })
 const assistant = (text: string): MessageParam => ({ role: "assistant", content: [{ type: "text", text }] })

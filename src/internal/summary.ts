@@ -24,11 +24,12 @@ import {
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./repair.ts"
 import { clipEnd, headOf } from "./text.ts"
 import { type Message, type ToolUseBlock } from "../Message.ts"
-import { CHARS_PER_TOKEN, estimateTokens } from "../Tokens.ts"
+import { estimateTokens } from "../Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { type BuiltMessage } from "./wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { CHARS_PER_TOKEN } from "./estimate.ts"
 
 /**
  * The longest summary, in tokens: 8,192. It is the `max_tokens` a summarizer asks for by default, and the cap the

@@ -28,7 +28,7 @@ import { type ContentBlock, type Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens } from "../../Tokens.ts"
+import { estimateContentTokens } from "../../Tokens.ts"
 import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
 import { blockEstimate, calibrateSession, type Calibration } from "./calibrate.ts"
 import {
@@ -55,7 +55,7 @@ import {
 import { clearToolUses, mask, prune } from "./strategies.ts"
 import { blocksOf } from "../blocks.ts"
 import { lastBreakpoint } from "../breakpoints.ts"
-import { MESSAGE_OVERHEAD_TOKENS } from "../estimate.ts"
+import { CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS } from "../estimate.ts"
 
 /** The options with their defaults. */
 export interface Settings {
