@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+// each name's doc comment is on its declaration in `internal/summary.ts`
 export {
   DEFAULT_SUMMARY_MAX_TOKENS,
   filesMessage,
