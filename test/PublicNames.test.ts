@@ -73,7 +73,10 @@ describe("knobs in internal/", () => {
   it("the uncached estimates count what the cached public ones count", () => {
     const message: Lib.Message.Message = { role: "user", content: [{ type: "text", text: "x".repeat(41) }] }
     assert.strictEqual(Estimate.estimateMessageTokensUncached(message), Lib.Tokens.estimateMessageTokens(message))
-    assert.strictEqual(Estimate.estimateContentTokensUncached(message.content), Lib.Tokens.estimateContentTokens(message.content))
+    assert.strictEqual(
+      Estimate.estimateContentTokensUncached(message.content),
+      Lib.Tokens.estimateContentTokens(message.content)
+    )
     assert.strictEqual(Estimate.estimateContentTokensUncached(message.content), 11)
   })
 })
