@@ -20,7 +20,7 @@ import { formatReport, paretoFront, simulate, sweep } from "../src/Simulate.ts"
 import { corpus, rawFile } from "../test/fixtures/Corpus.ts"
 import { priceWritten, type Written } from "../test/fixtures/IndependentCache.ts"
 import { checkAgainstRecord } from "../src/internal/simulate/record.ts"
-import { type RequestEvent } from "../src/internal/simulate/model.ts"
+import type { RequestEvent } from "../src/internal/simulate/model.ts"
 
 const raw = (name: string): Session => Effect.runSync(importSession(readFileSync(rawFile(`${name}.jsonl`), "utf8")))
 const PI = ["pi__before-compaction", "pi__large-session", "pi__session-2025-12-17_thinking"]

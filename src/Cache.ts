@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
-import { type ContentBlock, type Message } from "./Message.ts"
+import type { ContentBlock, Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
 import { blocksOf, hasContent } from "./internal/blocks.ts"
 import { acceptsBreakpoint, type BlockPosition, lastBreakpoint } from "./internal/breakpoints.ts"

@@ -21,7 +21,7 @@ import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
 import type { BlockPosition } from "./Cache.ts"
 import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
-import { type ContentBlock, type Message } from "./Message.ts"
+import type { ContentBlock, Message } from "./Message.ts"
 import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
@@ -38,11 +38,18 @@ import { countTurns } from "./Turns.ts"
 import { type RepairReport, repairResult } from "./Validate.ts"
 import { apiViewStart } from "./internal/apiView.ts"
 import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
-import { type BuiltMessage } from "./internal/wireTypes.ts"
+import type { BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
-import { mergeFiles, nextManifest, noFiles, type SummaryBudget, summaryFloorTokens, summaryWithManifest } from "./internal/summary.ts"
-import { type Snapshot, type StepMeta } from "./internal/sessionEntry.ts"
+import {
+  mergeFiles,
+  nextManifest,
+  noFiles,
+  type SummaryBudget,
+  summaryFloorTokens,
+  summaryWithManifest
+} from "./internal/summary.ts"
+import type { Snapshot, StepMeta } from "./internal/sessionEntry.ts"
 
 // ============================================================================
 // Outcome and errors

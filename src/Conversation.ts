@@ -85,13 +85,7 @@ import {
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
-import {
-  type CompactionPolicy,
-  contextTokens,
-  defaultPolicy,
-  type ReportedUsage,
-  shouldCompact
-} from "./Policy.ts"
+import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage, shouldCompact } from "./Policy.ts"
 import type { Entry, Loaded } from "./SessionEntry.ts"
 import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
 import { SessionLog } from "./SessionLog.ts"
@@ -100,12 +94,18 @@ import { estimateTokens } from "./Tokens.ts"
 import { TokenCounter } from "./TokenCounter.ts"
 import { filesMessage, filesOfMessage, summaryText } from "./Summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
-import { blocksOf as messageBlocks, hasOutputConfig, isCompactionWithContent, isToolResult, isToolUse } from "./internal/blocks.ts"
+import {
+  blocksOf as messageBlocks,
+  hasOutputConfig,
+  isCompactionWithContent,
+  isToolResult,
+  isToolUse
+} from "./internal/blocks.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
 import { breakpointBefore } from "./internal/breakpoints.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./internal/repair.ts"
 import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
-import { type MessageEntry } from "./internal/sessionEntry.ts"
+import type { MessageEntry } from "./internal/sessionEntry.ts"
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

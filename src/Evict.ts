@@ -27,21 +27,13 @@ import { cachePrices } from "./internal/cacheTtl.ts"
 import { evictCold } from "./internal/coldEviction.ts"
 import { type DecideOptions, keepOf } from "./internal/evictionRules.ts"
 import type { Message } from "./Message.ts"
-import * as Offload from "./Offload.ts"
+import type * as Offload from "./Offload.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { defaultToolClassifier } from "./Tools.ts"
 
 // ============================================================================
 // The pointer format, at home in `Offload`
 // ============================================================================
-
-
-
-
-
-
-
-
 
 // ============================================================================
 // Eviction

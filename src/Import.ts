@@ -24,12 +24,7 @@ import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 
 /** The session model, the line parser and the converters (they live in `internal/import/`). */
-export {
-  type CompactionRecord,
-  ImportError,
-  type Session,
-  type SessionFormat,
-} from "./internal/import/model.ts"
+export { type CompactionRecord, ImportError, type Session, type SessionFormat } from "./internal/import/model.ts"
 
 // ============================================================================
 // Detection

@@ -23,10 +23,21 @@
 import type { ContentBlock, Message } from "./Message.ts"
 import { clipEnd, headOf, LONE_SURROGATE, tailOf } from "./internal/text.ts"
 import { isOffloaded } from "./Offload.ts"
-import { blocksOf, isCompaction, isDocument, isImage, isRedactedThinking, isServerToolResult, isServerToolUse, isText, isThinking, isToolResult, isToolUse } from "./internal/blocks.ts"
+import {
+  blocksOf,
+  isCompaction,
+  isDocument,
+  isImage,
+  isRedactedThinking,
+  isServerToolResult,
+  isServerToolUse,
+  isText,
+  isThinking,
+  isToolResult,
+  isToolUse
+} from "./internal/blocks.ts"
 import { shortInput } from "./internal/toolInput.ts"
 import { CLIP_MARKER_MAX, neutralizeTags, OMISSION_MARKER_MAX, TAG_PATTERN } from "./internal/renderLimits.ts"
-
 
 // ============================================================================
 // Options

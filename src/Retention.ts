@@ -15,17 +15,22 @@
  *
  * @since 0.1.0
  */
-import { type Anchor, CATEGORIES, type Category, normalize, presentIn, spanAnchors, textOf, viewText } from "./internal/anchors.ts"
+import {
+  type Anchor,
+  CATEGORIES,
+  type Category,
+  normalize,
+  presentIn,
+  spanAnchors,
+  textOf,
+  viewText
+} from "./internal/anchors.ts"
 import type { Message } from "./Message.ts"
 import { filesOfMessage, summaryText } from "./Summary.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
 
-export {
-  type Anchor,
-  CATEGORIES,
-  type Category,
-} from "./internal/anchors.ts"
+export { type Anchor, CATEGORIES, type Category } from "./internal/anchors.ts"
 
 // ============================================================================
 // Models

@@ -36,7 +36,13 @@ import { encodeEntry, loadStored } from "./SessionEntry.ts"
 import * as Store from "./SessionStore.ts"
 import { SessionStore, type SessionStoreShape } from "./SessionStore.ts"
 import { estimateTokens } from "./Tokens.ts"
-import { applyStored, type KeptMessages as KeptPart, type LiveView, sameMessage, viewHash as hashOfView } from "./internal/sessionEntry.ts"
+import {
+  applyStored,
+  type KeptMessages as KeptPart,
+  type LiveView,
+  sameMessage,
+  viewHash as hashOfView
+} from "./internal/sessionEntry.ts"
 
 export type { AppendOptions, CompactionInput, SessionLogShape } from "./internal/sessionLogContract.ts"
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
@@ -44,7 +50,6 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // ============================================================================
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
-
 
 /**
  * How a store operation is retried when it fails: up to 5 retries, exponential from 10 ms, and only while the error

@@ -105,7 +105,6 @@ export class SessionStore extends SessionStoreBase {
 // Session ids
 // ============================================================================
 
-
 /**
  * Checks a session id: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. So it has no path
  * separator and cannot be `.` or `..`: it never escapes a directory. Fails with `InvalidId`.

@@ -15,7 +15,6 @@ import { makeTally } from "./internal/tally.ts"
 import type { ContentBlock, Message } from "./Message.ts"
 import { opensApiView } from "./internal/apiView.ts"
 
-
 const cache = new WeakMap<Message, number>()
 
 const contentCache = new WeakMap<ReadonlyArray<ContentBlock>, number>()

@@ -6,15 +6,7 @@
  * @since 0.1.0
  */
 import type { Message, ToolUseBlock } from "./Message.ts"
-import {
-  fields,
-  finite,
-  type Input,
-  type LineRange,
-  nonEmpty,
-  offsetLimit,
-  viewRange
-} from "./internal/toolInput.ts"
+import { fields, finite, type Input, type LineRange, nonEmpty, offsetLimit, viewRange } from "./internal/toolInput.ts"
 import { isToolUse } from "./internal/blocks.ts"
 
 /** What a tool call does to files. @category models */

@@ -55,16 +55,5 @@
  *
  * @since 0.1.0
  */
-export {
-  isValid,
-  validate,
-  type ValidateOptions,
-  Violation
-} from "./internal/validate.ts"
-export {
-  NothingToSend,
-  repair,
-  type Repaired,
-  type RepairReport,
-  repairResult
-} from "./internal/repair.ts"
+export { isValid, validate, type ValidateOptions, Violation } from "./internal/validate.ts"
+export { NothingToSend, repair, type Repaired, type RepairReport, repairResult } from "./internal/repair.ts"

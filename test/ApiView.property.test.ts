@@ -10,7 +10,7 @@ import { Effect, Result } from "effect"
 import { compactContext } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type ContentBlock, type Message } from "../src/Message.ts"
+import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { planForPolicy } from "../src/Cut.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
@@ -21,7 +21,7 @@ import { apiViewStart, checkApiRules, formatApiViolations } from "./fixtures/Api
 import { generateSession, prng, thinkingTokens } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { blocksOf } from "../src/internal/blocks.ts"
-import { type SystemMessageFields } from "../src/internal/wireTypes.ts"
+import type { SystemMessageFields } from "../src/internal/wireTypes.ts"
 import { liveSystemMessages } from "../src/internal/apiView.ts"
 
 const isDeno = "Deno" in globalThis

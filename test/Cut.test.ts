@@ -1,13 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Schema } from "effect"
-import {
-  type CutPlan,
-  type CutPolicy,
-  planForPolicy,
-  safeCut,
-  type Split,
-  splitKeepingTurns
-} from "../src/Cut.ts"
+import { type CutPlan, type CutPolicy, planForPolicy, safeCut, type Split, splitKeepingTurns } from "../src/Cut.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"

@@ -1,7 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
-import { applyOffloads, buildIndex, decide, evictionFrontier, extendIndex, indexedFrontier } from "../src/internal/eviction.ts"
+import {
+  applyOffloads,
+  buildIndex,
+  decide,
+  evictionFrontier,
+  extendIndex,
+  indexedFrontier
+} from "../src/internal/eviction.ts"
 import { MAX_POINTER_TOKENS } from "../src/internal/evictionRules.ts"
 import { formatOffloadRef, isOffloaded, parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"

@@ -6,7 +6,14 @@ import { render, renderBound, type RenderOptions } from "../src/Render.ts"
 import { conversationArbitrary, generateSession, pngBase64 } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { CLIP_MARKER_MAX, neutralizeTags, OMISSION_MARKER_MAX } from "../src/internal/renderLimits.ts"
-import { mergeFiles, noFiles, parseAppendix, renderAppendix, splitAppendix, stripAppendix } from "../src/internal/summary.ts"
+import {
+  mergeFiles,
+  noFiles,
+  parseAppendix,
+  renderAppendix,
+  splitAppendix,
+  stripAppendix
+} from "../src/internal/summary.ts"
 
 // ============================================================================
 // Helpers

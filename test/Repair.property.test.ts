@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import { viewCompaction } from "../src/ApiView.ts"
-import { type ContentBlock, type Message } from "../src/Message.ts"
+import type { ContentBlock, Message } from "../src/Message.ts"
 import { repairResult, validate } from "../src/Validate.ts"
 import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"

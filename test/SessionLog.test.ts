@@ -417,7 +417,12 @@ describe("SessionLog", () => {
           const compaction = yield* Effect.forkChild(
             Effect.gen(function* () {
               yield* Deferred.await(halfway) // "summarizing" while the fibers append
-              return yield* log.recordCompaction({ view: [summary, ...snapshot.view.slice(3)], snapshot, cut: 3, summarizer: "test" })
+              return yield* log.recordCompaction({
+                view: [summary, ...snapshot.view.slice(3)],
+                snapshot,
+                cut: 3,
+                summarizer: "test"
+              })
             })
           )
           const writer = (name: string) =>
@@ -456,8 +461,15 @@ describe("SessionLog", () => {
         Effect.gen(function* () {
           yield* log.append([user("a"), user("b"), call("t"), result("t", "x"), user("c")])
           const snapshot = yield* log.snapshot
-          yield* log.recordCompaction({ view: [user("s1"), ...snapshot.view.slice(2)], snapshot, cut: 2, summarizer: "x" })
-          return yield* Effect.exit(log.recordCompaction({ view: [user("s2"), ...snapshot.view.slice(4)], snapshot, cut: 4, summarizer: "x" }))
+          yield* log.recordCompaction({
+            view: [user("s1"), ...snapshot.view.slice(2)],
+            snapshot,
+            cut: 2,
+            summarizer: "x"
+          })
+          return yield* Effect.exit(
+            log.recordCompaction({ view: [user("s2"), ...snapshot.view.slice(4)], snapshot, cut: 4, summarizer: "x" })
+          )
         }))
       assert.strictEqual(failure(exit).reason, "Conflict")
       assert.strictEqual((store.get("memory") ?? []).length, 6)
@@ -480,7 +492,8 @@ describe("SessionLog", () => {
             view: [summary, ...kept],
             snapshot,
             cut: 3,
-            summarizer: "x"})
+            summarizer: "x"
+          })
           assert.deepStrictEqual(entry.kept?.through, snapshot.entryIds.at(-1))
           assert.strictEqual(entry.firstKeptEntryId, snapshot.entryIds[3])
           const after = yield* log.snapshot
@@ -682,7 +695,13 @@ describe("SessionLog", () => {
             }]),
             Effect.flatMap(
               log.snapshot,
-              (snapshot) => log.recordCompaction({ view: [user("s"), ...snapshot.view.slice(9)], snapshot, cut: 9, summarizer: "x" })
+              (snapshot) =>
+                log.recordCompaction({
+                  view: [user("s"), ...snapshot.view.slice(9)],
+                  snapshot,
+                  cut: 9,
+                  summarizer: "x"
+                })
             ),
             Effect.flatMap(log.snapshot, (snapshot) =>
               log.recordCompaction({

@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
-import { type Message } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import { CURRENT_VERSION, encodeEntry, type Entry, type Loaded } from "../src/SessionEntry.ts"
 import { ClosedFolds, SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions as MemoryStore, SessionStore } from "../src/SessionStore.ts"

@@ -22,7 +22,17 @@ import {
   Timeout,
   Unauthorized
 } from "../src/SummarizeError.ts"
-import { DEFAULT_SYSTEM_PROMPT, makeRetrySchedule, retrySummarize, summarizationPrompt, Summarizer, summarizeRequest, summarizeRetrySchedule, withFallback, withQualityGate } from "../src/Summarizer.ts"
+import {
+  DEFAULT_SYSTEM_PROMPT,
+  makeRetrySchedule,
+  retrySummarize,
+  summarizationPrompt,
+  Summarizer,
+  summarizeRequest,
+  summarizeRetrySchedule,
+  withFallback,
+  withQualityGate
+} from "../src/Summarizer.ts"
 import { layerAuto } from "../src/SummarizerAuto.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
@@ -287,7 +297,6 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
       assert.strictEqual(yield* name({}), "extractive")
       assert.strictEqual(yield* name({ ANTHROPIC_API_KEY: "sk-x" }), "anthropic")
     }))
-
 })
 
 // ============================================================================

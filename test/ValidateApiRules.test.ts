@@ -13,7 +13,13 @@ import { fileURLToPath } from "node:url"
 import { Effect, Layer, Option, Result } from "effect"
 import { apiView, viewCompaction, viewSummary } from "../src/ApiView.ts"
 import { planForPolicy, safeCut, splitKeepingTurns as plan } from "../src/Cut.ts"
-import { type ContentBlock, decodeMessages, decodeMessagesSync, type Message, MessageDecodeError } from "../src/Message.ts"
+import {
+  type ContentBlock,
+  decodeMessages,
+  decodeMessagesSync,
+  type Message,
+  MessageDecodeError
+} from "../src/Message.ts"
 import { compactContext, CompactOutcome } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"

@@ -34,7 +34,7 @@ import { recordChange } from "../internal/conversation/record.ts"
 import { prepareSession, type ReplayChange, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
-import { type CompactionRetention, type RequestEvent } from "../internal/simulate/model.ts"
+import type { CompactionRetention, RequestEvent } from "../internal/simulate/model.ts"
 
 /** What a replay did. @category models */
 export interface ReplaySummary {

@@ -13,14 +13,20 @@
  */
 import * as Effect from "effect/Effect"
 import type { Session } from "../Import.ts"
-import { type Message } from "../Message.ts"
+import type { Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
 import { CompactionPolicy, defaultPolicy, type PolicyOptions } from "../Policy.ts"
 import { minCacheableTokens } from "../Cache.ts"
 import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
 import { systemAndToolsTokens } from "../internal/estimate.ts"
-import { type PolicyReport, type SimPolicy, simulate, type SimulateOptions, type SimulationReport } from "../Simulate.ts"
+import {
+  type PolicyReport,
+  type SimPolicy,
+  simulate,
+  type SimulateOptions,
+  type SimulationReport
+} from "../Simulate.ts"
 import { estimateContentTokens } from "../Tokens.ts"
 import { validate } from "../Validate.ts"
 import { type Analysis, analyze, type InspectReport, toolsTokens } from "./Inspect.ts"
@@ -33,7 +39,7 @@ import {
   retentionRowsOf
 } from "./Replay.ts"
 import { isText, isToolResult, isToolUse } from "../internal/blocks.ts"
-import { type MissCause, type RequestEvent, type RequestFigures } from "../internal/simulate/model.ts"
+import type { MissCause, RequestEvent, RequestFigures } from "../internal/simulate/model.ts"
 import { simulatePolicy } from "../internal/simulate/replay.ts"
 
 // ============================================================================
@@ -289,7 +295,7 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: (p),
+        policy: p,
         ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }

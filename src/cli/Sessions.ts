@@ -36,7 +36,7 @@ import {
   writeText
 } from "./Run.ts"
 import { convertJson } from "../internal/import/json.ts"
-import { type RequestEvent, type RetentionTally } from "../internal/simulate/model.ts"
+import type { RequestEvent, RetentionTally } from "../internal/simulate/model.ts"
 
 type Env = FileSystem.FileSystem | Path.Path
 

@@ -4,7 +4,7 @@
  * identifiers, instructions and plan. Pure. It imports neither of them: the caller says which user messages the
  * library wrote (`isLibraryMessage`), so no import circle runs through here.
  */
-import { type ContentBlock, type Message, type ToolUseBlock } from "../Message.ts"
+import type { ContentBlock, Message, ToolUseBlock } from "../Message.ts"
 import { defaultToolClassifier, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { headOf } from "./text.ts"

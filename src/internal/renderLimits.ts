@@ -25,7 +25,6 @@ export const RESERVED_TAGS: ReadonlyArray<string> = [
   "compaction-files"
 ]
 
-
 /** A reserved tag opening or closing, in any case and spacing. */
 export const TAG_PATTERN = new RegExp(`<(\\s*/?\\s*)(${RESERVED_TAGS.join("|")})(?![\\w-])`, "gi")
 

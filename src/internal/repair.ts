@@ -7,7 +7,7 @@ import * as Result from "effect/Result"
 import type { ContentBlock, Message, Role, ToolResultBlock } from "../Message.ts"
 import { endsInServerResult, hasToolUse, isBlankText, SYSTEM_BLOCK_TYPES, validate } from "./validate.ts"
 import { blocksOf, hasContent, hasOutputConfig, isToolResult, isToolUse, systemFields, toolUseIds } from "./blocks.ts"
-import { type SystemMessageFields } from "./wireTypes.ts"
+import type { SystemMessageFields } from "./wireTypes.ts"
 import { apiViewStart, compactionBlockIndex } from "./apiView.ts"
 
 /** The text of the error result `repair` gives a `tool_use` that had none. @category constants */

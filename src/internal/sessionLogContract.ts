@@ -8,7 +8,7 @@ import type * as Effect from "effect/Effect"
 import type { Message } from "../Message.ts"
 import type { Loaded, LoadIssue, LoadOptions } from "../SessionEntry.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
-import { type CompactionEntry, type Eviction, type EvictionEntry, type Snapshot, type StepMeta } from "./sessionEntry.ts"
+import type { CompactionEntry, Eviction, EvictionEntry, Snapshot, StepMeta } from "./sessionEntry.ts"
 
 /**
  * What `recordCompaction` needs: the new view the caller goes on with, the snapshot it was built from and the cut.

@@ -8,7 +8,7 @@ import { type Loaded, type LoadOptions, loadStored, type StoredEntry } from "../
 import type { ReadResult, SessionStoreShape } from "../SessionStore.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { loadTail, tailOf } from "./sessionTail.ts"
-import { type LiveView } from "./sessionEntry.ts"
+import type { LiveView } from "./sessionEntry.ts"
 
 /** A loaded session, its live fold and the stored entries it folded (the tail, or every entry). */
 export interface Opened {

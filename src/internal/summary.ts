@@ -23,11 +23,11 @@ import {
 } from "./anchors.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./repair.ts"
 import { clipEnd, headOf } from "./text.ts"
-import { type Message, type ToolUseBlock } from "../Message.ts"
+import type { Message, ToolUseBlock } from "../Message.ts"
 import { estimateTokens } from "../Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
-import { type BuiltMessage } from "./wireTypes.ts"
+import type { BuiltMessage } from "./wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./blocks.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
 

@@ -14,7 +14,7 @@
  * @internal
  */
 import type { BlockPosition } from "../Cache.ts"
-import { type ContentBlock, type Message } from "../Message.ts"
+import type { ContentBlock, Message } from "../Message.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
 import { blocksOf } from "./blocks.ts"
 import { estimateContentTokensUncached } from "./estimate.ts"

@@ -7,7 +7,19 @@ import * as Data from "effect/Data"
 import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { prefixChanged } from "./thinkingBinding.ts"
-import { blocksOf, hasContent, hasOutputConfig, isCompaction, isCompactionWithContent, isServerToolResult, isText, isThinking, isToolResult, isToolUse, systemFields } from "./blocks.ts"
+import {
+  blocksOf,
+  hasContent,
+  hasOutputConfig,
+  isCompaction,
+  isCompactionWithContent,
+  isServerToolResult,
+  isText,
+  isThinking,
+  isToolResult,
+  isToolUse,
+  systemFields
+} from "./blocks.ts"
 import { apiViewStart, compactionBlockIndex } from "./apiView.ts"
 
 // ============================================================================

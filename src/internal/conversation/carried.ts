@@ -16,7 +16,7 @@
  * @internal
  */
 import { cachePrices, type CacheTtl } from "../cacheTtl.ts"
-import { type Message } from "../../Message.ts"
+import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
 import { applyOffloads, buildIndex, decide, type EvictionIndex, extendIndex, indexedFrontier } from "../eviction.ts"

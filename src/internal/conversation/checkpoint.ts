@@ -11,7 +11,7 @@
 import { HotPaths } from "../../HotPaths.ts"
 import type { Entry } from "../../SessionEntry.ts"
 import type { ToolClassifier } from "../../Tools.ts"
-import { type StepMeta } from "../sessionEntry.ts"
+import type { StepMeta } from "../sessionEntry.ts"
 
 /** The version of the checkpoint's JSON; a boundary holding another is read as holding none. */
 const VERSION = 1

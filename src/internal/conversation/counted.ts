@@ -7,7 +7,15 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import { type CompactionPlan, type CompactionSkip, type CompactOptions, CompactOutcome, finishCompaction, type FinishedCompaction, prepareCompaction } from "../../Compact.ts"
+import {
+  type CompactionPlan,
+  type CompactionSkip,
+  type CompactOptions,
+  CompactOutcome,
+  finishCompaction,
+  type FinishedCompaction,
+  prepareCompaction
+} from "../../Compact.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy } from "../../Policy.ts"
 import type { Summary } from "../../Summarizer.ts"

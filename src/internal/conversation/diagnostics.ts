@@ -18,8 +18,8 @@
  *
  * @internal
  */
-import { type BlockPosition } from "../../Cache.ts"
-import { type ContentBlock, type Message } from "../../Message.ts"
+import type { BlockPosition } from "../../Cache.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../../Tokens.ts"
 import { blocksOf } from "../blocks.ts"
 import { LOOKBACK_BLOCKS } from "../breakpoints.ts"

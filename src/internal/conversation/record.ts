@@ -15,7 +15,7 @@ import { type Offloaded, offloadRefOf } from "../../Offload.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
-import { type Eviction, type StepMeta } from "../sessionEntry.ts"
+import type { Eviction, StepMeta } from "../sessionEntry.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"

@@ -8,7 +8,7 @@
  * @internal
  */
 import { ttlMs } from "../cacheTtl.ts"
-import { type ContentBlock, type Message } from "../../Message.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { estimateContentTokens } from "../../Tokens.ts"
 import { blockKey } from "./cache.ts"

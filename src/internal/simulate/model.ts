@@ -9,7 +9,7 @@ import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 import type { Category } from "../../Retention.ts"
 import * as Summary from "../../Summary.ts"
-import { type MessageUsage, type RecordedAt } from "../import/model.ts"
+import type { MessageUsage, RecordedAt } from "../import/model.ts"
 
 // ============================================================================
 // Prices

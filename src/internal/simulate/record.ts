@@ -17,7 +17,7 @@ import type { ReportedUsage } from "../../Policy.ts"
 import { blockKey, chainKey, PromptCache } from "./cache.ts"
 import { blockEstimate, calibrateSession, promptOf } from "./calibrate.ts"
 import { lastBreakpoint } from "../breakpoints.ts"
-import { type MessageUsage, type RecordedAt } from "../import/model.ts"
+import type { MessageUsage, RecordedAt } from "../import/model.ts"
 
 /** Read, write and uncached input tokens, summed over requests. */
 export interface TokenSums {

@@ -24,7 +24,7 @@ import {
   type Transition
 } from "../../Conversation.ts"
 import { requestBytes } from "../requestBytes.ts"
-import { type ContentBlock, type Message } from "../../Message.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import { CompactionPolicy, defaultPolicy, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
