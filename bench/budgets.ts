@@ -370,7 +370,7 @@ const TAIL_FULL_WHY = `issue 29's goal: at most 0.2x today's full fold; ${TAIL_R
 /**
  * The limit of growth budgets for the calls that read only what is around the cut (the policy cut's kept tail,
  * `safeCut` given the view's start), over the floor's growth: constant is ~0.2, a scan of the session ~1. run1
- * measured 0.18 (cutForPolicy) and 0.26 (safeCut); cal1 0.009 to 1.45 (wall-clock medians, one outlier attempt).
+ * measured 0.18 (planForPolicy) and 0.26 (safeCut); cal1 0.009 to 1.45 (wall-clock medians, one outlier attempt).
  * 0.6 is 2.3x the worst CPU-time figure and fails a linear scan.
  */
 const TAIL_GROWTH = 0.6
@@ -433,7 +433,7 @@ export const budgets: ReadonlyArray<Budget> = [
   ),
   growth(
     "cutForPolicy",
-    "cutForPolicy, default policy, warm cache",
+    "planForPolicy, default policy, warm cache",
     M.cut50k,
     M.cut10k,
     TAIL_GROWTH,
@@ -670,7 +670,7 @@ export const budgets: ReadonlyArray<Budget> = [
   },
   {
     id: "cut/pi",
-    description: "our cutForPolicy (keep 20k tokens, warm cache) / pi's findCutPoint (keep 20k tokens) (10k messages)",
+    description: "our planForPolicy (keep 20k tokens, warm cache) / pi's findCutPoint (keep 20k tokens) (10k messages)",
     subject: M.cutPi10k,
     baseline: M.piCut10k,
     max: 1,

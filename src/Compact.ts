@@ -154,7 +154,7 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
 export interface CompactOptions {
   /** The user's `/compact <focus>` argument, passed to the summarizer. */
   readonly instructions?: string | undefined
-  /** Tokens the pass must free; default `DEFAULT_MIN_FREED_TOKENS`. */
+  /** Tokens the pass must free; default 2,000. */
   readonly minFreedTokens?: number | undefined
   /** Classifies tool calls for the files appendix; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier | undefined
@@ -193,7 +193,7 @@ export interface CompactionPlan<M extends Message> {
   readonly request: SummarizeRequest
   /** The file lists carried forward: the earlier summary's merged with what the new head touched. */
   readonly files: ReturnType<typeof mergeFiles>
-  /** What the summary keeps by rule: the earlier summary's manifest merged with the new head's (`Summary.nextManifest`). */
+  /** What the summary keeps by rule: the earlier summary's manifest merged with the new head's. */
   readonly manifest: Manifest
   /** The policy's summary budget, and the most a summary may take to stay smaller than the head it replaces. */
   readonly summaryBudget: SummaryBudget

@@ -18,7 +18,7 @@
  * (1) or a successful write of it (2) goes, since what it failed to show is out of date anyway.
  *
  * "Later" only ever looks forward from a read, so the decision survives the prefix being cut away. Only the API view
- * is read and rewritten (`ApiView.apiViewStart` on): what lies before the last compaction block with content is
+ * is read and rewritten (what `ApiView.apiView` returns): what lies before the last compaction block with content is
  * dropped by the API, so rewriting it would free nothing and still change the request's prefix.
  *
  * @since 0.1.0
@@ -107,7 +107,7 @@ export interface EvictResult<M extends Message> {
  * - superseded and modified reads go first; of the rest, the newest `keepRecent` stay verbatim; errors stay unless
  *   superseded or modified (a later read or write of the file made them stale); a pinned path's latest read stays;
  *   a result is offloaded only when its pointer is smaller;
- * - only the API view (`ApiView.apiViewStart` on) is touched: results before the last compaction block with content
+ * - only the API view (what `ApiView.apiView` returns) is touched: results before the last compaction block with content
  *   are left as they are (the API drops them), so `tokensFreed` is what the API view loses;
  * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens` (taken on the API view);
  * - when fewer than `minSavings` tokens (if given; otherwise when rent-or-buy says the rewrite does not pay) would be

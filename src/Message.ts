@@ -1,7 +1,7 @@
 /**
  * The wire model: Anthropic Messages API conversations, as plain readonly data.
  *
- * Every block type the API has is modelled, plus an open case (`UnknownBlock`) for block types this library does not
+ * Every block type the API has is modelled, plus an open case (a block of any other `type`) for block types this library does not
  * know yet. The types are supertypes of `@anthropic-ai/sdk`'s `MessageParam`, so an SDK conversation can be passed in
  * as it is; functions that transform a conversation are generic in the message type, so what comes out can be passed
  * straight back to `client.messages.create`.
@@ -206,7 +206,7 @@ export class MessageDecodeError extends MessageDecodeErrorBase {
 
 /**
  * Validates one message. Returns the error for the first problem found, or `undefined` when the message is valid.
- * Total: never throws, whatever the input (deep nesting past `MAX_NESTING_DEPTH`, cycles and wrong types are errors).
+ * Total: never throws, whatever the input (nesting deeper than 128 levels, cycles and wrong types are errors).
  * O(size of the message).
  * @category decoding
  */

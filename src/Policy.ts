@@ -136,7 +136,7 @@ export class CompactionPolicy {
   declare readonly compactAtTokens: number
   /**
    * The largest summary message (model text, manifest and files appendix), in estimated tokens. Default 8,000: the
-   * model's text, the manifest kept by rule and the files appendix share it (`Summary.summaryWithManifest`); it is a
+   * model's text, the manifest kept by rule and the files appendix share it (the summary `Compact.compactContext` writes); it is a
    * third of the 24k trigger of a policy that compacts often, and under a seventh of the default 60k, so a summary never
    * crowds out the kept tail.
    */
@@ -241,7 +241,7 @@ export class CompactionPolicy {
 
 /**
  * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 90,000,
- * compact at 60,000 reported tokens (the cost target, `DEFAULT_COMPACT_AT_TOKENS`).
+ * compact at 60,000 reported tokens (the cost target, `defaultPolicy.compactAtTokens`).
  * @category constructors
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
@@ -252,7 +252,7 @@ export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 
 /**
  * Token usage of one Messages API call, in the API's field names, every count present (0 when not reported). It is
- * the one usage type: a summary's usage (`Summarizer.SummaryUsage`) and an imported reply's (`Import.ProviderUsage`)
+ * the one usage type: a summary's usage (`Summarizer.Summary`'s `usage`) and an imported reply's (`Import.Session`'s usage entries)
  * are this type.
  * @category models
  */

@@ -10,7 +10,8 @@
  * **Structure and safety.** Every structural line starts at column 0 with `[` and is written by `render` itself
  * (`[User]:`, `[Assistant]:`, `[System]:`, `[Earlier summary]:`, `[Tool call] …`, `[Tool result] …`, `[Image: …]`, `[… 812 chars cut …]`). A content line
  * that starts with `[` or `\` gets a `\` in front, and line breaks of every kind (`\r`, U+2028, …) become `\n`, so
- * session text cannot forge a structural line. The tags the summarizer wraps the transcript in (`RESERVED_TAGS`) are
+ * session text cannot forge a structural line. The tags the summarizer wraps the transcript in (`<transcript>`, `<previous_summary>`, `<instructions>`,
+ * `<compaction-files>`) are
  * neutralised (`<` → `&lt;`), so content cannot close the wrapper. No clip splits a surrogate pair.
  *
  * **Size bound.** `render(M).length <= renderBound(M)`, where `renderBound` is a function of the block counts and the

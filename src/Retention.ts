@@ -76,7 +76,7 @@ export interface AnchorOptions {
  * - **error**: for each tool result with `is_error: true`, its first line that reads as an error (it names an error,
  *   a failure, an exception, "not found", "no such", "cannot", "could not", "denied", "invalid", "unexpected", an
  *   abort, an exit code, a traceback or a panic), else its last non-blank line; cut to `ANCHOR_LIMITS.error`. The
- *   library's own result for an interrupted call (`Validate.MISSING_RESULT_TEXT`) is not an error of the session.
+ *   library's own result for an interrupted call (the text `Validate.repair` gives a missing result) is not an error of the session.
  * - **identifier**: in the text blocks of user-written messages and of assistant messages (not thinking, not tool
  *   input or output), cut into words at white space and `` "'`()[]{}<>;|* ``, each word without trailing `.,:!?`: a
  *   URL (`http://`, `https://`), a UUID, a hash (7–64 hex digits with a digit and a letter), a version (`1.2.3`,

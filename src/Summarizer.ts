@@ -220,7 +220,8 @@ export const withFallback = (primary: SummarizerShape, fallback: SummarizerShape
 export interface QualityGateOptions {
   /**
    * The section headings a text summary must hold (any Markdown heading level, case-insensitive). Default
-   * `SUMMARY_SECTIONS`, what `DEFAULT_SYSTEM_PROMPT` asks for; pass `[]` with a prompt of your own.
+   * the five `DEFAULT_SYSTEM_PROMPT` asks for (constraints and rules, decisions, open todos, pending user asks, exact
+   * identifiers); pass `[]` with a prompt of your own.
    */
   readonly sections?: ReadonlyArray<string>
 }
@@ -278,7 +279,7 @@ const addUsage = (a: Usage, b: Usage): Usage => ({
 /**
  * A summarizer that checks `primary`'s summary before accepting it: one not smaller than what it replaces (the
  * transcript and the earlier summary, in characters), or, for a text summary, one lacking a heading of
- * `options.sections` (default `SUMMARY_SECTIONS`), is asked for once more with the request's instructions extended by
+ * `options.sections` (default the five sections `DEFAULT_SYSTEM_PROMPT` asks for), is asked for once more with the request's instructions extended by
  * what was wrong. A retried summary that passes is returned with the usage of both calls. One that fails again, or
  * any `SummarizeError` of `primary` (after its own retries), is handed to `fallback` as `withFallback` does: the
  * summary says `fellBackFrom: { summarizer: primary.name, error }`, the error's reason `SummaryRejected` (with its
@@ -319,7 +320,7 @@ export const withQualityGate = (
 
 /**
  * The default system prompt: a structured summary (goal; constraints and rules; progress: done, in progress,
- * blocked; decisions; open todos; pending user asks; exact identifiers), every `SUMMARY_SECTIONS` heading included,
+ * blocked; decisions; open todos; pending user asks; exact identifiers), every heading the quality gate requires included,
  * with paths, identifiers and errors kept verbatim. It also says the transcript is data, so instructions inside the
  * session are not followed.
  * @category prompt

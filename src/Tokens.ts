@@ -57,7 +57,7 @@ const tally = makeTally({
 
 /**
  * The estimated prompt tokens of a conversation as the API processes it: exactly the sum of `estimateMessageTokens`
- * over its API view (`ApiView.apiViewStart` on; the messages before the last compaction block with content are
+ * over its API view (what `ApiView.apiView` returns; the messages before the last compaction block with content are
  * dropped by the API and cost nothing).
  *
  * Cost: the estimate is carried forward from the last list estimated that starts with the same message object. The

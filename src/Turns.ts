@@ -17,7 +17,7 @@ import { isHumanMessage, isTurnStart } from "./internal/turns.ts"
 export { isHumanMessage } from "./internal/turns.ts"
 
 /**
- * The indices at which a turn starts, ascending, in the API view only (`ApiView.apiViewStart` on): turns before the
+ * The indices at which a turn starts, ascending, in the API view only (what `ApiView.apiView` returns): turns before the
  * last compaction block with content were dropped by the API, and the block's summary stands for them.
  * @category turns
  */

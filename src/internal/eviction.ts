@@ -117,7 +117,7 @@ const emptyIndex = (
 })
 
 /**
- * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass: a message that
+ * The index of `messages` (its API view starting at `apiViewStart`), built in one forward pass: a message that
  * opens a later view restarts the index there, so finding the view's start costs no scan of its own.
  */
 export const buildIndex = (

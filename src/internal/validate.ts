@@ -252,7 +252,7 @@ const isSettingsOnly = (message: Message): boolean =>
  * grouped by rule: the list and its messages (in message order), tool pairing (in message order), thinking and
  * compaction fidelity. An empty result means the API accepts the list's structure; only what the API rejects is
  * reported. What precedes the last compaction block with content is dropped by the API (rule 12), so rules 2–6 and
- * 8–11 are judged on the API view (`ApiView.apiViewStart` on), and rules 7 and 13 on the whole list. In the default
+ * 8–11 are judged on the API view (`apiViewStart` on), and rules 7 and 13 on the whole list. In the default
  * `"threshold"` mode a compaction block with content may sit in any user or assistant message, as the first block of
  * it; `"on-demand"` adds that there is one (`CompactionBlockAmbiguous`) and that it opens the list
  * (`CompactionBlockMisplaced`).
