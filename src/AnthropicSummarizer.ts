@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer that calls the Messages API through `@anthropic-ai/sdk`.
+ *
  * The Messages API summarizer: streams a summary through `@anthropic-ai/sdk`, with a per-attempt timeout and bounded,
  * jittered, `retry-after`-aware retries of retryable failures only. This module loads the SDK; the barrel does not
  * (`SummarizerAuto.layerAuto` reaches it by dynamic import, only when `ANTHROPIC_API_KEY` is set).

@@ -1,4 +1,6 @@
 /**
+ * Concept: the API view, what the Messages API processes of a list.
+ *
  * What the Messages API processes of a list: the *API view* (API-RULES 12).
  *
  * The API drops everything before the last compaction block that carries content (`content: null` is a failed

@@ -1,4 +1,6 @@
 /**
+ * Concept: where the prompt cache's breakpoints go.
+ *
  * Where the prompt cache's `cache_control` breakpoints go (API-RULES 17–20). Pure: messages in, positions and copies
  * out; the input is never changed, so a conversation's state stays free of breakpoints and only the request carries
  * them.

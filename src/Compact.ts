@@ -1,4 +1,6 @@
 /**
+ * Concept: one compaction: prepare (pure), summarize, finish (pure), record.
+ *
  * The warm layer: summarize the older prefix of a conversation and keep the recent tail verbatim.
  *
  * `compactContext` cuts per `planForPolicy` (tool-safe, with the turn floor and the oversized-turn rule), renders the

@@ -1,4 +1,6 @@
 /**
+ * Concept: the cut, the index that splits a conversation into a summarized head and a kept tail.
+ *
  * Where to cut: the index that splits a conversation into a head (to summarize) and a tail (kept raw).
  *
  * Every cut here is tool-safe: no client tool pair (a `tool_use` and the `tool_result` that answers it, as the API

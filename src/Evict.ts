@@ -1,7 +1,8 @@
 /**
+ * Concept: eviction, deciding which tool results to offload and offloading them.
+ *
  * Eviction decisions: which tool_result payloads to offload, and `evictStaleToolResults`, which offloads them. The
- * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload`; its names here are
- * deprecated re-exports.
+ * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload`.
  *
  * Tool output is most of a coding agent's context, and most of it is stale: a file read that was read again later, a
  * test run from ten turns ago. `evictStaleToolResults` replaces the payload of such tool_result blocks with a short,

@@ -1,4 +1,6 @@
 /**
+ * Concept: the summarizer that needs no model.
+ *
  * The extractive summarizer: a deterministic, bounded summary written from the messages themselves, with no model
  * (`extractiveSummary`), and the `Summarizer` built on it. It is the offline default and the fallback of
  * `AnthropicSummarizer.layerWithFallback`.

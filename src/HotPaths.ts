@@ -1,4 +1,6 @@
 /**
+ * Concept: the re-read tracker, files read again right after their output was offloaded.
+ *
  * Hot paths: files the model re-read right after their output was offloaded (the read-evict-reread thrash).
  * `evictStaleToolResults` takes `HotPaths#pinned` as its `pinned` option, so a hot file's latest read is kept.
  *

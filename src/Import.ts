@@ -1,4 +1,6 @@
 /**
+ * Concept: session import, a recorded session in any supported format into the wire model.
+ *
  * Session import: a saved agent session (JSON, Anthropic request, Claude Code or pi JSONL) into the wire model. This
  * module detects the format and reads files; the converters live in `internal/import/`, one file per format.
  *

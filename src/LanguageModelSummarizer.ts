@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer over any `effect/ai` `LanguageModel`.
+ *
  * A `Summarizer` from any `effect/ai` `LanguageModel` in context, so an Effect app summarizes with the model it
  * already provides (OpenAI, Anthropic, a local model, a test double). The model's `AiError`s become `SummarizeError`
  * reasons and the retryable ones are retried with `makeRetrySchedule`. Loads no SDK.

@@ -1,4 +1,6 @@
 /**
+ * Concept: the wire model, a conversation as the Messages API takes it, and its decoding.
+ *
  * The wire model: Anthropic Messages API conversations, as plain readonly data.
  *
  * Every block type the API has is modelled, plus an open case (a block of any other `type`) for block types this library does not

@@ -1,4 +1,6 @@
 /**
+ * Concept: the offload pointer, the typed text that stands for an offloaded tool result.
+ *
  * The offload pointer: the short, typed text that replaces an offloaded tool_result's payload (`OffloadRef`), how it
  * is written (`formatOffloadRef`) and read back (`parseOffloadRef`, `offloadRefOf`), and `isOffloaded`. Eviction
  * decisions live in `Evict`. The text format itself (its writer, its parser and its one length limit) is written once,

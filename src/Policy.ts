@@ -1,4 +1,6 @@
 /**
+ * Concept: the compaction policy, when to compact and how much to keep.
+ *
  * When to compact, and how much recent history to keep.
  *
  * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an

@@ -1,6 +1,8 @@
 /**
+ * Concept: the transcript a summarizer reads.
+ *
  * The transcript for a summarizer: `render` turns a summarized head into plain text, bounded by `renderBound`. (The
- * file appendix that ends a summary message lives in `Summary`; its old names here are deprecated.)
+ * file appendix that ends a summary message belongs to `Summary`.)
  *
  * `render` is lossy in the safe direction: user and assistant prose is kept nearly whole, a tool call becomes a
  * one-liner, tool output is clipped (head and tail kept, the clip says how much was cut), thinking is left out, images

@@ -1,4 +1,6 @@
 /**
+ * Concept: retention, what of a span survives a compaction, measured without a model.
+ *
  * What survives a compaction, measured without a model: the anchors of a span of messages (the exact strings an
  * agent needs to go on with its work: the files it read and changed, the commands it ran and how they ended, the
  * errors it met, the identifiers it was given, the user's own instructions and the latest plan), and the share of

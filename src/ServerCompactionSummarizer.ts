@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer that is the Messages API's own compaction.
+ *
  * The Messages API's own on-demand compaction as a summarizer: the head is sent as it is, with
  * `compaction: { type: "summarize", instructions }` and the beta header `compact-2026-09-04`, through
  * `@anthropic-ai/sdk`'s `client.beta.messages.stream`; the server answers with one signed `compaction` block, which the

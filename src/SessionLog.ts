@@ -1,4 +1,6 @@
 /**
+ * Concept: the session log service, append-only, over a `SessionStore`.
+ *
  * The cold layer: an append-only session log, and a resume that rebuilds the same view.
  *
  * A session is a list of entries (see `SessionEntry`): `message` (one message, stored as it was given), `eviction`

@@ -1,4 +1,6 @@
 /**
+ * Concept: the store contract, and the memory store.
+ *
  * The storage seam of the session log: a store keeps, per session, an ordered list of entry lines (`StoredEntry`:
  * `seq` 1, 2, … and the line `SessionEntry.encodeEntry` wrote) and knows nothing of what they mean. Reads return the
  * entries after a sequence number; an append names the sequence number it expects to follow and answers `Appended`,

@@ -1,4 +1,6 @@
 /**
+ * Concept: the SQL store.
+ *
  * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
  * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line, boundary)` keyed
  * by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction entries, by their

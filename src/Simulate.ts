@@ -1,4 +1,6 @@
 /**
+ * Concept: the cost simulator, a recorded session replayed and priced under a policy.
+ *
  * The cost simulator: what a recorded session would have cost under a context policy, priced as Anthropic bills it.
  *
  * **The replay goes through `Conversation`.** The recorded messages are walked in order through the conversation's

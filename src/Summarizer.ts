@@ -1,4 +1,6 @@
 /**
+ * Concept: the summarizer contract, and what wraps any summarizer (retries, timeout, fallback, quality gate).
+ *
  * The summarizer contract: the `Summarizer` service, what it is asked (`SummarizeRequest`, the prompt) and what it
  * returns (`Summary`), the retry policy and per-attempt timeout, `withFallback` and `withQualityGate`. Its failures are
  * `SummarizeError`'s. It names no summarizer: those live in `ExtractiveSummarizer`, `LanguageModelSummarizer`,

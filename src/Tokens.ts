@@ -1,4 +1,6 @@
 /**
+ * Concept: token estimation.
+ *
  * Token estimation, used only to place cuts. The compaction trigger uses provider-reported usage, never this.
  *
  * About 4 characters per token over text, thinking, tool calls (name + input JSON size), tool results and unknown

@@ -1,4 +1,6 @@
 /**
+ * Concept: the tool classifier, what a tool call reads or writes.
+ *
  * What a tool call does to files. A `ToolClassifier` maps a tool_use to a read (path, optional line range), a write or
  * edit (path), or another call. Eviction uses it to find superseded reads, hot-path tracking to spot re-reads, and the
  * summary appendix to list the files a summarized prefix read and modified.

@@ -1,4 +1,6 @@
 /**
+ * Concept: user turns, where they start and how many there are.
+ *
  * User turns. A turn starts at a user message that carries human content (any block other than a tool_result) and
  * that follows an assistant message, a user message holding only tool results, or nothing. Consecutive human user
  * messages are one turn; a user message holding only tool results never starts one.

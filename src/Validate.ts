@@ -1,4 +1,6 @@
 /**
+ * Concept: validity for the Messages API, as violations, and repair.
+ *
  * Structural validity of a conversation for the Messages API, and repair.
  *
  * The API merges consecutive same-role messages into one turn before it checks anything, so every rule here is

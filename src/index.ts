@@ -1,4 +1,6 @@
 /**
+ * Concept: the barrel, every public module as a namespace.
+ *
  * effect-compaction: context compaction for LLM agents, on Effect 4.
  *
  * `Conversation` is the front door: an agent appends messages, asks for the next request and records the reply; it
