@@ -192,6 +192,7 @@ import {
   Conversation,
   Cut,
   Evict as EvictNs,
+  ExtractiveSummarizer,
   Message as MessageNs,
   Summarizer,
   Validate as ValidateNs
@@ -244,7 +245,10 @@ export const conversationRequest = Effect.gen(function* () {
     } else yield* conversation.append(message)
   }
   return (yield* conversation.prepare).request
-}).pipe(Effect.provide(Conversation.Conversation.layerMemory()), Effect.provide(Summarizer.ExtractiveSummarizer.layer))
+}).pipe(
+  Effect.provide(Conversation.Conversation.layerMemory()),
+  Effect.provide(ExtractiveSummarizer.ExtractiveSummarizer.layer)
+)
 
 /** The prepared request, sent as it is (type-checked only). */
 export const sendPrepared = (client: Anthropic, request: Conversation.Request) =>

@@ -26,7 +26,7 @@ export const RESERVED_TAGS: ReadonlyArray<string> = [
 ]
 
 /** A reserved tag opening or closing, in any case and spacing. */
-export const TAG_PATTERN = new RegExp(`<(\\s*/?\\s*)(${RESERVED_TAGS.join("|")})(?![\\w-])`, "gi")
+export const TAG_PATTERN: RegExp = new RegExp(`<(\\s*/?\\s*)(${RESERVED_TAGS.join("|")})(?![\\w-])`, "gi")
 
 /**
  * Neutralises the reserved wrapper tags (`<transcript>`, `</instructions>`, …) in `text` by writing their `<` as

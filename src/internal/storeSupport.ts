@@ -5,7 +5,7 @@
  */
 
 /** A valid session id: a letter or digit, then up to 127 letters, digits, `.`, `_` or `-`. */
-export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+export const SESSION_ID: RegExp = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 
 /** True when `sessionId` is a valid session id (see `SessionStore.validateSessionId`). */
 export const isSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId)
