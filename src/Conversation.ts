@@ -440,10 +440,10 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
   return { steps: [{ ...t.steps[0]!, state: final }], state: final }
 }
 
-/** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
 /** One sampling step of a reply (`usage.iterations`). */
 type UsageIteration = NonNullable<ReportedUsage["iterations"]>[number]
 
+/** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
 const iterationOf = (step: UsageIteration): UsageIteration => ({
   type: step.type,
   input_tokens: step.input_tokens,
