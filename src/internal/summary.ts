@@ -251,11 +251,6 @@ export interface Manifest {
 }
 
 /**
- * A manifest with no entry. @category constructors
- */
-export const noManifest: Manifest = { entries: [] }
-
-/**
  * The longest instruction kept, in code units; a longer one keeps its head and `…`. @category constants
  */
 export const MANIFEST_INSTRUCTION_MAX = 1_000

@@ -51,13 +51,6 @@ export const SERVER_TOOL_RESULT_TYPES = [
 ] as const
 
 /**
- * The `type` of every call the provider runs itself: `server_tool_use` and `mcp_tool_use`. Its result comes in the
- * same assistant turn; an assistant turn that ends in one is unfinished (a `pause_turn`, API-RULES 15, 31).
- * @category models
- */
-export const SERVER_TOOL_CALL_TYPES = ["server_tool_use", "mcp_tool_use"] as const
-
-/**
  * The result of a server tool call. It lives in the same assistant turn as its `server_tool_use` or `mcp_tool_use`,
  * and goes back verbatim and in place (API-RULES 30). @category models
  */

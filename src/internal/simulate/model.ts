@@ -1,9 +1,9 @@
 /**
- * The simulator's model: prices, strategies, options and report types (re-exported by `Simulate`).
+ * The simulator's model: prices, strategies, options and report types (`Simulate` re-exports its public ones).
  *
  * @internal
  */
-import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
+import { FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { OffloadOptions, Request } from "../../Conversation.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
@@ -167,11 +167,6 @@ export const OPENCODE_PRUNE = { protectTokens: 40_000, minimumTokens: 20_000 } a
  * `clear_tool_uses_20250919` defaults: trigger at 100,000 input tokens, keep 3 tool uses. @category constants
  */
 export const CLEAR_TOOL_USES_DEFAULTS = { triggerTokens: 100_000, keep: 3 } as const
-
-/**
- * The library's eviction defaults: `DEFAULT_KEEP_RECENT` and the rent-or-buy rule (no fixed `minSavings`). @category constants
- */
-export const OURS_DEFAULTS = { keepRecent: DEFAULT_KEEP_RECENT } as const
 
 /**
  * The fixed threshold of the "minSavings" row, `FIXED_MIN_SAVINGS` (2,000), the former default. @category constants
