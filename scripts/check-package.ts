@@ -192,7 +192,6 @@ import {
   Conversation,
   Cut,
   Evict as EvictNs,
-  ExtractiveSummarizer,
   Message as MessageNs,
   Summarizer,
   Validate as ValidateNs
