@@ -4,8 +4,8 @@
  */
 import { do_not_optimize } from "mitata"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { estimateMessageTokensUncached } from "../src/Tokens.ts"
 import { corpus } from "../test/fixtures/Corpus.ts"
+import { estimateMessageTokensUncached } from "../src/internal/estimate.ts"
 
 /** The whole-conversation estimate with no cache at all: every message estimated from scratch. */
 export const coldEstimate = (messages: ReadonlyArray<Message>): number => {

@@ -14,7 +14,8 @@
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
  * messages' (after full collections: a size, which load does not move), and background compaction's replay of the
  * three pi sessions in scripted time (`bench/background.bench.ts`: simulated milliseconds, which load does not move
- * either). A budget that is over its limit is measured again, every side, up to `MAX_ATTEMPTS` attempts in all while
+ * either), and the CLI's start to `--help` and `--version` against a bare runtime's start, each the CPU time of a fresh
+ * process from start to exit (`bench/exitCpu.ts`, the median of 5). A budget that is over its limit is measured again, every side, up to `MAX_ATTEMPTS` attempts in all while
  * the run is under 100 s old, and passes if any attempt is within the limit; the budgets still broken are measured
  * again in fresh processes (`nextProcess`, up to `MAX_PROCESSES` in all), and the run passes when one of them passes.
  *
@@ -32,8 +33,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import { join } from "node:path"
 import { do_not_optimize } from "mitata"
-import { apiViewStart } from "../src/ApiView.ts"
-import { cutForPolicy, safeCut } from "../src/Cut.ts"
+import { planForPolicy, safeCut } from "../src/Cut.ts"
 import { evictStaleToolResults as evictOnce } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { defaultPolicy } from "../src/Policy.ts"
@@ -81,6 +81,7 @@ import {
   prepareWorkload,
   warmEviction
 } from "./peers/adapters.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const started = performance.now()
 const loadBefore = os.loadavg()
@@ -285,6 +286,33 @@ const backgroundOf = (side: "p90" | "latency"): Timed => async () => {
   const ns = background[side] * 1e6
   return { cpuP50: ns, cpuMin: ns, wallP50: ns, samples: 1 }
 }
+/** How many times a process start is measured: the median of 5 is its row. */
+const START_SAMPLES = 5
+const EXIT_CPU = join(import.meta.dirname, "exitCpu.ts")
+const CLI = join(import.meta.dirname, "../src/cli/main.ts")
+
+/**
+ * A fresh process of this runtime started with `args`, `START_SAMPLES` times: the CPU time each used from its start to
+ * its exit, as it reports it (`bench/exitCpu.ts`). A start that fails, or reports no time, throws (the budget then
+ * fails as not measured).
+ */
+const startOf = (args: ReadonlyArray<string>): Timed => () => {
+  const cpu: Array<number> = []
+  const wall: Array<number> = []
+  for (let i = 0; i < START_SAMPLES; i++) {
+    const w0 = performance.now()
+    const res = spawnSync(process.execPath, ["--import", EXIT_CPU, ...args], { encoding: "utf8" })
+    wall.push((performance.now() - w0) * 1e6)
+    const reported = /\ncpu_ns (\d+(?:\.\d+)?)\n$/.exec(res.stderr ?? "")
+    if (res.status !== 0 || reported === null) {
+      return Promise.reject(new Error(`${args.join(" ")}: exit ${res.status}, ${res.stderr}`))
+    }
+    cpu.push(Number(reported[1]))
+  }
+  const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
+  return Promise.resolve({ cpuP50: median(cpu), cpuMin: Math.min(...cpu), wallP50: median(wall), samples: cpu.length })
+}
+
 /** A size as a timed row (a median of one); not measured (no row) when it is not a positive number. */
 const sizeRow = (bytes: number): Timed => () =>
   Number.isFinite(bytes) && bytes > 0
@@ -305,8 +333,8 @@ const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.evict50k, () => evictStaleToolResults(s50k, KEEP, { minSavings: 0 })],
   [M.safeCut10k, () => safeCut(s10k, s10k.length >> 1, view10k)],
   [M.safeCut50k, () => safeCut(s50k, s50k.length >> 1, view50k)],
-  [M.cut10k, () => cutForPolicy(s10k, defaultPolicy)],
-  [M.cut50k, () => cutForPolicy(s50k, defaultPolicy)],
+  [M.cut10k, () => planForPolicy(s10k, defaultPolicy).cut],
+  [M.cut50k, () => planForPolicy(s50k, defaultPolicy).cut],
   [M.cutPi10k, () => ours.cut(prepared10k)],
   [M.piCut10k, () => peers.piCut(prepared10k)],
   [M.validate10k, () => validate(s10k)],
@@ -358,7 +386,10 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.messagesHeap50k, heapOf("messages")],
   [M.stateHeap50k, heapOf("state")],
   [M.backgroundBlockedP90, backgroundOf("p90")],
-  [M.backgroundLatency, backgroundOf("latency")]
+  [M.backgroundLatency, backgroundOf("latency")],
+  [M.bareStart, startOf(["-e", "0"])],
+  [M.helpStart, startOf([CLI, "compact", "--help"])],
+  [M.versionStart, startOf([CLI, "--version"])]
 ]
 
 // ============================================================================

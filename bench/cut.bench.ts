@@ -4,8 +4,8 @@
  * means about 1x.
  * The "floor" rows touch every block once and do nothing else: their growth is what memory alone costs (a 50k
  * session does not fit the CPU caches a 1k one fits), the reference the other ratios should be read against.
- * `safeCut` and `planForPolicy` (the "cutForPolicy" rows read its `cut`) walk back from the end (or look around the request) and read only the
- * tail the policy keeps, whose size the policy fixes: they should stay flat. `plan` (`splitKeepingTurns`) copies the list into head and tail
+ * `safeCut` and `planForPolicy` (the "planForPolicy" rows read its `cut`) walk back from the end (or look around the request) and read only the
+ * tail the policy keeps, whose size the policy fixes: they should stay flat. `splitKeepingTurns` copies the list into head and tail
  * (linear), `validate` reads everything (linear).
  * Token estimates are cached by message identity. "warm" measures the steady state of an agent that re-plans a
  * growing conversation (every message was estimated before); "cold" gets fresh message objects every iteration
@@ -48,8 +48,8 @@ const touchEveryBlock = (messages: ReadonlyArray<Message>): number => {
 measure("floor", touchEveryBlock)
 // a request in the middle of the session: the scan walks back over whatever pairs straddle it
 measure("safeCut", (messages) => safeCut(messages, messages.length >> 1))
-measure("plan", (messages) => splitKeepingTurns(messages, 2))
-measure("cutForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy).cut)
+measure("splitKeepingTurns", (messages) => splitKeepingTurns(messages, 2))
+measure("planForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy).cut)
 measure("planForPolicy warm", (messages) => planForPolicy(messages, defaultPolicy))
 
 /** Fresh message objects (shallow copies, new identities, shared blocks): the estimate cache has none of them. */
@@ -58,7 +58,7 @@ const fresh = (messages: ReadonlyArray<Message>): Array<Message> => messages.map
 summary(() => {
   for (const size of sizes) {
     const messages = sessions.get(size)!
-    const b = bench(`cutForPolicy cold ${label(size)}`, function* () {
+    const b = bench(`planForPolicy cold ${label(size)}`, function* () {
       yield {
         [0]: () => fresh(messages),
         bench: (copy: ReadonlyArray<Message>) => do_not_optimize(planForPolicy(copy, defaultPolicy).cut)

@@ -4,7 +4,7 @@
  *
  * 1. whole-conversation token estimate: ours (`estimateTokens`, warm cache and no cache) against pi's
  *    `estimateTokens` summed over the messages and LangChain's `countTokensApproximately`;
- * 2. choosing a cut that keeps ~20k recent tokens: ours (`planForPolicy(...).cut`, the rows labelled `cutForPolicy`) against pi's `findCutPoint`;
+ * 2. choosing a cut that keeps ~20k recent tokens: ours (`planForPolicy(...).cut`, the rows labelled `planForPolicy`) against pi's `findCutPoint`;
  * 3. tool-output pruning: our `evictStaleToolResults` against the AI SDK's `pruneMessages`. They do different work:
  *    ours decides per result (superseded, modified, stale), replaces each payload with a typed pointer, keeps every
  *    block and reports the tokens freed; `pruneMessages` deletes every tool part before the last N messages.
@@ -71,7 +71,7 @@ for (const w of workloads) {
     estimateCold: `ours estimate, no cache ${tag}`,
     piEstimate: `pi estimateTokens (no cache) ${tag}`,
     lcEstimate: `LangChain countTokensApproximately (no cache) ${tag}`,
-    cut: `ours cutForPolicy ${tag}`,
+    cut: `ours planForPolicy ${tag}`,
     piCut: `pi findCutPoint ${tag}`,
     evict: `ours evictStaleToolResults ${tag}`,
     aiPrune: `AI SDK pruneMessages ${tag}`
@@ -226,7 +226,7 @@ const lines: Array<string> = [
   "",
   `### Ours against peers: how much faster (or slower) our call is. ${runtime}, ratio of medians per iteration (mitata p50), one run.`,
   "",
-  "| workload | messages | estimate, our cache cold vs pi `estimateTokens` | vs LangChain `countTokensApproximately` | estimate, our cache warm vs pi | cut (`cutForPolicy`) vs pi `findCutPoint` | vs LangChain `trimMessages` | our eviction vs AI SDK `pruneMessages` (different work) |",
+  "| workload | messages | estimate, our cache cold vs pi `estimateTokens` | vs LangChain `countTokensApproximately` | estimate, our cache warm vs pi | cut (`planForPolicy`) vs pi `findCutPoint` | vs LangChain `trimMessages` | our eviction vs AI SDK `pruneMessages` (different work) |",
   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 ]
 for (const w of workloads) {

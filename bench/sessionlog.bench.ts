@@ -1,7 +1,7 @@
 /**
  * SessionLog: append throughput and `load` of a 10k-entry session, each against a raw baseline in the same run.
  *
- * - append: 100 single-message appends through `SessionLog.layerJsonl` (serialized, async FileSystem, whole lines,
+ * - append: 100 single-message appends through `SessionStoreJsonl.layerSessionLog` (serialized, async FileSystem, whole lines,
  *   retry wrapper) vs 100 `fs.appendFileSync` calls of the same lines.
  * - load: `readJsonl` of a 10k-entry session (read, per-line SHA-256 checksum, JSON.parse, Schema decode + message
  *   validation, parent chain, fold, SHA-256 of the view at every compaction) vs `readFileSync` + `JSON.parse` of each line.
@@ -19,8 +19,8 @@ import { bench, do_not_optimize, group, run, summary } from "mitata"
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { SessionLog } from "../src/internal/sessionLogNamespace.ts"
-import { readJsonl } from "../src/SessionStoreJsonl.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { generateSession, prng } from "../test/fixtures/Conversation.ts"
 import { interleave, modelSteps, performStep } from "../test/fixtures/SessionScript.ts"
 
@@ -41,7 +41,7 @@ const openScoped = (sessionId: string) =>
   Effect.gen(function* () {
     const scope = yield* Scope.make()
     const context = yield* Layer.buildWithScope(
-      SessionLog.layerJsonl({ directory, sessionId }).pipe(Layer.provide(platform)),
+      layerSessionLog({ directory, sessionId }).pipe(Layer.provide(platform)),
       scope
     )
     return { scope, context }
@@ -51,7 +51,7 @@ await Effect.runPromise(
   Effect.gen(function* () {
     const log = yield* SessionLog
     for (const step of script) yield* performStep(log, step)
-  }).pipe(Effect.provide(SessionLog.layerJsonl({ directory, sessionId: "big" }).pipe(Layer.provide(platform))))
+  }).pipe(Effect.provide(layerSessionLog({ directory, sessionId: "big" }).pipe(Layer.provide(platform))))
 )
 const bigFile = join(directory, "big.jsonl")
 const loadBig = readJsonl({ directory, sessionId: "big" }).pipe(Effect.provide(platform))

@@ -5,9 +5,10 @@
  * Run: npx node --expose-gc bench/simulate.bench.ts
  */
 import { bench, do_not_optimize, group, summary } from "mitata"
-import { simulate, simulatePolicy, standardPolicies } from "../src/Simulate.ts"
+import { simulate, standardPolicies } from "../src/Simulate.ts"
 import { corpus } from "../test/fixtures/Corpus.ts"
 import { runBenchmarks } from "./util.ts"
+import { simulatePolicy } from "../src/internal/simulate/replay.ts"
 
 const policies = standardPolicies()
 

@@ -17,7 +17,7 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import { checkpointMeta } from "../src/internal/conversation/checkpoint.ts"
 import { META_KEY, offloadsOf } from "../src/internal/conversation/record.ts"
-import { type Message, userText } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import type { Loaded } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog, readJsonl } from "../src/SessionStoreJsonl.ts"
@@ -25,6 +25,7 @@ import { turnStarts } from "../src/Turns.ts"
 import { generateSession, prng } from "../test/fixtures/Conversation.ts"
 import { exactState, foldedFromStart } from "../test/fixtures/ResumeReference.ts"
 import { applyStep, decide, performStep, type Step } from "../test/fixtures/SessionScript.ts"
+import { userText } from "../src/internal/blocks.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
@@ -82,7 +83,7 @@ export const tailSession = (directory: string): Promise<ReadonlyArray<string>> =
         epoch++
         const snapshot = yield* log.snapshot
         yield* log.recordCompaction({
-          summary: step.summary,
+          view: [step.summary, ...snapshot.view.slice(step.cut)],
           snapshot,
           cut: step.cut,
           summarizer: "test-extractive",

@@ -14,7 +14,7 @@
  */
 import { do_not_optimize } from "mitata"
 import type { Message } from "../src/Message.ts"
-import { estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import {
   coldEstimate,
@@ -27,6 +27,7 @@ import {
 } from "./baselines.ts"
 import { peers, prepareSession } from "./peers/adapters.ts"
 import { duration, mb, p50, settledHeap } from "./util.ts"
+import { jsonSize } from "../src/internal/estimate.ts"
 
 const workloads: ReadonlyArray<readonly [string, ReadonlyArray<Message>]> = [
   ["real session ×10", repeatedRealSession(10)],

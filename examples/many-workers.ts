@@ -46,7 +46,12 @@ const program = Effect.gen(function* () {
       const snapshot = yield* log.catchUp
       const cut = Math.floor(snapshot.view.length / 2)
       const summary = { role: "user" as const, content: `summary of ${cut} messages` }
-      yield* log.recordCompaction({ summary, snapshot, cut, summarizer: "example" })
+      yield* log.recordCompaction({
+        view: [summary, ...snapshot.view.slice(cut)],
+        snapshot,
+        cut,
+        summarizer: "example"
+      })
       console.log(`compacted ${cut} of ${snapshot.view.length} messages`)
     } else {
       return yield* Effect.fail(new Error(`usage: many-workers.ts migrate | append <worker> [count] | compact | show`))

@@ -264,7 +264,10 @@ export const conversationRequest = Effect.gen(function* () {
     } else yield* conversation.append(message)
   }
   return (yield* conversation.prepare).request
-}).pipe(Effect.provide(Conversation.Conversation.layerMemory()), Effect.provide(Summarizer.ExtractiveSummarizer.layer))
+}).pipe(
+  Effect.provide(Conversation.Conversation.layerMemory()),
+  Effect.provide(ExtractiveSummarizer.ExtractiveSummarizer.layer)
+)
 
 /** The prepared request, sent as it is (type-checked only). */
 export const sendPrepared = (client: Anthropic, request: Request.Request) =>

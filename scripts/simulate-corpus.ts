@@ -15,15 +15,12 @@ import { importSession, type Session } from "../src/Import.ts"
 import { replaySession } from "../src/cli/Replay.ts"
 import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT } from "../src/Evict.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS
-} from "../src/Policy.ts"
-import { checkAgainstRecord, formatReport, paretoFront, type RequestEvent, simulate, sweep } from "../src/Simulate.ts"
+import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
+import { formatReport, paretoFront, simulate, sweep } from "../src/Simulate.ts"
 import { corpus, rawFile } from "../test/fixtures/Corpus.ts"
 import { priceWritten, type Written } from "../test/fixtures/IndependentCache.ts"
+import { checkAgainstRecord } from "../src/internal/simulate/record.ts"
+import type { RequestEvent } from "../src/internal/simulate/model.ts"
 
 const raw = (name: string): Session => Effect.runSync(importSession(readFileSync(rawFile(`${name}.jsonl`), "utf8")))
 const PI = ["pi__before-compaction", "pi__large-session", "pi__session-2025-12-17_thinking"]
@@ -70,9 +67,9 @@ console.log(
 console.log("| session | requests | compactions | evictions | same tokens | simulate $ | independent $ | difference |")
 console.log("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
 const replayPolicy = CompactionPolicy.makeUnsafe(replayPolicyOptions({
-  keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-  keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-  contextWindow: DEFAULT_CONTEXT_WINDOW
+  keepRecentTokens: defaultPolicy.keepRecentTokens,
+  keepRecentTurns: defaultPolicy.keepRecentTurns,
+  contextWindow: defaultPolicy.contextWindow
 }))
 for (const { name, report } of long) {
   const session = sessions.find((s) => s.name === name)!.session as Session

@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer that calls the Messages API through `@anthropic-ai/sdk`.
+ *
  * The Messages API summarizer: streams a summary through `@anthropic-ai/sdk`, with a per-attempt timeout and bounded,
  * jittered, `retry-after`-aware retries of retryable failures only. This module loads the SDK; the barrel does not
  * (`SummarizerAuto.layerAuto` reaches it by dynamic import, only when `ANTHROPIC_API_KEY` is set).
@@ -35,18 +37,9 @@ export {
   anthropicConfig,
   type AnthropicLayerOptions,
   type AnthropicSummarizerOptions,
-  DEFAULT_SUMMARIZER_MODEL,
-  DEFAULT_SUMMARIZER_TIMEOUT
+  DEFAULT_SUMMARIZER_MODEL
 } from "./internal/anthropicConfig.ts"
-
-/**
- * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt (the summarizer's own
- * classifier, in `src/internal/anthropicFailure.ts`).
- * @deprecated Use the `reason` of the `SummarizeError` the summarizer fails with; the classifier is internal from
- * 0.2.0.
- * @category errors
- */
-export const summarizeErrorOf: (cause: unknown) => SummarizeError = AnthropicFailure.summarizeErrorOf
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 
 interface Collected {
   readonly text: string
@@ -108,7 +101,7 @@ const collect = async (
 }
 
 const makeAnthropic = (options: AnthropicSummarizerOptions): Summarizer.SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
   const maxTokens = options.maxTokens ?? DEFAULT_SUMMARY_MAX_TOKENS
   const system = options.systemPrompt ?? Summarizer.DEFAULT_SYSTEM_PROMPT

@@ -1,4 +1,6 @@
 /**
+ * Concept: the API view, what the Messages API processes of a list.
+ *
  * What the Messages API processes of a list: the *API view* (API-RULES 12).
  *
  * The API drops everything before the last compaction block that carries content (`content: null` is a failed
@@ -13,63 +15,10 @@
  */
 import * as Option from "effect/Option"
 import type { CompactionBlock, ContentBlock, Message } from "./Message.ts"
-import { isCompactionWithContent, systemFields } from "./Message.ts"
-
-const lastBlockCache = new WeakMap<Message, number>()
+import { apiViewStart, compactionBlockIndex } from "./internal/apiView.ts"
 
 /**
- * The index of the last compaction block with content in one message, or -1. A system message never counts: a
- * compaction block there is misplaced (API-RULES 13) and `Validate` reports it. Cached by identity.
- * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: it finds the compaction block itself.
- */
-export const compactionBlockIndex = (message: Message): number => {
-  let index = lastBlockCache.get(message)
-  if (index === undefined) {
-    index = -1
-    const content = message.content
-    if (message.role !== "system" && typeof content !== "string") {
-      for (let b = content.length - 1; b >= 0; b--) {
-        if (isCompactionWithContent(content[b]!)) {
-          index = b
-          break
-        }
-      }
-    }
-    lastBlockCache.set(message, index)
-  }
-  return index
-}
-
-/**
- * True when the API view may start at this message (it holds a compaction block with content): the same answer as
- * `compactionBlockIndex(message) >= 0`, but a message without any compaction block is answered by a scan of its block
- * types, with no cache entry, so a walk over a long list stays cheap.
- * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: it finds the message that opens the view itself.
- */
-export const opensApiView = (message: Message): boolean => {
-  const content = message.content
-  if (typeof content === "string" || message.role === "system") return false
-  for (let b = 0; b < content.length; b++) {
-    if (content[b]!.type === "compaction") return compactionBlockIndex(message) >= 0
-  }
-  return false
-}
-
-/**
- * The index where the API view starts: the message holding the last compaction block with content, or 0 when there
- * is none. `messages.slice(apiViewStart(messages))` is what the API processes; everything before is dropped.
- * @category api view
- * @deprecated Use `ApiView.apiView(messages)`: the view it returns starts there.
- */
-export const apiViewStart = (messages: ReadonlyArray<Message>): number => {
-  for (let i = messages.length - 1; i > 0; i--) if (opensApiView(messages[i]!)) return i
-  return 0
-}
-
-/**
- * The messages the API processes (see `apiViewStart`): the input array itself when the view is the whole list,
+ * The messages the API processes (from the last compaction block with content on): the input array itself when the view is the whole list,
  * otherwise a copy of the view.
  * @category api view
  */
@@ -107,27 +56,3 @@ export const viewCompaction = (messages: ReadonlyArray<Message>): Option.Option<
  */
 export const viewSummary = (messages: ReadonlyArray<Message>): Option.Option<string> =>
   Option.map(viewCompaction(messages), (c) => c.block.content)
-
-/**
- * The indices of the system messages the API still shows the model at the end of `messages`, ascending (API-RULES 27):
- * those in the API view (`apiViewStart` on) that are not cleared. A system message with `clear_at:
- * "next_user_message"` is cleared once any later `role: "user"` message exists (tool results included): it stays in
- * the list and is sent unchanged, but it costs no tokens and is dead, so a compaction must never re-emit it as live
- * (in a summary, or moved after one). A content-less settings message (`output_config`, rule 26) counts as any other.
- * O(messages).
- * @category api view
- * @deprecated Use `Compact.compactContext(messages, policy)`: it never re-emits a cleared system message as live.
- */
-export const liveSystemMessages = (messages: ReadonlyArray<Message>): ReadonlyArray<number> => {
-  const live: Array<number> = []
-  const start = apiViewStart(messages)
-  let laterUser = false
-  for (let i = messages.length - 1; i >= start; i--) {
-    const message = messages[i]!
-    if (message.role === "user") laterUser = true
-    else if (message.role === "system" && !(laterUser && systemFields(message).clear_at === "next_user_message")) {
-      live.push(i)
-    }
-  }
-  return live.reverse()
-}

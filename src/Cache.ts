@@ -1,4 +1,6 @@
 /**
+ * Concept: where the prompt cache's breakpoints go.
+ *
  * Where the prompt cache's `cache_control` breakpoints go (API-RULES 17–20). Pure: messages in, positions and copies
  * out; the input is never changed, so a conversation's state stays free of breakpoints and only the request carries
  * them.
@@ -14,31 +16,17 @@
  *
  * @since 0.1.0
  */
-import { cacheControlOf, type CacheTtl, ttlMs } from "./internal/cacheTtl.ts"
-import { blocksOf, type ContentBlock, hasContent, type Message } from "./Message.ts"
+import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
+import type { ContentBlock, Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
+import { blocksOf, hasContent } from "./internal/blocks.ts"
+import { acceptsBreakpoint, type BlockPosition, lastBreakpoint } from "./internal/breakpoints.ts"
+
+/** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
+export type { BlockPosition } from "./internal/breakpoints.ts"
 
 /** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
 export const MAX_BREAKPOINTS = 4
-
-/**
- * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
- * @deprecated Use `Cache.planBreakpoints(messages, options)`: the lookback is its plumbing.
- */
-export const LOOKBACK_BLOCKS = 20
-
-/**
- * The default cache lifetime: 5 minutes, refreshed on every hit. @category constants
- * @deprecated Use `CompactionPolicy.make({ cacheTtl })`: the lifetime is a policy field (`"5m"`, the default, or
- * `"1h"`), which the breakpoints, the cold timer and the rent-or-buy prices follow; this is the 5-minute one's.
- */
-export const CACHE_TTL_MS: number = ttlMs("5m")
-
-/**
- * The breakpoint the library writes: the 5-minute ephemeral cache. @category constants
- * @deprecated Use `Cache.applyBreakpoints(messages, options)`: it writes the marker itself.
- */
-export const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
 
 /**
  * The smallest prefix a model caches, in tokens (API-RULES 19): 1,024 for Sonnet-class models, 4,096 for Opus- and
@@ -49,60 +37,11 @@ export const EPHEMERAL: { readonly type: "ephemeral" } = { type: "ephemeral" }
 export const minCacheableTokens = (model?: string | undefined): number =>
   model !== undefined && /sonnet/i.test(model) ? 1024 : 4096
 
-/** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
-export interface BlockPosition {
-  readonly message: number
-  readonly block: number
-}
-
 /** Where a request's breakpoints go: at the end of system and tools, and on these message blocks (in order). @category models */
 export interface BreakpointPlan {
   readonly system: boolean
   readonly blocks: ReadonlyArray<BlockPosition>
 }
-
-/**
- * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
- * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
- * @category placement
- * @deprecated Use `Cache.planBreakpoints(messages, options)`: it picks the blocks itself.
- */
-export const acceptsBreakpoint = (block: ContentBlock): boolean => {
-  if (block.type === "thinking" || block.type === "redacted_thinking") return false
-  if (block.type === "text") {
-    const text = (block as { readonly text?: unknown }).text
-    return typeof text === "string" && text.trim().length > 0
-  }
-  return true
-}
-
-/**
- * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
- * `undefined` when there is none.
- * @category placement
- * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
- */
-export const breakpointBefore = (
-  messages: ReadonlyArray<Message>,
-  position: BlockPosition
-): BlockPosition | undefined => {
-  for (let m = Math.min(position.message, messages.length - 1); m >= 0; m--) {
-    const blocks = blocksOf(messages[m]!)
-    const from = m === position.message ? position.block - 1 : blocks.length - 1
-    for (let b = from; b >= 0; b--) if (acceptsBreakpoint(blocks[b]!)) return { message: m, block: b }
-  }
-  return undefined
-}
-
-/**
- * The last block of the list that accepts a breakpoint, or `undefined`. @category placement
- * @deprecated Use `Cache.planBreakpoints(messages, options)`: it places the breakpoints itself.
- */
-export const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
-  messages.length === 0 ? undefined : breakpointBefore(messages, {
-    message: messages.length - 1,
-    block: blocksOf(messages[messages.length - 1]!).length
-  })
 
 /** The estimated tokens of the prefix that ends with the block at `position`, system and tools included. */
 const prefixTokens = (
@@ -208,19 +147,4 @@ export const applyBreakpoints = <M extends Message>(
     )
     return { ...message, content }
   })
-}
-
-/**
- * The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement
- * @deprecated Use `Cache.applyBreakpoints(messages, options)`, which never writes more than `MAX_BREAKPOINTS`; this count is a test and report helper.
- */
-export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
-  let n = 0
-  for (const item of items) {
-    if (typeof item !== "object" || item === null) continue
-    if ("cache_control" in item && (item as { cache_control?: unknown }).cache_control != null) n++
-    const content = (item as { content?: unknown }).content
-    if (Array.isArray(content) && "role" in item) n += countBreakpoints(content)
-  }
-  return n
 }

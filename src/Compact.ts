@@ -1,4 +1,6 @@
 /**
+ * Concept: one compaction: prepare (pure), summarize, finish (pure), record.
+ *
  * The warm layer: summarize the older prefix of a conversation and keep the recent tail verbatim.
  *
  * `compactContext` cuts per `planForPolicy` (tool-safe, with the turn floor and the oversized-turn rule), renders the
@@ -18,11 +20,11 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { apiViewStart, type ViewCompaction, viewCompaction } from "./ApiView.ts"
+import { type ViewCompaction, viewCompaction } from "./ApiView.ts"
 import type { BlockPosition } from "./Cache.ts"
 import { type CutPlan, planForPolicy, safeCut } from "./Cut.ts"
 import { placeSystemMessages, type SystemPlacement } from "./internal/repair.ts"
-import { blocksOf, type BuiltMessage, type ContentBlock, isServerToolCall, isToolUse, type Message } from "./Message.ts"
+import type { ContentBlock, Message } from "./Message.ts"
 import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding.ts"
 import { carriedListings, liveHeadSystems, withListings } from "./internal/headSystems.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
@@ -30,55 +32,38 @@ import type { CompactionPolicy } from "./Policy.ts"
 import { measure, type Retention } from "./Retention.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
-import type { Snapshot, StepMeta } from "./SessionEntry.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
 import { Summarizer, type SummarizeRequest, summarizeRequest, type Summary } from "./Summarizer.ts"
+import { filesMessage, filesOfMessage, type Manifest, splitSummary } from "./Summary.ts"
+import * as SummaryModule from "./Summary.ts"
+import { estimateTokens } from "./Tokens.ts"
+import { CHARS_PER_TOKEN } from "./internal/estimate.ts"
+import { filesTouched, type ToolClassifier } from "./Tools.ts"
+import { countTurns } from "./Turns.ts"
+import { type RepairReport, repairResult } from "./Validate.ts"
+import { apiViewStart } from "./internal/apiView.ts"
+import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
+import type { BuiltMessage } from "./internal/wireTypes.ts"
+import { isTurnStart } from "./internal/turns.ts"
+import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 import {
-  filesMessage,
-  filesOfMessage,
-  type Manifest,
   mergeFiles,
   nextManifest,
   noFiles,
-  splitSummary,
   type SummaryBudget,
   summaryFloorTokens,
   summaryWithManifest
-} from "./Summary.ts"
-import * as SummaryModule from "./Summary.ts"
-import { CHARS_PER_TOKEN, estimateTokens } from "./Tokens.ts"
-import { filesTouched, type ToolClassifier } from "./Tools.ts"
-import { countTurns, isTurnStart } from "./Turns.ts"
-import { type RepairReport, repairResult } from "./Validate.ts"
-
-// The summary message moved to `Summary`; its old names here are the same values, until 0.2.0.
-export {
-  /** @deprecated Use `Summary.SUMMARY_HEADER` (the summary message belongs to `Summary`). */ SUMMARY_HEADER,
-  /** @deprecated Use `Summary.summaryMessage` (the summary message belongs to `Summary`). */ summaryMessage,
-  /** @deprecated Use `Summary.summaryText` (the summary message belongs to `Summary`). */ summaryText
-} from "./Summary.ts"
+} from "./internal/summary.ts"
+import type { Snapshot, StepMeta } from "./internal/sessionEntry.ts"
 
 // ============================================================================
 // Outcome and errors
 // ============================================================================
 
 /**
- * Why a compaction did nothing. @category models
- * @deprecated Use `Compact.CompactOutcome`'s `Skipped` case: its `reason` field has this type.
- */
-export type SkipReason =
-  /** No more turns than the floor keeps, and no oversized turn to split. */
-  | "TooShort"
-  /** The plan keeps everything, or the head holds nothing but an earlier summary. */
-  | "NothingToCut"
-  /** The compacted view would free fewer than `minFreedTokens`; compacting would not be worth it (or would loop). */
-  | "TooLittleFreed"
-
-/**
  * A range of message indices, `from` inclusive, `to` exclusive. @category models
- * @deprecated Use `Compact.CompactionCut`'s `removed` and `kept` fields: they have this shape.
  */
-export interface MessageRange {
+interface MessageRange {
   readonly from: number
   readonly to: number
 }
@@ -177,19 +162,11 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
 // compactContext: prepare (pure) → summarize → finish (pure) → record
 // ============================================================================
 
-/**
- * Tokens a compaction must free at least, by default. Below it the pass is `Skipped` ("TooLittleFreed"), which is
- * what stops compact-again loops: a second pass with no new turns would free almost nothing. @category constants
- * @deprecated Use `Compact.compactContext(messages, policy)`: it skips a pass that frees fewer tokens unless
- * `minFreedTokens` says otherwise.
- */
-export const DEFAULT_MIN_FREED_TOKENS = 2_000
-
 /** Options of `compactContext`. Every option may be `undefined`, which means absent. @category models */
 export interface CompactOptions {
   /** The user's `/compact <focus>` argument, passed to the summarizer. */
   readonly instructions?: string | undefined
-  /** Tokens the pass must free; default `DEFAULT_MIN_FREED_TOKENS`. */
+  /** Tokens the pass must free; default 2,000. */
   readonly minFreedTokens?: number | undefined
   /** Classifies tool calls for the files appendix; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier | undefined
@@ -237,7 +214,7 @@ export interface CompactionPlan<M extends Message> {
   readonly request: SummarizeRequest
   /** The file lists carried forward: the earlier summary's merged with what the new head touched. */
   readonly files: ReturnType<typeof mergeFiles>
-  /** What the summary keeps by rule: the earlier summary's manifest merged with the new head's (`Summary.nextManifest`). */
+  /** What the summary keeps by rule: the earlier summary's manifest merged with the new head's. */
   readonly manifest: Manifest
   /** The policy's summary budget, and the most a summary may take to stay smaller than the head it replaces. */
   readonly summaryBudget: SummaryBudget
@@ -287,13 +264,6 @@ export interface CompactionRecord<M extends Message> {
   readonly tokensBefore: number
   readonly tokensAfter: number
   readonly turnsSummarized: number
-  /** The summary message. @deprecated Use `view[0]`. */
-  readonly summary: BuiltMessage
-  /**
-   * The repaired kept tail, when `repair` changed it; absent when the tail is `messages.slice(cut)` itself.
-   * @deprecated Use `view.slice(1)`: the log compares it with what it holds.
-   */
-  readonly kept?: ReadonlyArray<M>
 }
 
 /**
@@ -710,7 +680,6 @@ export const finishCompaction = <M extends Message>(
       [filesMessage(plan.files), ...repairedKept],
       plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
     )
-  const keptTail = next.slice(1) as Array<M>
   // every thinking block of the new view was bound to the head the summary replaced: the API drops them
   const tokensAfter = estimateTokens(next) - tokensAt(next, allThinking(next))
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
@@ -745,8 +714,6 @@ export const finishCompaction = <M extends Message>(
     record: {
       view: next,
       cut,
-      summary: summaryMsg,
-      ...(identicalMessages(keptTail, tail) ? {} : { kept: keptTail }),
       summarizer: summary.summarizer,
       tokensBefore: plan.tokensBefore,
       tokensAfter,
@@ -786,10 +753,6 @@ const withoutToolChanges = <M extends Message>(message: M): ReadonlyArray<M> => 
   if (text.length === message.content.length) return [message]
   return text.length === 0 ? [] : [{ role: message.role, content: text } as unknown as M]
 }
-
-/** True when both lists hold the same message objects (a tail `repair` only put a filler in front of). */
-const identicalMessages = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>): boolean =>
-  a === b || (a.length === b.length && a.every((m, i) => m === b[i]))
 
 /** The summarize step: the plan's request through the `Summarizer`; a failure keeps the caller's messages. */
 const summarizePlan = <M extends Message>(plan: CompactionPlan<M>) =>

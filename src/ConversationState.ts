@@ -69,16 +69,14 @@ import { asMessages, type Block, blocksOf, interrupted, isSdkReply, wireMessage 
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
-import {
-  type CompactionPolicy,
-  contextTokens,
-  defaultPolicy,
-  type ReportedUsage,
-  type UsageIteration
-} from "./Policy.ts"
-import { filesMessage, filesOfMessage, mergeFiles, noFiles, parseAppendix, summaryText } from "./Summary.ts"
+import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
+import { filesMessage, filesOfMessage, summaryText } from "./Summary.ts"
+import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
-import { LEADING_USER_TEXT } from "./Validate.ts"
+import { LEADING_USER_TEXT } from "./internal/repair.ts"
+
+/** One sampling step of a reply's usage (`usage.iterations`, API-RULES 25). */
+type UsageIteration = NonNullable<ReportedUsage["iterations"]>[number]
 
 /** The SDK's message type: what goes in and what comes out. @category models */
 export type MessageParam = Anthropic.MessageParam

@@ -1,8 +1,10 @@
 /**
+ * Concept: the cut, the index that splits a conversation into a summarized head and a kept tail.
+ *
  * Where to cut: the index that splits a conversation into a head (to summarize) and a tail (kept raw).
  *
  * Every cut here is tool-safe: no client tool pair (a `tool_use` and the `tool_result` that answers it, as the API
- * pairs them on the merged view, see `toolPairs`) lies across it, and no server tool pair (a `server_tool_use` or
+ * pairs them on the merged view, as `Validate.validate` does) lies across it, and no server tool pair (a `server_tool_use` or
  * `mcp_tool_use` and its result, split over two assistant messages by a `pause_turn`), so `messages.slice(cut)` never
  * holds a result whose call was cut off. Cuts only ever move earlier to stay safe: the library summarizes less rather than break a pair.
  * Token counts are estimates (`estimateMessageTokens`); they only place the cut.
@@ -17,13 +19,14 @@
  * @since 0.1.0
  */
 import * as Option from "effect/Option"
-import { opensApiView } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
-import { isServerToolCall, isServerToolResult } from "./Message.ts"
 import type { CompactionPolicy } from "./Policy.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
-import { isHumanMessage, isTurnStart } from "./Turns.ts"
-import { forEachToolPair } from "./Validate.ts"
+import { isHumanMessage } from "./Turns.ts"
+import { opensApiView } from "./internal/apiView.ts"
+import { isServerToolCall, isServerToolResult } from "./internal/blocks.ts"
+import { isTurnStart } from "./internal/turns.ts"
+import { forEachToolPair } from "./internal/validate.ts"
 
 // ============================================================================
 // Safe cut
@@ -44,7 +47,7 @@ interface SafeWindow {
  * `useIndex < c <= resultIndex`), for every `c` in `from..to`, where `from` is the greatest assistant-turn start
  * `<= lo` (or 0) and `to` the least assistant-turn start `> hi` (or `messages.length`).
  *
- * Exact because the pairing scan (`forEachToolPair`) restarts at every assistant turn: a pair joins an assistant turn
+ * Exact because the pairing scan (`Validate`'s) restarts at every assistant turn: a pair joins an assistant turn
  * to the user turn right after it. So the pairs of `messages.slice(from, to)` are exactly the list's pairs whose call
  * lies in `from..to - 1`, every pair with a call before `from` is answered before `from`, and a cut at `from` is always
  * safe. A difference array over the pairs' spans makes this O(to - from + blocks read).
@@ -93,7 +96,7 @@ const clampCut = (n: number, requested: number): number =>
   Number.isNaN(requested) ? 0 : Math.max(0, Math.min(n, Math.floor(requested)))
 
 /**
- * The API view's start (`ApiView.apiViewStart`), found lazily from the end: `inView(i)` reads only the messages from
+ * The API view's start (where `ApiView.apiView` begins), found lazily from the end: `inView(i)` reads only the messages from
  * the end down to `i` that it has not read yet, so a walk back from the end costs no more than it did. `start()` is
  * the view's start itself (it reads back to the first compaction block with content, or to the first message).
  */
@@ -136,15 +139,15 @@ const greatestSafe = (window: SafeWindow, requested: number): number => {
  * boundary pairs everything. `requested` is clamped to `0..messages.length`; `0` and `messages.length` are always
  * safe. Orphans already present in the input are left to `repair`.
  *
- * A cut never lands before the API view's start (`ApiView.apiViewStart`, the message holding the last compaction block
+ * A cut never lands before the API view's start (where `ApiView.apiView` begins, the message holding the last compaction block
  * with content): anything put before that block is dropped by the API. A request before it gives 0; otherwise the
  * cut is at least the view's start, which is always safe.
  *
- * `viewStart` is the API view's start (`ApiView.apiViewStart(messages)`) when the caller has it (a conversation
+ * `viewStart` is the API view's start (where `ApiView.apiView(messages)` begins) when the caller has it (a conversation
  * carries it; a caller cutting one list many times finds it once). With it, `safeCut` reads only the assistant turn at
  * or before `requested` and the messages up to the next assistant turn: O(1) turns on a well-formed list, whatever the
  * length of the tail. Without it, it also finds the view's start, reading whether each message after `requested` holds
- * a compaction block (`ApiView.opensApiView`, a scan of its block types): linear in the messages after the cut.
+ * a compaction block (a scan of its block types): linear in the messages after the cut.
  * @category cutting
  */
 export const safeCut = (messages: ReadonlyArray<Message>, requested: number, viewStart?: number): number =>
@@ -231,12 +234,6 @@ export const splitKeepingTurns = <M extends Message>(
   return Option.some({ head: messages.slice(0, cut), tail: messages.slice(cut) })
 }
 
-/**
- * The same function as `splitKeepingTurns`.
- * @deprecated Use `Cut.splitKeepingTurns` (the name says what it plans: a split that keeps the last turns).
- */
-export const plan: typeof splitKeepingTurns = splitKeepingTurns
-
 // ============================================================================
 // Policy cut
 // ============================================================================
@@ -245,7 +242,7 @@ export const plan: typeof splitKeepingTurns = splitKeepingTurns
  * Where `planForPolicy` cuts, and why.
  *
  * - `cut`: the first kept index. **`cut === 0` means there is nothing to compact**: keep everything. A cut is never
- *   at or before the API view's start (`ApiView.apiViewStart`) unless it is 0: what lies before the last compaction
+ *   at or before the API view's start (where `ApiView.apiView` begins) unless it is 0: what lies before the last compaction
  *   block with content is already dropped by the API, and a summary placed there would be too.
  * - `turnStart`: the start of the turn the cut lies in (the greatest turn start `<= cut`), or `cut` when no turn
  *   starts at or before it.
@@ -387,12 +384,3 @@ export const planForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolic
     overBudget
   }
 }
-
-/**
- * The cut of `planForPolicy`: keep the newest messages up to `policy.keepRecentTokens`, never fewer than
- * `policy.keepRecentTurns` whole turns unless the oversized-turn rule applies, tool-safe. 0 means nothing to compact.
- * @deprecated Use `Cut.planForPolicy(messages, policy).cut`: the plan says why it cuts there.
- * @category cutting
- */
-export const cutForPolicy = (messages: ReadonlyArray<Message>, policy: CutPolicy): number =>
-  planForPolicy(messages, policy).cut

@@ -1,7 +1,8 @@
 /**
+ * Concept: eviction, deciding which tool results to offload and offloading them.
+ *
  * Eviction decisions: which tool_result payloads to offload, and `evictStaleToolResults`, which offloads them. The
- * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload`; its names here are
- * deprecated re-exports.
+ * pointer that replaces a payload (its format, parser and `isOffloaded`) lives in `Offload`.
  *
  * Tool output is most of a coding agent's context, and most of it is stale: a file read that was read again later, a
  * test run from ten turns ago. `evictStaleToolResults` replaces the payload of such tool_result blocks with a short,
@@ -18,47 +19,22 @@
  * (1) or a successful write of it (2) goes, since what it failed to show is out of date anyway.
  *
  * "Later" only ever looks forward from a read, so the decision survives the prefix being cut away. Only the API view
- * is read and rewritten (`ApiView.apiViewStart` on): what lies before the last compaction block with content is
+ * is read and rewritten (what `ApiView.apiView` returns): what lies before the last compaction block with content is
  * dropped by the API, so rewriting it would free nothing and still change the request's prefix.
  *
  * @since 0.1.0
  */
 import { cachePrices } from "./internal/cacheTtl.ts"
 import { evictCold } from "./internal/coldEviction.ts"
-import { type DecideOptions, eligible, keepOf } from "./internal/evictionRules.ts"
-import type { Message, ToolUseBlock } from "./Message.ts"
-import { isToolResult, isToolUse } from "./Message.ts"
-import * as Offload from "./Offload.ts"
+import { type DecideOptions, keepOf } from "./internal/evictionRules.ts"
+import type { Message } from "./Message.ts"
+import type * as Offload from "./Offload.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { defaultToolClassifier } from "./Tools.ts"
 
 // ============================================================================
 // The pointer format, at home in `Offload`
 // ============================================================================
-
-/** @deprecated Use `Offload.formatOffloadRef` (the pointer format lives in `Offload`). @category pointers */
-export const formatOffloadRef: typeof Offload.formatOffloadRef = Offload.formatOffloadRef
-
-/** @deprecated Use `Offload.parseOffloadRef` (the pointer format lives in `Offload`). @category pointers */
-export const parseOffloadRef: typeof Offload.parseOffloadRef = Offload.parseOffloadRef
-
-/** @deprecated Use `Offload.offloadRefOf` (the pointer format lives in `Offload`). @category pointers */
-export const offloadRefOf: typeof Offload.offloadRefOf = Offload.offloadRefOf
-
-/** @deprecated Use `Offload.isOffloaded` (the pointer format lives in `Offload`). @category pointers */
-export const isOffloaded: typeof Offload.isOffloaded = Offload.isOffloaded
-
-/** @deprecated Use `Offload.OMITTED_TOOL_RESULT` (the pointer format lives in `Offload`). @category constants */
-export const OMITTED_TOOL_RESULT: typeof Offload.OMITTED_TOOL_RESULT = Offload.OMITTED_TOOL_RESULT
-
-/** @deprecated Use `Offload.OffloadReason` (the pointer format lives in `Offload`). @category models */
-export type OffloadReason = Offload.OffloadReason
-
-/** @deprecated Use `Offload.OffloadRef` (the pointer format lives in `Offload`). @category models */
-export type OffloadRef = Offload.OffloadRef
-
-/** @deprecated Use `Offload.Offloaded` (the pointer format lives in `Offload`). @category models */
-export type Offloaded = Offload.Offloaded
 
 // ============================================================================
 // Eviction
@@ -81,21 +57,6 @@ export const DEFAULT_KEEP_RECENT = 10
  */
 export const FIXED_MIN_SAVINGS = 2_000
 
-/**
- * The former default `minSavings`, kept so existing imports work: it is `FIXED_MIN_SAVINGS`, and it is **not** what
- * `evictStaleToolResults` uses when `minSavings` is absent (that is the rent-or-buy rule).
- * @deprecated Use `FIXED_MIN_SAVINGS`, or leave `minSavings` out for the rent-or-buy default.
- * @category constants
- */
-export const DEFAULT_MIN_SAVINGS: number = FIXED_MIN_SAVINGS
-
-/**
- * The cache prices the rent-or-buy rule weighs, relative to an uncached input token (API-RULES 20): a read costs 0.1,
- * a 5-minute write 1.25. @category constants
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: its rent-or-buy rule weighs these prices itself.
- */
-export const CACHE_PRICES: { readonly cacheRead: number; readonly cacheWrite: number } = cachePrices("5m")
-
 /** Options of `evictStaleToolResults`. @category models */
 export interface EvictOptions {
   /**
@@ -113,7 +74,7 @@ export interface EvictOptions {
   readonly classifier?: ToolClassifier | undefined
   /** The provider's cache is known to have expired: everything is rewritten anyway, so offload at once. */
   readonly cacheCold?: boolean | undefined
-  /** Cache prices the rent-or-buy rule weighs; default `CACHE_PRICES`. */
+  /** Cache prices the rent-or-buy rule weighs; default the 5-minute cache's (a read 0.1, a write 1.25 of an input token). */
   readonly prices?: { readonly cacheRead: number; readonly cacheWrite: number } | undefined
   /**
    * The estimated tokens of the thinking blocks a rewrite from message `message` on would newly make the API drop
@@ -152,7 +113,7 @@ export interface EvictResult<M extends Message> {
  * - superseded and modified reads go first; of the rest, the newest `keepRecent` stay verbatim; errors stay unless
  *   superseded or modified (a later read or write of the file made them stale); a pinned path's latest read stays;
  *   a result is offloaded only when its pointer is smaller;
- * - only the API view (`ApiView.apiViewStart` on) is touched: results before the last compaction block with content
+ * - only the API view (what `ApiView.apiView` returns) is touched: results before the last compaction block with content
  *   are left as they are (the API drops them), so `tokensFreed` is what the API view loses;
  * - the estimate never grows, and `tokensFreed` is the exact drop of `estimateTokens` (taken on the API view);
  * - when fewer than `minSavings` tokens (if given; otherwise when rent-or-buy says the rewrite does not pay) would be
@@ -180,42 +141,8 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   pinned: options.pinned,
   minSavings: options.minSavings,
   cacheCold: options.cacheCold,
-  prices: options.prices ?? CACHE_PRICES,
+  prices: options.prices ?? cachePrices("5m"),
   droppedThinking: options.droppedThinking,
   restart: options.restartCost === undefined ? undefined : () => options.restartCost!,
   recall: options.recall
 })
-
-/**
- * The eviction frontier: the position (message, block) of the oldest tool result an eviction may still offload — not
- * offloaded yet, answering a known tool call, larger than any pointer, and not a failed non-read (those are never
- * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
- * survives every eviction. `undefined` when no result may still be offloaded.
- * @category eviction
- * @deprecated Use `Conversation.requestOf(state)`: it places the cache breakpoint before the frontier itself.
- */
-export const evictionFrontier = (
-  messages: ReadonlyArray<Message>,
-  options: { readonly classifier?: ToolClassifier | undefined } = {}
-): { readonly message: number; readonly block: number } | undefined => {
-  const classify = options.classifier ?? defaultToolClassifier
-  const calls = new Map<string, ToolUseBlock>()
-  for (let i = 0; i < messages.length; i++) {
-    const message = messages[i]!
-    if (!Array.isArray(message.content)) continue // a system message may have no content (API-RULES 26)
-    if (message.role === "assistant") {
-      for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
-      continue
-    }
-    for (let j = 0; j < message.content.length; j++) {
-      const block = message.content[j]!
-      if (!isToolResult(block)) continue
-      const call = calls.get(block.tool_use_id)
-      if (call === undefined) continue
-      if (eligible(block, classify(call), block.is_error === true, Offload.payloadTokens(block))) {
-        return { message: i, block: j }
-      }
-    }
-  }
-  return undefined
-}

@@ -1,4 +1,6 @@
 /**
+ * Concept: the summarizer that needs no model.
+ *
  * The extractive summarizer: a deterministic, bounded summary written from the messages themselves, with no model
  * (`extractiveSummary`), and the `Summarizer` built on it. It is the offline default and the fallback of
  * `AnthropicSummarizer.layerWithFallback`.
@@ -10,13 +12,14 @@ import * as Layer from "effect/Layer"
 import { errorLine } from "./internal/anchors.ts"
 import { clipEnd, clipLine } from "./internal/text.ts"
 import type { ContentBlock } from "./Message.ts"
-import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./Message.ts"
 import { zeroUsage } from "./Policy.ts"
 import { Summarizer, type SummarizeRequest, type SummarizerShape, type Summary } from "./Summarizer.ts"
-import { stripAppendix } from "./Summary.ts"
 import type { ToolClassifier } from "./Tools.ts"
-import { defaultToolClassifier, filesTouched, shortInput } from "./Tools.ts"
+import { defaultToolClassifier, filesTouched } from "./Tools.ts"
 import { isHumanMessage } from "./Turns.ts"
+import { blocksOf, isCompaction, isServerToolUse, isText, isToolResult, isToolUse } from "./internal/blocks.ts"
+import { shortInput } from "./internal/toolInput.ts"
+import { stripAppendix } from "./internal/summary.ts"
 
 /** Options of the extractive summarizer. @category models */
 export interface ExtractiveOptions {

@@ -1,4 +1,6 @@
 /**
+ * Concept: the re-read tracker, files read again right after their output was offloaded.
+ *
  * Hot paths: files the model re-read right after their output was offloaded (the read-evict-reread thrash).
  * `evictStaleToolResults` takes `HotPaths#pinned` as its `pinned` option, so a hot file's latest read is kept.
  *
@@ -33,11 +35,12 @@ import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import type { Message, ToolResultBlock } from "./Message.ts"
-import { hasContent, isToolResult, isToolUse } from "./Message.ts"
-import type { LineRange, ToolClassifier } from "./Tools.ts"
-import { covers, defaultToolClassifier } from "./Tools.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { defaultToolClassifier } from "./Tools.ts"
 import type { Offloaded } from "./Offload.ts"
 import { isOffloaded, offloadRefOf } from "./Offload.ts"
+import { hasContent, isToolResult, isToolUse } from "./internal/blocks.ts"
+import { covers, type LineRange } from "./internal/toolInput.ts"
 
 interface ReadCall {
   readonly path: string

@@ -1,4 +1,6 @@
 /**
+ * Concept: session import, a recorded session in any supported format into the wire model.
+ *
  * Session import: a saved agent session (JSON, Anthropic request, Claude Code or pi JSONL) into the wire model. This
  * module detects the format and reads files; the converters live in `internal/import/`, one file per format.
  *
@@ -24,26 +26,7 @@ import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 
 /** The session model, the line parser and the converters (they live in `internal/import/`). */
-export {
-  type CompactionRecord,
-  ImportError,
-  /** @deprecated Use `Session` (the type of its interrupted entries). */ type Interruption,
-  /** @deprecated Use `Session` (the type of its usage entries). */ type MessageUsage,
-  /** @deprecated Use `Policy.Usage`: the same type. */ type ProviderUsage,
-  /** @deprecated Use `Session` (the type of its recorded entries). */ type RecordedAt,
-  type Session,
-  type SessionFormat,
-  /** @deprecated Use `Session` (the type of its skipped field). */ type Skipped
-} from "./internal/import/model.ts"
-export {
-  /** @deprecated Use `Import.importSession(text)`: it reads JSONL lines itself. */ type JsonlEntry,
-  /** @deprecated Use `Import.importSession(text)`: it reads JSONL lines itself. */ type JsonlLines,
-  /** @deprecated Use `Import.importSession(text)`: it parses JSONL lines itself. */ parseJsonLine
-} from "./internal/import/lines.ts"
-export { /** @deprecated Use `Import.importSession(text)`: it normalizes each provider's usage itself. */ normalizeUsage } from "./internal/import/builder.ts"
-export { /** @deprecated Use `Import.importSession(text)`: it detects a Claude Code log and converts it. */ convertClaudeCode } from "./internal/import/claudeCode.ts"
-export { /** @deprecated Use `Import.importSession(text)`: it detects a pi log and converts it. */ convertPi } from "./internal/import/pi.ts"
-export { /** @deprecated Use `Import.importSession(text)`: it detects a JSON session and converts it. */ convertJson } from "./internal/import/json.ts"
+export { type CompactionRecord, ImportError, type Session, type SessionFormat } from "./internal/import/model.ts"
 
 // ============================================================================
 // Detection
@@ -55,9 +38,8 @@ const CLAUDE_CODE_TYPES: ReadonlySet<string> = new Set(["user", "assistant"])
  * Picks the JSONL converter: pi when the first entry is a `session` header, Claude Code when any entry is a
  * `user`/`assistant` line with a `message` object; otherwise an `unknown-format` error.
  * @category converters
- * @deprecated Use `Import.importSession(text)`: it detects a JSONL session and converts it.
  */
-export const convertJsonl = (read: JsonlLines): Result.Result<Session, ImportError> => {
+const convertJsonl = (read: JsonlLines): Result.Result<Session, ImportError> => {
   const first = read.entries[0]
   if (first === undefined) {
     return Result.fail(

@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer over any `effect/ai` `LanguageModel`.
+ *
  * A `Summarizer` from any `effect/ai` `LanguageModel` in context, so an Effect app summarizes with the model it
  * already provides (OpenAI, Anthropic, a local model, a test double). The model's `AiError`s become `SummarizeError`
  * reasons and the retryable ones are retried with `makeRetrySchedule`. Loads no SDK.
@@ -25,6 +27,7 @@ import {
   Unauthorized
 } from "./SummarizeError.ts"
 import * as Summarizer from "./Summarizer.ts"
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 
 /** Options of `LanguageModelSummarizer`. Every one may be left out. @category models */
 export interface LanguageModelSummarizerOptions {
@@ -110,7 +113,7 @@ const make = (
 ): Effect.Effect<Summarizer.SummarizerShape, never, LanguageModel.LanguageModel> =>
   Effect.map(Effect.service(LanguageModel.LanguageModel), (model): Summarizer.SummarizerShape => {
     const name = options.name ?? "language-model"
-    const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+    const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
     const schedule = Summarizer.makeRetrySchedule(options.retry)
     const system = options.systemPrompt ?? Summarizer.DEFAULT_SYSTEM_PROMPT
 

@@ -1,4 +1,6 @@
 /**
+ * Concept: the offload pointer, the typed text that stands for an offloaded tool result.
+ *
  * The offload pointer: the short, typed text that replaces an offloaded tool_result's payload (`OffloadRef`), how it
  * is written (`formatOffloadRef`) and read back (`parseOffloadRef`, `offloadRefOf`), and `isOffloaded`. Eviction
  * decisions live in `Evict`. The text format itself (its writer, its parser and its one length limit) is written once,
@@ -8,10 +10,9 @@
  * @since 0.1.0
  */
 import type { ContentBlock, ToolResultBlock } from "./Message.ts"
-import { isText, isToolResult } from "./Message.ts"
-import { estimateContentTokens } from "./Tokens.ts"
 import type { OffloadReason as PointerReason, OffloadRef as PointerRef } from "./internal/pointer.ts"
 import { MAX_POINTER_LENGTH, parsePointer, writePointer } from "./internal/pointer.ts"
+import { isText, isToolResult } from "./internal/blocks.ts"
 
 /**
  * The legacy placeholder that older builds (the Go implementation) wrote instead of a typed pointer. `isOffloaded`
@@ -96,26 +97,6 @@ export const offloadRefOf = (block: ToolResultBlock): OffloadRef | undefined => 
  * @category pointers
  */
 export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block) && heldPointer(block) !== "none"
-
-/**
- * The block with its `content` replaced by the pointer text of `ref` (`formatOffloadRef(ref)`); every other field is
- * kept. `offloadRefOf` of the result is `ref`.
- * @category pointers
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: it writes the pointer blocks itself.
- */
-export const pointerBlock = (block: ToolResultBlock, ref: OffloadRef): ToolResultBlock => ({
-  ...block,
-  content: formatOffloadRef(ref)
-})
-
-/**
- * The estimated tokens of a tool_result's payload, as the estimator counts its content inside a message: what
- * offloading it would remove before the pointer is added.
- * @category pointers
- * @deprecated Use `Evict.evictStaleToolResults(messages, options)`: it prices what an eviction frees itself.
- */
-export const payloadTokens = (block: ToolResultBlock): number =>
-  block.content === undefined ? 0 : estimateContentTokens(block.content)
 
 /** One offloaded tool_result. `block` is the complete replacement block. @category models */
 export interface Offloaded {

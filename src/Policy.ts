@@ -1,4 +1,6 @@
 /**
+ * Concept: the compaction policy, when to compact and how much to keep.
+ *
  * When to compact, and how much recent history to keep.
  *
  * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an
@@ -42,27 +44,12 @@ const SUMMARY_BUDGET_MAX = 8_000
 const defaultSummaryBudget = (compactAtTokens: number): number =>
   Math.max(1, Math.min(SUMMARY_BUDGET_MAX, Math.round(compactAtTokens * SUMMARY_BUDGET_SHARE)))
 
-// The defaults under their old names, until 0.2.0.
-/** @deprecated Use `defaultPolicy.keepRecentTokens`, the same default. @category constants */
-export const DEFAULT_KEEP_RECENT_TOKENS: number = DEFAULTS.keepRecentTokens
-/** @deprecated Use `defaultPolicy.keepRecentTurns`, the same default. @category constants */
-export const DEFAULT_KEEP_RECENT_TURNS: number = DEFAULTS.keepRecentTurns
-/** @deprecated Use `defaultPolicy.minRemaining`, the same default. @category constants */
-export const DEFAULT_MIN_REMAINING: number = DEFAULTS.minRemaining
-/** @deprecated Use `defaultPolicy.contextWindow`, the same default. @category constants */
-export const DEFAULT_CONTEXT_WINDOW: number = DEFAULTS.contextWindow
-/** @deprecated Use `defaultPolicy.compactAtTokens`, the same default. @category constants */
-export const DEFAULT_COMPACT_AT_TOKENS: number = DEFAULTS.compactAtTokens
-/** @deprecated Use `defaultPolicy.summaryBudgetTokens`, the same default. @category constants */
-export const DEFAULT_SUMMARY_BUDGET_TOKENS: number = defaultSummaryBudget(DEFAULTS.compactAtTokens)
-
 /**
  * At a human turn after a pause that let the cache expire, compaction is brought forward once the context reaches
  * this fraction of `compactAtTokens` (0.5): the prompt is rewritten in full anyway, so a summary now costs only the
  * summarizer call and spares the next requests the longer prefix. @category constants
- * @deprecated Use `Policy.shouldCompact(policy, usage, epoch, { coldHumanTurn: true })`: it applies the fraction itself.
  */
-export const COLD_COMPACT_FRACTION = 0.5
+const COLD_COMPACT_FRACTION = 0.5
 
 // ============================================================================
 // Policy
@@ -94,23 +81,11 @@ export class PolicyError extends PolicyErrorBase {
 
 /**
  * The fields of a `CompactionPolicy` as a plain object type (every field the class declares). @category models
- * @deprecated Use `CompactionPolicy`, which holds these fields.
  */
-export type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
+type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
 export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[K] | undefined }
-
-/**
- * The default `maxTailTokens` for a window: half of the working room (`contextWindow - minRemaining`), and at least
- * `keepRecentTokens`. After a compaction at most half the room is taken by the raw tail, so the summary, the system
- * prompt and the next several steps fit before the trigger fires again: 90,000 on the default 200,000 window.
- * @category constructors
- * @deprecated Use `defaultPolicy.maxTailTokens` or `CompactionPolicy.make(options)`, which derive it.
- */
-export const defaultMaxTailTokens = (
-  fields: Pick<PolicyFields, "contextWindow" | "minRemaining" | "keepRecentTokens">
-): number => Math.max(fields.keepRecentTokens, Math.floor((fields.contextWindow - fields.minRemaining) / 2))
 
 /**
  * The tokens-valued fields `make` fills in when they are absent, each derived from the trigger so that the defaults
@@ -203,7 +178,7 @@ export class CompactionPolicy {
    * `compactAtTokens`, at most 8,000 (8,000 at the default 60k, 6,000 at a 24k trigger, 850 at 3.4k), so the budget
    * follows the trigger and each compaction frees most of it: a fixed budget that is a third of a small trigger makes
    * every later compaction free little, and so run more often. The model's text, the manifest kept by rule and the
-   * files appendix share it (`Summary.summaryWithManifest`), the newest material first; the summary aims below it
+   * files appendix share it (the summary `Compact.compactContext` writes), the newest material first; the summary aims below it
    * (the entries of earlier spans fill at most 85% of the manifest's room), so it is not pinned at its budget hop
    * after hop.
    */
@@ -341,19 +316,13 @@ export class CompactionPolicy {
  */
 export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
 
-/**
- * A policy's fields as a plain object, e.g. to build a variant with `CompactionPolicy.make({ ...policyFields(p), … })`. @category getters
- * @deprecated Use `CompactionPolicy.make(options)` or read the policy's fields: it implements `PolicyFields`.
- */
-export const policyFields = (p: CompactionPolicy): PolicyFields => ({ ...p })
-
 // ============================================================================
 // Trigger
 // ============================================================================
 
 /**
  * Token usage of one Messages API call, in the API's field names, every count present (0 when not reported). It is
- * the one usage type: a summary's usage (`Summarizer.SummaryUsage`) and an imported reply's (`Import.ProviderUsage`)
+ * the one usage type: a summary's usage (`Summarizer.Summary`'s `usage`) and an imported reply's (`Import.Session`'s usage entries)
  * are this type.
  * @category models
  */
@@ -377,9 +346,8 @@ export const zeroUsage: Usage = {
  * for a step of the model (a server tool loop has several), `compaction` for the server's compaction step,
  * `advisor_message` for the advisor model, `fallback_message` for the step a fallback model finished the reply with.
  * @category models
- * @deprecated Use `ReportedUsage` (the type of its iterations).
  */
-export type UsageIteration =
+type UsageIteration =
   & { readonly type: string }
   & Pick<Usage, "input_tokens" | "output_tokens">
   & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }

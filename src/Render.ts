@@ -1,6 +1,8 @@
 /**
+ * Concept: the transcript a summarizer reads.
+ *
  * The transcript for a summarizer: `render` turns a summarized head into plain text, bounded by `renderBound`. (The
- * file appendix that ends a summary message lives in `Summary`; its old names here are deprecated.)
+ * file appendix that ends a summary message belongs to `Summary`.)
  *
  * `render` is lossy in the safe direction: user and assistant prose is kept nearly whole, a tool call becomes a
  * one-liner, tool output is clipped (head and tail kept, the clip says how much was cut), thinking is left out, images
@@ -10,7 +12,8 @@
  * **Structure and safety.** Every structural line starts at column 0 with `[` and is written by `render` itself
  * (`[User]:`, `[Assistant]:`, `[System]:`, `[Earlier summary]:`, `[Tool call] …`, `[Tool result] …`, `[Image: …]`, `[… 812 chars cut …]`). A content line
  * that starts with `[` or `\` gets a `\` in front, and line breaks of every kind (`\r`, U+2028, …) become `\n`, so
- * session text cannot forge a structural line. The tags the summarizer wraps the transcript in (`RESERVED_TAGS`) are
+ * session text cannot forge a structural line. The tags the summarizer wraps the transcript in (`<transcript>`, `<previous_summary>`, `<instructions>`,
+ * `<compaction-files>`) are
  * neutralised (`<` → `&lt;`), so content cannot close the wrapper. No clip splits a surrogate pair.
  *
  * **Size bound.** `render(M).length <= renderBound(M)`, where `renderBound` is a function of the block counts and the
@@ -35,19 +38,9 @@ import {
   isThinking,
   isToolResult,
   isToolUse
-} from "./Message.ts"
-import { shortInput } from "./Tools.ts"
-
-// The summary appendix moved to `Summary`; its old names here are the same values, until 0.2.0.
-export {
-  /** @deprecated Use `Summary.APPENDIX_MAX_FILES` (the appendix belongs to the summary message). */ APPENDIX_MAX_FILES,
-  /** @deprecated Use `Summary.mergeFiles` (the appendix belongs to the summary message). */ mergeFiles,
-  /** @deprecated Use `Summary.noFiles` (the appendix belongs to the summary message). */ noFiles,
-  /** @deprecated Use `Summary.parseAppendix` (the appendix belongs to the summary message). */ parseAppendix,
-  /** @deprecated Use `Summary.renderAppendix` (the appendix belongs to the summary message). */ renderAppendix,
-  /** @deprecated Use `Summary.splitAppendix` (the appendix belongs to the summary message). */ splitAppendix,
-  /** @deprecated Use `Summary.stripAppendix` (the appendix belongs to the summary message). */ stripAppendix
-} from "./Summary.ts"
+} from "./internal/blocks.ts"
+import { shortInput } from "./internal/toolInput.ts"
+import { CLIP_MARKER_MAX, neutralizeTags, OMISSION_MARKER_MAX, TAG_PATTERN } from "./internal/renderLimits.ts"
 
 // ============================================================================
 // Options
@@ -75,44 +68,18 @@ export const DEFAULT_RENDER_OPTIONS: Required<RenderOptions> = {
 
 /**
  * Smallest accepted value of each per-part limit; smaller values are raised to it. @category constants
- * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-export const MIN_PART_CHARS = 16
+const MIN_PART_CHARS = 16
 
 /**
  * Longest tool name, block type or title kept on a structural line. @category constants
- * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-export const LABEL_MAX = 64
+const LABEL_MAX = 64
 
 /**
  * Longest single-line tool output shown inline on its `[Tool result]` line (when `toolResultChars` allows). @category constants
- * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
  */
-export const INLINE_RESULT_MAX = 240
-
-/**
- * Upper bound of a clip marker line (`[… 812 chars cut, 14 lines …]`). @category constants
- * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
- */
-export const CLIP_MARKER_MAX = 64
-
-/**
- * Upper bound of the omission marker written when `maxChars` is reached. @category constants
- * @deprecated Use `Render.render(messages, options)`: the limit is its plumbing.
- */
-export const OMISSION_MARKER_MAX = 96
-
-/**
- * The tags the summarizer wraps session content in; `render` neutralises them in content. @category constants
- * @deprecated Use `Render.render(messages, options)`: it neutralizes these tags itself.
- */
-export const RESERVED_TAGS: ReadonlyArray<string> = [
-  "transcript",
-  "previous_summary",
-  "instructions",
-  "compaction-files"
-]
+const INLINE_RESULT_MAX = 240
 
 const resolve = (options: RenderOptions | undefined): Required<RenderOptions> => {
   const o = { ...DEFAULT_RENDER_OPTIONS, ...options }
@@ -128,21 +95,12 @@ const resolve = (options: RenderOptions | undefined): Required<RenderOptions> =>
 // Escaping and clipping
 // ============================================================================
 
-const TAG_PATTERN = new RegExp(`<(\\s*/?\\s*)(${RESERVED_TAGS.join("|")})(?![\\w-])`, "gi")
 const LINE_BREAKS = /\r\n?|[\u2028\u2029\v\f\u0085]/g
 const ODD_BREAK = /[\r\u2028\u2029\v\f\u0085]/
 const LINE_START_ESCAPE = /(^|\n)(?=[[\\])/g
 const NON_BLANK = /\S/
 const ANY_BREAK = /[\n\r\u2028\u2029\v\f\u0085]/
 const WHITESPACE_RUN = /[\s\u0085]+/g
-
-/**
- * Neutralises the reserved wrapper tags (`<transcript>`, `</instructions>`, …) in `text` by writing their `<` as
- * `&lt;`, so the text cannot open or close a section of the summarization request. Other text is unchanged.
- * @category formatting
- * @deprecated Use `Render.render(messages, options)`: it neutralizes tags in what it renders.
- */
-export const neutralizeTags = (text: string): string => text.replace(TAG_PATTERN, "&lt;$1$2")
 
 /**
  * Content-safe text: reserved tags neutralised, every line break a `\n`, lines starting with `[` or `\` escaped. Each

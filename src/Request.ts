@@ -9,9 +9,10 @@
  */
 import type Anthropic from "@anthropic-ai/sdk"
 import { cacheControlOf } from "./internal/cacheTtl.ts"
-import { applyBreakpoints, type BlockPosition, breakpointBefore, minCacheableTokens, planBreakpoints } from "./Cache.ts"
+import { applyBreakpoints, type BlockPosition, minCacheableTokens, planBreakpoints } from "./Cache.ts"
+import { breakpointBefore } from "./internal/breakpoints.ts"
 import type { ConversationState, MessageParam } from "./ConversationState.ts"
-import { evictionFrontier } from "./Evict.ts"
+import { evictionFrontier } from "./internal/eviction.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { boundTokensBefore, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"

@@ -1,4 +1,6 @@
 /**
+ * Concept: retention, what of a span survives a compaction, measured without a model.
+ *
  * What survives a compaction, measured without a model: the anchors of a span of messages (the exact strings an
  * agent needs to go on with its work: the files it read and changed, the commands it ran and how they ended, the
  * errors it met, the identifiers it was given, the user's own instructions and the latest plan), and the share of
@@ -15,28 +17,22 @@
  *
  * @since 0.1.0
  */
-import { type Anchor, caseless, CATEGORIES, type Category, normalize, spanAnchors, textOf } from "./internal/anchors.ts"
-import { blocksOf, type ContentBlock, type Message } from "./Message.ts"
-import { filesOfMessage, summaryText } from "./Summary.ts"
-import type { ToolClassifier } from "./Tools.ts"
-import { LEADING_USER_TEXT } from "./Validate.ts"
-
-export {
+import {
   type Anchor,
-  /** @deprecated Use `Retention.anchorsOf(messages)`: the limits are its plumbing. */ ANCHOR_LIMITS,
-  /** @deprecated Use `Retention.anchorsOf(messages)`: it keys and dedupes anchors itself. */ anchorKey,
   CATEGORIES,
   type Category,
-  /** @deprecated Use `Anchor`: a command anchor is one of its members. */ type CommandAnchor,
-  /** @deprecated Use `Anchor`: the outcome is a field of its command member. */ type CommandOutcome,
-  /** @deprecated Use `Anchor`: an error anchor is one of its members. */ type ErrorAnchor,
-  /** @deprecated Use `Anchor`: an identifier anchor is one of its members. */ type IdentifierAnchor,
-  /** @deprecated Use `Anchor`: the kind is a field of its identifier member. */ type IdentifierKind,
-  /** @deprecated Use `Anchor`: an instruction anchor is one of its members. */ type InstructionAnchor,
-  /** @deprecated Use `Retention.anchorsOf(messages)`: it normalizes anchor text itself. */ normalize,
-  /** @deprecated Use `Anchor`: a path anchor is one of its members. */ type PathAnchor,
-  /** @deprecated Use `Anchor`: a plan anchor is one of its members. */ type PlanAnchor
+  normalize,
+  presentIn,
+  spanAnchors,
+  textOf,
+  viewText
 } from "./internal/anchors.ts"
+import type { Message } from "./Message.ts"
+import { filesOfMessage, summaryText } from "./Summary.ts"
+import type { ToolClassifier } from "./Tools.ts"
+import { LEADING_USER_TEXT } from "./internal/repair.ts"
+
+export { type Anchor, CATEGORIES, type Category } from "./internal/anchors.ts"
 
 // ============================================================================
 // Models
@@ -88,7 +84,7 @@ export interface AnchorOptions {
  *   "no such", "cannot", "can't", "could not", "couldn't", "unable to", "refused", "timed out", "denied", "invalid",
  *   "unexpected", an abort, a traceback or a panic); else the first that reports an exit code ("exit code", "exited
  *   with code", "exit status"); else the last line (of all lines, when every one is code); cut to
- *   `ANCHOR_LIMITS.error`. The library's own result for an interrupted call (`Validate.MISSING_RESULT_TEXT`) is not an
+ *   `ANCHOR_LIMITS.error`. The library's own result for an interrupted call (the text `Validate.repair` gives a missing result) is not an
  *   error of the session.
  * - **identifier**: in the text blocks of user-written messages and of assistant messages (not thinking, not tool
  *   input or output), cut into words at white space and `` "'`()[]{}<>;|* ``, each word without trailing `.,:!?`: a
@@ -115,76 +111,6 @@ const isLibraryMessage = (message: Message): boolean =>
 // ============================================================================
 // Presence in a view
 // ============================================================================
-
-/** The string leaves of a tool input, depth-first. */
-const stringLeaves = (value: unknown, out: Array<string>, depth = 0): void => {
-  if (typeof value === "string") out.push(value)
-  else if (depth < 32 && typeof value === "object" && value !== null) {
-    for (const child of Object.values(value)) stringLeaves(child, out, depth + 1)
-  }
-}
-
-/** The text pieces of a block: what a model reads of it. */
-const blockPieces = (block: ContentBlock, out: Array<string>): void => {
-  const b = block as unknown as Record<string, unknown>
-  switch (block.type) {
-    case "text":
-      out.push(b["text"] as string)
-      return
-    case "thinking":
-      out.push(b["thinking"] as string)
-      return
-    case "compaction":
-      if (typeof b["content"] === "string") out.push(b["content"])
-      return
-    case "tool_use":
-    case "server_tool_use":
-      stringLeaves(b["input"], out)
-      return
-    case "tool_result": {
-      const content = b["content"]
-      if (typeof content === "string") out.push(content)
-      else if (Array.isArray(content)) { for (const inner of content) blockPieces(inner as ContentBlock, out) }
-      return
-    }
-  }
-}
-
-/**
- * The view's text as `retention` searches it: each piece folded, joined by newlines (a folded anchor holds no newline,
- * so no match spans two pieces). The pieces are text and thinking blocks, a compaction block's content, the string
- * values of tool inputs and the text of tool results. Build it once to test many anchors (`presentIn`).
- * @category presence
- * @deprecated Use `Retention.measure(span, view)`: it builds the view text itself.
- */
-export interface ViewText {
-  readonly folded: string
-  readonly lower: string
-}
-
-/**
- * The searchable text of `messages` (see `ViewText`). @category presence
- * @deprecated Use `Retention.measure(span, view)`: it builds the view text itself.
- */
-export const viewText = (messages: ReadonlyArray<Message>): ViewText => {
-  const pieces: Array<string> = []
-  for (const message of messages) for (const block of blocksOf(message)) blockPieces(block, pieces)
-  const folded = pieces.map(normalize).join("\n")
-  return { folded, lower: folded.toLowerCase() }
-}
-
-/**
- * True when `anchor` is present in `text`: its folded text, or its JSON-escaped form, is a substring. @category presence
- * @deprecated Use `Retention.measure(span, view)`: it checks each anchor itself.
- */
-export const presentIn = (anchor: Anchor, text: ViewText): boolean => {
-  const lower = caseless(anchor)
-  const haystack = lower ? text.lower : text.folded
-  const needle = lower ? anchor.text.toLowerCase() : anchor.text
-  if (haystack.includes(needle)) return true
-  const escaped = JSON.stringify(needle).slice(1, -1)
-  return escaped !== needle && haystack.includes(escaped)
-}
 
 /** Options of `retention` and `measure`. @category models */
 export interface RetentionOptions {

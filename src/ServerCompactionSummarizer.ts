@@ -1,4 +1,6 @@
 /**
+ * Concept: a summarizer that is the Messages API's own compaction.
+ *
  * The Messages API's own on-demand compaction as a summarizer: the head is sent as it is, with
  * `compaction: { type: "summarize", instructions }` and the beta header `compact-2026-09-04`, through
  * `@anthropic-ai/sdk`'s `client.beta.messages.stream`; the server answers with one signed `compaction` block, which the
@@ -41,6 +43,7 @@ import type { CompactionBlock } from "./Message.ts"
 import { type Usage, zeroUsage } from "./Policy.ts"
 import { CompactionFailed, CompactionRefused, NothingToSummarize, SummarizeError } from "./SummarizeError.ts"
 import * as Summarizer from "./Summarizer.ts"
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./internal/summarizerDefaults.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "./Summary.ts"
 
 /** The server-compaction summarizer's beta header, default instructions and options. */
@@ -142,7 +145,7 @@ const instructionsOf = (base: string | undefined, focus: string | undefined): st
 }
 
 const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summarizer.SummarizerShape => {
-  const timeout = Duration.fromInputUnsafe(options.timeout ?? Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+  const timeout = Duration.fromInputUnsafe(options.timeout ?? DEFAULT_SUMMARIZER_TIMEOUT)
   const timeoutMillis = Duration.toMillis(timeout)
   const schedule = Summarizer.makeRetrySchedule(options.retry)
 

@@ -1,4 +1,6 @@
 /**
+ * Concept: the session log service, append-only, over a `SessionStore`.
+ *
  * The cold layer: an append-only session log, and a resume that rebuilds the same view.
  *
  * A session is a list of entries (see `SessionEntry`): `message` (one message, stored as it was given), `eviction`
@@ -20,7 +22,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Result from "effect/Result"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
 import { randomUUID } from "node:crypto"
@@ -39,19 +40,18 @@ import {
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import { type Message, validateMessage } from "./Message.ts"
-import * as SessionEntry from "./SessionEntry.ts"
-import {
-  applyStored,
-  encodeEntry,
-  type KeptMessages as KeptPart,
-  type LiveView,
-  loadStored,
-  sameMessage,
-  viewHash as hashOfView
-} from "./SessionEntry.ts"
+import * as SessionEntry from "./internal/sessionEntry.ts"
+import { encodeEntry, loadStored } from "./SessionEntry.ts"
 import * as Store from "./SessionStore.ts"
 import { SessionStore, type SessionStoreShape } from "./SessionStore.ts"
 import { estimateTokens } from "./Tokens.ts"
+import {
+  applyStored,
+  type KeptMessages as KeptPart,
+  type LiveView,
+  sameMessage,
+  viewHash as hashOfView
+} from "./internal/sessionEntry.ts"
 
 export type { AppendOptions, CompactionInput, SessionLogShape } from "./internal/sessionLogContract.ts"
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
@@ -59,75 +59,6 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // ============================================================================
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
-
-/** @deprecated Use `SessionEntry.canonicalJson`. */
-export const canonicalJson: typeof SessionEntry.canonicalJson = SessionEntry.canonicalJson
-/** @deprecated Use `SessionEntry.CompactionEntry`. */
-export const CompactionEntry: typeof SessionEntry.CompactionEntry = SessionEntry.CompactionEntry
-/** @deprecated Use `SessionEntry.CompactionEntry`. */
-export type CompactionEntry = SessionEntry.CompactionEntry
-/** @deprecated Use `SessionEntry.CURRENT_VERSION`. */
-export const CURRENT_VERSION: typeof SessionEntry.CURRENT_VERSION = SessionEntry.CURRENT_VERSION
-/** @deprecated Use `SessionEntry.Entry`. */
-export const Entry: typeof SessionEntry.Entry = SessionEntry.Entry
-/** @deprecated Use `SessionEntry.Entry`. */
-export type Entry = SessionEntry.Entry
-/** @deprecated Use `SessionEntry.Eviction`. */
-export const Eviction: typeof SessionEntry.Eviction = SessionEntry.Eviction
-/** @deprecated Use `SessionEntry.Eviction`. */
-export type Eviction = SessionEntry.Eviction
-/** @deprecated Use `SessionEntry.EvictionEntry`. */
-export const EvictionEntry: typeof SessionEntry.EvictionEntry = SessionEntry.EvictionEntry
-/** @deprecated Use `SessionEntry.EvictionEntry`. */
-export type EvictionEntry = SessionEntry.EvictionEntry
-/** @deprecated Use `SessionEntry.HashMismatch`. */
-export type HashMismatch = SessionEntry.HashMismatch
-/** @deprecated Use `SessionEntry.KeptMessages`. */
-export const KeptMessages: typeof SessionEntry.KeptMessages = SessionEntry.KeptMessages
-/** @deprecated Use `SessionEntry.KeptMessages`. */
-export type KeptMessages = SessionEntry.KeptMessages
-/** @deprecated Use `SessionEntry.Loaded`. */
-export type Loaded = SessionEntry.Loaded
-/** @deprecated Use `SessionEntry.LoadIssue`. */
-export type LoadIssue = SessionEntry.LoadIssue
-/** @deprecated Use `SessionEntry.LoadOptions`. */
-export type LoadOptions = SessionEntry.LoadOptions
-/** @deprecated Use `SessionEntry.MessageEntry`. */
-export const MessageEntry: typeof SessionEntry.MessageEntry = SessionEntry.MessageEntry
-/** @deprecated Use `SessionEntry.MessageEntry`. */
-export type MessageEntry = SessionEntry.MessageEntry
-/** @deprecated Use `SessionEntry.rebuildView`. */
-export const rebuildView: typeof SessionEntry.rebuildView = SessionEntry.rebuildView
-/** @deprecated Use `SessionEntry.Snapshot`. */
-export type Snapshot = SessionEntry.Snapshot
-/** @deprecated Use `SessionEntry.StepMeta`. */
-export const StepMeta: typeof SessionEntry.StepMeta = SessionEntry.StepMeta
-/** @deprecated Use `SessionEntry.StepMeta`. */
-export type StepMeta = SessionEntry.StepMeta
-/** @deprecated Use `SessionEntry.viewHash`. */
-export const viewHash: typeof SessionEntry.viewHash = SessionEntry.viewHash
-/** @deprecated Use `SessionStore.MemorySessions`. */
-export type MemoryStore = Store.MemorySessions
-/** @deprecated Use `SessionStore.validateSessionId`. */
-export const validateSessionId: typeof Store.validateSessionId = Store.validateSessionId
-
-/**
- * How a store operation is retried when it fails: up to 5 retries, exponential from 10 ms, and only while the error
- * `isRetryable`. Appends are retried with the same entry ids, so a retry of an append that landed is recognised.
- * @category retry
- * @deprecated Use `SessionLog.SessionLog.layer`: its operations retry with this schedule themselves.
- */
-export const retryPolicy: Schedule.Schedule<unknown, SessionLogError> = Schedule.exponential("10 millis").pipe(
-  Schedule.upTo({ times: 5 }),
-  Schedule.setInputType<SessionLogError>(),
-  Schedule.while(({ input }) => input.isRetryable)
-)
-
-/**
- * How many times a write is tried again after a `Conflict` (each time after catching up) before failing. @category models
- * @deprecated Use `SessionLog.SessionLog.layer`: its appends retry conflicts themselves.
- */
-export const MAX_CONFLICT_RETRIES = 100
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
@@ -180,18 +111,16 @@ export interface SessionLogOptions {
 
 /**
  * A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models
- * @deprecated Use `ClosedFolds`, which keeps these.
  */
-export interface ClosedFold {
+interface ClosedFold {
   readonly lines: ReadonlyArray<string>
   readonly live: LiveView
 }
 
 /**
  * How many closed sessions' folds a `ClosedFolds` keeps by default (the most recently closed ones). @category models
- * @deprecated Use `new ClosedFolds()`, whose default capacity this is.
  */
-export const DEFAULT_CLOSED_FOLDS = 16
+const DEFAULT_CLOSED_FOLDS = 16
 
 /**
  * The folds of recently closed sessions, kept for the next open of the same session: a resume reuses one instead of
@@ -260,11 +189,6 @@ const openFold = (
   const live = kept.live.clone()
   return Result.map(applyStored(live, stored.slice(kept.lines.length)), ({ issues }) => ({ live, issues }))
 }
-
-/** The view a compaction input describes: `view`, or (the deprecated form) `[summary, ...kept or the snapshot's]`. */
-const inputView = (input: CompactionInput): ReadonlyArray<Message> | undefined =>
-  input.view ??
-    (input.summary === undefined ? undefined : [input.summary, ...(input.kept ?? input.snapshot.view.slice(input.cut))])
 
 /** True when `view` after its first message holds the messages of `snapshot.view` from `cut` on (identity or JSON). */
 const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.Snapshot, cut: number): boolean =>
@@ -499,8 +423,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
 
   const recordCompaction = (input: CompactionInput) =>
     serialized(Effect.gen(function* () {
-      const view = inputView(input)
-      if (view === undefined || view.length === 0) {
+      const view = input.view
+      if (view.length === 0) {
         return yield* invalid(sessionId, "a compaction needs its view (the summary first)")
       }
       const summaryError = validateMessage(view[0], 0)
@@ -517,18 +441,6 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       if (input.meta !== undefined && !isStepMeta(input.meta)) {
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
-      }
-      if (input.expectedView !== undefined) {
-        const expected = hashOfView(input.expectedView)
-        const actual = hashOfView(view)
-        if (expected !== actual) {
-          return yield* new SessionLogError({
-            reason: "HashMismatch",
-            sessionId,
-            detail: `the caller's view (${expected}) is not the view the log rebuilds (${actual}): ` +
-              "the kept messages were changed, so the boundary was not written"
-          })
-        }
       }
       const id = randomUUID() as string
       return yield* appendDerived(sync !== "never", () => deriveCompaction(input, view, id))

@@ -1,4 +1,6 @@
 /**
+ * Concept: the store contract, and the memory store.
+ *
  * The storage seam of the session log: a store keeps, per session, an ordered list of entry lines (`StoredEntry`:
  * `seq` 1, 2, … and the line `SessionEntry.encodeEntry` wrote) and knows nothing of what they mean. Reads return the
  * entries after a sequence number; an append names the sequence number it expects to follow and answers `Appended`,
@@ -13,6 +15,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { tailOf } from "./internal/sessionTail.ts"
+import { SESSION_ID, spanAttributes } from "./internal/storeSupport.ts"
 import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
@@ -104,11 +107,6 @@ export class SessionStore extends SessionStoreBase {
 // Session ids
 // ============================================================================
 
-const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
-
-/** True when `sessionId` is a valid session id (see `validateSessionId`). @category sessions */
-export const isSessionId = (sessionId: string): boolean => SESSION_ID.test(sessionId)
-
 /**
  * Checks a session id: 1–128 characters of `[A-Za-z0-9._-]`, starting with a letter or digit. So it has no path
  * separator and cannot be `.` or `..`: it never escapes a directory. Fails with `InvalidId`.
@@ -126,22 +124,14 @@ export const validateSessionId = (sessionId: string): Effect.Effect<string, Sess
 export const notFound = (sessionId: string, store: string): SessionLogError =>
   new SessionLogError({ reason: "NotFound", sessionId, detail: `no session ${sessionId} in ${store}` })
 
-/** The span attributes of a store operation. @category tracing */
-export const spanAttributes = (
-  store: string,
-  sessionId: string,
-  extra: Readonly<Record<string, number>> = {}
-): Record<string, unknown> => ({ "session.store": store, "session.id": sessionId, ...extra })
-
 // ============================================================================
 // The memory store
 // ============================================================================
 
 /**
  * One entry of a memory session: its `seq`, id and line. @category models
- * @deprecated Use `MemorySessions`, whose entries these are.
  */
-export interface MemoryEntry extends StoredEntry {
+interface MemoryEntry extends StoredEntry {
   readonly entryId: string
 }
 

@@ -1,4 +1,6 @@
 /**
+ * Concept: the JSONL file store.
+ *
  * The JSONL file store: one `<sessionId>.jsonl` per session in a directory, one entry line per line (`seq` = line
  * number), written through Effect's `FileSystem`. Files are created with mode 0600 (the directory 0700); appends are
  * whole lines in one write, cut back when a write fails part way; a torn last line (a write that never finished, so
@@ -35,15 +37,8 @@ import {
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
-import {
-  type AppendResult,
-  isSessionId,
-  notFound,
-  SessionStore,
-  type SessionStoreShape,
-  spanAttributes,
-  validateSessionId
-} from "./SessionStore.ts"
+import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import { isSessionId, spanAttributes } from "./internal/storeSupport.ts"
 
 const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
   const reason = error.reason

@@ -1,4 +1,6 @@
 /**
+ * Concept: the SQL store.
+ *
  * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
  * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line, boundary)` keyed
  * by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction entries, by their
@@ -24,23 +26,16 @@ import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { BOUNDARY_SQL_PATTERN, isBoundaryLine, keptAnchors, tailStartAt } from "./internal/sessionTail.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
-import {
-  type AppendResult,
-  notFound,
-  SessionStore,
-  type SessionStoreShape,
-  spanAttributes,
-  validateSessionId
-} from "./SessionStore.ts"
+import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import { spanAttributes } from "./internal/storeSupport.ts"
 
 /** The table `effect/sql`'s `Migrator` records this store's migrations in. @category models */
-export const MIGRATIONS_TABLE = "compaction_migrations"
+const MIGRATIONS_TABLE = "compaction_migrations"
 
 /**
  * How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models
- * @deprecated Use `SessionStoreSql.layerSessionLog(options)`: its transactions set this lock timeout themselves.
  */
-export const DEFAULT_LOCK_SECONDS = 10
+const DEFAULT_LOCK_SECONDS = 10
 
 /** The database driver's own error under an `effect/sql` one (its reason's cause): PostgreSQL's message and code. */
 const driverError = (e: SqlError): { readonly message?: string; readonly code?: string } => {

@@ -1,4 +1,6 @@
 /**
+ * Concept: the cost simulator, a recorded session replayed and priced under a policy.
+ *
  * The cost simulator: what a recorded session would have cost under a context policy, priced as Anthropic bills it.
  *
  * **The replay goes through `Conversation`.** The recorded messages are walked in order through the conversation's
@@ -22,7 +24,7 @@
  * factor; the system prompt and tools weigh what the first request billed beyond its messages. Output is the billed
  * output of each reply.
  *
- * **Prices** are per model (`MODEL_PRICES`, overridable): a reply's recorded model, else `options.model`.
+ * **Prices** are per model (the list prices of each model family, overridable with `modelPrices`): a reply's recorded model, else `options.model`.
  *
  * Pure: the recorded messages are never mutated.
  *
@@ -32,27 +34,24 @@ import type { Message } from "./Message.ts"
 import {
   modelPrice,
   type RecordedSession,
-  type SimPolicy,
   type SimulateOptions,
-  type SimulationReport
+  type SimulationReport,
+  standardPolicies
 } from "./internal/simulate/model.ts"
 import { prepareSession, replay, settingsOf } from "./internal/simulate/replay.ts"
-import type { PolicyReport } from "./internal/simulate/model.ts"
-import { standardPolicies } from "./internal/simulate/model.ts"
 
-export * from "./internal/simulate/model.ts"
-
-/**
- * Replays one session under one policy (see the module doc) and returns its figures. Pure: the input is not
- * modified, and the same input and options give the same report.
- * @category simulation
- * @deprecated Use `Simulate.simulate(session, { policies: [policy] })`: its report holds this policy's figures.
- */
-export const simulatePolicy = (
-  input: ReadonlyArray<Message> | RecordedSession,
-  policy: SimPolicy,
-  options: SimulateOptions = {}
-): PolicyReport => replay(prepareSession(input, options), policy, settingsOf(options))
+export {
+  type LibraryOptions,
+  type ModelPrice,
+  type PolicyReport,
+  type PriceTable,
+  type RecordedSession,
+  type SimPolicy,
+  type SimulateOptions,
+  type SimulationReport,
+  standardPolicies,
+  type Strategy
+} from "./internal/simulate/model.ts"
 
 /**
  * Replays a session under every policy of `options.policies` (default `standardPolicies()`), each from the same
@@ -151,13 +150,6 @@ export const formatReport = (report: SimulationReport, options: { readonly title
   }
   return lines.join("\n")
 }
-
-/**
- * The cache model checked against a recorded session's bill (see COMPACTION.md, "Checked against the bill").
- * @deprecated Use `Simulate.simulate(session, options)`: it calibrates its figures on the record itself; this check
- * tests that calibration.
- */
-export { checkAgainstRecord, type RecordCheck, type TokenSums } from "./internal/simulate/record.ts"
 
 /** The sweep over the library's settings (cost, misses and retention of each) and its Pareto front of cost and retention. */
 export { paretoFront, sweep, type SweepOptions, type SweepPoint } from "./internal/simulate/sweep.ts"

@@ -1,4 +1,6 @@
 /**
+ * Concept: the failure of a summarization, one class per reason.
+ *
  * Why a summarization failed: `SummarizeError`, with one reason class per cause (`RateLimited`, `Overloaded`,
  * `Server`, `Timeout`, `Connection`, `BadRequest`, `Unauthorized`, `EmptySummary`, `StreamError`,
  * `NothingToSummarize`, `CompactionRefused`, `CompactionFailed`, `SummaryRejected`), each with its own fields and `isRetryable`. How a provider's status codes

@@ -1,4 +1,6 @@
 /**
+ * Concept: the summarizer contract, and what wraps any summarizer (retries, timeout, fallback, quality gate).
+ *
  * The summarizer contract: the `Summarizer` service, what it is asked (`SummarizeRequest`, the prompt) and what it
  * returns (`Summary`), the retry policy and per-attempt timeout, `withFallback` and `withQualityGate`. Its failures are
  * `SummarizeError`'s. It names no summarizer: those live in `ExtractiveSummarizer`, `LanguageModelSummarizer`,
@@ -11,13 +13,15 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "./internal/summarizerDefaults.ts"
 import { clipMiddle } from "./internal/text.ts"
 import type { CompactionBlock, Message } from "./Message.ts"
 import type { Usage } from "./Policy.ts"
 import type { RenderOptions } from "./Render.ts"
-import { neutralizeTags, render } from "./Render.ts"
+import { render } from "./Render.ts"
 import { SummarizeError, SummaryRejected, Timeout } from "./SummarizeError.ts"
-import { stripAppendix } from "./Summary.ts"
+import { neutralizeTags } from "./internal/renderLimits.ts"
+import { stripAppendix } from "./internal/summary.ts"
 
 // ============================================================================
 // Models
@@ -45,12 +49,6 @@ export interface SummarizeRequest {
 }
 
 /**
- * Token usage of the call that produced a summary (all zero without a model): the one `Policy.Usage`. @category models
- * @deprecated Use `Policy.Usage`: this is the same type under another name.
- */
-export type SummaryUsage = Usage
-
-/**
  * A produced summary. `summarizer` names what wrote it (`"anthropic"`, `"extractive"`). When a fallback wrote it,
  * `fellBackFrom` names the summarizer that failed and its error (after its retries).
  *
@@ -62,7 +60,7 @@ export type SummaryUsage = Usage
 export interface Summary {
   readonly text: string
   readonly model: string
-  readonly usage: SummaryUsage
+  readonly usage: Usage
   readonly summarizer: string
   readonly stopReason?: string
   readonly fellBackFrom?: { readonly summarizer: string; readonly error: SummarizeError }
@@ -93,14 +91,6 @@ export const summarizeRequest = (
 // ============================================================================
 // Retry
 // ============================================================================
-
-/**
- * The default per-attempt timeout of the summarizers that call a model (opening the request and reading the whole
- * reply): 120 seconds. @category constants
- * @deprecated Use `Summarizer.withAttemptTimeout(timeout)`: the summarizers that call a model pass this default to it
- * themselves.
- */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Duration.seconds(120)
 
 /** How a summarizer that calls a model retries (`makeRetrySchedule`). @category models */
 export interface RetryOptions {
@@ -232,7 +222,8 @@ export const withFallback = (primary: SummarizerShape, fallback: SummarizerShape
 export interface QualityGateOptions {
   /**
    * The section headings a text summary must hold (any Markdown heading level, case-insensitive). Default
-   * `SUMMARY_SECTIONS`, what `DEFAULT_SYSTEM_PROMPT` asks for; pass `[]` with a prompt of your own.
+   * the five `DEFAULT_SYSTEM_PROMPT` asks for (constraints and rules, decisions, open todos, pending user asks, exact
+   * identifiers); pass `[]` with a prompt of your own.
    */
   readonly sections?: ReadonlyArray<string>
 }
@@ -280,7 +271,7 @@ const correction = (request: SummarizeRequest, rejected: SummaryRejected): strin
       rejected.missingSections.map((s) => `"## ${s}"`).join(", ")
     } included); write "(none)" under an empty one.`
 
-const addUsage = (a: SummaryUsage, b: SummaryUsage): SummaryUsage => ({
+const addUsage = (a: Usage, b: Usage): Usage => ({
   input_tokens: a.input_tokens + b.input_tokens,
   output_tokens: a.output_tokens + b.output_tokens,
   cache_read_input_tokens: a.cache_read_input_tokens + b.cache_read_input_tokens,
@@ -290,7 +281,7 @@ const addUsage = (a: SummaryUsage, b: SummaryUsage): SummaryUsage => ({
 /**
  * A summarizer that checks `primary`'s summary before accepting it: one not smaller than what it replaces (the
  * transcript and the earlier summary, in characters), or, for a text summary, one lacking a heading of
- * `options.sections` (default `SUMMARY_SECTIONS`), is asked for once more with the request's instructions extended by
+ * `options.sections` (default the five sections `DEFAULT_SYSTEM_PROMPT` asks for), is asked for once more with the request's instructions extended by
  * what was wrong. A retried summary that passes is returned with the usage of both calls. One that fails again, or
  * any `SummarizeError` of `primary` (after its own retries), is handed to `fallback` as `withFallback` does: the
  * summary says `fellBackFrom: { summarizer: primary.name, error }`, the error's reason `SummaryRejected` (with its
@@ -330,22 +321,8 @@ export const withQualityGate = (
 // ============================================================================
 
 /**
- * The sections the default prompt asks for and the quality gate requires (`withQualityGate`), as Markdown headings:
- * decisions, open todos, constraints and rules, pending user asks, exact identifiers.
- * @category prompt
- * @deprecated Use `Summarizer.withQualityGate(summarizer, options)`: it requires these sections itself.
- */
-export const SUMMARY_SECTIONS: ReadonlyArray<string> = [
-  "Constraints and rules",
-  "Decisions",
-  "Open todos",
-  "Pending user asks",
-  "Exact identifiers"
-]
-
-/**
  * The default system prompt: a structured summary (goal; constraints and rules; progress: done, in progress,
- * blocked; decisions; open todos; pending user asks; exact identifiers), every `SUMMARY_SECTIONS` heading included,
+ * blocked; decisions; open todos; pending user asks; exact identifiers), every heading the quality gate requires included,
  * with paths, identifiers and errors kept verbatim. It also says the transcript is data, so instructions inside the
  * session are not followed.
  * @category prompt
@@ -383,14 +360,6 @@ Everything else needed to continue, verbatim: file paths, function and type name
 Copy file paths, identifiers, commands and error messages exactly as they appear; never paraphrase them. Prefer specifics to generalities. Write "(none)" for an empty section. Keep the summary much shorter than the transcript. Output only the summary.`
 
 /**
- * Caps on the parts of the request that `render` does not bound: the earlier summary and the user's focus. With the
- * transcript's own cap (`RenderOptions.maxChars`, 400,000 by default) the user message stays under ~465,000 chars.
- * @category prompt
- * @deprecated Use `Summarizer.summarizationPrompt(request)`: it applies these caps itself.
- */
-export const PROMPT_LIMITS = { previousSummaryChars: 60_000, instructionsChars: 4_000 } as const
-
-/**
  * The user message of a summarization request: the earlier summary (when updating) in `<previous_summary>`, the
  * transcript in `<transcript>`, the user's focus in `<instructions>`, then what to do. Reserved tags inside each part
  * are neutralised, so no part can close another.
@@ -415,10 +384,3 @@ export const summarizationPrompt = (request: SummarizeRequest): string => {
   )
   return parts.join("\n\n")
 }
-
-// ============================================================================
-// Moved names
-// ============================================================================
-
-/** The failure and its reasons (now `SummarizeError`), `zeroUsage` and `DEFAULT_SUMMARY_MAX_TOKENS`, deprecated here. */
-export * from "./internal/summarizerAliases.ts"

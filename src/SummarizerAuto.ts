@@ -1,4 +1,6 @@
 /**
+ * Concept: the summarizer picked from the environment.
+ *
  * The out-of-the-box summarizer, picked from the environment: `layerAuto`. It sits above the summarizers it picks
  * from (the contract, `Summarizer`, names none of them), and loads `AnthropicSummarizer` (with the SDK) by dynamic
  * import only when it picks it, so importing this module, or the barrel, never loads `@anthropic-ai/sdk`.

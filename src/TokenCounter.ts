@@ -1,4 +1,6 @@
 /**
+ * Concept: the service that counts a request's input tokens.
+ *
  * Counting a request's input tokens: the `TokenCounter` service. `layerEstimate` counts with the library's estimate
  * (`Tokens`, about 4 characters per token); `layer` asks the Messages API's `count_tokens` (API-RULES 34: exact, free,
  * and validated like a create) through an `@anthropic-ai/sdk` client or a function of one's own, and falls back to the

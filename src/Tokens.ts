@@ -1,4 +1,6 @@
 /**
+ * Concept: token estimation.
+ *
  * Token estimation, used only to place cuts. The compaction trigger uses provider-reported usage, never this.
  *
  * About 4 characters per token over text, thinking, tool calls (name + input JSON size), tool results and unknown
@@ -9,24 +11,11 @@
  *
  * @since 0.1.0
  */
-import { opensApiView } from "./ApiView.ts"
 import * as Estimate from "./internal/estimate.ts"
 import { CHARS_PER_TOKEN } from "./internal/estimate.ts"
 import { makeTally } from "./internal/tally.ts"
 import type { ContentBlock, Message } from "./Message.ts"
-
-export {
-  CHARS_PER_TOKEN,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images; the limit is its plumbing. */ IMAGE_MAX_EDGE,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images; the limit is its plumbing. */ IMAGE_MAX_PIXELS,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it reads image sizes itself. */ type ImageSize,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it reads image sizes itself. */ imageSize,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images itself. */ imageTokens,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it sizes tool inputs itself. */ jsonSize,
-  /** @deprecated Use `Tokens.estimateMessageTokens(message)`: it adds the overhead itself. */ MESSAGE_OVERHEAD_TOKENS,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices documents itself. */ PDF_PAGE_TOKENS,
-  /** @deprecated Use `Tokens.estimateContentTokens(blocks)`: it prices images itself. */ UNKNOWN_IMAGE_TOKENS
-} from "./internal/estimate.ts"
+import { opensApiView } from "./internal/apiView.ts"
 
 const cache = new WeakMap<Message, number>()
 
@@ -47,14 +36,6 @@ export const estimateContentTokens = (content: string | ReadonlyArray<ContentBlo
   }
   return tokens
 }
-
-/**
- * The uncached content estimate (`src/internal/estimate.ts`): the same count as `estimateContentTokens`.
- * @deprecated Use `Tokens.estimateContentTokens` (the same count, cached); the uncached one is a test and benchmark
- * knob, internal from 0.2.0.
- */
-export const estimateContentTokensUncached: (content: string | ReadonlyArray<ContentBlock>) => number =
-  Estimate.estimateContentTokensUncached
 
 /**
  * The estimated prompt tokens of one message. Messages are immutable, so the result is cached by identity: a second
@@ -78,7 +59,7 @@ const tally = makeTally({
 
 /**
  * The estimated prompt tokens of a conversation as the API processes it: exactly the sum of `estimateMessageTokens`
- * over its API view (`ApiView.apiViewStart` on; the messages before the last compaction block with content are
+ * over its API view (what `ApiView.apiView` returns; the messages before the last compaction block with content are
  * dropped by the API and cost nothing).
  *
  * Cost: the estimate is carried forward from the last list estimated that starts with the same message object. The
@@ -91,13 +72,6 @@ const tally = makeTally({
  * @category estimation
  */
 export const estimateTokens = (messages: ReadonlyArray<Message>): number => tally(messages)
-
-/**
- * The uncached message estimate (`src/internal/estimate.ts`): the same count as `estimateMessageTokens`.
- * @deprecated Use `Tokens.estimateMessageTokens` (the same count, cached); the uncached one is a test and benchmark
- * knob, internal from 0.2.0.
- */
-export const estimateMessageTokensUncached: (message: Message) => number = Estimate.estimateMessageTokensUncached
 
 /**
  * The ratio of the provider's reported input tokens for a prompt to our estimate of the same prompt. Multiply an

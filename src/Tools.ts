@@ -1,4 +1,6 @@
 /**
+ * Concept: the tool classifier, what a tool call reads or writes.
+ *
  * What a tool call does to files. A `ToolClassifier` maps a tool_use to a read (path, optional line range), a write or
  * edit (path), or another call. Eviction uses it to find superseded reads, hot-path tracking to spot re-reads, and the
  * summary appendix to list the files a summarized prefix read and modified.
@@ -6,26 +8,17 @@
  * @since 0.1.0
  */
 import type { Message, ToolUseBlock } from "./Message.ts"
-import { clipEnd } from "./internal/text.ts"
 import {
   fields,
   finite,
   type Input,
-  inputLine,
   isSavedOutputPath,
-  type LineRange as InputLineRange,
+  type LineRange,
   nonEmpty,
   offsetLimit,
-  SHORT_INPUT_MAX,
   viewRange
 } from "./internal/toolInput.ts"
-import { isToolUse } from "./Message.ts"
-
-/**
- * A line range of a read, 1-based and inclusive; `end` absent means to the end of the file. @category models
- * @deprecated Use `ToolAction` (the type of a read's `range`).
- */
-export type LineRange = InputLineRange
+import { isToolUse } from "./internal/blocks.ts"
 
 /** What a tool call does to files. @category models */
 export type ToolAction =
@@ -119,27 +112,6 @@ export const defaultToolClassifier: ToolClassifier = (toolUse) => {
   const classify = input === undefined ? undefined : KNOWN_TOOLS.get(toolUse.name)
   return classify === undefined ? OTHER : classify(input!)
 }
-
-/**
- * True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges
- * @deprecated Use `Tools.filesTouched(messages)`: it merges the line ranges itself.
- */
-export const covers = (outer: LineRange | undefined, inner: LineRange | undefined): boolean => {
-  if (outer === undefined) return true
-  if (inner === undefined) return false
-  const outerEnd = outer.end ?? Infinity
-  const innerEnd = inner.end ?? Infinity
-  return outer.start <= inner.start && innerEnd <= outerEnd
-}
-
-/**
- * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
- * otherwise the input's JSON, clipped to `max` characters. Deterministic.
- * @category formatting
- * @deprecated Use `Render.render(messages, options)`: it shortens tool inputs itself.
- */
-export const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
-  clipEnd(inputLine(toolUse, max), max) // never splits a surrogate pair
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */
 export interface FilesTouched {

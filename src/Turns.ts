@@ -1,36 +1,25 @@
 /**
+ * Concept: user turns, where they start and how many there are.
+ *
  * User turns. A turn starts at a user message that carries human content (any block other than a tool_result) and
  * that follows an assistant message, a user message holding only tool results, or nothing. Consecutive human user
  * messages are one turn; a user message holding only tool results never starts one.
  *
  * @since 0.1.0
  */
-import { apiViewStart } from "./ApiView.ts"
 import type { Message } from "./Message.ts"
+import { apiViewStart } from "./internal/apiView.ts"
+import { isHumanMessage, isTurnStart } from "./internal/turns.ts"
 
 /**
  * True when the message is a user message with human content: a string, or at least one block that is not a
  * tool_result.
  * @category guards
  */
-export const isHumanMessage = (message: Message): boolean => {
-  if (message.role !== "user") return false
-  if (typeof message.content === "string") return true
-  for (const block of message.content) if (block.type !== "tool_result") return true
-  return false
-}
+export { isHumanMessage } from "./internal/turns.ts"
 
 /**
- * True when a turn starts at index `i`: the message is human and the one before it (if any) is not. Reads only
- * messages `i - 1` and `i`, so a caller can walk back from the end.
- * @category turns
- * @deprecated Use `Turns.turnStarts(messages)`, which lists every turn start.
- */
-export const isTurnStart = (messages: ReadonlyArray<Message>, i: number): boolean =>
-  isHumanMessage(messages[i]!) && (i === 0 || !isHumanMessage(messages[i - 1]!))
-
-/**
- * The indices at which a turn starts, ascending, in the API view only (`ApiView.apiViewStart` on): turns before the
+ * The indices at which a turn starts, ascending, in the API view only (what `ApiView.apiView` returns): turns before the
  * last compaction block with content were dropped by the API, and the block's summary stands for them.
  * @category turns
  */

@@ -1,4 +1,6 @@
 /**
+ * Concept: validity for the Messages API, as violations, and repair.
+ *
  * Structural validity of a conversation for the Messages API, and repair.
  *
  * The API merges consecutive same-role messages into one turn before it checks anything, so every rule here is
@@ -55,22 +57,5 @@
  *
  * @since 0.1.0
  */
-export {
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ forEachToolPair,
-  /** @deprecated Use `Validate.isValid(messages)`: an orphan makes a view invalid. */ hasOrphans,
-  isValid,
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ type ToolPair,
-  /** @deprecated Use `Validate.validate(messages)`: it walks the tool pairs itself. */ toolPairs,
-  validate,
-  type ValidateOptions,
-  Violation
-} from "./internal/validate.ts"
-export {
-  /** @deprecated Use `Validate.repair(messages)`: it inserts this text itself. */ LEADING_USER_TEXT,
-  /** @deprecated Use `Validate.repair(messages)`: it inserts this text itself. */ MISSING_RESULT_TEXT,
-  NothingToSend,
-  repair,
-  type Repaired,
-  type RepairReport,
-  repairResult
-} from "./internal/repair.ts"
+export { isValid, validate, type ValidateOptions, Violation } from "./internal/validate.ts"
+export { NothingToSend, repair, type Repaired, type RepairReport, repairResult } from "./internal/repair.ts"

@@ -1,4 +1,6 @@
 /**
+ * Concept: the barrel, every public module as a namespace.
+ *
  * effect-compaction: context compaction for LLM agents, on Effect 4.
  *
  * `Conversation` is the front door: an agent appends messages, asks for the next request and records the reply; it
@@ -32,14 +34,14 @@ export * as Render from "./Render.ts"
 export * as Summary from "./Summary.ts"
 export * as Retention from "./Retention.ts"
 // The effectful shell: services, layers and typed errors
-export * as Summarizer from "./internal/summarizerNamespace.ts"
+export * as Summarizer from "./Summarizer.ts"
 export * as SummarizeError from "./SummarizeError.ts"
 export * as ExtractiveSummarizer from "./ExtractiveSummarizer.ts"
 export * as LanguageModelSummarizer from "./LanguageModelSummarizer.ts"
 export * as SummarizerAuto from "./SummarizerAuto.ts"
 export * as Compact from "./Compact.ts"
 export * as TokenCounter from "./TokenCounter.ts"
-export * as SessionLog from "./internal/sessionLogNamespace.ts"
+export * as SessionLog from "./SessionLog.ts"
 export * as SessionEntry from "./SessionEntry.ts"
 export * as SessionStore from "./SessionStore.ts"
 export * as SessionStoreJsonl from "./SessionStoreJsonl.ts"

@@ -23,7 +23,8 @@ import type { ConversationState, MessageParam } from "../src/ConversationState.t
 import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
-import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { splitSummary, summaryText } from "../src/Summary.ts"
 import { type ApiTool, bindThinking, checkRequest, formatApiViolations, unboundThinking } from "./fixtures/ApiRules.ts"
@@ -63,7 +64,7 @@ const inPlace = { ...appendOnly, appendOnly: false, staleThinking: "bind" } as c
  * A conversation logged in `store` (opening it resumes from the log), or one in memory going on from `initial`; odd
  * seeds rewrite in place (`inPlace`), even ones stay append-only (the default).
  */
-const layer = (store: MemoryStore | undefined, initial: ConversationState | undefined, seed: number) => {
+const layer = (store: MemorySessions | undefined, initial: ConversationState | undefined, seed: number) => {
   const options = seed % 2 === 1 ? inPlace : appendOnly
   return store === undefined
     ? Conversation.layerMemory({ ...options, ...(initial === undefined ? {} : { initial }) }).pipe(
@@ -295,7 +296,7 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         }
         for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
-          const store: MemoryStore | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
+          const store: MemorySessions | undefined = seed % RESUME_EVERY === 0 ? new Map() : undefined
           const { answer } = agent(seed)
           let live: ConversationState | undefined
           for (let segment = 0; segment < SEGMENTS; segment++) {

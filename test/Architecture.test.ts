@@ -2,7 +2,8 @@
  * The architecture, checked on the real import graph of `src/`: the pure core reaches no shell module, nothing from
  * `node:`, no FileSystem or platform and no SDK; no import circle, type-only and dynamic edges included; a module of
  * `internal/` never imports the public module that re-exports it; nothing imports the CLI; importing the barrel loads
- * no `@anthropic-ai/sdk` file. Each rule is also run on small made-up graphs, to show that it fails on a violation.
+ * no `@anthropic-ai/sdk` file; no doc comment is `@deprecated`; no namespace is assembled in `internal/`; every public
+ * module has its subpath in `exports`. Each rule is also run on small made-up graphs, to show that it fails on a violation.
  * A module's size is not a rule: files are split along concepts.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -73,6 +74,33 @@ const cliImporters = (modules: ReadonlyMap<string, ModuleInfo>): Array<string> =
     [...m.imports, ...m.typeImports, ...m.dynamicImports].filter((s) => s.startsWith("cli/")).map((s) =>
       `${m.file} → ${s}`
     )
+  )
+
+/** Where a doc comment of `sources` carries a `@deprecated` tag (`file:line`): 0.2.0 keeps no deprecated name. */
+const deprecatedTags = (sources: Readonly<Record<string, string>>): Array<string> =>
+  Object.entries(sources).flatMap(([file, text]) =>
+    [...text.matchAll(/\/\*\*[\s\S]*?\*\//g)].filter((comment) => /(?:^|[\s*])@deprecated\b/.test(comment[0])).map(
+      (comment) => `${file}:${text.slice(0, comment.index).split("\n").length}`
+    )
+  )
+
+/**
+ * Namespaces assembled in `internal/`: a namespace of the barrel (`index.ts`) that is not a top-level module of
+ * `src/`, and a module of `internal/` that re-exports a public (top-level) module. A public module is its namespace.
+ */
+const assembledNamespaces = (modules: ReadonlyMap<string, ModuleInfo>): Array<string> => {
+  const barrel = modules.get("index.ts")
+  const fromBarrel = (barrel?.reExports ?? []).filter((target) => target.includes("/")).map((t) => `index.ts → ${t}`)
+  const fromInternal = [...modules.values()].filter((m) => m.file.startsWith("internal/")).flatMap((m) =>
+    m.reExports.filter((target) => modules.has(target) && !target.includes("/")).map((t) => `${m.file} → ${t}`)
+  )
+  return [...fromBarrel, ...fromInternal].sort()
+}
+
+/** The public modules (top-level files of `src/` but the barrel) that have no subpath `./Name` in `exports`. */
+const missingSubpaths = (modules: ReadonlyMap<string, ModuleInfo>, exports: Readonly<Record<string, unknown>>) =>
+  [...modules.keys()].filter((f) => !f.includes("/") && f !== "index.ts").map((f) => f.slice(0, -3)).filter((name) =>
+    exports[`./${name}`] === undefined || exports[`./${name}`] === null
   )
 
 describe("the import graph reader", () => {
@@ -176,6 +204,48 @@ describe("the rules fail on a violation (made-up graphs)", () => {
     }
   })
 
+  it("deprecated tags: any doc comment with @deprecated, on a declaration or a member, is found", () => {
+    assert.deepStrictEqual(
+      deprecatedTags({ "A.ts": `/** A. */\nexport const a = 1\n// @deprecated in a line comment` }),
+      []
+    )
+    assert.deepStrictEqual(
+      deprecatedTags({
+        "A.ts": `/** A. */\nexport const a = 1\n/**\n * Old.\n * @deprecated Use \`a\`.\n */\nexport const b = a`,
+        "B.ts": `export interface B {\n  /** @deprecated Use \`c\`. */\n  readonly d?: number\n}`
+      }),
+      ["A.ts:3", "B.ts:2"]
+    )
+  })
+
+  it("assembled namespaces: the barrel re-exporting an internal module, an internal module re-exporting a public one", () => {
+    const clean = graphOf({
+      "index.ts": `export * as X from "./X.ts"`,
+      "X.ts": `export { x } from "./internal/x.ts"`,
+      "internal/x.ts": `import type { Y } from "../Y.ts"\nexport const x = 1`,
+      "Y.ts": `export type Y = 1`
+    })
+    assert.deepStrictEqual(assembledNamespaces(clean), [])
+    const assembled = graphOf({
+      "index.ts": `export * as X from "./internal/xNamespace.ts"`,
+      "X.ts": `export const x = 1`,
+      "internal/xNamespace.ts": `export * from "../X.ts"\nexport const old = 1`
+    })
+    assert.deepStrictEqual(assembledNamespaces(assembled), [
+      "index.ts → internal/xNamespace.ts",
+      "internal/xNamespace.ts → X.ts"
+    ])
+  })
+
+  it("subpaths: a public module without its `./Name` in exports is found", () => {
+    const modules = graphOf({ "index.ts": `export * as X from "./X.ts"`, "X.ts": "", "Y.ts": "", "internal/z.ts": "" })
+    assert.deepStrictEqual(
+      missingSubpaths(modules, { ".": "./src/index.ts", "./X": "./src/X.ts", "./Y": "./src/Y.ts" }),
+      []
+    )
+    assert.deepStrictEqual(missingSubpaths(modules, { ".": "./src/index.ts", "./X": "./src/X.ts", "./Y": null }), ["Y"])
+  })
+
   it("the core rule: a core module reaching a shell module (by a type too), node:, the SDK or a lazy load", () => {
     const modules = graphOf({
       "Cut.ts": `import { m } from "./Message.ts"\nimport { h } from "./internal/h.ts"`,
@@ -226,6 +296,16 @@ describe("architecture", () => {
     assert.deepStrictEqual(backImports(graph), [])
   })
 
+  it("no doc comment of src/ is @deprecated (0.2.0 keeps no deprecated name)", () => {
+    const sources = Object.fromEntries([...graph.keys()].map((f) => [f, fs.readFileSync(path.join(SRC, f), "utf8")]))
+    assert.deepStrictEqual(deprecatedTags(sources), [])
+  })
+
+  it("no namespace is assembled in internal/: the barrel re-exports top-level modules, internal/ re-exports none", () => {
+    assert.isAbove(graph.get("index.ts")!.reExports.length, 20, "the barrel's namespaces are read")
+    assert.deepStrictEqual(assembledNamespaces(graph), [])
+  })
+
   it("no module outside cli/ imports from cli/", () => {
     assert.deepStrictEqual(cliImporters(graph), [])
   })
@@ -262,12 +342,12 @@ const resolvedBy = (entry: string, ...stages: ReadonlyArray<string>): Array<Arra
 
 const sdkFiles = (urls: ReadonlyArray<string>) => urls.filter((url) => url.includes("/@anthropic-ai/sdk/"))
 
-/** A step that builds `Summarizer.layerAuto()` with the configuration `env` (a JS object literal). */
+/** A step that builds `SummarizerAuto.layerAuto()` with the configuration `env` (a JS object literal). */
 const buildAuto = (env: string) =>
   [
     `{ const { Effect, Layer, ConfigProvider } = await import("effect")`,
     `const config = ConfigProvider.layer(ConfigProvider.fromUnknown(${env}))`,
-    `await Effect.runPromise(Effect.scoped(Layer.build(lib.Summarizer.layerAuto().pipe(Layer.provide(config))))) }`
+    `await Effect.runPromise(Effect.scoped(Layer.build(lib.SummarizerAuto.layerAuto().pipe(Layer.provide(config))))) }`
   ].join("\n")
 
 describe("the real module graph (a Node child process)", () => {
@@ -310,6 +390,13 @@ describe("package exports", () => {
       expected[`./${name}`] = { types: `./dist/${name}.d.ts`, default: `./dist/${name}.js` }
     }
     assert.deepStrictEqual(exports, expected)
+  })
+
+  it("every public module has its subpath, in package.json and in deno.json", () => {
+    for (const file of ["package.json", "deno.json"]) {
+      const exports = JSON.parse(fs.readFileSync(path.join(root, file), "utf8")).exports as Record<string, unknown>
+      assert.deepStrictEqual(missingSubpaths(graph, exports), [], file)
+    }
   })
 
   it("deno.json mirrors them for JSR", () => {

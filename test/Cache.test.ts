@@ -1,14 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import {
-  acceptsBreakpoint,
-  applyBreakpoints,
-  breakpointBefore,
-  countBreakpoints,
-  MAX_BREAKPOINTS,
-  minCacheableTokens,
-  planBreakpoints
-} from "../src/Cache.ts"
+import { applyBreakpoints, MAX_BREAKPOINTS, minCacheableTokens, planBreakpoints } from "../src/Cache.ts"
 import {
   appendMessage,
   asMessageParams,
@@ -18,13 +10,14 @@ import {
   recordReply
 } from "../src/ConversationState.ts"
 import { requestOf } from "../src/Request.ts"
-import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { evictionFrontier } from "../src/internal/eviction.ts"
+import { acceptsBreakpoint, breakpointBefore, countBreakpoints } from "../src/internal/breakpoints.ts"
 
 const SYSTEM = "You are a coding agent. ".repeat(400)
 

@@ -1,18 +1,11 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Tracer } from "effect"
-import {
-  compactContext,
-  CompactError,
-  type CompactOutcome,
-  SUMMARY_HEADER,
-  summaryMessage,
-  summaryText
-} from "../src/Compact.ts"
+import { compactContext, CompactError, type CompactOutcome } from "../src/Compact.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
-import { parseAppendix } from "../src/Render.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { AnthropicSummarizer } from "../src/AnthropicSummarizer.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { Summarizer, withFallback } from "../src/Summarizer.ts"
@@ -24,6 +17,8 @@ import { conversationArbitrary, generateSession, thinkingTokens } from "./fixtur
 import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
+import { SUMMARY_HEADER, summaryMessage, summaryText } from "../src/Summary.ts"
+import { parseAppendix } from "../src/internal/summary.ts"
 
 const policy = (fields: Parameters<typeof CompactionPolicy.makeUnsafe>[0]) => CompactionPolicy.makeUnsafe(fields)
 const small = policy({ keepRecentTokens: 2_000, keepRecentTurns: 2, contextWindow: 50_000, minRemaining: 5_000 })
@@ -232,7 +227,7 @@ describe("Compact", () => {
 
   it.effect("persists the boundary to the session log, and a resume rebuilds the same view", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = generateSession(18, { messages: 300 })
       const live = yield* Effect.gen(function* () {
         const log = yield* SessionLog
@@ -259,14 +254,14 @@ describe("Compact", () => {
     return session
   }
 
-  const loadView = (store: MemoryStore, sessionId: string) =>
+  const loadView = (store: MemorySessions, sessionId: string) =>
     Effect.flatMap(SessionLog, (log) => log.load()).pipe(
       Effect.provide(SessionLog.layerMemory({ sessionId, store }))
     )
 
   it.effect("persists a compaction whose kept tail needed repair, and a resume rebuilds the repaired view", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(20)
       const before = JSON.stringify(session)
       const { live, outcome } = yield* Effect.gen(function* () {
@@ -292,7 +287,7 @@ describe("Compact", () => {
 
   it.effect("a turn appended while the summarizer runs lands after the repaired tail, live and after a resume", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(21)
       const arrived: Message = { role: "user", content: "arrived while summarizing" }
       const extractive = ExtractiveSummarizer.make()
@@ -313,7 +308,7 @@ describe("Compact", () => {
 
   it.effect("compacting a repaired view again, after more turns, persists and resumes byte for byte", () =>
     Effect.gen(function* () {
-      const store = new Map() as MemoryStore
+      const store = new Map() as MemorySessions
       const session = withAbortedReply(22)
       const more = generateSession(23, { messages: 200 })
       const live = yield* Effect.gen(function* () {
@@ -519,7 +514,7 @@ describe("Compact", () => {
     ([session]) =>
       Effect.gen(function* () {
         const p = policy({ keepRecentTokens: 300, keepRecentTurns: 1, contextWindow: 20_000, minRemaining: 1_000 })
-        const store = new Map() as MemoryStore
+        const store = new Map() as MemorySessions
         const half = turnStarts(session)[Math.floor(turnStarts(session).length / 2)] ?? session.length
         const live = yield* Effect.gen(function* () {
           const log = yield* SessionLog
@@ -545,7 +540,7 @@ describe("Compact", () => {
       let compactions = 0
       let repaired = 0
       for (const session of corpus()) {
-        const store = new Map() as MemoryStore
+        const store = new Map() as MemorySessions
         const starts = turnStarts(session.messages)
         // eight even points, and just after every aborted reply (so it lands in a kept tail)
         const aborted = validate(session.messages).filter((v) => v._tag === "MissingToolResult")

@@ -19,16 +19,18 @@ import type { Request } from "../src/Request.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { encodeEntry, type Entry } from "../src/SessionEntry.ts"
-import { type MemoryStore, SessionLog, SessionLogError } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog, SessionLogError } from "../src/SessionLog.ts"
+import * as SessionStoreSql from "../src/SessionStoreSql.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
 import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll } from "vitest"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { makeSchema } from "./fixtures/Pg.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
+import { MISSING_RESULT_TEXT } from "../src/internal/repair.ts"
 
 const read = (id: string, path: string): MessageParam => ({
   role: "assistant",
@@ -56,7 +58,7 @@ const comparable = (state: ConversationState) => ({
   usage: state.usage
 })
 
-const logged = (store: MemoryStore, policy: CompactionPolicy, keepRecent = 10) =>
+const logged = (store: MemorySessions, policy: CompactionPolicy, keepRecent = 10) =>
   Conversation.layerLogged({ policy, keepRecent, minSavings: 0, minFreedTokens: 300 }).pipe(
     Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
     Layer.provide(ExtractiveSummarizer.layer)
@@ -119,7 +121,7 @@ describe("Conversation: pure transitions", () => {
 describe("Conversation: regressions of issue 13", () => {
   it.effect("finding 1: never compacts while a tool_use awaits its result; the real result is kept", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const policy = CompactionPolicy.makeUnsafe({
         contextWindow: 30_000,
         minRemaining: 10_000,
@@ -158,7 +160,7 @@ describe("Conversation: regressions of issue 13", () => {
 
   it.effect("finding 2: offload a stale read of /a.ts, re-read it: live and resumed hot paths are both [/a.ts]", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const live = yield* Effect.gen(function* () {
         const conversation = yield* Conversation
         yield* conversation.append(user("look at /a.ts"))
@@ -188,7 +190,7 @@ describe("Conversation: regressions of issue 13", () => {
 describe("Conversation: step metadata", () => {
   it.effect("a reply's usage and renamed ids are its entry's step metadata, never in the stored message or a request", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const live = yield* Effect.gen(function* () {
         const conversation = yield* Conversation
         yield* conversation.append(user("read it twice"))
@@ -222,7 +224,7 @@ describe("Conversation: step metadata", () => {
         parentId = `e${i}`
         return { seq: i + 1, entryId: `e${i}`, line: encodeEntry(entry) }
       })
-      const store: MemoryStore = new Map([["memory", entries]])
+      const store: MemorySessions = new Map([["memory", entries]])
       const state = yield* Effect.flatMap(Conversation, (c) => c.state).pipe(
         Effect.provide(logged(store, CompactionPolicy.makeUnsafe()))
       )
@@ -269,7 +271,7 @@ describe("Conversation: failures lose nothing", () => {
           const recovered = yield* conversation.append(user("and /b.ts"))
           return { before, failed, replied, after, recovered }
         })
-        const logLayer = Layer.fresh(SessionLog.layerSql({ sessionId: "refused" }))
+        const logLayer = Layer.fresh(SessionStoreSql.layerSessionLog({ sessionId: "refused" }))
         const { after, before, failed, recovered, replied } = yield* steps.pipe(
           Effect.provide(
             Conversation.layerLogged().pipe(Layer.provide(logLayer), Layer.provide(ExtractiveSummarizer.layer))
@@ -308,7 +310,7 @@ describe("Conversation: property, resume at every step equals the live state", (
         for (let seed = first; seed < first + 12; seed++) {
           const rand = prng(seed * 7919)
           const session = generateSession(seed, { messages: 100, maxOutput: 6_000 }) as unknown as Array<MessageParam>
-          const store: MemoryStore = new Map()
+          const store: MemorySessions = new Map()
           yield* Effect.gen(function* () {
             const conversation = yield* Conversation
             for (const message of session) {

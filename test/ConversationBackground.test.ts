@@ -12,7 +12,7 @@ import * as Result from "effect/Result"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { measure } from "../src/Retention.ts"
-import type { MemoryStore } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { blockingTwin, replayTimed, scriptedSummarizer } from "./fixtures/BackgroundReplay.ts"
@@ -80,7 +80,7 @@ describe("Conversation: background compaction", () => {
 
   it.effect("the trigger applies the summary made in the background without waiting; nothing changes before", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const compactionsInLog = () =>
         (store.get("memory") ?? []).filter((e) => JSON.parse(e.line).type === "compaction").length
       const scripted = scriptedSummarizer(LATENCY)

@@ -22,7 +22,8 @@ import type { MessageParam, SdkReply } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { knownPrefixOf, predictCacheMiss } from "../src/internal/conversation/diagnostics.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
 import { usageOf } from "./fixtures/ConversationReplay.ts"
 import { cacheUsage, diagnoseCache } from "./fixtures/IndependentCache.ts"
@@ -313,7 +314,7 @@ describe("diagnostics across a resume", () => {
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
       const client = new Anthropic({ apiKey: "sk-test", baseURL: server.url, maxRetries: 0 })
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const opened = () =>
         Layer.fresh(
           Conversation.layerLogged({ diagnostics: true, model: MODEL }).pipe(

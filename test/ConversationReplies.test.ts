@@ -18,11 +18,13 @@ import {
 } from "../src/ConversationState.ts"
 import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { FILES_HEADER, filesOfMessage } from "../src/Summary.ts"
+import { filesOfMessage } from "../src/Summary.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
+import { FILES_HEADER } from "../src/internal/summary.ts"
 
 const user = (text: string): MessageParam => ({ role: "user", content: text })
 const assistant = (text: string): MessageParam => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -110,7 +112,7 @@ const memory = (policy: CompactionPolicy) =>
     Layer.provide(ExtractiveSummarizer.layer)
   )
 
-const logged = (store: MemoryStore, policy: CompactionPolicy) =>
+const logged = (store: MemorySessions, policy: CompactionPolicy) =>
   Conversation.layerLogged({ policy, minSavings: 0, minFreedTokens: 300 }).pipe(
     Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
     Layer.provide(ExtractiveSummarizer.layer)
@@ -182,7 +184,7 @@ describe("Conversation: usage as the API reports it (rule 25)", () => {
 describe("Conversation: the SDK's reply (recordReply)", () => {
   it.effect("takes a Message, keeps its usage, and logs its id and stop reason; resume restores them", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const reply = sdkReply("msg_01", [textBlock("hi there")], "end_turn", {
         iterations: undefined as never
       } as Partial<Anthropic.Usage>)

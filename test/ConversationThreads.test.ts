@@ -16,7 +16,8 @@ import { resumeState } from "../src/internal/conversation/resume.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
@@ -267,7 +268,7 @@ describe("Conversation on threads: the requests", () => {
 
   it.effect("a resume restores the thread anchor: the resumed state and its next request equal the live ones", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
         Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
         Layer.provide(ExtractiveSummarizer.layer)
@@ -521,7 +522,7 @@ describe("Conversation on threads: the real SDK against the local server", () =>
 
   it.effect("a thread lost twice in a row goes on unthreaded, kept in the log: a resume does not thread again", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const logged = Conversation.layerLogged({ threads: true, system: SYSTEM, tools: TOOLS }).pipe(
         Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
         Layer.provide(ExtractiveSummarizer.layer)

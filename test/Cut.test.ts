@@ -1,22 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option, Schema } from "effect"
-import {
-  cutForPolicy,
-  type CutPlan,
-  type CutPolicy,
-  planForPolicy,
-  safeCut,
-  type Split,
-  splitKeepingTurns
-} from "../src/Cut.ts"
-import { apiViewStart } from "../src/ApiView.ts"
+import { type CutPlan, type CutPolicy, planForPolicy, safeCut, type Split, splitKeepingTurns } from "../src/Cut.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { countTurns, isHumanMessage, turnStarts } from "../src/Turns.ts"
-import { forEachToolPair, hasOrphans, validate, type Violation } from "../src/Validate.ts"
+import { validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
+import { forEachToolPair, hasOrphans } from "../src/internal/validate.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -206,7 +199,7 @@ describe("splitKeepingTurns", () => {
 })
 
 // ============================================================================
-// planForPolicy / cutForPolicy
+// planForPolicy
 // ============================================================================
 
 describe("planForPolicy", () => {
@@ -225,7 +218,7 @@ describe("planForPolicy", () => {
     const messages = [user("a"), ...big("t1"), assistant("x"), user("b"), ...big("t2"), ...big("t3"), assistant("y")]
     const p = planForPolicy(messages, policy(100, 1, 100_000))
     assert.deepInclude(p, { cut: 4, turnStart: 4, splitTurn: false, keptTurns: 1, oversizedTurn: false })
-    assert.strictEqual(cutForPolicy(messages, policy(100, 1, 100_000)), 4)
+    assert.strictEqual(planForPolicy(messages, policy(100, 1, 100_000)).cut, 4)
   })
 
   it("cuts inside the newest turn at an assistant message when the floor is over maxTailTokens", () => {
@@ -293,7 +286,7 @@ describe("planForPolicy", () => {
       const p = planForPolicy(messages, policy)
       const total = countTurns(messages)
       const tail = messages.slice(p.cut)
-      assert.strictEqual(cutForPolicy(messages, policy), p.cut)
+      assert.strictEqual(planForPolicy(messages, policy).cut, p.cut)
       assert.isFalse(hasOrphans(tail))
       assert.strictEqual(p.keptTurns, turnStarts(messages).filter((s) => s >= p.cut).length)
       // a cut between two human messages of one turn makes the slice count the second as a turn of its own

@@ -4,9 +4,10 @@
  * Unknown fields and block types are preserved.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { decodeMessagesSync, MAX_NESTING_DEPTH, type Message, MessageDecodeError } from "../src/Message.ts"
+import { decodeMessagesSync, type Message, MessageDecodeError } from "../src/Message.ts"
 import { prng } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { MAX_NESTING_DEPTH } from "../src/internal/decode.ts"
 
 const CASES = 12_000
 

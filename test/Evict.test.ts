@@ -1,18 +1,19 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
-import { DEFAULT_MIN_SAVINGS, evictStaleToolResults } from "../src/Evict.ts"
-import { CACHE_PRICES } from "../src/Evict.ts"
+import { evictStaleToolResults, FIXED_MIN_SAVINGS as DEFAULT_MIN_SAVINGS } from "../src/Evict.ts"
 import type { EvictOptions } from "../src/Evict.ts"
 import { formatOffloadRef, isOffloaded, offloadRefOf, OMITTED_TOOL_RESULT, parseOffloadRef } from "../src/Offload.ts"
 import type { OffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../src/Message.ts"
-import { isToolResult, isToolUse } from "../src/Message.ts"
 import { estimateMessageTokensUncached } from "../src/internal/estimate.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { covers, defaultToolClassifier } from "../src/Tools.ts"
+import { defaultToolClassifier } from "../src/Tools.ts"
 import type { ToolAction } from "../src/Tools.ts"
 import { conversationArbitrary, generateSession, pngBase64 } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { isToolResult, isToolUse } from "../src/internal/blocks.ts"
+import { covers } from "../src/internal/toolInput.ts"
+import { cachePrices } from "../src/internal/cacheTtl.ts"
 
 // ============================================================================
 // Helpers
@@ -378,8 +379,8 @@ describe("evictStaleToolResults", () => {
       const firstChange = eager.offloaded[0]!.messageIndex
       const behind = estimateTokens(eager.messages.slice(firstChange))
       const replies = messages.slice(firstChange).filter((m) => m.role === "assistant").length
-      const paid = eager.tokensFreed * replies * CACHE_PRICES.cacheRead
-      return { messages, eager, pays: paid >= behind * CACHE_PRICES.cacheWrite }
+      const paid = eager.tokensFreed * replies * cachePrices("5m").cacheRead
+      return { messages, eager, pays: paid >= behind * cachePrices("5m").cacheWrite }
     }
     let sawWait = false
     let sawBuy = false

@@ -1,15 +1,22 @@
 import { assert, describe, it } from "@effect/vitest"
-import { CACHE_PRICES, type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
-import { apiViewStart } from "../src/ApiView.ts"
+import { type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
-import { applyOffloads, buildIndex, decide, extendIndex, indexedFrontier } from "../src/internal/eviction.ts"
+import {
+  applyOffloads,
+  buildIndex,
+  decide,
+  evictionFrontier,
+  extendIndex,
+  indexedFrontier
+} from "../src/internal/eviction.ts"
 import { MAX_POINTER_TOKENS } from "../src/internal/evictionRules.ts"
 import { formatOffloadRef, isOffloaded, parseOffloadRef } from "../src/Offload.ts"
-import { evictionFrontier } from "../src/Evict.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { referenceEvict } from "./fixtures/EvictReference.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
+import { cachePrices } from "../src/internal/cacheTtl.ts"
 
 const pathsOf = (messages: ReadonlyArray<Message>): Array<string> => {
   const paths = new Set<string>()
@@ -55,7 +62,7 @@ const runLoop = (seed: number): number => {
       ...(mode === 0 ? { minSavings: 0 } : mode === 1 ? { minSavings: 400 } : {}),
       ...(mode === 2 && rand() < 0.3 ? { cacheCold: true } : {})
     }
-    const carried = decide(index, view, keep, { ...options, prices: CACHE_PRICES })
+    const carried = decide(index, view, keep, { ...options, prices: cachePrices("5m") })
     const fresh = evictStaleToolResults(view, keep, options)
     const reference = referenceEvict(view, Math.ceil(keep), options)
     assert.deepStrictEqual(carried, fresh, `seed ${seed} at ${view.length}`)
@@ -124,7 +131,7 @@ describe("carried-forward eviction", () => {
       assert.deepStrictEqual(evictStaleToolResults(messages, keep, options), reference, `seed ${seed}`)
       const carried = buildIndex(messages, defaultToolClassifier)
       assert.strictEqual(carried.viewStart, apiViewStart(messages), `seed ${seed}: view start`)
-      assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: CACHE_PRICES }), reference)
+      assert.deepStrictEqual(decide(carried, messages, keep, { ...options, prices: cachePrices("5m") }), reference)
     }
     assert.isAbove(opened, 100)
   })

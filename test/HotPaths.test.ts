@@ -5,13 +5,13 @@ import { formatOffloadRef, isOffloaded, OMITTED_TOOL_RESULT } from "../src/Offlo
 import type { Offloaded, OffloadReason } from "../src/Offload.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../src/Message.ts"
-import { isToolResult, isToolUse } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { covers, defaultToolClassifier } from "../src/Tools.ts"
-import type { LineRange } from "../src/Tools.ts"
+import { defaultToolClassifier } from "../src/Tools.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { CopyingHotPaths } from "./fixtures/HotPathsReference.ts"
+import { isToolResult, isToolUse } from "../src/internal/blocks.ts"
+import { covers, type LineRange } from "../src/internal/toolInput.ts"
 
 const big = (tag: string) => `${tag} ${"x".repeat(4000)}`
 const read = (id: string, path: string, extra: Record<string, unknown> = {}): ToolUseBlock => ({

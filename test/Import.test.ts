@@ -3,10 +3,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Effect, FileSystem, Result, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { ImportError, importSession, importSessionFile, normalizeUsage, parseJsonLine } from "../src/Import.ts"
+import { ImportError, importSession, importSessionFile } from "../src/Import.ts"
 import { decodeMessagesSync, type Message, MessageDecodeError } from "../src/Message.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus, rawFile } from "./fixtures/Corpus.ts"
+import { normalizeUsage } from "../src/internal/import/builder.ts"
+import { parseJsonLine } from "../src/internal/import/lines.ts"
 
 const fixture = (name: string): string => fileURLToPath(new URL(`./fixtures/import/${name}`, import.meta.url))
 const read = (path: string): string => readFileSync(path, "utf8")

@@ -15,23 +15,13 @@ import type { Request } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, defaultPolicy, type Usage, zeroUsage } from "../src/Policy.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
-import {
-  type Manifest,
-  type ManifestEntry,
-  nextManifest,
-  noFiles,
-  renderManifest,
-  splitManifest,
-  splitSummary,
-  summaryMessage,
-  summaryText,
-  summaryWithManifest
-} from "../src/Summary.ts"
+import { type Manifest, type ManifestEntry, splitSummary, summaryMessage, summaryText } from "../src/Summary.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { emptyTallies, referenceAnchors, tallyRetention, wholeInstructions } from "./fixtures/Anchors.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { tailOf } from "./fixtures/SummaryTail.ts"
+import { nextManifest, noFiles, renderManifest, splitManifest, summaryWithManifest } from "../src/internal/summary.ts"
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -2,25 +2,26 @@ import type Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import {
-  blocksOf,
-  type BuiltMessage,
   type ContentBlock,
   decodeMessages,
   decodeMessagesSync,
+  type Message,
+  MessageDecodeError
+} from "../src/Message.ts"
+import { corpus } from "./fixtures/Corpus.ts"
+import { pngBase64 } from "./fixtures/Conversation.ts"
+import {
+  blocksOf,
   hasContent,
   isServerToolCall,
   isServerToolResult,
   isToolResultMessage,
   isUnknownBlock,
-  type Message,
-  MessageDecodeError,
-  SERVER_TOOL_RESULT_TYPES,
   toolResultIds,
   toolUseIds,
   userText
-} from "../src/Message.ts"
-import { corpus } from "./fixtures/Corpus.ts"
-import { pngBase64 } from "./fixtures/Conversation.ts"
+} from "../src/internal/blocks.ts"
+import { type BuiltMessage, SERVER_TOOL_RESULT_TYPES } from "../src/internal/wireTypes.ts"
 
 const png = pngBase64(10, 10)
 

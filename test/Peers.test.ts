@@ -18,9 +18,9 @@ import {
 import { blockAsText, type PiMessage, toAiSdk, toLangChain, toPi } from "../bench/peers/convert.ts"
 import { countTokensApproximately } from "langchain"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { isImage, isRedactedThinking, isText, isThinking, isToolResult, isToolUse } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
+import { isImage, isRedactedThinking, isText, isThinking, isToolResult, isToolUse } from "../src/internal/blocks.ts"
 
 // ============================================================================
 // Content pieces: every string a converter must carry over, in a format-neutral form

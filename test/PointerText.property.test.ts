@@ -8,10 +8,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { ToolUseBlock } from "../src/Message.ts"
 import { formatOffloadRef, type OffloadReason, type OffloadRef, parseOffloadRef } from "../src/Offload.ts"
-import { shortInput } from "../src/Tools.ts"
 import { clipLine, oneLineHead } from "../src/internal/text.ts"
 import { outputLengthAtLeast, pointerLengthAtLeast, writePointer } from "../src/internal/pointer.ts"
 import { prng } from "./fixtures/Conversation.ts"
+import { shortInput } from "../src/internal/toolInput.ts"
 
 const CASES = 5_000
 

@@ -4,12 +4,6 @@ import { Result, Schema } from "effect"
 import {
   CompactionPolicy,
   contextTokens,
-  DEFAULT_COMPACT_AT_TOKENS,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS,
-  DEFAULT_MIN_REMAINING,
-  DEFAULT_SUMMARY_BUDGET_TOKENS,
   defaultPolicy,
   PolicyError,
   promptTokens,
@@ -29,19 +23,19 @@ const fresh = { requestEpoch: 3, currentEpoch: 3 }
 describe("CompactionPolicy", () => {
   it("has documented defaults", () => {
     assert.deepStrictEqual({ ...defaultPolicy }, {
-      keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-      keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-      minRemaining: DEFAULT_MIN_REMAINING,
-      contextWindow: DEFAULT_CONTEXT_WINDOW,
+      keepRecentTokens: 20_000,
+      keepRecentTurns: 2,
+      minRemaining: 20_000,
+      contextWindow: 200_000,
       maxTailTokens: 30_000,
-      compactAtTokens: DEFAULT_COMPACT_AT_TOKENS,
-      summaryBudgetTokens: DEFAULT_SUMMARY_BUDGET_TOKENS,
+      compactAtTokens: 60_000,
+      summaryBudgetTokens: 8_000,
       minGrowthTokens: 12_000,
       cacheTtl: "5m"
     })
-    assert.strictEqual(DEFAULT_COMPACT_AT_TOKENS, 60_000)
+    assert.strictEqual(defaultPolicy.compactAtTokens, 60_000)
     assert.deepStrictEqual(
-      [DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS, DEFAULT_MIN_REMAINING],
+      [defaultPolicy.keepRecentTokens, defaultPolicy.keepRecentTurns, defaultPolicy.minRemaining],
       [20_000, 2, 20_000]
     )
   })
@@ -57,7 +51,7 @@ describe("CompactionPolicy", () => {
     const small = CompactionPolicy.makeUnsafe({ contextWindow: 8_000, minRemaining: 2_000, keepRecentTokens: 2_000 })
     assert.strictEqual(small.maxTailTokens, 3_000)
     const large = CompactionPolicy.makeUnsafe({ contextWindow: 1_000_000 })
-    assert.strictEqual(large.keepRecentTokens, DEFAULT_KEEP_RECENT_TOKENS)
+    assert.strictEqual(large.keepRecentTokens, defaultPolicy.keepRecentTokens)
     assert.strictEqual(large.maxTailTokens, 30_000)
     // a user who sets only the trigger gets every other size fitted under it
     for (const compactAtTokens of [5_000, 20_000, 60_000, 150_000]) {

@@ -19,7 +19,8 @@ import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { compactContext } from "../src/Compact.ts"
-import { CACHE_PRICES, evictStaleToolResults } from "../src/Evict.ts"
+import { evictStaleToolResults } from "../src/Evict.ts"
+import { cachePrices } from "../src/internal/cacheTtl.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../src/internal/eviction.ts"
 import { defaultToolClassifier } from "../src/Tools.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
@@ -540,7 +541,7 @@ describe("Recall pages and input", () => {
       for (let next = 0; next < session.length; next += 2) {
         view = [...view, ...session.slice(next, next + 2)]
         assert.isTrue(extendIndex(index, view))
-        const carried = decide(index, view, keep, { ...options, prices: CACHE_PRICES })
+        const carried = decide(index, view, keep, { ...options, prices: cachePrices("5m") })
         assert.deepStrictEqual(carried, evictStaleToolResults(view, keep, options), `seed ${seed} at ${view.length}`)
         if (carried.offloaded.length > 0) {
           offloads += carried.offloaded.length

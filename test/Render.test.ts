@@ -2,22 +2,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { formatOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import {
-  CLIP_MARKER_MAX,
-  mergeFiles,
-  neutralizeTags,
-  noFiles,
-  OMISSION_MARKER_MAX,
-  parseAppendix,
-  render,
-  renderAppendix,
-  renderBound,
-  type RenderOptions,
-  splitAppendix,
-  stripAppendix
-} from "../src/Render.ts"
+import { render, renderBound, type RenderOptions } from "../src/Render.ts"
 import { conversationArbitrary, generateSession, pngBase64 } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { CLIP_MARKER_MAX, neutralizeTags, OMISSION_MARKER_MAX } from "../src/internal/renderLimits.ts"
+import {
+  mergeFiles,
+  noFiles,
+  parseAppendix,
+  renderAppendix,
+  splitAppendix,
+  stripAppendix
+} from "../src/internal/summary.ts"
 
 // ============================================================================
 // Helpers

@@ -10,12 +10,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import { apiViewStart, viewCompaction } from "../src/ApiView.ts"
-import { blocksOf, type ContentBlock, isText, isToolResult, isToolUse, type Message } from "../src/Message.ts"
+import { viewCompaction } from "../src/ApiView.ts"
+import type { ContentBlock, Message } from "../src/Message.ts"
 import { repairResult, validate } from "../src/Validate.ts"
 import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { blocksOf, isText, isToolResult, isToolUse } from "../src/internal/blocks.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const isDeno = "Deno" in globalThis
 const CASES = 10_000

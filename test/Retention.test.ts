@@ -5,25 +5,15 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Message } from "../src/Message.ts"
-import {
-  type Anchor,
-  ANCHOR_LIMITS,
-  anchorKey,
-  anchorsOf,
-  CATEGORIES,
-  type Category,
-  measure,
-  normalize,
-  presentIn,
-  retention,
-  viewText
-} from "../src/Retention.ts"
-import { renderAppendix, summaryMessage } from "../src/Summary.ts"
-import { MISSING_RESULT_TEXT } from "../src/Validate.ts"
+import { type Anchor, anchorsOf, CATEGORIES, type Category, measure, retention } from "../src/Retention.ts"
+import { summaryMessage } from "../src/Summary.ts"
 import { type RefAnchor, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
 import { agentLoopSession } from "./fixtures/AgentLoop.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { ANCHOR_LIMITS, anchorKey, normalize, presentIn, viewText } from "../src/internal/anchors.ts"
+import { MISSING_RESULT_TEXT } from "../src/internal/repair.ts"
+import { renderAppendix } from "../src/internal/summary.ts"
 
 const user = (text: string): Message => ({ role: "user", content: [{ type: "text", text }] })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -6,21 +6,23 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { apiViewStart } from "../src/ApiView.ts"
 import { compactContext } from "../src/Compact.ts"
 import { Conversation } from "../src/Conversation.ts"
 import type { MessageParam } from "../src/ConversationState.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { summaryText } from "../src/Summary.ts"
-import { type ContentBlock, decodeMessagesSync, isCompaction, type Message } from "../src/Message.ts"
+import { type ContentBlock, decodeMessagesSync, type Message } from "../src/Message.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { repair, validate } from "../src/Validate.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
+import { isCompaction } from "../src/internal/blocks.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -272,7 +274,7 @@ describe("the compaction beta through the real SDK", () => {
   it.live("Conversation over the server's compaction: compact, request accepted, resume equal to live", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const layer = Conversation.layerLogged({
         minFreedTokens: 1,
         policy: CompactionPolicy.makeUnsafe({

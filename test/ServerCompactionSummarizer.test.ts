@@ -12,11 +12,11 @@ import type { MessageParam } from "../src/ConversationState.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { CompactionBlock, ContentBlock, Message } from "../src/Message.ts"
-import * as Lib from "../src/index.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { compactionErrorOf, ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
 import { summarizeErrorOf } from "../src/internal/anthropicFailure.ts"
-import { type MemoryStore, SessionLog } from "../src/SessionLog.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import type { SummarizeError } from "../src/SummarizeError.ts"
 import {
   makeRetrySchedule,
@@ -26,7 +26,8 @@ import {
   type Summary,
   withFallback
 } from "../src/Summarizer.ts"
-import { filesOfMessage, parseAppendix, summaryText } from "../src/Summary.ts"
+import { filesOfMessage, summaryText } from "../src/Summary.ts"
+import { parseAppendix } from "../src/internal/summary.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
@@ -114,17 +115,6 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.deepStrictEqual(checkApiRules(messages, { reference, mode: "on-demand" }), [])
       server.enqueue(Reply.stream(["Accepted."]))
       assert.strictEqual((yield* sendFollowUp(server, messages)).content[0]?.type, "text")
-    }))
-
-  it.live("Summarizer.ServerCompactionSummarizer, the lazy stand-in, loads the module on first use and compacts", () =>
-    Effect.gen(function* () {
-      const server = yield* MessagesApiServer.make
-      server.enqueue(Reply.compaction(SUMMARY))
-      const summarizer = Lib.Summarizer.ServerCompactionSummarizer.make({ client: client(server), model: "m" })
-      assert.strictEqual(summarizer.name, "server-compaction")
-      const summary = yield* summarizer.summarize(summarizeRequest([user("go"), assistant("ok")]))
-      assert.deepStrictEqual(summary.compaction, expectedBlock(SUMMARY) as never)
-      assert.deepStrictEqual(server.requests[0]!.body.messages, [user("go"), assistant("ok")] as never)
     }))
 
   it.live("compaction_unavailable (529) is retried on our schedule with the same request, then succeeds", () =>
@@ -401,7 +391,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
   it.live("through Conversation with a session log: compact with the server, the request is accepted, resume equal", () =>
     Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const layer = Conversation.layerLogged({ minFreedTokens: 1, policy }).pipe(
         Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
         Layer.provide(Layer.succeed(Summarizer, serverSummarizer(server)))

@@ -17,13 +17,14 @@ import { type ChildProcess, spawn } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
-import { canonicalJson, CURRENT_VERSION, encodeEntry, type Entry, rebuildView, viewHash } from "../src/SessionEntry.ts"
+import { CURRENT_VERSION, encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions as MemoryStore, validateSessionId } from "../src/SessionStore.ts"
 import { layerSessionLog as layerJsonl, listSessions, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { crashScript } from "./fixtures/session-writer.ts"
 import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
+import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 const json = (view: ReadonlyArray<Message>) => JSON.stringify(view)
@@ -417,7 +418,12 @@ describe("SessionLog", () => {
           const compaction = yield* Effect.forkChild(
             Effect.gen(function* () {
               yield* Deferred.await(halfway) // "summarizing" while the fibers append
-              return yield* log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "test" })
+              return yield* log.recordCompaction({
+                view: [summary, ...snapshot.view.slice(3)],
+                snapshot,
+                cut: 3,
+                summarizer: "test"
+              })
             })
           )
           const writer = (name: string) =>
@@ -456,35 +462,18 @@ describe("SessionLog", () => {
         Effect.gen(function* () {
           yield* log.append([user("a"), user("b"), call("t"), result("t", "x"), user("c")])
           const snapshot = yield* log.snapshot
-          yield* log.recordCompaction({ summary: user("s1"), snapshot, cut: 2, summarizer: "x" })
-          return yield* Effect.exit(log.recordCompaction({ summary: user("s2"), snapshot, cut: 4, summarizer: "x" }))
+          yield* log.recordCompaction({
+            view: [user("s1"), ...snapshot.view.slice(2)],
+            snapshot,
+            cut: 2,
+            summarizer: "x"
+          })
+          return yield* Effect.exit(
+            log.recordCompaction({ view: [user("s2"), ...snapshot.view.slice(4)], snapshot, cut: 4, summarizer: "x" })
+          )
         }))
       assert.strictEqual(failure(exit).reason, "Conflict")
       assert.strictEqual((store.get("memory") ?? []).length, 6)
-    }))
-
-  it.live("expectedView: a boundary is written only when the log rebuilds the caller's view", () =>
-    Effect.gen(function* () {
-      const store = new Map() as MemoryStore
-      const base = [user("a"), call("t1"), result("t1", "x"), user("b"), call("t2"), result("t2", "y")]
-      yield* withMemory(store, (log) =>
-        Effect.gen(function* () {
-          yield* log.append(base)
-          const snapshot = yield* log.snapshot
-          yield* log.append([user("arrived while summarizing")])
-          const summary = user("s")
-          const repaired = [summary, base[3]!, base[4]!, result("t2", "changed by a repair")]
-          const refused = failure(
-            yield* Effect.exit(
-              log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "x", expectedView: repaired })
-            )
-          )
-          assert.strictEqual(refused.reason, "HashMismatch")
-          const expectedView = [summary, ...snapshot.view.slice(3)]
-          yield* log.recordCompaction({ summary, snapshot, cut: 3, summarizer: "x", expectedView })
-          checkView("live", (yield* log.snapshot).view, [...expectedView, user("arrived while summarizing")])
-        }))
-      assert.strictEqual((store.get("memory") ?? []).length, 8)
     }))
 
   it.live("kept: a repaired tail is stored, appends made while summarizing follow it, and a resume rebuilds it", () =>
@@ -501,12 +490,10 @@ describe("SessionLog", () => {
           const summary = user("s")
           const kept = [base[3]!, base[4]!, result("t2", "aborted")]
           const entry = yield* log.recordCompaction({
-            summary,
-            kept,
+            view: [summary, ...kept],
             snapshot,
             cut: 3,
-            summarizer: "x",
-            expectedView: [summary, ...kept]
+            summarizer: "x"
           })
           assert.deepStrictEqual(entry.kept?.through, snapshot.entryIds.at(-1))
           assert.strictEqual(entry.firstKeptEntryId, snapshot.entryIds[3])
@@ -529,8 +516,7 @@ describe("SessionLog", () => {
           const later = user("arrived during the second summary")
           yield* log.append([later])
           const second = yield* log.recordCompaction({
-            summary: user("s2"),
-            kept: next.view.slice(2),
+            view: [user("s2"), ...next.view.slice(2)],
             snapshot: next,
             cut: 2,
             summarizer: "x"
@@ -561,11 +547,11 @@ describe("SessionLog", () => {
           yield* log.recordEviction([{ toolUseId: "t1", block: pointer }])
           const kept = [...snapshot.view.slice(1), result("t2", "aborted")]
           const exit = yield* Effect.exit(
-            log.recordCompaction({ summary: user("s"), kept, snapshot, cut: 1, summarizer: "x" })
+            log.recordCompaction({ view: [user("s"), ...kept], snapshot, cut: 1, summarizer: "x" })
           )
           assert.strictEqual(failure(exit).reason, "Conflict")
           // the evicted message was summarized, not kept: no conflict
-          yield* log.recordCompaction({ summary: user("s"), kept: kept.slice(2), snapshot, cut: 3, summarizer: "x" })
+          yield* log.recordCompaction({ view: [user("s"), ...kept.slice(2)], snapshot, cut: 3, summarizer: "x" })
         }))
       assert.strictEqual((store.get("memory") ?? []).length, 7)
     }))
@@ -711,19 +697,24 @@ describe("SessionLog", () => {
             }]),
             Effect.flatMap(
               log.snapshot,
-              (snapshot) => log.recordCompaction({ summary: user("s"), snapshot, cut: 9, summarizer: "x" })
+              (snapshot) =>
+                log.recordCompaction({
+                  view: [user("s"), ...snapshot.view.slice(9)],
+                  snapshot,
+                  cut: 9,
+                  summarizer: "x"
+                })
             ),
             Effect.flatMap(log.snapshot, (snapshot) =>
               log.recordCompaction({
-                summary: { role: "user", content: [{ type: "text" }] } as unknown as Message,
+                view: [{ role: "user", content: [{ type: "text" }] } as unknown as Message, ...snapshot.view.slice(1)],
                 snapshot,
                 cut: 1,
                 summarizer: "x"
               })),
             Effect.flatMap(log.snapshot, (snapshot) =>
               log.recordCompaction({
-                summary: user("s"),
-                kept: [user("fine"), { role: "robot", content: "x" }] as unknown as Array<Message>,
+                view: [user("s"), ...[user("fine"), { role: "robot", content: "x" }] as unknown as Array<Message>],
                 snapshot,
                 cut: 1,
                 summarizer: "x"

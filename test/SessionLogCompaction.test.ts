@@ -15,12 +15,11 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import * as Lib from "../src/index.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type CompactionEntry, CURRENT_VERSION, LiveView, type MessageEntry, viewHash } from "../src/SessionEntry.ts"
+import { CURRENT_VERSION } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
-import * as SessionStoreJsonl from "../src/SessionStoreJsonl.ts"
-import * as SessionStoreSql from "../src/SessionStoreSql.ts"
 import { readGraph, SRC, staticClosure, stripComments } from "./fixtures/ImportGraph.ts"
+import { type CompactionEntry, LiveView, type MessageEntry, viewHash } from "../src/internal/sessionEntry.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const reply = (text: string): Message => ({ role: "assistant", content: text })
@@ -174,18 +173,8 @@ describe("SessionLog: what its modules load", () => {
     }
   })
 
-  it("the shorthand layers moved to the store modules; their old names are the same values", () => {
-    assert.strictEqual(Lib.SessionLog.SessionLog.layerJsonl, SessionStoreJsonl.layerSessionLog)
-    assert.strictEqual(Lib.SessionLog.SessionLog.layerSql, SessionStoreSql.layerSessionLog)
-    assert.strictEqual(Lib.SessionLog.SessionLog.layerPg, SessionStoreSql.layerSessionLogPg)
-    assert.strictEqual(Lib.SessionLog.SessionLog.key, SessionLog.key)
-    assert.strictEqual(Lib.SessionLog.SessionLog.layerMemory, SessionLog.layerMemory)
-    assert.strictEqual(Lib.SessionLog.listSessions, SessionStoreJsonl.listSessions)
-    assert.strictEqual(Lib.SessionLog.readJsonl, SessionStoreJsonl.readJsonl)
-    assert.strictEqual(Lib.SessionLog.viewHash, Lib.SessionEntry.viewHash)
-    assert.strictEqual(Lib.SessionLog.CompactionEntry, Lib.SessionEntry.CompactionEntry)
-    assert.strictEqual(Lib.SessionLog.rebuildView, Lib.SessionEntry.rebuildView)
-    assert.strictEqual(Lib.SessionEntry.SessionLogError, Lib.SessionLog.SessionLogError)
-    assert.strictEqual(Lib.SessionLog.validateSessionId, Lib.SessionStore.validateSessionId)
+  it("the barrel's SessionLog is the module itself: the same service, no store's layers", () => {
+    assert.strictEqual(Lib.SessionLog.SessionLog, SessionLog)
+    assert.isFalse("layerJsonl" in Lib.SessionLog.SessionLog)
   })
 })

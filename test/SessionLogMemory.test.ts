@@ -10,7 +10,8 @@ import { Effect, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Message, userText } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
+import { userText } from "../src/internal/blocks.ts"
 import { encodeEntry } from "../src/SessionEntry.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
@@ -35,10 +36,11 @@ describe("SessionLog: memory bounded by the view", () => {
         for (let round = 0; round < 4; round++) {
           for (let k = 0; k < 10; k++) yield* log.append([user(`q${round}.${k}`), reply(`a${round}.${k}`)])
           const snapshot = yield* log.snapshot
+          const cut = snapshot.view.length - 4
           const boundary = yield* log.recordCompaction({
-            summary: user(`summary ${round}`),
+            view: [user(`summary ${round}`), ...snapshot.view.slice(cut)],
             snapshot,
-            cut: snapshot.view.length - 4,
+            cut,
             summarizer: "test"
           })
           const loaded = yield* log.loaded

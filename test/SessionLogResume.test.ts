@@ -7,10 +7,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
-import { isToolResult, type Message } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import { CURRENT_VERSION, encodeEntry, type Entry, type Loaded } from "../src/SessionEntry.ts"
 import { ClosedFolds, SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions as MemoryStore, SessionStore } from "../src/SessionStore.ts"
+import { isToolResult } from "../src/internal/blocks.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const reply = (text: string): Message => ({ role: "assistant", content: text })
@@ -90,7 +91,7 @@ const randomSteps = (log: SessionLogShape, seed: number, steps: number) =>
       } else {
         const snapshot = yield* log.snapshot
         yield* log.recordCompaction({
-          summary: user(`summary ${i}`),
+          view: [user(`summary ${i}`), ...snapshot.view.slice(Math.floor(next() * snapshot.view.length / 2) * 2)],
           snapshot,
           cut: Math.floor(next() * snapshot.view.length / 2) * 2,
           summarizer: "test"

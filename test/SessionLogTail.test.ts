@@ -15,13 +15,14 @@ import { Effect, Exit, Layer } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { isToolResult, type Message, userText } from "../src/Message.ts"
+import type { Message } from "../src/Message.ts"
 import { tailOf, tailStart } from "../src/internal/sessionTail.ts"
 import { decodeLine, encodeEntry, type Entry, type Loaded, loadStored } from "../src/SessionEntry.ts"
 import { readSession, SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
+import { isToolResult, userText } from "../src/internal/blocks.ts"
 
 /** The parts of a loaded session that a resume reads. */
 const state = (l: Loaded) => ({ view: JSON.stringify(l.view), entryIds: l.entryIds, head: l.head, seq: l.seq })

@@ -281,7 +281,12 @@ for (const backend of backends) {
                 content: [{ type: "tool_result", tool_use_id: "t1", content: "out" }]
               }])
               const snapshot = yield* log.snapshot
-              yield* log.recordCompaction({ summary: user("sum"), snapshot, cut: 1, summarizer: "t" })
+              yield* log.recordCompaction({
+                view: [user("sum"), ...snapshot.view.slice(1)],
+                snapshot,
+                cut: 1,
+                summarizer: "t"
+              })
               yield* log.append([user("more")])
               return JSON.stringify((yield* log.snapshot).view)
             }))
@@ -347,7 +352,12 @@ for (const backend of backends) {
                 block: { type: "tool_result", tool_use_id: "t1", content: "[gone]" }
               }])
               const snapshot = yield* log.snapshot
-              yield* log.recordCompaction({ summary: user("sum"), snapshot, cut: 1, summarizer: "t" })
+              yield* log.recordCompaction({
+                view: [user("sum"), ...snapshot.view.slice(1)],
+                snapshot,
+                cut: 1,
+                summarizer: "t"
+              })
               return JSON.stringify((yield* log.snapshot).view)
             }))
           const { units, write } = yield* backend.raw(sessionId)
@@ -405,9 +415,19 @@ for (const backend of backends) {
               Effect.gen(function* () {
                 const snapA = yield* a.snapshot
                 const snapB = yield* b.snapshot
-                yield* a.recordCompaction({ summary: user("A"), snapshot: snapA, cut: 2, summarizer: "a" })
+                yield* a.recordCompaction({
+                  view: [user("A"), ...snapA.view.slice(2)],
+                  snapshot: snapA,
+                  cut: 2,
+                  summarizer: "a"
+                })
                 const lost = yield* Effect.exit(
-                  b.recordCompaction({ summary: user("B"), snapshot: snapB, cut: 1, summarizer: "b" })
+                  b.recordCompaction({
+                    view: [user("B"), ...snapB.view.slice(1)],
+                    snapshot: snapB,
+                    cut: 1,
+                    summarizer: "b"
+                  })
                 )
                 return { lost, snapB, after: yield* b.snapshot }
               })))

@@ -9,23 +9,16 @@ import { importSession, type Session } from "../src/Import.ts"
 import { PromptCache } from "../src/internal/simulate/cache.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
-import type { RequestEvent, SimPolicy } from "../src/Simulate.ts"
-import {
-  checkAgainstRecord,
-  formatReport,
-  modelPrice,
-  paretoFront,
-  simulate,
-  simulatePolicy,
-  standardPolicies,
-  sweep,
-  type SweepPoint
-} from "../src/Simulate.ts"
+import type { SimPolicy } from "../src/Simulate.ts"
+import { formatReport, paretoFront, simulate, standardPolicies, sweep, type SweepPoint } from "../src/Simulate.ts"
 import { Summarizer } from "../src/Summarizer.ts"
 import { summaryText } from "../src/Summary.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
 import { rawFile } from "./fixtures/Corpus.ts"
+import { modelPrice, type RequestEvent } from "../src/internal/simulate/model.ts"
+import { checkAgainstRecord } from "../src/internal/simulate/record.ts"
+import { simulatePolicy } from "../src/internal/simulate/replay.ts"
 
 const raw = (name: string): Session => Effect.runSync(importSession(readFileSync(rawFile(`${name}.jsonl`), "utf8")))
 const PI = ["pi__before-compaction", "pi__large-session", "pi__session-2025-12-17_thinking"] as const

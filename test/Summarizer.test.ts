@@ -3,10 +3,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, ConfigProvider, type Duration, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import type { Message } from "../src/Message.ts"
-import { renderAppendix } from "../src/Render.ts"
 import { AnthropicSummarizer, type AnthropicSummarizerOptions } from "../src/AnthropicSummarizer.ts"
 import { EXTRACTIVE_LIMITS, ExtractiveSummarizer, extractiveSummary } from "../src/ExtractiveSummarizer.ts"
-import * as Lib from "../src/index.ts"
 import {
   BadRequest,
   CompactionFailed,
@@ -27,13 +25,11 @@ import {
 import {
   DEFAULT_SYSTEM_PROMPT,
   makeRetrySchedule,
-  PROMPT_LIMITS,
   retrySummarize,
   summarizationPrompt,
   Summarizer,
   summarizeRequest,
   summarizeRetrySchedule,
-  SUMMARY_SECTIONS,
   withFallback,
   withQualityGate
 } from "../src/Summarizer.ts"
@@ -42,6 +38,8 @@ import { conversationArbitrary, generateSession } from "./fixtures/Conversation.
 import { corpus } from "./fixtures/Corpus.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { Reply } from "./fixtures/MessagesApiServer.ts"
+import { PROMPT_LIMITS, SUMMARY_SECTIONS } from "../src/internal/summarizerDefaults.ts"
+import { renderAppendix } from "../src/internal/summary.ts"
 
 // ============================================================================
 // Helpers
@@ -298,21 +296,6 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
         )
       assert.strictEqual(yield* name({}), "extractive")
       assert.strictEqual(yield* name({ ANTHROPIC_API_KEY: "sk-x" }), "anthropic")
-    }))
-
-  it.live("Summarizer.AnthropicSummarizer, the barrel's deprecated stand-in, loads the module on first use and summarizes", () =>
-    Effect.gen(function* () {
-      const server = yield* MessagesApiServer.make
-      server.enqueue(Reply.stream(["through ", "the stand-in"]), Reply.stream(["through its layer"]))
-      const client = new Anthropic({ apiKey: "sk-test-key", baseURL: server.url, maxRetries: 0 })
-      const summarizer = Lib.Summarizer.AnthropicSummarizer.make({ client, model: "test-model-1" })
-      assert.strictEqual(summarizer.name, "anthropic")
-      assert.strictEqual((yield* summarizer.summarize(request)).text, "through the stand-in")
-      const viaLayer = yield* Summarizer.use((s) => s.summarize(request)).pipe(
-        Effect.provide(Lib.Summarizer.AnthropicSummarizer.layerWith({ client, model: "test-model-1" }))
-      )
-      assert.strictEqual(viaLayer.text, "through its layer")
-      assert.deepStrictEqual(server.requests.map((r) => r.body.model), ["test-model-1", "test-model-1"])
     }))
 })
 

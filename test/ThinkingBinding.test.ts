@@ -22,7 +22,8 @@ import { type Request, requestOf } from "../src/Request.ts"
 import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { type MemoryStore, SessionLog } from "../src/internal/sessionLogNamespace.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { mergePositions, prefixChanged, thinkingAfter } from "../src/internal/thinkingBinding.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
@@ -56,7 +57,7 @@ const result = (n: number): MessageParam => ({
 })
 
 const layer = (
-  store: MemoryStore,
+  store: MemorySessions,
   thinking?: typeof THINKING | {
     readonly type: "enabled"
     readonly budget_tokens: number
@@ -178,7 +179,7 @@ const fourTurns = (thinking?: (n: number) => string): ConversationState => {
 describe("Conversation: thinking after a rewrite (rule 29)", () => {
   it.effect("appendOnly false: an offload invalidates the thinking after it; the request asks for drop_block", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const { requests, state } = yield* session(4).pipe(Effect.provide(layer(store, THINKING, false)))
       assert.isAbove((state.unboundThinking ?? []).length, 0, "the offloads invalidated thinking")
       const last = requests.at(-1)!
@@ -197,7 +198,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
 
   it.effect("appendOnly false: the checker rejects what the library sends without the binding (the finding)", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const { requests } = yield* session(4).pipe(Effect.provide(layer(store, undefined, false)))
       const last = requests.at(-1)!
       assert.isUndefined(last.thinking)
@@ -211,7 +212,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
   it.effect("by default, thinking seen in a reply keeps the conversation append-only: every request is accepted", () =>
     Effect.gen(function* () {
       for (const thinking of [undefined, THINKING]) {
-        const store: MemoryStore = new Map()
+        const store: MemorySessions = new Map()
         const { requests, state } = yield* session(6).pipe(Effect.provide(layer(store, thinking)))
         assert.strictEqual(state.appendOnly, "thinking")
         assert.deepStrictEqual(state.unboundThinking ?? [], [])
@@ -233,7 +234,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
 
   it.effect("a config with its own block_binding opts out", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const own = { ...THINKING, block_binding: { prefix_mismatch_behavior: "error" } } as const
       const { requests } = yield* session(4).pipe(Effect.provide(layer(store, own)))
       assert.deepStrictEqual(requests.at(-1)!.thinking, own)
@@ -242,7 +243,7 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
 
   it.effect("the reason survives a compaction: its checkpoint holds it, and the kept turns carry no thinking", () =>
     Effect.gen(function* () {
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const compacted = yield* Effect.gen(function* () {
         yield* session(6)
         const conversation = yield* Conversation
@@ -515,7 +516,7 @@ describe("the local server: rule 29 in both modes", () => {
     Effect.scoped(Effect.gen(function* () {
       const server = yield* MessagesApiServer.make
       const client = new Anthropic({ apiKey: "test", baseURL: server.url, maxRetries: 0 })
-      const store: MemoryStore = new Map()
+      const store: MemorySessions = new Map()
       const program = Effect.gen(function* () {
         const conversation = yield* Conversation
         yield* conversation.append(user("go through the files"))

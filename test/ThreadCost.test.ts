@@ -20,11 +20,12 @@ import { worthIt } from "../src/internal/evictionRules.ts"
 import { defersToCompaction, restartCost, threadRestartOf } from "../src/internal/threadCost.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { type PolicyReport, simulatePolicy } from "../src/Simulate.ts"
+import type { PolicyReport } from "../src/Simulate.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations, withoutCacheControl } from "./fixtures/ApiRules.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { simulatePolicy } from "../src/internal/simulate/replay.ts"
 
 const utf8 = new TextEncoder()
 const PRICES = { cacheRead: 0.1, cacheWrite: 1.25 }

@@ -1,19 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
 import type { ContentBlock, Message } from "../src/Message.ts"
+import { calibrate, estimateContentTokens, estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import {
-  calibrate,
-  estimateContentTokens,
-  estimateMessageTokens,
-  estimateTokens,
+  estimateContentTokensUncached,
+  estimateMessageTokensUncached,
   imageSize,
   imageTokens,
   jsonSize,
   MESSAGE_OVERHEAD_TOKENS,
   PDF_PAGE_TOKENS,
   UNKNOWN_IMAGE_TOKENS
-} from "../src/Tokens.ts"
-import { estimateContentTokensUncached, estimateMessageTokensUncached } from "../src/internal/estimate.ts"
+} from "../src/internal/estimate.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { conversationArbitrary, generateSession, pngBase64 } from "./fixtures/Conversation.ts"
 

@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { apiViewStart } from "../src/ApiView.ts"
 import type { Message } from "../src/Message.ts"
-import { estimateMessageTokensUncached } from "../src/internal/estimate.ts"
-import { estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { estimateMessageTokensUncached, jsonSize } from "../src/internal/estimate.ts"
+import { estimateTokens } from "../src/Tokens.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
 
 /** The estimate recomputed from scratch: every message of the API view, no cache at all. */
 const recomputed = (messages: ReadonlyArray<Message>): number => {

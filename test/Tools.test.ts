@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Message, ToolUseBlock } from "../src/Message.ts"
-import { covers, defaultToolClassifier, filesTouched, shortInput } from "../src/Tools.ts"
+import { defaultToolClassifier, filesTouched } from "../src/Tools.ts"
 import type { ToolAction } from "../src/Tools.ts"
+import { covers, shortInput } from "../src/internal/toolInput.ts"
 
 const use = (name: string, input: unknown): ToolUseBlock => ({ type: "tool_use", id: "t", name, input })
 

@@ -1,20 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { blocksOf, isText, isToolResult } from "../src/Message.ts"
-import {
-  hasOrphans,
-  isValid,
-  LEADING_USER_TEXT,
-  MISSING_RESULT_TEXT,
-  repair,
-  repairResult,
-  toolPairs,
-  validate,
-  type Violation
-} from "../src/Validate.ts"
+import { isValid, repair, repairResult, validate, type Violation } from "../src/Validate.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
+import { blocksOf, isText, isToolResult } from "../src/internal/blocks.ts"
+import { hasOrphans, toolPairs } from "../src/internal/validate.ts"
+import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "../src/internal/repair.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })

@@ -11,13 +11,12 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Layer, Option, Result } from "effect"
-import { apiView, apiViewStart, viewCompaction, viewSummary } from "../src/ApiView.ts"
-import { cutForPolicy, plan, planForPolicy, safeCut } from "../src/Cut.ts"
+import { apiView, viewCompaction, viewSummary } from "../src/ApiView.ts"
+import { planForPolicy, safeCut, splitKeepingTurns as plan } from "../src/Cut.ts"
 import {
   type ContentBlock,
   decodeMessages,
   decodeMessagesSync,
-  MAX_NESTING_DEPTH,
   type Message,
   MessageDecodeError
 } from "../src/Message.ts"
@@ -28,10 +27,14 @@ import { render } from "../src/Render.ts"
 import { Summarizer, type SummarizeRequest } from "../src/Summarizer.ts"
 import { SUMMARY_HEADER, summaryText } from "../src/Summary.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { calibrate, estimateMessageTokens, estimateTokens, jsonSize } from "../src/Tokens.ts"
+import { calibrate, estimateMessageTokens, estimateTokens } from "../src/Tokens.ts"
 import { countTurns, turnStarts } from "../src/Turns.ts"
-import { LEADING_USER_TEXT, NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
+import { NothingToSend, repair, repairResult, validate } from "../src/Validate.ts"
 import { checkApiRules, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { MAX_NESTING_DEPTH } from "../src/internal/decode.ts"
+import { apiViewStart } from "../src/internal/apiView.ts"
+import { jsonSize } from "../src/internal/estimate.ts"
+import { LEADING_USER_TEXT } from "../src/internal/repair.ts"
 
 const user = (text: string): Message => ({ role: "user", content: text })
 const assistant = (text: string): Message => ({ role: "assistant", content: [{ type: "text", text }] })
@@ -419,7 +422,7 @@ describe("the API's own compaction", () => {
     assert.isAbove(p.cut, head.length)
     assert.strictEqual(p.keptTokens, estimateTokens(list.slice(p.cut)))
     const huge = CompactionPolicy.makeUnsafe({ keepRecentTokens: 100_000, keepRecentTurns: 1 })
-    assert.strictEqual(cutForPolicy(list, huge), 0)
+    assert.strictEqual(planForPolicy(list, huge).cut, 0)
     const split = Option.getOrThrow(plan(list, 1))
     assert.isAbove(split.head.length, head.length)
     assert.isTrue(Option.isNone(plan([...head, opened, user("q"), assistant("a")], 1)))

@@ -10,7 +10,7 @@ import { estimateTokens as piEstimateTokens, findCutPoint } from "@mariozechner/
 import { type BaseMessage, trimMessages } from "@langchain/core/messages"
 import { type ModelMessage, pruneMessages } from "ai"
 import { type CutPolicy, planForPolicy } from "../../src/Cut.ts"
-import { CACHE_PRICES, type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
+import { type EvictResult, evictStaleToolResults } from "../../src/Evict.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../../src/internal/eviction.ts"
 import { defaultToolClassifier } from "../../src/Tools.ts"
 import type { Message } from "../../src/Message.ts"
@@ -21,6 +21,7 @@ import { generateSession } from "../../test/fixtures/Conversation.ts"
 import { type Converted, type PiConversation, toAiSdk, toLangChain, toPi } from "./convert.ts"
 import { countTokensApproximately } from "langchain"
 import { coldEstimate } from "../baselines.ts"
+import { cachePrices } from "../../src/internal/cacheTtl.ts"
 
 // ============================================================================
 // Settings shared by every side
@@ -191,7 +192,7 @@ export const warmEviction = (messages: ReadonlyArray<Message>) => {
   let view: ReadonlyArray<Message> = evictStaleToolResults(messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 })
     .messages
   const index = buildIndex(view, defaultToolClassifier)
-  const options = { minSavings: 0, prices: CACHE_PRICES }
+  const options = { minSavings: 0, prices: cachePrices("5m") }
   decide(index, view, KEEP_RECENT_TOOL_RESULTS, options)
   let n = 0
   return {

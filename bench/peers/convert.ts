@@ -26,7 +26,7 @@ import type {
   UserModelMessage
 } from "ai"
 import type { ContentBlock, ImageBlock, Message } from "../../src/Message.ts"
-import { isImage, isRedactedThinking, isText, isThinking, isToolResult, isToolUse } from "../../src/Message.ts"
+import { isImage, isRedactedThinking, isText, isThinking, isToolResult, isToolUse } from "../../src/internal/blocks.ts"
 
 // ============================================================================
 // Shared

@@ -11,7 +11,7 @@
 import * as Effect from "effect/Effect"
 import { Argument, CliConfig, Command, Flag, GlobalFlag } from "effect/cli"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
-import { DEFAULT_CONTEXT_WINDOW, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_KEEP_RECENT_TURNS } from "../Policy.ts"
+import { defaultPolicy } from "../Policy.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 
@@ -60,18 +60,18 @@ const keepRecent = Flag.Int("keep-recent").pipe(
 
 /** `--context-window`: the model's window, for the commands that replay a session. */
 const contextWindow = Flag.Int("context-window").pipe(
-  Flag.withDescription(`The model's context window (default ${fmt(DEFAULT_CONTEXT_WINDOW)})`),
-  Flag.withDefault(DEFAULT_CONTEXT_WINDOW)
+  Flag.withDescription(`The model's context window (default ${fmt(defaultPolicy.contextWindow)})`),
+  Flag.withDefault(defaultPolicy.contextWindow)
 )
 
 const keepRecentTokens = Flag.Int("keep-recent-tokens").pipe(
-  Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(DEFAULT_KEEP_RECENT_TOKENS)})`),
-  Flag.withDefault(DEFAULT_KEEP_RECENT_TOKENS)
+  Flag.withDescription(`Recent context kept verbatim, in tokens (default ${fmt(defaultPolicy.keepRecentTokens)})`),
+  Flag.withDefault(defaultPolicy.keepRecentTokens)
 )
 
 const keepRecentTurns = Flag.Int("keep-recent-turns").pipe(
-  Flag.withDescription(`Whole turns always kept verbatim (default ${DEFAULT_KEEP_RECENT_TURNS})`),
-  Flag.withDefault(DEFAULT_KEEP_RECENT_TURNS)
+  Flag.withDescription(`Whole turns always kept verbatim (default ${defaultPolicy.keepRecentTurns})`),
+  Flag.withDefault(defaultPolicy.keepRecentTurns)
 )
 
 /** `--log DIR`: the directory of session logs a command persists to; what it persists is the command's own. */

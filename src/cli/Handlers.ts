@@ -18,7 +18,6 @@ import { evictStaleToolResults } from "../Evict.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
-import { canonicalJson } from "../SessionEntry.ts"
 import { SessionLog } from "../SessionLog.ts"
 import { layerSessionLog } from "../SessionStoreJsonl.ts"
 import { formatReport, paretoFront, simulate as simulateSession, sweep } from "../Simulate.ts"
@@ -47,6 +46,7 @@ import {
   writeText
 } from "./Run.ts"
 import { afterPrefix, readInput, readLogInput } from "./Sessions.ts"
+import { canonicalJson } from "../internal/sessionEntry.ts"
 
 const fmt = (n: number): string => n.toLocaleString("en-US")
 

@@ -14,22 +14,21 @@ import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../Evict.ts"
 import { isOffloaded, type Offloaded } from "../Offload.ts"
 import { HotPaths } from "../HotPaths.ts"
 import type { Session } from "../Import.ts"
+import type { ContentBlock, Message } from "../Message.ts"
+import { systemAndToolsTokens } from "../internal/estimate.ts"
+import { contextTokens, defaultPolicy } from "../Policy.ts"
+import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
+import { turnStarts } from "../Turns.ts"
+import { validate, type Violation } from "../Validate.ts"
 import {
-  type ContentBlock,
   isImage,
   isRedactedThinking,
   isServerToolUse,
   isText,
   isThinking,
   isToolResult,
-  isToolUse,
-  type Message
-} from "../Message.ts"
-import { systemAndToolsTokens } from "../internal/estimate.ts"
-import { contextTokens, defaultPolicy } from "../Policy.ts"
-import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
-import { turnStarts } from "../Turns.ts"
-import { validate, type Violation } from "../Validate.ts"
+  isToolUse
+} from "../internal/blocks.ts"
 
 // ============================================================================
 // Report schema

@@ -21,20 +21,15 @@ import type { Request } from "../Request.ts"
 import { resumeState } from "../internal/conversation/resume.ts"
 import type { Message } from "../Message.ts"
 import type { ReportedUsage } from "../Policy.ts"
-import { type MemoryStore, SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
-import type {
-  CompactionRetention,
-  PolicyReport,
-  RecordedSession,
-  RequestEvent,
-  SimPolicy,
-  SimulateOptions
-} from "../Simulate.ts"
+import { SessionLog, type SessionLogError, type SessionLogShape } from "../SessionLog.ts"
+import type { MemorySessions } from "../SessionStore.ts"
+import type { PolicyReport, RecordedSession, SimPolicy, SimulateOptions } from "../Simulate.ts"
 import { requestBytes } from "../internal/requestBytes.ts"
 import { recordChange } from "../internal/conversation/record.ts"
 import { prepareSession, type ReplayChange, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
+import type { CompactionRetention, RequestEvent } from "../internal/simulate/model.ts"
 
 /** What a replay did. @category models */
 export interface ReplaySummary {
@@ -91,7 +86,7 @@ export const replayMessages = <E = never, R = never>(
     const params = asMessageParams(messages)
     const every = options.resumeEvery
     const log: Layer.Layer<SessionLog, SessionLogError, R> | undefined = options.log ??
-      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemoryStore }))
+      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemorySessions }))
     let requests = 0
     let compactions = 0
     let evictions = 0
@@ -225,7 +220,7 @@ export const replaySession = <E = never, R = never>(
     const simulateOptions = options.simulate ?? {}
     const every = options.resumeEvery
     const logLayer: Layer.Layer<SessionLog, SessionLogError, R> | undefined = options.log ??
-      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemoryStore }))
+      (every === undefined ? undefined : SessionLog.layerMemory({ store: new Map() as MemorySessions }))
     const steps = replaySteps(prepareSession(session, simulateOptions), policy, settingsOf(simulateOptions))
     const total = session.messages.filter((m) => m.role === "assistant").length
     let invalid = 0

@@ -13,29 +13,18 @@
  */
 import * as Effect from "effect/Effect"
 import type { Session } from "../Import.ts"
-import { isText, isToolResult, isToolUse, type Message } from "../Message.ts"
+import type { Message } from "../Message.ts"
 import { isOffloaded } from "../Offload.ts"
 import { DEFAULT_KEEP_RECENT } from "../Evict.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS,
-  policyFields,
-  type PolicyOptions
-} from "../Policy.ts"
+import { CompactionPolicy, defaultPolicy, type PolicyOptions } from "../Policy.ts"
 import { minCacheableTokens } from "../Cache.ts"
 import { calibrationOf, predictCacheMiss } from "../internal/conversation/diagnostics.ts"
 import { systemAndToolsTokens } from "../internal/estimate.ts"
 import {
-  type MissCause,
   type PolicyReport,
-  type RequestEvent,
-  type RequestFigures,
   type SimPolicy,
   simulate,
   type SimulateOptions,
-  simulatePolicy,
   type SimulationReport
 } from "../Simulate.ts"
 import { estimateContentTokens } from "../Tokens.ts"
@@ -49,6 +38,9 @@ import {
   requestTokensOf,
   retentionRowsOf
 } from "./Replay.ts"
+import { isText, isToolResult, isToolUse } from "../internal/blocks.ts"
+import type { MissCause, RequestEvent, RequestFigures } from "../internal/simulate/model.ts"
+import { simulatePolicy } from "../internal/simulate/replay.ts"
 
 // ============================================================================
 // Shared with the commands
@@ -303,7 +295,7 @@ export const chosenPolicy = (options: {
       options: {
         keepRecent: options.keepRecent,
         minSavings: options.minSavings,
-        policy: policyFields(p),
+        policy: p,
         ...(options.threadRestart === false ? { threadRestart: false } : {})
       }
     }
@@ -370,9 +362,9 @@ export const buildReport = (
       ...reportOptions,
       keepRecent: reportOptions.keepRecent ?? DEFAULT_KEEP_RECENT,
       policy: reportOptions.policy ?? CompactionPolicy.makeUnsafe(replayPolicyOptions({
-        keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-        keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-        contextWindow: DEFAULT_CONTEXT_WINDOW
+        keepRecentTokens: defaultPolicy.keepRecentTokens,
+        keepRecentTurns: defaultPolicy.keepRecentTurns,
+        contextWindow: defaultPolicy.contextWindow
       }))
     }
     const analysis = analyze(session, {

@@ -19,15 +19,10 @@ import * as Predicate from "effect/Predicate"
 import * as Runtime from "effect/Runtime"
 import type * as SchemaIssue from "effect/SchemaIssue"
 import { CliError, CliOutput } from "effect/cli"
-import {
-  convertJson,
-  type ImportError,
-  importSession,
-  importSessionFile,
-  parseJsonLine,
-  type Session
-} from "../Import.ts"
+import { type ImportError, importSession, importSessionFile, type Session } from "../Import.ts"
 import type { Message } from "../Message.ts"
+import { convertJson } from "../internal/import/json.ts"
+import { parseJsonLine } from "../internal/import/lines.ts"
 
 // ============================================================================
 // Exit codes

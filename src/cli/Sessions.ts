@@ -12,7 +12,6 @@ import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Path from "effect/Path"
 import * as Result from "effect/Result"
-import { convertJson } from "../Import.ts"
 import type { Message } from "../Message.ts"
 import { CompactionPolicy } from "../Policy.ts"
 import type { Loaded } from "../SessionEntry.ts"
@@ -20,7 +19,6 @@ import { readSession as readStored, type SessionLogError } from "../SessionLog.t
 import { SessionStore } from "../SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../SessionStoreJsonl.ts"
 import { SessionStoreSql } from "../SessionStoreSql.ts"
-import type { RequestEvent, RetentionTally } from "../Simulate.ts"
 import { formatRemoval, removalsOf } from "../internal/recall.ts"
 import { CATEGORIES } from "../Retention.ts"
 import { type CompactionRetentionRow, replaySession, retentionRowsOf, uploadBytes } from "./Replay.ts"
@@ -39,6 +37,8 @@ import {
   usageFailure,
   writeText
 } from "./Run.ts"
+import { convertJson } from "../internal/import/json.ts"
+import type { RequestEvent, RetentionTally } from "../internal/simulate/model.ts"
 
 type Env = FileSystem.FileSystem | Path.Path
 

@@ -4,11 +4,12 @@
  * identifiers, instructions and plan. Pure. It imports neither of them: the caller says which user messages the
  * library wrote (`isLibraryMessage`), so no import circle runs through here.
  */
-import { blocksOf, type ContentBlock, isToolResult, isToolUse, type Message, type ToolUseBlock } from "../Message.ts"
+import type { ContentBlock, Message, ToolUseBlock } from "../Message.ts"
 import { defaultToolClassifier, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
-import { MISSING_RESULT_TEXT } from "../Validate.ts"
 import { headOf } from "./text.ts"
+import { blocksOf, isToolResult, isToolUse } from "./blocks.ts"
+import { MISSING_RESULT_TEXT } from "./repair.ts"
 
 // ============================================================================
 // Models
@@ -358,4 +359,71 @@ const merge = (earlier: Anchor, later: Anchor): Anchor => {
     return { ...later, access: earlier.access === "modified" ? "modified" : later.access }
   }
   return later
+}
+
+/** The string leaves of a tool input, depth-first. */
+const stringLeaves = (value: unknown, out: Array<string>, depth = 0): void => {
+  if (typeof value === "string") out.push(value)
+  else if (depth < 32 && typeof value === "object" && value !== null) {
+    for (const child of Object.values(value)) stringLeaves(child, out, depth + 1)
+  }
+}
+
+/** The text pieces of a block: what a model reads of it. */
+const blockPieces = (block: ContentBlock, out: Array<string>): void => {
+  const b = block as unknown as Record<string, unknown>
+  switch (block.type) {
+    case "text":
+      out.push(b["text"] as string)
+      return
+    case "thinking":
+      out.push(b["thinking"] as string)
+      return
+    case "compaction":
+      if (typeof b["content"] === "string") out.push(b["content"])
+      return
+    case "tool_use":
+    case "server_tool_use":
+      stringLeaves(b["input"], out)
+      return
+    case "tool_result": {
+      const content = b["content"]
+      if (typeof content === "string") out.push(content)
+      else if (Array.isArray(content)) { for (const inner of content) blockPieces(inner as ContentBlock, out) }
+      return
+    }
+  }
+}
+
+/**
+ * The view's text as `retention` searches it: each piece folded, joined by newlines (a folded anchor holds no newline,
+ * so no match spans two pieces). The pieces are text and thinking blocks, a compaction block's content, the string
+ * values of tool inputs and the text of tool results. Build it once to test many anchors (`presentIn`).
+ * @category presence
+ */
+export interface ViewText {
+  readonly folded: string
+  readonly lower: string
+}
+
+/**
+ * The searchable text of `messages` (see `ViewText`). @category presence
+ */
+export const viewText = (messages: ReadonlyArray<Message>): ViewText => {
+  const pieces: Array<string> = []
+  for (const message of messages) for (const block of blocksOf(message)) blockPieces(block, pieces)
+  const folded = pieces.map(normalize).join("\n")
+  return { folded, lower: folded.toLowerCase() }
+}
+
+/**
+ * True when `anchor` is present in `text`: its folded text, or its JSON-escaped form, is a substring. @category presence
+ */
+export const presentIn = (anchor: Anchor, text: ViewText): boolean => {
+  const lower = caseless(anchor)
+  const haystack = lower ? text.lower : text.folded
+  const needle = lower ? anchor.text.toLowerCase() : anchor.text
+  if (haystack.includes(needle)) return true
+  const escaped = JSON.stringify(needle).slice(1, -1)
+  return escaped !== needle && haystack.includes(escaped)
 }

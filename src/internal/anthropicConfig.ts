@@ -11,7 +11,8 @@ import type * as Duration from "effect/Duration"
 import type * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Summarizer from "../Summarizer.ts"
+import type * as Summarizer from "../Summarizer.ts"
+import { DEFAULT_SUMMARIZER_TIMEOUT } from "./summarizerDefaults.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
 
 /**
@@ -20,13 +21,6 @@ import { DEFAULT_SUMMARY_MAX_TOKENS } from "../Summary.ts"
  * @category constants
  */
 export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
-
-/**
- * The default per-attempt timeout (opening the request and reading the whole stream).
- * @deprecated Use `Summarizer.DEFAULT_SUMMARIZER_TIMEOUT`.
- * @category constants
- */
-export const DEFAULT_SUMMARIZER_TIMEOUT: Duration.Duration = Summarizer.DEFAULT_SUMMARIZER_TIMEOUT
 
 /**
  * The part of an `@anthropic-ai/sdk` client the Anthropic summarizer calls; every `Anthropic` instance is one. Named
@@ -91,7 +85,7 @@ export const anthropicConfig: Config.Config<AnthropicConfig> = Config.all({
     Config.withDefault(DEFAULT_SUMMARY_MAX_TOKENS)
   ),
   timeout: Config.Duration("COMPACTION_SUMMARIZER_TIMEOUT").pipe(
-    Config.withDefault(Summarizer.DEFAULT_SUMMARIZER_TIMEOUT)
+    Config.withDefault(DEFAULT_SUMMARIZER_TIMEOUT)
   ),
   retries: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), "COMPACTION_SUMMARIZER_RETRIES").pipe(
     Config.withDefault(4)

@@ -8,14 +8,14 @@
  *
  * @internal
  */
-import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
-import type { LineRange, ToolClassifier } from "../Tools.ts"
-import { covers } from "../Tools.ts"
+import type { ToolClassifier } from "../Tools.ts"
 import * as rules from "./evictionRules.ts"
 import { escaped } from "./pointer.ts"
+import { opensApiView } from "./apiView.ts"
+import { covers, type LineRange } from "./toolInput.ts"
 
 /** A later successful partial read: its lines, its message and the replies after it. */
 interface PartialRead {

@@ -20,14 +20,16 @@
  *
  * @internal
  */
-import { opensApiView } from "../ApiView.ts"
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
-import type { ToolAction, ToolClassifier } from "../Tools.ts"
-import { covers } from "../Tools.ts"
+import { defaultToolClassifier, type ToolAction, type ToolClassifier } from "../Tools.ts"
 import * as rules from "./evictionRules.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
+import { opensApiView } from "./apiView.ts"
+import { covers } from "./toolInput.ts"
+import { payloadTokens } from "./pointer.ts"
+import { isToolResult, isToolUse } from "./blocks.ts"
 
 /** What one tool result of the view is, and what the results after it decided about it. */
 interface ResultRecord {
@@ -115,7 +117,7 @@ const emptyIndex = (
 })
 
 /**
- * The index of `messages` (its API view starting at `ApiView.apiViewStart`), built in one forward pass: a message that
+ * The index of `messages` (its API view starting at `apiViewStart`), built in one forward pass: a message that
  * opens a later view restarts the index there, so finding the view's start costs no scan of its own.
  */
 export const buildIndex = (
@@ -459,4 +461,37 @@ export const indexedFrontier = (
   index.frontier = f
   const at = records[f]
   return at === undefined ? undefined : { message: at.message, block: at.block }
+}
+
+/**
+ * The eviction frontier: the position (message, block) of the oldest tool result an eviction may still offload — not
+ * offloaded yet, answering a known tool call, larger than any pointer, and not a failed non-read (those are never
+ * offloaded). Everything before it is never changed by `evictStaleToolResults`, so a cache breakpoint just before it
+ * survives every eviction. `undefined` when no result may still be offloaded.
+ * @category eviction
+ */
+export const evictionFrontier = (
+  messages: ReadonlyArray<Message>,
+  options: { readonly classifier?: ToolClassifier | undefined } = {}
+): { readonly message: number; readonly block: number } | undefined => {
+  const classify = options.classifier ?? defaultToolClassifier
+  const calls = new Map<string, ToolUseBlock>()
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    if (!Array.isArray(message.content)) continue // a system message may have no content (API-RULES 26)
+    if (message.role === "assistant") {
+      for (const block of message.content) if (isToolUse(block)) calls.set(block.id, block)
+      continue
+    }
+    for (let j = 0; j < message.content.length; j++) {
+      const block = message.content[j]!
+      if (!isToolResult(block)) continue
+      const call = calls.get(block.tool_use_id)
+      if (call === undefined) continue
+      if (rules.eligible(block, classify(call), block.is_error === true, payloadTokens(block))) {
+        return { message: i, block: j }
+      }
+    }
+  }
+  return undefined
 }

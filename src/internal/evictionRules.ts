@@ -14,7 +14,6 @@
  * @internal
  */
 import type { Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isImage } from "../Message.ts"
 import type { Offloaded, OffloadReason, OffloadRef } from "../Offload.ts"
 import { isOffloaded } from "../Offload.ts"
 import { CHARS_PER_TOKEN, estimateContentTokensUncached, estimateMessageTokensUncached } from "./estimate.ts"
@@ -23,6 +22,7 @@ import { escapedOften, MAX_POINTER_LENGTH, outputLengthAtLeast, pointerLengthAtL
 import { CLIP_MARK, clipHead } from "./text.ts"
 import { inputLine, SHORT_INPUT_MAX } from "./toolInput.ts"
 import { holdsToolReference } from "./toolReferences.ts"
+import { isImage } from "./blocks.ts"
 
 // ============================================================================
 // Eligibility

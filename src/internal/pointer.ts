@@ -10,6 +10,8 @@
  *
  * @internal
  */
+import type { ToolResultBlock } from "../Message.ts"
+import { estimateContentTokens } from "../Tokens.ts"
 import type { LineRange } from "./toolInput.ts"
 
 /** Why a result was offloaded (`Offload.OffloadReason`). */
@@ -312,3 +314,11 @@ export const parsePointer = (text: string): OffloadRef | undefined => {
   }
   return writePointer(ref) === text ? ref : undefined
 }
+
+/**
+ * The estimated tokens of a tool_result's payload, as the estimator counts its content inside a message: what
+ * offloading it would remove before the pointer is added.
+ * @category pointers
+ */
+export const payloadTokens = (block: ToolResultBlock): number =>
+  block.content === undefined ? 0 : estimateContentTokens(block.content)

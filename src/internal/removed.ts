@@ -7,7 +7,7 @@
  * @internal
  */
 import type { Message } from "../Message.ts"
-import { isToolResult, isToolUse } from "../Message.ts"
+import { isToolResult, isToolUse } from "./blocks.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
 
 /** One removed message or tool result (`Compact.CompactedInfo.removed`). */

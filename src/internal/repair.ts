@@ -4,19 +4,11 @@
  */
 import * as Data from "effect/Data"
 import * as Result from "effect/Result"
-import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
 import type { ContentBlock, Message, Role, ToolResultBlock } from "../Message.ts"
-import {
-  blocksOf,
-  hasContent,
-  hasOutputConfig,
-  isToolResult,
-  isToolUse,
-  systemFields,
-  type SystemMessageFields,
-  toolUseIds
-} from "../Message.ts"
 import { endsInServerResult, hasToolUse, isBlankText, SYSTEM_BLOCK_TYPES, validate } from "./validate.ts"
+import { blocksOf, hasContent, hasOutputConfig, isToolResult, isToolUse, systemFields, toolUseIds } from "./blocks.ts"
+import type { SystemMessageFields } from "./wireTypes.ts"
+import { apiViewStart, compactionBlockIndex } from "./apiView.ts"
 
 /** The text of the error result `repair` gives a `tool_use` that had none. @category constants */
 export const MISSING_RESULT_TEXT = "This tool call has no result: the reply was interrupted before the tool ran."

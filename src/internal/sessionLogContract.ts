@@ -6,17 +6,9 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type { Message } from "../Message.ts"
-import type {
-  CompactionEntry,
-  Eviction,
-  EvictionEntry,
-  Loaded,
-  LoadIssue,
-  LoadOptions,
-  Snapshot,
-  StepMeta
-} from "../SessionEntry.ts"
+import type { Loaded, LoadIssue, LoadOptions } from "../SessionEntry.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
+import type { CompactionEntry, Eviction, EvictionEntry, Snapshot, StepMeta } from "./sessionEntry.ts"
 
 /**
  * What `recordCompaction` needs: the new view the caller goes on with, the snapshot it was built from and the cut.
@@ -35,9 +27,9 @@ export interface CompactionInput {
    * they differ from `snapshot.view.slice(cut)` (by identity or JSON; otherwise their entry ids), hashes this view,
    * and goes on with this same array (followed by the entries appended since the snapshot). Fails with `Conflict`
    * when an eviction changed `snapshot.view.slice(cut)` since the snapshot (it would be undone, or the log's view would
-   * not be the caller's). Required unless `summary` is given.
+   * not be the caller's).
    */
-  readonly view?: ReadonlyArray<Message>
+  readonly view: ReadonlyArray<Message>
   /** The name of the summarizer that wrote the summary. */
   readonly summarizer: string
   /** Default: `estimateTokens` of the view before the boundary. */
@@ -45,22 +37,6 @@ export interface CompactionInput {
   /** Default: `estimateTokens` of the view after the boundary. */
   readonly tokensAfter?: number
   readonly turnsSummarized?: number
-  /**
-   * The summary message alone: the view is then `[summary, ...(kept ?? snapshot.view.slice(cut))]`, built by the log.
-   * Ignored when `view` is given.
-   * @deprecated Pass `view` (`[summary, ...kept]`), the array the caller goes on with.
-   */
-  readonly summary?: Message
-  /**
-   * The kept messages after `summary`, when the caller changed them. Ignored when `view` is given.
-   * @deprecated Pass `view` (`[summary, ...kept]`).
-   */
-  readonly kept?: ReadonlyArray<Message>
-  /**
-   * A view the log must rebuild (same `viewHash`), or nothing is written and it fails with `HashMismatch`.
-   * @deprecated Pass the view itself as `view`: the log then stores what rebuilds exactly that.
-   */
-  readonly expectedView?: ReadonlyArray<Message>
   /**
    * The step metadata stored in the boundary's entry (`CompactionEntry.meta`, returned by `load` in `entries`, never
    * in the view): a JSON object, such as the state `Conversation` resumes from without reading the entries before it.

@@ -4,10 +4,11 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { type LiveView, type Loaded, type LoadOptions, loadStored, type StoredEntry } from "../SessionEntry.ts"
+import { type Loaded, type LoadOptions, loadStored, type StoredEntry } from "../SessionEntry.ts"
 import type { ReadResult, SessionStoreShape } from "../SessionStore.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { loadTail, tailOf } from "./sessionTail.ts"
+import type { LiveView } from "./sessionEntry.ts"
 
 /** A loaded session, its live fold and the stored entries it folded (the tail, or every entry). */
 export interface Opened {

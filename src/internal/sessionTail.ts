@@ -7,16 +7,9 @@
  * find their tail, `sessionOpen` to fold it.
  */
 import * as Result from "effect/Result"
-import {
-  applyStored,
-  decodeLine,
-  LiveView,
-  type Loaded,
-  type LoadIssue,
-  loadStored,
-  type StoredEntry
-} from "../SessionEntry.ts"
+import { decodeLine, type Loaded, type LoadIssue, loadStored, type StoredEntry } from "../SessionEntry.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
+import { applyStored, LiveView } from "./sessionEntry.ts"
 
 /** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
 export const PREFIX_CHARS = 512

@@ -14,8 +14,10 @@
  * @internal
  */
 import type { BlockPosition } from "../Cache.ts"
-import { blocksOf, type ContentBlock, type Message } from "../Message.ts"
-import { estimateContentTokensUncached, estimateMessageTokens } from "../Tokens.ts"
+import type { ContentBlock, Message } from "../Message.ts"
+import { estimateMessageTokens } from "../Tokens.ts"
+import { blocksOf } from "./blocks.ts"
+import { estimateContentTokensUncached } from "./estimate.ts"
 
 /** One entry of a reply's `input_transformations`: what the API did to a block of the request. */
 export interface InputTransformation {

@@ -1,12 +1,12 @@
 /**
- * Reading a tool call's input, below `Tools`: its fields by name, its line ranges (`LineRange`, which `Tools`
- * re-exports), and the line `Tools.shortInput` clips. Shared by the classifier (`Tools`) and the eviction's pointers;
+ * Reading a tool call's input, below `Tools`: its fields by name, its line ranges (`LineRange`), whether one covers
+ * another, and a call's short one-line form. Shared by the classifier (`Tools`) and the eviction's pointers;
  * it imports nothing of `Tools`.
  *
  * @internal
  */
 import type { ToolUseBlock } from "../Message.ts"
-import { oneLineHead } from "./text.ts"
+import { clipEnd, oneLineHead } from "./text.ts"
 
 /** A line range of a read, 1-based and inclusive; `end` absent means to the end of the file (`Tools.LineRange`). */
 export interface LineRange {
@@ -100,3 +100,22 @@ export const inputLine = (toolUse: ToolUseBlock, max: number): string => {
   }
   return text
 }
+
+/**
+ * True when range `outer` contains range `inner` (an absent range is the whole file). @category ranges
+ */
+export const covers = (outer: LineRange | undefined, inner: LineRange | undefined): boolean => {
+  if (outer === undefined) return true
+  if (inner === undefined) return false
+  const outerEnd = outer.end ?? Infinity
+  const innerEnd = inner.end ?? Infinity
+  return outer.start <= inner.start && innerEnd <= outerEnd
+}
+
+/**
+ * A short, single-line form of a tool call's input: the command, path, pattern, query or URL when there is one,
+ * otherwise the input's JSON, clipped to `max` characters. Deterministic.
+ * @category formatting
+ */
+export const shortInput = (toolUse: ToolUseBlock, max = SHORT_INPUT_MAX): string =>
+  clipEnd(inputLine(toolUse, max), max) // never splits a surrogate pair

@@ -4,8 +4,9 @@
  * the same ones `validate` judges by, so repair and validation cannot disagree on a rule.
  */
 import * as Data from "effect/Data"
-import { apiViewStart, compactionBlockIndex } from "../ApiView.ts"
 import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
+import { isHumanMessage } from "../Turns.ts"
+import { prefixChanged } from "./thinkingBinding.ts"
 import {
   blocksOf,
   hasContent,
@@ -18,9 +19,8 @@ import {
   isToolResult,
   isToolUse,
   systemFields
-} from "../Message.ts"
-import { isHumanMessage } from "../Turns.ts"
-import { prefixChanged } from "./thinkingBinding.ts"
+} from "./blocks.ts"
+import { apiViewStart, compactionBlockIndex } from "./apiView.ts"
 
 // ============================================================================
 // Violations
@@ -252,7 +252,7 @@ const isSettingsOnly = (message: Message): boolean =>
  * grouped by rule: the list and its messages (in message order), tool pairing (in message order), thinking and
  * compaction fidelity. An empty result means the API accepts the list's structure; only what the API rejects is
  * reported. What precedes the last compaction block with content is dropped by the API (rule 12), so rules 2–6 and
- * 8–11 are judged on the API view (`ApiView.apiViewStart` on), and rules 7 and 13 on the whole list. In the default
+ * 8–11 are judged on the API view (`apiViewStart` on), and rules 7 and 13 on the whole list. In the default
  * `"threshold"` mode a compaction block with content may sit in any user or assistant message, as the first block of
  * it; `"on-demand"` adds that there is one (`CompactionBlockAmbiguous`) and that it opens the list
  * (`CompactionBlockMisplaced`).

@@ -20,13 +20,13 @@ import { renderHtml } from "../../src/cli/Html.ts"
 import { buildReport } from "../../src/cli/Report.ts"
 import { analyze, InspectReport, ViolationReport } from "../../src/cli/Inspect.ts"
 import { ExitCode } from "../../src/cli/Run.ts"
-import { summaryText } from "../../src/Compact.ts"
 import { importSession, importSessionFile } from "../../src/Import.ts"
 import type { Message } from "../../src/Message.ts"
 import { readJsonl } from "../../src/SessionStoreJsonl.ts"
 import { validate } from "../../src/Validate.ts"
 import { rawFile } from "../fixtures/Corpus.ts"
 import { example, pool, type Run, run } from "./Process.ts"
+import { summaryText } from "../../src/Summary.ts"
 
 // ============================================================================
 // A fake Messages API

@@ -15,12 +15,7 @@ import { replaySession, retentionRowsOf } from "../../src/cli/Replay.ts"
 import { chosenPolicy, replayPolicyOptions, simulateOptionsFor } from "../../src/cli/Report.ts"
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../src/Evict.ts"
 import { importSession } from "../../src/Import.ts"
-import {
-  CompactionPolicy,
-  DEFAULT_CONTEXT_WINDOW,
-  DEFAULT_KEEP_RECENT_TOKENS,
-  DEFAULT_KEEP_RECENT_TURNS
-} from "../../src/Policy.ts"
+import { CompactionPolicy, defaultPolicy } from "../../src/Policy.ts"
 import { checkRequest, formatApiViolations } from "../fixtures/ApiRules.ts"
 import { DATA_DIR, sessionPrefixFile } from "../fixtures/Corpus.ts"
 import { example } from "./Process.ts"
@@ -139,9 +134,9 @@ describe("compaction replay", () => {
     }
     const session = Effect.runSync(importSession(readFileSync(file, "utf8")))
     const policy = CompactionPolicy.makeUnsafe(replayPolicyOptions({
-      keepRecentTokens: DEFAULT_KEEP_RECENT_TOKENS,
-      keepRecentTurns: DEFAULT_KEEP_RECENT_TURNS,
-      contextWindow: DEFAULT_CONTEXT_WINDOW
+      keepRecentTokens: defaultPolicy.keepRecentTokens,
+      keepRecentTurns: defaultPolicy.keepRecentTurns,
+      contextWindow: defaultPolicy.contextWindow
     }))
     const library = (minSavings: number | undefined) => {
       const r = Effect.runSync(

@@ -26,13 +26,15 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import { type CompactionPlan, prepareCompaction } from "../../Compact.ts"
-import { blocksOf, isCompactionWithContent, type Message } from "../../Message.ts"
+import type { Message } from "../../Message.ts"
 import { type CompactionPolicy, contextTokens } from "../../Policy.ts"
 import type { Entry, Loaded } from "../../SessionEntry.ts"
 import type { SummarizeError } from "../../SummarizeError.ts"
 import { type SummarizeRequest, summarizeRequest, type SummarizerShape, type Summary } from "../../Summarizer.ts"
-import { splitSummary, summaryWithManifest } from "../../Summary.ts"
+import { splitSummary } from "../../Summary.ts"
 import type { ToolClassifier } from "../../Tools.ts"
+import { blocksOf, isCompactionWithContent } from "../blocks.ts"
+import { summaryWithManifest } from "../summary.ts"
 
 /** What the background reads of a conversation state (the view, the epoch and the latest usage report). */
 export interface BackgroundState {

@@ -16,11 +16,12 @@
  * @internal
  */
 import { cachePrices, type CacheTtl } from "../cacheTtl.ts"
-import { blocksOf, type Message } from "../../Message.ts"
+import type { Message } from "../../Message.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
 import { applyOffloads, buildIndex, decide, type EvictionIndex, extendIndex, indexedFrontier } from "../eviction.ts"
 import { type Decision, keepOf } from "../evictionRules.ts"
+import { blocksOf } from "../blocks.ts"
 
 /** An eviction index, the view it describes now (the newest it was handed) and that view's `cache_control` positions. */
 interface OwnedIndex {

@@ -9,8 +9,9 @@
  * @internal
  */
 import { HotPaths } from "../../HotPaths.ts"
-import type { Entry, StepMeta } from "../../SessionEntry.ts"
+import type { Entry } from "../../SessionEntry.ts"
 import type { ToolClassifier } from "../../Tools.ts"
+import type { StepMeta } from "../sessionEntry.ts"
 
 /** The version of the checkpoint's JSON; a boundary holding another is read as holding none. */
 const VERSION = 1

@@ -12,7 +12,6 @@ import {
   type CompactionSkip,
   type CompactOptions,
   CompactOutcome,
-  DEFAULT_MIN_FREED_TOKENS,
   finishCompaction,
   type FinishedCompaction,
   prepareCompaction
@@ -21,6 +20,7 @@ import type { Message } from "../../Message.ts"
 import type { CompactionPolicy } from "../../Policy.ts"
 import type { Summary } from "../../Summarizer.ts"
 import type { TokenCounter } from "../../TokenCounter.ts"
+import { DEFAULT_MIN_FREED_TOKENS } from "../compactDefaults.ts"
 
 /** The exact count's ratio to the estimate of the same request, when `count` is exact (and the estimate not 0). */
 const ratioOf = (count: TokenCounter.Count | undefined): number | undefined =>

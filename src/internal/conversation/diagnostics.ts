@@ -18,9 +18,11 @@
  *
  * @internal
  */
-import { type BlockPosition, LOOKBACK_BLOCKS } from "../../Cache.ts"
-import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
+import type { BlockPosition } from "../../Cache.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../../Tokens.ts"
+import { blocksOf } from "../blocks.ts"
+import { LOOKBACK_BLOCKS } from "../breakpoints.ts"
 
 /** The reasons of a miss the library can predict (the API's `cache_miss_reason.type`s that carry a token count). */
 export type PredictedMissReason = "model_changed" | "system_changed" | "tools_changed" | "messages_changed"

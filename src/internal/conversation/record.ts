@@ -14,12 +14,12 @@ import type { Message, ToolResultBlock } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import type { InputTransformation } from "../thinkingBinding.ts"
 import { type Offloaded, offloadRefOf } from "../../Offload.ts"
-import type { Eviction, StepMeta } from "../../SessionEntry.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
 import type { AppendOnlyReason } from "./appendOnly.ts"
 import type { CacheDiagnosis } from "./diagnostics.ts"
+import type { Eviction, StepMeta } from "../sessionEntry.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"

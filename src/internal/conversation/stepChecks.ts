@@ -6,7 +6,7 @@
  * @internal
  */
 import type { BlockPosition } from "../../Cache.ts"
-import { isCompactionWithContent } from "../../Message.ts"
+import { isCompactionWithContent } from "../blocks.ts"
 import { type CompactionPolicy, type ReportedUsage, shouldCompact } from "../../Policy.ts"
 import { estimateTokens } from "../../Tokens.ts"
 import { tokensAt } from "../thinkingBinding.ts"

@@ -5,8 +5,9 @@
  * @internal
  */
 import type Anthropic from "@anthropic-ai/sdk"
-import { blocksOf as messageBlocks, hasOutputConfig, type Message } from "../../Message.ts"
-import { MISSING_RESULT_TEXT } from "../../Validate.ts"
+import type { Message } from "../../Message.ts"
+import { blocksOf as messageBlocks, hasOutputConfig } from "../blocks.ts"
+import { MISSING_RESULT_TEXT } from "../repair.ts"
 
 /** The SDK's message type (`ConversationState.MessageParam`). */
 export type MessageParam = Anthropic.MessageParam

@@ -9,8 +9,8 @@
  *
  * @internal
  */
-import { LOOKBACK_BLOCKS } from "../../Cache.ts"
 import { ttlMs as lifetimeMs } from "../cacheTtl.ts"
+import { LOOKBACK_BLOCKS } from "../breakpoints.ts"
 
 /** One prompt, ready to price: per unit, the prefix identity and the tokens up to and including it. */
 export interface PricedPrompt {

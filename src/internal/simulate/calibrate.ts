@@ -8,10 +8,12 @@
  * @internal
  */
 import { ttlMs } from "../cacheTtl.ts"
-import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
-import { estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
+import { estimateContentTokens } from "../../Tokens.ts"
 import { blockKey } from "./cache.ts"
+import { blocksOf } from "../blocks.ts"
+import { MESSAGE_OVERHEAD_TOKENS } from "../estimate.ts"
 
 /** What the simulator knows of a session beyond its messages. */
 export interface Recording {

@@ -1,16 +1,16 @@
 /**
- * The simulator's model: prices, strategies, options and report types (re-exported by `Simulate`).
+ * The simulator's model: prices, strategies, options and report types (`Simulate` re-exports its public ones).
  *
  * @internal
  */
-import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../../Evict.ts"
-import type { MessageUsage, RecordedAt } from "../../Import.ts"
+import { FIXED_MIN_SAVINGS } from "../../Evict.ts"
 import type { OffloadOptions } from "../../ConversationState.ts"
 import type { Request } from "../../Request.ts"
 import type { Message } from "../../Message.ts"
 import type { CompactionPolicy, PolicyOptions, ReportedUsage } from "../../Policy.ts"
 import type { Category } from "../../Retention.ts"
 import * as Summary from "../../Summary.ts"
+import type { MessageUsage, RecordedAt } from "../import/model.ts"
 
 // ============================================================================
 // Prices
@@ -26,7 +26,6 @@ export interface PriceTable {
 
 /**
  * Anthropic's price ratios (API-RULES 20): input 1, cache write (5-minute) 1.25, cache read 0.1, output 5. @category constants
- * @deprecated Use `Simulate.simulate(session, { prices })`: it prices with these ratios unless `prices` says otherwise.
  */
 export const ANTHROPIC_PRICES: PriceTable = { input: 1, cacheWrite: 1.25, cacheRead: 0.1, output: 5 }
 
@@ -43,8 +42,6 @@ export interface ModelPrice {
  * Current Anthropic list prices by model family, in dollars per million tokens (first match wins); cache writes are
  * 1.25× input and cache reads 0.1× input for all of them.
  * @category constants
- * @deprecated Use `Simulate.simulate(session, { modelPrices })`: it prices with this table unless `modelPrices` says
- * otherwise.
  */
 export const MODEL_PRICES: ReadonlyArray<ModelPrice> = [
   { family: "Claude Opus 4.5+", pattern: /opus-4-[5-9]|opus-[5-9]/i, input: 5, output: 25 },
@@ -57,13 +54,11 @@ export const MODEL_PRICES: ReadonlyArray<ModelPrice> = [
 
 /**
  * Dollars per million uncached input tokens when the model is unknown: $3, Claude Sonnet's price. @category constants
- * @deprecated Use `Simulate.simulate(session, { prices })`: it prices a request at this rate unless told otherwise.
  */
 export const DEFAULT_DOLLARS_PER_MTOK = 3
 
 /**
  * The price of `model` in dollars per million tokens (`prices` first, then `MODEL_PRICES`; unknown: Sonnet). @category cost
- * @deprecated Use `Simulate.simulate(session, { prices })`: it looks a model's price up itself.
  */
 export const modelPrice = (
   model: string | undefined,
@@ -74,25 +69,21 @@ export const modelPrice = (
 
 /**
  * Largest simulated summary, in tokens: the summarizer's own cap (8,192).
- * @deprecated Use `Summary.DEFAULT_SUMMARY_MAX_TOKENS` (the same constant; the summary's cap belongs to `Summary`).
  */
 export const DEFAULT_SUMMARY_MAX_TOKENS: typeof Summary.DEFAULT_SUMMARY_MAX_TOKENS = Summary.DEFAULT_SUMMARY_MAX_TOKENS
 
 /**
  * A simulated summary is this fraction of its transcript (then capped): 10%. @category constants
- * @deprecated Use `Simulate.simulate(session, options)`: it applies this summary ratio unless told otherwise.
  */
 export const DEFAULT_SUMMARY_RATIO = 0.1
 
 /**
  * Tokens of instructions (and a previous-summary wrapper) added to every summarizer call: 1,000. @category constants
- * @deprecated Use `Simulate.simulate(session, options)`: it charges this overhead per summarizer call itself.
  */
 export const DEFAULT_SUMMARIZER_OVERHEAD_TOKENS = 1_000
 
 /**
  * The cost, in input-token units, of one request's cache read, cache write, uncached input and output. @category cost
- * @deprecated Use `Simulate.simulate(session, options)`: its `PolicyReport` carries each request's cost.
  */
 export const requestCost = (
   prices: PriceTable,
@@ -108,7 +99,6 @@ export const requestCost = (
 
 /**
  * The cost, in input-token units, of one summarizer call (all input uncached). @category cost
- * @deprecated Use `Simulate.simulate(session, options)`: its `PolicyReport` carries the summarizer's cost.
  */
 export const summarizerCost = (
   prices: PriceTable,
@@ -170,31 +160,21 @@ export interface SimPolicy {
 
 /**
  * Tool results kept by masking, as in the published observation-masking study (window 10). @category constants
- * @deprecated Use `Simulate.standardPolicies(options)`: its masking policy keeps this window.
  */
 export const MASKING_WINDOW = 10
 
 /**
  * opencode's `PRUNE_PROTECT` (40,000) and `PRUNE_MINIMUM` (20,000). @category constants
- * @deprecated Use `Simulate.standardPolicies(options)`: its OpenCode-prune policy uses these thresholds.
  */
 export const OPENCODE_PRUNE = { protectTokens: 40_000, minimumTokens: 20_000 } as const
 
 /**
  * `clear_tool_uses_20250919` defaults: trigger at 100,000 input tokens, keep 3 tool uses. @category constants
- * @deprecated Use `Simulate.standardPolicies(options)`: its clear-tool-uses policy uses these defaults.
  */
 export const CLEAR_TOOL_USES_DEFAULTS = { triggerTokens: 100_000, keep: 3 } as const
 
 /**
- * The library's eviction defaults: `DEFAULT_KEEP_RECENT` and the rent-or-buy rule (no fixed `minSavings`). @category constants
- * @deprecated Use `Simulate.standardPolicies(options)`: its policy of this library uses these defaults.
- */
-export const OURS_DEFAULTS = { keepRecent: DEFAULT_KEEP_RECENT } as const
-
-/**
  * The fixed threshold of the "minSavings" row, `FIXED_MIN_SAVINGS` (2,000), the former default. @category constants
- * @deprecated Use `Simulate.standardPolicies(options)`: its tuned policy of this library uses this minimum.
  */
 export const OURS_TUNED_MIN_SAVINGS = FIXED_MIN_SAVINGS
 
@@ -239,7 +219,6 @@ export interface RecordedSession {
 
 /**
  * One request the policy made to the provider. @category models
- * @deprecated Use `Simulate.SimulateOptions`'s `onRequest` callback: its parameter has this shape.
  */
 export interface RequestEvent {
   readonly policy: string
@@ -303,13 +282,11 @@ export interface SimulateOptions {
 
 /**
  * Why a request read less than the previous one left in the cache. @category models
- * @deprecated Use `Simulate.PolicyReport`'s `misses` field: it counts the misses by this cause.
  */
 export type MissCause = "ttl" | "external" | "policy"
 
 /**
  * One request's figures. `cacheRead + cacheWrite + input === promptTokens`. @category models
- * @deprecated Use `Simulate.PolicyReport`'s `perRequest` field: each of its entries has this shape.
  */
 export interface RequestFigures {
   readonly index: number
@@ -347,8 +324,6 @@ export interface RequestFigures {
 
 /**
  * Anchors of one category (or of all, `total`) of a compacted span: the share is `present / counted`. @category models
- * @deprecated Use `Simulate.PolicyReport`'s `perRequest` entries: the tallies of their `retention` field have this
- * shape.
  */
 export interface RetentionTally {
   /** The span's anchors not in the kept tail: those the share is of. */
@@ -364,7 +339,6 @@ export interface RetentionTally {
 /**
  * What of a compacted span survives in the next request (`Retention.measure` of the span in that request, the kept
  * tail's anchors counted apart), per category and in total. @category models
- * @deprecated Use `Simulate.PolicyReport`'s `perRequest` entries: their `retention` field has this shape.
  */
 export interface CompactionRetention {
   readonly categories: { readonly [C in Category]: RetentionTally }
@@ -373,7 +347,6 @@ export interface CompactionRetention {
 
 /**
  * Cache misses by cause. @category models
- * @deprecated Use `Simulate.PolicyReport`'s `misses` field: it has this shape.
  */
 export interface MissCounts {
   readonly ttl: number

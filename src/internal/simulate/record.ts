@@ -10,12 +10,14 @@
  *
  * @internal
  */
-import { lastBreakpoint, minCacheableTokens } from "../../Cache.ts"
-import type { CompactionRecord, MessageUsage, RecordedAt } from "../../Import.ts"
+import { minCacheableTokens } from "../../Cache.ts"
+import type { CompactionRecord } from "../../Import.ts"
 import type { Message } from "../../Message.ts"
 import type { ReportedUsage } from "../../Policy.ts"
 import { blockKey, chainKey, PromptCache } from "./cache.ts"
 import { blockEstimate, calibrateSession, promptOf } from "./calibrate.ts"
+import { lastBreakpoint } from "../breakpoints.ts"
+import type { MessageUsage, RecordedAt } from "../import/model.ts"
 
 /** Read, write and uncached input tokens, summed over requests. */
 export interface TokenSums {

@@ -6,7 +6,7 @@
  * @internal
  */
 import { cacheWritePrice, ttlMs } from "../cacheTtl.ts"
-import { lastBreakpoint, minCacheableTokens } from "../../Cache.ts"
+import { minCacheableTokens } from "../../Cache.ts"
 import { finishCompaction, prepareCompaction } from "../../Compact.ts"
 import {
   appendMessage,
@@ -23,7 +23,7 @@ import {
 } from "../../ConversationState.ts"
 import { type Request, requestOf } from "../../Request.ts"
 import { requestBytes } from "../requestBytes.ts"
-import { blocksOf, type ContentBlock, type Message } from "../../Message.ts"
+import type { ContentBlock, Message } from "../../Message.ts"
 import {
   CompactionPolicy,
   contextTokens,
@@ -34,7 +34,7 @@ import {
 } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
-import { CHARS_PER_TOKEN, estimateContentTokens, MESSAGE_OVERHEAD_TOKENS } from "../../Tokens.ts"
+import { estimateContentTokens } from "../../Tokens.ts"
 import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
 import { blockEstimate, calibrateSession, type Calibration } from "./calibrate.ts"
 import {
@@ -61,6 +61,9 @@ import {
 import { clearToolUses, mask, prune } from "./strategies.ts"
 import { pendingCall, shortenResults } from "../shorten.ts"
 import { defaultToolClassifier } from "../../Tools.ts"
+import { blocksOf } from "../blocks.ts"
+import { lastBreakpoint } from "../breakpoints.ts"
+import { CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS } from "../estimate.ts"
 
 /** The options with their defaults. */
 export interface Settings {
@@ -757,3 +760,14 @@ const summarize = (
     perRequest
   }
 }
+
+/**
+ * Replays one session under one policy (see the module doc) and returns its figures. Pure: the input is not
+ * modified, and the same input and options give the same report.
+ * @category simulation
+ */
+export const simulatePolicy = (
+  input: ReadonlyArray<Message> | RecordedSession,
+  policy: SimPolicy,
+  options: SimulateOptions = {}
+): PolicyReport => replay(prepareSession(input, options), policy, settingsOf(options))

@@ -5,9 +5,9 @@
  * @internal
  */
 import type { ContentBlock, Message, ToolResultBlock } from "../../Message.ts"
-import { isToolResult, isToolUse } from "../../Message.ts"
-import { payloadTokens } from "../../Offload.ts"
 import { estimateContentTokens, estimateMessageTokens } from "../../Tokens.ts"
+import { isToolResult, isToolUse } from "../blocks.ts"
+import { payloadTokens } from "../pointer.ts"
 
 /** The placeholder observation masking leaves. */
 const MASKED_TEXT = "[Old tool output omitted.]"

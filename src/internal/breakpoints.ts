@@ -1,0 +1,73 @@
+/**
+ * The placement rules under `Cache.planBreakpoints`: how far the API looks back from a breakpoint, which blocks accept
+ * one, the last such block before a position, and a count of the breakpoints a request carries.
+ *
+ * @internal
+ */
+import type { ContentBlock, Message } from "../Message.ts"
+import { blocksOf } from "./blocks.ts"
+
+/**
+ * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
+ */
+export const LOOKBACK_BLOCKS = 20
+
+/** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
+export interface BlockPosition {
+  readonly message: number
+  readonly block: number
+}
+
+/**
+ * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
+ * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
+ * @category placement
+ */
+export const acceptsBreakpoint = (block: ContentBlock): boolean => {
+  if (block.type === "thinking" || block.type === "redacted_thinking") return false
+  if (block.type === "text") {
+    const text = (block as { readonly text?: unknown }).text
+    return typeof text === "string" && text.trim().length > 0
+  }
+  return true
+}
+
+/**
+ * The last block strictly before `position` that accepts a breakpoint (searching back through earlier messages), or
+ * `undefined` when there is none.
+ * @category placement
+ */
+export const breakpointBefore = (
+  messages: ReadonlyArray<Message>,
+  position: BlockPosition
+): BlockPosition | undefined => {
+  for (let m = Math.min(position.message, messages.length - 1); m >= 0; m--) {
+    const blocks = blocksOf(messages[m]!)
+    const from = m === position.message ? position.block - 1 : blocks.length - 1
+    for (let b = from; b >= 0; b--) if (acceptsBreakpoint(blocks[b]!)) return { message: m, block: b }
+  }
+  return undefined
+}
+
+/**
+ * The last block of the list that accepts a breakpoint, or `undefined`. @category placement
+ */
+export const lastBreakpoint = (messages: ReadonlyArray<Message>): BlockPosition | undefined =>
+  messages.length === 0 ? undefined : breakpointBefore(messages, {
+    message: messages.length - 1,
+    block: blocksOf(messages[messages.length - 1]!).length
+  })
+
+/**
+ * The number of `cache_control` breakpoints in a list of blocks or messages (for tests and reports). @category placement
+ */
+export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
+  let n = 0
+  for (const item of items) {
+    if (typeof item !== "object" || item === null) continue
+    if ("cache_control" in item && (item as { cache_control?: unknown }).cache_control != null) n++
+    const content = (item as { content?: unknown }).content
+    if (Array.isArray(content) && "role" in item) n += countBreakpoints(content)
+  }
+  return n
+}

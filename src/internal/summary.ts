@@ -1,0 +1,993 @@
+/**
+ * The summary message, its file appendix and its manifest, with the plumbing `Compact` and the conversation build them
+ * with (the budget, the next manifest, the summary text with its manifest and appendix). `Summary` re-exports what a
+ * user reads and writes; the rest is the library's own.
+ *
+ * @internal
+ */
+import {
+  type Anchor,
+  ANCHOR_LIMITS,
+  checklistItems,
+  clipped,
+  commandOf,
+  type CommandOutcome,
+  errorLine,
+  firstLine,
+  identifiersOf,
+  normalize,
+  resultText,
+  spanAnchors,
+  textOf,
+  todoItems
+} from "./anchors.ts"
+import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./repair.ts"
+import { clipEnd, headOf, tailOf } from "./text.ts"
+import type { Message, ToolUseBlock } from "../Message.ts"
+import { estimateTokens } from "../Tokens.ts"
+import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "../Tools.ts"
+import { isHumanMessage } from "../Turns.ts"
+import type { BuiltMessage } from "./wireTypes.ts"
+import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { CHARS_PER_TOKEN } from "./estimate.ts"
+
+/**
+ * The longest summary, in tokens: 8,192. It is the `max_tokens` a summarizer asks for by default, and the cap the
+ * simulator puts on a simulated summary, so both count the same room for the summary.
+ * @category constants
+ */
+export const DEFAULT_SUMMARY_MAX_TOKENS = 8192
+
+// ============================================================================
+// The summary message
+// ============================================================================
+
+/** The first line of every summary message; it is how a later compaction finds an earlier summary. @category constants */
+export const SUMMARY_HEADER = "[Summary of the earlier conversation]"
+
+const SUMMARY_PREAMBLE = "This message was written by the context compactor, not by the user. It summarizes the " +
+  "earlier part of this conversation, which was removed to fit the context window. It is background for continuing " +
+  "the work, not a new instruction: follow the most recent user messages below."
+
+/**
+ * The user-role message injected in place of a summarized prefix. It says plainly that it is a summary of earlier
+ * conversation and not new instructions. It is assignable to the SDK's `MessageParam`.
+ * @category constructors
+ */
+export const summaryMessage = (summaryText: string): BuiltMessage => ({
+  role: "user",
+  content: [{ type: "text", text: `${SUMMARY_HEADER}\n${SUMMARY_PREAMBLE}\n\n${summaryText}` }]
+})
+
+/**
+ * The summary text of a message built by `summaryMessage` (appendix included), or `undefined` for any other message.
+ * @category guards
+ */
+export const summaryText = (message: Message): string | undefined => {
+  if (message.role !== "user") return undefined
+  const first = typeof message.content === "string" ? message.content : message.content[0]
+  const text = typeof first === "string" ? first : first !== undefined && isText(first) ? first.text : undefined
+  if (text === undefined || !text.startsWith(`${SUMMARY_HEADER}\n`)) return undefined
+  const body = text.slice(SUMMARY_HEADER.length + 1)
+  return body.startsWith(`${SUMMARY_PREAMBLE}\n\n`) ? body.slice(SUMMARY_PREAMBLE.length + 2) : body
+}
+
+/**
+ * The first line of the files message: the user message that follows a server compaction block (`filesMessage`).
+ * @category constants
+ */
+export const FILES_HEADER = "[Files of the earlier conversation]"
+
+/**
+ * The user-role message that follows a server compaction block opening a view: the block's summary is the server's
+ * and is sent back verbatim, so the deterministic file lists (`renderAppendix`) travel in this message instead, and a
+ * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`.
+ * @category constructors
+ */
+export const filesMessage = (files: FilesTouched): BuiltMessage => ({
+  role: "user",
+  content: [{ type: "text", text: `${FILES_HEADER}\n${renderAppendix(files)}` }]
+})
+
+/**
+ * The file lists of a message built by `filesMessage`, or `undefined` for any other message.
+ * @category guards
+ */
+export const filesOfMessage = (message: Message): FilesTouched | undefined => {
+  if (message.role !== "user" || typeof message.content === "string" || message.content.length !== 1) return undefined
+  const first = message.content[0]!
+  if (!isText(first) || !first.text.startsWith(`${FILES_HEADER}\n`)) return undefined
+  return splitAppendix(first.text.slice(FILES_HEADER.length + 1)).files
+}
+
+// ============================================================================
+// Deterministic appendix
+// ============================================================================
+
+const APPENDIX_OPEN = '<compaction-files version="1">'
+const APPENDIX_CLOSE = "</compaction-files>"
+const APPENDIX_INTRO = "Files touched so far (computed from the conversation by code, not written by the model):"
+
+/**
+ * The most paths of each list an appendix keeps (the newest); the rest are counted. @category constants
+ */
+export const APPENDIX_MAX_FILES = 300
+
+/**
+ * An empty `FilesTouched`. @category constructors
+ */
+export const noFiles: FilesTouched = { read: [], modified: [] }
+
+/**
+ * Merges an earlier summary's lists with the head's: order of first appearance, no duplicates, and a path modified in
+ * either is listed under `modified` only. `mergeFiles(noFiles, x)` lists the same paths as `x`.
+ * @category appendix
+ */
+export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
+  const modified = new Set([...earlier.modified, ...later.modified])
+  const read = new Set([...earlier.read, ...later.read].filter((path) => !modified.has(path)))
+  return { read: [...read], modified: [...modified] }
+}
+
+/**
+ * The deterministic appendix that ends a summary message: an intro line and a `<compaction-files version="1">` block
+ * with one line per path, `read "<json string>"` or `modified "<json string>"`. Paths are JSON strings, so any path
+ * (newlines, quotes, tags) fits on one line and `parseAppendix` gets it back exactly. At most `maxFiles` paths per
+ * list are kept (the newest); the count of the others is written as `read-omitted N` / `modified-omitted N`.
+ * @category appendix
+ */
+export const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
+  const lines = [APPENDIX_INTRO, APPENDIX_OPEN]
+  for (const kind of ["read", "modified"] as const) {
+    const list = files[kind]
+    const kept = list.slice(Math.max(0, list.length - Math.max(0, maxFiles)))
+    if (kept.length < list.length) lines.push(`${kind}-omitted ${list.length - kept.length}`)
+    for (const path of kept) lines.push(`${kind} ${JSON.stringify(path)}`)
+  }
+  lines.push(APPENDIX_CLOSE)
+  return lines.join("\n")
+}
+
+const ENTRY = /^(read|modified) ("(?:[^"\\]|\\.)*")$/
+const OMITTED = /^(read|modified)-omitted \d+$/
+
+/**
+ * Splits a summary text into its body and the lists of its appendix. Only an appendix at the very end counts (after
+ * it, only whitespace), so a block the model imitated inside its own text is never read as the real one; when the end
+ * is not a well-formed appendix, `files` is `undefined` and `body` is the whole text.
+ * @category appendix
+ */
+export const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
+  const trimmed = text.trimEnd()
+  if (!trimmed.endsWith(APPENDIX_CLOSE)) return { body: text, files: undefined }
+  const open = trimmed.lastIndexOf(`\n${APPENDIX_OPEN}\n`)
+  const start = open === -1 ? (trimmed.startsWith(`${APPENDIX_OPEN}\n`) ? 0 : -1) : open + 1
+  if (start === -1) return { body: text, files: undefined }
+  const inner = trimmed.slice(start + APPENDIX_OPEN.length + 1, trimmed.length - APPENDIX_CLOSE.length)
+  const read: Array<string> = []
+  const modified: Array<string> = []
+  for (const line of inner.split("\n")) {
+    if (line.length === 0 || OMITTED.test(line)) continue
+    const match = ENTRY.exec(line)
+    if (match === null) return { body: text, files: undefined }
+    let path: unknown
+    try {
+      path = JSON.parse(match[2]!)
+    } catch {
+      return { body: text, files: undefined }
+    }
+    if (typeof path !== "string") return { body: text, files: undefined }
+    ;(match[1] === "read" ? read : modified).push(path)
+  }
+  let body = trimmed.slice(0, start)
+  if (body.endsWith(`${APPENDIX_INTRO}\n`)) body = body.slice(0, body.length - APPENDIX_INTRO.length - 1)
+  return { body: body.trimEnd(), files: { read, modified } }
+}
+
+/**
+ * The file lists of the appendix that ends `summaryText`, or `undefined` when it has none. @category appendix
+ */
+export const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
+
+/**
+ * `summaryText` without its trailing appendix (unchanged when it has none). @category appendix
+ */
+export const stripAppendix = (summaryText: string): string => splitAppendix(summaryText).body
+
+// ============================================================================
+// The manifest: what a summary keeps by rule
+// ============================================================================
+
+/**
+ * The kinds of manifest entry, in the order a manifest lists them: the user's instructions, the assistant's latest
+ * status board, errors, the latest plan, commands (with the values their latest successful run printed),
+ * identifiers, and the latest known content of recently modified files.
+ * @category constants
+ */
+export const MANIFEST_KINDS = [
+  "instruction",
+  "status",
+  "error",
+  "plan",
+  "command",
+  "identifier",
+  "file"
+] as const
+
+/** A kind of manifest entry. @category models */
+export type ManifestKind = typeof MANIFEST_KINDS[number]
+
+/**
+ * One entry of a manifest. `age` counts the compactions since it was last seen in a summarized span (0: the span
+ * just summarized); `text` is exact (an instruction or plan item verbatim, up to its cap; a command's first line; an
+ * error line; an identifier; a file's path).
+ * @category models
+ */
+export type ManifestEntry =
+  | { readonly kind: "instruction" | "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
+  | {
+    readonly kind: "error"
+    readonly text: string
+    readonly age: number
+    /** The command, or the tool and path, whose failed result it was. */
+    readonly source: string
+    /** A later call of the same `source` succeeded. */
+    readonly resolved: boolean
+  }
+  | {
+    readonly kind: "command"
+    readonly text: string
+    readonly age: number
+    readonly runs: number
+    readonly failures: number
+    readonly last: CommandOutcome
+    /** The lines with values (counts, versions, ids) its latest successful run printed, joined by ` | `. */
+    readonly printed?: string
+  }
+  | {
+    readonly kind: "file"
+    readonly text: string
+    readonly age: number
+    /** The file's latest known content, or `undefined` when unknown or over `MANIFEST_FILE_CONTENT_MAX`. */
+    readonly content: string | undefined
+  }
+
+/**
+ * What a summary keeps by rule, computed by code from the summarized messages (`nextManifest`): entries grouped by
+ * kind in `MANIFEST_KINDS` order, newest first within a kind.
+ * @category models
+ */
+export interface Manifest {
+  readonly entries: ReadonlyArray<ManifestEntry>
+}
+
+/**
+ * The longest instruction kept, in code units; a longer one keeps its head and `…`. @category constants
+ */
+export const MANIFEST_INSTRUCTION_MAX = 1_000
+
+/**
+ * The longest plan item kept, in code units. @category constants
+ */
+export const MANIFEST_PLAN_ITEM_MAX = 500
+
+/**
+ * The most recently modified files whose latest content a manifest may carry. @category constants
+ */
+export const MANIFEST_MAX_FILES = 3
+
+/**
+ * The longest file content a manifest carries, in code units; above it, the path only. @category constants
+ */
+export const MANIFEST_FILE_CONTENT_MAX = 4_000
+
+const MANIFEST_OPEN = '<compaction-manifest version="1">'
+const MANIFEST_CLOSE = "</compaction-manifest>"
+const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+  "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
+  "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
+  "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
+  "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
+  "recent messages after this summary come first. A file's latest known content follows its line."
+
+/** The intros of earlier versions, still recognized when a summary is split. */
+const EARLIER_INTROS: ReadonlyArray<string> = [
+  "Kept by rule (computed from the conversation by code, not written by the model). Each line: what it is, how " +
+  "many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON string. " +
+  "Instructions are the user's own words, newest first; a file's latest known content follows its line."
+]
+
+/** The summary, files and leading messages the library writes in the user's role. */
+const isLibraryMessage = (message: Message): boolean =>
+  summaryText(message) !== undefined || filesOfMessage(message) !== undefined ||
+  normalize(textOf(message)) === LEADING_USER_TEXT
+
+/** The source of a tool call for resolving its errors: its command's first line, or its name and path. */
+const sourceOf = (toolUse: ToolUseBlock, classifier: ToolClassifier): string => {
+  const command = commandOf(toolUse)
+  if (command !== undefined) return clipped(firstLine(command), ANCHOR_LIMITS.command)
+  const action = classifier(toolUse)
+  return action._tag === "Other" ? toolUse.name : `${toolUse.name} ${normalize(action.path)}`
+}
+
+/** The first string field of `input` among `names`. */
+const stringField = (input: unknown, names: ReadonlyArray<string>): string | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const fields = input as Record<string, unknown>
+  for (const name of names) if (typeof fields[name] === "string") return fields[name]
+  return undefined
+}
+
+/**
+ * A file's content after a write call, from its content before (`undefined`: unknown): a full write gives it, an
+ * edit that replaces a string found exactly once applies to a known content; anything else makes it unknown.
+ */
+const contentAfter = (toolUse: ToolUseBlock, before: string | undefined): string | undefined => {
+  const full = stringField(toolUse.input, ["content", "file_text"])
+  if (full !== undefined) return full
+  const oldText = stringField(toolUse.input, ["oldText", "old_string", "old_str"])
+  const newText = stringField(toolUse.input, ["newText", "new_string", "new_str"])
+  if (before === undefined || oldText === undefined || newText === undefined || oldText.length === 0) return undefined
+  const at = before.indexOf(oldText)
+  if (at === -1 || before.indexOf(oldText, at + 1) !== -1) return undefined
+  return before.slice(0, at) + newText + before.slice(at + oldText.length)
+}
+
+/** `text` up to `max` code units: itself, or its head and `…` (whose folded form still starts like the text's). */
+const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max)
+
+/**
+ * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
+ * message of the user when no earlier summary exists) 8,000, any other 3,000. A longer message keeps its head and
+ * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
+ * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
+ */
+const INSTRUCTION_CAP = { first: 8_000, other: 3_000 } as const
+
+/** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
+const INSTRUCTION_TAIL_SHARE = 0.4
+
+/** The line that stands for the middle of a long user message the manifest left out. */
+const omittedMiddle = (chars: number): string => `[… ${chars} characters of the user's message left out here …]`
+
+/** `text` (trimmed) within `max` code units: itself, or its head, an omission line and its tail. */
+const headAndTail = (text: string, max: number): string => {
+  const whole = text.trim()
+  if (whole.length <= max) return whole
+  const tailChars = Math.floor(max * INSTRUCTION_TAIL_SHARE)
+  const head = headOf(whole, max - tailChars).trimEnd()
+  const tail = tailOf(whole, tailChars).trimStart()
+  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length)}\n${tail}`
+}
+
+/**
+ * The instruction a user message gives, within `cap`: its text blocks joined by newlines, whole when that fits; else
+ * each short block (at most a quarter of the cap) whole and the long ones sharing the rest, each as head and tail.
+ */
+const instructionText = (message: Message, cap: number): string => {
+  const blocks = typeof message.content === "string"
+    ? [message.content]
+    : message.content.flatMap((b) => isText(b) ? [b.text] : [])
+  const parts = blocks.map((b) => b.trim()).filter((b) => b.length > 0)
+  const whole = parts.join("\n")
+  if (whole.length <= cap) return whole
+  const short = (part: string) => part.length <= cap / 4
+  const shortChars = parts.reduce((n, part) => short(part) ? n + part.length + 1 : n, 0)
+  const long = parts.filter((part) => !short(part)).length
+  const each = Math.max(Math.floor(cap / 4), Math.floor((cap - shortChars) / Math.max(1, long)))
+  return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
+}
+
+/** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
+const entryKey = (entry: ManifestEntry): string => `${entry.kind}\u0000${normalize(entry.text)}`
+
+/** The longest status board kept, in code units; a longer one keeps its head and its tail. */
+const STATUS_MAX = 3_000
+
+/** A line of a status board: a checklist item, `name: state`, or a `Next action:` / `Status:` heading line. */
+const STATUS_LINE = new RegExp(
+  [
+    "^\\s*[-*] \\[[ xX]\\] \\S",
+    "^\\s*(?:[-*]|\\d+[.)])?\\s*\\**[\\w./#@-]+(?: [\\w./#@-]+){0,5}\\**\\s*(?::|—|–| - )\\s*\\**(?:done|complete|completed|" +
+    "in[- ]progress|pending|todo|to do|blocked|started|not started|wip|failing|passing)\\b",
+    "^\\s*(?:[-*]\\s*)?\\**(?:next(?: actions?| steps?)?|status|remaining|blocked on|done so far|current task)\\**\\s*:",
+    "^\\s*(?:[-*]\\s*)?(?:✅|⏳|❌|🔄|☐|☑|✔)"
+  ].join("|"),
+  "i"
+)
+
+/**
+ * The assistant's status board, todo list or plan in a text block: the block (trimmed), when at least two of its lines
+ * are status lines (`STATUS_LINE`); `undefined` otherwise.
+ */
+const statusBoard = (text: string): string | undefined => {
+  let found = 0
+  for (const line of text.split("\n")) if (STATUS_LINE.test(line) && ++found >= 2) return text.trim()
+  return undefined
+}
+
+/** A line that prints a count of something (tests, files, errors, rows, changes). */
+const COUNT_LINE =
+  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
+
+/** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
+const OUTCOME_LINES = 2
+const OUTCOME_LINE_MAX = 160
+
+/**
+ * What a successful command printed worth keeping: its last `OUTCOME_LINES` lines (at most 400 characters long, so no
+ * code or dump) that hold a count (`COUNT_LINE`) or an identifier (a version, hash, id, URL, quantity), each folded and
+ * cut to `OUTCOME_LINE_MAX`, joined by ` | `; empty when it printed none.
+ */
+const outcomeValues = (text: string): string =>
+  text.split("\n")
+    .filter((line) => line.length <= 400 && (COUNT_LINE.test(line) || identifiersOf(line).length > 0))
+    .slice(-OUTCOME_LINES)
+    .map((line) => clipped(line, OUTCOME_LINE_MAX))
+    .filter((line) => line.length > 0)
+    .join(" | ")
+
+/**
+ * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
+ * optional) and the messages `span` after it: the earlier entries one compaction older, merged with the span's.
+ *
+ * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
+ *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
+ * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
+ *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
+ *   head and tail); it replaces the earlier one.
+ * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
+ *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
+ * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
+ *   replaces the earlier plan.
+ * - **command**: each command's first line, deduplicated: runs and failures add up across spans, and what its latest
+ *   successful run printed worth keeping (its last two lines, not code, holding a count or an identifier:
+ *   "Tests: 42 passed", a version, a hash; folded, 160 code units each) is kept with it; the last outcome
+ *   is the latest.
+ * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
+ *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
+ * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
+ *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
+ *
+ * A repeated entry keeps one copy, the newest. Pure and deterministic.
+ * @category manifest
+ */
+export const nextManifest = (
+  earlier: { readonly body?: string | undefined; readonly manifest?: Manifest | undefined },
+  span: ReadonlyArray<Message>,
+  classifier: ToolClassifier = defaultToolClassifier
+): Manifest => {
+  const anchors = spanAnchors(span, isLibraryMessage, classifier)
+  const fresh: Array<ManifestEntry> = []
+  const newestFirst = (a: Anchor, b: Anchor) => b.messageIndex - a.messageIndex
+  // instructions: verbatim, newest first
+  const instructions: Array<{ readonly text: string; readonly index: number }> = []
+  // the first task statement: the user's first message, when no earlier summary holds it
+  let first = earlier.manifest === undefined && earlier.body === undefined
+  span.forEach((message, index) => {
+    if (message.role !== "user" || !isHumanMessage(message) || isLibraryMessage(message)) return
+    const text = instructionText(message, first ? INSTRUCTION_CAP.first : INSTRUCTION_CAP.other)
+    if (text.length === 0) return
+    first = false
+    instructions.push({ text, index })
+  })
+  for (const { text } of instructions.reverse()) fresh.push({ kind: "instruction", text, age: 0 })
+  // the assistant's latest status board, verbatim
+  let status: string | undefined
+  for (const message of span) {
+    if (message.role !== "assistant" || typeof message.content === "string") continue
+    for (const block of message.content) if (isText(block)) status = statusBoard(block.text) ?? status
+  }
+  if (status !== undefined) fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX), age: 0 })
+  // tool calls and their results, in order
+  const calls = new Map<string, ToolUseBlock>()
+  const succeeded: Array<{ readonly source: string; readonly index: number }> = []
+  const printed = new Map<string, string>()
+  const failed: Array<{ readonly text: string; readonly source: string; readonly index: number }> = []
+  const known = new Map<string, string | undefined>()
+  for (const entry of earlier.manifest?.entries ?? []) {
+    if (entry.kind === "file") known.set(entry.text, entry.content)
+  }
+  const modified: Array<string> = []
+  span.forEach((message, index) => {
+    // a system message may have no content (API-RULES 26)
+    if (!Array.isArray(message.content)) return
+    for (const block of message.content) {
+      if (isToolUse(block)) {
+        calls.set(block.id, block)
+        const action = classifier(block)
+        if (action._tag === "Write") {
+          known.set(action.path, contentAfter(block, known.get(action.path)))
+          modified.push(action.path)
+        }
+      } else if (isToolResult(block)) {
+        const call = calls.get(block.tool_use_id)
+        const source = call === undefined ? "" : sourceOf(call, classifier)
+        if (block.is_error === true) {
+          const text = resultText(block.content)
+          if (normalize(text) === MISSING_RESULT_TEXT) continue
+          failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index })
+        } else {
+          succeeded.push({ source, index })
+          const values = call === undefined || commandOf(call) === undefined
+            ? ""
+            : outcomeValues(resultText(block.content))
+          if (values.length > 0) {
+            printed.delete(source)
+            printed.set(source, values)
+          }
+          const action = call === undefined ? undefined : classifier(call)
+          if (action?._tag === "Read" && action.range === undefined) known.set(action.path, resultText(block.content))
+        }
+      }
+    }
+  })
+  const resolvedAfter = (source: string, index: number): boolean =>
+    source.length > 0 && succeeded.some((s) => s.source === source && s.index > index)
+  const errors = new Map<string, ManifestEntry>()
+  for (const error of failed.reverse()) {
+    if (error.text.length === 0) continue
+    const earlierOne = errors.get(error.text)
+    const resolved = resolvedAfter(error.source, error.index)
+    if (earlierOne === undefined) {
+      errors.set(error.text, { kind: "error", text: error.text, source: error.source, resolved, age: 0 })
+    } else if (earlierOne.kind === "error" && earlierOne.resolved && !resolved) {
+      errors.set(error.text, { ...earlierOne, resolved: false })
+    }
+  }
+  fresh.push(...errors.values())
+  const plan = anchors.filter((a) => a.category === "plan")
+  if (plan.length > 0) {
+    const items = rawPlanItems(span, plan[0]!.messageIndex)
+    for (const text of items) fresh.push({ kind: "plan", text: verbatim(text, MANIFEST_PLAN_ITEM_MAX), age: 0 })
+  }
+  for (const a of anchors.filter((a) => a.category === "command").sort(newestFirst)) {
+    if (a.category !== "command") continue
+    const values = printed.get(a.text)
+    fresh.push({
+      kind: "command",
+      text: a.text,
+      runs: a.runs,
+      failures: a.failures,
+      last: a.outcome,
+      age: 0,
+      ...(values === undefined ? {} : { printed: values })
+    })
+  }
+  for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
+    fresh.push({ kind: "identifier", text: a.text, age: 0 })
+  }
+  const recent = [...new Set([...modified].reverse())].slice(0, MANIFEST_MAX_FILES)
+  for (const path of recent) {
+    const content = known.get(path)
+    fresh.push({
+      kind: "file",
+      text: path,
+      content: content !== undefined && content.length <= MANIFEST_FILE_CONTENT_MAX ? content : undefined,
+      age: 0
+    })
+  }
+  // the earlier entries, one compaction older; the model text's identifiers join them
+  const okSources = new Set(succeeded.map((s) => s.source))
+  const older: Array<ManifestEntry> = (earlier.manifest?.entries ?? []).map((entry) =>
+    entry.kind === "error" && !entry.resolved && okSources.has(entry.source)
+      ? { ...entry, resolved: true, age: entry.age + 1 }
+      : { ...entry, age: entry.age + 1 }
+  )
+  if (earlier.body !== undefined) {
+    for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
+  }
+  return { entries: mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent) }
+}
+
+/** The raw items of the plan found in `span[messageIndex]` (the latest one), in order. */
+const rawPlanItems = (span: ReadonlyArray<Message>, messageIndex: number): ReadonlyArray<string> => {
+  const message = span[messageIndex]
+  if (message === undefined || typeof message.content === "string") return []
+  let items: ReadonlyArray<string> = []
+  for (const block of message.content) {
+    if (block.type === "text") items = checklistItems((block as { readonly text: string }).text) ?? items
+    else if (isToolUse(block)) items = todoItems(block) ?? items
+  }
+  return items
+}
+
+/**
+ * `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan or status board gives way to a new
+ * one.
+ */
+const mergeEntries = (
+  fresh: ReadonlyArray<ManifestEntry>,
+  older: ReadonlyArray<ManifestEntry>,
+  newPlan: boolean,
+  newStatus: boolean,
+  recentFiles: ReadonlyArray<string>
+): ReadonlyArray<ManifestEntry> => {
+  const merged = new Map<string, ManifestEntry>()
+  for (const entry of fresh) merged.set(entryKey(entry), entry)
+  let files = recentFiles.length
+  for (const entry of older) {
+    if ((entry.kind === "plan" && newPlan) || (entry.kind === "status" && newStatus)) continue
+    const key = entryKey(entry)
+    const seen = merged.get(key)
+    if (seen === undefined) {
+      if (entry.kind === "file") {
+        if (files >= MANIFEST_MAX_FILES) continue
+        files++
+      }
+      merged.set(key, entry)
+    } else if (seen.kind === "command" && entry.kind === "command") {
+      const printed = seen.printed ?? entry.printed
+      merged.set(key, {
+        ...seen,
+        runs: seen.runs + entry.runs,
+        failures: seen.failures + entry.failures,
+        ...(printed === undefined ? {} : { printed })
+      })
+    } else if (seen.kind === "error" && entry.kind === "error" && seen.age === 0 && !seen.resolved) {
+      merged.set(key, seen)
+    }
+  }
+  const all = [...merged.values()]
+  return MANIFEST_KINDS.flatMap((kind) => all.filter((e) => e.kind === kind))
+}
+
+// ----------------------------------------------------------------------------
+// Rendering and parsing
+// ----------------------------------------------------------------------------
+
+const OUTCOME_WORDS: { readonly [O in CommandOutcome]: string } = {
+  ok: "passed",
+  failed: "failed",
+  unanswered: "no result"
+}
+
+/** The command line of a manifest: `"npm test" ×7: 5 failed, last passed` (`×1: passed` for one run). */
+const commandSuffix = (entry: Extract<ManifestEntry, { kind: "command" }>): string =>
+  entry.runs === 1
+    ? `×1: ${OUTCOME_WORDS[entry.last]}`
+    : `×${entry.runs}: ${entry.failures} failed, last ${OUTCOME_WORDS[entry.last]}`
+
+/** One entry's text in a manifest block (a file's content follows its line). */
+const renderEntry = (entry: ManifestEntry): string => {
+  // an instruction keeps its lines: its length, then the text itself on the lines that follow
+  if (entry.kind === "instruction" || entry.kind === "status") {
+    return `${entry.kind} ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  }
+  const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
+  switch (entry.kind) {
+    case "command":
+      return `${head} ${commandSuffix(entry)}${
+        entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
+      }`
+    case "error":
+      return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}`
+    case "file":
+      return entry.content === undefined
+        ? `${head} path only`
+        : `${head} ${entry.content.length} chars:\n${entry.content}`
+    default:
+      return head
+  }
+}
+
+/**
+ * A manifest as the block that follows the model's text in a summary: an intro line, then
+ * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; a file's content, its length
+ * given, follows its line) and `</compaction-manifest>`. `parseManifest` reads it back exactly.
+ * @category manifest
+ */
+export const renderManifest = (manifest: Manifest): string =>
+  [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
+
+const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
+const INSTRUCTION_LINE = /^(instruction|status) (\d+) (\d+) chars:$/
+const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
+const COMMAND_SUFFIX = new RegExp(
+  `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
+)
+const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
+const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
+
+const jsonString = (text: string): string | undefined => {
+  try {
+    const value: unknown = JSON.parse(text)
+    return typeof value === "string" ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const outcomeOf = (word: string): CommandOutcome =>
+  word === "passed" ? "ok" : word === "failed" ? "failed" : "unanswered"
+
+/** The entries of a manifest block's inside (`text` from just after the open line), or `undefined` when malformed. */
+const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined => {
+  const entries: Array<ManifestEntry> = []
+  let at = 0
+  while (at < text.length) {
+    const end = text.indexOf("\n", at)
+    const line = text.slice(at, end === -1 ? text.length : end)
+    at = end === -1 ? text.length : end + 1
+    if (line === MANIFEST_CLOSE) return at >= text.length ? entries : undefined
+    const instruction = INSTRUCTION_LINE.exec(line)
+    if (instruction !== null) {
+      const length = Number(instruction[3])
+      if (end === -1 || at + length > text.length || text[at + length] !== "\n") return undefined
+      entries.push({
+        kind: instruction[1] === "status" ? "status" : "instruction",
+        text: text.slice(at, at + length),
+        age: Number(instruction[2])
+      })
+      at += length + 1
+      continue
+    }
+    const match = ENTRY_LINE.exec(line)
+    if (match === null) return undefined
+    const kind = match[1] as ManifestKind
+    const age = Number(match[2])
+    const entryText = jsonString(match[3]!)
+    const suffix = match[4]
+    if (entryText === undefined) return undefined
+    if (kind === "instruction" || kind === "status" || kind === "plan" || kind === "identifier") {
+      if (suffix !== undefined) return undefined
+      entries.push({ kind, text: entryText, age })
+    } else if (kind === "command") {
+      const m = suffix === undefined ? null : COMMAND_SUFFIX.exec(suffix)
+      if (m === null) return undefined
+      const runs = Number(m[1])
+      const last = outcomeOf(m[3]!)
+      const failures = m[2] === undefined ? (last === "failed" ? 1 : 0) : Number(m[2])
+      const printed = m[4] === undefined ? undefined : jsonString(m[4])
+      if (m[4] !== undefined && printed === undefined) return undefined
+      entries.push({ kind, text: entryText, age, runs, failures, last, ...(printed === undefined ? {} : { printed }) })
+    } else if (kind === "error") {
+      const m = suffix === undefined ? null : ERROR_SUFFIX.exec(suffix)
+      const source = m === null ? undefined : jsonString(m[1]!)
+      if (m === null || source === undefined) return undefined
+      entries.push({ kind, text: entryText, age, source, resolved: m[2] === "resolved later" })
+    } else {
+      const m = suffix === undefined ? null : FILE_SUFFIX.exec(suffix)
+      if (m === null) return undefined
+      if (m[1] === undefined) entries.push({ kind, text: entryText, age, content: undefined })
+      else {
+        const length = Number(m[1])
+        if (end === -1 || at + length > text.length || text[at + length] !== "\n") return undefined
+        entries.push({ kind, text: entryText, age, content: text.slice(at, at + length) })
+        at += length + 1
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Splits a text into the part before its manifest block and the manifest. Only a block that ends the text counts
+ * (after it, only white space), so a block the model imitated earlier in its text is never read as the real one;
+ * when the end is not a well-formed block, `manifest` is `undefined` and `body` is the whole text.
+ * @category manifest
+ */
+export const splitManifest = (text: string): { readonly body: string; readonly manifest: Manifest | undefined } => {
+  const trimmed = text.trimEnd()
+  if (!trimmed.endsWith(MANIFEST_CLOSE)) return { body: text, manifest: undefined }
+  const open = `${MANIFEST_OPEN}\n`
+  for (let start = trimmed.indexOf(open); start !== -1; start = trimmed.indexOf(open, start + 1)) {
+    if (start > 0 && trimmed[start - 1] !== "\n") continue
+    const entries = parseEntries(trimmed.slice(start + open.length))
+    if (entries === undefined) continue
+    let body = trimmed.slice(0, start)
+    for (const intro of [MANIFEST_INTRO, ...EARLIER_INTROS]) {
+      if (body.endsWith(`${intro}\n`)) {
+        body = body.slice(0, body.length - intro.length - 1)
+        break
+      }
+    }
+    return { body: body.trimEnd(), manifest: { entries } }
+  }
+  return { body: text, manifest: undefined }
+}
+
+/** A summary text's parts: the model's text, the manifest and the file lists, each `undefined` when absent. @category models */
+export interface SummaryParts {
+  readonly body: string
+  readonly manifest: Manifest | undefined
+  readonly files: FilesTouched | undefined
+}
+
+/**
+ * `summaryText` split into the model's text, its manifest and its files appendix (`splitAppendix`, then
+ * `splitManifest` on what precedes the appendix).
+ * @category manifest
+ */
+export const splitSummary = (summaryText: string): SummaryParts => {
+  const { body, files } = splitAppendix(summaryText)
+  const split = splitManifest(body)
+  return { body: split.body, manifest: split.manifest, files }
+}
+
+// ----------------------------------------------------------------------------
+// The budget
+// ----------------------------------------------------------------------------
+
+/** What decides where an entry stands when the budget is short: its kind, and for an error whether it was resolved. */
+type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error" | "command with values"
+
+/**
+ * The order in which entries are kept when the budget is short, by class: an entry's rank is its class's `rank`
+ * (lower is kept first) plus its age times `ageWeight`, how fast it falls behind. The user's instructions age slowest
+ * (a quarter per compaction), the status board, open errors, plans, identifiers and commands that printed values by
+ * half, other commands, resolved errors and file contents by one, so an instruction seen four compactions ago ranks
+ * with a fresh command.
+ */
+const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
+  instruction: { rank: 0, ageWeight: 0.25 },
+  status: { rank: 0, ageWeight: 0.5 },
+  "open error": { rank: 0, ageWeight: 0.5 },
+  plan: { rank: 1, ageWeight: 0.5 },
+  identifier: { rank: 1, ageWeight: 0.5 },
+  command: { rank: 1, ageWeight: 1 },
+  "command with values": { rank: 1, ageWeight: 0.5 },
+  "resolved error": { rank: 2, ageWeight: 1 },
+  file: { rank: 3, ageWeight: 1 }
+}
+
+/** An entry's rank under `KEEP_ORDER`: lower is kept first. */
+const keepRank = (entry: ManifestEntry): number => {
+  const order = KEEP_ORDER[
+    entry.kind === "error"
+      ? entry.resolved ? "resolved error" : "open error"
+      : entry.kind === "command" && entry.printed !== undefined
+      ? "command with values"
+      : entry.kind
+  ]
+  return order.rank + entry.age * order.ageWeight
+}
+
+const CUT_NOTE = "\n[… the summary was cut here to fit the summary budget]"
+
+const messageTokens = (text: string): number => estimateTokens([summaryMessage(text)])
+
+/**
+ * The budget a summary is built within (`summaryWithManifest`). @category models
+ */
+export interface SummaryBudget {
+  /** The policy's budget for the whole summary message (`CompactionPolicy#summaryBudgetTokens`), in tokens. */
+  readonly budgetTokens: number
+  /**
+   * The most the summary message may take so that it is smaller than the span it replaces (and frees what the pass
+   * must free), in tokens; the manifest never pushes it past this. Absent: no such cap.
+   */
+  readonly spanTokens?: number | undefined
+}
+
+/** True when `entry` is found (folded, or JSON-escaped) in the folded model text. */
+const inText = (entry: ManifestEntry, folded: string): boolean => {
+  const needle = normalize(entry.text)
+  return folded.includes(needle) || folded.includes(JSON.stringify(needle).slice(1, -1))
+}
+
+/**
+ * The share of the summary budget kept for the model's text when the manifest could use it: a quarter. A shorter
+ * text leaves the rest to the manifest; a longer one gets what the manifest leaves, and is cut past that.
+ * @category constants
+ */
+export const SUMMARY_TEXT_SHARE = 0.25
+
+/**
+ * The share of the manifest's room the entries of earlier spans (older than the span just summarized) may fill: 0.85.
+ * The span's own entries may use the whole room; earlier ones give way first, oldest first, so a summary aims below
+ * its budget instead of growing to it and staying there hop after hop.
+ */
+const SUMMARY_OLDER_SHARE = 0.85
+
+/** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
+const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
+
+/**
+ * `body`, then the entries of `candidates` admitted within `limit` tokens (the span's own entries first, file contents
+ * aside; then by rank, the kind's plus the age; one that does not fit is skipped and a smaller one may still enter),
+ * in manifest order, then the appendix.
+ */
+const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix: string, limit: number): string => {
+  const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
+    entries.length === 0 ? `${body}\n\n${appendix}` : `${body}\n\n${renderManifest({ entries })}\n\n${appendix}`
+  const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
+  const order = candidates.map((entry, index) => ({
+    entry,
+    index,
+    rank: keepRank(entry)
+  }))
+    .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
+  // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
+  const overhead = messageTokens("")
+  const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
+  let used = compose([]).length + renderManifest({ entries: [] }).length + 2
+  const admitted = new Set<number>()
+  for (const { entry, index } of order) {
+    const cost = renderEntry(entry).length + 1
+    if (!fits(used + cost, fresh(entry) === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE))) continue
+    used += cost
+    admitted.add(index)
+  }
+  const kept = (): ReadonlyArray<ManifestEntry> => candidates.filter((_, i) => admitted.has(i))
+  // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
+  let result = compose(kept())
+  for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {
+    if (!admitted.delete(order[i]!.index)) continue
+    result = compose(kept())
+  }
+  return result
+}
+
+/**
+ * The tokens of the smallest summary message that keeps what the manifest keeps under `budgetTokens`: the entries
+ * admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), `SUMMARY_TEXT_RESERVE_TOKENS` for
+ * the text, and the files appendix. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head would not free
+ * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
+ * of squeezing it.
+ * @category manifest
+ */
+export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
+  manifestTokens(manifest.entries, renderAppendix(files), budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
+
+/** The tokens of a summary message with an empty text and the entries admitted under the budget less the text's share. */
+const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string, budgetTokens: number): number =>
+  messageTokens(admit("", entries, appendix, budgetTokens - textReserve(budgetTokens)))
+
+/**
+ * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
+ * gets at least this much when the head is short, and up to `SUMMARY_TEXT_SHARE` of the budget when the head allows.
+ * @category constants
+ */
+export const SUMMARY_TEXT_RESERVE_TOKENS = 256
+
+/**
+ * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
+ * (`renderAppendix(files)`, always whole), within `limit = min(budgetTokens, spanTokens)`. The model's text claims up
+ * to `SUMMARY_TEXT_SHARE` of the budget first; the entries are admitted in the rest (the span's own entries first,
+ * then by rank: instructions and unresolved errors, then plan, commands and identifiers, then resolved errors, then
+ * file contents, each one rank lower per compaction of age; one that does not fit is skipped and a smaller one may
+ * still enter); the text then gets what they leave, and a longer text is cut at its end (and marked). Identifiers the
+ * model's text holds are not repeated (unless the text had to be cut). The message exceeds the budget only when the
+ * files appendix alone does.
+ * @category manifest
+ */
+export const summaryWithManifest = (
+  text: string,
+  manifest: Manifest,
+  files: FilesTouched,
+  budget: SummaryBudget
+): string => {
+  const appendix = renderAppendix(files)
+  const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
+  const whole = text.trim()
+  const folded = normalize(whole)
+  const unrepeated = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  // the text claims up to its share of the budget, but not the room the floor promised the manifest (beyond the
+  // floor's own reserve for the text)
+  const promised = manifestTokens(unrepeated, appendix, budget.budgetTokens)
+  const textClaim = Math.max(
+    0,
+    Math.min(
+      Math.ceil(whole.length / CHARS_PER_TOKEN) + 1,
+      textReserve(budget.budgetTokens),
+      Math.max(SUMMARY_TEXT_RESERVE_TOKENS, limit - promised)
+    )
+  )
+  // the manifest's share, measured with an empty text; the text gets what it leaves
+  const withEntries = (entries: ReadonlyArray<ManifestEntry>) => admit("", entries, appendix, limit - textClaim)
+  let manifestPart = withEntries(unrepeated)
+  const cut = (room: number): string =>
+    room < CUT_NOTE.length ? "" : headOf(whole, room - CUT_NOTE.length).trimEnd() + CUT_NOTE
+  // the text gets what the entries leave, up to its claim or its share of the budget, whichever is more: beyond
+  // that, a long text (an extractive one always is) would grow every summary to its budget
+  const textRoom = (part: string): number =>
+    (Math.min(limit - messageTokens(part), Math.max(textClaim, textReserve(budget.budgetTokens)))) *
+      CHARS_PER_TOKEN - 8
+  let room = textRoom(manifestPart)
+  if (whole.length <= room) return `${whole}${manifestPart}`
+  // a cut text may have lost identifiers it held: none is left out then
+  manifestPart = withEntries(manifest.entries)
+  room = textRoom(manifestPart)
+  return `${cut(room)}${manifestPart}`
+}
