@@ -81,7 +81,8 @@ export const keptCeiling = (policy: CompactionPolicy): number =>
  * `compactAtTokens`, and by the overshoot of the step that passes it: a tenth of the trigger is kept for that), the
  * earliest safe cut after it whose tail leaves that room under the ceiling (a
  * `prepareCompaction` with `upTo` that cut: the request a blocking compaction on that cut sends). So the summary is
- * usually applied on its own cut at the trigger, without an update.
+ * usually applied on its own cut at the trigger, without an update. Not when the tail such a cut keeps at the trigger
+ * (about the ceiling less that tenth) would be under `keepRecentTokens`.
  */
 const startPlan = (
   view: ReadonlyArray<Message>,
@@ -92,8 +93,10 @@ const startPlan = (
   const plan = planOf(view)
   if (plan._tag === "Skip") return plan
   // a tenth of the trigger spare: the step that fires the trigger usually passes it by that much or less
-  const room = keptCeiling(policy) - Math.max(0, policy.compactAtTokens - context) -
-    Math.floor(policy.compactAtTokens / 10)
+  const spare = Math.floor(policy.compactAtTokens / 10)
+  // the tail such a cut keeps at the trigger (about the ceiling less the spare) must still hold keepRecentTokens
+  if (keptCeiling(policy) - spare < policy.keepRecentTokens) return plan
+  const room = keptCeiling(policy) - Math.max(0, policy.compactAtTokens - context) - spare
   if (estimateTokens(plan.tail) <= room) return plan
   let at = view.length
   let tail = 0
