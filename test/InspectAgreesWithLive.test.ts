@@ -3,9 +3,9 @@
  * or `inspect` says what rent-or-buy will actually do"). A short agent loop runs through `PromiseConversation` over a
  * JSONL log (the README's loop: the tree listed, the parser and the lexer read, the parser read again, …; and a loop
  * of 24 reads of two files), with thinking off and on (on, the conversation is append-only between compactions:
- * nothing is offloaded until the next compaction). Then `inspect LOG --json` runs on the log, and the live
- * conversation's next `prepare` runs on the same state: the tool results inspect says eviction would offload are the
- * ones that `prepare` offloads, and when the conversation is append-only inspect says so.
+ * nothing is offloaded until the next compaction). Before every step, `inspect LOG --json` runs on the log as it is,
+ * then the live conversation's `prepare` on the same state: the tool results inspect says eviction would offload are
+ * the ones that `prepare` offloads, and when the conversation is append-only inspect says so.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -83,9 +83,13 @@ interface Compared {
 
 /**
  * Runs `loop` to its answer, and one step more (the user's next message), over a JSONL log in a fresh directory;
- * before every step's `prepare`, `inspect LOG --json` on the log as it is then.
+ * before every step's `prepare`, `inspect LOG --json` on the log as it is then; before the last, `inspect LOG` (its text) too.
  */
-const runLoop = async (loop: Loop, thinking: boolean): Promise<ReadonlyArray<Compared>> => {
+const runLoop = async (
+  loop: Loop,
+  thinking: boolean
+): Promise<{ readonly compared: ReadonlyArray<Compared>; readonly text: string }> => {
+  let text = ""
   const directory = mkdtempSync(join(tmpdir(), "inspect-live-"))
   dirs.push(directory)
   const log = join(directory, "loop.jsonl")
@@ -138,11 +142,12 @@ const runLoop = async (loop: Loop, thinking: boolean): Promise<ReadonlyArray<Com
       })
     }
     await conversation.append({ role: "user", content: "Thanks. Anything else?" })
+    text = (await runInProcess(["inspect", log])).stdout
     await step()
   } finally {
     await conversation.close()
   }
-  return compared
+  return { compared, text }
 }
 
 describe("inspect reports what the live loop's eviction does on the same log", () => {
@@ -150,7 +155,7 @@ describe("inspect reports what the live loop's eviction does on the same log", (
     for (const thinking of [false, true]) {
       it.live(`${loop.name}, thinking ${thinking ? "on" : "off"}`, () =>
         Effect.promise(async () => {
-          const compared = await runLoop(loop, thinking)
+          const { compared, text } = await runLoop(loop, thinking)
           for (const [k, c] of compared.entries()) {
             const e = c.inspected
             const at = `before step ${k + 1}: inspect ${JSON.stringify(e)}`
@@ -173,6 +178,7 @@ describe("inspect reports what the live loop's eviction does on the same log", (
             assert.isTrue(
               compared.slice(1).every((c) => c.appendOnly === "thinking" && (c.compacted || c.offloaded.length === 0))
             )
+            assert.include(text, "nothing now: the conversation is append-only between compactions (thinking)")
           }
           if (loop.pays) {
             // the agreement is not on nothing: without thinking the rent is paid and the live loop offloads; with
