@@ -83,7 +83,8 @@ interface Compared {
 
 /**
  * Runs `loop` to its answer, and one step more (the user's next message), over a JSONL log in a fresh directory;
- * before every step's `prepare`, `inspect LOG --json` on the log as it is then; before the last, `inspect LOG` (its text) too.
+ * before every step's `prepare`, `inspect LOG --json` on the log as it is then; before the last, `inspect LOG` (its
+ * text) too.
  */
 const runLoop = async (
   loop: Loop,
