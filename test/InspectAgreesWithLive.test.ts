@@ -77,7 +77,7 @@ interface Compared {
   /** The step compacted (the trigger fired). */
   readonly compacted: boolean
   readonly appendOnly: string | undefined
-  /** What inspect used to report: an eviction of the log's view as it is (the stateless rule, hot paths of the view). */
+  /** What inspect used to report: an eviction of the log's view as it is (stateless, hot paths of the view). */
   readonly stateless: number
 }
 
@@ -171,7 +171,7 @@ describe("inspect reports what the live loop's eviction does on the same log", (
               assert.strictEqual(e[reason], now.filter((o) => o.reason === reason).length, `${at}: ${reason}`)
             }
             assert.strictEqual(e["tokensFreed"], now.reduce((sum, o) => sum + o.tokensFreed, 0), at)
-            // the reason is in the log from the first reply's step metadata on (before it, only the live options hold it)
+            // the reason is in the log from the first reply's step metadata on (before it, only the live options know)
             if (k > 0) assert.strictEqual(e["appendOnly"], c.appendOnly, at)
           }
           if (thinking) {
