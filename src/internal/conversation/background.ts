@@ -16,8 +16,8 @@
  *   kept; when the tail from that cut is over `keptCeiling` (`compactAtTokens − summaryBudgetTokens −
  *   minGrowthTokens`: the compaction still leaves `minGrowthTokens` of room under the trigger), it is updated to the
  *   trigger's cut instead, with only the messages between the two cuts (the summarizer's request with it as
- *   `previousSummary`). A later cut, a changed head, a failed or interrupted fiber, a failed update or a server compaction block gives
- *   `undefined`: the caller falls back to the blocking path;
+ *   `previousSummary`). A later cut, a changed head, a failed or interrupted fiber, a failed update or a server
+ *   compaction block gives `undefined`: the caller falls back to the blocking path;
  * - a resumed conversation recomputes it: the cut of the pending summary goes in each reply's step metadata
  *   (`ReplyMeta.backgroundCut`: a cut, never a summary), and opening the log starts the summary of that cut again
  *   (`resumeCut`), so a resumed conversation applies what the live one would have;
