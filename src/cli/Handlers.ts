@@ -156,7 +156,8 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
         file: read.name,
         keepRecent: keep,
         minSavings: savings,
-        tools: read.tools
+        tools: read.tools,
+        state: read.state
       }).pipe(Effect.mapError(reportFailure))
       yield* writeText(input.html.value, renderHtml(report))
       if (input.html.value === STDIO_PATH) return
@@ -167,7 +168,8 @@ export const inspect = (input: InspectInput): Effect.Effect<void, CliFailure, En
         file: read.name,
         keepRecent: keep,
         minSavings: savings,
-        ...(read.tools === undefined ? {} : { tools: read.tools })
+        ...(read.tools === undefined ? {} : { tools: read.tools }),
+        state: read.state
       }).report
     }
     yield* writeText(undefined, input.json ? prettyJson(inspected) : formatInspect(inspected, { color: useColor() }))

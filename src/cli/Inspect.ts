@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { type ConversationState, prepareStep } from "../ConversationState.ts"
 import { summaryText } from "../Summary.ts"
 import { planForPolicy } from "../Cut.ts"
 import { DEFAULT_KEEP_RECENT, evictStaleToolResults } from "../Evict.ts"
@@ -17,7 +18,7 @@ import type { Session } from "../Import.ts"
 import type { ContentBlock, Message } from "../Message.ts"
 import { systemAndToolsTokens } from "../internal/estimate.ts"
 import { contextTokens, defaultPolicy } from "../Policy.ts"
-import { estimateContentTokens, estimateMessageTokens } from "../Tokens.ts"
+import { estimateContentTokens, estimateMessageTokens, estimateTokens } from "../Tokens.ts"
 import { turnStarts } from "../Turns.ts"
 import { validate, type Violation } from "../Validate.ts"
 import {
@@ -124,7 +125,25 @@ export const InspectReport = Schema.Struct({
     tokensFreed: Count,
     superseded: Count,
     modified: Count,
-    stale: Count
+    stale: Count,
+    /**
+     * A session log's conversation is append-only between compactions (`ConversationState.appendOnly`: thinking,
+     * threads, or asked for): the live loop offloads nothing now, and the offloads wait for the next compaction. The
+     * reason; absent when it is not (or the file is not a session log).
+     */
+    appendOnly: Schema.optionalKey(Schema.String),
+    /**
+     * The figures are what the live loop's next `prepare` would offload on this log (`"next-prepare"`: a session log,
+     * its state resumed, `ConversationState.prepareStep`), or an eviction of the messages as they are
+     * (`"messages"`: any other file). Both count every recorded reply as a request that read the cache.
+     */
+    rule: Schema.optionalKey(Schema.Literals(["next-prepare", "messages"])),
+    /**
+     * With `"next-prepare"`: the default policy's trigger fires at that `prepare` (by the log's last reported usage).
+     * The figures are the offloads before its compaction; an append-only conversation's compaction then applies those
+     * its kept tail is due.
+     */
+    triggerFires: Schema.optionalKey(Schema.Boolean)
   }),
   /** Reads a later read of the same file covers, grouped by path, largest first. */
   supersededReads: Schema.Array(Schema.Struct({ path: Schema.String, reads: Count, tokens: Count })),
@@ -285,6 +304,12 @@ export interface AnalyzeOptions {
   readonly minSavings?: number | undefined
   /** The `tools` of the request document, when it had them. */
   readonly tools?: ReadonlyArray<unknown>
+  /**
+   * The conversation state a session log holds (`resumeState` of the log, whose view is `session.messages`). With it
+   * the eviction figures are the live loop's: what `ConversationState.prepareStep` (the step `Conversation#prepare`
+   * runs, with `keepRecent` and `minSavings`) would offload next, nothing while the conversation is append-only.
+   */
+  readonly state?: ConversationState | undefined
 }
 
 /** The estimated tokens of tool definitions (0 when there are none). @category analysis */
@@ -312,6 +337,29 @@ const staleUsage = (session: Session, index: number): string | undefined => {
     }
   }
   return undefined
+}
+
+/**
+ * What the live loop's next `prepare` would offload on a session log's `state`: `ConversationState.prepareStep` (its
+ * calls left open answered first, as `prepare` does, then the offload of the rent-or-buy rule or `minSavings`, with
+ * the hot paths, thinking and thread the state carries), nothing while the conversation is append-only. The cache is
+ * taken as warm, as every recorded reply counts as a request that read it.
+ */
+const nextPrepareEviction = (
+  state: ConversationState,
+  keepRecent: number,
+  minSavings: number | undefined
+): { readonly offloaded: ReadonlyArray<Offloaded>; readonly tokensFreed: number; readonly triggerFires: boolean } => {
+  const { transition, compact } = prepareStep(state, { keepRecent, minSavings })
+  const steps = transition.steps
+  const at = steps.findIndex((step) => step.change._tag === "Offloaded")
+  const step = steps[at]
+  if (step === undefined || step.change._tag !== "Offloaded") {
+    return { offloaded: [], tokensFreed: 0, triggerFires: compact }
+  }
+  const before = at === 0 ? state : steps[at - 1]!.state
+  const tokens = (s: ConversationState) => estimateTokens(s.view as unknown as ReadonlyArray<Message>)
+  return { offloaded: step.change.offloaded, tokensFreed: tokens(before) - tokens(step.state), triggerFires: compact }
 }
 
 /**
@@ -345,7 +393,8 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
   const summarizedTokens = tokens.slice(0, plan.cut).reduce((a, b) => a + b, 0)
 
   const hot = HotPaths.fromMessages(messages)
-  const evicted = evictStaleToolResults(messages, keepRecent, { minSavings, pinned: hot.pinned })
+  const live = options.state === undefined ? undefined : nextPrepareEviction(options.state, keepRecent, minSavings)
+  const evicted = live ?? evictStaleToolResults(messages, keepRecent, { minSavings, pinned: hot.pinned })
   const byReason = { superseded: 0, modified: 0, stale: 0 }
   const offloadedByMessage = new Map<number, number>()
   const superseded = new Map<string, { reads: number; tokens: number }>()
@@ -405,7 +454,11 @@ export const analyze = (session: Session, options: AnalyzeOptions): Analysis => 
       minSavings: minSavings ?? null,
       offloaded: evicted.offloaded.length,
       tokensFreed: evicted.tokensFreed,
-      ...byReason
+      ...byReason,
+      ...(options.state?.appendOnly === undefined ? {} : { appendOnly: options.state.appendOnly }),
+      ...(live === undefined
+        ? { rule: "messages" as const }
+        : { rule: "next-prepare" as const, triggerFires: live.triggerFires })
     },
     supersededReads: [...superseded].map(([path, s]) => ({ path, ...s }))
       .sort((a, b) => b.tokens - a.tokens || (a.path < b.path ? -1 : 1)),
@@ -609,7 +662,12 @@ export const formatInspect = (report: InspectReport, options: FormatOptions): st
         e.minSavings === null ? "rent-or-buy" : `min savings ${fmt(e.minSavings)}`
       })`
   )
-  if (e.offloaded === 0) lines.push("  nothing to offload")
+  if (e.appendOnly !== undefined) {
+    lines.push(
+      `  nothing now: the conversation is append-only between compactions (${e.appendOnly}); offloads wait for the ` +
+        (e.triggerFires === true ? "compaction the trigger fires at the next prepare" : "next compaction")
+    )
+  } else if (e.offloaded === 0) lines.push("  nothing to offload")
   else {
     lines.push(
       `  would offload ${fmt(e.offloaded)} tool results, freeing ${fmt(e.tokensFreed)} tokens` +

@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import type { ConversationState } from "../ConversationState.ts"
 import * as Effect from "effect/Effect"
 import type { Session } from "../Import.ts"
 import type { Message } from "../Message.ts"
@@ -227,6 +228,8 @@ export interface ReportOptions {
   readonly largest?: number | undefined
   /** The chosen policy sends on server-held threads (`SimulateOptions.threads`), as `replay --threads`. */
   readonly threads?: boolean | undefined
+  /** A session log's conversation state (`AnalyzeOptions.state`): the inspect figures are the live loop's then. */
+  readonly state?: ConversationState | undefined
   /** With `threads`: a rewrite priced by the cache alone (`LibraryOptions.threadRestart: false`). */
   readonly threadRestart?: false | undefined
 }
@@ -371,7 +374,8 @@ export const buildReport = (
       file: options.file,
       keepRecent: options.keepRecent,
       minSavings: options.minSavings,
-      ...(options.tools === undefined ? {} : { tools: options.tools })
+      ...(options.tools === undefined ? {} : { tools: options.tools }),
+      state: options.state
     })
     const simOptions = simulateOptionsFor(session, options.tools)
     const simulation = simulate(session, simOptions)

@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type { ConversationState } from "../ConversationState.ts"
 import * as Cause from "effect/Cause"
 import type * as Config from "effect/Config"
 import * as Console from "effect/Console"
@@ -217,6 +218,11 @@ export interface SessionInput {
   readonly name: string
   readonly session: Session
   readonly tools?: ReadonlyArray<unknown>
+  /**
+   * A session log read as its view: the conversation state it holds (`resumeState`), what the live loop decides from
+   * (`inspect` reports its next `prepare`'s eviction with it).
+   */
+  readonly state?: ConversationState | undefined
 }
 
 /** Options of `readSession`. @category io */

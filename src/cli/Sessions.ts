@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import { resumeState } from "../internal/conversation/resume.ts"
 import * as Effect from "effect/Effect"
 import * as FileSystem from "effect/FileSystem"
 import type * as Layer from "effect/Layer"
@@ -179,7 +180,8 @@ export const readLogInput = (
     }
     return {
       name: source._tag === "Jsonl" ? source.file : `${source.sessionId} (sql)`,
-      session: { ...session.success, format: "session-log" }
+      session: { ...session.success, format: "session-log" },
+      ...(reading === "view" ? { state: resumeState(loaded) } : {})
     }
   })
 

@@ -7,15 +7,17 @@
  * - it only ever computes a summary: the view, the state and the log are never touched until `Conversation` applies
  *   the summary through the blocking path's own `finishCompaction` and `applyCompaction` (the log records it then);
  * - it is started once per epoch, at the first `prepare` (that did not compact) after the context passed the
- *   pre-trigger, on the plan's cut then; a `refresh` starts it again, on the plan's cut of the moment, only when a
+ *   pre-trigger, on the plan's cut then, or a later one whose tail will still fit `keptCeiling` at the trigger
+ *   (`startPlan`); a `refresh` starts it again, on the plan's cut of the moment, only when a
  *   message of its head changed (an offload rewrote it) or it failed, so the pending summary is always of the head
  *   of the current view: the very request the blocking path would send for that cut;
  * - at the trigger (`take`), it is applied on its own cut (`prepareCompaction` with `upTo` that cut: the same
  *   request, so the same summary, view and retention as a blocking compaction on that cut), the messages after it
- *   kept; when the tail from that cut is over the policy's `maxTailTokens`, it is updated to the trigger's cut
- *   instead, with only the messages between the two cuts (the summarizer's request with it as `previousSummary`).
- *   A later cut, a changed head, a failed or interrupted fiber, a failed update or a server compaction block gives
- *   `undefined`: the caller falls back to the blocking path;
+ *   kept; when the tail from that cut is over `keptCeiling` (`compactAtTokens − summaryBudgetTokens −
+ *   minGrowthTokens`: the compaction still leaves `minGrowthTokens` of room under the trigger), it is updated to the
+ *   trigger's cut instead, with only the messages between the two cuts (the summarizer's request with it as
+ *   `previousSummary`). A later cut, a changed head, a failed or interrupted fiber, a failed update or a server
+ *   compaction block gives `undefined`: the caller falls back to the blocking path;
  * - a resumed conversation recomputes it: the cut of the pending summary goes in each reply's step metadata
  *   (`ReplyMeta.backgroundCut`: a cut, never a summary), and opening the log starts the summary of that cut again
  *   (`resumeCut`), so a resumed conversation applies what the live one would have;
@@ -27,11 +29,13 @@ import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import { type CompactionPlan, prepareCompaction } from "../../Compact.ts"
 import type { Message } from "../../Message.ts"
+import { safeCut } from "../../Cut.ts"
 import { type CompactionPolicy, contextTokens } from "../../Policy.ts"
 import type { Entry, Loaded } from "../../SessionEntry.ts"
 import type { SummarizeError } from "../../SummarizeError.ts"
 import { type SummarizeRequest, summarizeRequest, type SummarizerShape, type Summary } from "../../Summarizer.ts"
 import { splitSummary } from "../../Summary.ts"
+import { estimateMessageTokens, estimateTokens } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { blocksOf, isCompactionWithContent } from "../blocks.ts"
 import { summaryWithManifest } from "../summary.ts"
@@ -63,6 +67,53 @@ interface Pending {
 export const backgroundDue = (state: BackgroundState, policy: CompactionPolicy): boolean =>
   policy.backgroundAt !== undefined && state.usage !== undefined && state.usage.requestEpoch === state.epoch &&
   contextTokens(state.usage.usage) > Math.floor(policy.backgroundAt * policy.compactAtTokens)
+
+/**
+ * The largest tail the trigger's step keeps on the background's cut: `compactAtTokens − summaryBudgetTokens −
+ * minGrowthTokens`, what a tail may hold for the context after the compaction (that tail and a summary within its
+ * budget) to leave `minGrowthTokens` of room under the trigger, as the policy's own cut does (`make` holds
+ * `maxTailTokens` under it). Over it, the summary is updated to the trigger's cut.
+ */
+export const keptCeiling = (policy: CompactionPolicy): number =>
+  policy.compactAtTokens - policy.summaryBudgetTokens - policy.minGrowthTokens
+
+/**
+ * The cut the background summarizes at the pre-trigger: the policy's plan of the view, or, when the tail it keeps
+ * would outgrow `keptCeiling` by the trigger (it grows by what the context still has to grow to reach
+ * `compactAtTokens`, and by the overshoot of the step that passes it: a tenth of the trigger is kept for that), the
+ * earliest safe cut after it whose tail leaves that room under the ceiling (a
+ * `prepareCompaction` with `upTo` that cut: the request a blocking compaction on that cut sends). So the summary is
+ * usually applied on its own cut at the trigger, without an update. Not when the tail such a cut keeps at the trigger
+ * (about the ceiling less that tenth) would be under `keepRecentTokens`.
+ */
+const startPlan = (
+  view: ReadonlyArray<Message>,
+  context: number,
+  policy: CompactionPolicy,
+  planOf: (view: ReadonlyArray<Message>, upTo?: number) => CompactionPlan<Message> | { readonly _tag: "Skip" }
+) => {
+  const plan = planOf(view)
+  if (plan._tag === "Skip") return plan
+  // a tenth of the trigger spare: the step that fires the trigger usually passes it by that much or less
+  const spare = Math.floor(policy.compactAtTokens / 10)
+  // the tail such a cut keeps at the trigger (about the ceiling less the spare) must still hold keepRecentTokens
+  if (keptCeiling(policy) - spare < policy.keepRecentTokens) return plan
+  const room = keptCeiling(policy) - Math.max(0, policy.compactAtTokens - context) - spare
+  if (estimateTokens(plan.tail) <= room) return plan
+  let at = view.length
+  let tail = 0
+  while (at > plan.cut + 1 && tail + estimateMessageTokens(view[at - 1]!) <= room) {
+    tail += estimateMessageTokens(view[at - 1]!)
+    at--
+  }
+  if (at >= view.length) return plan
+  for (let upTo = at; upTo < view.length; upTo++) {
+    if (safeCut(view, upTo) < at) continue
+    const later = planOf(view, upTo)
+    return later._tag === "Planned" && later.cut > plan.cut ? later : plan
+  }
+  return plan
+}
 
 /** The first `cut` messages of `view` are the very messages (the same objects) the plan summarizes. */
 const headIntact = (plan: CompactionPlan<Message>, view: ReadonlyArray<unknown>): boolean => {
@@ -148,7 +199,7 @@ export const makeBackground = (
         if (!backgroundDue(state, policy)) return Effect.void
         if (pending !== undefined && headIntact(pending.plan, state.view) && !failed(pending.fiber)) return Effect.void
         // a stale or failed summary is never kept, even when no new one can start (a resume would not know it)
-        const plan = planOf(state.view)
+        const plan = startPlan(state.view as ReadonlyArray<Message>, contextTokens(state.usage!.usage), policy, planOf)
         return plan._tag === "Skip" ? drop : start(state.epoch, plan)
       }),
     take: (state, plan) =>
@@ -163,7 +214,9 @@ export const makeBackground = (
           const summary = exit.value
           if (p.plan.cut === plan.cut) return { plan, summary }
           const own = planOf(plan.messages, p.plan.cut)
-          if (own._tag === "Planned" && own.cut === p.plan.cut && !own.overBudget) return { plan: own, summary }
+          if (own._tag === "Planned" && own.cut === p.plan.cut && estimateTokens(own.tail) <= keptCeiling(policy)) {
+            return { plan: own, summary }
+          }
           if (summary.compaction !== undefined) return undefined
           const update = updateRequest(p.plan, summary, plan)
           if (update === undefined) return undefined
