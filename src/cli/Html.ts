@@ -359,6 +359,11 @@ export const renderHtml = (report: Report): string => {
       '<th class="n">compactions</th><th class="n">retention</th><th class="n">peak context</th>' +
       '<th class="n">misses</th><th class="n">offloaded</th></tr>'
   )
+  // the chosen policy's row: the first with its figures (two policies can price alike, e.g. append-only and in-place
+  // rewrites on a session without thinking)
+  const chosenRow = data.simulate.policies.findIndex((p) =>
+    Math.abs(p.dollars - data.chosen.dollars) < 1e-9 && p.tokensSent === data.chosen.tokensSent
+  )
   data.simulate.policies.forEach((p, i) => {
     const cell = (
       key:
@@ -373,7 +378,7 @@ export const renderHtml = (report: Report): string => {
       format: "int" | "dollars" = "int"
     ) => `<td class="n"${figure(`simulate.policies.${i}.${key}`, format, p[key])}>${fmtAs(format, p[key])}</td>`
     const misses = p.misses.policy + p.misses.ttl + p.misses.external
-    const same = Math.abs(p.dollars - data.chosen.dollars) < 1e-9 && p.tokensSent === data.chosen.tokensSent
+    const same = i === chosenRow
     push(
       `<tr${same ? ' class="chosen"' : ""}><td>${escapeHtml(p.name)}${same ? " (the chosen policy)" : ""}</td>` +
         cell("dollars", "dollars") + cell("tokensSent") + cell("cacheRead") + cell("cacheWrite") +
