@@ -39,6 +39,7 @@ import type { Offloaded } from "./Offload.ts"
 import { type Request, requestOf, type RequestOptions } from "./Request.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { closePending } from "./internal/conversation/steps.ts"
+import { type AppendMends, appendMends } from "./internal/conversation/appendReport.ts"
 import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
@@ -117,6 +118,11 @@ export interface Prepared {
    */
   readonly fullRequest?: Request | undefined
   /**
+   * The calls of the latest reply the caller never answered (ids as the caller knows them): this step answered each
+   * with an interrupted error result, as the API needs every call answered, and logged a warning. Absent when none.
+   */
+  readonly interrupted?: ReadonlyArray<string> | undefined
+  /**
    * When `request` continues a thread: the SDK request options to send it with, `{ maxRetries: 0 }` (API-RULES 36).
    * SDK 1.17 sends a non-streamed request again when its response body is cut; a `continue` sent again meets
    * `thread_already_continued`, and its replay costs the lost reply and an upload of the whole view. Retry such a
@@ -179,7 +185,10 @@ export interface ConversationShape {
   readonly state: Effect.Effect<ConversationState>
   /**
    * Appends a user or system message, or tool results (see `appendMessage`): the SDK's `MessageParam`, or its beta
-   * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format.
+   * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format. An
+   * assistant message is refused (`ConversationError` `Refused`, nothing changed): replies go to `recordReply`. A
+   * result that answers no pending call is dropped, and calls a message with other content leaves unanswered are
+   * answered as interrupted (the API accepts neither otherwise); each is logged as a warning.
    */
   readonly append: (
     message: MessageParam | Anthropic.Beta.BetaMessageParam
@@ -225,6 +234,19 @@ const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined
     : state.usage === undefined
     ? 0
     : contextTokens(state.usage.usage)
+
+/** A warning for each mend `append` or `prepare` made to the caller's messages (`AppendMends`); nothing when none. */
+const logMends = (mends: AppendMends): Effect.Effect<void> =>
+  Effect.all([
+    mends.droppedResults.length === 0 ? Effect.void : Effect.logWarning(
+      `effect-compaction: dropped ${mends.droppedResults.length} tool result(s) that answer no pending call`,
+      { toolUseIds: mends.droppedResults }
+    ),
+    mends.interruptedCalls.length === 0 ? Effect.void : Effect.logWarning(
+      `effect-compaction: answered ${mends.interruptedCalls.length} tool call(s) with no result as interrupted`,
+      { toolUseIds: mends.interruptedCalls }
+    )
+  ], { discard: true })
 
 /**
  * The transition with `cut` (the background summary's, or none) in its reply's step metadata (the log's record of the
@@ -396,11 +418,27 @@ const make = (
     return Conversation.of({
       state: Effect.sync(stateNow),
       append: (message) =>
-        serialized(
-          Effect.suspend(() => persist(appendMessage(state, shortened(message as MessageParam)), stateNow)).pipe(
+        serialized(Effect.suspend(() => {
+          const given = message as MessageParam
+          if (given.role === "assistant") {
+            return Effect.fail(
+              new ConversationError({
+                reason: "Refused",
+                cause: {
+                  _tag: "AssistantToAppend",
+                  message: "append takes user and system messages and tool results; record an assistant reply with " +
+                    "recordReply (nothing was changed)"
+                },
+                value: state
+              })
+            )
+          }
+          const mends = appendMends(state, given)
+          return persist(appendMessage(state, shortened(given)), stateNow).pipe(
+            Effect.tap(() => logMends(mends)),
             Effect.map(stateNow)
           )
-        ),
+        })),
       recordReply: (message, usage, replyOptions) =>
         serialized(
           Effect.suspend(() => {
@@ -423,6 +461,7 @@ const make = (
           }).pipe(Effect.map(stateNow))
         ),
       prepare: serialized(Effect.gen(function* () {
+        let interrupted: ReadonlyArray<string> = []
         let offloaded: ReadonlyArray<Offloaded> = []
         let compaction: CompactOutcome | undefined
         let count: TokenCounter.Count | undefined
@@ -433,7 +472,12 @@ const make = (
         const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
         const before = state
         const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
+        // calls the caller never answered are answered as interrupted: said, never silent
+        if (before.pending.length > 0 && step.transition.state.pending.length === 0) {
+          interrupted = before.pending.map((p) => p.originalId)
+        }
         yield* persist(step.transition, prepared)
+        if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
@@ -446,7 +490,13 @@ const make = (
         if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
         const skipLogged = yield* logSkip(compaction, state.skipLogged)
         state = { ...state, lastRequestAt: now, skipLogged }
-        return issue(before, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
+        return issue(before, {
+          epoch: state.epoch,
+          offloaded,
+          compaction,
+          ...(count === undefined ? {} : { count }),
+          ...(interrupted.length === 0 ? {} : { interrupted })
+        })
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

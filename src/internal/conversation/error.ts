@@ -13,16 +13,32 @@ const ConversationErrorBase: ReturnType<typeof Data.TaggedError<"ConversationErr
 )
 
 /**
- * A step that could not complete. `value` is what the step returns on success, built from the state as it was before
+ * A message a step refuses because the caller gave it to the wrong step (an assistant message to `append`, whose
+ * place is `recordReply`): nothing was changed or logged.
+ * @category errors
+ */
+export interface RefusedMessage {
+  readonly _tag: "AssistantToAppend"
+  readonly message: string
+}
+
+/**
+ * A step that could not complete: the summary or the log failed (`Summarize`, `Persist`), or the step refused a
+ * caller's mistake (`Refused`). `value` is what the step returns on success, built from the state as it was before
  * the failed change (nothing is lost): `Effect.catchTag("ConversationError", (e) => Effect.succeed(e.value))` goes on.
  * @category errors
  */
 export class ConversationError<A> extends ConversationErrorBase<{
-  readonly reason: "Summarize" | "Persist"
-  readonly cause: SummarizeError | SessionLogError
+  readonly reason: "Summarize" | "Persist" | "Refused"
+  readonly cause: SummarizeError | SessionLogError | RefusedMessage
   readonly value: A
 }> {
   override get message(): string {
-    return `${this.reason === "Summarize" ? "summarizing" : "persisting"} failed: ${this.cause.message}`
+    const what = this.reason === "Summarize"
+      ? "summarizing failed"
+      : this.reason === "Persist"
+      ? "persisting failed"
+      : "refused"
+    return `${what}: ${this.cause.message}`
   }
 }
