@@ -147,7 +147,11 @@ const compactOnce = (
 ) =>
   Effect.gen(function* () {
     const conversation = yield* Conversation
-    for (const message of view) yield* conversation.append(message)
+    for (const message of view) {
+      // replies are recorded, everything else appended (append refuses an assistant message)
+      if (message.role === "assistant") yield* conversation.recordReply(message)
+      else yield* conversation.append(message)
+    }
     return (yield* conversation.compact()).outcome
   }).pipe(
     Effect.provide(
