@@ -20,11 +20,11 @@ const commandFor = (file: string): readonly [string, ReadonlyArray<string>] => {
     : [major >= 22 ? process.execPath : join(root, "node_modules/.bin/node"), [file]]
 }
 
-const runExample = (file: string) => {
+const runExample = (file: string, extra: ReadonlyArray<string> = []) => {
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("ANTHROPIC_")) env[k] = v
   const [command, args] = commandFor(file)
-  return spawnSync(command, args, { cwd: root, env, encoding: "utf8", timeout: 180_000 })
+  return spawnSync(command, [...args, ...extra], { cwd: root, env, encoding: "utf8", timeout: 180_000 })
 }
 
 describe("Examples", () => {
@@ -111,5 +111,17 @@ describe("Examples", () => {
     const effect = readFileSync(join(root, "examples/agent-loop.ts"), "utf8")
     assert.isTrue(effect.endsWith(blocks[1]!), "the Effect block is the end of examples/agent-loop.ts")
     assert.match(blocks[1]!, /^const agent = /)
+  })
+
+  it("the demo's replay compacts, so its report shows the main feature", () => {
+    const demo = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts.demo as string
+    const replay = demo.split(" && ").find((command) => command.includes(" replay "))
+    assert.isDefined(replay, demo)
+    const args = replay!.replace(/^node src\/cli\/main\.ts /, "").replace(/ --html \S+/, "").split(" ")
+    const result = runExample("src/cli/main.ts", args)
+    assert.strictEqual(result.status, 0, result.stderr)
+    const summary = /(\d+) requests, (\d+) compactions/.exec(result.stdout + result.stderr)
+    assert.isNotNull(summary, result.stdout)
+    assert.isAtLeast(Number(summary![2]), 1)
   })
 })

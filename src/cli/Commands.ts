@@ -100,13 +100,22 @@ const recorded = Argument.String("file").pipe(
   Argument.withDescription("The recorded session (any format `inspect` reads)")
 )
 
+/** `--compact-at-tokens`: the trigger of the replayed policy (absent: the library's default). */
+const compactAtTokens = Flag.Int("compact-at-tokens").pipe(
+  Flag.withDescription(
+    `Compact once the reported context passes this many tokens (default ${fmt(defaultPolicy.compactAtTokens)})`
+  ),
+  Flag.optional
+)
+
 /** The policy a replay runs under: the flags `replay` and `retention` share, so both replay a session alike. */
 const replayPolicy = {
   keepRecent,
   minSavings: minSavings(""),
   keepRecentTokens,
   keepRecentTurns,
-  contextWindow
+  contextWindow,
+  compactAtTokens
 }
 
 const store = Flag.String("store").pipe(

@@ -94,11 +94,13 @@ export const replayPolicyOptions = (flags: {
   readonly keepRecentTokens: number
   readonly keepRecentTurns: number
   readonly contextWindow: number
+  readonly compactAtTokens?: number | undefined
 }): PolicyOptions => ({
   keepRecentTokens: flags.keepRecentTokens,
   keepRecentTurns: flags.keepRecentTurns,
   contextWindow: flags.contextWindow,
-  minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10))
+  minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10)),
+  ...(flags.compactAtTokens === undefined ? {} : { compactAtTokens: flags.compactAtTokens })
 })
 
 /**

@@ -266,6 +266,8 @@ export interface ReplayInput {
   readonly keepRecentTokens: number
   readonly keepRecentTurns: number
   readonly contextWindow: number
+  /** Absent: the library's default trigger. */
+  readonly compactAtTokens: Option.Option<number>
   readonly html: Option.Option<string>
 }
 
@@ -285,13 +287,14 @@ const checked = (
 const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
   keepRecentTokens: "--keep-recent-tokens",
   keepRecentTurns: "--keep-recent-turns",
-  contextWindow: "--context-window"
+  contextWindow: "--context-window",
+  compactAtTokens: "--compact-at-tokens"
 }
 
 /** The policy flags `replay` and `retention` share, checked. */
 type PolicyFlags = Pick<
   ReplayInput,
-  "keepRecent" | "minSavings" | "keepRecentTokens" | "keepRecentTurns" | "contextWindow"
+  "keepRecent" | "minSavings" | "keepRecentTokens" | "keepRecentTurns" | "contextWindow" | "compactAtTokens"
 >
 
 /** The eviction settings and compaction policy of `command`'s flags, or the usage failure of the first bad one. */
@@ -301,7 +304,9 @@ const replayPolicy = (command: string, input: PolicyFlags) =>
     const minSavings = Option.isSome(input.minSavings)
       ? yield* checked("min-savings", input.minSavings.value, false, command)
       : undefined
-    const policy = CompactionPolicy.make(replayPolicyOptions(input))
+    const policy = CompactionPolicy.make(
+      replayPolicyOptions({ ...input, compactAtTokens: Option.getOrUndefined(input.compactAtTokens) })
+    )
     if (Result.isFailure(policy)) {
       const e = policy.failure
       const flag = FLAG_OF_FIELD[e.field] ?? e.field
