@@ -47,8 +47,12 @@ export interface OpenOptions extends ConversationOptions {
   readonly summarizer?: Layer.Layer<Summarizer, unknown> | undefined
 }
 
+const ConversationClosedErrorBase: ReturnType<typeof Data.TaggedError<"ConversationClosedError">> = Data.TaggedError(
+  "ConversationClosedError"
+)
+
 /** A step asked of a conversation after `close`. @category errors */
-export class ConversationClosedError extends Data.TaggedError("ConversationClosedError")<{
+export class ConversationClosedError extends ConversationClosedErrorBase<{
   readonly step: string
 }> {
   override get message(): string {
