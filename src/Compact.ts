@@ -190,6 +190,13 @@ export interface CompactOptions {
    * waits.
    */
   readonly trigger?: number | undefined
+  /**
+   * The API's tokens per estimated token (`trigger` over the estimate of the request it measured, or an exact count's
+   * ratio to its estimate). `trigger` and `policy.minGrowthTokens` are the API's tokens while the freed-tokens checks
+   * are made on estimates: at the trigger the pass must free `minGrowthTokens / tokensPerEstimate` estimated tokens,
+   * the same bound on the trigger's scale. Default 1 (estimates taken for the API's tokens).
+   */
+  readonly tokensPerEstimate?: number | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -239,6 +246,11 @@ export interface CompactionPlan<M extends Message> {
   readonly minFreedTokens: number
   /** The setting `minFreedTokens` comes from: the option, or `policy.minGrowthTokens` at the trigger. */
   readonly minFreedField?: "minFreedTokens" | "minGrowthTokens" | undefined
+  /**
+   * That setting's own value (the API's tokens) when `minFreedTokens` is it taken to estimated tokens
+   * (`minGrowthTokens` at `CompactOptions.tokensPerEstimate`); absent when they are the same.
+   */
+  readonly minFreedSetting?: number | undefined
   /** The classifier of the options, which the outcome's retention reads too. */
   readonly classifier?: ToolClassifier | undefined
 }
@@ -323,25 +335,31 @@ const tooLittleFreed = <M extends Message>(
     tokens,
     min.field,
     `the compaction would free about ${fmt(freed)} of ${fmt(tokens)} estimated tokens (net of its summary), fewer ` +
-      `than ${min.field} (${fmt(min.tokens)}): it would not pay for itself`
+      `than ${min.field} (${fmt(min.setting ?? min.tokens)}` +
+      `${min.setting === undefined ? "" : `, about ${fmt(min.tokens)} estimated`}): it would not pay for itself`
   )
 
-/** The fewest tokens a pass must free, and the setting that says so. */
+/** The fewest tokens a pass must free (estimated), and the setting that says so (its value when on another scale). */
 interface MinFreed {
   readonly tokens: number
   readonly field: "minFreedTokens" | "minGrowthTokens"
+  readonly setting?: number | undefined
 }
 
 /**
- * The fewest tokens a pass must free: `minFreedTokens` (default `DEFAULT_MIN_FREED_TOKENS`), and at the cost trigger
- * (`options.trigger`, below the window's line) at least `policy.minGrowthTokens`.
+ * The fewest estimated tokens a pass must free: `minFreedTokens` (default `DEFAULT_MIN_FREED_TOKENS`), and at the
+ * cost trigger (`options.trigger`, below the window's line) at least `policy.minGrowthTokens`, taken from the API's
+ * tokens to estimated ones by `options.tokensPerEstimate`.
  */
 const minFreedOf = (policy: CompactionPolicy, options: CompactOptions): MinFreed => {
   const given = options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
   const costTrigger = options.trigger !== undefined &&
     policy.contextWindow - options.trigger >= policy.minRemaining
-  return costTrigger && policy.minGrowthTokens > given
-    ? { tokens: policy.minGrowthTokens, field: "minGrowthTokens" }
+  const ratio = options.tokensPerEstimate
+  const scaled = ratio !== undefined && Number.isFinite(ratio) && ratio > 0 && ratio !== 1
+  const growth = scaled ? Math.ceil(policy.minGrowthTokens / ratio) : policy.minGrowthTokens
+  return costTrigger && growth > given
+    ? { tokens: growth, field: "minGrowthTokens", ...(scaled ? { setting: policy.minGrowthTokens } : {}) }
     : { tokens: given, field: "minFreedTokens" }
 }
 
@@ -466,6 +484,7 @@ export const prepareCompaction = <M extends Message>(
     overBudget: plan.overBudget,
     minFreedTokens,
     minFreedField: min.field,
+    ...(min.setting === undefined ? {} : { minFreedSetting: min.setting }),
     classifier: options.classifier
   }
 }
@@ -685,7 +704,8 @@ export const finishCompaction = <M extends Message>(
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
     return tooLittleFreed(plan.messages, plan.tokensBefore, plan.tokensBefore - tokensAfter, {
       tokens: plan.minFreedTokens,
-      field: plan.minFreedField ?? "minFreedTokens"
+      field: plan.minFreedField ?? "minFreedTokens",
+      setting: plan.minFreedSetting
     }).result
   }
   const info: CompactedInfo = {

@@ -249,6 +249,19 @@ const logMends = (mends: AppendMends): Effect.Effect<void> =>
   ], { discard: true })
 
 /**
+ * The trigger a pass runs at (`firedOn`) and its scale: the API's tokens it fired on per estimated token of the
+ * request they measured (the view as the API counts it, plus `head`, the system prompt and tools), so that
+ * `minGrowthTokens` is checked on the trigger's scale (`CompactOptions.tokensPerEstimate`). An exact count's own
+ * ratio replaces it (`prepareCounted`). The view may have grown since the usage was reported: the ratio is then
+ * lower and the bound, in estimated tokens, higher (never looser).
+ */
+const atTheTrigger = (state: ConversationState, count: TokenCounter.Count | undefined, head: number) => {
+  const trigger = firedOn(state, count)
+  const estimate = viewTokens(state) + head
+  return { trigger, ...(Number.isFinite(trigger) && estimate > 0 ? { tokensPerEstimate: trigger / estimate } : {}) }
+}
+
+/**
  * The transition with `cut` (the background summary's, or none) in its reply's step metadata (the log's record of the
  * pending summary) and as the `backgroundCut` of the states from the reply on, as a resume of that log gives it.
  */
@@ -380,7 +393,7 @@ const make = (
           minFreedTokens: options.minFreedTokens,
           classifier: options.classifier,
           unboundThinking: state.unboundThinking,
-          trigger: atTrigger === true ? firedOn(state, before) : undefined
+          ...(atTrigger === true ? atTheTrigger(state, before, head) : {})
         }, before)
         if (plan._tag === "Skip") return { outcome: plan.result.outcome, offloaded: [] }
         // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable

@@ -111,6 +111,38 @@ describe("Compact", () => {
       assert.strictEqual(server.requests.length, 0)
     }))
 
+  it.effect("at the trigger, minGrowthTokens is checked on the trigger's scale (tokensPerEstimate)", () =>
+    Effect.gen(function* () {
+      const atTrigger = policy({ compactAtTokens: 40_000, keepRecentTokens: 2_000 })
+      const session = generateSession(77, { messages: 60, maxOutput: 2_000 })
+      const estimate = estimateTokens(session)
+      const fired = 24_000
+      // estimates taken for the API's tokens: of its ~10k estimated tokens the pass cannot free minGrowthTokens (8,000)
+      const plain = yield* compactContext(session, atTrigger, { trigger: fired, minFreedTokens: 100 })
+      assert.deepInclude(plain.outcome, { _tag: "Skipped", reason: "TooLittleFreed", field: "minGrowthTokens" })
+      // the trigger fired on 24,000 of the API's tokens for this view: each estimated token weighs fired / estimate
+      const ratio = fired / estimate
+      const scaled = yield* compactContext(session, atTrigger, {
+        trigger: fired,
+        tokensPerEstimate: ratio,
+        minFreedTokens: 100
+      })
+      const info = compactedInfo(scaled.outcome)
+      // what it frees, on the trigger's scale, is minGrowthTokens at least: the bound holds, on the right scale
+      assert.isAtLeast((info.tokensBefore - info.tokensAfter) * ratio, atTrigger.minGrowthTokens)
+      // an estimate that overcounts (fewer of the API's tokens than estimated ones) raises the bound in estimates
+      const over = yield* compactContext(session, atTrigger, {
+        trigger: fired,
+        tokensPerEstimate: 0.5,
+        minFreedTokens: 100
+      })
+      assert.deepInclude(over.outcome, { _tag: "Skipped", reason: "TooLittleFreed", field: "minGrowthTokens" })
+      assert.include(
+        (over.outcome as Extract<CompactOutcome, { _tag: "Skipped" }>).detail,
+        "minGrowthTokens (8,000, about 16,000 estimated)"
+      )
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
   it.effect("updates an earlier summary and carries its file lists forward", () =>
     Effect.gen(function* () {
       const session = generateSession(13, { messages: 600 })

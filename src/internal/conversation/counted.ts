@@ -28,7 +28,8 @@ const ratioOf = (count: TokenCounter.Count | undefined): number | undefined =>
 
 /**
  * `prepareCompaction`, with `minFreedTokens` converted to estimated tokens by the calibration of `before` when it is
- * exact: the plan's checks (a head too small to free it even with a free summary) are made on estimates.
+ * exact (and that calibration its `tokensPerEstimate`, for `minGrowthTokens` at the trigger): the plan's checks (a
+ * head too small to free it even with a free summary) are made on estimates.
  */
 export const prepareCounted = <M extends Message>(
   messages: ReadonlyArray<M>,
@@ -39,7 +40,7 @@ export const prepareCounted = <M extends Message>(
   const ratio = ratioOf(before)
   if (ratio === undefined) return prepareCompaction(messages, policy, options)
   const minFreedTokens = Math.ceil((options.minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS) / ratio)
-  return prepareCompaction(messages, policy, { ...options, minFreedTokens })
+  return prepareCompaction(messages, policy, { ...options, minFreedTokens, tokensPerEstimate: ratio })
 }
 
 /**
@@ -60,9 +61,10 @@ export const finishCounted = <M extends Message, E, R>(
     const candidate = finishCompaction({ ...plan, minFreedTokens: Number.NEGATIVE_INFINITY }, summary)
     const after = yield* countAfter(candidate)
     if (after?.exact !== true) return finishCompaction(plan, summary)
-    // at the trigger the plan's minimum is the policy's `minGrowthTokens` (in estimated tokens: close enough here)
+    // at the trigger the minimum is the policy's `minGrowthTokens`, in the API's tokens as the counts are (the plan
+    // holds it taken to estimated tokens, and the setting itself beside it)
     const min = plan.minFreedField === "minGrowthTokens"
-      ? Math.max(plan.minFreedTokens, minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS)
+      ? Math.max(plan.minFreedSetting ?? plan.minFreedTokens, minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS)
       : minFreedTokens ?? DEFAULT_MIN_FREED_TOKENS
     if (before!.tokens - after.tokens >= min) return candidate
     return {
