@@ -67,6 +67,7 @@ import {
 import { requestOf } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
+import { type SteppedConversation, steppedConversation } from "./loggedStep.bench.ts"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
@@ -210,6 +211,25 @@ if (sqlTail !== undefined) {
 /** A SQL open, timed; it throws (so its budgets fail as not measured) if the session was not set up. */
 const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
   sqlTail === undefined ? Promise.reject(new Error("no SQL session")) : Effect.runPromise(open(sqlTail))
+/**
+ * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store and in memory,
+ * driven once (only when a `logged-step/` budget is measured: the drive takes seconds).
+ */
+const LOGGED_PREFIX = "logged-step/"
+const stepped = async (size: number) => {
+  const session = generateSession(size, { messages: size, maxOutput: 4000 })
+  const logged = await steppedConversation(session, true)
+  const memory = await steppedConversation(session, false)
+  return { logged, memory, body: logged.last().request }
+}
+const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
+  ? { s1k: await stepped(1_000), s10k: await stepped(10_000) }
+  : undefined
+/** One step of a stepped conversation, timed; it throws (its budgets fail as not measured) when none was set up. */
+const steppedCall = (pick: (steps: NonNullable<typeof loggedSteps>) => SteppedConversation) => () =>
+  loggedSteps === undefined ? Promise.reject(new Error("no logged conversation")) : pick(loggedSteps).step()
+const stringifyOf = (pick: (steps: NonNullable<typeof loggedSteps>) => unknown) => () =>
+  JSON.stringify(loggedSteps === undefined ? undefined : pick(loggedSteps))
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for: 0.4 s, at least 12 samples (a run stays in CI's slot under load). */
@@ -361,6 +381,12 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
   [M.stringify50k, timed(() => JSON.stringify(body50k))],
+  [M.loggedStep1k, timedAsync(steppedCall((s) => s.s1k.logged))],
+  [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.body))],
+  [M.memoryStep1k, timedAsync(steppedCall((s) => s.s1k.memory))],
+  [M.loggedStep10k, timedAsync(steppedCall((s) => s.s10k.logged))],
+  [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.body))],
+  [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
@@ -540,5 +566,10 @@ if (skipped.length > 0) {
 }
 console.log(summaryLine(results))
 rmSync(tailDirectory, { recursive: true, force: true })
+if (loggedSteps !== undefined) {
+  for (const { logged, memory } of [loggedSteps.s1k, loggedSteps.s10k]) {
+    await Promise.all([logged.close(), memory.close()])
+  }
+}
 await sqlTail?.close()
 if (failed > 0) process.exitCode = nextProcess(results.filter((r) => !r.pass).map((r) => r.id))
