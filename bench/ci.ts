@@ -218,8 +218,8 @@ const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
 const LOGGED_PREFIX = "logged-step/"
 const stepped = async (size: number) => {
   const session = generateSession(size, { messages: size, maxOutput: 4000 })
-  const logged = await steppedConversation(session, true)
-  const memory = await steppedConversation(session, false)
+  const logged = await steppedConversation(session, "jsonl")
+  const memory = await steppedConversation(session, "memory")
   return { logged, memory, body: logged.last().request }
 }
 const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))

@@ -1,6 +1,7 @@
 /**
  * One logged `Conversation` step against `JSON.stringify` of the request it returns (issue 43: a logged step costs at
- * most 0.2x serializing its request), at 1k and 10k messages, with the same step on `layerMemory` beside it.
+ * most 0.2x serializing its request), at 1k and 10k messages, with the same step logged on the memory store (the log's
+ * work without the file) and on `layerMemory` (nothing logged) beside it.
  *
  * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
  * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
@@ -26,6 +27,7 @@ import type { MessageParam } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
@@ -84,16 +86,26 @@ const stepOf = (n: number) =>
   })
 
 /**
- * A conversation holding `session`, logged on the JSONL store in a fresh temporary directory (`logged`) or in memory:
- * each `step()` is one more agent step on it.
+ * Where a conversation lives: logged on the JSONL store (`jsonl`), logged on the memory store (`log-memory`: the log's
+ * work without the file), or `layerMemory` (nothing logged).
+ */
+export type StepKind = "jsonl" | "log-memory" | "memory"
+
+/**
+ * A conversation holding `session`, of `kind` (the JSONL store in a fresh temporary directory): each `step()` is one
+ * more agent step on it.
  */
 export const steppedConversation = async (
   session: ReadonlyArray<Message>,
-  logged: boolean
+  kind: StepKind
 ): Promise<SteppedConversation> => {
-  const directory = logged ? mkdtempSync(join(tmpdir(), "bench-logged-step-")) : undefined
-  const conversation = directory === undefined ? layerMemory({ policy }) : layerLogged({ policy }).pipe(
-    Layer.provide(layerSessionLog({ directory, sessionId: "step" }).pipe(Layer.provide(platform)))
+  const directory = kind === "jsonl" ? mkdtempSync(join(tmpdir(), "bench-logged-step-")) : undefined
+  const conversation = kind === "memory" ? layerMemory({ policy }) : layerLogged({ policy }).pipe(
+    Layer.provide(
+      directory === undefined
+        ? SessionLog.layerMemory({})
+        : layerSessionLog({ directory, sessionId: "step" }).pipe(Layer.provide(platform))
+    )
   )
   const runtime = ManagedRuntime.make(conversation.pipe(Layer.provide(ExtractiveSummarizer.layer)))
   let last = await runtime.runPromise(drive(session))
@@ -114,26 +126,26 @@ export const steppedConversation = async (
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const lines = [
-    "| messages | logged step | memory step | stringify of the request | logged / stringify | memory / stringify |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| messages | request | stringify | JSONL step | log on the memory store | layerMemory step | JSONL / stringify | " +
+    "memory-store log / stringify | layerMemory / stringify |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   ]
+  const kinds: ReadonlyArray<StepKind> = ["jsonl", "log-memory", "memory"]
   for (const size of [1_000, 10_000]) {
     const session = generateSession(size, { messages: size, maxOutput: 4000 })
-    const logged = await steppedConversation(session, true)
-    const memory = await steppedConversation(session, false)
-    const options = { min_samples: 50, max_samples: 400 }
-    const loggedStep = (await measure(async () => do_not_optimize(await logged.step()), options)).p50
-    const memoryStep = (await measure(async () => do_not_optimize(await memory.step()), options)).p50
-    const body = logged.last().request
-    const sent = memory.last().request
-    console.log(`${size}: request ${body.messages.length} messages (memory ${sent.messages.length})`)
+    const steps: Array<number> = []
+    let body: Prepared["request"] | undefined
+    for (const kind of kinds) {
+      const conversation = await steppedConversation(session, kind)
+      steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 400 })).p50)
+      body ??= conversation.last().request
+      await conversation.close()
+    }
     const stringify = (await measure(() => do_not_optimize(JSON.stringify(body)))).p50
     lines.push(
-      `| ${size.toLocaleString("en")} | ${duration(loggedStep)} | ${duration(memoryStep)} | ${duration(stringify)} | ` +
-        `${(loggedStep / stringify).toFixed(2)} | ${(memoryStep / stringify).toFixed(2)} |`
+      `| ${size.toLocaleString("en")} | ${body!.messages.length} messages | ${duration(stringify)} | ` +
+        `${steps.map(duration).join(" | ")} | ${steps.map((t) => (t / stringify).toFixed(2)).join(" | ")} |`
     )
-    await logged.close()
-    await memory.close()
   }
   console.log(lines.join("\n"))
 }
