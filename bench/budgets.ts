@@ -385,12 +385,19 @@ const TAIL_GROWTH = 0.6
 /**
  * Issue 43's logged step (`bench/loggedStep.bench.ts`): a worker compacting at a 40k-token window, so its request
  * stays ~100 messages while the history grows. The issue's goal (a logged step <= 0.2x the stringify of its request)
- * is not held: the in-memory step alone measures 0.3x to 1.1x of that stringify. These budgets guard what is held.
+ * is not held: the in-memory step alone measures 0.33x to 0.42x of that stringify (CPU time), and the log adds two
+ * appends a step (a reply, a result), each an asynchronous write through the platform's `FileSystem`, an encoded and
+ * checksummed line and the live view's fold. These budgets guard what is held.
  */
 /** The logged step's limits and how they were chosen (see `LOGGED_STEP_BUDGETS`). */
-const LOGGED_STRINGIFY_MAX = 10
-const LOGGED_MEMORY_MAX = 20
-const LOGGED_CALIBRATION = "uncalibrated"
+const LOGGED_STRINGIFY_MAX = 5
+const LOGGED_MEMORY_MAX = 12
+const LOGGED_CALIBRATION =
+  "three runs of BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=logged-step/ (2026-12-07 07:38 to 07:46 UTC, " +
+  "load 7.5 to 9.4, Node 22): the logged step / stringify measured 2.25 to 5.55 per attempt (best 2.25 to 2.78 per " +
+  "run; a step 213 to 382 us of CPU time against a stringify of 90 to 123 us, requests of ~100 messages), the " +
+  "logged / in-memory step 5.9 to 12.6 per attempt (best 5.9 to 7.4; the in-memory step 30 to 40 us, itself " +
+  "0.33 to 0.42x the stringify). Limits: about 1.5x the worst best, below the worst single attempt"
 const LOGGED_STEP_BUDGETS: ReadonlyArray<Budget> = ([
   ["1k", M.loggedStep1k, M.loggedStringify1k, M.memoryStep1k, LOGGED_STRINGIFY_MAX, LOGGED_MEMORY_MAX],
   ["10k", M.loggedStep10k, M.loggedStringify10k, M.memoryStep10k, LOGGED_STRINGIFY_MAX, LOGGED_MEMORY_MAX]

@@ -8,7 +8,9 @@
  * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
  * `bench/tailSql.ts`; skipped, and said so, without it) and a worker's open of it (its `Conversation` resumed, from
- * the tail and, today's way, in full), plus the floors the budgets divide by (string-length scans
+ * the tail and, today's way, in full), issue 43's logged step on conversations driven through generated 1k and 10k
+ * sessions (`bench/loggedStep.bench.ts`: on the JSONL store and on `layerMemory`, against the stringify of its
+ * request; the drive takes ~15 s of setup, only when a `logged-step/` budget is measured), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
