@@ -8,7 +8,9 @@
  * bodies' sizes, and building a continue against the whole request), the open of issue 29's 50,000-entry session from
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
  * `bench/tailSql.ts`; skipped, and said so, without it) and a worker's open of it (its `Conversation` resumed, from
- * the tail and, today's way, in full), plus the floors the budgets divide by (string-length scans
+ * the tail and, today's way, in full), issue 43's logged step on conversations driven through generated 1k and 10k
+ * sessions (`bench/loggedStep.bench.ts`: on the JSONL store and on `layerMemory`, against the stringify of its
+ * request; the drive takes ~15 s of setup, only when a `logged-step/` budget is measured), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
@@ -67,6 +69,7 @@ import {
 import { requestOf } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
+import { type SteppedConversation, steppedConversation } from "./loggedStep.bench.ts"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
@@ -210,6 +213,25 @@ if (sqlTail !== undefined) {
 /** A SQL open, timed; it throws (so its budgets fail as not measured) if the session was not set up. */
 const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
   sqlTail === undefined ? Promise.reject(new Error("no SQL session")) : Effect.runPromise(open(sqlTail))
+/**
+ * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store and in memory,
+ * driven once (only when a `logged-step/` budget is measured: the drive takes seconds).
+ */
+const LOGGED_PREFIX = "logged-step/"
+const stepped = async (size: number) => {
+  const session = generateSession(size, { messages: size, maxOutput: 4000 })
+  const logged = await steppedConversation(session, "jsonl")
+  const memory = await steppedConversation(session, "memory")
+  return { logged, memory, body: logged.last().request }
+}
+const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
+  ? { s1k: await stepped(1_000), s10k: await stepped(10_000) }
+  : undefined
+/** One step of a stepped conversation, timed; it throws (its budgets fail as not measured) when none was set up. */
+const steppedCall = (pick: (steps: NonNullable<typeof loggedSteps>) => SteppedConversation) => () =>
+  loggedSteps === undefined ? Promise.reject(new Error("no logged conversation")) : pick(loggedSteps).step()
+const stringifyOf = (pick: (steps: NonNullable<typeof loggedSteps>) => unknown) => () =>
+  JSON.stringify(loggedSteps === undefined ? undefined : pick(loggedSteps))
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for: 0.4 s, at least 12 samples (a run stays in CI's slot under load). */
@@ -361,6 +383,12 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
   [M.stringify50k, timed(() => JSON.stringify(body50k))],
+  [M.loggedStep1k, timedAsync(steppedCall((s) => s.s1k.logged))],
+  [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.body))],
+  [M.memoryStep1k, timedAsync(steppedCall((s) => s.s1k.memory))],
+  [M.loggedStep10k, timedAsync(steppedCall((s) => s.s10k.logged))],
+  [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.body))],
+  [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
@@ -540,5 +568,10 @@ if (skipped.length > 0) {
 }
 console.log(summaryLine(results))
 rmSync(tailDirectory, { recursive: true, force: true })
+if (loggedSteps !== undefined) {
+  for (const { logged, memory } of [loggedSteps.s1k, loggedSteps.s10k]) {
+    await Promise.all([logged.close(), memory.close()])
+  }
+}
 await sqlTail?.close()
 if (failed > 0) process.exitCode = nextProcess(results.filter((r) => !r.pass).map((r) => r.id))

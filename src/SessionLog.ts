@@ -61,6 +61,9 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // ============================================================================
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
+/** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
+const NO_STACK = { captureStackTrace: false } as const
+
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
   description: "appends answered Conflict by the store",
   incremental: true
@@ -338,9 +341,10 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           return { entries, fold: foldEach(entries), value: () => ids }
         }))
     })).pipe(
+      // no stack trace captured per call (an Error each append: issue 43's logged step)
       Effect.withSpan("SessionLog.append", {
         attributes: { "session.id": sessionId, "session.entries": messages.length }
-      })
+      }, NO_STACK)
     )
 
   const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>) =>
@@ -363,7 +367,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         }))
     })).pipe(Effect.withSpan("SessionLog.recordEviction", {
       attributes: { "session.id": sessionId, "session.evictions": evictions.length }
-    }))
+    }, NO_STACK))
 
   /**
    * The compaction entry derived from `view` (the caller's new view) against the live view, or why it cannot be

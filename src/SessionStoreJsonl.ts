@@ -518,9 +518,10 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           yield* acquireWith(sessionId, false)
           return yield* appendWith(sessionId, writers.get(sessionId)!, expectedSeq, entries, durable)
         }))
+      // no stack trace captured per call (an Error each append: issue 43's logged step)
       return run.pipe(Effect.withSpan("SessionStore.append", {
         attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
-      }))
+      }, { captureStackTrace: false }))
     },
     list: fs.readDirectory(directory).pipe(
       Effect.map((names) =>

@@ -1,0 +1,151 @@
+/**
+ * One logged `Conversation` step against `JSON.stringify` of the request it returns (issue 43: a logged step costs at
+ * most 0.2x serializing its request), at 1k and 10k messages, with the same step logged on the memory store (the log's
+ * work without the file) and on `layerMemory` (nothing logged) beside it.
+ *
+ * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
+ * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
+ * conversation runs on `SessionStoreJsonl.layerSessionLog` (Node's file system, the default durability: fsync after
+ * compactions only) in a temporary directory. As in issue 43's worker, the policy compacts at a 40k-token window, so
+ * the request stays a few hundred messages while the history grows: each conversation starts from a generated session
+ * (tool outputs up to 4,000 characters) driven through it once, untimed, then every timed step adds one more reply
+ * and result to the same conversation (the median step is one that does not compact).
+ *
+ * Run: node --expose-gc bench/loggedStep.bench.ts
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import { do_not_optimize, measure } from "mitata"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Conversation, layerLogged, layerMemory, type Prepared } from "../src/Conversation.ts"
+import type { MessageParam } from "../src/ConversationState.ts"
+import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import type { Message } from "../src/Message.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
+import { estimateTokens } from "../src/Tokens.ts"
+import { generateSession } from "../test/fixtures/Conversation.ts"
+import { duration } from "./util.ts"
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+/** Issue 43's worker: compaction at a 40k-token window. */
+const policy = CompactionPolicy.makeUnsafe({ contextWindow: 40_000 })
+/** The usage a provider would report for a request: its estimated tokens. */
+const usageOf = (prepared: Prepared) => ({
+  input_tokens: estimateTokens(prepared.request.messages as never),
+  output_tokens: 200
+})
+
+/** A conversation under test: one step per call, the last request it prepared, and its disposal. */
+export interface SteppedConversation {
+  /** One step (prepare, reply, result); resolves to what the prepare returned. */
+  readonly step: () => Promise<Prepared>
+  /** The request of the last step (or of the drive, before any step). */
+  readonly last: () => Prepared
+  /** Closes the conversation (and its log) and removes its directory. */
+  readonly close: () => Promise<void>
+}
+
+/** Drives `session` through the conversation: user messages and results appended, a prepare before each reply. */
+const drive = (session: ReadonlyArray<Message>) =>
+  Effect.gen(function* () {
+    const conversation = yield* Conversation
+    for (const message of session) {
+      if (message.role === "assistant") {
+        const prepared = yield* conversation.prepare
+        yield* conversation.recordReply(message as MessageParam, usageOf(prepared), { requestEpoch: prepared.epoch })
+      } else yield* conversation.append(message as MessageParam)
+    }
+    return yield* conversation.prepare
+  })
+
+/** One agent step on the service: prepare, a reply reading a file, its result. */
+const stepOf = (n: number) =>
+  Effect.gen(function* () {
+    const conversation = yield* Conversation
+    const id = `toolu_logged_${n}`
+    const path = `/bench/file_${n % 50}.ts`
+    const reply: MessageParam = {
+      role: "assistant",
+      content: [{ type: "tool_use", id, name: "read", input: { path } }]
+    }
+    const result: MessageParam = {
+      role: "user",
+      content: [{ type: "tool_result", tool_use_id: id, content: `${path}\n${"line of code\n".repeat(50)}` }]
+    }
+    const prepared = yield* conversation.prepare
+    yield* conversation.recordReply(reply, usageOf(prepared), { requestEpoch: prepared.epoch })
+    yield* conversation.append(result)
+    return prepared
+  })
+
+/**
+ * Where a conversation lives: logged on the JSONL store (`jsonl`), logged on the memory store (`log-memory`: the log's
+ * work without the file), or `layerMemory` (nothing logged).
+ */
+export type StepKind = "jsonl" | "log-memory" | "memory"
+
+/**
+ * A conversation holding `session`, of `kind` (the JSONL store in a fresh temporary directory): each `step()` is one
+ * more agent step on it.
+ */
+export const steppedConversation = async (
+  session: ReadonlyArray<Message>,
+  kind: StepKind
+): Promise<SteppedConversation> => {
+  const directory = kind === "jsonl" ? mkdtempSync(join(tmpdir(), "bench-logged-step-")) : undefined
+  const conversation = kind === "memory" ? layerMemory({ policy }) : layerLogged({ policy }).pipe(
+    Layer.provide(
+      directory === undefined
+        ? SessionLog.layerMemory({})
+        : layerSessionLog({ directory, sessionId: "step" }).pipe(Layer.provide(platform))
+    )
+  )
+  const runtime = ManagedRuntime.make(conversation.pipe(Layer.provide(ExtractiveSummarizer.layer)))
+  let last = await runtime.runPromise(drive(session))
+  let n = 0
+  return {
+    step: async () => {
+      last = await runtime.runPromise(stepOf(n++))
+      return last
+    },
+    last: () => last,
+    close: async () => {
+      await runtime.dispose()
+      if (directory !== undefined) rmSync(directory, { recursive: true, force: true })
+    }
+  }
+}
+
+const isMain = import.meta.url === `file://${process.argv[1]}`
+if (isMain) {
+  const lines = [
+    "| messages | request | stringify | JSONL step | log on the memory store | layerMemory step | JSONL / stringify | " +
+    "memory-store log / stringify | layerMemory / stringify |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  ]
+  const kinds: ReadonlyArray<StepKind> = ["jsonl", "log-memory", "memory"]
+  for (const size of [1_000, 10_000]) {
+    const session = generateSession(size, { messages: size, maxOutput: 4000 })
+    const steps: Array<number> = []
+    let body: Prepared["request"] | undefined
+    for (const kind of kinds) {
+      const conversation = await steppedConversation(session, kind)
+      steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 400 })).p50)
+      body ??= conversation.last().request
+      await conversation.close()
+    }
+    const stringify = (await measure(() => do_not_optimize(JSON.stringify(body)))).p50
+    lines.push(
+      `| ${size.toLocaleString("en")} | ${body!.messages.length} messages | ${duration(stringify)} | ` +
+        `${steps.map(duration).join(" | ")} | ${steps.map((t) => (t / stringify).toFixed(2)).join(" | ")} |`
+    )
+  }
+  console.log(lines.join("\n"))
+}
