@@ -60,10 +60,10 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
 
-/** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 /** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
 const NO_STACK = { captureStackTrace: false } as const
 
+/** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
   description: "appends answered Conflict by the store",
   incremental: true
