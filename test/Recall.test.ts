@@ -27,7 +27,14 @@ import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
-import { decodeRecallInput, pageOf, readEntries, removalsOf } from "../src/internal/recall.ts"
+import {
+  decodeRecallInput,
+  pageOf,
+  readEntries,
+  removalsOf,
+  removedSources,
+  searchSources
+} from "../src/internal/recall.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
@@ -471,6 +478,25 @@ describe("Recall pages and input", () => {
       assert.strictEqual(joined, expected)
       assert.notMatch(joined, /[\ud800-\udbff]$/)
     }
+  })
+
+  it("search finds a user's text beside a tool result in one message, and each tool result line once", () => {
+    const messages: ReadonlyArray<Message> = [
+      { role: "user", content: "start" },
+      { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "ls" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "t1", content: "alpha.txt\nbeta.txt" },
+          { type: "text", text: "now remove alpha please" }
+        ]
+      }
+    ]
+    const sources = removedSources(messages)
+    const text = searchSources(sources, "remove alpha")
+    assert.deepStrictEqual(text.map((h) => [h.ref, h.kind, h.line]), [["removed#2", "message", 5]])
+    const result = searchSources(sources, "alpha.txt")
+    assert.deepStrictEqual(result.map((h) => [h.ref, h.kind, h.line]), [["t1", "tool_result", 1]])
   })
 
   it("bad input is a typed error the model can read, never a guess", () => {
