@@ -12,6 +12,8 @@ import { CompactionPolicy } from "../src/Policy.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
 import type { CompactionRetention } from "../src/internal/simulate/model.ts"
+import { retentionOf } from "../src/internal/simulate/replay.ts"
+import type { Request } from "../src/Request.ts"
 import { readEntries, recallSources, removedSources } from "../src/internal/recall.ts"
 import type { Message } from "../src/Message.ts"
 import { type Anchor, anchorsOf, CATEGORIES, type Category, measure, retention } from "../src/Retention.ts"
@@ -431,8 +433,15 @@ describe("recoverable: an anchor absent from the request, found by one recall se
           yield* readEntries("real").pipe(Effect.provide(SessionStore.layerMemory(sessions)))
         )
         let absent = 0
+        let absentInEngine = 0
+        const spans: Array<Message> = []
         for (const { prompt, span } of compacted) {
           const tail = tailOf(prompt)
+          // the engine's measure on the same request without its summary, given the spans removed so far
+          spans.push(...span)
+          const engine = retentionOf(span, { messages: tail } as unknown as Request, () => removedSources(spans))
+          absentInEngine += engine.total.counted - engine.total.present
+          assert.strictEqual(engine.total.recoverable, engine.total.counted - engine.total.present)
           const measured = measure(span, tail, { tail, removed })
           for (const c of CATEGORIES) {
             absent += measured.categories[c].missing.length
@@ -440,6 +449,7 @@ describe("recoverable: an anchor absent from the request, found by one recall se
           }
         }
         assert.isAbove(absent, 100, "the spans have anchors the tail lacks")
+        assert.isAbove(absentInEngine, 100)
       }),
     180_000
   )

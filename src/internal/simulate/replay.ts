@@ -307,9 +307,17 @@ export function* replaySteps(
   const perRequest: Array<RequestFigures> = []
   let changes: Array<ReplayChange> = []
   /** What was removed from the view so far, as `recall` searches it: summarized spans and offloaded originals. */
-  const removed: Array<RecallSource> = []
+  const removedMessages: Array<Message> = []
   const remove = (messages: ReadonlyArray<Message>) => {
-    for (const source of removedSources(messages, removed.length)) removed.push(source)
+    for (const message of messages) removedMessages.push(message)
+  }
+  // their sources, made when a measure first needs them (only an anchor missing from the request does)
+  const sources: Array<RecallSource> = []
+  let sourced = 0
+  const removed = (): ReadonlyArray<RecallSource> => {
+    for (const source of removedSources(removedMessages.slice(sourced), sourced)) sources.push(source)
+    sourced = removedMessages.length
+    return sources
   }
   const apply = (t: Transition) => {
     for (const step of t.steps) {
@@ -602,15 +610,20 @@ const tailOf = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
 
 /**
  * What of `span` a request holds, per category and in total (the kept tail after its summary counted apart): the
- * request right after the span's compaction, or a later one (the sweep's retention at the end).
+ * request right after the span's compaction, or a later one (the sweep's retention at the end). With `removed` (what was
+ * removed so far, as `recall` searches it), the anchors absent from the request that one search finds too.
  */
 export const retentionOf = (
   span: ReadonlyArray<Message>,
   request: Request,
-  removed?: ReadonlyArray<RecallSource>
+  removed?: () => ReadonlyArray<RecallSource>
 ): CompactionRetention => {
   const messages = asMessages(request.messages)
-  const measured = measure(span, messages, { tail: tailOf(messages), removed })
+  const present = measure(span, messages, { tail: tailOf(messages) })
+  // what one recall search finds is looked for only when something is missing
+  const measured = removed !== undefined && CATEGORIES.some((c) => present.categories[c].missing.length > 0)
+    ? measure(span, messages, { tail: tailOf(messages), removed: removed() })
+    : present
   const tally = (counted: number, present: number, inTail: number, recoverable: number): RetentionTally => ({
     counted,
     present,
