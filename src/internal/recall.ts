@@ -1,7 +1,8 @@
 /**
  * The recall tool's parts (`Recall` is its public face): the tool definition, reading its input, the sources a
- * session's entries can give back, what each compaction and eviction removed, pages, search, answers and their text,
- * the eviction's view of a recall call, and the store read they answer from.
+ * session's entries can give back, what each compaction and eviction removed, pages, answers and their text, the
+ * eviction's view of a recall call, and the store read they answer from; the search and the sources' text are in
+ * `internal/recallSearch` (re-exported here), which `Retention` uses without reaching the store.
  *
  * @internal
  */

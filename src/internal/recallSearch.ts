@@ -64,8 +64,8 @@ export const messageText = (message: Message): string =>
 
 /**
  * The sources of messages that are all removed (the measure of `Retention` asks what one search finds in them): each
- * message (`ref` `removed#i`) and each tool result in it (by its `tool_use_id`), with the texts `recallSources` gives
- * them. What `searchSources` searches, as it searches a log's removed sources. Pure.
+ * message (`ref` `removed#n`, `n` its index plus `from`) and each tool result in it (by its `tool_use_id`), with the
+ * texts `recallSources` gives them: what `searchSources` searches, as it searches a log's removed sources. Pure.
  * @category sources
  */
 export const removedSources = (messages: ReadonlyArray<Message>, from = 0): ReadonlyArray<RecallSource> =>
