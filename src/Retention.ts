@@ -31,6 +31,7 @@ import type { Message } from "./Message.ts"
 import { filesOfMessage, summaryText } from "./Summary.ts"
 import type { ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
+import { type RecallSource, searchSources } from "./internal/recallSearch.ts"
 
 export { type Anchor, CATEGORIES, type Category } from "./internal/anchors.ts"
 
@@ -50,6 +51,13 @@ export interface CategoryRetention {
   /** Of `counted`, those missing from the view, in the order of `anchorsOf`. */
   readonly missing: ReadonlyArray<Anchor>
   readonly share: number
+  /**
+   * Of `missing`, those one `recall` search over what was removed finds (`RetentionOptions.removed`; 0 without it):
+   * the anchor's text searched as `recall` searches it (see `retention`).
+   */
+  readonly recoverable: number
+  /** Of `missing`, those no recall search for them finds: lost to the agent, in the order of `anchorsOf`. */
+  readonly unrecoverable: ReadonlyArray<Anchor>
 }
 
 /** What `retention` measured: one record per category, every category present. @category models */
@@ -119,11 +127,22 @@ export interface RetentionOptions {
    * (`inTail`), since they survive by being kept, not by the summary. Absent: none is counted apart.
    */
   readonly tail?: ReadonlyArray<Message> | undefined
+  /**
+   * What was removed from the view so far, as `recall` searches it (its sources marked removed: the log's, or
+   * `removedSources` of the removed messages): an anchor missing from the view is `recoverable` when one search finds
+   * it there. Absent: none is.
+   */
+  readonly removed?: ReadonlyArray<RecallSource> | undefined
 }
 
 /**
  * The share of `anchors` present in `view`, per category: an anchor present in the tail is `inTail`; any other is
  * `counted`, and `present` when found in the view (see `presentIn`). Every category has a record, empty ones too.
+ * A missing anchor is `recoverable` when one `recall` search over `options.removed` (`searchSources`, its matching
+ * as it is) has a hit: its text as a plain query when it is one word (case aside, as `recall` matches), else as a
+ * regular expression of its words with any white space between them; one written over several lines (an
+ * instruction) by its first line as written, with a hit in a text that holds all of it (`recall` matches line by
+ * line); or, failing that, its JSON-escaped form likewise (a tool call's input is stored as JSON).
  * @category presence
  */
 export const retention = (
@@ -133,16 +152,23 @@ export const retention = (
 ): Retention => {
   const text = viewText(view)
   const tail = options.tail === undefined || options.tail.length === 0 ? undefined : viewText(options.tail)
-  const tallies = new Map<Category, { counted: number; present: number; inTail: number; missing: Array<Anchor> }>(
-    CATEGORIES.map((c) => [c, { counted: 0, present: 0, inTail: 0, missing: [] }])
+  const tallies = new Map<
+    Category,
+    { counted: number; present: number; inTail: number; missing: Array<Anchor>; unrecoverable: Array<Anchor> }
+  >(
+    CATEGORIES.map((c) => [c, { counted: 0, present: 0, inTail: 0, missing: [], unrecoverable: [] }])
   )
+  const removed = options.removed ?? []
   for (const anchor of anchors) {
     const tally = tallies.get(anchor.category)!
     if (tail !== undefined && presentIn(anchor, tail)) tally.inTail++
     else {
       tally.counted++
       if (presentIn(anchor, text)) tally.present++
-      else tally.missing.push(anchor)
+      else {
+        tally.missing.push(anchor)
+        if (!recoverable(anchor, removed)) tally.unrecoverable.push(anchor)
+      }
     }
   }
   const categories = Object.fromEntries(CATEGORIES.map((category) => {
@@ -153,12 +179,39 @@ export const retention = (
       present: t.present,
       inTail: t.inTail,
       missing: t.missing,
-      share: t.counted === 0 ? 1 : t.present / t.counted
+      share: t.counted === 0 ? 1 : t.present / t.counted,
+      recoverable: t.missing.length - t.unrecoverable.length,
+      unrecoverable: t.unrecoverable
     }
     return [category, record]
   })) as { readonly [C in Category]: CategoryRetention }
   return { categories }
 }
+
+/** True when one `recall` search over `removed` finds `anchor` (see `retention`). */
+const recoverable = (anchor: Anchor, removed: ReadonlyArray<RecallSource>): boolean => {
+  if (removed.length === 0) return false
+  const escaped = JSON.stringify(anchor.text).slice(1, -1)
+  return [anchor.text, ...(escaped === anchor.text ? [] : [escaped])].some((text) => {
+    const words = text.split(" ")
+    if (words.length === 1) return searchSources(removed, text).length > 0
+    const query = wordsPattern(words)
+    if (searchSources(removed, query, { regex: true }).length > 0) return true
+    // written over several lines: the query is its first line, and a hit must be in a text that holds all of it
+    const across = new RegExp(query, "u")
+    return removed.some((source) => {
+      const match = source.removed ? across.exec(source.text) : null
+      if (match === null) return false
+      const first = match[0].split("\n")[0]!.trim().split(/\s+/)
+      return searchSources(removed, wordsPattern(first), { regex: true }).some((hit) => hit.ref === source.ref)
+    })
+  })
+}
+
+/** A regular expression source matching `words` with any white space between them. */
+const wordsPattern = (words: ReadonlyArray<string>): string => words.map(escapeRegExp).join("\\s+")
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")
 
 /**
  * `retention(anchorsOf(span), view, options)`: what of a span survives in the view that replaced it, with the kept

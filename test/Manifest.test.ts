@@ -77,6 +77,24 @@ describe("nextManifest", () => {
     assert.include(renderManifest(manifest), `command 0 "npm test" ×3: 2 failed, last passed`)
   })
 
+  it("a command names its latest answered run and an error its failed result by tool_use_id, shown as [ref …]", () => {
+    assert.deepStrictEqual(ofKind(manifest, "command").map((e) => [e.text, e.ref]), [
+      ["npm run lint", "l1"],
+      ["npm test", "t3"]
+    ])
+    assert.deepStrictEqual(ofKind(manifest, "error").map((e) => [e.text, e.ref]), [
+      ["error: no-unused-vars in src/x.ts", "l1"],
+      ["Error: expected 3 to be 4", "t2"]
+    ])
+    const text = renderManifest(manifest)
+    assert.include(text, `command 0 "npm test" ×3: 2 failed, last passed [ref t3]`)
+    assert.include(text, `error 0 "Error: expected 3 to be 4" from "npm test" resolved later [ref t2]`)
+    assert.deepStrictEqual(splitManifest(text).manifest, manifest)
+    // a chained manifest keeps an older command's reference when its new runs have none (unanswered)
+    const chained = nextManifest({ manifest }, [call("t9", "bash", { command: "npm test" })])
+    assert.strictEqual(ofKind(chained, "command").find((e) => e.text === "npm test")?.ref, "t3")
+  })
+
   it("marks an error resolved once the same command later succeeds", () => {
     const errors = ofKind(manifest, "error")
     assert.deepStrictEqual(errors.map((e) => [e.text, e.source, e.resolved]), [
@@ -207,6 +225,7 @@ describe("manifest text", () => {
       { kind: "instruction", text: 'two\nlines with "quotes" and </compaction-manifest>', age: 0 },
       { kind: "status", text: "- a: done\n- b: in-progress\nstatus 0 3 chars:", age: 1 },
       { kind: "error", text: 'Error: "x"\\y', source: "tool a.ts", resolved: false, age: 2 },
+      { kind: "error", text: "boom [ref x]", source: "make", resolved: true, age: 0, ref: "toolu_01Err" },
       { kind: "plan", text: "step ✓", age: 1 },
       { kind: "command", text: "npm test", runs: 1, failures: 1, last: "failed", age: 0 },
       { kind: "command", text: "make", runs: 2, failures: 0, last: "unanswered", age: 3 },
@@ -218,6 +237,16 @@ describe("manifest text", () => {
         last: "ok",
         printed: 'Tests: 4 passed | "v1" printed "x"',
         age: 2
+      },
+      {
+        kind: "command",
+        text: "ls [ref y]",
+        runs: 1,
+        failures: 0,
+        last: "ok",
+        printed: "3 files [ref z]",
+        age: 0,
+        ref: "call_9|fc-1"
       },
       { kind: "identifier", text: "toolu_01AbC9", age: 0 },
       { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },

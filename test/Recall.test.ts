@@ -27,10 +27,18 @@ import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
-import { decodeRecallInput, pageOf, readEntries, removalsOf } from "../src/internal/recall.ts"
+import {
+  decodeRecallInput,
+  pageOf,
+  readEntries,
+  removalsOf,
+  removedSources,
+  searchSources
+} from "../src/internal/recall.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
+import { splitSummary, summaryText } from "../src/Summary.ts"
 import { corpus, type CorpusSession } from "./fixtures/Corpus.ts"
 import { corpusPolicy, usageOf } from "./fixtures/ConversationReplay.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
@@ -213,6 +221,43 @@ const longPrefix = (length = 300): CorpusSession => {
 const small = (): CorpusSession => corpus().find((s) => s.name === "swe-agent__marshmallow-1867_function-calling")!
 
 describe("Recall over replayed sessions", () => {
+  it.effect(
+    "every reference a summary's manifest shows is answered by recall with the tool result it came from",
+    () =>
+      Effect.gen(function* () {
+        const sessions = new Map()
+        const store = SessionStore.layerMemory(sessions)
+        const log = SessionLog.layerMemory({ sessionId: "manifest", store: sessions })
+        yield* replayInto(longPrefix(), log)
+        const entries = yield* readEntries("manifest").pipe(Effect.provide(store))
+        let refs = 0
+        for (const entry of entries) {
+          if (entry.type !== "compaction") continue
+          const text = summaryText(entry.summary)
+          const manifest = text === undefined ? undefined : splitSummary(text).manifest
+          assert.isDefined(manifest, `compaction ${entry.id} has a manifest`)
+          for (const e of manifest!.entries) {
+            if (e.kind !== "command" && e.kind !== "error") continue
+            if (e.kind === "error" || e.last !== "unanswered") assert.isDefined(e.ref, `${e.kind} ${e.text}`)
+            if (e.ref === undefined) continue
+            assert.include(text!, `[ref ${e.ref}]`)
+            refs++
+            const { source, text: whole } = yield* recallWhole("manifest", e.ref).pipe(Effect.provide(store))
+            assert.strictEqual(source.kind, "tool_result", e.ref)
+            // an error's line is its result's; a command's result answers a call of that command
+            if (e.kind === "error") assert.include(whole.replace(/\s+/g, " "), e.text, e.ref)
+            const call = entries.flatMap((x) => x.type === "message" ? blocksOf(x.message) : []).find((b) =>
+              b.type === "tool_use" && (b as { id: string }).id === e.ref
+            ) as { input: { command?: string; cmd?: string } } | undefined
+            const command = (call?.input.command ?? call?.input.cmd ?? "").replace(/\s+/g, " ").trim()
+            if (e.kind === "command") assert.isTrue(command.startsWith(e.text), `${e.ref}: ${command} / ${e.text}`)
+          }
+        }
+        assert.isAtLeast(refs, 20)
+      }),
+    180_000
+  )
+
   it.effect(
     "JSONL: every offloaded or summarized tool result and user message comes back byte-identical",
     () =>
@@ -471,6 +516,25 @@ describe("Recall pages and input", () => {
       assert.strictEqual(joined, expected)
       assert.notMatch(joined, /[\ud800-\udbff]$/)
     }
+  })
+
+  it("search finds a user's text beside a tool result in one message, and each tool result line once", () => {
+    const messages: ReadonlyArray<Message> = [
+      { role: "user", content: "start" },
+      { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "ls" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "t1", content: "alpha.txt\nbeta.txt" },
+          { type: "text", text: "now remove alpha please" }
+        ]
+      }
+    ]
+    const sources = removedSources(messages)
+    const text = searchSources(sources, "remove alpha")
+    assert.deepStrictEqual(text.map((h) => [h.ref, h.kind, h.line]), [["removed#2", "message", 5]])
+    const result = searchSources(sources, "alpha.txt")
+    assert.deepStrictEqual(result.map((h) => [h.ref, h.kind, h.line]), [["t1", "tool_result", 1]])
   })
 
   it("bad input is a typed error the model can read, never a guess", () => {

@@ -4,13 +4,24 @@
  * loudly, naming the folder) and on generated sessions.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { readFileSync } from "node:fs"
+import { replaySession } from "../src/cli/Replay.ts"
+import { importSession } from "../src/Import.ts"
+import { CompactionPolicy } from "../src/Policy.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
+import type { CompactionRetention } from "../src/internal/simulate/model.ts"
+import { retentionOf } from "../src/internal/simulate/replay.ts"
+import type { Request } from "../src/Request.ts"
+import { readEntries, recallSources, removedSources } from "../src/internal/recall.ts"
 import type { Message } from "../src/Message.ts"
 import { type Anchor, anchorsOf, CATEGORIES, type Category, measure, retention } from "../src/Retention.ts"
-import { summaryMessage } from "../src/Summary.ts"
+import { summaryMessage, summaryText } from "../src/Summary.ts"
 import { type RefAnchor, referenceAnchors, tallyRetention } from "./fixtures/Anchors.ts"
 import { agentLoopSession } from "./fixtures/AgentLoop.ts"
 import { generateSession } from "./fixtures/Conversation.ts"
-import { corpus } from "./fixtures/Corpus.ts"
+import { corpus, rawFile } from "./fixtures/Corpus.ts"
 import { ANCHOR_LIMITS, anchorKey, normalize, presentIn, viewText } from "../src/internal/anchors.ts"
 import { MISSING_RESULT_TEXT } from "../src/internal/repair.ts"
 import { renderAppendix } from "../src/internal/summary.ts"
@@ -341,4 +352,105 @@ describe("Retention agrees with the independent extractor (tolerance: none; ever
       }
     }
   })
+})
+
+// ============================================================================
+// Recoverable by one recall
+// ============================================================================
+
+/** The kept tail of a request: after its summary (the blocks merged into the summary's message kept). */
+const tailOf = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
+  const first = messages[0]
+  if (first === undefined || summaryText(first) === undefined || typeof first.content === "string") return messages
+  const merged = first.content.slice(1)
+  return merged.length === 0 ? messages.slice(1) : [{ role: first.role, content: merged }, ...messages.slice(1)]
+}
+
+describe("recoverable: an anchor absent from the request, found by one recall search over what was removed", () => {
+  it("a path and a command found in a removed message, an error in a removed tool result; nothing without removed", () => {
+    const span: ReadonlyArray<Message> = [
+      user("fix the build"),
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "toolu_run1", name: "bash", input: { command: 'grep -n "x" src/a.ts' } }]
+      },
+      {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: "toolu_run1", content: "Error: cannot  read x", is_error: true }]
+      }
+    ]
+    const view = [user("summary: nothing kept")]
+    const without = retention(anchorsOf(span), view)
+    const withRemoved = retention(anchorsOf(span), view, { removed: removedSources(span) })
+    for (const c of CATEGORIES) {
+      assert.strictEqual(without.categories[c].recoverable, 0, c)
+      assert.deepStrictEqual(without.categories[c].unrecoverable, without.categories[c].missing, c)
+      assert.strictEqual(withRemoved.categories[c].recoverable, withRemoved.categories[c].missing.length, c)
+      assert.deepStrictEqual(withRemoved.categories[c].unrecoverable, [], c)
+    }
+    // the command holds quotes (stored as JSON in the tool call), the error two spaces (folded in the anchor)
+    assert.strictEqual(withRemoved.categories.command.recoverable, 1)
+    assert.strictEqual(withRemoved.categories.error.recoverable, 1)
+    // removed text that lacks an anchor does not recover it
+    const other = retention(anchorsOf(span), view, { removed: removedSources([user("something else")]) })
+    assert.strictEqual(other.categories.command.recoverable, 0)
+  })
+
+  it.effect(
+    "on a real session replayed with compaction (and its log): every anchor of every compacted span absent from the next request is found by one recall search in the log",
+    () =>
+      Effect.gen(function* () {
+        const session = yield* importSession(readFileSync(rawFile("pi__large-session.jsonl"), "utf8"))
+        const policy = CompactionPolicy.makeUnsafe({ compactAtTokens: 40_000, keepRecentTokens: 4_000 })
+        const sessions: MemorySessions = new Map()
+        const compacted: Array<{ span: ReadonlyArray<Message>; prompt: ReadonlyArray<Message> }> = []
+        const rows: Array<CompactionRetention> = []
+        yield* replaySession(session, {
+          name: "ours",
+          strategy: { _tag: "Library", options: { keepRecent: 10, policy } }
+        }, {
+          simulate: { compaction: policy },
+          log: SessionLog.layerMemory({ sessionId: "real", store: sessions }),
+          onRequest: (_, event) =>
+            Effect.sync(() => {
+              if (event.summarized === undefined) return
+              compacted.push({ span: event.summarized, prompt: event.prompt })
+              if (event.figures.retention !== undefined) rows.push(event.figures.retention)
+            })
+        })
+        assert.isAtLeast(compacted.length, 3)
+        // the engine's figures: whatever is absent from the next request, one search over what it removed finds
+        for (const row of rows) {
+          for (const c of CATEGORIES) {
+            const t = row.categories[c]
+            assert.strictEqual(t.present + t.recoverable!, t.counted, c)
+          }
+          assert.strictEqual(row.total.recoverableShare, 1)
+        }
+        // the log's own sources, as `recall` reads them; the summaries taken away (the request's kept tail only), so
+        // every counted anchor is absent and must be recovered by a search alone
+        const removed = recallSources(
+          yield* readEntries("real").pipe(Effect.provide(SessionStore.layerMemory(sessions)))
+        )
+        let absent = 0
+        let absentInEngine = 0
+        const spans: Array<Message> = []
+        for (const { prompt, span } of compacted) {
+          const tail = tailOf(prompt)
+          // the engine's measure on the same request without its summary, given the spans removed so far
+          spans.push(...span)
+          const engine = retentionOf(span, { messages: tail } as unknown as Request, () => removedSources(spans))
+          absentInEngine += engine.total.counted - engine.total.present
+          assert.strictEqual(engine.total.recoverable, engine.total.counted - engine.total.present)
+          const measured = measure(span, tail, { tail, removed })
+          for (const c of CATEGORIES) {
+            absent += measured.categories[c].missing.length
+            assert.deepStrictEqual(measured.categories[c].unrecoverable.map((a) => a.text), [], c)
+          }
+        }
+        assert.isAbove(absent, 100, "the spans have anchors the tail lacks")
+        assert.isAbove(absentInEngine, 100)
+      }),
+    180_000
+  )
 })

@@ -474,13 +474,13 @@ export interface RetentionInput extends PolicyFlags {
 const cell = (t: RetentionTally): string =>
   `${t.counted === 0 ? " n/a" : t.share.toFixed(2)}  ${`${t.present}/${t.counted}`.padStart(9)}  ${
     String(t.inTail).padStart(7)
-  }`
+  }  ${String(t.recoverable ?? "-").padStart(11)}`
 
 /** The text of one compaction's retention: a row per category and a total row. */
 const retentionTable = (row: CompactionRetentionRow): string =>
   [
     `compaction ${row.compaction} (request ${row.request}, reply at message ${row.message})`,
-    `  ${"category".padEnd(12)}share    present  in tail`,
+    `  ${"category".padEnd(12)}share    present  in tail  recoverable`,
     ...CATEGORIES.map((c) => `  ${c.padEnd(12)}${cell(row.categories[c])}`),
     `  ${"total".padEnd(12)}${cell(row.total)}`
   ].join("\n") + "\n"
@@ -488,7 +488,8 @@ const retentionTable = (row: CompactionRetentionRow): string =>
 /**
  * `retention`: the session through the replay engine `replay` runs (same defaults and policy flags), and per
  * compaction the share of the span it removed whose anchors (`Retention.anchorsOf`) are present in the next request,
- * per category and in total, the anchors still in the kept tail counted apart.
+ * per category and in total, the anchors still in the kept tail counted apart; and of those absent from it, how many
+ * one `recall` search over what was removed so far finds (`recoverable`).
  */
 export const retention = (input: RetentionInput): Effect.Effect<void, CliFailure, Env> =>
   Effect.gen(function* () {

@@ -1,21 +1,41 @@
 /**
  * The recall tool's parts (`Recall` is its public face): the tool definition, reading its input, the sources a
- * session's entries can give back, what each compaction and eviction removed, pages, search, answers and their text,
- * the eviction's view of a recall call, and the store read they answer from.
+ * session's entries can give back, what each compaction and eviction removed, pages, answers and their text, the
+ * eviction's view of a recall call, and the store read they answer from; the search and the sources' text are in
+ * `internal/recallSearch` (re-exported here), which `Retention` uses without reaching the store.
  *
  * @internal
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
-import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import type { Message, ToolUseBlock } from "../Message.ts"
+import { isToolResult, isToolUse } from "./blocks.ts"
 import { decodeLine, type Entry } from "../SessionEntry.ts"
 import { SessionStore } from "../SessionStore.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
 import type { ToolAction } from "../Tools.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { headOf } from "./text.ts"
+import {
+  messageText,
+  type RecallHit,
+  type RecallKind,
+  type RecallSource,
+  recallText,
+  searchSources
+} from "./recallSearch.ts"
+
+export {
+  DEFAULT_CONTEXT_LINES,
+  messageText,
+  type RecallHit,
+  type RecallKind,
+  type RecallSource,
+  recallText,
+  removedSources,
+  searchSources
+} from "./recallSearch.ts"
 
 // ============================================================================
 // The tool definition
@@ -140,59 +160,6 @@ export const decodeRecallInput = (input: unknown): Result.Result<RecallRequest, 
 // ============================================================================
 // Sources: what the log can give back
 // ============================================================================
-
-/** What a source is: a tool call's result, a message, or a summary a later compaction replaced. @category models */
-export type RecallKind = "tool_result" | "message" | "summary"
-
-/**
- * One text the log can give back by reference: where it is stored (`entryId`, and `block` for a tool result), its
- * text, and whether the current view still holds it as it was (`removed` false) or not.
- * @category models
- */
-export interface RecallSource {
-  readonly ref: string
-  readonly kind: RecallKind
-  /** The log entry that stored it (for a kept message, its compaction entry's `id#i`). */
-  readonly entryId: string
-  /** The index of the tool_result block in its message (tool results only). */
-  readonly block?: number
-  readonly role?: "user" | "assistant" | "system"
-  /** The tool whose call it answers (tool results only, when the call is in the log). */
-  readonly tool?: string
-  /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
-  readonly text: string
-  /** The current view no longer holds it as stored: summarized away or offloaded. */
-  readonly removed: boolean
-}
-
-/**
- * The text of a tool result's content: a string as it is; blocks as their texts, one after the other, an image or
- * other non-text block as a one-line marker (`[image]`), separated by a newline.
- * @category text
- */
-export const recallText = (content: ToolResultBlock["content"]): string => {
-  if (content === undefined) return ""
-  if (typeof content === "string") return content
-  return content.map(blockText).join("\n")
-}
-
-const blockText = (block: ContentBlock): string => {
-  if (isText(block)) return block.text
-  if (isToolUse(block)) return `[tool_use ${block.name} id=${block.id}] ${JSON.stringify(block.input)}`
-  if (isToolResult(block)) return `[tool_result id=${block.tool_use_id}]\n${recallText(block.content)}`
-  if (block.type === "thinking" && typeof (block as { thinking?: unknown }).thinking === "string") {
-    return `[thinking] ${(block as { thinking: string }).thinking}`
-  }
-  return `[${block.type}]`
-}
-
-/**
- * The text of a message: a string content as it is; blocks as their texts (`recallText`'s forms, a tool call as
- * `[tool_use name id=…] input`, a tool result under a `[tool_result id=…]` line), separated by a blank line.
- * @category text
- */
-export const messageText = (message: Message): string =>
-  typeof message.content === "string" ? message.content : message.content.map(blockText).join("\n\n")
 
 /** A fold of a session's entries into its sources, calling `onRemoval` at each compaction and eviction. */
 const foldSources = (
@@ -383,69 +350,6 @@ export const pageOf = (
 // ============================================================================
 // Search
 // ============================================================================
-
-/** One search hit: the source's reference, the matching line and a few lines around it. @category models */
-export interface RecallHit {
-  readonly ref: string
-  readonly kind: RecallKind
-  readonly tool?: string
-  /** The matching line's number in the source's text (from 1). */
-  readonly line: number
-  /** The lines around it (`context` before and after), the matching one included. */
-  readonly excerpt: string
-}
-
-/** Lines of context each side of a hit, by default. @category constants */
-export const DEFAULT_CONTEXT_LINES = 2
-
-/** The longest line an excerpt shows, in code units (a longer one is clipped around nothing: its head). */
-const MAX_EXCERPT_LINE = 400
-
-/**
- * The hits of `query` in the removed sources, newest first (later entries first, the first match of each source
- * first): at most one hit per line, each with `context` lines either side. A plain query matches case-insensitively;
- * a regular expression as written (with the `u` flag). Pure.
- * @category search
- */
-export const searchSources = (
-  sources: ReadonlyArray<RecallSource>,
-  query: string,
-  options: { readonly regex?: boolean; readonly context?: number } = {}
-): ReadonlyArray<RecallHit> => {
-  const context = options.context ?? DEFAULT_CONTEXT_LINES
-  const needle = query.toLowerCase()
-  const pattern = options.regex === true ? new RegExp(query, "u") : undefined
-  // a line that matches is a match of the whole text (with `^` and `$` at line ends): one scan rules a text out
-  const anywhere = options.regex === true ? new RegExp(query, "mu") : undefined
-  const matches = (line: string) => pattern === undefined ? line.toLowerCase().includes(needle) : pattern.test(line)
-  const mayMatch = (text: string) => anywhere === undefined ? text.toLowerCase().includes(needle) : anywhere.test(text)
-  const hits: Array<RecallHit> = []
-  for (let s = sources.length - 1; s >= 0; s--) {
-    const source = sources[s]!
-    // a message's text repeats its tool results: search each tool result once, in its own source
-    if (!source.removed || (source.kind !== "tool_result" && hasOwnToolResults(sources, s))) continue
-    if (!mayMatch(source.text)) continue
-    const lines = source.text.split("\n")
-    lines.forEach((line, i) => {
-      if (!matches(line)) return
-      const excerpt = lines.slice(Math.max(0, i - context), i + context + 1).map((l) => headOf(l, MAX_EXCERPT_LINE))
-      hits.push({
-        ref: source.ref,
-        kind: source.kind,
-        ...(source.tool === undefined ? {} : { tool: source.tool }),
-        line: i + 1,
-        excerpt: excerpt.join("\n")
-      })
-    })
-  }
-  return hits
-}
-
-/** True when the message source at `index` is followed by tool result sources of its own entry. */
-const hasOwnToolResults = (sources: ReadonlyArray<RecallSource>, index: number): boolean => {
-  const next = sources[index + 1]
-  return next !== undefined && next.kind === "tool_result" && next.entryId === sources[index]!.entryId
-}
 
 // ============================================================================
 // Answers

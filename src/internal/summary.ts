@@ -233,6 +233,8 @@ export type ManifestEntry =
     readonly source: string
     /** A later call of the same `source` succeeded. */
     readonly resolved: boolean
+    /** The tool_use_id of the failed result (the reference `Recall.recall` answers), when it is known. */
+    readonly ref?: string
   }
   | {
     readonly kind: "command"
@@ -243,6 +245,8 @@ export type ManifestEntry =
     readonly last: CommandOutcome
     /** The lines with values (counts, versions, ids) its latest successful run printed, joined by ` | `. */
     readonly printed?: string
+    /** The tool_use_id of its latest answered run (the reference `Recall.recall` answers), when it is known. */
+    readonly ref?: string
   }
   | {
     readonly kind: "file"
@@ -288,10 +292,17 @@ const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (comp
   "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
   "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
   "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
-  "recent messages after this summary come first. A file's latest known content follows its line."
+  "recent messages after this summary come first. A file's latest known content follows its line. A command or " +
+  "error line may end with [ref id]: the id of the tool call whose output it was."
 
 /** The intros of earlier versions, still recognized when a summary is split. */
 const EARLIER_INTROS: ReadonlyArray<string> = [
+  "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+  "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
+  "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
+  "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
+  "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
+  "recent messages after this summary come first. A file's latest known content follows its line.",
   "Kept by rule (computed from the conversation by code, not written by the model). Each line: what it is, how " +
   "many compactions ago it was last seen (0: in the part just summarized), the exact text as a JSON string. " +
   "Instructions are the user's own words, newest first; a file's latest known content follows its line."
@@ -483,7 +494,11 @@ export const nextManifest = (
   const calls = new Map<string, ToolUseBlock>()
   const succeeded: Array<{ readonly source: string; readonly index: number }> = []
   const printed = new Map<string, string>()
-  const failed: Array<{ readonly text: string; readonly source: string; readonly index: number }> = []
+  const failed: Array<
+    { readonly text: string; readonly source: string; readonly index: number; readonly ref: string }
+  > = []
+  /** A command's anchor text → the tool_use_id of its latest answered run. */
+  const commandRefs = new Map<string, string>()
   const known = new Map<string, string | undefined>()
   for (const entry of earlier.manifest?.entries ?? []) {
     if (entry.kind === "file") known.set(entry.text, entry.content)
@@ -503,10 +518,14 @@ export const nextManifest = (
       } else if (isToolResult(block)) {
         const call = calls.get(block.tool_use_id)
         const source = call === undefined ? "" : sourceOf(call, classifier)
+        const command = call === undefined ? undefined : commandOf(call)
+        if (command !== undefined) {
+          commandRefs.set(clipped(firstLine(command), ANCHOR_LIMITS.command), block.tool_use_id)
+        }
         if (block.is_error === true) {
           const text = resultText(block.content)
           if (normalize(text) === MISSING_RESULT_TEXT) continue
-          failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index })
+          failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index, ref: block.tool_use_id })
         } else {
           succeeded.push({ source, index })
           const values = call === undefined || commandOf(call) === undefined
@@ -530,7 +549,14 @@ export const nextManifest = (
     const earlierOne = errors.get(error.text)
     const resolved = resolvedAfter(error.source, error.index)
     if (earlierOne === undefined) {
-      errors.set(error.text, { kind: "error", text: error.text, source: error.source, resolved, age: 0 })
+      errors.set(error.text, {
+        kind: "error",
+        text: error.text,
+        source: error.source,
+        resolved,
+        age: 0,
+        ...(isRef(error.ref) ? { ref: error.ref } : {})
+      })
     } else if (earlierOne.kind === "error" && earlierOne.resolved && !resolved) {
       errors.set(error.text, { ...earlierOne, resolved: false })
     }
@@ -544,6 +570,7 @@ export const nextManifest = (
   for (const a of anchors.filter((a) => a.category === "command").sort(newestFirst)) {
     if (a.category !== "command") continue
     const values = printed.get(a.text)
+    const ref = commandRefs.get(a.text)
     fresh.push({
       kind: "command",
       text: a.text,
@@ -551,7 +578,8 @@ export const nextManifest = (
       failures: a.failures,
       last: a.outcome,
       age: 0,
-      ...(values === undefined ? {} : { printed: values })
+      ...(values === undefined ? {} : { printed: values }),
+      ...(ref !== undefined && isRef(ref) ? { ref } : {})
     })
   }
   for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
@@ -618,11 +646,13 @@ const mergeEntries = (
       merged.set(key, entry)
     } else if (seen.kind === "command" && entry.kind === "command") {
       const printed = seen.printed ?? entry.printed
+      const ref = seen.ref ?? entry.ref
       merged.set(key, {
         ...seen,
         runs: seen.runs + entry.runs,
         failures: seen.failures + entry.failures,
-        ...(printed === undefined ? {} : { printed })
+        ...(printed === undefined ? {} : { printed }),
+        ...(ref === undefined ? {} : { ref })
       })
     } else if (seen.kind === "error" && entry.kind === "error" && seen.age === 0 && !seen.resolved) {
       merged.set(key, seen)
@@ -648,6 +678,14 @@ const commandSuffix = (entry: Extract<ManifestEntry, { kind: "command" }>): stri
     ? `×1: ${OUTCOME_WORDS[entry.last]}`
     : `×${entry.runs}: ${entry.failures} failed, last ${OUTCOME_WORDS[entry.last]}`
 
+/** A reference the manifest can show compactly: no white space, no `]`. */
+const isRef = (ref: string): boolean => /^[^\s\]]+$/.test(ref)
+
+/** A command's or error's reference at the end of its line: ` [ref toolu_…]`. */
+const refSuffix = (ref: string | undefined): string => ref === undefined ? "" : ` [ref ${ref}]`
+
+const REF_SUFFIX = / \[ref ([^\s\]]+)\]$/
+
 /** One entry's text in a manifest block (a file's content follows its line). */
 const renderEntry = (entry: ManifestEntry): string => {
   // an instruction keeps its lines: its length, then the text itself on the lines that follow
@@ -659,9 +697,11 @@ const renderEntry = (entry: ManifestEntry): string => {
     case "command":
       return `${head} ${commandSuffix(entry)}${
         entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
-      }`
+      }${refSuffix(entry.ref)}`
     case "error":
-      return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}`
+      return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}${
+        refSuffix(entry.ref)
+      }`
     case "file":
       return entry.content === undefined
         ? `${head} path only`
@@ -733,19 +773,43 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
     } else if (kind === "command") {
-      const m = suffix === undefined ? null : COMMAND_SUFFIX.exec(suffix)
+      const refMatch = suffix === undefined ? null : REF_SUFFIX.exec(suffix)
+      const ref = refMatch?.[1]
+      const m = suffix === undefined
+        ? null
+        : COMMAND_SUFFIX.exec(refMatch === null ? suffix : suffix.slice(0, refMatch.index))
       if (m === null) return undefined
       const runs = Number(m[1])
       const last = outcomeOf(m[3]!)
       const failures = m[2] === undefined ? (last === "failed" ? 1 : 0) : Number(m[2])
       const printed = m[4] === undefined ? undefined : jsonString(m[4])
       if (m[4] !== undefined && printed === undefined) return undefined
-      entries.push({ kind, text: entryText, age, runs, failures, last, ...(printed === undefined ? {} : { printed }) })
+      entries.push({
+        kind,
+        text: entryText,
+        age,
+        runs,
+        failures,
+        last,
+        ...(printed === undefined ? {} : { printed }),
+        ...(ref === undefined ? {} : { ref })
+      })
     } else if (kind === "error") {
-      const m = suffix === undefined ? null : ERROR_SUFFIX.exec(suffix)
+      const refMatch = suffix === undefined ? null : REF_SUFFIX.exec(suffix)
+      const ref = refMatch?.[1]
+      const m = suffix === undefined
+        ? null
+        : ERROR_SUFFIX.exec(refMatch === null ? suffix : suffix.slice(0, refMatch.index))
       const source = m === null ? undefined : jsonString(m[1]!)
       if (m === null || source === undefined) return undefined
-      entries.push({ kind, text: entryText, age, source, resolved: m[2] === "resolved later" })
+      entries.push({
+        kind,
+        text: entryText,
+        age,
+        source,
+        resolved: m[2] === "resolved later",
+        ...(ref === undefined ? {} : { ref })
+      })
     } else {
       const m = suffix === undefined ? null : FILE_SUFFIX.exec(suffix)
       if (m === null) return undefined

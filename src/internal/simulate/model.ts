@@ -334,6 +334,13 @@ export interface RetentionTally {
   readonly inTail: number
   /** `present / counted`, 1 when nothing was counted. */
   readonly share: number
+  /**
+   * Of `counted` minus `present` (absent from the request), those one `recall` search over what the replay removed
+   * so far finds (`Retention.retention`'s `recoverable`). Absent when the measure was not given what was removed.
+   */
+  readonly recoverable?: number | undefined
+  /** `(present + recoverable) / counted`, 1 when nothing was counted; with `recoverable` only. */
+  readonly recoverableShare?: number | undefined
 }
 
 /**

@@ -33,6 +33,7 @@ import {
   zeroUsage
 } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
+import { type RecallSource, removedSources } from "../recallSearch.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
 import { estimateContentTokens } from "../../Tokens.ts"
 import { blockKey, type CacheBill, chainKey, PromptCache } from "./cache.ts"
@@ -53,6 +54,7 @@ import {
   requestCost,
   type RequestEvent,
   type RequestFigures,
+  type RetentionTally,
   type SimPolicy,
   type SimulateOptions,
   type Strategy,
@@ -304,8 +306,29 @@ export function* replaySteps(
   const cleared = new Set<string>()
   const perRequest: Array<RequestFigures> = []
   let changes: Array<ReplayChange> = []
+  /** What was removed from the view so far, as `recall` searches it: summarized spans and offloaded originals. */
+  const removedMessages: Array<Message> = []
+  const remove = (messages: ReadonlyArray<Message>) => {
+    for (const message of messages) removedMessages.push(message)
+  }
+  // their sources, made when a measure first needs them (only an anchor missing from the request does)
+  const sources: Array<RecallSource> = []
+  let sourced = 0
+  const removed = (): ReadonlyArray<RecallSource> => {
+    for (const source of removedSources(removedMessages.slice(sourced), sourced)) sources.push(source)
+    sourced = removedMessages.length
+    return sources
+  }
   const apply = (t: Transition) => {
     for (const step of t.steps) {
+      if (step.change._tag === "Offloaded") {
+        const view = asMessages(state.view)
+        remove(step.change.offloaded.flatMap((o) => {
+          const content = view[o.messageIndex]?.content
+          const block = Array.isArray(content) ? content[o.blockIndex] : undefined
+          return block === undefined ? [] : [{ role: "user" as const, content: [block] }]
+        }))
+      }
       changes.push({ change: step.change, before: state, after: step.state })
       state = step.state
     }
@@ -393,6 +416,7 @@ export function* replaySteps(
     for (const s of applied.steps) if (s.change._tag === "Offloaded") compactionOffloads += s.change.offloaded.length
     if (compactionOffloads > 0) sumOffloaded(applied.steps[0]!.state, applied.state)
     summarized = plan.request.messages
+    remove(plan.request.messages)
     compactions++
     return true
   }
@@ -492,7 +516,7 @@ export function* replaySteps(
       cache_creation_input_tokens: cachedTo - cacheRead
     }
     const span = compacted ? summarized : undefined
-    const retention = span === undefined ? undefined : retentionOf(span, request)
+    const retention = span === undefined ? undefined : retentionOf(span, request, removed)
     if (retention !== undefined) shares.push(retention.total.share)
     const sent = threadRequest ?? request
     const whole = requestBytes(request)
@@ -586,20 +610,32 @@ const tailOf = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
 
 /**
  * What of `span` a request holds, per category and in total (the kept tail after its summary counted apart): the
- * request right after the span's compaction, or a later one (the sweep's retention at the end).
+ * request right after the span's compaction, or a later one (the sweep's retention at the end). With `removed` (what was
+ * removed so far, as `recall` searches it), the anchors absent from the request that one search finds too.
  */
-export const retentionOf = (span: ReadonlyArray<Message>, request: Request): CompactionRetention => {
+export const retentionOf = (
+  span: ReadonlyArray<Message>,
+  request: Request,
+  removed?: () => ReadonlyArray<RecallSource>
+): CompactionRetention => {
   const messages = asMessages(request.messages)
-  const measured = measure(span, messages, { tail: tailOf(messages) })
-  const tally = (counted: number, present: number, inTail: number) => ({
+  const present = measure(span, messages, { tail: tailOf(messages) })
+  // what one recall search finds is looked for only when something is missing
+  const measured = removed !== undefined && CATEGORIES.some((c) => present.categories[c].missing.length > 0)
+    ? measure(span, messages, { tail: tailOf(messages), removed: removed() })
+    : present
+  const tally = (counted: number, present: number, inTail: number, recoverable: number): RetentionTally => ({
     counted,
     present,
     inTail,
-    share: counted === 0 ? 1 : present / counted
+    share: counted === 0 ? 1 : present / counted,
+    ...(removed === undefined
+      ? {}
+      : { recoverable, recoverableShare: counted === 0 ? 1 : (present + recoverable) / counted })
   })
   const categories = Object.fromEntries(CATEGORIES.map((c) => {
     const r = measured.categories[c]
-    return [c, tally(r.counted, r.present, r.inTail)]
+    return [c, tally(r.counted, r.present, r.inTail, r.recoverable)]
   })) as CompactionRetention["categories"]
   const all = Object.values(categories)
   return {
@@ -607,7 +643,8 @@ export const retentionOf = (span: ReadonlyArray<Message>, request: Request): Com
     total: tally(
       all.reduce((a, t) => a + t.counted, 0),
       all.reduce((a, t) => a + t.present, 0),
-      all.reduce((a, t) => a + t.inTail, 0)
+      all.reduce((a, t) => a + t.inTail, 0),
+      all.reduce((a, t) => a + (t.recoverable ?? 0), 0)
     )
   }
 }

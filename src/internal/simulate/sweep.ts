@@ -57,13 +57,23 @@ const pooled = (measures: ReadonlyArray<CompactionRetention>): CompactionRetenti
     let counted = 0
     let present = 0
     let inTail = 0
+    let recoverable: number | undefined = measures.length === 0 ? undefined : 0
     for (const m of measures) {
       const t = pick(m)
       counted += t.counted
       present += t.present
       inTail += t.inTail
+      recoverable = recoverable === undefined || t.recoverable === undefined ? undefined : recoverable + t.recoverable
     }
-    return { counted, present, inTail, share: counted === 0 ? 1 : present / counted }
+    const share = counted === 0 ? 1 : present / counted
+    return recoverable === undefined ? { counted, present, inTail, share } : {
+      counted,
+      present,
+      inTail,
+      share,
+      recoverable,
+      recoverableShare: counted === 0 ? 1 : (present + recoverable) / counted
+    }
   }
   return {
     categories: Object.fromEntries(CATEGORIES.map((c) => [c, sum((m) => m.categories[c])])) as CompactionRetention[

@@ -1,0 +1,182 @@
+/**
+ * The pure search of the recall tool (`internal/recall` is the rest): the sources a removed text is searched in, their
+ * text, and the search `recall` answers a query with. Also what `Retention` measures "recoverable by one recall" with,
+ * so it imports only the core's message model.
+ *
+ * @internal
+ */
+import type { ContentBlock, Message, ToolResultBlock } from "../Message.ts"
+import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { headOf } from "./text.ts"
+
+/** What a source is: a tool call's result, a message, or a summary a later compaction replaced. @category models */
+export type RecallKind = "tool_result" | "message" | "summary"
+
+/**
+ * One text the log can give back by reference: where it is stored (`entryId`, and `block` for a tool result), its
+ * text, and whether the current view still holds it as it was (`removed` false) or not.
+ * @category models
+ */
+export interface RecallSource {
+  readonly ref: string
+  readonly kind: RecallKind
+  /** The log entry that stored it (for a kept message, its compaction entry's `id#i`). */
+  readonly entryId: string
+  /** The index of the tool_result block in its message (tool results only). */
+  readonly block?: number
+  readonly role?: "user" | "assistant" | "system"
+  /** The tool whose call it answers (tool results only, when the call is in the log). */
+  readonly tool?: string
+  /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
+  readonly text: string
+  /** The current view no longer holds it as stored: summarized away or offloaded. */
+  readonly removed: boolean
+}
+
+/**
+ * The text of a tool result's content: a string as it is; blocks as their texts, one after the other, an image or
+ * other non-text block as a one-line marker (`[image]`), separated by a newline.
+ * @category text
+ */
+export const recallText = (content: ToolResultBlock["content"]): string => {
+  if (content === undefined) return ""
+  if (typeof content === "string") return content
+  return content.map(blockText).join("\n")
+}
+
+const blockText = (block: ContentBlock): string => {
+  if (isText(block)) return block.text
+  if (isToolUse(block)) return `[tool_use ${block.name} id=${block.id}] ${JSON.stringify(block.input)}`
+  if (isToolResult(block)) return `[tool_result id=${block.tool_use_id}]\n${recallText(block.content)}`
+  if (block.type === "thinking" && typeof (block as { thinking?: unknown }).thinking === "string") {
+    return `[thinking] ${(block as { thinking: string }).thinking}`
+  }
+  return `[${block.type}]`
+}
+
+/**
+ * The text of a message: a string content as it is; blocks as their texts (`recallText`'s forms, a tool call as
+ * `[tool_use name id=…] input`, a tool result under a `[tool_result id=…]` line), separated by a blank line.
+ * @category text
+ */
+export const messageText = (message: Message): string =>
+  typeof message.content === "string" ? message.content : message.content.map(blockText).join("\n\n")
+
+/**
+ * The sources of messages that are all removed (the measure of `Retention` asks what one search finds in them): each
+ * message (`ref` `removed#n`, `n` its index plus `from`) and each tool result in it (by its `tool_use_id`), with the
+ * texts `recallSources` gives them: what `searchSources` searches, as it searches a log's removed sources. Pure.
+ * @category sources
+ */
+export const removedSources = (messages: ReadonlyArray<Message>, from = 0): ReadonlyArray<RecallSource> =>
+  messages.flatMap((message, i) => {
+    const entryId = `removed#${from + i}`
+    const own: RecallSource = {
+      ref: entryId,
+      kind: "message",
+      entryId,
+      role: message.role,
+      text: messageText(message),
+      removed: true
+    }
+    if (typeof message.content === "string") return [own]
+    const results = message.content.flatMap((block, index): ReadonlyArray<RecallSource> =>
+      isToolResult(block)
+        ? [{
+          ref: block.tool_use_id,
+          kind: "tool_result",
+          entryId,
+          block: index,
+          role: message.role,
+          text: recallText(block.content),
+          removed: true
+        }]
+        : []
+    )
+    return [own, ...results]
+  })
+
+/** One search hit: the source's reference, the matching line and a few lines around it. @category models */
+export interface RecallHit {
+  readonly ref: string
+  readonly kind: RecallKind
+  readonly tool?: string
+  /** The matching line's number in the source's text (from 1). */
+  readonly line: number
+  /** The lines around it (`context` before and after), the matching one included. */
+  readonly excerpt: string
+}
+
+/** Lines of context each side of a hit, by default. @category constants */
+export const DEFAULT_CONTEXT_LINES = 2
+
+/** The longest line an excerpt shows, in code units (a longer one is clipped around nothing: its head). */
+const MAX_EXCERPT_LINE = 400
+
+/**
+ * The hits of `query` in the removed sources, newest first (later entries first, the first match of each source
+ * first): at most one hit per line, each with `context` lines either side. A plain query matches case-insensitively;
+ * a regular expression as written (with the `u` flag). Pure.
+ * @category search
+ */
+export const searchSources = (
+  sources: ReadonlyArray<RecallSource>,
+  query: string,
+  options: { readonly regex?: boolean; readonly context?: number } = {}
+): ReadonlyArray<RecallHit> => {
+  const context = options.context ?? DEFAULT_CONTEXT_LINES
+  const needle = query.toLowerCase()
+  const pattern = options.regex === true ? new RegExp(query, "u") : undefined
+  // a line that matches is a match of the whole text (with `^` and `$` at line ends): one scan rules a text out
+  const anywhere = options.regex === true ? new RegExp(query, "mu") : undefined
+  const matches = (line: string) => pattern === undefined ? line.toLowerCase().includes(needle) : pattern.test(line)
+  const mayMatch = (text: string) => anywhere === undefined ? text.toLowerCase().includes(needle) : anywhere.test(text)
+  const hits: Array<RecallHit> = []
+  for (let s = sources.length - 1; s >= 0; s--) {
+    const source = sources[s]!
+    if (!source.removed || !mayMatch(source.text)) continue
+    // a message's text repeats its tool results: search each tool result once, in its own source (the message's
+    // other blocks, a user's text beside a tool result, in the message)
+    const skip = source.kind === "tool_result" ? undefined : ownResultLines(sources, s)
+    const lines = source.text.split("\n")
+    lines.forEach((line, i) => {
+      if (skip?.has(i) === true || !matches(line)) return
+      const excerpt = lines.slice(Math.max(0, i - context), i + context + 1).map((l) => headOf(l, MAX_EXCERPT_LINE))
+      hits.push({
+        ref: source.ref,
+        kind: source.kind,
+        ...(source.tool === undefined ? {} : { tool: source.tool }),
+        line: i + 1,
+        excerpt: excerpt.join("\n")
+      })
+    })
+  }
+  return hits
+}
+
+/**
+ * The lines (from 0) of the message source at `index` that hold its own tool results (the tool result sources of its
+ * entry that follow it, each as `messageText` writes it: a `[tool_result id=…]` line, then its text).
+ */
+const ownResultLines = (sources: ReadonlyArray<RecallSource>, index: number): ReadonlySet<number> | undefined => {
+  const message = sources[index]!
+  let skip: Set<number> | undefined
+  for (let r = index + 1; r < sources.length; r++) {
+    const result = sources[r]!
+    if (result.kind !== "tool_result" || result.entryId !== message.entryId) break
+    const segment = `[tool_result id=${result.ref}]\n${result.text}`
+    const at = message.text.indexOf(segment)
+    if (at === -1) continue
+    skip ??= new Set()
+    const first = lineCount(message.text.slice(0, at))
+    const last = first + lineCount(segment)
+    for (let line = first; line <= last; line++) skip.add(line)
+  }
+  return skip
+}
+
+const lineCount = (text: string): number => {
+  let n = 0
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", i + 1)) n++
+  return n
+}
