@@ -1,4 +1,6 @@
 /**
+ * Concept: the conversation service, the agent loop for Effect code over the state value.
+ *
  * The conversation service: the agent loop as one owned API over a `ConversationState`, the front door for Effect
  * code. It runs the state's pure transitions (`ConversationState`), hands out the request each state sends
  * (`Request`), compacts when the trigger fires (its `Summarizer`, in the background with `CompactionPolicy.

@@ -1,4 +1,6 @@
 /**
+ * Concept: the state of the agent loop and its pure transitions.
+ *
  * The state value of the agent loop and its pure transitions: append a message, record a reply, prepare a step
  * (answer abandoned calls, offload stale output, say whether to compact), finish a compaction. Everything a step
  * depends on is a field of the state or an argument, so a copied or resumed state decides as the live one.

@@ -1,4 +1,6 @@
 /**
+ * Concept: the agent loop for code without Effect, each step a Promise.
+ *
  * The Promise door: the agent loop of `Conversation` for code that does not use Effect. `open` builds one
  * conversation (in memory, or logged to a JSONL file or to PostgreSQL) and hands back an object whose steps are
  * Promises: `append`, `prepare`, `recordReply`, `compact`, `state`, then `close` (or `await using`). It is a thin shell

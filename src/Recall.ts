@@ -1,4 +1,6 @@
 /**
+ * Concept: the way back, a tool that reads from the log what a compaction or an eviction removed.
+ *
  * The way back: `recall`, a tool the agent calls to read exactly what a compaction or an eviction removed from its
  * context, answered from the session log without a model call.
  *

@@ -1,4 +1,6 @@
 /**
+ * Concept: the request a conversation state sends.
+ *
  * The request a conversation state sends: `requestOf` builds the Messages API body for a `ConversationState` (the
  * view's messages with the library's `cache_control` breakpoints, the system prompt and tools), binds its thinking
  * config to the rewrites the view went through (API-RULES 29), puts it in its thread form (API-RULES 22–24), and the

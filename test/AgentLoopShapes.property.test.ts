@@ -92,7 +92,9 @@ describe("issue 38: the regression", () => {
         })
       }
       assert.isTrue(outcomes.some((o) => o._tag === "Compacted"), outcomes.map((o) => o._tag).join(", "))
-      // a compaction asked for right after one finds too little to free: it says why and what would change it
+      // a compaction asked for right after another (whatever the first did with what the last steps added) finds too
+      // little to free: it says why and what would change it
+      yield* conversation.compact()
       const skip = (yield* conversation.compact()).outcome
       assert.strictEqual(skip._tag, "Skipped")
       if (skip._tag === "Skipped") {
