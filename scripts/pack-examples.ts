@@ -15,4 +15,5 @@ for (const name of fs.readdirSync(from)) {
     name.endsWith(".ts") ? text.replaceAll(`"../src/index.ts"`, `"effect-compaction"`) : text
   )
 }
-console.log(`examples: ${fs.readdirSync(to).length} files in dist/examples/`)
+// nothing on stdout: `npm pack --json` (which runs this through prepack) reads stdout as its JSON
+process.stderr.write(`examples: ${fs.readdirSync(to).length} files in dist/examples/\n`)
