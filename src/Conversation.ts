@@ -25,6 +25,7 @@ import { ttlMs } from "./internal/cacheTtl.ts"
 import { minCacheableTokens } from "./Cache.ts"
 import { CompactOutcome } from "./Compact.ts"
 import {
+  type AppendMends,
   appendMessage,
   applyCompaction,
   Change,
@@ -41,7 +42,6 @@ import type { Offloaded } from "./Offload.ts"
 import { type Request, requestOf, type RequestOptions } from "./Request.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { closePending } from "./internal/conversation/steps.ts"
-import { type AppendMends, appendMends } from "./internal/conversation/appendReport.ts"
 import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
@@ -448,9 +448,9 @@ const make = (
               })
             )
           }
-          const mends = appendMends(state, given)
-          return persist(appendMessage(state, shortened(given)), stateNow).pipe(
-            Effect.tap(() => logMends(mends)),
+          const t = appendMessage(state, shortened(given))
+          return persist(t, stateNow).pipe(
+            Effect.tap(() => t.mends === undefined ? Effect.void : logMends(t.mends)),
             Effect.map(stateNow)
           )
         })),

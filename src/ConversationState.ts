@@ -225,7 +225,26 @@ export interface Step {
 export interface Transition {
   readonly steps: ReadonlyArray<Step>
   readonly state: ConversationState
+  /** What `appendMessage` mended in the caller's message (absent when nothing). */
+  readonly mends?: AppendMends | undefined
 }
+
+/**
+ * What `appendMessage` mends in a caller's message, ids as the caller knows them: tool results that answer no pending
+ * call (dropped: the API refuses them), and pending calls a message with other content (or a system message) leaves
+ * unanswered (answered as interrupted: the API needs every call answered). The service logs each as a warning.
+ * @category models
+ */
+export interface AppendMends {
+  readonly droppedResults: ReadonlyArray<string>
+  readonly interruptedCalls: ReadonlyArray<string>
+}
+
+/** `t` reporting `mends`, when there is any. */
+const withMends = (t: Transition, droppedResults: ReadonlyArray<string>, interruptedCalls: ReadonlyArray<string>) =>
+  droppedResults.length === 0 && interruptedCalls.length === 0
+    ? t
+    : { ...t, mends: { droppedResults, interruptedCalls } }
 
 /** The state of a conversation that has seen nothing. @category constructors */
 export const emptyState = (classifier?: ToolClassifier | undefined): ConversationState => {
@@ -288,11 +307,15 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
   if (message.role === "assistant") return recordReply(state, message)
   const clean = wireMessage(message)
   if (clean === undefined) return none(state)
-  if (clean.role === "system") return chain(chain(closePending(state), leadingUser), (s) => appendStep(s, clean))
+  if (clean.role === "system") {
+    const closed = chain(chain(closePending(state), leadingUser), (s) => appendStep(s, clean))
+    return withMends(closed, [], state.pending.map((p) => p.originalId))
+  }
   const blocks = blocksOf(clean)
   const waiting = new Map(state.pending.map((p) => [p.originalId, p]))
   const answered: Array<Block> = []
   const others: Array<Block> = []
+  const dropped: Array<string> = []
   let changed = false
   for (const block of blocks) {
     if (block.type !== "tool_result") {
@@ -301,6 +324,7 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
     }
     const call = waiting.get(block.tool_use_id)
     if (call === undefined) {
+      dropped.push(block.tool_use_id)
       changed = true
       continue
     }
@@ -311,12 +335,13 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
   }
   const closing = others.length > 0 ? [...waiting.values()] : []
   const content = [...answered, ...closing.map((p) => interrupted(p.id)), ...others]
-  if (content.length === 0) return none(state)
+  const interruptedCalls = closing.map((p) => p.originalId)
+  if (content.length === 0) return withMends(none(state), dropped, interruptedCalls)
   const stored: MessageParam = changed || closing.length > 0 ? { role: "user", content } : clean
   const rest = closing.length > 0 ? [] : state.pending.filter((p) => waiting.has(p.originalId))
   const t = appendStep(state, stored)
   const final = { ...t.state, pending: rest }
-  return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+  return withMends({ steps: [{ ...t.steps[0]!, state: final }], state: final }, dropped, interruptedCalls)
 }
 
 /** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
