@@ -29,8 +29,11 @@ export const apiView = <M extends Message>(messages: ReadonlyArray<M>): Readonly
 
 /** The compaction block that opens the API view, and where it sits. @category models */
 export interface ViewCompaction {
+  /** Index of the message holding the block. */
   readonly messageIndex: number
+  /** Index of the block in that message's content. */
   readonly blockIndex: number
+  /** The compaction block itself (one with content: a failed, `null` one never opens the view). */
   readonly block: CompactionBlock & { readonly content: string }
 }
 
