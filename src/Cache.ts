@@ -39,7 +39,12 @@ export const minCacheableTokens = (model?: string | undefined): number =>
 
 /** Where a request's breakpoints go: at the end of system and tools, and on these message blocks (in order). @category models */
 export interface BreakpointPlan {
+  /**
+   * Whether the end of the system prompt and tools gets a breakpoint (only when the request has them and they reach
+   * `minCacheableTokens`).
+   */
   readonly system: boolean
+  /** The message blocks that get a breakpoint, in message order. */
   readonly blocks: ReadonlyArray<BlockPosition>
 }
 
