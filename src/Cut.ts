@@ -202,7 +202,9 @@ const turnStartsBefore = (messages: ReadonlyArray<Message>, start: number, view:
 
 /** A head to summarize and a tail to keep raw; `head.concat(tail)` is the input. @category models */
 export interface Split<M extends Message> {
+  /** The older messages, to summarize. */
   readonly head: Array<M>
+  /** The recent messages, kept raw. */
   readonly tail: Array<M>
 }
 
@@ -238,32 +240,35 @@ export const splitKeepingTurns = <M extends Message>(
 // Policy cut
 // ============================================================================
 
-/**
- * Where `planForPolicy` cuts, and why.
- *
- * - `cut`: the first kept index. **`cut === 0` means there is nothing to compact**: keep everything. A cut is never
- *   at or before the API view's start (where `ApiView.apiView` begins) unless it is 0: what lies before the last compaction
- *   block with content is already dropped by the API, and a summary placed there would be too.
- * - `turnStart`: the start of the turn the cut lies in (the greatest turn start `<= cut`), or `cut` when no turn
- *   starts at or before it.
- * - `splitTurn`: `turnStart < cut`. The cut lies inside a turn, so `messages.slice(turnStart, cut)` is that turn's
- *   prefix, which the summarizer should summarize with the head's turns.
- * - `keptTurns`: whole turns in the tail's API view (turn starts at or after `cut`).
- * - `keptTokens`: estimated tokens of the tail's API view (what the API would process of it).
- * - `oversizedTurn`: the tool-safe tail that the token budget and the turn floor asked for was larger than
- *   `maxTailTokens`, so the floor yielded and the cut moved later, to a step start inside the kept turns (see
- *   `planForPolicy`). `keptTurns` may then be below the floor.
- * - `overBudget`: even after that the tail exceeds `maxTailTokens`, because the newest step alone does not fit. The
- *   caller must shrink the tail by other means (evicting tool output) or give up.
- * @category models
- */
+/** Where `planForPolicy` cuts, and why. @category models */
 export interface CutPlan {
+  /**
+   * The first kept index. **`cut === 0` means there is nothing to compact**: keep everything. A cut is never at or
+   * before the API view's start (where `ApiView.apiView` begins) unless it is 0: what lies before the last compaction
+   * block with content is already dropped by the API, and a summary placed there would be too.
+   */
   readonly cut: number
+  /** The start of the turn the cut lies in (the greatest turn start `<= cut`); `cut` when no turn starts at or before. */
   readonly turnStart: number
+  /**
+   * `turnStart < cut`. The cut lies inside a turn, so `messages.slice(turnStart, cut)` is that turn's prefix, which the
+   * summarizer should summarize with the head's turns.
+   */
   readonly splitTurn: boolean
+  /** Whole turns in the tail's API view (turn starts at or after `cut`). */
   readonly keptTurns: number
+  /** Estimated tokens of the tail's API view (what the API would process of it). */
   readonly keptTokens: number
+  /**
+   * The tool-safe tail that the token budget and the turn floor asked for was larger than `maxTailTokens`, so the
+   * floor yielded and the cut moved later, to a step start inside the kept turns (see `planForPolicy`). `keptTurns`
+   * may then be below the floor.
+   */
   readonly oversizedTurn: boolean
+  /**
+   * Even after that the tail exceeds `maxTailTokens`, because the newest step alone does not fit. The caller must
+   * shrink the tail by other means (evicting tool output) or give up.
+   */
   readonly overBudget: boolean
 }
 
