@@ -33,16 +33,23 @@ import type {
 
 /** A plain text block. @category models */
 export interface TextBlock {
+  /** Always `"text"`. */
   readonly type: "text"
+  /** The text itself. */
   readonly text: string
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
+  /** The API's citations for this text, as the API sent them; kept as given. */
   readonly citations?: unknown
 }
 
 /** An image block. @category models */
 export interface ImageBlock {
+  /** Always `"image"`. */
   readonly type: "image"
+  /** Where the image comes from: base64 data, a URL or an uploaded file. */
   readonly source: ImageSource
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
 }
 
@@ -58,11 +65,17 @@ type DocumentSource =
 
 /** A document block (PDF, text, or custom content). @category models */
 export interface DocumentBlock {
+  /** Always `"document"`. */
   readonly type: "document"
+  /** The document's content: base64 PDF, plain text, content blocks, a URL or an uploaded file. */
   readonly source: DocumentSource
+  /** The document's title, if any. */
   readonly title?: string | null
+  /** Text about the document that the model reads but does not cite. */
   readonly context?: string | null
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
+  /** The API's citation settings for this document; kept as given. */
   readonly citations?: unknown
 }
 
@@ -84,26 +97,39 @@ interface SearchResultBlock {
  * @category models
  */
 export interface ThinkingBlock {
+  /** Always `"thinking"`. */
   readonly type: "thinking"
+  /** The model's reasoning text. */
   readonly thinking: string
+  /** The API's signature over the block; absent on unsigned (aborted) thinking. */
   readonly signature?: string
 }
 
 /** A client tool call made by the assistant. @category models */
 export interface ToolUseBlock {
+  /** Always `"tool_use"`. */
   readonly type: "tool_use"
+  /** The call's id (`toolu_…`); the matching `tool_result` names it in `tool_use_id`. */
   readonly id: string
+  /** The name of the tool called. */
   readonly name: string
+  /** The call's arguments, a JSON object. */
   readonly input: unknown
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
 }
 
 /** The result of a client tool call; it must sit in the user message right after its `tool_use`. @category models */
 export interface ToolResultBlock {
+  /** Always `"tool_result"`. */
   readonly type: "tool_result"
+  /** The `id` of the `tool_use` this answers. */
   readonly tool_use_id: string
+  /** The tool's output: a string or text/image/document blocks; absent for an empty result. */
   readonly content?: string | ReadonlyArray<ContentBlock>
+  /** `true` when the tool failed and `content` describes the failure. */
   readonly is_error?: boolean
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
 }
 
@@ -115,11 +141,17 @@ export interface ToolResultBlock {
  * @category models
  */
 export interface CompactionBlock {
+  /** Always `"compaction"`. */
   readonly type: "compaction"
+  /** The server's summary text; `null` for a failed compaction (a no-op). */
   readonly content?: string | null
+  /** Opaque state the server needs back; sent verbatim. */
   readonly encrypted_content?: string | null
+  /** The server's signature over the block; sent verbatim. */
   readonly signature?: string | null
+  /** The server's record of tool definition changes; sent verbatim. */
   readonly tool_changes?: ReadonlyArray<unknown> | null
+  /** A prompt-cache breakpoint, as the API defines it; kept as given. */
   readonly cache_control?: unknown
 }
 
@@ -161,7 +193,9 @@ export type Role = "user" | "assistant" | "system"
  * @category models
  */
 export interface Message {
+  /** Who speaks: `user`, `assistant`, or a mid-conversation `system` message. */
   readonly role: Role
+  /** A string (one text block) or the message's blocks, in order. */
   readonly content: string | ReadonlyArray<ContentBlock>
 }
 
@@ -196,6 +230,7 @@ const MessageDecodeErrorBase: Schema.Class<
  * @category errors
  */
 export class MessageDecodeError extends MessageDecodeErrorBase {
+  /** The error as one line: where (`messages[i].content[j].path`, block type) and why. */
   override get message(): string {
     const where = this.path.reduce<string>(
       (acc, key) => typeof key === "number" ? `${acc}[${key}]` : `${acc}.${key}`,
