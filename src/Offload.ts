@@ -100,13 +100,18 @@ export const isOffloaded = (block: ContentBlock): boolean => isToolResult(block)
 
 /** One offloaded tool_result. `block` is the complete replacement block. @category models */
 export interface Offloaded {
+  /** Index of the message holding the tool_result. */
   readonly messageIndex: number
+  /** Index of the tool_result in that message's content. */
   readonly blockIndex: number
+  /** The `tool_use_id` of the offloaded result. */
   readonly toolUseId: string
   /** The replacement: the original block with `content` set to the pointer; every other field is kept. */
   readonly block: ToolResultBlock
+  /** Why it was offloaded: `superseded`, `modified` or `stale`. */
   readonly reason: OffloadReason
   /** Estimated tokens of the payload minus those of the pointer (always positive). */
   readonly tokensFreed: number
+  /** What the pointer records (the file read, or the call to make again), as written in the pointer. */
   readonly ref: OffloadRef
 }
