@@ -74,6 +74,7 @@ const PolicyErrorBase: Schema.Class<
  * @category errors
  */
 export class PolicyError extends PolicyErrorBase {
+  /** The error as one line: `Invalid compaction policy: <field> = <value>: <reason>`. */
   override get message(): string {
     return `Invalid compaction policy: ${this.field} = ${String(this.value)}: ${this.reason}`
   }
@@ -327,9 +328,13 @@ export const defaultPolicy: CompactionPolicy = CompactionPolicy.makeUnsafe()
  * @category models
  */
 export interface Usage {
+  /** Input tokens read neither from nor into the cache. */
   readonly input_tokens: number
+  /** Output tokens generated. */
   readonly output_tokens: number
+  /** Input tokens read from the prompt cache. */
   readonly cache_read_input_tokens: number
+  /** Input tokens written to the prompt cache. */
   readonly cache_creation_input_tokens: number
 }
 
@@ -377,7 +382,9 @@ export type ReportedUsage =
  * @category models
  */
 export interface UsageEpoch {
+  /** The epoch of the view the request was built from. */
   readonly requestEpoch: number
+  /** The caller's epoch now (each compaction increments it). */
   readonly currentEpoch: number
 }
 
