@@ -41,6 +41,7 @@ export { type Anchor, CATEGORIES, type Category } from "./internal/anchors.ts"
 
 /** How much of one category survived. `share` is `present / counted`, and 1 when nothing was counted. @category models */
 export interface CategoryRetention {
+  /** The anchor category measured: `path`, `command`, `error`, `identifier`, `instruction` or `plan`. */
   readonly category: Category
   /** The span's anchors of this category that are not in the tail: those the share is of. */
   readonly counted: number
@@ -50,6 +51,7 @@ export interface CategoryRetention {
   readonly inTail: number
   /** Of `counted`, those missing from the view, in the order of `anchorsOf`. */
   readonly missing: ReadonlyArray<Anchor>
+  /** `present / counted`, from 0 to 1; 1 when `counted` is 0. */
   readonly share: number
   /**
    * Of `missing`, those one `recall` search over what was removed finds (`RetentionOptions.removed`; 0 without it):
@@ -62,6 +64,7 @@ export interface CategoryRetention {
 
 /** What `retention` measured: one record per category, every category present. @category models */
 export interface Retention {
+  /** The retention of each category, keyed by category. */
   readonly categories: { readonly [C in Category]: CategoryRetention }
 }
 
