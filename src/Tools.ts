@@ -107,7 +107,7 @@ const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map([
  * Every other tool is `Other`.
  * @category classifiers
  */
-export const defaultToolClassifier: ToolClassifier = (toolUse) => {
+export const defaultToolClassifier: ToolClassifier = (toolUse): ToolAction => {
   const input = fields(toolUse.input)
   const classify = input === undefined ? undefined : KNOWN_TOOLS.get(toolUse.name)
   return classify === undefined ? OTHER : classify(input!)
@@ -115,7 +115,9 @@ export const defaultToolClassifier: ToolClassifier = (toolUse) => {
 
 /** The files a conversation read and the files it modified, each in order of first appearance. @category models */
 export interface FilesTouched {
+  /** Files read and never modified, in order of first appearance. */
   readonly read: ReadonlyArray<string>
+  /** Files written or edited, in order of first appearance. */
   readonly modified: ReadonlyArray<string>
 }
 
