@@ -248,7 +248,7 @@ export interface CutPlan {
    * block with content is already dropped by the API, and a summary placed there would be too.
    */
   readonly cut: number
-  /** The start of the turn the cut lies in (the greatest turn start `<= cut`); `cut` when no turn starts at or before. */
+  /** The start of the turn the cut lies in (the greatest turn start `<= cut`), or `cut` when none starts before. */
   readonly turnStart: number
   /**
    * `turnStart < cut`. The cut lies inside a turn, so `messages.slice(turnStart, cut)` is that turn's prefix, which the
