@@ -75,7 +75,9 @@ interface MessageRange {
  * @category models
  */
 export interface CompactionCut {
+  /** The span the summary replaces, from index 0. */
   readonly removed: MessageRange
+  /** The tail kept verbatim, `removed.to` to `messagesBefore`. */
   readonly kept: MessageRange
 }
 
@@ -95,15 +97,21 @@ export interface CompactedInfo {
    * (`Recall.removalsOf` reads it from the log).
    */
   readonly removed: ReadonlyArray<RemovedRecord>
+  /** User turns in the summarized head (an earlier summary not counted). */
   readonly turnsSummarized: number
+  /** Messages in the view before the compaction. */
   readonly messagesBefore: number
+  /** Messages in the new view (summary, re-emitted system messages and tail). */
   readonly messagesAfter: number
+  /** Estimated tokens of the view before (thinking the API drops not counted). */
   readonly tokensBefore: number
+  /** Estimated tokens of the new view (thinking the API drops not counted). */
   readonly tokensAfter: number
   /** The cut lies inside a turn: that turn's prefix was summarized too. */
   readonly splitTurn: boolean
   /** The kept tail is still larger than `policy.maxTailTokens` (the newest step alone does not fit). */
   readonly overBudget: boolean
+  /** The summarizer's answer: its text, model, usage and whether it fell back. */
   readonly summary: Summary
   /** The summarizer whose text is in the summary message. */
   readonly summarizer: string
@@ -152,6 +160,7 @@ export class CompactError<M extends Message = Message> extends CompactErrorBase<
   readonly messages: Array<M | BuiltMessage>
   readonly cause: SummarizeError | SessionLogError
 }> {
+  /** The error as one line: the failed step and the cause's message. */
   override get message(): string {
     const step = this.reason === "Summarize" ? "summarizing failed" : "persisting the compaction failed"
     return `compaction not applied (${step}): ${this.cause.message}`
@@ -201,7 +210,9 @@ export interface CompactOptions {
 
 /** The result of `compactContext`: the new view and what happened. @category models */
 export interface CompactResult<M extends Message> {
+  /** The new view: the input itself when `Skipped`, else summary first, then the kept tail. */
   readonly messages: Array<M | BuiltMessage>
+  /** What the pass did: `Skipped` (with why), `Compacted` or `FellBack`. */
   readonly outcome: CompactOutcome
 }
 
@@ -211,7 +222,9 @@ export interface CompactResult<M extends Message> {
  * @category models
  */
 export interface CompactionPlan<M extends Message> {
+  /** Marks a plan (against `CompactionSkip`). */
   readonly _tag: "Planned"
+  /** The input view the plan cuts. */
   readonly messages: ReadonlyArray<M>
   /** How many messages of `messages` the summary replaces. */
   readonly cut: number
@@ -239,10 +252,15 @@ export interface CompactionPlan<M extends Message> {
    * the on-demand request must end on a finished turn); the messages between stay in the view, after the block.
    */
   readonly compactionCut: number
+  /** Estimated tokens of `messages` (thinking the API drops not counted). */
   readonly tokensBefore: number
+  /** User turns in the summarized head (an earlier summary not counted). */
   readonly turnsSummarized: number
+  /** The cut lies inside a turn: that turn's prefix is summarized too. */
   readonly splitTurn: boolean
+  /** The kept tail is still larger than `policy.maxTailTokens`. */
   readonly overBudget: boolean
+  /** Estimated tokens the finished compaction must free, or it is `Skipped` (`TooLittleFreed`). */
   readonly minFreedTokens: number
   /** The setting `minFreedTokens` comes from: the option, or `policy.minGrowthTokens` at the trigger. */
   readonly minFreedField?: "minFreedTokens" | "minGrowthTokens" | undefined
@@ -257,7 +275,9 @@ export interface CompactionPlan<M extends Message> {
 
 /** A pass that stops before the summary: the input is returned as it was. @category models */
 export interface CompactionSkip<M extends Message> {
+  /** Marks a skip (against `CompactionPlan`). */
   readonly _tag: "Skip"
+  /** The input returned as it was, with the `Skipped` outcome that says why. */
   readonly result: CompactResult<M>
 }
 
@@ -272,9 +292,13 @@ export interface CompactionRecord<M extends Message> {
   readonly view: ReadonlyArray<M | BuiltMessage>
   /** How many messages of the compacted view the summary replaces. */
   readonly cut: number
+  /** The name of the summarizer whose text is in the summary message. */
   readonly summarizer: string
+  /** Estimated tokens of the view before the compaction. */
   readonly tokensBefore: number
+  /** Estimated tokens of the new view. */
   readonly tokensAfter: number
+  /** User turns in the summarized head. */
   readonly turnsSummarized: number
 }
 
@@ -301,6 +325,7 @@ export const recordInput = <M extends Message>(
 
 /** A finished compaction: the new view, its outcome, and the record to persist (absent when `Skipped`). @category models */
 export interface FinishedCompaction<M extends Message> extends CompactResult<M> {
+  /** What to persist in the session log; absent when the outcome is `Skipped`. */
   readonly record?: CompactionRecord<M>
 }
 
