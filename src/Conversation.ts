@@ -103,7 +103,9 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
 
 /** What `prepare` returns: the request, the epoch it was built in, and what this step did to the view. @category models */
 export interface Prepared {
+  /** The request to send next. */
   readonly request: Request
+  /** The state's compaction epoch the request was built in; pass it back with the reply's usage. */
   readonly epoch: number
   /**
    * The tool results this step offloaded: before its compaction (positions in the view before it) and, with
@@ -177,7 +179,9 @@ export const threadReplay = (prepared: Prepared, error: unknown): Request | unde
 
 /** What `compact` returns: the request after it and the outcome. @category models */
 export interface RequestAfterCompaction {
+  /** The request to send next, built from the state after the compaction. */
   readonly request: Request
+  /** What the compaction did: `Skipped` (with why), `Compacted` or `FellBack`. */
   readonly outcome: CompactOutcome
 }
 
