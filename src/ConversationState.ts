@@ -105,8 +105,11 @@ export type MessageParam = Anthropic.MessageParam
  * @category models
  */
 export interface ConversationState {
+  /** What the next request sends: wire messages only. */
   readonly view: ReadonlyArray<MessageParam>
+  /** The re-read tracker, fed every appended message and every offload. */
   readonly hot: HotPaths
+  /** The number of compactions applied (0 for a new state). */
   readonly epoch: number
   /** The tool calls of the latest reply still waiting for their results: each one's id in the view and the id the caller knows. */
   readonly pending: ReadonlyArray<{ readonly id: string; readonly originalId: string }>
@@ -217,13 +220,17 @@ export { Change }
 
 /** One change and the state right after it. @category models */
 export interface Step {
+  /** The change the transition made. */
   readonly change: Change
+  /** The state right after that change. */
   readonly state: ConversationState
 }
 
 /** What a pure transition did: its changes in order (possibly none) and the final state. @category models */
 export interface Transition {
+  /** The changes in the order they were made, each with the state after it; empty when nothing changed. */
   readonly steps: ReadonlyArray<Step>
+  /** The final state (the last step's, or the input state when there is none). */
   readonly state: ConversationState
   /** What `appendMessage` mended in the caller's message (absent when nothing). */
   readonly mends?: AppendMends | undefined
@@ -236,7 +243,9 @@ export interface Transition {
  * @category models
  */
 export interface AppendMends {
+  /** The ids (as the caller knows them) of the tool results dropped: they answer no pending call. */
   readonly droppedResults: ReadonlyArray<string>
+  /** The ids (as the caller knows them) of the pending calls answered as interrupted. */
   readonly interruptedCalls: ReadonlyArray<string>
 }
 
@@ -378,12 +387,19 @@ const usageOf = (usage: ReportedUsage): ReportedUsage => ({
  * `client.beta.messages.create` (both are assignable). @category models
  */
 export interface SdkReply {
+  /** The reply's id (`msg_…`). */
   readonly id: string
+  /** Always `"message"`. */
   readonly type: "message"
+  /** Always `"assistant"`. */
   readonly role: "assistant"
+  /** The reply's content blocks. */
   readonly content: ReadonlyArray<{ readonly type: string }>
+  /** Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, `pause_turn`, …), or `null`. */
   readonly stop_reason: string | null
+  /** The usage the API reported for the request. */
   readonly usage: ReportedUsage
+  /** What the API did to the request's thinking blocks (dropped or let pass: API-RULES 29), if anything. */
   readonly input_transformations?: ReadonlyArray<InputTransformation> | null
   /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
   readonly diagnostics?: unknown
@@ -558,6 +574,7 @@ export interface OffloadOptions {
    * the prompt behind the first change; at once when the cache is known cold).
    */
   readonly minSavings?: number | undefined
+  /** Classifies tool calls, to find superseded reads and the files a summary lists; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier | undefined
   /**
    * The model has the `recall` tool (`Recall.recallTool`, answered from this conversation's log): offload pointers
@@ -675,7 +692,9 @@ type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
 
 /** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
 export interface PrepareStep {
+  /** The changes made (closing unanswered calls, offloading) and the state after them. */
   readonly transition: Transition
+  /** Whether the compaction trigger fires for that state: compact before sending. */
   readonly compact: boolean
 }
 
