@@ -31,8 +31,17 @@ import type { ToolClassifier } from "./Tools.ts"
  * names the binding beta: send such a request with `client.beta.messages.create`. @category models
  */
 export interface Request {
+  /**
+   * The system prompt; its last block carries the breakpoint that ends tools and system when they reach the minimum
+   * cacheable length. Absent when none, and on a thread's `continue`.
+   */
   readonly system?: string | Array<Anthropic.TextBlockParam>
+  /**
+   * The tool definitions; without a system prompt the last one carries that breakpoint. Absent when none, and on a
+   * thread's `continue`.
+   */
   readonly tools?: Array<Anthropic.ToolUnion>
+  /** The view's messages (after `thread`'s anchor, with one), the library's breakpoints placed on copies. */
   readonly messages: Array<MessageParam>
   /**
    * With `ConversationOptions.threads`: the server-held thread (API-RULES 22–24, the beta
@@ -45,17 +54,21 @@ export interface Request {
    * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
    */
   readonly diagnostics?: { readonly previous_message_id: string | null }
+  /** The thinking config, with the drop-block binding once a rewrite invalidated thinking blocks. */
   readonly thinking?: ThinkingConfig
+  /** The betas the request needs (the thinking binding beta); send it with `client.beta.messages.create` then. */
   readonly betas?: Array<string>
 }
 
 /** How `requestOf` places breakpoints. Every option may be `undefined`, which means its default. @category models */
 export interface RequestOptions {
+  /** The tool definitions to send; default none. */
   readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
   /** The model; it sets the minimum cacheable length (`Cache.minCacheableTokens`). */
   readonly model?: string | undefined
   /** The minimum cacheable length, overriding the model's. */
   readonly minCacheTokens?: number | undefined
+  /** Classifies tool calls, to find the eviction frontier that gets a breakpoint; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier | undefined
   /**
    * The state before this step's offload: when the offload moved the eviction frontier, its frontier keeps a
