@@ -23,6 +23,7 @@ import { stripAppendix } from "./internal/summary.ts"
 
 /** Options of the extractive summarizer. @category models */
 export interface ExtractiveOptions {
+  /** Classifies tool calls for the summary's file lists; default `defaultToolClassifier`. */
   readonly classifier?: ToolClassifier
 }
 
