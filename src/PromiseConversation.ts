@@ -57,6 +57,7 @@ const ConversationClosedErrorBase: ReturnType<typeof Data.TaggedError<"Conversat
 export class ConversationClosedError extends ConversationClosedErrorBase<{
   readonly step: string
 }> {
+  /** The error as one line: the step asked and that the conversation is closed. */
   override get message(): string {
     return `the conversation is closed: ${this.step} needs an open one (open it again to resume from its log)`
   }
