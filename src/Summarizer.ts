@@ -35,9 +35,13 @@ import { stripAppendix } from "./internal/summary.ts"
  * @category models
  */
 export interface SummarizeRequest {
+  /** The messages to summarize (the extractive summarizer reads these; a model reads `transcript`). */
   readonly messages: ReadonlyArray<Message>
+  /** `render(messages)`: the text a model summarizer reads. */
   readonly transcript: string
+  /** The user's `/compact <focus>` argument, if any. */
   readonly instructions?: string
+  /** The earlier summary's text, which the new summary updates; its appendix is stripped before use. */
   readonly previousSummary?: string
   /**
    * The summarized part of the conversation as the API reads it, for a summarizer that sends the conversation itself
@@ -58,12 +62,19 @@ export interface SummarizeRequest {
  * @category models
  */
 export interface Summary {
+  /** The summary's text (a server compaction's `content`). */
   readonly text: string
+  /** The model that wrote it, as the provider reported it (`"extractive"` for the extractive summarizer). */
   readonly model: string
+  /** The tokens the summarization used; zero without a model. */
   readonly usage: Usage
+  /** What wrote it: `"anthropic"`, `"extractive"`, or a custom summarizer's name. */
   readonly summarizer: string
+  /** Why the model stopped (`end_turn`, `max_tokens`, …), when it reported it. */
   readonly stopReason?: string
+  /** When a fallback wrote it: the summarizer that failed and its error (after its retries). */
   readonly fellBackFrom?: { readonly summarizer: string; readonly error: SummarizeError }
+  /** The signed block the Messages API's own compaction returned, kept verbatim. */
   readonly compaction?: CompactionBlock & { readonly content: string }
 }
 
@@ -136,7 +147,7 @@ export const summarizeRetrySchedule: Schedule.Schedule<Duration.Duration, Summar
  */
 export const withAttemptTimeout = (
   timeout: Duration.Duration
-) =>
+): <A, R>(attempt: Effect.Effect<A, SummarizeError, R>) => Effect.Effect<A, SummarizeError, R> =>
 <A, R>(attempt: Effect.Effect<A, SummarizeError, R>): Effect.Effect<A, SummarizeError, R> =>
   Effect.timeoutOrElse(attempt, {
     duration: timeout,
@@ -156,7 +167,7 @@ export const withAttemptTimeout = (
  */
 export const retrySummarize = (
   schedule: Schedule.Schedule<Duration.Duration, SummarizeError>
-) =>
+): <A>(attempt: Effect.Effect<A, SummarizeError>) => Effect.Effect<A, SummarizeError> =>
 <A>(attempt: Effect.Effect<A, SummarizeError>): Effect.Effect<A, SummarizeError> =>
   Effect.suspend(() => {
     let attempts = 0
@@ -184,6 +195,7 @@ export const retrySummarize = (
 export interface SummarizerShape {
   /** `"anthropic"`, `"extractive"`, or a custom name. */
   readonly name: string
+  /** Summarizes `request`; fails with a typed `SummarizeError`. */
   readonly summarize: (request: SummarizeRequest) => Effect.Effect<Summary, SummarizeError>
 }
 
