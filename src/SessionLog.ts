@@ -84,6 +84,7 @@ export type SyncMode = "compaction" | "always" | "never"
 
 /** Options of `SessionLog.layer`. @category models */
 export interface SessionLogOptions {
+  /** The session to open: the store's key for its entries (`<sessionId>.jsonl` in the JSONL store). */
   readonly sessionId: string
   /** Open a damaged log anyway, from what decodes (see `load`). Default false: damage fails the layer. */
   readonly repair?: boolean
@@ -138,6 +139,7 @@ export class ClosedFolds {
   /** How many folds it keeps. */
   readonly capacity: number
 
+  /** Keeps at most `capacity` folds; default 16. */
   constructor(capacity: number = DEFAULT_CLOSED_FOLDS) {
     this.capacity = capacity
   }
