@@ -24,7 +24,9 @@ import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 /** One entry to append: its id (what makes a retry idempotent) and its line. @category models */
 export interface NewEntry {
+  /** The entry's id, unique in its session: an append of an id already stored writes nothing. */
   readonly entryId: string
+  /** The encoded entry, as `SessionEntry.encodeEntry` wrote it. */
   readonly line: string
 }
 
@@ -41,7 +43,9 @@ export type AppendResult =
 
 /** What a read returns: the entries in `seq` order, and what the store found on the way (a torn last line). @category models */
 export interface ReadResult {
+  /** The stored entries in `seq` order. */
   readonly entries: ReadonlyArray<StoredEntry>
+  /** What the read found and did not fail on (a torn last line); empty when nothing. */
   readonly issues: ReadonlyArray<LoadIssue>
 }
 
