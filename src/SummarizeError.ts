@@ -293,6 +293,7 @@ export class SummarizeError extends SummarizeErrorBase {
     return this.reason.detail
   }
 
+  /** The failure in one or two sentences: what failed, the HTTP status and attempts, the detail, and what to do. */
   override get message(): string {
     return describeFailure(this)
   }
