@@ -117,10 +117,15 @@ export declare namespace TokenCounter {
    * `count_tokens` counts the whole view). `cache_control` markers count nothing.
    */
   export interface Request {
+    /** The system prompt, if any. */
     readonly system?: string | Array<Anthropic.TextBlockParam> | undefined
+    /** The tool definitions, if any. */
     readonly tools?: Array<Anthropic.ToolUnion> | undefined
+    /** The messages to count. */
     readonly messages: ReadonlyArray<Anthropic.MessageParam>
+    /** The thinking config, if any. */
     readonly thinking?: Anthropic.ThinkingConfigParam | undefined
+    /** The betas the request names; with any, the count goes to the client's beta `count_tokens`. */
     readonly betas?: ReadonlyArray<string> | undefined
   }
 
@@ -141,7 +146,9 @@ export declare namespace TokenCounter {
 
   /** The part of an `@anthropic-ai/sdk` client a count calls; every `Anthropic` instance is one. */
   export interface Client {
+    /** The client's `messages.countTokens`. */
     readonly messages: { readonly countTokens: CountMethod }
+    /** The client's `beta.messages.countTokens`, used when a request names betas. */
     readonly beta?: { readonly messages: { readonly countTokens: CountMethod } }
   }
 
