@@ -28,6 +28,10 @@ export const DEFAULT_SUMMARIZER_MODEL = "claude-sonnet-5-5"
  * @category models
  */
 export interface AnthropicClient {
+  /**
+   * The client's `messages.create`, called with `stream: true`, the abort signal, `maxRetries: 0` and the timeout in
+   * milliseconds.
+   */
   readonly messages: {
     create(
       body: {
@@ -46,12 +50,15 @@ export interface AnthropicClient {
 export interface AnthropicSummarizerOptions {
   /** The SDK client (`new Anthropic(...)`). Its own retries are not used (every request sets `maxRetries: 0`). */
   readonly client: AnthropicClient
+  /** The model that writes the summary (e.g. `DEFAULT_SUMMARIZER_MODEL`). */
   readonly model: string
   /** `max_tokens` of the summary. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
   readonly maxTokens?: number
   /** Per-attempt timeout covering the request and the whole stream. Default 120 seconds. */
   readonly timeout?: Duration.Input
+  /** The system prompt of the request. Default `Summarizer.DEFAULT_SYSTEM_PROMPT`. */
   readonly systemPrompt?: string
+  /** How failed attempts are retried (`Summarizer.makeRetrySchedule`). Default 4 retries from a 1 s base. */
   readonly retry?: Summarizer.RetryOptions
   /**
    * Called with the summary's length so far after each streamed text chunk (for a progress display). A retry starts
@@ -62,17 +69,28 @@ export interface AnthropicSummarizerOptions {
 
 /** Options of the config-reading layers that cannot come from config. @category models */
 export interface AnthropicLayerOptions {
+  /**
+   * Called with the summary's length so far after each streamed text chunk (see
+   * `AnthropicSummarizerOptions.onProgress`).
+   */
   readonly onProgress?: (charsSoFar: number) => void
 }
 
 /** The settings `anthropicConfig` reads, with their defaults applied. @category config */
 export interface AnthropicConfig {
+  /** `ANTHROPIC_API_KEY` (required). */
   readonly apiKey: Redacted.Redacted<string>
+  /** `ANTHROPIC_BASE_URL`, if set; the SDK's default otherwise. */
   readonly baseURL: Option.Option<string>
+  /** `COMPACTION_SUMMARIZER_MODEL`. Default `DEFAULT_SUMMARIZER_MODEL`. */
   readonly model: string
+  /** `COMPACTION_SUMMARY_MAX_TOKENS`, at least 1. Default 8,192. */
   readonly maxTokens: number
+  /** `COMPACTION_SUMMARIZER_TIMEOUT`, per attempt. Default 120 seconds. */
   readonly timeout: Duration.Duration
+  /** `COMPACTION_SUMMARIZER_RETRIES`, at least 0. Default 4. */
   readonly retries: number
+  /** `COMPACTION_SUMMARIZER_PROMPT`, if set: a system prompt of one's own. */
   readonly systemPrompt: Option.Option<string>
 }
 

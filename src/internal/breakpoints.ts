@@ -14,7 +14,9 @@ export const LOOKBACK_BLOCKS = 20
 
 /** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
 export interface BlockPosition {
+  /** Index of the message. */
   readonly message: number
+  /** Index of the block in the message's content (0 for a string content). */
   readonly block: number
 }
 

@@ -33,6 +33,7 @@ export class ConversationError<A> extends ConversationErrorBase<{
   readonly cause: SummarizeError | SessionLogError | RefusedMessage
   readonly value: A
 }> {
+  /** The error as one line: the failed step (or `refused`) and the cause's message. */
   override get message(): string {
     const what = this.reason === "Summarize"
       ? "summarizing failed"
