@@ -68,7 +68,9 @@ export interface RepairReport {
  * @category models
  */
 export interface Repaired<M extends Message> {
+  /** The repaired list: the input array itself when it was valid; never empty. */
   readonly messages: Array<M>
+  /** What `repair` changed: empty blocks and messages dropped, merges, tool results dropped or added, reorders. */
   readonly report: RepairReport
 }
 
@@ -80,6 +82,7 @@ const NothingToSendBase: ReturnType<typeof Data.TaggedError<"NothingToSend">> = 
  * @category errors
  */
 export class NothingToSend extends NothingToSendBase<{ readonly report: RepairReport }> {
+  /** The error as one line: the conversation holds no user or assistant content to send. */
   override get message(): string {
     return "The conversation holds no user or assistant content to send"
   }

@@ -42,9 +42,11 @@ export interface RecordedAt {
  * @category models
  */
 export interface CompactionRecord {
+  /** The compaction happened just before `messages[messageIndex]`. */
   readonly messageIndex: number
   /** The first message the agent kept verbatim, when the entry says which one and it maps to a message. */
   readonly firstKeptMessageIndex?: number
+  /** The context tokens before the compaction, as the agent recorded them, when it did. */
   readonly tokensBefore?: number
   /** Length of the summary text, in characters. */
   readonly summaryChars?: number
@@ -72,14 +74,21 @@ export interface Skipped {
  * @category models
  */
 export interface Session {
+  /** The format the session was read as. */
   readonly format: SessionFormat
+  /** The conversation, in the wire model. */
   readonly messages: ReadonlyArray<Message>
+  /** The system prompt as one string (text blocks joined by a blank line), when the session has one. */
   readonly system?: string
+  /** The usage the provider reported for each assistant reply that recorded one, in message order. */
   readonly usage: ReadonlyArray<MessageUsage>
   /** Per-message timestamps and reply models, in message order; empty when the format records none. */
   readonly recorded: ReadonlyArray<RecordedAt>
+  /** Lines (or entries) that did not become part of a message, counted by reason. */
   readonly skipped: Skipped
+  /** The compactions the original agent performed, in order. */
   readonly compactions: ReadonlyArray<CompactionRecord>
+  /** The replies the provider ended abnormally (kept in `messages`). */
   readonly interrupted: ReadonlyArray<Interruption>
   /** Lines read (JSONL) or 1 (JSON). */
   readonly lines: number
