@@ -18,19 +18,26 @@ export const ON_DEMAND_COMPACTION_BETA = "compact-2026-09-04"
  * `compaction.instructions` parameter replaces the server's prompt, so a focus alone would be the whole prompt.
  * @category constants
  */
-export const DEFAULT_COMPACTION_INSTRUCTIONS =
+export const DEFAULT_COMPACTION_INSTRUCTIONS: string =
   "Summarize the conversation so far so that the work can continue from the summary alone: the goal, the " +
   "constraints, what is done and in progress, the decisions and their reasons, the next steps, and the file paths, " +
   "identifiers, commands and error messages exactly as they appear."
 
 /** The body of an on-demand compaction request, as the summarizer sends it. @category models */
 export interface ServerCompactionBody {
+  /** The model that compacts (`ServerCompactionSummarizerOptions.model`). */
   readonly model: string
+  /** The most tokens the reply may take. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
   readonly max_tokens: number
+  /** The head to compact, as the API reads it (`SummarizeRequest.head`, else its `messages`). */
   readonly messages: ReadonlyArray<Message>
+  /** The on-demand compaction parameter: `summarize`, with the instructions when there are any. */
   readonly compaction: { readonly type: "summarize"; readonly instructions?: string }
+  /** The on-demand compaction beta, `ON_DEMAND_COMPACTION_BETA`. */
   readonly betas: ReadonlyArray<string>
+  /** The agent's system prompt, when the options give one. */
   readonly system?: unknown
+  /** The agent's tools, when the options give them. */
   readonly tools?: unknown
 }
 
@@ -41,6 +48,7 @@ export interface ServerCompactionBody {
  * @category models
  */
 export interface ServerCompactionClient {
+  /** The client's `beta.messages.stream`, whose `finalMessage()` holds the compaction block. */
   readonly beta: {
     readonly messages: {
       stream(
@@ -63,6 +71,7 @@ export interface ServerCompactionClient {
 export interface ServerCompactionSummarizerOptions {
   /** The SDK client (`new Anthropic(...)`). Its own retries are not used (every request sets `maxRetries: 0`). */
   readonly client: ServerCompactionClient
+  /** The model that compacts the head, sent as the request's `model`. */
   readonly model: string
   /** `max_tokens` of the request. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
   readonly maxTokens?: number
@@ -77,5 +86,6 @@ export interface ServerCompactionSummarizerOptions {
   readonly system?: string | ReadonlyArray<unknown>
   /** The agent's `tools`, sent as they are (the block's `tool_changes` are relative to them). */
   readonly tools?: ReadonlyArray<unknown>
+  /** How failed attempts are retried (`Summarizer.makeRetrySchedule`). Default 4 retries from a 1 s base. */
   readonly retry?: RetryOptions
 }
