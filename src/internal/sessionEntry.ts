@@ -64,7 +64,7 @@ const Header: HeaderFields = {
  * (`Conversation` writes `conversation`). It is covered by the line's checksum and never part of the view. @category schemas
  */
 export const StepMeta: Schema.$Record<Schema.String, Schema.Codec<Schema.Json>> = Schema.JsonObject
-/** */
+/** The decoded type of `StepMeta`. */
 export type StepMeta = typeof StepMeta.Type
 
 /**
@@ -83,7 +83,7 @@ export const MessageEntry: Schema.Struct<
   message: MessageSchema,
   meta: Schema.optionalKey(StepMeta)
 })
-/** */
+/** The decoded type of `MessageEntry`. */
 export type MessageEntry = typeof MessageEntry.Type
 
 /**
@@ -96,7 +96,7 @@ export const Eviction: Schema.Struct<{
   toolUseId: Schema.String.check(Schema.isMinLength(1)),
   block: ToolResultSchema
 })
-/** */
+/** The decoded type of `Eviction`. */
 export type Eviction = typeof Eviction.Type
 
 /**
@@ -112,7 +112,7 @@ export const EvictionEntry: Schema.Struct<
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction)
 })
-/** */
+/** The decoded type of `EvictionEntry`. */
 export type EvictionEntry = typeof EvictionEntry.Type
 
 /**
@@ -128,7 +128,7 @@ export const KeptMessages: Schema.Struct<{
   through: Schema.NullOr(Schema.String),
   messages: Schema.Array(MessageSchema)
 })
-/** */
+/** The decoded type of `KeptMessages`. */
 export type KeptMessages = typeof KeptMessages.Type
 
 /**
@@ -165,13 +165,13 @@ export const CompactionEntry: Schema.Struct<
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
   meta: Schema.optionalKey(StepMeta)
 })
-/** */
+/** The decoded type of `CompactionEntry`. */
 export type CompactionEntry = typeof CompactionEntry.Type
 
 /** Any log entry (versions 1 to 3). @category schemas */
 export const Entry: Schema.Union<readonly [typeof MessageEntry, typeof EvictionEntry, typeof CompactionEntry]> = Schema
   .Union([MessageEntry, EvictionEntry, CompactionEntry])
-/** @category models */
+/** The decoded type of `Entry`: a message, eviction or compaction entry. @category models */
 export type Entry = typeof Entry.Type
 
 // ============================================================================
@@ -558,7 +558,9 @@ export interface HashMismatch {
 
 /** One stored entry: its line (the entry's JSON with its checksum) at position `seq` (from 1) of its session. @category models */
 export interface StoredEntry {
+  /** The entry's position in its session, from 1. */
   readonly seq: number
+  /** The entry's JSON with its checksum, as `encodeEntry` wrote it. */
   readonly line: string
 }
 
@@ -676,8 +678,11 @@ export type LoadIssue =
  * @category models
  */
 export interface Loaded extends Snapshot {
+  /** The entries in order: every one, or after a tail read those from `verifiedFrom` (or a later boundary) on. */
   readonly entries: ReadonlyArray<Entry>
+  /** The `seq` of the last stored entry (0 for an empty session). */
   readonly seq: number
+  /** What loading found and did not fail on (a torn last line, or damage `repair` skipped). */
   readonly issues: ReadonlyArray<LoadIssue>
   /**
    * Set by a read of the log's tail (`tail: true`) that did not start at the first line: the `seq` of the first line
@@ -697,7 +702,9 @@ export interface Loaded extends Snapshot {
  * full read fails. `repair` always reads in full. @category models
  */
 export interface LoadOptions {
+  /** Report damage in `issues` and load what decodes, instead of failing. Default false. */
   readonly repair?: boolean
+  /** Read and check only the log's tail (ignored with `repair`). Default false. */
   readonly tail?: boolean
 }
 
