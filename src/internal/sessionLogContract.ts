@@ -36,6 +36,7 @@ export interface CompactionInput {
   readonly tokensBefore?: number
   /** Default: `estimateTokens` of the view after the boundary. */
   readonly tokensAfter?: number
+  /** User turns the summary replaced, when the caller counted them; stored in the boundary's entry. */
   readonly turnsSummarized?: number
   /**
    * The step metadata stored in the boundary's entry (`CompactionEntry.meta`, returned by `load` in `entries`, never
@@ -55,6 +56,7 @@ export interface AppendOptions {
 
 /** The service over one session. @category services */
 export interface SessionLogShape {
+  /** The session this log reads and appends to. */
   readonly sessionId: string
   /**
    * Appends each message as one entry, in order, after every entry already written, with its step metadata when

@@ -20,7 +20,7 @@ const REASONS = [
 
 /** Why a session log operation failed. @category errors */
 export const SessionLogErrorReason: Schema.Literals<typeof REASONS> = Schema.Literals(REASONS)
-/** @category errors */
+/** The decoded type of `SessionLogErrorReason`: one of its literal reasons. @category errors */
 export type SessionLogErrorReason = typeof SessionLogErrorReason.Type
 
 /** errno codes that are worth retrying: the same write can succeed a moment later. */
@@ -97,6 +97,7 @@ export class SessionLogError extends SessionLogErrorBase {
     return this.reason === "Io" && this.code !== undefined &&
       (RETRYABLE_CODES.has(this.code) || /^08[0-9A-Z]{3}$/.test(this.code))
   }
+  /** The error as one line: the reason, where (session, entry, line, code) and the detail. */
   override get message(): string {
     const where = [
       this.sessionId === undefined ? undefined : `session ${this.sessionId}`,
