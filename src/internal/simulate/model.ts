@@ -18,9 +18,13 @@ import type { MessageUsage, RecordedAt } from "../import/model.ts"
 
 /** Token prices relative to one uncached input token. @category models */
 export interface PriceTable {
+  /** An uncached input token: 1 by definition. */
   readonly input: number
+  /** An input token written to the cache (5-minute TTL). */
   readonly cacheWrite: number
+  /** An input token read from the cache. */
   readonly cacheRead: number
+  /** An output token. */
   readonly output: number
 }
 
@@ -31,10 +35,13 @@ export const ANTHROPIC_PRICES: PriceTable = { input: 1, cacheWrite: 1.25, cacheR
 
 /** Dollars per million input and output tokens of one model family. @category models */
 export interface ModelPrice {
+  /** The family's name, as the report shows it (`Claude Sonnet`, …). */
   readonly family: string
   /** Matches the model ids of the family. */
   readonly pattern: RegExp
+  /** Dollars per million uncached input tokens. */
   readonly input: number
+  /** Dollars per million output tokens. */
   readonly output: number
 }
 
@@ -134,6 +141,7 @@ export type Strategy =
 
 /** The `Conversation` settings a `Library` strategy runs with. Absent: the library's default. @category models */
 export interface LibraryOptions {
+  /** Newest live tool results kept verbatim (`OffloadOptions.keepRecent`). */
   readonly keepRecent?: number | undefined
   /** A fixed eviction threshold instead of the rent-or-buy rule. */
   readonly minSavings?: number | undefined
@@ -154,7 +162,9 @@ export interface LibraryOptions {
 
 /** A named strategy: one row of the report. @category models */
 export interface SimPolicy {
+  /** The row's label in the report. */
   readonly name: string
+  /** What the policy does to the context. */
   readonly strategy: Strategy
 }
 
@@ -211,9 +221,16 @@ export const standardPolicies = (
 
 /** A recorded session: its messages and what the record says beside them (as `Import.Session` holds it). @category models */
 export interface RecordedSession {
+  /** The conversation, in the wire model. */
   readonly messages: ReadonlyArray<Message>
+  /**
+   * The usage the provider reported for each recorded reply, when the record has it (calibrates sizes and shows
+   * external misses).
+   */
   readonly usage?: ReadonlyArray<MessageUsage> | undefined
+  /** Per-message timestamps and reply models, when the record has them (cache TTLs, prices). */
   readonly recorded?: ReadonlyArray<RecordedAt> | undefined
+  /** The system prompt, when the record has it (its size when `usage` does not calibrate one). */
   readonly system?: string | undefined
 }
 
@@ -363,17 +380,29 @@ export interface MissCounts {
 
 /** The figures of one policy over the whole session. @category models */
 export interface PolicyReport {
+  /** The policy's name (`SimPolicy.name`). */
   readonly name: string
+  /** The policy's strategy. */
   readonly strategy: Strategy
+  /** Requests replayed: one per recorded assistant reply. */
   readonly requests: number
+  /** Prompt tokens summed over the requests (cached or not). */
   readonly tokensSent: number
+  /** Prompt tokens read from the cache, summed. */
   readonly cacheRead: number
+  /** Prompt tokens written to the cache, summed. */
   readonly cacheWrite: number
+  /** Uncached prompt tokens, summed. */
   readonly inputTokens: number
+  /** Reply tokens, summed: each recorded reply's reported output (else its calibrated estimate). */
   readonly outputTokens: number
+  /** Compactions applied. */
   readonly compactions: number
+  /** Simulated summarizer calls (one per compaction applied). */
   readonly summarizerCalls: number
+  /** Tokens the summarizer read: each transcript plus `summarizerOverheadTokens`, summed. */
   readonly summarizerInput: number
+  /** Tokens of the simulated summaries, summed. */
   readonly summarizerOutput: number
   /** Compactions the trigger asked for that found nothing worth compacting. */
   readonly failedCompactions: number
@@ -383,7 +412,9 @@ export interface PolicyReport {
   readonly dollars: number
   /** Largest prompt plus reply, in tokens. */
   readonly peakContext: number
+  /** Requests whose prompt plus reply exceeds the policy's `contextWindow` (no provider accepts them). */
   readonly overWindow: number
+  /** Requests that read less than the previous one left in the cache, by cause. */
   readonly misses: MissCounts
   /** Policy misses: requests whose cached prefix the policy rewrote. */
   readonly cacheInvalidations: number
@@ -410,17 +441,26 @@ export interface PolicyReport {
    * and its compactions keep no stale thinking (the default); not tracked for the peers.
    */
   readonly thinkingDropped: number
+  /** Every request's figures, in order. */
   readonly perRequest: ReadonlyArray<RequestFigures>
 }
 
 /** What `simulate` returns: the settings used and one report per policy, in order. @category models */
 export interface SimulationReport {
+  /** Messages in the recorded session. */
   readonly messages: number
+  /** The price ratios `cost` used. */
   readonly prices: PriceTable
+  /** The models the record's replies name, sorted, without duplicates. */
   readonly models: ReadonlyArray<string>
+  /** Dollars per million uncached input tokens: the option, else the price of the last reply's model. */
   readonly dollarsPerMTok: number
+  /** Tokens of system prompt and tools in every prompt, as calibrated (or given). */
   readonly systemTokens: number
+  /** Billed tokens per estimated token, as calibrated (or given). */
   readonly tokenFactor: number
+  /** The compaction policy's context window, in tokens. */
   readonly contextWindow: number
+  /** One report per policy, in the order of `SimulateOptions.policies`. */
   readonly policies: ReadonlyArray<PolicyReport>
 }

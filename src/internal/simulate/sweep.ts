@@ -15,12 +15,17 @@ import { prepareSession, replaySteps, retentionOf, settingsOf } from "./replay.t
 
 /** One setting of the grid and its figures over all sessions. @category models */
 export interface SweepPoint {
+  /** The point's label: its settings in words. */
   readonly name: string
+  /** The `Library` settings replayed. */
   readonly options: LibraryOptions
+  /** Dollars over all sessions. */
   readonly dollars: number
+  /** The largest prompt plus reply of any session, in tokens. */
   readonly peakContext: number
   /** Cache misses other than TTL expiries, over all sessions. */
   readonly misses: number
+  /** Requests over all sessions. */
   readonly requests: number
   /** Compactions, over all sessions. */
   readonly compactions: number
@@ -38,7 +43,9 @@ export interface SweepPoint {
 
 /** The grid of `sweep`. Every field has a default. @category models */
 export interface SweepOptions {
+  /** The `compactAtTokens` values tried. Default 60k, 80k, 100k, 120k, 140k, 180k. */
   readonly compactAtTokens?: ReadonlyArray<number>
+  /** The `keepRecent` values tried. Default 3, 5 and 10. */
   readonly keepRecent?: ReadonlyArray<number>
   /** Eviction rules: `undefined` is rent-or-buy, a number a fixed `minSavings`. */
   readonly minSavings?: ReadonlyArray<number | undefined>
