@@ -262,6 +262,7 @@ export type ManifestEntry =
  * @category models
  */
 export interface Manifest {
+  /** The kept entries, grouped by kind in `MANIFEST_KINDS` order, newest first within a kind. */
   readonly entries: ReadonlyArray<ManifestEntry>
 }
 
@@ -853,8 +854,11 @@ export const splitManifest = (text: string): { readonly body: string; readonly m
 
 /** A summary text's parts: the model's text, the manifest and the file lists, each `undefined` when absent. @category models */
 export interface SummaryParts {
+  /** The model's text, without the manifest and the files appendix. */
   readonly body: string
+  /** The manifest the summary carries, if any. */
   readonly manifest: Manifest | undefined
+  /** The files appendix's read and modified lists, if any. */
   readonly files: FilesTouched | undefined
 }
 
