@@ -233,7 +233,7 @@ const compactionKey = (block: CompactionBlock): string =>
  * `"on-demand"` (a request with the `compaction` parameter, API-RULES 13, 15). @category models
  */
 export interface ValidateOptions {
-  /** `"threshold"` (the default) or `"on-demand"`, as above. */
+  /** How the list is sent: `"threshold"` (the default) or `"on-demand"` (with the `compaction` parameter). */
   readonly mode?: "threshold" | "on-demand" | undefined
   /**
    * The request's `thinking.block_binding.prefix_mismatch_behavior` (API-RULES 29). `"error"` (the API's default):
