@@ -1,12 +1,13 @@
 /**
- * The static checks of `npm test`, run at once (`npm run checks`): `check` (tsc), `check:deno`, `check:jsr` and
- * `lint` each run as their own npm script, two at a time (the machine's cores); each one's output is printed whole,
- * in this order, once it ends, and the run fails when any of them fails, naming it.
+ * The static checks of `npm test`, run at once (`npm run checks`): `check` (tsc), `check:deno`, `check:jsr`, `lint`
+ * and `docs:lint` (the reference docs' `deno doc --lint`) each run as their own npm script, two at a time (the
+ * machine's cores); each one's output is printed whole, in this order, once it ends, and the run fails when any of
+ * them fails, naming it.
  */
 import { spawn } from "node:child_process"
 import { availableParallelism } from "node:os"
 
-const SCRIPTS = ["check", "check:deno", "check:jsr", "lint"] as const
+const SCRIPTS = ["check", "check:deno", "check:jsr", "lint", "docs:lint"] as const
 
 const run = (script: string): Promise<{ readonly script: string; readonly code: number; readonly output: string }> =>
   new Promise((resolve) => {
