@@ -44,7 +44,7 @@ for (const source of chosen) {
       node: process.version,
       load,
       seconds: (performance.now() - started) / 1000,
-      ...parseOutput(stdout)
+      ...parseOutput(stdout, source.notes)
     }
     writeFileSync(file, `${JSON.stringify(run, null, 2)}\n`)
   }

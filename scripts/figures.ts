@@ -26,6 +26,8 @@ export interface Source {
   /** `data`: the script writes JSON itself (`--json FILE`); `tables`: its stdout's markdown tables are saved. */
   readonly kind: "data" | "tables"
   readonly argv: ReadonlyArray<string>
+  /** Where its notes start: after its first table (what precedes is mitata's report, the default) or at once. */
+  readonly notes?: "after-first-table" | "all"
 }
 
 /** Every measuring script the docs quote. */
@@ -70,7 +72,8 @@ export const SOURCES: ReadonlyArray<Source> = [
     name: "background",
     command: "npx node bench/background.bench.ts",
     kind: "tables",
-    argv: ["bench/background.bench.ts"]
+    argv: ["bench/background.bench.ts"],
+    notes: "all"
   }
 ]
 
@@ -126,15 +129,34 @@ const ANSI = new RegExp(String.raw`\u001b\[[0-9;]*[A-Za-z]`, "g")
 const cellsOf = (row: string): Array<string> =>
   row.trim().replace(/^\|/, "").replace(/\|$/, "").split(/(?<!\\)\|/).map((c) => c.trim())
 
+/** A line of Effect's default logger: `[12:00:00.000] WARN (#1): …`. */
+const LOG_LINE = /^\[\d{2}:\d{2}:\d{2}\.\d{3}\] [A-Z]+ /
+
 const isTableRow = (line: string): boolean => line.trimStart().startsWith("|") && line.trimEnd().endsWith("|")
 
-/** The markdown tables and the other lines a script printed (its output before the first table is mitata's). */
-export const parseOutput = (stdout: string): { tables: Array<Array<Array<string>>>; lines: Array<string> } => {
+/**
+ * The markdown tables and the other lines a script printed; with `notes: "after-first-table"` (the default) the lines
+ * before its first table are left out (a mitata bench's own report).
+ */
+export const parseOutput = (
+  stdout: string,
+  notes: Source["notes"] = "after-first-table"
+): { tables: Array<Array<Array<string>>>; lines: Array<string> } => {
   const all = stdout.replace(ANSI, "").split("\n")
   const tables: Array<Array<Array<string>>> = []
   const lines: Array<string> = []
   let current: Array<Array<string>> | undefined
+  let inLog = false
   for (const [i, line] of all.entries()) {
+    // Effect's logger writes to the same stdout: a log line, and the object it prints over several lines
+    if (inLog) {
+      inLog = line.trim() !== "}"
+      continue
+    }
+    if (LOG_LINE.test(line)) {
+      inLog = line.trimEnd().endsWith("{")
+      continue
+    }
     const startsTable = isTableRow(line) && /^\s*\|\s*:?-{3,}/.test(all[i + 1] ?? "")
     if (current !== undefined && isTableRow(line)) {
       current.push(cellsOf(line))
@@ -144,7 +166,7 @@ export const parseOutput = (stdout: string): { tables: Array<Array<Array<string>
     if (startsTable) {
       current = [cellsOf(line)]
       tables.push(current)
-    } else if (tables.length > 0 && line.trim() !== "") lines.push(line.trim())
+    } else if ((notes === "all" || tables.length > 0) && line.trim() !== "") lines.push(line.trim())
   }
   return { tables, lines }
 }

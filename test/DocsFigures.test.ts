@@ -44,6 +44,16 @@ describe("the docs' figures", () => {
     })
   }
 
+  it("the docs name nothing a package user cannot follow: issue numbers, test files, the spec's rule numbers", () => {
+    const unfollowable = /\bissue (?:\d+|'s)|\btest\/|\.test\.ts\b|\.\.\/shared|API-RULES|test\/fixtures/g
+    const found = DOCS.flatMap((doc) =>
+      read(doc).split("\n").flatMap((line, i) =>
+        [...line.matchAll(unfollowable)].map((m) => `${doc}:${i + 1}: ${m[0]}`)
+      )
+    )
+    assert.deepStrictEqual(found, [])
+  })
+
   it("the blocks are there: the cost table, the defaults and the benchmarks' tables", () => {
     const names = DOCS.flatMap((doc) => blocksOf(read(doc)).map((b) => b.name))
     for (const name of ["cost-table", "policy-defaults", "bench:peers#0", "bench:evict#0"]) {
