@@ -365,7 +365,7 @@ const NUMBER = String.raw`\d+(?:[.,]\d+)*`
 /**
  * What reads as a measured figure: dollars, percentages, ratios (`0.3×`, `2x`), durations (`5 ms`, `3 s`, `10
  * seconds`), sizes (`1.3 MB`), counts with a unit suffix (`60k`, `97.6M`) and numbers written with thousands
- * separators (`20,000`, `100_000`).
+ * separators (`20,000`, `100_000`), and bare decimals (`0.309`; not versions such as `4.1.0`).
  */
 export const FIGURE: RegExp = new RegExp(
   [
@@ -376,7 +376,9 @@ export const FIGURE: RegExp = new RegExp(
     String.raw`\b${NUMBER}\s?(?:B|KB|MB|GB|KiB|MiB|GiB)\b`,
     String.raw`\b\d+(?:\.\d+)?[kM]\b`,
     String.raw`\b\d{1,3}(?:,\d{3})+\b`,
-    String.raw`\b\d+(?:_\d{3})+\b`
+    String.raw`\b\d+(?:_\d{3})+\b`,
+    // a bare decimal, a ratio or a share written without a unit (`0.309`), but not a version (`4.1.0`)
+    String.raw`(?<![\w.])\d+\.\d+(?!\.?\d|\w)`
   ].join("|"),
   "g"
 )
@@ -435,5 +437,9 @@ export const ALLOWED: ReadonlyArray<Allowed> = [
     near: "missed tokens within 5%",
     why: "the tolerance `agrees` uses (internal/conversation/diagnostics)"
   },
-  { figure: "10 seconds", near: "a timeout after 10 seconds", why: "TokenCounter's default timeout" }
+  { figure: "10 seconds", near: "a timeout after 10 seconds", why: "TokenCounter's default timeout" },
+  { figure: "1.14", near: "@anthropic-ai/sdk` 1.14", why: "the SDK version threads need" },
+  { figure: "1.14", near: "`thread_fingerprint_mismatch` (1.14)", why: "the SDK version that behaves so" },
+  { figure: "0.6", near: "backgroundAt: 0.6", why: "an example value of CompactionPolicy#backgroundAt" },
+  { figure: "0.6", near: "passes 0.6 of `compactAtTokens`", why: "the same example value, explained" }
 ]

@@ -75,7 +75,7 @@ describe("the docs' figures", () => {
   it("the detector finds each kind of figure, and none inside a block or code", () => {
     const planted = [
       "It costs $3.20, 31% of none, 0.3× the window, 2x faster, 12 ms a step, 3 s in all, 1.3 MB retained,",
-      "a peak of 478k, 97.6M tokens sent, 20,000 tokens kept and 100_000 at the trigger."
+      "a peak of 478k, 97.6M tokens sent, 20,000 tokens kept and 100_000 at the trigger, a share of 0.309."
     ].join("\n")
     assert.deepStrictEqual(strayFigures(planted, []).map((s) => s.figure), [
       "$3.20",
@@ -88,10 +88,11 @@ describe("the docs' figures", () => {
       "478k",
       "97.6M",
       "20,000",
-      "100_000"
+      "100_000",
+      "0.309"
     ])
     const fenced = ["```ts", "const x = 100_000 // 12 ms", "```"].join("\n")
     const block = ["<!-- figures:cost-table -->", "", "| $3.20 | 31% |", "", "<!-- /figures -->"].join("\n")
-    assert.deepStrictEqual(strayFigures(`${fenced}\n${block}\nNode 22, Deno 2, 3 turns.`, []), [])
+    assert.deepStrictEqual(strayFigures(`${fenced}\n${block}\nNode 22, Deno 2, effect 4.1.0, 3 turns.`, []), [])
   })
 })
