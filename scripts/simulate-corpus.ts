@@ -7,9 +7,11 @@
  * by the independent cache model of test/fixtures/IndependentCache.ts agree with `simulate`), and one full table per
  * session. With `--sweep`, every setting of the library's grid on the three pi sessions, with its cost, misses and
  * retention, and the Pareto front of cost and retention.
- * Run: npm run simulate:corpus [-- --sweep]
+ * With `--json FILE`, it also writes the figures it printed (no sweep) as data, for `scripts/docs-figures.ts`.
+ * Run: npm run simulate:corpus [-- --sweep] [-- --json FILE]
  */
-import { readFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
+import process from "node:process"
 import * as Effect from "effect/Effect"
 import { importSession, type Session } from "../src/Import.ts"
 import { replaySession } from "../src/cli/Replay.ts"
@@ -30,6 +32,49 @@ const sessions = corpus().map((s) => ({
 }))
 const reports = sessions.map(({ name, session }) => ({ name, report: simulate(session) }))
 const long = reports.filter((r) => PI.includes(r.name))
+
+const data: {
+  sessions: Array<{ name: string; models: ReadonlyArray<string>; requests: number }>
+  policies: Array<{
+    name: string
+    perSession: Array<
+      { dollars: number; peakContext: number; misses: number; ttlMisses: number; compactions: number }
+    >
+  }>
+  engine: Array<
+    {
+      name: string
+      requests: number
+      compactions: number
+      evictions: number
+      same: boolean
+      simulate: number
+      independent: number
+    }
+  >
+  bills: Array<{ name: string; requests: number; billed: number; modelled: number; error: number }>
+} = {
+  sessions: long.map(({ name, report }) => ({
+    name,
+    models: report.models,
+    requests: report.policies[0]!.requests
+  })),
+  policies: long[0]!.report.policies.map((policy, i) => ({
+    name: policy.name,
+    perSession: long.map(({ report }) => {
+      const p = report.policies[i]!
+      return {
+        dollars: p.dollars,
+        peakContext: p.peakContext,
+        misses: p.misses.policy + p.misses.external,
+        ttlMisses: p.misses.ttl,
+        compactions: p.compactions
+      }
+    })
+  })),
+  engine: [],
+  bills: []
+}
 
 const pct = (a: number, b: number) => `${((100 * a) / b).toFixed(0)}%`
 console.log(`| policy | ${long.map((r) => `${r.name} (${r.report.models.join(", ")})`).join(" | ")} | three together |`)
@@ -101,6 +146,15 @@ for (const { name, report } of long) {
     replayed.summary.compactions === ours.compactions && replayed.summary.evictions === ours.evictions
   const requestDollars = written.reduce((s, w) => s + w.usage.dollars, 0)
   const independent = priceWritten(written).reduce((s, b) => s + b.dollars, 0) + (ours.dollars - requestDollars)
+  data.engine.push({
+    name,
+    requests: replayed.summary.requests,
+    compactions: replayed.summary.compactions,
+    evictions: replayed.summary.evictions,
+    same,
+    simulate: ours.dollars,
+    independent
+  })
   console.log(
     `| ${name} | ${replayed.summary.requests} | ${replayed.summary.compactions} | ${replayed.summary.evictions} | ` +
       `${same ? "yes" : "NO"} | $${ours.dollars.toFixed(2)} | $${independent.toFixed(2)} | ` +
@@ -114,10 +168,24 @@ console.log("| --- | ---: | ---: | ---: | ---: |")
 for (const { name, session } of sessions) {
   if (!("usage" in session) || session.usage.length === 0) continue
   const c = checkAgainstRecord(session as Session)
+  data.bills.push({
+    name,
+    requests: c.requests,
+    billed: c.billedCost,
+    modelled: c.modelledCost,
+    error: c.error
+  })
   console.log(
     `| ${name} | ${c.requests} | ${Math.round(c.billedCost).toLocaleString("en-US")} | ` +
       `${Math.round(c.modelledCost).toLocaleString("en-US")} | ${(100 * c.error).toFixed(2)}% |`
   )
+}
+
+const jsonAt = process.argv.indexOf("--json")
+if (jsonAt >= 0) {
+  const file = process.argv[jsonAt + 1]
+  if (file === undefined) throw new Error("--json needs a file")
+  writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`)
 }
 
 if (process.argv.includes("--sweep")) {
