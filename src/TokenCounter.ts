@@ -8,8 +8,8 @@
  * step, and says whether it is exact and why not. This module never loads the SDK: the client is the caller's.
  *
  * `Conversation` reads the counter when its layer has one: with an exact count of the next request, its trigger and
- * `minFreedTokens` go by that count instead of the last reported usage and the estimates (COMPACTION.md, "Exact
- * counts").
+ * `minFreedTokens` go by that count instead of the last reported usage and the estimates (COMPACTION.md, "The
+ * trigger").
  *
  * @since 0.1.0
  */
