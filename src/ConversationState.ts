@@ -46,6 +46,7 @@ import type { ReplyMeta } from "./internal/conversation/record.ts"
 import {
   type AppendOnlyReason,
   appendOnlyReason,
+  holdsThinking,
   reasonAfterReply,
   type StaleThinking,
   staleThinkingOf,
@@ -766,6 +767,8 @@ export const applyCompaction = (
   if (threadPriceOf(options) === undefined && appendOnlyReason(options, state.appendOnly) === undefined) {
     return compacted
   }
+  // turns kept verbatim after the server's block keep their thinking valid only as they are: their offloads wait
+  if (finished.keptVerbatim === true && asMessages(finished.messages).some(holdsThinking)) return compacted
   // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
   const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
   return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
@@ -779,6 +782,7 @@ const keptThinking = (
   finished: FinishedCompaction<MessageParam>,
   options: StepOptions | undefined
 ): FinishedCompaction<MessageParam> => {
+  if (finished.keptVerbatim === true) return finished
   if (staleThinkingOf(options?.staleThinking, options?.thinking) === "bind") return finished
   const view = withoutThinking(asMessages(finished.messages)) as unknown as Array<MessageParam>
   if (view === (finished.messages as unknown)) return finished
@@ -787,7 +791,8 @@ const keptThinking = (
 
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
-  const unbound = allThinking(asMessages(view))
+  // the kept turns' thinking was bound to the head the summary replaced, unless they follow the server's block verbatim
+  const unbound = finished.keptVerbatim === true ? [] : allThinking(asMessages(view))
   const { unboundThinking: _, backgroundCut: _cut, ...rest } = state
   const next: ConversationState = withThread({
     ...rest,
