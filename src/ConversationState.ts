@@ -791,8 +791,12 @@ const keptThinking = (
 
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
-  // the kept turns' thinking was bound to the head the summary replaced, unless they follow the server's block verbatim
-  const unbound = finished.keptVerbatim === true ? [] : allThinking(asMessages(view))
+  // the kept turns' thinking was bound to the head the summary replaced, unless they follow the server's block
+  // verbatim: then only what was already unbound in them stays so (one message after the block for each kept one)
+  const cut = finished.record!.cut
+  const unbound = finished.keptVerbatim === true
+    ? (state.unboundThinking ?? []).filter((p) => p.message >= cut).map((p) => ({ ...p, message: p.message - cut + 1 }))
+    : allThinking(asMessages(view))
   const { unboundThinking: _, backgroundCut: _cut, ...rest } = state
   const next: ConversationState = withThread({
     ...rest,

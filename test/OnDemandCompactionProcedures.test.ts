@@ -20,6 +20,9 @@ import type { MessageParam } from "../src/ConversationState.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
+import { resumeState } from "../src/internal/conversation/resume.ts"
+import { SessionLog } from "../src/SessionLog.ts"
+import type { MemorySessions } from "../src/SessionStore.ts"
 import { Summarizer, type SummarizerShape } from "../src/Summarizer.ts"
 import { filesOfMessage } from "../src/Summary.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
@@ -385,15 +388,33 @@ const runLoop = (thinkingOn: "conversation" | "caller", background: boolean) =>
         }
       }
     })
-    yield* run.pipe(
+    const store: MemorySessions = new Map()
+    const live = yield* Effect.andThen(
+      run,
+      Effect.gen(function* () {
+        return yield* (yield* Conversation).state
+      })
+    ).pipe(
       Effect.provide(
-        Conversation.layerMemory({
+        Conversation.layerLogged({
           policy,
           tools: TOOLS as never,
           ...(thinkingOn === "conversation" ? { thinking: THINKING } : {})
-        }).pipe(Layer.provide(Layer.succeed(Summarizer, serverSummarizer(server, summaryDone))))
+        }).pipe(
+          Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+          Layer.provide(Layer.succeed(Summarizer, serverSummarizer(server, summaryDone)))
+        )
       )
     )
+    // a resumed conversation decides the same: the kept turns' thinking is bound, none marked for the API to drop
+    const resumed = yield* Effect.gen(function* () {
+      return resumeState(yield* (yield* SessionLog).load())
+    }).pipe(
+      Effect.provide(Layer.fresh(SessionLog.layerMemory({ store })))
+    )
+    assert.strictEqual(JSON.stringify(resumed.view), JSON.stringify(live.view))
+    assert.deepStrictEqual(resumed.unboundThinking, live.unboundThinking)
+    assert.isUndefined(live.unboundThinking)
     return {
       rejected: [...server.rejections, ...errors],
       dropped: server.droppedThinking.length,
