@@ -144,7 +144,7 @@ const updateRequest = (
   return summarizeRequest(fresh, { previousSummary: body })
 }
 
-/** A summary made in the background, with the plan of the current view it finishes. */
+/** A summary made in the background, with the plan (of the view it is applied to) it finishes. */
 export interface ArrivedSummary {
   readonly plan: CompactionPlan<Message>
   readonly summary: Summary
@@ -164,7 +164,7 @@ export interface Background {
   readonly take: (
     state: BackgroundState,
     plan: CompactionPlan<Message>
-  ) => Effect.Effect<{ readonly plan: CompactionPlan<Message>; readonly summary: Summary } | undefined>
+  ) => Effect.Effect<ArrivedSummary | undefined>
   /**
    * At any step: a server compaction block (`Summary.compaction`) that has come back, with the plan of the current
    * view on its cut, to be swapped in now, on the first request after it arrived (the API's background compaction:
