@@ -15,15 +15,16 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
+import { finishCompaction, prepareCompaction } from "../src/Compact.ts"
 import { Conversation } from "../src/Conversation.ts"
 import type { MessageParam } from "../src/ConversationState.ts"
 import type { Message } from "../src/Message.ts"
-import { CompactionPolicy } from "../src/Policy.ts"
+import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
-import { Summarizer, type SummarizerShape } from "../src/Summarizer.ts"
+import { Summarizer, type SummarizerShape, type Summary } from "../src/Summarizer.ts"
 import { filesOfMessage } from "../src/Summary.ts"
 import * as MessagesApiServer from "./fixtures/MessagesApiServer.ts"
 import { countTokens, Reply } from "./fixtures/MessagesApiServer.ts"
@@ -445,4 +446,60 @@ describe("Conversation with the API's on-demand compaction: the documented proce
         assert.isAtLeast(run.keptThinkingSent, 2)
       }))
   }
+})
+
+describe("finishCompaction with a server block: verbatim only when the API would keep the thinking (pure)", () => {
+  const policy = CompactionPolicy.makeUnsafe({ keepRecentTokens: 500, keepRecentTurns: 1 })
+  const long = (tag: string) => `${tag} ${"detail ".repeat(1_500)}`
+  const block = {
+    type: "compaction",
+    content: "S.",
+    encrypted_content: null,
+    signature: "srv1.test",
+    tool_changes: []
+  }
+  const summary = {
+    text: "S.",
+    model: "m",
+    usage: zeroUsage,
+    summarizer: "server-compaction",
+    compaction: block
+  } as unknown as Summary
+  const thought = (text: string): Message => ({
+    role: "assistant",
+    content: [{ type: "thinking", thinking: "why", signature: "sig" }, { type: "text", text }]
+  } as unknown as Message)
+
+  it("kept turns that open on the reply to the head: the block, them as they were, then the files message", () => {
+    const list: Array<Message> = [
+      { role: "user", content: long("Start.") },
+      thought(long("Started.")),
+      { role: "user", content: long("Go on.") },
+      thought("Done.")
+    ]
+    const plan = prepareCompaction(list, policy, { minFreedTokens: 1 })
+    assert.strictEqual(plan._tag, "Planned")
+    if (plan._tag !== "Planned") return
+    const finished = finishCompaction(plan, summary)
+    assert.isTrue(finished.keptVerbatim)
+    assert.deepStrictEqual(finished.messages.slice(1, -1), list.slice(plan.compactionCut))
+    assert.isDefined(filesOfMessage(finished.messages.at(-1)!))
+  })
+
+  it("a first kept message of the last summarized role (the API would merge them): files after the block", () => {
+    const list: Array<Message> = [
+      { role: "user", content: long("Start.") },
+      thought(long("Started.")),
+      { role: "user", content: long("Go on.") },
+      { role: "user", content: "And the tests." },
+      thought("Done.")
+    ]
+    const plan = prepareCompaction(list, policy, { minFreedTokens: 1, upTo: 3 })
+    assert.strictEqual(plan._tag, "Planned")
+    if (plan._tag !== "Planned") return
+    assert.strictEqual(plan.compactionCut, 3)
+    const finished = finishCompaction(plan, summary)
+    assert.isUndefined(finished.keptVerbatim)
+    assert.isDefined(filesOfMessage(finished.messages[1]!))
+  })
 })
