@@ -327,6 +327,13 @@ export const recordInput = <M extends Message>(
 export interface FinishedCompaction<M extends Message> extends CompactResult<M> {
   /** What to persist in the session log; absent when the outcome is `Skipped`. */
   readonly record?: CompactionRecord<M>
+  /**
+   * True when the new view is the API's keep-tail shape: the server's compaction block, then the kept turns exactly
+   * as they were, the first of them neither a system message nor of the role of the last message the server read.
+   * Their thinking stays valid (a model with preserved thinking takes the block in place of what it summarized),
+   * so nothing of them is stripped, bound or rewritten.
+   */
+  readonly keptVerbatim?: boolean
 }
 
 const unchanged = <M extends Message>(
@@ -441,12 +448,14 @@ export const prepareCompaction = <M extends Message>(
   // files message that follows a block this library put there carries the file lists on
   const server = Option.getOrUndefined(viewCompaction(head))
   const afterServer = server === undefined ? 0 : server.messageIndex + 1
-  const carried = server === undefined || head[afterServer] === undefined
-    ? undefined
-    : filesOfMessage(head[afterServer]!)
+  // the files message a block's compaction put right after it, or after the turns it kept verbatim
+  const filesAt = server === undefined
+    ? -1
+    : head.findIndex((m, i) => i >= afterServer && filesOfMessage(m) !== undefined)
+  const carried = filesAt < 0 ? undefined : filesOfMessage(head[filesAt]!)
   const summarized: ReadonlyArray<Message> = server === undefined ? sinceSummary : [
     ...afterBlock(head[server.messageIndex]!, server.blockIndex),
-    ...head.slice(carried === undefined ? afterServer : afterServer + 1)
+    ...head.slice(afterServer).filter((_, k) => afterServer + k !== filesAt)
   ]
   const previousSummary = server === undefined ? earlier?.body : server.block.content
   const fresh = summarized.filter((m) => m.role !== "system")
@@ -677,13 +686,16 @@ const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message
  * message already there. With a user message first such a place always exists, so no system message is dropped or
  * folded into the summary text. The tail's own system messages stay where they are.
  *
- * **A server compaction block** (`summary.compaction`, from `ServerCompactionSummarizer`): the new view is
- * `[{ role: "assistant", content: [block] }, filesMessage(plan.files), ...kept]`. The block is the server's, sent back
+ * **A server compaction block** (`summary.compaction`, from `ServerCompactionSummarizer`): the API's keep-tail shape,
+ * `[{ role: "assistant", content: [block] }, ...kept, filesMessage(plan.files)]`, with `kept` exactly as it was
+ * (`keptVerbatim`: its thinking stays valid on models with preserved thinking). The block is the server's, sent back
  * verbatim and first (API-RULES 13–14), so the deterministic files appendix cannot go inside it: it follows in a user
- * text message of its own (`Summary.filesMessage`), which a later compaction reads back and carries forward, and
- * which also gives a kept tail that starts with an assistant message its user turn. `kept` is
- * `messages.slice(plan.compactionCut)`: what the server did not read stays. The head's system messages are re-emitted
- * as text only: the block's `tool_changes` already carry their tool changes. A later compaction takes the block's
+ * text message of its own (`Summary.filesMessage`), which a later compaction reads back and carries forward. `kept` is
+ * `messages.slice(plan.compactionCut)`: what the server did not read stays. When the kept turns cannot follow the block
+ * unchanged (they need a repair beyond merging neighbours, a carried tool listing or the head's system messages, their
+ * first message is a system message or has the role of the last one the server read, or they end on an open call),
+ * the view is `[block, filesMessage, ...repaired kept]` with the head's system messages placed in it, re-emitted as
+ * text only (the block's `tool_changes` already carry their tool changes). A later compaction takes the block's
  * content as its `previousSummary` (and a later server compaction sends the block first).
  * @category compaction
  */
@@ -708,24 +720,30 @@ export const finishCompaction = <M extends Message>(
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
   // the newest MCP tool listing of each server the kept part still calls goes with it (API-RULES 30)
+  const listings = carriedListings(plan.messages, apiViewStart(plan.messages), cut)
   const repairedKept = withListings(
     repaired.report.insertedLeadingUser ? repaired.messages.slice(1) : repaired.messages,
-    carriedListings(plan.messages, apiViewStart(plan.messages), cut)
+    listings
   )
   // the filler put before a tail that opens on an assistant reply is dropped again (the summary is its user message):
   // it is no repair of the new view, so a valid tail (a `Conversation`'s, which it built itself) reports none
   const repairs = repaired.report.insertedLeadingUser
     ? { ...repaired.report, insertedLeadingUser: false }
     : repaired.report
+  const headSystems = block === undefined
+    ? plan.systemMessages
+    : plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
+  // the API's keep-tail shape: the block, then the kept turns as they were (their thinking stays valid)
+  const verbatim = block !== undefined && headSystems.length === 0 &&
+    keepsTurnsVerbatim(plan.messages, cut, repaired.report, listings.length)
   const next: Array<M | BuiltMessage> = block === undefined
-    ? withSystemMessages(summaryMsg, repairedKept, plan.systemMessages)
-    : withSystemMessages<M | BuiltMessage>(
-      summaryMsg,
-      [filesMessage(plan.files), ...repairedKept],
-      plan.systemMessages.filter((m) => !tail.includes(m)).flatMap(withoutToolChanges)
-    )
-  // every thinking block of the new view was bound to the head the summary replaced: the API drops them
-  const tokensAfter = estimateTokens(next) - tokensAt(next, allThinking(next))
+    ? withSystemMessages(summaryMsg, repairedKept, headSystems)
+    : verbatim
+    ? [summaryMsg, ...tail, filesMessage(plan.files)]
+    : withSystemMessages<M | BuiltMessage>(summaryMsg, [filesMessage(plan.files), ...repairedKept], headSystems)
+  // every thinking block of the new view was bound to the head the summary replaced: the API drops them (not those
+  // of turns kept verbatim after the server's block)
+  const tokensAfter = estimateTokens(next) - (verbatim ? 0 : tokensAt(next, allThinking(next)))
   if (plan.tokensBefore - tokensAfter < plan.minFreedTokens) {
     return tooLittleFreed(plan.messages, plan.tokensBefore, plan.tokensBefore - tokensAfter, {
       tokens: plan.minFreedTokens,
@@ -735,7 +753,10 @@ export const finishCompaction = <M extends Message>(
   }
   const info: CompactedInfo = {
     cut: { removed: { from: 0, to: cut }, kept: { from: cut, to: plan.messages.length } },
-    retention: measure(plan.messages.slice(0, cut), next, { tail: repairedKept, classifier: plan.classifier }),
+    retention: measure(plan.messages.slice(0, cut), next, {
+      tail: verbatim ? tail : repairedKept,
+      classifier: plan.classifier
+    }),
     removed: removedRecords(plan.messages.slice(0, cut)),
     turnsSummarized: plan.turnsSummarized,
     messagesBefore: plan.messages.length,
@@ -746,7 +767,8 @@ export const finishCompaction = <M extends Message>(
     overBudget: plan.overBudget,
     summary,
     summarizer: summary.summarizer,
-    repairs
+    // turns kept verbatim are sent as they were: nothing of them was repaired
+    repairs: verbatim ? { ...repairs, mergedMessages: 0 } : repairs
   }
   const outcome = summary.fellBackFrom === undefined ? CompactOutcome.Compacted(info) : CompactOutcome.FellBack({
     ...info,
@@ -763,8 +785,37 @@ export const finishCompaction = <M extends Message>(
       tokensBefore: plan.tokensBefore,
       tokensAfter,
       turnsSummarized: plan.turnsSummarized
-    }
+    },
+    ...(verbatim ? { keptVerbatim: true } : {})
   }
+}
+
+/**
+ * True when the turns after a server's compaction block can follow it exactly as they were, as the API's keep-tail
+ * compaction wants them ("Compaction and preserved thinking"): the repair of them changed nothing but merge
+ * neighbours of the same role (the API merges them itself: rule 3), no tool listing is carried into them, and the
+ * first of them is neither a system message nor of the role of the last message the server read (the API would merge
+ * it into that one). The files message goes after them, so they must end on a user turn or a finished assistant one.
+ * No turn kept is trivially verbatim.
+ */
+const keepsTurnsVerbatim = (
+  messages: ReadonlyArray<Message>,
+  cut: number,
+  report: RepairReport,
+  listings: number
+): boolean => {
+  const { mergedMessages: _merged, insertedLeadingUser: _leading, ...changes } = report
+  const changed = Object.values(changes).some((v) =>
+    v === true || (typeof v === "number" ? v > 0 : Array.isArray(v) && v.length > 0)
+  )
+  if (listings > 0 || changed) return false
+  const tail = messages.slice(cut)
+  const first = tail[0]
+  const last = messages[cut - 1]
+  if (first === undefined) return true
+  if (first.role === "system" || last === undefined || first.role === last.role) return false
+  const end = tail.at(-1)!
+  return end.role === "user" || (end.role === "assistant" && !isUnfinished(end))
 }
 
 /**

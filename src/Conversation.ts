@@ -23,7 +23,7 @@ import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { ttlMs } from "./internal/cacheTtl.ts"
 import { minCacheableTokens } from "./Cache.ts"
-import { CompactOutcome } from "./Compact.ts"
+import { type CompactionPlan, CompactOutcome } from "./Compact.ts"
 import {
   type AppendMends,
   appendMessage,
@@ -45,7 +45,7 @@ import { closePending } from "./internal/conversation/steps.ts"
 import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
-import { makeBackground } from "./internal/conversation/background.ts"
+import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
 import { recordChange } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
@@ -387,23 +387,26 @@ const make = (
       fallback: () => A,
       upTo?: number | undefined,
       counted?: TokenCounter.Count | undefined,
-      atTrigger?: true
+      atTrigger?: true,
+      arrived?: ArrivedSummary
     ) =>
       Effect.gen(function* () {
         yield* persist(closePending(state), fallback)
         // with an exact count before and after, `minFreedTokens` is checked on them (internal/conversation/counted.ts)
         const before = counted ?? (yield* countOf(state))
-        const plan = prepareCounted(state.view, policy, {
-          instructions,
-          upTo,
-          minFreedTokens: options.minFreedTokens,
-          classifier: options.classifier,
-          unboundThinking: state.unboundThinking,
-          ...(atTrigger === true ? atTheTrigger(state, before, head) : {})
-        }, before)
+        const plan = arrived !== undefined ?
+          arrived.plan as CompactionPlan<MessageParam> :
+          prepareCounted(state.view, policy, {
+            instructions,
+            upTo,
+            minFreedTokens: options.minFreedTokens,
+            classifier: options.classifier,
+            unboundThinking: state.unboundThinking,
+            ...(atTrigger === true ? atTheTrigger(state, before, head) : {})
+          }, before)
         if (plan._tag === "Skip") return { outcome: plan.result.outcome, offloaded: [] }
         // at the trigger, the summary made in the background (`CompactionPolicy.backgroundAt`), if it is usable
-        const ready = atTrigger === true ? yield* background.take(state, plan) : undefined
+        const ready = arrived ?? (atTrigger === true ? yield* background.take(state, plan) : undefined)
         const summary = ready?.summary ?? (yield* summarizer.summarize(plan.request).pipe(
           Effect.mapError((cause) => new ConversationError({ reason: "Summarize", cause, value: fallback() }))
         ))
@@ -498,9 +501,18 @@ const make = (
         yield* persist(step.transition, prepared)
         if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+        // a server compaction block made in the background goes in on the first request after it came back
+        const arrived = yield* background.arrived(state)
+        if (arrived !== undefined) {
+          const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
+          compaction = swapped.outcome
+          if (swapped.offloaded.length > 0) offloaded = [...offloaded, ...swapped.offloaded]
+        }
+        const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
-        const fires = count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact
+        const fires = !swappedIn &&
+          (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
         if (fires) {
           const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
           compaction = compacted.outcome

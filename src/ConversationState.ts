@@ -46,6 +46,7 @@ import type { ReplyMeta } from "./internal/conversation/record.ts"
 import {
   type AppendOnlyReason,
   appendOnlyReason,
+  holdsThinking,
   reasonAfterReply,
   type StaleThinking,
   staleThinkingOf,
@@ -785,6 +786,8 @@ export const applyCompaction = (
   if (threadPriceOf(options) === undefined && appendOnlyReason(options, state.appendOnly) === undefined) {
     return compacted
   }
+  // turns kept verbatim after the server's block keep their thinking valid only as they are: their offloads wait
+  if (finished.keptVerbatim === true && asMessages(finished.messages).some(holdsThinking)) return compacted
   // the compaction restarts the thread and rewrote everything after the summary: its kept tail's offloads go now
   const cacheTtl = (options.policy ?? defaultPolicy).cacheTtl
   return chain(compacted, (s) => offloadStaleResults(s, { ...options, cacheTtl }, true))
@@ -798,6 +801,7 @@ const keptThinking = (
   finished: FinishedCompaction<MessageParam>,
   options: StepOptions | undefined
 ): FinishedCompaction<MessageParam> => {
+  if (finished.keptVerbatim === true) return finished
   if (staleThinkingOf(options?.staleThinking, options?.thinking) === "bind") return finished
   const view = withoutThinking(asMessages(finished.messages)) as unknown as Array<MessageParam>
   if (view === (finished.messages as unknown)) return finished
@@ -806,7 +810,12 @@ const keptThinking = (
 
 const compactionStep = (state: ConversationState, finished: FinishedCompaction<MessageParam>): Transition => {
   const view = finished.messages
-  const unbound = allThinking(asMessages(view))
+  // the kept turns' thinking was bound to the head the summary replaced, unless they follow the server's block
+  // verbatim: then only what was already unbound in them stays so (one message after the block for each kept one)
+  const cut = finished.record!.cut
+  const unbound = finished.keptVerbatim === true
+    ? (state.unboundThinking ?? []).filter((p) => p.message >= cut).map((p) => ({ ...p, message: p.message - cut + 1 }))
+    : allThinking(asMessages(view))
   const { unboundThinking: _, backgroundCut: _cut, ...rest } = state
   const next: ConversationState = withThread({
     ...rest,

@@ -6,6 +6,15 @@
  * `@anthropic-ai/sdk`'s `client.beta.messages.stream`; the server answers with one signed `compaction` block, which the
  * summary carries (`Summary.compaction`) so that `Compact.finishCompaction` opens the new view with it, verbatim.
  *
+ * **The API's keep-tail and background procedures.** The head sent is the view's first messages as they are, ending
+ * where no tool call is open; the new view is the block, then the kept turns exactly as they were (thinking included),
+ * then the files message (`Compact.finishCompaction`, `FinishedCompaction.keptVerbatim`). On models with preserved
+ * thinking the kept thinking stays valid when the compaction runs on the conversation's model under its `system` and
+ * `tools` (pass the same ones here). With `CompactionPolicy.backgroundAt`, `Conversation` sends the compaction request
+ * while it goes on appending, and swaps the block in on the first `prepare` after it came back: the summarized
+ * messages dropped from the front, every message appended since kept after the block, so the thinking produced while
+ * the summary was being written stays valid.
+ *
  * Failures are typed like every summarizer's: `compaction_unavailable` (a 529) is `Overloaded` and retried on our
  * schedule, as are the other transient failures; `compaction_nothing_to_summarize` is `NothingToSummarize` and a
  * block with `content: null` (or a reply with no block) is `CompactionFailed`, both never retried, so

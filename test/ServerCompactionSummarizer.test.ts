@@ -67,6 +67,9 @@ const sendFollowUp = (server: MessagesApiServer.MessagesApiServer, messages: Rea
       .finalMessage()
   )
 
+/** The file lists of the files message a compaction put in `messages` (after the block, or after the kept turns). */
+const filesIn = (messages: ReadonlyArray<Message>) => messages.map(filesOfMessage).find((files) => files !== undefined)
+
 const blockOf = (message: Message | undefined): ContentBlock | undefined =>
   message === undefined || typeof message.content === "string" ? undefined : message.content[0]
 
@@ -106,10 +109,14 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.include(compaction.instructions, "Keep file paths.")
       assert.strictEqual(JSON.stringify(sent.body.messages), JSON.stringify(session.slice(0, plan.cut)))
 
+      // the API's keep-tail shape: the block, the kept turns as they were, then the files message
       assert.deepStrictEqual(messages[0], { role: "assistant", content: [expectedBlock(SUMMARY)] } as never)
-      assert.deepStrictEqual(filesOfMessage(messages[1]!), filesTouched(session.slice(0, plan.cut)))
-      assert.isAbove(filesOfMessage(messages[1]!)!.read.length + filesOfMessage(messages[1]!)!.modified.length, 0)
-      assert.strictEqual(JSON.stringify(messages.slice(2)), JSON.stringify(session.slice(plan.cut)))
+      assert.deepStrictEqual(filesOfMessage(messages.at(-1)!), filesTouched(session.slice(0, plan.cut)))
+      assert.isAbove(
+        filesOfMessage(messages.at(-1)!)!.read.length + filesOfMessage(messages.at(-1)!)!.modified.length,
+        0
+      )
+      assert.strictEqual(JSON.stringify(messages.slice(1, -1)), JSON.stringify(session.slice(plan.cut)))
       const reference = [{ role: "assistant", content: [expectedBlock(SUMMARY)] }]
       assert.deepStrictEqual(checkApiRules(messages, { reference }), [])
       assert.deepStrictEqual(checkApiRules(messages, { reference, mode: "on-demand" }), [])
@@ -317,7 +324,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       const { messages, outcome } = yield* compactWith(serverSummarizer(server), list)
       assert.strictEqual(outcome._tag, "Compacted")
       assert.strictEqual(JSON.stringify(server.requests[0]!.body.messages), JSON.stringify(list.slice(0, 3)))
-      assert.deepStrictEqual(messages.slice(2), list.slice(3))
+      assert.deepStrictEqual(messages.slice(1, -1), list.slice(3))
       assert.deepStrictEqual(checkApiRules(messages), [])
       server.enqueue(Reply.stream(["Accepted."]))
       yield* sendFollowUp(server, messages)
@@ -355,7 +362,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       const summarizer = serverSummarizer(server)
       server.enqueue(Reply.compaction(SUMMARY))
       const first = yield* compactWith(summarizer, generateSession(11, { messages: 50 }))
-      const firstFiles = filesOfMessage(first.messages[1]!)!
+      const firstFiles = filesIn(first.messages)!
       const grown: Array<Message> = [...first.messages]
       for (const k of [1, 2, 3]) grown.push(user(long(`Step ${k}.`)), assistant(`Done with step ${k}.`))
       // a text summarizer over this view takes the block's content as the earlier summary
@@ -371,7 +378,7 @@ describe("ServerCompactionSummarizer (real SDK, local server)", () => {
       assert.deepStrictEqual(sent[0], first.messages[0])
       assert.deepStrictEqual(sent[1], first.messages[1])
       assert.deepStrictEqual(blockOf(second.messages[0]), expectedBlock(SECOND) as never)
-      const secondFiles = filesOfMessage(second.messages[1]!)!
+      const secondFiles = filesIn(second.messages)!
       for (const path of firstFiles.modified) assert.include(secondFiles.modified, path)
       for (const path of firstFiles.read) assert.include([...secondFiles.read, ...secondFiles.modified], path)
       assert.deepStrictEqual(checkApiRules(second.messages, { mode: "on-demand" }), [])

@@ -71,7 +71,10 @@ export interface ServerCompactionClient {
 export interface ServerCompactionSummarizerOptions {
   /** The SDK client (`new Anthropic(...)`). Its own retries are not used (every request sets `maxRetries: 0`). */
   readonly client: ServerCompactionClient
-  /** The model that compacts the head, sent as the request's `model`. */
+  /**
+   * The model that writes the summary. The conversation's own for the thinking of the kept turns to stay valid (the
+   * API accepts the block in place of what it summarized only from a model with preserved thinking).
+   */
   readonly model: string
   /** `max_tokens` of the request. Default `DEFAULT_SUMMARY_MAX_TOKENS` (8,192). */
   readonly maxTokens?: number
@@ -82,9 +85,15 @@ export interface ServerCompactionSummarizerOptions {
    * (or `DEFAULT_COMPACTION_INSTRUCTIONS` when the request carries a focus). A request's focus is appended.
    */
   readonly instructions?: string
-  /** The agent's top-level `system` prompt, sent as it is (the server summarizes under the same system). */
+  /**
+   * The agent's top-level `system` prompt, sent as it is (the server summarizes under the same system; another one
+   * invalidates the thinking of the kept turns).
+   */
   readonly system?: string | ReadonlyArray<unknown>
-  /** The agent's `tools`, sent as they are (the block's `tool_changes` are relative to them). */
+  /**
+   * The agent's `tools`, sent as they are (the block's `tool_changes` are relative to them; other tools invalidate the
+   * thinking of the kept turns).
+   */
   readonly tools?: ReadonlyArray<unknown>
   /** How failed attempts are retried (`Summarizer.makeRetrySchedule`). Default 4 retries from a 1 s base. */
   readonly retry?: RetryOptions

@@ -11,6 +11,10 @@
  *   (`startPlan`); a `refresh` starts it again, on the plan's cut of the moment, only when a
  *   message of its head changed (an offload rewrote it) or it failed, so the pending summary is always of the head
  *   of the current view: the very request the blocking path would send for that cut;
+ * - a server compaction block (the API's background compaction) is swapped in at the first step after it came back
+ *   (`arrived`), before the trigger: the messages its request sent are dropped from the front and the block put in
+ *   their place, every message appended since kept after it as it is, so the thinking produced while the summary
+ *   was being written stays valid; not applied then, it is never applied;
  * - at the trigger (`take`), it is applied on its own cut (`prepareCompaction` with `upTo` that cut: the same
  *   request, so the same summary, view and retention as a blocking compaction on that cut), the messages after it
  *   kept; when the tail from that cut is over `keptCeiling` (`compactAtTokens − summaryBudgetTokens −
@@ -140,6 +144,12 @@ const updateRequest = (
   return summarizeRequest(fresh, { previousSummary: body })
 }
 
+/** A summary made in the background, with the plan (of the view it is applied to) it finishes. */
+export interface ArrivedSummary {
+  readonly plan: CompactionPlan<Message>
+  readonly summary: Summary
+}
+
 /** The background of one conversation: what `Conversation`'s service calls at its steps. */
 export interface Background {
   /**
@@ -154,7 +164,14 @@ export interface Background {
   readonly take: (
     state: BackgroundState,
     plan: CompactionPlan<Message>
-  ) => Effect.Effect<{ readonly plan: CompactionPlan<Message>; readonly summary: Summary } | undefined>
+  ) => Effect.Effect<ArrivedSummary | undefined>
+  /**
+   * At any step: a server compaction block (`Summary.compaction`) that has come back, with the plan of the current
+   * view on its cut, to be swapped in now, on the first request after it arrived (the API's background compaction:
+   * thinking produced while the summary was being written stays valid only then). Handed out once: not applied now,
+   * it is gone (a later swap would invalidate the thinking produced after it came back). `undefined` when none.
+   */
+  readonly arrived: (state: BackgroundState) => Effect.Effect<ArrivedSummary | undefined>
   /** Interrupts and forgets the pending summary (after a compaction was applied). */
   readonly drop: Effect.Effect<void>
   /** The cut of the pending summary of `epoch`, if any: what a reply's step metadata records. */
@@ -223,6 +240,21 @@ export const makeBackground = (
           const updated = yield* Effect.exit(summarizer.summarize(update))
           return Exit.isSuccess(updated) ? { plan, summary: updated.value } : undefined
         })
+      }),
+    arrived: (state) =>
+      Effect.sync(() => {
+        const p = pending
+        if (p === undefined || p.epoch !== state.epoch) return undefined
+        const exit = p.fiber.pollUnsafe()
+        if (exit === undefined || Exit.isFailure(exit) || exit.value.compaction === undefined) return undefined
+        // handed out once, whatever the caller makes of it
+        pending = undefined
+        if (!headIntact(p.plan, state.view)) return undefined
+        // the same cut over the current view: the server read exactly the messages it drops
+        const own = planOf(state.view, p.plan.cut)
+        return own._tag === "Planned" && own.cut === p.plan.cut && own.compactionCut === p.plan.compactionCut
+          ? { plan: own, summary: exit.value }
+          : undefined
       }),
     drop,
     pendingCut: (epoch) =>

@@ -9,7 +9,8 @@ import type { BlockPosition } from "../../Cache.ts"
 import type { ConversationState, MessageParam } from "../../ConversationState.ts"
 import { HotPaths } from "../../HotPaths.ts"
 import type { Message } from "../../Message.ts"
-import { isToolResult, isToolUse } from "../blocks.ts"
+import { isCompactionWithContent, isToolResult, isToolUse } from "../blocks.ts"
+import { filesOfMessage } from "../summary.ts"
 import type { Entry, Loaded } from "../../SessionEntry.ts"
 import type { MessageEntry } from "../sessionEntry.ts"
 import type { ToolClassifier } from "../../Tools.ts"
@@ -144,12 +145,20 @@ const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): Rea
   view.forEach((m, i) => {
     if (m.role === "user") { for (const b of blocksOf(m)) if (b.type === "tool_result") resultAt.set(b.tool_use_id, i) }
   })
+  // a last compaction that kept its turns verbatim after the server's block left their thinking bound (the live
+  // `FinishedCompaction.keptVerbatim`): its view is the block, then the kept turns, the files message after them
+  const lastKeptVerbatim = keptVerbatimAfterBlock(asMessages(view))
+  let lastCompaction = -1
+  for (let k = entries.length - 1; k >= 0 && lastCompaction < 0; k--) {
+    if (entries[k]!.type === "compaction") lastCompaction = k
+  }
   // for each entry: whether a compaction follows it, and the earliest view message an eviction after it rewrote
   const compactedAfter = new Array<boolean>(entries.length + 1).fill(false)
   const evictedAfter = new Array<number>(entries.length + 1).fill(Infinity)
   for (let k = entries.length - 1; k >= 0; k--) {
     const e = entries[k + 1]
-    compactedAfter[k] = compactedAfter[k + 1]! || e?.type === "compaction"
+    compactedAfter[k] = compactedAfter[k + 1]! ||
+      (e?.type === "compaction" && !(lastKeptVerbatim && k + 1 === lastCompaction))
     let earliest = evictedAfter[k + 1]!
     if (e?.type === "eviction") {
       for (const ev of e.evictions) earliest = Math.min(earliest, resultAt.get(ev.toolUseId) ?? Infinity)
@@ -162,13 +171,29 @@ const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): Rea
     const id = loaded.entryIds[i]
     const k = id === undefined ? undefined : order.get(id)
     const entry = k === undefined ? undefined : entries[k]
-    const whole = entry?.type !== "message" || compactedAfter[k!]! || evictedAfter[k!]! < i
-    const from = whole ? 0 : metaOf(entry)?.rewrittenFrom
+    // a message with no entry of its own is a copy a compaction kept: bound when that was the verbatim last one
+    const whole = entry === undefined
+      ? !lastKeptVerbatim
+      : entry.type !== "message" || compactedAfter[k!]! || evictedAfter[k!]! < i
+    const from = whole ? 0 : entry?.type === "message" ? metaOf(entry)?.rewrittenFrom : undefined
     if (from === undefined) return
     const added = thinkingIn(asMessages(view)[i]!, i, from)
     if (added.length > 0) out = mergePositions(out, added)
   })
   return out
+}
+
+/**
+ * True when `view` has the API's keep-tail shape after a server compaction: a message holding only the server's
+ * block, then a kept turn that is not the files message (a compaction that could not keep its turns verbatim put the
+ * files message right after the block).
+ */
+const keptVerbatimAfterBlock = (view: ReadonlyArray<Message>): boolean => {
+  const opening = view[0]
+  if (opening === undefined || typeof opening.content === "string" || opening.content.length !== 1) return false
+  if (!isCompactionWithContent(opening.content[0]!)) return false
+  const first = view[1]
+  return first !== undefined && filesOfMessage(first) === undefined
 }
 
 /** The reply report a reply's step metadata holds (its id and stop reason are absent in older logs). */
