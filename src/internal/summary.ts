@@ -16,6 +16,7 @@ import {
   firstLine,
   identifiersOf,
   normalize,
+  printedValues,
   resultText,
   spanAnchors,
   textOf,
@@ -23,7 +24,8 @@ import {
 } from "./anchors.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./repair.ts"
 import { clipEnd, headOf, tailOf } from "./text.ts"
-import type { Message, ToolUseBlock } from "../Message.ts"
+import type { Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
+import { MAX_POINTER_LENGTH, parsePointer } from "./pointer.ts"
 import { estimateTokens } from "../Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
@@ -417,26 +419,15 @@ const statusBoard = (text: string): string | undefined => {
   return undefined
 }
 
-/** A line that prints a count of something (tests, files, errors, rows, changes). */
-const COUNT_LINE =
-  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
-
-/** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
-const OUTCOME_LINES = 2
-const OUTCOME_LINE_MAX = 160
-
 /**
- * What a successful command printed worth keeping: its last `OUTCOME_LINES` lines (at most 400 characters long, so no
- * code or dump) that hold a count (`COUNT_LINE`) or an identifier (a version, hash, id, URL, quantity), each folded and
- * cut to `OUTCOME_LINE_MAX`, joined by ` | `; empty when it printed none.
+ * What a successful result printed worth keeping (`printedValues`): an offloaded output's, as its pointer kept them;
+ * any other result's, read from its text.
  */
-const outcomeValues = (text: string): string =>
-  text.split("\n")
-    .filter((line) => line.length <= 400 && (COUNT_LINE.test(line) || identifiersOf(line).length > 0))
-    .slice(-OUTCOME_LINES)
-    .map((line) => clipped(line, OUTCOME_LINE_MAX))
-    .filter((line) => line.length > 0)
-    .join(" | ")
+const valuesOf = (content: ToolResultBlock["content"]): string => {
+  const text = resultText(content)
+  const ref = text.length <= MAX_POINTER_LENGTH ? parsePointer(text) : undefined
+  return ref === undefined ? printedValues(text) : ref._tag === "Output" ? ref.printed ?? "" : ""
+}
 
 /**
  * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
@@ -452,9 +443,9 @@ const outcomeValues = (text: string): string =>
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
  *   replaces the earlier plan.
  * - **command**: each command's first line, deduplicated: runs and failures add up across spans, and what its latest
- *   successful run printed worth keeping (its last two lines, not code, holding a count or an identifier:
- *   "Tests: 42 passed", a version, a hash; folded, 160 code units each) is kept with it; the last outcome
- *   is the latest.
+ *   successful run printed worth keeping (`printedValues`: its last two lines, not code, holding a count or an
+ *   identifier: "Tests: 42 passed", a version, a hash; folded, 160 code units each; an offloaded output's, as its
+ *   pointer kept them) is kept with it; the last outcome is the latest.
  * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
  *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
@@ -528,9 +519,7 @@ export const nextManifest = (
           failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index, ref: block.tool_use_id })
         } else {
           succeeded.push({ source, index })
-          const values = call === undefined || commandOf(call) === undefined
-            ? ""
-            : outcomeValues(resultText(block.content))
+          const values = call === undefined || commandOf(call) === undefined ? "" : valuesOf(block.content)
           if (values.length > 0) {
             printed.delete(source)
             printed.set(source, values)
