@@ -937,9 +937,24 @@ const SUMMARY_OLDER_SHARE = 0.85
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
 
 /**
- * `body`, then the entries of `candidates` admitted within `limit` tokens (the span's own entries first, file contents
- * aside; then by rank, the kind's plus the age; one that does not fit is skipped and a smaller one may still enter),
- * in manifest order, then the appendix.
+ * An entry's shorter form, kept when the budget is short rather than dropping the entry: a command without what it
+ * printed (its `ref`, the way back to that output, stays), a file's path without its content; `undefined` for an
+ * entry that has none.
+ */
+const shorterForm = (entry: ManifestEntry): ManifestEntry | undefined => {
+  if (entry.kind === "command" && entry.printed !== undefined) {
+    const { printed: _, ...rest } = entry
+    return rest
+  }
+  if (entry.kind === "file" && entry.content !== undefined) return { ...entry, content: undefined }
+  return undefined
+}
+
+/**
+ * `body`, then the entries of `candidates` admitted within `limit` tokens, in manifest order, then the appendix. The
+ * span's own entries come first (file contents aside), then the earlier ones (within `SUMMARY_OLDER_SHARE` of the
+ * room); within each group, every entry by rank (the kind's plus the age) in its shorter form (`shorterForm`), then
+ * by rank again each whole where the room allows. One that does not fit is skipped and a smaller one may still enter.
  */
 const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix: string, limit: number): string => {
   const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
@@ -955,14 +970,28 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
   const overhead = messageTokens("")
   const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
   let used = compose([]).length + renderManifest({ entries: [] }).length + 2
-  const admitted = new Set<number>()
-  for (const { entry, index } of order) {
-    const cost = renderEntry(entry).length + 1
-    if (!fits(used + cost, fresh(entry) === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE))) continue
-    used += cost
-    admitted.add(index)
+  /** The form each admitted entry is kept in, by its index in `candidates`. */
+  const admitted = new Map<number, ManifestEntry>()
+  for (const group of [0, 1]) {
+    const room = group === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE)
+    const members = order.filter((o) => fresh(o.entry) === group)
+    for (const { entry, index } of members) {
+      const form = shorterForm(entry) ?? entry
+      const cost = renderEntry(form).length + 1
+      if (!fits(used + cost, room)) continue
+      used += cost
+      admitted.set(index, form)
+    }
+    for (const { entry, index } of members) {
+      const form = admitted.get(index)
+      if (form === undefined || form === entry) continue
+      const extra = renderEntry(entry).length - renderEntry(form).length
+      if (!fits(used + extra, room)) continue
+      used += extra
+      admitted.set(index, entry)
+    }
   }
-  const kept = (): ReadonlyArray<ManifestEntry> => candidates.filter((_, i) => admitted.has(i))
+  const kept = (): ReadonlyArray<ManifestEntry> => candidates.flatMap((_, i) => admitted.get(i) ?? [])
   // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
   let result = compose(kept())
   for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {
