@@ -487,8 +487,9 @@ describe("the corpus, with a model that writes one generic sentence", () => {
       assert.isAbove(next.instruction.counted, 50)
       assert.isAbove(next.command.counted, 100)
       assert.isAbove(whole.later.instruction.counted, 10)
-      // at a 24k trigger each compaction frees on average at least 60% of it
-      if (policy === OFTEN) assert.isAtLeast(freed / compactions, 0.6 * policy.compactAtTokens, name)
+      // at a 24k trigger and at the defaults each compaction frees on average at least 60% of it (in the compacted
+      // view, not counting what the offloads of the same step free)
+      assert.isAtLeast(freed / compactions, 0.6 * policy.compactAtTokens, name)
     }, 180_000)
   }
 })
