@@ -8,7 +8,8 @@
  * (by the independent extractor of `test/fixtures/Anchors.ts`, not the library's `Retention`), and each user message
  * judged whole (`wholeInstructions`: its whole text, or a long one's head and tail), are looked for in the next request
  * the library sends, the kept tail's anchors counted apart; and again in the request after the compaction four later.
- * Per policy it also gives the mean tokens freed per compaction, the summaries larger than the fresh content they
+ * Per policy it also gives the mean tokens freed per compaction (in the compacted view, and as the fall of the context
+ * at the step: the usage the trigger read less the request sent right after), the summaries larger than the fresh content they
  * absorbed, and the longest run of summaries at 95% of their budget or more. Then eight planted incidental facts and
  * how many of them survive 7, 20 and 36 chained compactions with the extractive summarizer. The shared sessions are read
  * from `../shared/data/` (or `$COMPACTION_SHARED_DATA`).
@@ -75,8 +76,13 @@ interface Compaction {
   readonly summaryTokens: number
   /** The estimated tokens of the fresh content it absorbed (the span, the earlier summary not counted). */
   readonly freshTokens: number
-  /** The estimated tokens the compaction freed. */
+  /** The estimated tokens the compaction freed (the outcome's `tokensBefore - tokensAfter`: the compacted view). */
   readonly freedTokens: number
+  /**
+   * How far the context fell at the step that compacted: the usage the trigger read (the previous request's, with its
+   * reply) less the request sent right after the compaction (the offloads of that step's rewrite included).
+   */
+  readonly stepFreedTokens: number
 }
 
 /**
@@ -101,6 +107,7 @@ const replay = (
   const compactions: Array<Compaction> = []
   const program = Effect.gen(function* () {
     const conversation = yield* Conversation
+    let lastUsage = 0
     for (const message of messages) {
       const param = message as unknown as MessageParam
       if (message.role !== "assistant") {
@@ -119,12 +126,13 @@ const replay = (
           request: prepared.request,
           summaryTokens,
           freshTokens: estimateTokens(span),
-          freedTokens: outcome._tag === "Compacted" ? outcome.tokensBefore - outcome.tokensAfter : 0
+          freedTokens: outcome._tag === "Compacted" ? outcome.tokensBefore - outcome.tokensAfter : 0,
+          stepFreedTokens: lastUsage - predictedUsage(prepared.request, message).input_tokens
         })
       }
-      yield* conversation.recordReply(param, predictedUsage(prepared.request, message), {
-        requestEpoch: prepared.epoch
-      })
+      const usage = predictedUsage(prepared.request, message)
+      lastUsage = usage.input_tokens + usage.output_tokens
+      yield* conversation.recordReply(param, usage, { requestEpoch: prepared.epoch })
     }
   })
   return Effect.runPromise(
@@ -141,6 +149,7 @@ interface Measured {
   readonly whole: { readonly now: RefTally; readonly later: RefTally }
   compactions: number
   freed: number
+  stepFreed: number
   /** Summaries larger than the fresh content they absorbed. */
   larger: number
   largest: number
@@ -157,6 +166,7 @@ const emptyMeasured = (): Measured => ({
   whole: { now: { counted: 0, present: 0, inTail: 0 }, later: { counted: 0, present: 0, inTail: 0 } },
   compactions: 0,
   freed: 0,
+  stepFreed: 0,
   larger: 0,
   largest: 0,
   longestPinned: 0,
@@ -173,6 +183,7 @@ const measureReplay = (compactions: ReadonlyArray<Compaction>, policy: Compactio
   compactions.forEach((c, i) => {
     into.compactions++
     into.freed += c.freedTokens
+    into.stepFreed += c.stepFreedTokens
     into.largest = Math.max(into.largest, c.summaryTokens)
     if (c.summaryTokens > c.freshTokens) into.larger++
     run = c.summaryTokens >= 0.95 * policy.summaryBudgetTokens ? run + 1 : 0
@@ -276,15 +287,18 @@ for (const [policyName, policy] of POLICIES) {
       ).join(" | ")
     } |`
   )
-  const mean = (r: Measured) => r.compactions === 0 ? 0 : r.freed / r.compactions
+  const mean = (r: Measured, total: number) => r.compactions === 0 ? 0 : total / r.compactions
+  const freedCell = (r: Measured, total: number) =>
+    `${Math.round(mean(r, total)).toLocaleString("en-US")} (${(mean(r, total) / policy.compactAtTokens).toFixed(2)})`
+  const trigger = policy.compactAtTokens.toLocaleString("en-US")
   console.log(
-    `| mean tokens freed per compaction (share of compactAtTokens ${
-      policy.compactAtTokens.toLocaleString("en-US")
-    }) | ${
-      results.map((r) =>
-        `${Math.round(mean(r.m)).toLocaleString("en-US")} (${(mean(r.m) / policy.compactAtTokens).toFixed(2)})`
-      )
-        .join(" | ")
+    `| mean tokens freed per compaction, in the compacted view (share of compactAtTokens ${trigger}) | ${
+      results.map((r) => freedCell(r.m, r.m.freed)).join(" | ")
+    } |`
+  )
+  console.log(
+    `| mean fall of the context at a compacting step: the usage the trigger read less the next request (share) | ${
+      results.map((r) => freedCell(r.m, r.m.stepFreed)).join(" | ")
     } |`
   )
   console.log(

@@ -583,6 +583,11 @@ export interface OffloadOptions {
    */
   readonly recall?: boolean | undefined
   /**
+   * An offloaded output's pointer keeps the values the output printed (`Evict.EvictOptions.keepPrinted`), so a value
+   * survives its offload and the summary that later covers it. Default: kept (`false`: a pointer without them).
+   */
+  readonly keepPrinted?: boolean | undefined
+  /**
    * The cache lifetime the requests ask for; the rent-or-buy rule prices a rewrite at its write price (1.25× input
    * for `"5m"`, the default, 2× for `"1h"`). `prepareStep` and `Conversation` take it from the policy's `cacheTtl`.
    */
@@ -659,6 +664,7 @@ const offloadStaleResults = (
       classifier: options.classifier,
       cacheTtl: options.cacheTtl,
       recall: options.recall,
+      keepPrinted: options.keepPrinted ?? true,
       droppedThinking: (message) =>
         newlyUnboundTokens(asMessages(state.view), { message, block: -1 }, state.unboundThinking ?? []),
       // a restart is priced only when the next request would continue a thread

@@ -93,6 +93,14 @@ export interface EvictOptions {
    * then says to call it with the pointer's id, which returns the removed output exactly. Default: not offered.
    */
   readonly recall?: boolean | undefined
+  /**
+   * An output's pointer keeps what the output printed worth keeping: its last lines holding a count or an identifier
+   * ("Tests: 42 passed", a version, a hash, an id), by the rule a summary's manifest keeps a command's values by, so
+   * such a value survives the offload (and a later summary keeps it). It reads the end of each output it offloads,
+   * which costs more than the rest of the offload: a `Conversation` keeps them (`OffloadOptions.keepPrinted`).
+   * Default: not kept.
+   */
+  readonly keepPrinted?: boolean | undefined
 }
 
 /** What `evictStaleToolResults` returns. @category models */
@@ -144,5 +152,6 @@ const decideOptions = (options: EvictOptions): DecideOptions => ({
   prices: options.prices ?? cachePrices("5m"),
   droppedThinking: options.droppedThinking,
   restart: options.restartCost === undefined ? undefined : () => options.restartCost!,
-  recall: options.recall
+  recall: options.recall,
+  keepPrinted: options.keepPrinted
 })

@@ -31,6 +31,12 @@ const DEFAULTS = {
   cacheTtl: "5m" as CacheTtl
 }
 
+/**
+ * The share of `compactAtTokens` the kept tail is at most by default (`CompactionPolicy#keepRecentTokens`): with the
+ * summary's budget at most another share as large, a compaction at the trigger frees over half of it.
+ */
+const KEEP_SHARE = 0.25
+
 /** The share of `compactAtTokens` the summary's budget is by default (`CompactionPolicy#summaryBudgetTokens`). */
 const SUMMARY_BUDGET_SHARE = 0.25
 
@@ -107,7 +113,10 @@ const deriveDefaults = (
   const compactAtTokens = options.compactAtTokens ??
     Math.min(room, Math.max(DEFAULTS.compactAtTokens, Math.ceil((largest + summaryGiven) * 1.25)))
   const keepRecentTokens = options.keepRecentTokens ??
-    Math.max(1, Math.min(DEFAULTS.keepRecentTokens, Math.floor(compactAtTokens / 3), options.maxTailTokens ?? Infinity))
+    Math.max(
+      1,
+      Math.min(DEFAULTS.keepRecentTokens, Math.floor(compactAtTokens * KEEP_SHARE), options.maxTailTokens ?? Infinity)
+    )
   const maxTailTokens = options.maxTailTokens ?? Math.max(keepRecentTokens, Math.floor(compactAtTokens / 2))
   const summaryBudgetTokens = options.summaryBudgetTokens ??
     defaultSummaryBudget(compactAtTokens)
@@ -130,10 +139,12 @@ const deriveDefaults = (
  */
 export class CompactionPolicy {
   /**
-   * Recent context kept raw, in estimated tokens. Default 20,000, the same as pi's `keepRecentTokens`: it holds the
-   * last few steps of a coding agent (a handful of file reads and edits) and lets the corpus's pi sessions be compared
-   * with pi's real cuts. opencode keeps turns instead of tokens; we keep both (`keepRecentTurns`). When not given it is
-   * at most a third of `compactAtTokens` (6,666 at a 20,000 trigger), so a small trigger gets a tail that fits under it.
+   * Recent context kept raw, in estimated tokens. Default a quarter of `compactAtTokens`, at most pi's
+   * `keepRecentTokens` (20,000): it holds the last few steps of a coding agent (a handful of file reads and edits).
+   * The tail a compaction keeps and its summary are what it does not free: with the tail at most a quarter of the
+   * trigger and the summary's budget at most another, each compaction at the trigger frees most of it (a third, as
+   * this default was, left the compacted view near half the trigger, and compactions came more often). opencode keeps
+   * turns instead of tokens; we keep both (`keepRecentTurns`).
    */
   declare readonly keepRecentTokens: number
   /**
@@ -225,7 +236,7 @@ export class CompactionPolicy {
   /**
    * Validates the fields; missing (or `undefined`) ones take the defaults, derived so that they never contradict each
    * other or the fields given (`deriveDefaults`): `compactAtTokens` 60,000 (capped at `contextWindow - minRemaining`,
-   * raised to make room for a large `keepRecentTokens`), `keepRecentTokens` 20,000 (at most a third of the trigger),
+   * raised to make room for a large `keepRecentTokens`), `keepRecentTokens` a quarter of the trigger (at most 20,000),
    * `maxTailTokens` half the trigger (at least `keepRecentTokens`), `summaryBudgetTokens` 8,000 (at most a quarter of
    * the trigger), `minGrowthTokens` a fifth of the trigger (at most what the tail and the summary leave under it).
    * Fails with the first broken rule; a contradiction names the fields that contradict each other.
@@ -311,7 +322,7 @@ export class CompactionPolicy {
 }
 
 /**
- * The default policy: keep 20,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 30,000,
+ * The default policy: keep 15,000 tokens and 2 turns, hold 20,000 free on a 200,000 window, tail at most 30,000,
  * compact at 60,000 reported tokens (the cost target), and not again before the context grew by 12,000.
  * @category constructors
  */

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { isToolResult } from "../src/internal/blocks.ts"
 import { type EvictOptions, evictStaleToolResults } from "../src/Evict.ts"
 import { HotPaths } from "../src/HotPaths.ts"
 import {
@@ -35,19 +36,31 @@ const pathsOf = (messages: ReadonlyArray<Message>): Array<string> => {
  * index is extended and decides, and its result must equal a fresh `evictStaleToolResults` and the reference
  * backward scan on the same list, byte for byte. When the result offloads, the loop continues from its output.
  */
-const runLoop = (seed: number): number => {
+const runLoop = (seed: number): { readonly compared: number; readonly printed: number } => {
   const rand = prng(seed * 7919)
-  const session = generateSession(seed, {
+  const generated = generateSession(seed, {
     messages: 30 + Math.floor(rand() * 150),
     maxOutput: 1 + Math.floor(rand() * 3) * 3000
   })
-  const paths = pathsOf(session)
+  const paths = pathsOf(generated)
   // a fraction keeps the results whose rank is below it (2.5 keeps 3): the reference is given the whole number
   const keep = [0, 1, 3, 5, 10, 2.5, Infinity][Math.floor(rand() * 7)]!
   const mode = Math.floor(rand() * 5)
+  // with pointers that keep what an output printed, half the outputs end on a count
+  const session = mode !== 3 ? generated : generated.map((m, i) =>
+    typeof m.content === "string" ? m : {
+      ...m,
+      content: m.content.map((b) =>
+        isToolResult(b) && typeof b.content === "string" && i % 2 === 0
+          ? { ...b, content: `${b.content}\nTests: ${i} passed` }
+          : b
+      )
+    }
+  )
   let view: Array<Message> = []
   const index = buildIndex(view, defaultToolClassifier)
   let compared = 0
+  let printed = 0
   let next = 0
   while (next < session.length) {
     const take = 1 + Math.floor(rand() * 3)
@@ -60,29 +73,40 @@ const runLoop = (seed: number): number => {
     const options: EvictOptions = {
       pinned: pinnedSet === undefined ? hot.pinned : (p) => pinnedSet.has(p),
       ...(mode === 0 ? { minSavings: 0 } : mode === 1 ? { minSavings: 400 } : {}),
-      ...(mode === 2 && rand() < 0.3 ? { cacheCold: true } : {})
+      ...(mode === 2 && rand() < 0.3 ? { cacheCold: true } : {}),
+      // pointers that keep what an output printed: the carried index and a fresh eviction agree on them too
+      ...(mode === 3 ? { keepPrinted: true } : {})
     }
     const carried = decide(index, view, keep, { ...options, prices: cachePrices("5m") })
     const fresh = evictStaleToolResults(view, keep, options)
     const reference = referenceEvict(view, Math.ceil(keep), options)
     assert.deepStrictEqual(carried, fresh, `seed ${seed} at ${view.length}`)
-    assert.deepStrictEqual(carried, reference, `seed ${seed} at ${view.length} (reference)`)
+    // the reference writes no printed values: it is held to the decisions of an eviction that keeps none
+    if (mode !== 3) assert.deepStrictEqual(carried, reference, `seed ${seed} at ${view.length} (reference)`)
     assert.strictEqual(carried.messages === view, fresh.messages === view)
     compared++
+    printed += carried.offloaded.filter((o) => o.ref._tag === "Output" && o.ref.printed !== undefined).length
     if (carried.offloaded.length > 0) {
       view = carried.messages
       applyOffloads(index, view, carried.offloaded)
     }
     assert.deepStrictEqual(indexedFrontier(index, view), evictionFrontier(view), `frontier, seed ${seed}`)
   }
-  return compared
+  return { compared, printed }
 }
 
 describe("carried-forward eviction", () => {
   it("equals a fresh eviction and the reference backward scan after every step of 150 generated agent loops", () => {
     let compared = 0
-    for (let seed = 1; seed <= 150; seed++) compared += runLoop(seed)
+    let printed = 0
+    for (let seed = 1; seed <= 150; seed++) {
+      const run = runLoop(seed)
+      compared += run.compared
+      printed += run.printed
+    }
     assert.isAbove(compared, 5_000)
+    // some of the pointers compared kept what their output printed
+    assert.isAbove(printed, 0)
   })
 
   it("reads a pointer only from at most MAX_POINTER_TOKENS of payload, as Offload does", () => {

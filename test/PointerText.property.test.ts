@@ -67,7 +67,11 @@ const refOf = (random: () => number): OffloadRef => {
     tokens: Math.floor(random() * 100_000),
     images: random() < 0.8 ? 0 : Math.floor(random() * 5)
   }
-  if (random() < 0.5) return { _tag: "Output", input: stringOf(random, 60), ...common }
+  if (random() < 0.5) {
+    const input = stringOf(random, 60)
+    const printed = random() < 0.7 ? "" : stringOf(random, 80)
+    return printed.length === 0 ? { _tag: "Output", input, ...common } : { _tag: "Output", input, ...common, printed }
+  }
   const path = stringOf(random, 40)
   if (random() < 0.5) return { _tag: "Read", path, ...common }
   const start = 1 + Math.floor(random() * 500)
@@ -86,6 +90,7 @@ const referencePointer = (ref: OffloadRef): string => {
   } else header += ` input=${q(ref.input)}`
   header += ` id=${q(ref.toolUseId)} reason=${ref.reason} tokens=${ref.tokens}`
   if (ref.images > 0) header += ` images=${ref.images}`
+  if (ref._tag === "Output" && ref.printed !== undefined) header += ` printed=${q(ref.printed)}`
   const instruction = ref._tag === "Output"
     ? "This tool output was removed to save context. Make the same call again to see it."
     : {
@@ -132,15 +137,24 @@ describe("pointer text", () => {
         ? drawn
         : drawn._tag === "Read"
         ? { ...drawn, tool: plainOf(drawn.tool), toolUseId: plainOf(drawn.toolUseId), path: plainOf(drawn.path) }
-        : { ...drawn, tool: plainOf(drawn.tool), toolUseId: plainOf(drawn.toolUseId), input: plainOf(drawn.input) }
+        : {
+          ...drawn,
+          tool: plainOf(drawn.tool),
+          toolUseId: plainOf(drawn.toolUseId),
+          input: plainOf(drawn.input),
+          ...(drawn.printed === undefined || plainOf(drawn.printed).length === 0
+            ? {}
+            : { printed: plainOf(drawn.printed) })
+        }
       for (const reason of REASONS) {
         const text = writePointer({ ...ref, reason })
         const bound = pointerLengthAtLeast({ ...ref, reason })
         if (ref._tag === "Output") {
           const inputFree = outputLengthAtLeast(ref.tool, ref.toolUseId, 0, reason, ref.tokens, ref.images)
-          assert.strictEqual(inputFree + ref.input.length, bound)
+          const printed = ref.printed === undefined ? 0 : ' printed="'.length + ref.printed.length + 1
+          assert.strictEqual(inputFree + ref.input.length + printed, bound)
         }
-        const plain = [ref.tool, ref.toolUseId, ref._tag === "Read" ? ref.path : ref.input]
+        const plain = [ref.tool, ref.toolUseId, ...(ref._tag === "Read" ? [ref.path] : [ref.input, ref.printed ?? ""])]
           .every((field) => JSON.stringify(field) === `"${field}"`)
         if (plain) assert.strictEqual(bound, text.length, JSON.stringify({ ref, reason }))
         else assert.isAtMost(bound, text.length, JSON.stringify({ ref, reason }))

@@ -23,7 +23,7 @@ const fresh = { requestEpoch: 3, currentEpoch: 3 }
 describe("CompactionPolicy", () => {
   it("has documented defaults", () => {
     assert.deepStrictEqual({ ...defaultPolicy }, {
-      keepRecentTokens: 20_000,
+      keepRecentTokens: 15_000,
       keepRecentTurns: 2,
       minRemaining: 20_000,
       contextWindow: 200_000,
@@ -36,8 +36,11 @@ describe("CompactionPolicy", () => {
     assert.strictEqual(defaultPolicy.compactAtTokens, 60_000)
     assert.deepStrictEqual(
       [defaultPolicy.keepRecentTokens, defaultPolicy.keepRecentTurns, defaultPolicy.minRemaining],
-      [20_000, 2, 20_000]
+      [15_000, 2, 20_000]
     )
+    // a quarter of the trigger, at most 20,000: a larger trigger keeps 20,000
+    assert.strictEqual(CompactionPolicy.makeUnsafe({ compactAtTokens: 100_000 }).keepRecentTokens, 20_000)
+    assert.strictEqual(CompactionPolicy.makeUnsafe({ compactAtTokens: 20_000 }).keepRecentTokens, 5_000)
   })
 
   it("is immutable", () => {

@@ -17,7 +17,7 @@ import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { ContentBlock, Message } from "../src/Message.ts"
 import { CompactionPolicy, type Usage } from "../src/Policy.ts"
 import { estimateTokens } from "../src/Tokens.ts"
-import { fold, referenceText } from "./fixtures/Anchors.ts"
+import { fold, referencePresent, referenceText } from "./fixtures/Anchors.ts"
 import { prng } from "./fixtures/Conversation.ts"
 
 type Kind = "status board" | "tool history" | "value in a noisy log" | "correction or rename" | "negative knowledge"
@@ -79,6 +79,32 @@ const QUESTIONS: ReadonlyArray<Question> = [
     kind: "negative knowledge",
     question: "Which approach must not be retried?",
     answer: "Never raise the pool size above 64 again: it exhausted the database."
+  },
+  { kind: "tool history", question: "Which commit was tagged?", answer: "c0ffee5e1a7d" },
+  {
+    kind: "correction or rename",
+    question: "Which database holds the orders?",
+    answer: "Correction: the database is orders_v2, not orders_v1."
+  },
+  {
+    kind: "correction or rename",
+    question: "Which branch do releases go to?",
+    answer: "The branch is renamed: use release/7.3 from now on."
+  },
+  {
+    kind: "negative knowledge",
+    question: "Which package manager must not be used?",
+    answer: "Don't use yarn in this repo: npm only."
+  },
+  {
+    kind: "negative knowledge",
+    question: "Why could the database not be reached?",
+    answer: 'psql: error: connection to server at "127.0.0.1", port 5432 failed: Connection refused'
+  },
+  {
+    kind: "negative knowledge",
+    question: "Why did the health check fail?",
+    answer: "curl: (28) Operation timed out after 30001 milliseconds with 0 bytes received"
   }
 ]
 
@@ -133,6 +159,14 @@ const session = (): ReadonlyArray<Message> => {
     true
   )
   user("Correction: the staging port is 8443, not 8080.")
+  tool(`${REPO} git tag v4.7.2 && git rev-parse --short=12 v4.7.2`, `${noise(600)}\nc0ffee5e1a7d`)
+  tool(
+    `${REPO} psql -h 127.0.0.1 -p 5432 -c 'select 1'`,
+    `${noise(400)}\npsql: error: connection to server at "127.0.0.1", port 5432 failed: Connection refused\n` +
+      "\tIs the server running on that host and accepting TCP/IP connections?",
+    true
+  )
+  user("Correction: the database is orders_v2, not orders_v1. Don't use yarn in this repo: npm only.")
   filler(6)
   tool(
     `${REPO} node scripts/check-bundle.js`,
@@ -150,6 +184,12 @@ const session = (): ReadonlyArray<Message> => {
   tool(`${REPO} npm test`, `${noise(2_500)}\nTests: 1482 passed, 3 skipped\n`)
   tool(`${REPO} ./migrate.sh`, `${noise(2_000)}\n18,204 rows migrated\n${noise(300)}`)
   user("Actually the schema reviewer is Ximena Laborde, not Tom.")
+  tool(
+    `${REPO} curl -sS https://staging.acme.dev/health`,
+    "curl: (28) Operation timed out after 30001 milliseconds with 0 bytes received",
+    true
+  )
+  user("The branch is renamed: use release/7.3 from now on.")
   say(
     [
       "Where things stand:",
@@ -219,10 +259,16 @@ const compactOnly = (messages: ReadonlyArray<Message>, policy: CompactionPolicy)
     return { view, compactions }
   }).pipe(Effect.provide(ExtractiveSummarizer.layer))
 
-/** The questions whose answer is in `messages`, by the independent text reader. */
+/**
+ * The questions whose answer is in `messages`, by the independent text reader: its folded text, or that text
+ * JSON-escaped (a quote inside a quoted line), as the reader finds every anchor (`referencePresent`).
+ */
 const answered = (messages: ReadonlyArray<unknown>): ReadonlyArray<Question> => {
-  const text = referenceText(messages).pieces
-  return QUESTIONS.filter((q) => text.includes(fold(q.answer)))
+  const text = referenceText(messages)
+  // the category does not change how an anchor is found
+  return QUESTIONS.filter((q) =>
+    referencePresent({ category: "identifier", text: fold(q.answer), caseless: false }, text)
+  )
 }
 
 const OFTEN = CompactionPolicy.makeUnsafe({ compactAtTokens: 24_000, keepRecentTokens: 4_000, maxTailTokens: 4_000 })
@@ -259,9 +305,9 @@ describe("our own question-and-answer fixtures", () => {
         assert.isAtLeast(compactions, 5)
         assert.strictEqual(answered(last.messages.slice(1)).length, 0)
         const got = answered(last.messages)
-        // measured 17 of 19: the two values of the benchmark's noisy output are offloaded by the eviction (a pointer
-        // without them) before any compaction sees them; a later change that loses more fails here
-        assert.isAtLeast(got.length, 17, `missed: ${missed(got)}`)
+        // the values of an output the eviction offloads before any compaction sees it travel in its pointer
+        assert.isAtLeast(got.length / QUESTIONS.length, 0.95, `missed: ${missed(got)}`)
+        assert.strictEqual(got.length, QUESTIONS.length, `missed: ${missed(got)}`)
       }),
     60_000
   )

@@ -169,6 +169,60 @@ export const errorLine = (text: string): string => {
     lines.find((line) => EXIT_LINE.test(line)) ?? lines.at(-1) ?? all.at(-1) ?? ""
 }
 
+/** The units of a quantity (`identifiersOf`): a number before one is an identifier. */
+const UNITS_PATTERN = "ms|s|sec|µs|us|ns|min|h|B|KB|kB|MB|GB|TB|KiB|MiB|GiB|bytes|k|K|tokens|lines|px|%|x"
+
+/** A line that prints a count of something (tests, files, errors, rows, changes). */
+const COUNT_LINE =
+  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
+
+/**
+ * What every line holding a count or an identifier matches (and more): a URL's scheme, a run of seven hex digits (a
+ * hash, a UUID), a digit, dot, digit (a version), a number before a unit (a quantity), `#` and a digit or a word,
+ * `_` and a digit (an id), or a count. One test of it spares most lines the word-by-word reading.
+ */
+const VALUE_CANDIDATE = new RegExp(
+  `https?://|[0-9a-f]{7}|\\d\\.\\d|\\d[\\s"'\`()[\\]{}<>;|*]*(?:${UNITS_PATTERN})|#\\d|[a-z]_[a-z0-9]*\\d|${COUNT_LINE.source}`,
+  "i"
+)
+
+/** The most value lines `printedValues` keeps, and the longest each may be, in code units. */
+const PRINTED_LINES = 2
+const PRINTED_LINE_MAX = 160
+
+/** How far from its end `printedValues` reads an output, in code units: what a command printed last. */
+const PRINTED_WINDOW = 4_000
+
+/** The longest line `printedValues` reads: a longer one is code or a dump, not a value. */
+const PRINTED_LINE_READ = 400
+
+/**
+ * What a successful tool output printed worth keeping: among the lines of its last `PRINTED_WINDOW` code units, the
+ * last `PRINTED_LINES` (at most `PRINTED_LINE_READ` long, so no code or dump) that hold a count (`COUNT_LINE`: "Tests:
+ * 42 passed") or an identifier (a version, hash, id, URL, quantity), each folded and cut to `PRINTED_LINE_MAX`, in
+ * order, joined by ` | `; empty when it printed none. The one rule for a command's values in a summary's manifest and
+ * in the pointer of an offloaded output, so a value survives either way.
+ */
+export const printedValues = (text: string): string => {
+  const from = Math.max(0, text.length - PRINTED_WINDOW)
+  // a line cut by the window's start is not read
+  const newline = from === 0 ? -1 : text.indexOf("\n", from)
+  const start = from === 0 ? 0 : newline === -1 ? text.length : newline + 1
+  const found: Array<string> = []
+  let end = text.length
+  while (end > start && found.length < PRINTED_LINES) {
+    const at = text.lastIndexOf("\n", end - 1)
+    const lineStart = at < start ? start : at + 1
+    const line = text.slice(lineStart, end)
+    end = at < start ? start : at
+    if (line.length > PRINTED_LINE_READ || !VALUE_CANDIDATE.test(line)) continue
+    if (!COUNT_LINE.test(line) && identifiersOf(line).length === 0) continue
+    const value = clipped(line, PRINTED_LINE_MAX)
+    if (value.length > 0) found.push(value)
+  }
+  return found.reverse().join(" | ")
+}
+
 /** The tools whose input is a todo list (`todos`, `plan` or `items`: strings, or objects with a text field). */
 const TODO_TOOLS: ReadonlySet<string> = new Set(["todowrite", "todo_write", "todo", "write_todos", "update_plan"])
 
@@ -219,7 +273,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const HASH = /^[0-9a-f]{7,64}$/i
 const VERSION = /^(?:v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z.-]+)?|v\d+\.\d+)$/
 const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
-const UNITS = "ms|s|sec|µs|us|ns|min|h|B|KB|kB|MB|GB|TB|KiB|MiB|GiB|bytes|k|K|tokens|lines|px|%|x"
+const UNITS = UNITS_PATTERN
 const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS})$`)
 const UNIT = new RegExp(`^(?:${UNITS})$`)
 const ID = /^(?:#\d{1,7}|[A-Za-z]+_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{6,})$/

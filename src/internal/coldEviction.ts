@@ -225,7 +225,16 @@ export const evictCold = <M extends Message>(
       const payload = rules.payloadOf(result)
       if (!rules.eligible(result, action, failed, payload)) continue
       const path = read === undefined ? undefined : (read.escapedPath ??= escaped(read.path))
-      const pointer = rules.pricedPointer(toolUse, action, result, reason, payload, path, options.recall)
+      const pointer = rules.pricedPointer(
+        toolUse,
+        action,
+        result,
+        reason,
+        payload,
+        path,
+        options.recall,
+        options.keepPrinted
+      )
       if (pointer === undefined) continue
       newContent ??= content.slice()
       newContent[j] = pointer.replacement

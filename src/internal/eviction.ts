@@ -300,23 +300,34 @@ const pointers = new WeakMap<ToolResultBlock, Array<rules.PricedPointer>>()
 
 /**
  * `pricedPointer` for an indexed result, remembered by block: the index decides again next step. `recall`: the
- * caller offers the recall tool (`DecideOptions.recall`), which a remembered pointer must match.
+ * caller offers the recall tool (`DecideOptions.recall`), and `keepPrinted` (`DecideOptions.keepPrinted`), which a
+ * remembered pointer must match.
  */
 const pointerFor = (
   record: ResultRecord,
   block: ToolResultBlock,
   reason: OffloadReason,
-  recall: boolean | undefined
+  recall: boolean | undefined,
+  keepPrinted: boolean | undefined
 ): rules.PricedPointer | undefined => {
   // the pointers that say how to recall: an output's, and a modified read's
   const says = recall === true && (record.action._tag !== "Read" || reason === "modified")
   let built = pointers.get(block)
   if (built !== undefined) {
     for (const p of built) {
-      if (p.reason === reason && (p.ref.recall === true) === says) return p
+      if (p.reason === reason && (p.ref.recall === true) === says && p.keptPrinted === (keepPrinted === true)) return p
     }
   }
-  const pointer = rules.pricedPointer(record.toolUse, record.action, block, reason, record.payload, undefined, recall)
+  const pointer = rules.pricedPointer(
+    record.toolUse,
+    record.action,
+    block,
+    reason,
+    record.payload,
+    undefined,
+    recall,
+    keepPrinted
+  )
   if (pointer !== undefined) {
     if (built === undefined) pointers.set(block, built = [])
     built.push(pointer)
@@ -385,11 +396,11 @@ export const decide = <M extends Message>(
       else open[kept++] = record
       continue
     }
-    const pointer = pointerFor(record, block, reason, options.recall)
+    const pointer = pointerFor(record, block, reason, options.recall, options.keepPrinted)
     if (pointer === undefined) {
       // until an event on its file, a read keeps its reason (or has none); other results are only ever stale
       const never = reachableReasons(record).every((r) =>
-        r === reason || pointerFor(record, block, r, options.recall) === undefined
+        r === reason || pointerFor(record, block, r, options.recall, options.keepPrinted) === undefined
       )
       record.state = never ? "closed" : "parked"
       continue

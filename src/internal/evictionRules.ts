@@ -8,7 +8,8 @@
  * - eligibility (`eligible`): which results an eviction may ever offload, also the eviction frontier's rule;
  * - reasons (`reasonFor`, `countedForKeep`, `isPinnedLatest`): superseded, modified or stale, and which results count
  *   towards `keepRecent`;
- * - pricing (`pricedPointer`): a result's pointer, when it is smaller than the payload;
+ * - pricing (`pricedPointer`): a result's pointer, when it is smaller than the payload (with `keepPrinted`, an
+ *   output's keeps the values it printed, by the summary's rule, `anchors.printedValues`);
  * - rent-or-buy (`worthIt`): whether the eviction's rewrite of the prompt pays.
  *
  * @internal
@@ -23,6 +24,7 @@ import { CLIP_MARK, clipHead } from "./text.ts"
 import { inputLine, SHORT_INPUT_MAX } from "./toolInput.ts"
 import { holdsToolReference } from "./toolReferences.ts"
 import { isImage } from "./blocks.ts"
+import { printedValues, resultText } from "./anchors.ts"
 
 // ============================================================================
 // Eligibility
@@ -169,12 +171,15 @@ export interface PricedPointer {
   readonly replacement: ToolResultBlock
   readonly before: number
   readonly after: number
+  /** It was priced with `keepPrinted` (an output's pointer then holds what the output printed, if anything). */
+  readonly keptPrinted: boolean
 }
 
 /**
  * The pointer of `block` (answering `toolUse`, classified `action`, its payload `before` tokens) for `reason` when it
  * is smaller than the payload, else undefined. It is priced by its fields' lengths before its text is written, and an
- * output's before its input is shortened. `path`: a read's path already escaped (`pointer.escaped`).
+ * output's before its input is shortened. `path`: a read's path already escaped (`pointer.escaped`); `recall` and
+ * `keepPrinted` as `DecideOptions` has them.
  */
 export const pricedPointer = (
   toolUse: ToolUseBlock,
@@ -183,7 +188,8 @@ export const pricedPointer = (
   reason: OffloadReason,
   before: number,
   path?: string,
-  recall?: boolean
+  recall?: boolean,
+  keepPrinted?: boolean
 ): PricedPointer | undefined => {
   const tool = toolUse.name
   const toolUseId = block.tool_use_id
@@ -204,16 +210,25 @@ export const pricedPointer = (
     let input = line
     if (head !== line) (input = head + CLIP_MARK, escapedField = escapedOften(head) + CLIP_MARK)
     const urls = urlsOf(block.content)
-    const output: OffloadRef = urls.length === 0
-      ? { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images }
-      : { _tag: "Output", input, tool, toolUseId, reason, tokens: before, images, urls }
+    const printed = keepPrinted === true ? printedValues(resultText(block.content)) : ""
+    const output: OffloadRef = {
+      _tag: "Output",
+      input,
+      tool,
+      toolUseId,
+      reason,
+      tokens: before,
+      images,
+      ...(printed.length === 0 ? {} : { printed }),
+      ...(urls.length === 0 ? {} : { urls })
+    }
     ref = recall === true ? { ...output, recall: true } : output
   }
   if (Math.ceil(pointerLengthAtLeast(ref) / CHARS_PER_TOKEN) >= before) return undefined
   const content = writePointer(ref, escapedField)
   const after = Math.ceil(content.length / CHARS_PER_TOKEN)
   if (after >= before) return undefined
-  return { reason, ref, replacement: { ...block, content }, before, after }
+  return { reason, ref, replacement: { ...block, content }, before, after, keptPrinted: keepPrinted === true }
 }
 
 /** The offload of the result at (`message`, `block`) by `pointer`, as `EvictResult.offloaded` lists it. */
@@ -253,6 +268,8 @@ export interface DecideOptions {
   readonly restart?: (() => number) | undefined
   /** `EvictOptions.recall`: the caller offers the `recall` tool, so pointers say how to call it. */
   readonly recall?: boolean | undefined
+  /** `EvictOptions.keepPrinted`: an output's pointer keeps the values the output printed. */
+  readonly keepPrinted?: boolean | undefined
 }
 
 /**

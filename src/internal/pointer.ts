@@ -47,6 +47,11 @@ export type OffloadRef =
     readonly tokens: number
     readonly images: number
     /**
+     * What the removed output printed worth keeping (`anchors.printedValues`: its last lines holding a count or an
+     * identifier, joined by ` | `), so a value it printed survives its offload; absent when it printed none.
+     */
+    readonly printed?: string
+    /**
      * The URLs the removed output held, kept so a later `web_fetch` may still fetch them (API-RULES 30:
      * `url_not_in_prior_context`); absent when it held none. No URL holds a space.
      */
@@ -132,6 +137,11 @@ const LINES_FIELD = '" lines='
 const ID_AFTER_LINES = ' id="'
 const IMAGES_FIELD = " images="
 const URLS_FIELD = ' urls="'
+const PRINTED_FIELD = ' printed="'
+
+/** The printed field of an output pointer (before its urls), empty without values. */
+const printedField = (printed: string | undefined): string =>
+  printed === undefined || printed.length === 0 ? "" : `${PRINTED_FIELD}${escapedOften(printed)}"`
 
 /** The urls field of an output pointer (before the tail), empty without URLs. */
 const urlsField = (urls: ReadonlyArray<string> | undefined): string =>
@@ -175,7 +185,7 @@ export const writePointer = (ref: OffloadRef, escapedField?: string): string => 
   const counts = ref.images > 0 ? `${ref.tokens}${IMAGES_FIELD}${ref.images}` : ref.tokens
   if (ref._tag === "Output") {
     return outputHead(ref.tool) + (escapedField ?? escapedOften(ref.input)) + ID_FIELD + escaped(ref.toolUseId) +
-      REASON_FIELD[reason] + counts + urlsField(ref.urls) +
+      REASON_FIELD[reason] + counts + printedField(ref.printed) + urlsField(ref.urls) +
       (ref.recall === true ? RECALL_FIELD + OUTPUT_RECALL_TAIL : OUTPUT_TAIL)
   }
   const range = ref.range
@@ -211,6 +221,7 @@ const countsLength = (tokens: number, images: number): number =>
 export const pointerLengthAtLeast = (ref: OffloadRef): number => {
   if (ref._tag === "Output") {
     return outputLengthAtLeast(ref.tool, ref.toolUseId, ref.input.length, ref.reason, ref.tokens, ref.images) +
+      (ref.printed === undefined || ref.printed.length === 0 ? 0 : PRINTED_FIELD.length + ref.printed.length + 1) +
       (ref.urls === undefined || ref.urls.length === 0
         ? 0
         : URLS_FIELD.length + 1 + ref.urls.reduce((n, u) => n + u.length + 1, -1)) +
@@ -230,7 +241,17 @@ const FIELD = /^ ([a-z]+)=("(?:[^"\\]|\\.)*"|[0-9a-z-]+)/
 const REASONS: ReadonlySet<string> = new Set(["superseded", "modified", "stale"])
 const NAT = /^(?:0|[1-9][0-9]*)$/
 const READ_FIELDS: ReadonlyArray<string> = ["tool", "path", "lines", "id", "reason", "tokens", "images", "via"]
-const OUTPUT_FIELDS: ReadonlyArray<string> = ["tool", "input", "id", "reason", "tokens", "images", "urls", "via"]
+const OUTPUT_FIELDS: ReadonlyArray<string> = [
+  "tool",
+  "input",
+  "id",
+  "reason",
+  "tokens",
+  "images",
+  "printed",
+  "urls",
+  "via"
+]
 
 const parseRange = (text: string): LineRange | undefined => {
   const match = /^([1-9][0-9]*)-([1-9][0-9]*)?$/.exec(text)
@@ -305,11 +326,13 @@ export const parsePointer = (text: string): OffloadRef | undefined => {
     if (input === undefined) return undefined
     const urls = fields.get("urls")?.split(" ")
     if (urls !== undefined && urls.some((u) => u === "")) return undefined
-    ref = urls === undefined ? { _tag: "Output", input, ...common } : {
+    const printed = fields.get("printed")
+    ref = {
       _tag: "Output",
       input,
       ...common,
-      urls
+      ...(printed === undefined ? {} : { printed }),
+      ...(urls === undefined ? {} : { urls })
     }
   }
   return writePointer(ref) === text ? ref : undefined

@@ -16,6 +16,7 @@ import {
   firstLine,
   identifiersOf,
   normalize,
+  printedValues,
   resultText,
   spanAnchors,
   textOf,
@@ -23,7 +24,8 @@ import {
 } from "./anchors.ts"
 import { LEADING_USER_TEXT, MISSING_RESULT_TEXT } from "./repair.ts"
 import { clipEnd, headOf, tailOf } from "./text.ts"
-import type { Message, ToolUseBlock } from "../Message.ts"
+import type { Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
+import { MAX_POINTER_LENGTH, parsePointer } from "./pointer.ts"
 import { estimateTokens } from "../Tokens.ts"
 import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from "../Tools.ts"
 import { isHumanMessage } from "../Turns.ts"
@@ -418,26 +420,15 @@ const statusBoard = (text: string): string | undefined => {
   return undefined
 }
 
-/** A line that prints a count of something (tests, files, errors, rows, changes). */
-const COUNT_LINE =
-  /\b\d[\d,]*(?:\.\d+)?\s*(?:passed|failed|skipped|pending|tests?|specs?|suites?|files?|errors?|warnings?|problems?|ok|lines?|rows?|records?|items?|packages?|changed|insertions?|deletions?)\b/i
-
-/** The most value lines a command's entry keeps of what it printed, and the longest each may be. */
-const OUTCOME_LINES = 2
-const OUTCOME_LINE_MAX = 160
-
 /**
- * What a successful command printed worth keeping: its last `OUTCOME_LINES` lines (at most 400 characters long, so no
- * code or dump) that hold a count (`COUNT_LINE`) or an identifier (a version, hash, id, URL, quantity), each folded and
- * cut to `OUTCOME_LINE_MAX`, joined by ` | `; empty when it printed none.
+ * What a successful result printed worth keeping (`printedValues`): an offloaded output's, as its pointer kept them;
+ * any other result's, read from its text.
  */
-const outcomeValues = (text: string): string =>
-  text.split("\n")
-    .filter((line) => line.length <= 400 && (COUNT_LINE.test(line) || identifiersOf(line).length > 0))
-    .slice(-OUTCOME_LINES)
-    .map((line) => clipped(line, OUTCOME_LINE_MAX))
-    .filter((line) => line.length > 0)
-    .join(" | ")
+const valuesOf = (content: ToolResultBlock["content"]): string => {
+  const text = resultText(content)
+  const ref = text.length <= MAX_POINTER_LENGTH ? parsePointer(text) : undefined
+  return ref === undefined ? printedValues(text) : ref._tag === "Output" ? ref.printed ?? "" : ""
+}
 
 /**
  * The manifest of a summary that replaces an earlier summary (its model text `body` and its `manifest`, both
@@ -453,9 +444,9 @@ const outcomeValues = (text: string): string =>
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
  *   replaces the earlier plan.
  * - **command**: each command's first line, deduplicated: runs and failures add up across spans, and what its latest
- *   successful run printed worth keeping (its last two lines, not code, holding a count or an identifier:
- *   "Tests: 42 passed", a version, a hash; folded, 160 code units each) is kept with it; the last outcome
- *   is the latest.
+ *   successful run printed worth keeping (`printedValues`: its last two lines, not code, holding a count or an
+ *   identifier: "Tests: 42 passed", a version, a hash; folded, 160 code units each; an offloaded output's, as its
+ *   pointer kept them) is kept with it; the last outcome is the latest.
  * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
  *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
@@ -529,9 +520,7 @@ export const nextManifest = (
           failed.push({ text: clipped(errorLine(text), ANCHOR_LIMITS.error), source, index, ref: block.tool_use_id })
         } else {
           succeeded.push({ source, index })
-          const values = call === undefined || commandOf(call) === undefined
-            ? ""
-            : outcomeValues(resultText(block.content))
+          const values = call === undefined || commandOf(call) === undefined ? "" : valuesOf(block.content)
           if (values.length > 0) {
             printed.delete(source)
             printed.set(source, values)
@@ -952,9 +941,24 @@ const SUMMARY_OLDER_SHARE = 0.85
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
 
 /**
- * `body`, then the entries of `candidates` admitted within `limit` tokens (the span's own entries first, file contents
- * aside; then by rank, the kind's plus the age; one that does not fit is skipped and a smaller one may still enter),
- * in manifest order, then the appendix.
+ * An entry's shorter form, kept when the budget is short rather than dropping the entry: a command without what it
+ * printed (its `ref`, the way back to that output, stays), a file's path without its content; `undefined` for an
+ * entry that has none.
+ */
+const shorterForm = (entry: ManifestEntry): ManifestEntry | undefined => {
+  if (entry.kind === "command" && entry.printed !== undefined) {
+    const { printed: _, ...rest } = entry
+    return rest
+  }
+  if (entry.kind === "file" && entry.content !== undefined) return { ...entry, content: undefined }
+  return undefined
+}
+
+/**
+ * `body`, then the entries of `candidates` admitted within `limit` tokens, in manifest order, then the appendix. The
+ * span's own entries come first (file contents aside), then the earlier ones (within `SUMMARY_OLDER_SHARE` of the
+ * room); within each group, every entry by rank (the kind's plus the age) in its shorter form (`shorterForm`), then
+ * by rank again each whole where the room allows. One that does not fit is skipped and a smaller one may still enter.
  */
 const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix: string, limit: number): string => {
   const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
@@ -970,14 +974,28 @@ const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix:
   const overhead = messageTokens("")
   const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
   let used = compose([]).length + renderManifest({ entries: [] }).length + 2
-  const admitted = new Set<number>()
-  for (const { entry, index } of order) {
-    const cost = renderEntry(entry).length + 1
-    if (!fits(used + cost, fresh(entry) === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE))) continue
-    used += cost
-    admitted.add(index)
+  /** The form each admitted entry is kept in, by its index in `candidates`. */
+  const admitted = new Map<number, ManifestEntry>()
+  for (const group of [0, 1]) {
+    const room = group === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE)
+    const members = order.filter((o) => fresh(o.entry) === group)
+    for (const { entry, index } of members) {
+      const form = shorterForm(entry) ?? entry
+      const cost = renderEntry(form).length + 1
+      if (!fits(used + cost, room)) continue
+      used += cost
+      admitted.set(index, form)
+    }
+    for (const { entry, index } of members) {
+      const form = admitted.get(index)
+      if (form === undefined || form === entry) continue
+      const extra = renderEntry(entry).length - renderEntry(form).length
+      if (!fits(used + extra, room)) continue
+      used += extra
+      admitted.set(index, entry)
+    }
   }
-  const kept = (): ReadonlyArray<ManifestEntry> => candidates.filter((_, i) => admitted.has(i))
+  const kept = (): ReadonlyArray<ManifestEntry> => candidates.flatMap((_, i) => admitted.get(i) ?? [])
   // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
   let result = compose(kept())
   for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {

@@ -102,6 +102,8 @@ export class CarriedIndex {
       readonly restart?: (() => number) | undefined
       /** The caller offers the recall tool (`DecideOptions.recall`). */
       readonly recall?: boolean | undefined
+      /** Output pointers keep what the output printed (`DecideOptions.keepPrinted`). */
+      readonly keepPrinted?: boolean | undefined
     }
   ): { readonly decision: Decision<Message>; readonly carried: CarriedIndex | undefined } {
     const own = fits(carried, view) ? carried : undefined
