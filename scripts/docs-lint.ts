@@ -7,7 +7,12 @@
  * export). Those are counted and printed, not failed: the ones to types of the dependencies (`effect`, the SDK) are
  * the doc linter's mistake under a `node_modules` directory, which resolves them as local files; the ones to the
  * library's own unexported declarations (the `…Base` classes its services and errors extend, internal helper types)
- * are listed by name. Run it from the repository root.
+ * are listed by name.
+ *
+ * Then `deno doc --json` over the same entrypoints: every doc text (module, symbol, member, tag) is searched for
+ * references a package user cannot follow: issue numbers, the spec's `API-RULES` and rule numbers, test file names,
+ * `../shared` and round numbers. Each one fails the check, listed as file:line and the text matched. Run it from the
+ * repository root.
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -96,4 +101,69 @@ console.log(
       names(own)
     }), ${dependencies.length} to dependencies' types`
 )
-if (failing.length > 0) process.exit(1)
+
+/**
+ * References a package user cannot follow: an issue number, the spec file `API-RULES` (a sibling directory the
+ * package does not ship) or one of its rule numbers, a test file, `../shared`, a round number.
+ */
+const unfollowable = new RegExp(
+  [
+    String.raw`\b[Ii]ssues?\s+#?\d+`,
+    String.raw`(?<=[\s(])#\d+\b`,
+    String.raw`\bAPI-RULES\b`,
+    String.raw`\b[Rr]ules?\s+\d+`,
+    String.raw`[\w./-]+\.test\.ts\b`,
+    String.raw`\.\./shared\b`,
+    String.raw`\b[Rr]ounds?\s+\d+`
+  ].join("|"),
+  "g"
+)
+
+const docJson = spawnSync("deno", ["doc", "--json", ...entries], {
+  encoding: "utf8",
+  env: { ...process.env, NO_COLOR: "1" },
+  maxBuffer: 256 * 1024 * 1024
+})
+if (docJson.status !== 0) {
+  console.error(docJson.stderr.trimEnd())
+  console.error(`docs:lint: deno doc --json failed (exit ${docJson.status})`)
+  process.exit(1)
+}
+
+/** The line of `file` that holds the start of `match`: the last one at or before `near` (the documented node). */
+const lineOf = (file: string, match: string, near: number): number => {
+  const head = match.split(/\s/)[0]!
+  const lines = fs.existsSync(file) ? linesOf(file) : []
+  for (let i = Math.min(near, lines.length) - 1; i >= 0; i--) if (lines[i]!.includes(head)) return i + 1
+  const first = lines.findIndex((l) => l.includes(head))
+  return first >= 0 ? first + 1 : near
+}
+
+const references = new Set<string>()
+/** Every `doc` string under `value`, located by the nearest enclosing `location` (else the module's file). */
+const walk = (value: unknown, file: string, line: number): void => {
+  if (Array.isArray(value)) { for (const v of value) walk(v, file, line) }
+  else if (value !== null && typeof value === "object") {
+    const o = value as Record<string, unknown>
+    const at = o["location"] as { readonly filename?: string; readonly line?: number } | undefined
+    const here = at?.filename?.startsWith("file://") === true
+      ? { file: new URL(at.filename).pathname, line: at.line ?? 0 }
+      : { file, line }
+    for (const [key, v] of Object.entries(o)) {
+      if (key === "doc" && typeof v === "string") {
+        for (const m of v.matchAll(unfollowable)) {
+          const where = `${path.relative(root, here.file)}:${lineOf(here.file, m[0], here.line)}`
+          references.add(`${where}: ${JSON.stringify(m[0].replace(/\s+/g, " "))}`)
+        }
+      } else walk(v, here.file, here.line)
+    }
+  }
+}
+const modules = (JSON.parse(docJson.stdout) as { readonly nodes: Record<string, unknown> }).nodes
+for (const [url, module] of Object.entries(modules)) {
+  if (url.startsWith("file://")) walk(module, new URL(url).pathname, 1)
+}
+const inSource = [...references].filter((r) => !r.startsWith("node_modules/") && !r.startsWith(".."))
+for (const r of inSource.sort()) console.error(`${r}: a reference a package user cannot follow`)
+console.log(`docs:lint: ${inSource.length} reference(s) a package user cannot follow in the doc comments`)
+if (failing.length > 0 || inSource.length > 0) process.exit(1)

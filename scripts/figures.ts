@@ -266,7 +266,7 @@ const defaultsTable = (): string => {
     ["field", "default", `at \`compactAtTokens: ${underscored(SMALL_TRIGGER)}\``, "how it derives"],
     ["---", "---:", "---:", "---"],
     row("compactAtTokens", "the cost target; at most `contextWindow - minRemaining`"),
-    row("keepRecentTokens", "its own default, at most a third of the trigger"),
+    row("keepRecentTokens", "a quarter of the trigger, at most its default"),
     row("keepRecentTurns", "its own default"),
     row("maxTailTokens", "half the trigger, at least `keepRecentTokens`"),
     row("summaryBudgetTokens", "a quarter of the trigger, at most its default"),

@@ -1,7 +1,7 @@
 /**
  * Concept: the API view, what the Messages API processes of a list.
  *
- * What the Messages API processes of a list: the *API view* (API-RULES 12).
+ * What the Messages API processes of a list: the *API view*.
  *
  * The API drops everything before the last compaction block that carries content (`content: null` is a failed
  * compaction and a no-op). The view starts at the message holding that block; with no such block it is the whole

@@ -1,7 +1,7 @@
 /**
  * Concept: where the prompt cache's breakpoints go.
  *
- * Where the prompt cache's `cache_control` breakpoints go (API-RULES 17–20). Pure: messages in, positions and copies
+ * Where the prompt cache's `cache_control` breakpoints go. Pure: messages in, positions and copies
  * out; the input is never changed, so a conversation's state stays free of breakpoints and only the request carries
  * them.
  *
@@ -29,7 +29,7 @@ export type { BlockPosition } from "./internal/breakpoints.ts"
 export const MAX_BREAKPOINTS = 4
 
 /**
- * The smallest prefix a model caches, in tokens (API-RULES 19): 1,024 for Sonnet-class models, 4,096 for Opus- and
+ * The smallest prefix a model caches, in tokens: 1,024 for Sonnet-class models, 4,096 for Opus- and
  * Haiku-class ones. An unknown (or absent) model gets 4,096, the largest minimum, so no breakpoint ever sits below
  * the minimum of the model really used.
  * @category constants

@@ -187,7 +187,7 @@ export interface CompactOptions {
   readonly upTo?: number | undefined
   /**
    * The thinking blocks of `messages` that an earlier rewrite invalidated (`Conversation`'s `unboundThinking`): the
-   * API drops them (API-RULES 29), so `tokensBefore` and the freed-tokens checks count them as nothing.
+   * API drops them, so `tokensBefore` and the freed-tokens checks count them as nothing.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
@@ -241,15 +241,16 @@ export interface CompactionPlan<M extends Message> {
   /**
    * The system messages of the summarized head (of its API view): not summarized but kept, re-emitted after the
    * summary at the first place the rules allow, so their instructions and tool changes still apply to the tail. With
-   * them, the head's tool state (API-RULES 28): first the `tool_changes` of the compaction block that opens the head
+   * them, the head's tool state: first the `tool_changes` of the compaction block that opens the head
    * (it leaves the view), last a system message of `tool_addition`s of the tools the head loaded by `tool_reference`
    * (a tool search) and did not remove afterwards. Both are built messages of tool changes only.
    */
   readonly systemMessages: ReadonlyArray<M>
   /**
    * How many messages of `messages` a server compaction block replaces (`Summary.compaction`): those that
-   * `request.head` covers. It is `cut`, or less when the head ends on an unfinished assistant turn (API-RULES 15:
-   * the on-demand request must end on a finished turn); the messages between stay in the view, after the block.
+   * `request.head` covers. It is `cut`, or less when the head ends on an unfinished assistant turn (the API's docs,
+   * "Compaction": the on-demand request must end on a finished turn); the messages between stay in the view, after the
+   * block.
    */
   readonly compactionCut: number
   /** Estimated tokens of `messages` (thinking the API drops not counted). */
@@ -599,7 +600,7 @@ const planUpTo = (messages: ReadonlyArray<Message>, upTo: number, policy: Compac
  * The head's system messages as `CompactionPlan.systemMessages` holds them: the opening block's `tool_changes` first
  * (as a system message of their own), then the head's system messages, then the tools the head's API view loaded by
  * reference and still holds (a removal by a later system message of the head unloads them). Loaded tools are never
- * lost when their tool search result is summarized away (API-RULES 28).
+ * lost when their tool search result is summarized away.
  */
 const headToolChanges = <M extends Message>(
   messages: ReadonlyArray<M>,
@@ -681,7 +682,7 @@ const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message
  * `minFreedTokens` (a long summary). The result always passes `validate` when the tail did.
  *
  * The summary opens the new view (the API reads it: no compaction block with content is left after it). The head's
- * system messages (`plan.systemMessages`) follow it at the first place rules 8–11 allow: right after the summary
+ * system messages (`plan.systemMessages`) follow it at the first place the API allows one: right after the summary
  * when the tail starts with an assistant message, otherwise after the tail's first user turn, joined to a system
  * message already there. With a user message first such a place always exists, so no system message is dropped or
  * folded into the summary text. The tail's own system messages stay where they are.
@@ -689,7 +690,7 @@ const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message
  * **A server compaction block** (`summary.compaction`, from `ServerCompactionSummarizer`): the API's keep-tail shape,
  * `[{ role: "assistant", content: [block] }, ...kept, filesMessage(plan.files)]`, with `kept` exactly as it was
  * (`keptVerbatim`: its thinking stays valid on models with preserved thinking). The block is the server's, sent back
- * verbatim and first (API-RULES 13–14), so the deterministic files appendix cannot go inside it: it follows in a user
+ * verbatim and first, so the deterministic files appendix cannot go inside it: it follows in a user
  * text message of its own (`Summary.filesMessage`), which a later compaction reads back and carries forward. `kept` is
  * `messages.slice(plan.compactionCut)`: what the server did not read stays. When the kept turns cannot follow the block
  * unchanged (they need a repair beyond merging neighbours, a carried tool listing or the head's system messages, their
@@ -793,7 +794,7 @@ export const finishCompaction = <M extends Message>(
 /**
  * True when the turns after a server's compaction block can follow it exactly as they were, as the API's keep-tail
  * compaction wants them ("Compaction and preserved thinking"): the repair of them changed nothing but merge
- * neighbours of the same role (the API merges them itself: rule 3), no tool listing is carried into them, and the
+ * neighbours of the same role (the API merges them itself), no tool listing is carried into them, and the
  * first of them is neither a system message nor of the role of the last message the server read (the API would merge
  * it into that one). The files message goes after them, so they must end on a user turn or a finished assistant one.
  * No turn kept is trivially verbatim.

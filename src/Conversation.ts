@@ -90,7 +90,7 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   /** The model; it sets the minimum cacheable length of the breakpoints. */
   readonly model?: string | undefined
   /**
-   * Ask the API why each request missed the cache (API-RULES 33): every request carries `diagnostics:
+   * Ask the API why each request missed the cache: every request carries `diagnostics:
    * { previous_message_id }`, the id of the latest recorded SDK reply (`null` before the first), `Prepared.
    * cachePrediction` is the library's own prediction for it (its missed tokens calibrated by the usage that reply
    * reported), and the reply's `state.reply.cacheDiagnosis` holds the prediction beside the reported
@@ -127,7 +127,7 @@ export interface Prepared {
    */
   readonly interrupted?: ReadonlyArray<string> | undefined
   /**
-   * When `request` continues a thread: the SDK request options to send it with, `{ maxRetries: 0 }` (API-RULES 36).
+   * When `request` continues a thread: the SDK request options to send it with, `{ maxRetries: 0 }`.
    * SDK 1.17 sends a non-streamed request again when its response body is cut; a `continue` sent again meets
    * `thread_already_continued`, and its replay costs the lost reply and an upload of the whole view. Retry such a
    * request on your own schedule. Absent otherwise.
@@ -135,7 +135,7 @@ export interface Prepared {
   readonly requestOptions?: { readonly maxRetries: 0 } | undefined
   /**
    * When `request` continues from the reply to a replay of a lost thread: a `thread_not_found` now means the server
-   * is not keeping this conversation's threads, and `threadReplay` answers it without `thread` (API-RULES 42).
+   * is not keeping this conversation's threads, and `threadReplay` answers it without `thread`.
    */
   readonly replacesLostThread?: true | undefined
   /**
@@ -154,16 +154,16 @@ export interface Prepared {
 }
 
 /**
- * The request to send after the API refused `prepared.request` on its thread (API-RULES 24; `error` is the SDK's
+ * The request to send after the API refused `prepared.request` on its thread (`error` is the SDK's
  * typed `Thread*Error`, an `APIError`, or its parsed body):
  * - `thread_not_found`, `thread_already_continued`, `thread_continue_in_flight` or `thread_fingerprint_mismatch`:
  *   `prepared.fullRequest`, the whole view under `thread: { type: "create" }` (`undefined` for a request that started
  *   its thread already);
  * - `thread_unsupported_request` (a field or an organization setting threads refuse), or `thread_not_found` on a
- *   `continue` from the reply to a replay of a lost thread (`prepared.replacesLostThread`: lost twice in a row,
- *   API-RULES 42): the whole view without `thread`, from a `continue` or a `create`. Record its reply with
- *   `{ unthreaded: true }`: every later request of
- *   the conversation then goes without `thread`, as the SDK's `unsupportedRequestBehavior: "continue_unthreaded"`;
+ *   `continue` from the reply to a replay of a lost thread (`prepared.replacesLostThread`: lost twice in a row, so the
+ *   server is not keeping threads): the whole view without `thread`, from a `continue` or a `create`. Record its reply
+ *   with `{ unthreaded: true }`: every later request of the conversation then goes without `thread`, as the SDK's
+ *   `unsupportedRequestBehavior: "continue_unthreaded"`;
  * - any other error: `undefined`.
  * @category transitions
  */
@@ -205,7 +205,7 @@ export interface ConversationShape {
    * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
    * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
    * replay answered (`threadReplay(prepared, error)`); after `thread_not_found` the reply's anchor remembers it, and a
-   * second `thread_not_found` in a row goes on without `thread` (API-RULES 42).
+   * second `thread_not_found` in a row goes on without `thread`.
    */
   readonly recordReply: (
     message: MessageParam | SdkReply,
@@ -213,7 +213,7 @@ export interface ConversationShape {
     options?: {
       readonly requestEpoch?: number | undefined
       readonly unthreaded?: boolean | undefined
-      /** The API error `threadReplay` answered with the request this reply answers (API-RULES 24, 42). */
+      /** The API error `threadReplay` answered with the request this reply answers. */
       readonly replayedAfter?: unknown
     } | undefined
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>

@@ -20,7 +20,7 @@
  *   fresh id (`<id>_2`, …), and its results are matched by the id the caller knows;
  * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
  *   the log's entries through the same two calls: a resumed state equals the live one.
- * - thinking blocks are bound to what precedes them (API-RULES 29): the state lists those a rewrite invalidated (an
+ * - thinking blocks are bound to what precedes them: the state lists those a rewrite invalidated (an
  *   offload, a compaction, a renamed id or dropped block in a reply: `unboundThinking`, restored on resume), and with
  *   a `thinking` option the request (`Request.requestOf`) then asks the API to drop them instead of rejecting it;
  *   eviction's rent-or-buy counts the thinking an offload would drop.
@@ -78,7 +78,7 @@ import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
 
-/** One sampling step of a reply's usage (`usage.iterations`, API-RULES 25). */
+/** One sampling step of a reply's usage (`usage.iterations`). */
 type UsageIteration = NonNullable<ReportedUsage["iterations"]>[number]
 
 /** The SDK's message type: what goes in and what comes out. @category models */
@@ -95,7 +95,7 @@ export type MessageParam = Anthropic.MessageParam
  * - `epoch`: the number of compactions applied;
  * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
  * - `usage`: the last usage a reply reported, if any;
- * - `reply`: the id and stop reason of the latest reply, if any (the stop reasons of API-RULES 31 steer `prepareStep`);
+ * - `reply`: the id and stop reason of the latest reply, if any (the API's stop reasons steer `prepareStep`);
  * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
  *   under it (absent: the next request starts a new thread);
  * - `carried`: what the transition that made the state hands the next one about `view` (opaque);
@@ -124,10 +124,10 @@ export interface ConversationState {
     readonly id?: string
     readonly stopReason?: string
     readonly requestEpoch: number
-    /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass: API-RULES 29), if any. */
+    /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass), if any. */
     readonly inputTransformations?: ReadonlyArray<InputTransformation>
     /**
-     * With `ConversationOptions.diagnostics` (API-RULES 33): the library's prediction for the request this reply
+     * With `ConversationOptions.diagnostics`: the library's prediction for the request this reply
      * answered (`null`: no divergence from the request before; else the miss it expects, its reason and estimated
      * tokens) beside the `cache_miss_reason` the API reported, and whether they agree (same reason, missed tokens
      * within 5%).
@@ -135,19 +135,19 @@ export interface ConversationState {
     readonly cacheDiagnosis?: CacheDiagnosis
     /**
      * With threads on: the request went without `thread`, because the API refused threads for this conversation (a
-     * `thread_unsupported_request`, or a thread lost twice in a row: API-RULES 24, 42). Kept in the log, so every later
+     * `thread_unsupported_request`, or a thread lost twice in a row). Kept in the log, so every later
      * request goes without `thread`, after a resume too.
      */
     readonly unthreaded?: true
   } | undefined
   /**
-   * The server-held thread the next request continues (API-RULES 22–24): the latest reply's id and the number of view
+   * The server-held thread the next request continues: the latest reply's id and the number of view
    * messages the server holds under it. Set only by a reply recorded with threads on, kept by appends, cleared by
    * every rewrite (an offload, a compaction) and by a reply the server does not hold as the view does.
    */
   readonly thread?: ThreadAnchor | undefined
   /**
-   * The thinking blocks of `view` that a rewrite made after they were created invalidated (API-RULES 29), sorted:
+   * The thinking blocks of `view` that a rewrite made after they were created invalidated, sorted:
    * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
@@ -365,7 +365,7 @@ const iterationOf = (step: UsageIteration): UsageIteration => ({
 
 /**
  * The usage fields a state keeps (the SDK's `Usage` has more): the counts, the cache writes by TTL
- * (`cache_creation`) and the sampling steps (`iterations`, which the trigger reads: API-RULES 25).
+ * (`cache_creation`) and the sampling steps (`iterations`, which the trigger reads).
  */
 const usageOf = (usage: ReportedUsage): ReportedUsage => ({
   input_tokens: usage.input_tokens,
@@ -400,9 +400,9 @@ export interface SdkReply {
   readonly stop_reason: string | null
   /** The usage the API reported for the request. */
   readonly usage: ReportedUsage
-  /** What the API did to the request's thinking blocks (dropped or let pass: API-RULES 29), if anything. */
+  /** What the API did to the request's thinking blocks (dropped or let pass), if anything. */
   readonly input_transformations?: ReadonlyArray<InputTransformation> | null
-  /** The reply's `diagnostics` (API-RULES 33: `cache_miss_reason`, or `null` for no divergence). */
+  /** The reply's `diagnostics` (`cache_miss_reason`, or `null` for no divergence). */
   readonly diagnostics?: unknown
 }
 
@@ -545,7 +545,7 @@ const transformationOf = (t: InputTransformation): InputTransformation => ({
 
 /**
  * The `unboundThinking` field after a rewrite of `state.view` at `from` (its message; its block, or none for no
- * rewrite): the thinking blocks after it join the unbound ones (API-RULES 29). Empty when nothing changes.
+ * rewrite): the thinking blocks after it join the unbound ones. Empty when nothing changes.
  */
 const unboundBy = (
   state: ConversationState,
@@ -593,7 +593,7 @@ export interface OffloadOptions {
    */
   readonly cacheTtl?: "5m" | "1h" | undefined
   /**
-   * The caller sends on a server-held thread (API-RULES 22–24): each request carries `thread`, a `continue` with only
+   * The caller sends on a server-held thread: each request carries `thread`, a `continue` with only
    * the messages after the latest reply while the view only grew since it, a `create` with the whole view after any
    * rewrite. Record the SDK's replies (`recordReply(reply)`): their ids anchor the thread. After a reply recorded
    * `{ unthreaded: true }` (the API refused a thread: `threadReplay`) the requests go without `thread`. Default off.
@@ -618,7 +618,7 @@ export interface OffloadOptions {
     | false
     | undefined
   /**
-   * The rewrite discipline between compactions (API-RULES 22–24, 29, 43). Absent (the default): the conversation is
+   * The rewrite discipline between compactions. Absent (the default): the conversation is
    * append-only once it has a reason (a `thinking` config that is not `disabled`, a reply that held thinking, threads
    * on with `threadRestart` not `false`; `ConversationState.appendOnly`): the offloads that come due wait for the next
    * compaction, which applies those its kept tail is due in the same rewrite, so no request between two compactions
@@ -627,7 +627,7 @@ export interface OffloadOptions {
    */
   readonly appendOnly?: boolean | undefined
   /**
-   * What a compaction does with the thinking of the turns it keeps (their prefix changed, API-RULES 29, 43): `"strip"`
+   * What a compaction does with the thinking of the turns it keeps (their prefix changed): `"strip"`
    * (the default, as the docs recommend: a client compaction that keeps no stale thinking) leaves it out of the
    * compacted view; `"bind"` keeps it, and the requests ask the API to drop it (`block_binding: drop_block`), which
    * needs a `thinking` config (without one the thinking is stripped).
@@ -713,8 +713,7 @@ export interface PrepareStep {
  * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
  * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
  * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
- * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes
- * (API-RULES 31).
+ * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes.
  * @category transitions
  */
 export const prepareStep = (

@@ -78,13 +78,13 @@ export interface EvictOptions {
   readonly prices?: { readonly cacheRead: number; readonly cacheWrite: number } | undefined
   /**
    * The estimated tokens of the thinking blocks a rewrite from message `message` on would newly make the API drop
-   * (API-RULES 29: they are bound to the prefix it changes); the rent-or-buy rule counts them as thought again.
+   * (they are bound to the prefix it changes); the rent-or-buy rule counts them as thought again.
    * Absent: none (a caller without thinking, or one that does not track binding).
    */
   readonly droppedThinking?: ((message: number) => number) | undefined
   /**
    * The caller sends on a server-held thread: what restarting it costs, in uncached input tokens (the whole view
-   * uploaded again, the first request's latency: API-RULES 23). The rent-or-buy rule adds it to the rewrite's price.
+   * uploaded again, the first request's latency). The rent-or-buy rule adds it to the rewrite's price.
    * Absent: no thread (nothing beyond the cache is rewritten).
    */
   readonly restartCost?: number | undefined

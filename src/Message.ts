@@ -134,7 +134,7 @@ export interface ToolResultBlock {
 }
 
 /**
- * The API's own compaction block (API-RULES 12–16): the server's summary of everything before it. It is sent back
+ * The API's own compaction block: the server's summary of everything before it. It is sent back
  * verbatim: `content`, `encrypted_content`, `signature` and `tool_changes` are never changed, and any other field is
  * preserved. `content: null` marks a failed compaction, which the server treats as a no-op; an empty string is
  * rejected by decode. The API drops everything before the last compaction block with content (see `ApiView`).
@@ -186,10 +186,9 @@ export type Role = "user" | "assistant" | "system"
 /**
  * One message of a conversation. `@anthropic-ai/sdk`'s `MessageParam` is assignable to it.
  *
- * A system message may also carry `output_config` (per-turn settings for the turn after it, API-RULES 26) and
- * `clear_at` (rule 27). **Gotcha:** a system message that carries `output_config` may have no `content` at all
- * (API-RULES 26), and decodes so; the type keeps `content` required, so test `message.content != null` before reading
- * the content of a system message.
+ * A system message may also carry `output_config` (per-turn settings for the turn after it) and `clear_at`. **Gotcha:**
+ * a system message that carries `output_config` may have no `content` at all (the API accepts it), and decodes so; the
+ * type keeps `content` required, so test `message.content != null` before reading the content of a system message.
  * @category models
  */
 export interface Message {

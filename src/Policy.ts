@@ -169,19 +169,17 @@ export class CompactionPolicy {
    * the kept turns, to the latest whole step that keeps `keepRecentTokens`. Default half of `compactAtTokens` (30,000
    * at the default trigger), at least `keepRecentTokens`: derived from the trigger, not from the window, so that a
    * compaction always brings the context well under the trigger (a tail derived from the window, 90,000 by default,
-   * was larger than the 60,000 trigger, and a long agent turn compacted again on every step; issue 38).
+   * was larger than the 60,000 trigger, and a long agent turn compacted again on every step).
    */
   declare readonly maxTailTokens: number
   /**
    * The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`).
    * Default 60,000, well before the window: every request re-reads the whole prefix from the cache, so a session's
-   * bill grows with the context it carries. Chosen on cost and retention together (COMPACTION.md, "What a session
-   * costs"): over the three long pi sessions, on the sweep's Pareto front of cost and retention, it costs 0.334× no
-   * compaction and 0.522× compaction at the window (issue 26's goals: 0.40× and 0.55×; 100k gave 0.372× and 0.582×),
-   * with 0.68 cache misses per 10 requests apart from TTL expiries, and every anchor of each compacted span (paths,
-   * commands, errors, identifiers, instructions) in the next request; 97% of them are still in the session's last
-   * request after every later compaction (100k: 93%). The price is verbatim history: about twice as many summaries as
-   * at 100k (21 against 9 on the three sessions). Set it to `contextWindow - minRemaining` to compact only at the
+   * bill grows with the context it carries. Chosen on cost and retention together, on the Pareto front of a sweep over
+   * long recorded sessions: its cost against no compaction and against compaction at the window, its cache misses, and
+   * how many anchors of each compacted span (paths, commands, errors, identifiers, instructions) the next request and
+   * the session's last request still hold are in bench/README.md ("What a session costs"). The price is verbatim
+   * history: more summaries than at a later trigger. Set it to `contextWindow - minRemaining` to compact only at the
    * window.
    */
   declare readonly compactAtTokens: number
@@ -205,7 +203,7 @@ export class CompactionPolicy {
    */
   declare readonly minGrowthTokens: number
   /**
-   * The prompt cache's lifetime the requests ask for (API-RULES 20, 32): `"5m"` (default: the marker every earlier
+   * The prompt cache's lifetime the requests ask for: `"5m"` (default: the marker every earlier
    * version wrote, refreshed on each hit) or `"1h"`, whose writes cost 2× input instead of 1.25×. The breakpoints carry
    * it, and the rest follows it: a pause counts as cold (offload at once, compaction brought forward at a human turn)
    * only after it, eviction's rent-or-buy prices a rewrite at its write price, and the simulator prices and expires
@@ -221,7 +219,7 @@ export class CompactionPolicy {
    */
   declare readonly backgroundAt?: number
   /**
-   * Shorten before the first send (API-RULES 43): `Conversation` cuts a tool result whose text is larger than this
+   * Shorten before the first send: `Conversation` cuts a tool result whose text is larger than this
    * many tokens when it is appended, keeping its head and tail around an offload pointer that says how to get the
    * middle back, so the model keeps seeing what it saw first and no later offload has to rewrite it. An integer of at
    * least 256; absent (the default): results are appended whole.
@@ -370,8 +368,8 @@ type UsageIteration =
 
 /**
  * `Usage` as `@anthropic-ai/sdk` reports it on a `Message` or `BetaMessage` (`message.usage`): the cache counts may
- * be missing or null; `cache_creation` splits the cache writes by TTL (API-RULES 32); `iterations` lists the
- * sampling steps when server tools or compaction ran (rule 25). The SDK's `Usage` and `BetaUsage`, and every
+ * be missing or null; `cache_creation` splits the cache writes by TTL; `iterations` lists the
+ * sampling steps when server tools or compaction ran. The SDK's `Usage` and `BetaUsage`, and every
  * `Usage`, are assignable to it.
  * @category models
  */
@@ -408,7 +406,7 @@ const prompt = (u: Omit<UsageIteration, "type">): number =>
 /**
  * The tokens the context holds after a reply: the prompt the provider saw (`input_tokens` plus cache reads and cache
  * writes) plus the reply itself (`output_tokens`), which is now part of the context. With `usage.iterations` (server
- * tools, compaction: API-RULES 25) it is that sum for the last step of the model (a `message` entry, or the
+ * tools, compaction) it is that sum for the last step of the model (a `message` entry, or the
  * `fallback_message` that finished a fallback-served reply): the top-level counts add up every step, so three web
  * search steps over a 60k context read 180k there, and the compaction step measures the context it closed.
  * @category trigger

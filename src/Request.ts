@@ -3,8 +3,8 @@
  *
  * The request a conversation state sends: `requestOf` builds the Messages API body for a `ConversationState` (the
  * view's messages with the library's `cache_control` breakpoints, the system prompt and tools), binds its thinking
- * config to the rewrites the view went through (API-RULES 29), puts it in its thread form (API-RULES 22–24), and the
- * `diagnostics` it carries (API-RULES 33). Pure: the state is never changed, and the same state and options give the
+ * config to the rewrites the view went through, puts it in its thread form, and the
+ * `diagnostics` it carries. Pure: the state is never changed, and the same state and options give the
  * same bytes, so a resumed conversation sends the live one's requests.
  *
  * @since 0.2.0
@@ -26,7 +26,7 @@ import type { ToolClassifier } from "./Tools.ts"
 /**
  * A request body ready for `client.messages.create` (add `model`, `max_tokens`). It carries the library's
  * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. With a `thinking` option it
- * carries that config; once a rewrite invalidated thinking blocks of the view (API-RULES 29) the config also asks for
+ * carries that config; once a rewrite invalidated thinking blocks of the view the config also asks for
  * `block_binding: { prefix_mismatch_behavior: "drop_block" }` (unless it sets its own `block_binding`) and `betas`
  * names the binding beta: send such a request with `client.beta.messages.create`. @category models
  */
@@ -44,14 +44,14 @@ export interface Request {
   /** The view's messages (after `thread`'s anchor, with one), the library's breakpoints placed on copies. */
   readonly messages: Array<MessageParam>
   /**
-   * With `ConversationOptions.threads`: the server-held thread (API-RULES 22–24, the beta
+   * With `ConversationOptions.threads`: the server-held thread (the beta
    * `message-threads-2026-08-12`). `continue`: `messages` are only those after the reply it names, and the request
    * has no `system` and no `tools`; `create`: the whole view, `system` and `tools` included.
    */
   readonly thread?: ThreadParam
   /**
    * With `ConversationOptions.diagnostics`: the id of the reply the latest request got, so the API reports why this
-   * request missed the cache (API-RULES 33); `null` (opted in, nothing to compare) before the first SDK reply.
+   * request missed the cache; `null` (opted in, nothing to compare) before the first SDK reply.
    */
   readonly diagnostics?: { readonly previous_message_id: string | null }
   /** The thinking config, with the drop-block binding once a rewrite invalidated thinking blocks. */
@@ -80,13 +80,13 @@ export interface RequestOptions {
   /** The cache lifetime every breakpoint asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`. */
   readonly ttl?: "5m" | "1h" | undefined
   /**
-   * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view (API-RULES 29),
+   * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view,
    * it gets `block_binding: { prefix_mismatch_behavior: "drop_block" }` and the request the binding beta in `betas`;
    * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
    */
   readonly thinking?: ThinkingConfig | undefined
   /**
-   * The request as it goes on the state's server-held thread (API-RULES 22–24): while the view extends the reply
+   * The request as it goes on the state's server-held thread: while the view extends the reply
    * `state.thread` anchors, a `continue` of only the messages after it (no `system`, no `tools`), built without
    * copying the view; otherwise a `create` with the whole request. What `Conversation` sends with `threads` on.
    */
@@ -189,7 +189,7 @@ const buildRequest = (
 
 /**
  * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta
- * once the view holds thinking a rewrite invalidated, unless the config sets its own binding (API-RULES 29).
+ * once the view holds thinking a rewrite invalidated, unless the config sets its own binding.
  */
 const thinkingOf = (
   state: ConversationState,

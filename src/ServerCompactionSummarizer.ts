@@ -19,7 +19,7 @@
  * schedule, as are the other transient failures; `compaction_nothing_to_summarize` is `NothingToSummarize` and a
  * block with `content: null` (or a reply with no block) is `CompactionFailed`, both never retried, so
  * `withFallback(server, ExtractiveSummarizer.make())` writes a text summary instead. The usage is the sum of
- * `usage.iterations` (API-RULES 16: the top-level usage leaves the compaction step out).
+ * `usage.iterations` (the top-level usage leaves the compaction step out).
  *
  * This module loads the SDK; the barrel does not.
  *
@@ -65,7 +65,7 @@ export const SERVER_COMPACTION_SUMMARIZER = "server-compaction"
  * Classifies anything an on-demand compaction attempt can throw, as the Anthropic summarizer's classifier does, with
  * the compaction beta's own code: `compaction_nothing_to_summarize` is `NothingToSummarize`, and
  * `compaction_too_many_tool_references`, `compaction_incomplete_turn` and `organization_url_fetch_disabled` are
- * `CompactionRefused` (API-RULES 35, 39: none is ever retried, whatever the status, since a retry sends the same view);
+ * `CompactionRefused` (none is ever retried, whatever the status, since a retry sends the same view);
  * `compaction_unavailable` is a 529 and so `Overloaded` (retried); `storage_not_ready` is retried after a minute.
  * @category errors
  */
@@ -85,7 +85,7 @@ export const compactionErrorOf = (cause: unknown): SummarizeError => {
 
 /**
  * The on-demand compaction's error codes that no retry fixes, apart from `compaction_nothing_to_summarize`; with
- * `organization_url_fetch_disabled` (API-RULES 39) the server cannot compact a view that holds a URL source,
+ * `organization_url_fetch_disabled` the server cannot compact a view that holds a URL source,
  * `web_fetch` or `mcp_servers`: only a text summary of that span makes it sendable.
  */
 const PERMANENT_REFUSALS: ReadonlySet<string> = new Set([
@@ -108,7 +108,7 @@ const usageOf = (value: unknown): Usage => ({
 })
 
 /**
- * What a compacting response cost (API-RULES 16): the sum of `usage.iterations` when the response lists them (the
+ * What a compacting response cost: the sum of `usage.iterations` when the response lists them (the
  * top-level usage leaves the compaction step out), the top-level usage otherwise.
  * @category usage
  */

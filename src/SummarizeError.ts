@@ -197,10 +197,11 @@ export class StreamError extends StreamErrorBase {}
 export class NothingToSummarize extends NothingToSummarizeBase {}
 
 /**
- * The Messages API's compaction refused this view for good (API-RULES 35, 39): `compaction_too_many_tool_references`,
+ * The Messages API's compaction refused this view for good: `compaction_too_many_tool_references`,
  * `compaction_incomplete_turn` or `organization_url_fetch_disabled` (the view holds a URL source, `web_fetch` or
- * `mcp_servers`, which the organization refuses), with its `errorCode`. A retry sends the same view and cannot succeed, so it is never
- * retried, whatever the status; `withFallback` hands the request to the fallback at once. @category errors
+ * `mcp_servers`, which the organization refuses), with its `errorCode`. A retry sends the same view and cannot succeed,
+ * so it is never retried, whatever the status; `withFallback` hands the request to the fallback at once. @category
+ * errors
  */
 export class CompactionRefused extends CompactionRefusedBase {}
 

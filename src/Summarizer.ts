@@ -46,7 +46,7 @@ export interface SummarizeRequest {
   /**
    * The summarized part of the conversation as the API reads it, for a summarizer that sends the conversation itself
    * (`ServerCompactionSummarizer`): from the compaction block that opens the view on (that block first), an earlier
-   * summary message and system messages included, ending on a finished turn (API-RULES 15). `Compact` sets it;
+   * summary message and system messages included, ending on a finished turn. `Compact` sets it;
    * absent, such a summarizer sends `messages`. Text summarizers ignore it.
    */
   readonly head?: ReadonlyArray<Message>

@@ -2,7 +2,7 @@
  * Concept: the service that counts a request's input tokens.
  *
  * Counting a request's input tokens: the `TokenCounter` service. `layerEstimate` counts with the library's estimate
- * (`Tokens`, about 4 characters per token); `layer` asks the Messages API's `count_tokens` (API-RULES 34: exact, free,
+ * (`Tokens`, about 4 characters per token); `layer` asks the Messages API's `count_tokens` (exact, free,
  * and validated like a create) through an `@anthropic-ai/sdk` client or a function of one's own, and falls back to the
  * estimate, calibrated by the exact counts it got before, when a count fails: a count never fails and never breaks a
  * step, and says whether it is exact and why not. This module never loads the SDK: the client is the caller's.
@@ -29,7 +29,8 @@ const CountErrorBase: ReturnType<typeof Data.TaggedError<"TokenCountError">> = D
 
 /**
  * Why `count_tokens` gave no count: the API's answer (`status`, and its `error_code` when it has one: a 400 means the
- * API would reject the request itself, rule 34), a timeout, or a connection failure. `detail` is the API's message.
+ * API would reject the request itself, as `create` would), a timeout, or a connection failure. `detail` is the API's
+ * message.
  */
 class TokenCountError extends CountErrorBase<{
   readonly status?: number
@@ -94,7 +95,7 @@ export class TokenCounter extends TokenCounterBase {
   static readonly layerEstimate: Layer.Layer<TokenCounter> = Layer.sync(TokenCounter, () => makeCounter(undefined))
 
   /**
-   * `count_tokens` (API-RULES 34) through `options.client` (`new Anthropic(...)`: `client.messages.countTokens`, or
+   * `count_tokens` through `options.client` (`new Anthropic(...)`: `client.messages.countTokens`, or
    * `client.beta.messages.countTokens` when the request or `options.betas` name betas) or `options.count`, for
    * `options.model`. Each exact count calibrates the estimate (its ratio to the estimate of the same request); a count
    * that fails (an API error, a 400 for a request the API would reject, a timeout after `options.timeout`, default 10

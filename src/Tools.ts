@@ -99,7 +99,7 @@ const KNOWN_TOOLS: ReadonlyMap<string, (input: Input) => ToolAction> = new Map([
  * - Anthropic's text editor tool (`str_replace_based_edit_tool`, `str_replace_editor`): `view` (with `view_range`)
  *   reads, `create` / `str_replace` / `insert` / `undo_edit` write;
  * - pi: `read` (path, offset, limit), `write`, `edit`;
- * - the SDK agent toolset (API-RULES 41): `read` (file_path, view_range), `write`, `edit`; `bash` is `Other`, and a
+ * - the SDK agent toolset: `read` (file_path, view_range), `write`, `edit`; `bash` is `Other`, and a
  *   read of the temp file `bash` saved a long output to is `Other` too (never listed as a file read);
  * - plain `read_file` / `write_file` / `edit_file`;
  * - SWE-agent: `open` (a read of the window around `line_number`), `create` and `edit`.

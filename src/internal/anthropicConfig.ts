@@ -115,7 +115,7 @@ export const anthropicConfig: Config.Config<AnthropicConfig> = Config.all({
  * Every environment variable the config-reading Anthropic layers read (`AnthropicSummarizer.layerConfig`, and
  * `layerAuto` once `ANTHROPIC_API_KEY` is set): `anthropicConfig`'s, then those the SDK client (1.14) reads when it is
  * built: its log level, custom headers and OpenTelemetry switches. Without an app `ConfigProvider` nothing else is
- * read, so under Deno `--allow-env=<these, comma-separated>` is enough (test/DenoPermissions.test.ts runs it).
+ * read, so under Deno `--allow-env=<these, comma-separated>` is enough.
  * @category config
  */
 export const ANTHROPIC_ENV_VARIABLES: ReadonlyArray<string> = [

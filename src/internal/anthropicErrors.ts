@@ -75,11 +75,11 @@ export const reasonOfStatus = (
   return new BadRequest({ status, detail, cause })
 }
 
-/** How long `storage_not_ready` asks to wait (API-RULES 39: "retry after about a minute"). */
+/** How long `storage_not_ready` asks to wait ("retry after about a minute"). */
 export const STORAGE_NOT_READY_WAIT_MILLIS = 60_000
 
 /**
- * The reason of an API error by its `error_code` (API-RULES 39), whatever its status, or `undefined` for a code this
+ * The reason of an API error by its `error_code`, whatever its status, or `undefined` for a code this
  * does not know: `organization_url_fetch_disabled` is a `BadRequest` (never retried: the organization refuses URL
  * sources, `web_fetch` and `mcp_servers` for the whole view); `storage_not_ready` is a `Server` failure that waits at
  * least a minute before its retry.
@@ -107,7 +107,7 @@ export const reasonOfErrorCode = (
 }
 
 /**
- * A network failure while the body or the stream is read (API-RULES 37), found anywhere along the `cause` chain:
+ * A network failure while the body or the stream is read, found anywhere along the `cause` chain:
  * undici's `TypeError: terminated`, a reset socket, or the plain `AnthropicError("terminated")` that SDK 1.14–1.16
  * throws with such a `TypeError` as its cause.
  */

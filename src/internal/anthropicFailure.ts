@@ -19,11 +19,11 @@ import {
 } from "./anthropicErrors.ts"
 
 /**
- * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status
- * errors (by status, with `retry-after`), its connection and timeout errors, an SSE `error` event (by its error type:
+ * Classifies anything a summarization attempt can throw as a `SummarizeError` of one attempt: the SDK's status errors
+ * (by status, with `retry-after`), its connection and timeout errors, an SSE `error` event (by its error type:
  * `overloaded_error`, `rate_limit_error` and `api_error` are retryable, any other type is a `StreamError`), and network
- * failures while reading the body (`Connection`), found along the `cause` chain (API-RULES 37: SDK 1.14–1.16 throw a
- * plain `AnthropicError("terminated")` whose cause is the runtime's `TypeError`). The refusals of API-RULES 39 are
+ * failures while reading the body (`Connection`), found along the `cause` chain (SDK 1.14–1.16 throw a plain
+ * `AnthropicError("terminated")` whose cause is the runtime's `TypeError`). The refusals that a retry will not fix are
  * classified by their `error_code` first: `organization_url_fetch_disabled` never retried, `storage_not_ready` retried
  * after a minute. A `SummarizeError` is returned as it is.
  * @category errors

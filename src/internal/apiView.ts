@@ -11,7 +11,7 @@ const lastBlockCache = new WeakMap<Message, number>()
 
 /**
  * The index of the last compaction block with content in one message, or -1. A system message never counts: a
- * compaction block there is misplaced (API-RULES 13) and `Validate` reports it. Cached by identity.
+ * compaction block there is misplaced and `Validate` reports it. Cached by identity.
  * @category api view
  */
 export const compactionBlockIndex = (message: Message): number => {
@@ -58,11 +58,11 @@ export const apiViewStart = (messages: ReadonlyArray<Message>): number => {
 }
 
 /**
- * The indices of the system messages the API still shows the model at the end of `messages`, ascending (API-RULES 27):
+ * The indices of the system messages the API still shows the model at the end of `messages`, ascending:
  * those in the API view (`apiViewStart` on) that are not cleared. A system message with `clear_at:
  * "next_user_message"` is cleared once any later `role: "user"` message exists (tool results included): it stays in
  * the list and is sent unchanged, but it costs no tokens and is dead, so a compaction must never re-emit it as live
- * (in a summary, or moved after one). A content-less settings message (`output_config`, rule 26) counts as any other.
+ * (in a summary, or moved after one). A content-less settings message (`output_config`) counts as any other.
  * O(messages).
  * @category api view
  */

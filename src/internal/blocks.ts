@@ -113,8 +113,8 @@ export const isCompactionWithContent = (block: ContentBlock): block is Compactio
 export const isUnknownBlock = (block: ContentBlock): boolean => !KNOWN_BLOCK_TYPES.has(block.type)
 
 /**
- * The content of a message as a list of blocks (a string becomes one text block; a system message without content,
- * API-RULES 26, has none).
+ * The content of a message as a list of blocks (a string becomes one text block; a system message without content
+ * has none).
  * @category utility
  */
 export const blocksOf = (message: Message): ReadonlyArray<ContentBlock> => {
@@ -123,14 +123,14 @@ export const blocksOf = (message: Message): ReadonlyArray<ContentBlock> => {
 }
 
 /**
- * False only for a system message with no `content` (one that carries `output_config` alone, API-RULES 26): every
+ * False only for a system message with no `content` (one that carries `output_config` alone): every
  * other decoded message has `content`.
  * @category guards
  */
 export const hasContent = (message: Message): boolean => (message.content as Message["content"] | undefined) != null
 
 /**
- * True for a system message that carries per-turn settings (`output_config`, API-RULES 26): it governs the turn that
+ * True for a system message that carries per-turn settings (`output_config`): it governs the turn that
  * follows it, so moving it changes which turn that is.
  * @category guards
  */

@@ -22,7 +22,7 @@ export interface BlockPosition {
 
 /**
  * True when the API accepts `cache_control` on the block: every block type but `thinking` and `redacted_thinking`
- * (their SDK params have no `cache_control`), and never an empty text block (API-RULES 4).
+ * (their SDK params have no `cache_control`), and never an empty text block.
  * @category placement
  */
 export const acceptsBreakpoint = (block: ContentBlock): boolean => {

@@ -1,5 +1,5 @@
 /**
- * The prompt cache's two lifetimes (API-RULES 20 and 32) and what follows from each: how long a written prefix lives,
+ * The prompt cache's two lifetimes and what follows from each: how long a written prefix lives,
  * what writing it costs, and the `cache_control` marker that asks for it. The policy's `cacheTtl` picks one; the
  * breakpoints, the cold timer, the rent-or-buy rule and the simulator all read it from here.
  */
@@ -13,7 +13,7 @@ export const CACHE_TTLS: ReadonlyArray<CacheTtl> = ["5m", "1h"]
 /** How long a cached prefix lives after its last write or hit, in milliseconds. */
 export const ttlMs = (ttl: CacheTtl): number => ttl === "1h" ? 60 * 60 * 1000 : 5 * 60 * 1000
 
-/** A cache write's price relative to an uncached input token: 1.25 for 5 minutes, 2 for an hour (API-RULES 20). */
+/** A cache write's price relative to an uncached input token: 1.25 for 5 minutes, 2 for an hour. */
 export const cacheWritePrice = (ttl: CacheTtl): number => ttl === "1h" ? 2 : 1.25
 
 /** The prices eviction's rent-or-buy rule weighs under `ttl`: a read 0.1, a write `cacheWritePrice(ttl)`. */

@@ -211,7 +211,7 @@ const ROLES = new Set(["user", "assistant", "system"])
 
 const CLEAR_AT = new Set(["next_user_message", "never"])
 
-/** The fields only a system message has (API-RULES 26, 27): `output_config` is an object, `clear_at` a known value. */
+/** The fields only a system message has: `output_config` is an object, `clear_at` a known value. */
 const systemFields = (v: Obj): DecodeFailure | undefined => {
   const config = v.output_config
   if (config !== undefined && config !== null && !isObject(config)) {

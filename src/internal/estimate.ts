@@ -372,7 +372,7 @@ export const systemAndToolsTokens = (
 
 /**
  * The estimated prompt tokens of one message, computed every time (`Tokens.estimateMessageTokens` caches it). A system
- * message without content (API-RULES 26) costs only its framing: its `output_config` is settings, not text.
+ * message without content costs only its framing: its `output_config` is settings, not text.
  */
 export const estimateMessageTokensUncached = (message: Message): number => {
   const content = message.content as Message["content"] | undefined

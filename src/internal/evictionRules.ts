@@ -62,7 +62,7 @@ export const offloadedAlready = (block: ToolResultBlock, payload: number): boole
  * Whether an eviction may ever offload `result` (answering a call classified `action`, its payload `payload` tokens):
  * not offloaded already, larger than any pointer, not a failed call other than a read (nothing later makes such a
  * failure out of date, and a failure is never stale), and holding no `tool_reference` (it loads a deferred tool:
- * offloading it would unload the tool for every later call, API-RULES 28). The eviction frontier is the oldest result
+ * offloading it would unload the tool for every later call). The eviction frontier is the oldest result
  * this holds for.
  */
 export const eligible = (result: ToolResultBlock, action: ToolAction, failed: boolean, payload: number): boolean =>
@@ -143,7 +143,7 @@ const URL = /https?:\/\/[^\s"'<>()\[\]{}\\]+/g
 
 /**
  * The distinct URLs in a result's text, in order (at most `MAX_URLS`, none longer than `MAX_URL_LENGTH`, trailing
- * punctuation left out): what a later `web_fetch` may fetch only while they are in the context (API-RULES 30).
+ * punctuation left out): what a later `web_fetch` may fetch only while they are in the context.
  */
 export const urlsOf = (content: ToolResultBlock["content"]): ReadonlyArray<string> => {
   const texts = typeof content === "string"
@@ -274,7 +274,7 @@ export interface DecideOptions {
 
 /**
  * What a dropped thinking token costs, relative to an uncached input token: the model thinks it again, at the output
- * price of current Sonnet- and Opus-class models (API-RULES 20: 5x input).
+ * price of current Sonnet- and Opus-class models (5x input).
  */
 export const THINKING_REDO_PRICE = 5
 
@@ -299,7 +299,7 @@ export const unchanged = <M extends Message>(messages: ReadonlyArray<M>): Decisi
  * became offloadable, at the read price) reach the cost of the rewrite: the prompt behind the first change (`behind`:
  * its tokens after the eviction, asked only here) at the write price, plus restarting the server-held thread when
  * there is one (`options.restart`: the whole view uploaded again, the first request's latency), except the thinking
- * blocks the rewrite makes the API drop (`dropped`, API-RULES 29), which are not written but thought again
+ * blocks the rewrite makes the API drop (`dropped`), which are not written but thought again
  * (`THINKING_REDO_PRICE`). Like renting skis until the rent paid equals the price, it never pays more than twice the
  * best choice made with hindsight.
  */

@@ -1,16 +1,16 @@
 /**
  * What a compaction carries from its head into the new view. The head's system messages as it re-emits them after
- * its summary (API-RULES 26, 27): a message with
+ * its summary: a message with
  * `clear_at: "next_user_message"` that a later user message already cleared is dead and stays dropped; the per-turn
  * settings (`output_config`) of a message whose assistant turn was summarized governed that turn only, so they are
  * not carried to another one (the message's content, when it has some, still is). And the newest MCP tool listing of
- * each server whose tools the kept part still calls (API-RULES 30).
+ * each server whose tools the kept part still calls.
  *
  * @internal
  */
 import type { Message } from "../Message.ts"
 
-/** The fields a system message may carry besides its content (API-RULES 26, 27), as this module reads them. */
+/** The fields a system message may carry besides its content, as this module reads them. */
 interface SystemSettings {
   readonly output_config?: unknown
   readonly clear_at?: unknown
@@ -58,7 +58,7 @@ const blocksIn = (message: Message): ReadonlyArray<AnyBlock> =>
   Array.isArray(message.content) ? message.content as ReadonlyArray<AnyBlock> : []
 
 /**
- * The `mcp_tool_listing` blocks a compaction carries into the kept part `messages.slice(cut)` (API-RULES 30): for each
+ * The `mcp_tool_listing` blocks a compaction carries into the kept part `messages.slice(cut)`: for each
  * MCP server the kept part calls (`mcp_tool_use`) before it lists that server again, the newest listing of it in
  * `messages.slice(from, cut)`. The server reads a listing sent back instead of asking the MCP server again, so the
  * kept calls stay answered by the tools they were made with. In the order of the kept part's first calls.

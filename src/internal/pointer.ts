@@ -52,7 +52,7 @@ export type OffloadRef =
      */
     readonly printed?: string
     /**
-     * The URLs the removed output held, kept so a later `web_fetch` may still fetch them (API-RULES 30:
+     * The URLs the removed output held, kept so a later `web_fetch` may still fetch them (else
      * `url_not_in_prior_context`); absent when it held none. No URL holds a space.
      */
     readonly urls?: ReadonlyArray<string>

@@ -78,7 +78,7 @@ const NothingToSendBase: ReturnType<typeof Data.TaggedError<"NothingToSend">> = 
 
 /**
  * The input holds no user or assistant content at all (after dropping what the API would reject), so there is no
- * request to send: the API rejects an empty `messages` (API-RULES 1, and `compaction_nothing_to_summarize`).
+ * request to send: the API rejects an empty `messages` (also `compaction_nothing_to_summarize`).
  * @category errors
  */
 export class NothingToSend extends NothingToSendBase<{ readonly report: RepairReport }> {
@@ -126,7 +126,7 @@ const canonical = (value: unknown): string =>
   )
 
 /**
- * Rule 7 (tool_use ids are unique) for `repair`, from `start` on: which messages to drop (an exact repeat of the
+ * The rule that tool_use ids are unique, for `repair`, from `start` on: which messages to drop (an exact repeat of the
  * message that first used one of its ids: a replayed log), and the new block lists of the messages that change (a
  * block repeating an earlier block of its own message exactly is dropped; any other reuse of an id gets a fresh id,
  * `<id>-<n>`, and the first result with the old id in the user turn after its assistant turn is renamed with it, past
@@ -213,7 +213,7 @@ const dedupeToolUses = <M extends Message>(
   return { dropped, renames }
 }
 
-/** True when a system message may be inserted before `list[q]` (rules 8–11), on a list whose tool pairs are whole. */
+/** True when the API allows a system message before `list[q]`, on a list whose tool pairs are whole. */
 const isSystemSlot = (list: ReadonlyArray<Message>, q: number): boolean => {
   if (q === 0) return false
   const prev = list[q - 1]!
@@ -246,7 +246,7 @@ const mergeSystemMessages = <M extends Message>(group: ReadonlyArray<M>): M => {
 
 /**
  * Puts system messages into `list` (which holds none, and whose tool pairs are whole), each at the nearest place at
- * or after `wanted` that rules 8–11 allow (after a user turn, before an assistant turn or at the end), or the nearest
+ * or after `wanted` that the API allows (after a user turn, before an assistant turn or at the end), or the nearest
  * earlier one when there is no later one; system messages that land together become one (blocks in the order given).
  * When the list has no user turn to follow at all (a compaction block and assistant replies), a short user message
  * (`LEADING_USER_TEXT`) is appended and the system messages end the list. `list` itself is not changed.
@@ -293,25 +293,26 @@ export const placeSystemMessages = <M extends Message>(
 }
 
 /**
- * The closest valid list, and what was changed to get it, or `NothingToSend` when the input holds no user or
- * assistant content (never an empty list). A valid list (`validate(messages)` is empty) is returned as is, the same
- * array, unless the API ignores part of it: what precedes the last compaction block with content is dropped, and
- * reported (`droppedBeforeCompaction`), so the output holds in on-demand mode too. Otherwise, rule by rule (API-RULES numbers), losing as little as possible:
+ * The closest valid list, and what was changed to get it, or `NothingToSend` when the input holds no user or assistant
+ * content (never an empty list). A valid list (`validate(messages)` is empty) is returned as is, the same array, unless
+ * the API ignores part of it: what precedes the last compaction block with content is dropped, and reported
+ * (`droppedBeforeCompaction`), so the output holds in on-demand mode too. Otherwise, rule by rule, losing as little as
+ * possible:
  *
- * 1. **Compaction (12, 13).** Everything before the last compaction block with content is dropped (the API drops it
+ * 1. **Compaction.** Everything before the last compaction block with content is dropped (the API drops it
  *    anyway), and so are the blocks before that block in its message; a compaction block in a system message is
  *    dropped. Blocks with `content: null` (no-ops) stay.
- * 2. **Duplicate ids (7).** A message that repeats, block for block, the message that first used its tool ids (a
+ * 2. **Duplicate ids.** A message that repeats, block for block, the message that first used its tool ids (a
  *    replayed log) is dropped; otherwise a `tool_use` reusing an id is dropped (its results then go as duplicates).
  *    No result is invented for a duplicate.
- * 3. **Empty content (4).** Empty or whitespace-only text blocks, and messages left empty, are dropped.
- * 4. **Turns (3).** Consecutive same-role messages are merged into one, the way the API merges them (string content
+ * 3. **Empty content.** Empty or whitespace-only text blocks, and messages left empty, are dropped.
+ * 4. **Turns.** Consecutive same-role messages are merged into one, the way the API merges them (string content
  *    becomes a text block; a message without a same-role neighbour is kept by reference).
- * 5. **Tool pairs (5, 6, 7).** In each user message, tool results that answer no `tool_use` of the assistant message
+ * 5. **Tool pairs.** In each user message, tool results that answer no `tool_use` of the assistant message
  *    right before it, and second results for the same id, are dropped; the remaining results are moved first; each
  *    `tool_use` left without a result gets `{ type: "tool_result", tool_use_id, content: MISSING_RESULT_TEXT,
  *    is_error: true }` (in a new user message when none follows).
- * 6. **First message (2).** A list that starts with an assistant message, unless a compaction block opens it, gets a
+ * 6. **First message.** A list that starts with an assistant message, unless a compaction block opens it, gets a
  *    short user message (`LEADING_USER_TEXT`) in front.
  * 7. **System messages (8–11).** They stay system messages, never become user text and never displace a tool result.
  *    Each is put back after the message it followed; when that place breaks a rule it moves to the nearest later
@@ -319,7 +320,7 @@ export const placeSystemMessages = <M extends Message>(
  *    when there is no later one. System messages that land together are merged into one. Blocks a system message
  *    may not hold are dropped.
  *
- * A system message without content that carries `output_config` (API-RULES 26) is kept as it is; when system
+ * A system message without content that carries `output_config` is kept as it is; when system
  * messages merge, their `output_config` fields merge and `clear_at: "next_user_message"` stays only if all had it.
  * Thinking, compaction, server tool, `mcp_tool_listing` and `fallback` blocks are never changed or moved within
  * their message. The output always validates, so `repair` is idempotent.

@@ -10,7 +10,7 @@ import type * as Duration from "effect/Duration"
 import type { Message } from "../Message.ts"
 import type { RetryOptions } from "../Summarizer.ts"
 
-/** The beta header of the Messages API's on-demand compaction (API-RULES, "The API's own compaction"). @category constants */
+/** The beta header of the Messages API's on-demand compaction (the API's docs, "Compaction"). @category constants */
 export const ON_DEMAND_COMPACTION_BETA = "compact-2026-09-04"
 
 /**

@@ -1,10 +1,10 @@
 /**
- * Shorten before the first send (issue 39; API-RULES 43: "shorten a tool result before the first time it is sent,
- * not after"): a tool result whose text is larger than a limit is cut when it is appended, its head and tail kept and
- * its middle replaced by an offload pointer (`Offload.formatOffloadRef`, the one pointer format) that says how to get
- * the rest back: a read's pointer names the omitted lines (`lines=a-b`, counted from the read's first line, one output
- * line a file line), any other output's the call to make again. The model sees the shortened result from its first
- * request on, so nothing it saw is rewritten later.
+ * Shorten before the first send (the API's docs on preserved thinking: "shorten a tool result before the first time it
+ * is sent, not after"): a tool result whose text is larger than a limit is cut when it is appended, its head and tail
+ * kept and its middle replaced by an offload pointer (`Offload.formatOffloadRef`, the one pointer format) that says how
+ * to get the rest back: a read's pointer names the omitted lines (`lines=a-b`, counted from the read's first line, one
+ * output line a file line), any other output's the call to make again. The model sees the shortened result from its
+ * first request on, so nothing it saw is rewritten later.
  *
  * Pure: a function of the message, the calls it answers and the limit.
  *

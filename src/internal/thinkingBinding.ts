@@ -1,5 +1,5 @@
 /**
- * Thinking binding (API-RULES 29), the pure part: which thinking blocks a rewrite of the view invalidates.
+ * Thinking binding, the pure part: which thinking blocks a rewrite of the view invalidates.
  *
  * A `thinking` (or `redacted_thinking`) block is bound to what precedes it when it was created: the messages before
  * its message and the blocks before it in that message. A rewrite at a position (an offloaded result, a summary head,
@@ -204,7 +204,7 @@ const sameValue = (a: unknown, b: unknown): boolean =>
 
 /**
  * The signed thinking blocks of `messages` whose prefix differs from the prefix the same block (same signature) has
- * in `reference`, the list it came from: the blocks the binding check fails (API-RULES 29). O(messages + blocks) plus
+ * in `reference`, the list it came from: the blocks the binding check fails. O(messages + blocks) plus
  * the comparison of the common prefix.
  */
 export const prefixChanged = (

@@ -1,10 +1,10 @@
 /**
- * What restarting a server-held thread costs (API-RULES 22–24), for eviction's rent-or-buy rule and for batching
+ * What restarting a server-held thread costs, for eviction's rent-or-buy rule and for batching
  * offloads with compactions. A rewrite of the view (an offload, a compaction) cannot go on the thread: the next
  * request starts a new one and uploads the whole view, where a `continue` uploads only the new messages.
  *
  * The model, in the unit of the cache prices (an uncached input token), with assumed defaults (no price or latency
- * of a thread is documented, rule 24):
+ * of a thread is documented):
  * - `perViewToken` (default 0.1): each view token a restart uploads again, priced like one more cache read of it
  *   (the bytes go over the wire again, about 4 a token, and the server parses them again);
  * - `perRestart` (default 1,000): the first request's added latency on a new thread, as a fixed number of input

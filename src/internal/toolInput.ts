@@ -38,7 +38,7 @@ export interface Input {
 const SAVED_OUTPUT = /[/\\]bash-output-[^/\\]+[/\\][0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.txt$/i
 
 /**
- * True for the temp file the SDK agent toolset's `bash` saves a long output to (API-RULES 41:
+ * True for the temp file the SDK agent toolset's `bash` saves a long output to (the SDK's docs:
  * `<tmpdir>/bash-output-XXXXXX/<uuid>.txt`, deleted when the next long output is saved): never a file to re-read.
  */
 export const isSavedOutputPath = (path: string): boolean => SAVED_OUTPUT.test(path)
@@ -65,7 +65,7 @@ export const offsetLimit = (input: Input): LineRange | undefined => {
 }
 
 /**
- * The `view_range` of Anthropic's text editor tool and of the SDK agent toolset's `read` (API-RULES 41): `[start, end]`,
+ * The `view_range` of Anthropic's text editor tool and of the SDK agent toolset's `read`: `[start, end]`,
  * 1-based and inclusive, or `[start]` (or an end of 0 or less, or before the start) to the end.
  */
 export const viewRange = (input: Input): LineRange | undefined => {

@@ -1,5 +1,5 @@
 /**
- * The tools a block loads by reference (API-RULES 28): a deferred tool is loaded only through a `tool_reference` that
+ * The tools a block loads by reference: a deferred tool is loaded only through a `tool_reference` that
  * tool search returned, inside a `tool_result` or a `tool_search_tool_result` (its `tool_references`). Removing such a
  * block unloads the tool for every later call, so eviction never offloads one and a compaction re-emits the tools its
  * summarized part loaded.

@@ -188,10 +188,10 @@ export const isBlankText = (block: ContentBlock): boolean => isText(block) && is
 
 const thinkingKey = (block: ThinkingBlock): string => `${block.signature}\u0000${block.thinking}`
 
-/** The block types a system message may hold (API-RULES 8–11; the SDK's `BetaSystemMessageParam`). */
+/** The block types a system message may hold (the SDK's `BetaSystemMessageParam`). */
 export const SYSTEM_BLOCK_TYPES: ReadonlySet<string> = new Set(["text", "tool_addition", "tool_removal"])
 
-/** True when an assistant message ends in a server tool result (a system message may follow it, rule 9). */
+/** True when an assistant message ends in a server tool result (a system message may follow it). */
 export const endsInServerResult = (message: Message): boolean => {
   if (typeof message.content === "string" || !hasContent(message)) return false
   const last = message.content.at(-1)
@@ -203,8 +203,9 @@ export const hasToolUse = (message: Message): boolean =>
   typeof message.content !== "string" && hasContent(message) && message.content.some(isToolUse)
 
 /**
- * Where a system message breaks rules 8–11, judged by its neighbours in the API view that starts at `viewStart` (the
- * nearest non-system message before it, and the message after it), or undefined when it is placed well.
+ * Where a system message breaks the placement rules of system messages, judged by its neighbours in the API view that
+ * starts at `viewStart` (the nearest non-system message before it, and the message after it), or undefined when it is
+ * placed well.
  */
 const systemPlacement = (
   messages: ReadonlyArray<Message>,
@@ -230,30 +231,31 @@ const compactionKey = (block: CompactionBlock): string =>
 
 /**
  * How the list is sent: `"threshold"` (an ordinary request, with or without `context_management`; the default) or
- * `"on-demand"` (a request with the `compaction` parameter, API-RULES 13, 15). @category models
+ * `"on-demand"` (a request with the `compaction` parameter). @category models
  */
 export interface ValidateOptions {
   /** How the list is sent: `"threshold"` (the default) or `"on-demand"` (with the `compaction` parameter). */
   readonly mode?: "threshold" | "on-demand" | undefined
   /**
-   * The request's `thinking.block_binding.prefix_mismatch_behavior` (API-RULES 29). `"error"` (the API's default):
+   * The request's `thinking.block_binding.prefix_mismatch_behavior`. `"error"` (the API's default):
    * a signed thinking block whose prefix differs from its prefix in `reference` is `ThinkingPrefixChanged`;
    * `"drop_block"`: the API drops such blocks and accepts the request, so nothing is reported.
    */
   readonly binding?: "error" | "drop_block" | undefined
 }
 
-/** True for a system message that has no content and carries `output_config` fields (API-RULES 26). */
+/** True for a system message that has no content and carries `output_config` fields. */
 const isSettingsOnly = (message: Message): boolean =>
   !hasContent(message) && hasOutputConfig(message) &&
   Object.keys(systemFields(message).output_config as object).length > 0
 
 /**
- * Every rule of the Messages API (API-RULES 1–15, 26, 30; see the module doc for the table) that the list breaks,
+ * Every rule of the Messages API (see the module doc for the table) that the list breaks,
  * grouped by rule: the list and its messages (in message order), tool pairing (in message order), thinking and
  * compaction fidelity. An empty result means the API accepts the list's structure; only what the API rejects is
- * reported. What precedes the last compaction block with content is dropped by the API (rule 12), so rules 2–6 and
- * 8–11 are judged on the API view (`apiViewStart` on), and rules 7 and 13 on the whole list. In the default
+ * reported. What precedes the last compaction block with content is dropped by the API, so the rules of the list, its
+ * tool pairs and system messages are judged on the API view (`apiViewStart` on), and unique ids and compaction
+ * placement on the whole list. In the default
  * `"threshold"` mode a compaction block with content may sit in any user or assistant message, as the first block of
  * it; `"on-demand"` adds that there is one (`CompactionBlockAmbiguous`) and that it opens the list
  * (`CompactionBlockMisplaced`).
@@ -261,7 +263,7 @@ const isSettingsOnly = (message: Message): boolean =>
  * `reference` is the view the signed blocks came from (for example the list before compaction). With it, each signed
  * thinking block in the latest assistant turn (the assistant messages after the last human message) must appear in
  * `reference` with the same signature and the same text, each signed thinking block found in `reference` must sit
- * after the same messages and blocks there (`ThinkingPrefixChanged`, API-RULES 29; `cache_control` aside; not
+ * after the same messages and blocks there (`ThinkingPrefixChanged`; `cache_control` aside; not
  * reported with `binding: "drop_block"`), and each compaction block must appear there with the same
  * `content`, `encrypted_content`, `signature` and `tool_changes`; without it those rules are not checked, since only
  * the provider can verify a signature. Total on decoded input (a system message without content included).

@@ -37,7 +37,7 @@ export interface ServerToolUseBlock {
 /**
  * The `type` of every server tool result block the API has: the results of `server_tool_use` (web search, web fetch,
  * code execution, tool search, the advisor) and of `mcp_tool_use`. A system message may follow an assistant turn that
- * ends in one (API-RULES 9, 30). @category models
+ * ends in one. @category models
  */
 export const SERVER_TOOL_RESULT_TYPES = [
   "web_search_tool_result",
@@ -52,7 +52,7 @@ export const SERVER_TOOL_RESULT_TYPES = [
 
 /**
  * The result of a server tool call. It lives in the same assistant turn as its `server_tool_use` or `mcp_tool_use`,
- * and goes back verbatim and in place (API-RULES 30). @category models
+ * and goes back verbatim and in place. @category models
  */
 export interface ServerToolResultBlock {
   readonly type: (typeof SERVER_TOOL_RESULT_TYPES)[number]
@@ -94,8 +94,8 @@ export interface UnknownBlock {
 
 /**
  * The fields of a mid-conversation system message besides its content (the SDK's `BetaSystemMessageParam`):
- * `output_config`, per-turn settings such as `effort` for the turn after it (API-RULES 26), and `clear_at`
- * (`"next_user_message"`: the API stops showing the message once a later user message exists, rule 27).
+ * `output_config`, per-turn settings such as `effort` for the turn after it, and `clear_at`
+ * (`"next_user_message"`: the API stops showing the message once a later user message exists).
  * @category models
  */
 export interface SystemMessageFields {

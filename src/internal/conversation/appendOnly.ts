@@ -1,10 +1,10 @@
 /**
- * The rewrite discipline between compactions (issue 39; API-RULES 22–24, 29, 43), the pure part.
+ * The rewrite discipline between compactions, the pure part.
  *
  * A conversation stays *append-only* between compactions when it has a reason to: thinking is on (a `thinking`
  * config that is not `disabled`, or a reply that held a thinking block: from Fable 5.1 on a thinking block is valid
- * only while nothing before it changed, rule 43), it sends on server-held threads (a rewrite restarts the thread and
- * uploads the whole view again, rules 22–24), or the caller asked for it. Then every rewrite of what was already sent
+ * only while nothing before it changed), it sends on server-held threads (a rewrite restarts the thread and
+ * uploads the whole view again), or the caller asked for it. Then every rewrite of what was already sent
  * waits for the next compaction: the offloads that come due are not applied in place, and the compaction applies
  * those its kept tail is due in the same rewrite. The reason, once decided, is kept in the state and in the log (each
  * reply's step metadata and each compaction's checkpoint), so a resumed conversation decides the same.

@@ -1,5 +1,5 @@
 /**
- * A compaction checked with exact counts (a `TokenCounter` that answered `count_tokens`, API-RULES 34): the plan's
+ * A compaction checked with exact counts (a `TokenCounter` that answered `count_tokens`): the plan's
  * checks, made on estimates, take `minFreedTokens` in estimate units by the calibration of the count before, and the
  * finished compaction is kept only when the exact count of the view after it is `minFreedTokens` below the count
  * before. Without an exact count before, or after, the estimate decides, as without a counter.

@@ -1,5 +1,5 @@
 /**
- * Cache diagnostics (API-RULES 33) for `Conversation`: the library's own prediction of what the API answers to
+ * Cache diagnostics for `Conversation`: the library's own prediction of what the API answers to
  * `diagnostics: { previous_message_id }`, from its cache model (`Cache`'s breakpoints and lookback, `Tokens`'
  * estimate), and the check of that prediction against the reason the API reported.
  *
@@ -60,7 +60,7 @@ export interface CacheDiagnosis {
 
 /**
  * What the prediction compares of a request: with the model, system prompt, tools and messages, the prompt-affecting
- * parameters API-RULES 40 names: `output_config.format` (a change misses the whole cache once, as a system change:
+ * parameters the API's docs name: `output_config.format` (a change misses the whole cache once, as a system change:
  * the format is part of what the model reads before the messages) and `speed` (a change is `model_changed`).
  */
 export interface PromptShape {

@@ -39,9 +39,9 @@ export interface ReplyMeta {
   readonly stopReason?: string
   /** With threads on, the view messages the server holds under this reply (absent: the next request creates a thread). */
   readonly threadHeld?: number
-  /** The reply answered the `create` that replayed a lost thread (`thread_not_found`, API-RULES 42). */
+  /** The reply answered the `create` that replayed a lost thread (`thread_not_found`). */
   readonly threadReplacesLost?: true
-  /** With threads on, the request went without `thread`: the conversation stopped threading (API-RULES 24, 42). */
+  /** With threads on, the request went without `thread`: the conversation stopped threading. */
   readonly unthreaded?: true
   /** The reply's `input_transformations` (SDK replies only). */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>

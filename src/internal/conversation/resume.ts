@@ -131,8 +131,8 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
 }
 
 /**
- * The thinking blocks of a resumed view that rewrites invalidated, as the live transitions marked them (API-RULES
- * 29): every thinking block of a message that a later compaction kept, or that follows a result a later eviction
+ * The thinking blocks of a resumed view that rewrites invalidated, as the live transitions marked them (thinking
+ * binding): every thinking block of a message that a later compaction kept, or that follows a result a later eviction
  * offloaded, and the blocks of a reply from the first one stored differently than received (`rewrittenFrom`). A
  * message whose entry is not in the log (a kept copy `c#i`) counts as kept by a compaction.
  */

@@ -1,7 +1,7 @@
 /**
  * What a step's decisions read off a conversation state: the view's tokens as the API counts them, the compaction
  * trigger (on the reported usage, or on an exact count of the next request), and the stop reasons of the latest reply
- * that steer `prepareStep` (API-RULES 31). Pure, over the fields of `ConversationState` it reads.
+ * that steer `prepareStep`. Pure, over the fields of `ConversationState` it reads.
  *
  * @internal
  */
@@ -26,7 +26,7 @@ export interface CheckedState {
  * True when the last reported usage, measured on the current epoch, leaves less than the policy's room or reaches its
  * cost target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies.
  * Also true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded`
- * (the request did not fit: API-RULES 31), whatever its usage says.
+ * (the request did not fit), whatever its usage says.
  */
 export const triggerFires = (
   state: CheckedState,
@@ -57,7 +57,7 @@ export const countFires = (
 
 /**
  * The estimated tokens of the view as the API counts them: the thinking blocks a rewrite invalidated are dropped
- * (API-RULES 29) and count nothing.
+ * and count nothing.
  */
 export const viewTokens = (state: CheckedState): number =>
   estimateTokens(asMessages(state.view)) - tokensAt(asMessages(state.view), state.unboundThinking ?? [])
@@ -74,11 +74,11 @@ export const endsOnHumanTurn = (view: ReadonlyArray<MessageParam>): boolean =>
 export const endsOnReplyStopped = (state: CheckedState, stopReason: string): boolean =>
   state.reply?.stopReason === stopReason && state.pending.length === 0 && state.view.at(-1)?.role === "assistant"
 
-/** `pause_turn` (API-RULES 31): the paused reply goes back unchanged, so the server continues its turn. */
+/** `pause_turn`: the paused reply goes back unchanged, so the server continues its turn. */
 export const continuesPausedTurn = (state: CheckedState): boolean => endsOnReplyStopped(state, "pause_turn")
 
 /**
- * `compaction` (threshold mode with `pause_after_compaction`, API-RULES 31): the reply is the server's compaction
+ * `compaction` (threshold mode with `pause_after_compaction`): the reply is the server's compaction
  * block, and the request that resumes the turn is the moment to add the files message after it.
  */
 export const resumesServerCompaction = (state: CheckedState): boolean => {

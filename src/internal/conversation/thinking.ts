@@ -1,5 +1,5 @@
 /**
- * The thinking config a `Conversation` request carries (API-RULES 29).
+ * The thinking config a `Conversation` request carries.
  *
  * @internal
  */

@@ -1,5 +1,5 @@
 /**
- * Server-held threads (API-RULES 22–24) for `Conversation`: which reply the next request may continue from, and the
+ * Server-held threads for `Conversation`: which reply the next request may continue from, and the
  * errors a replay of the whole conversation answers (the request that continues a thread or starts a new one is
  * `Request.requestOf` with `thread`).
  *
@@ -9,7 +9,7 @@
  * since. Everything else starts a new thread with the whole view (`thread: { type: "create" }`): a rewrite of what the
  * server holds (an offload, a compaction, a renamed `tool_use` id, a dropped block), a reply a fallback model wrote,
  * a refusal, a stream that ended before its stop reason, and a reply to a request that did not send the whole view
- * (a message appended while it was in flight). `context_management` never goes on a thread (rule 24): a thread
+ * (a message appended while it was in flight). `context_management` never goes on a thread: a thread
  * request carries only `thread`, `messages` and, on `create`, `system` and `tools`.
  *
  * @internal
@@ -29,7 +29,7 @@ export interface ThreadAnchor {
   readonly held: number
   /**
    * The reply answered the `create` that replayed the whole view after `thread_not_found`: if the first `continue`
-   * from it meets `thread_not_found` again, the server is not keeping this conversation's threads (API-RULES 42).
+   * from it meets `thread_not_found` again, the server is not keeping this conversation's threads.
    */
   readonly replacesLost?: true
 }
@@ -89,7 +89,7 @@ export const anchorAfterReply = (
 }
 
 /**
- * The `error_code`s a replay of the whole conversation under a new thread answers (rule 24), and the SDK 1.14's
+ * The `error_code`s a replay of the whole conversation under a new thread answers, and the SDK 1.14's
  * `thread_fingerprint_mismatch` (`ThreadFingerprintMismatchError`: a field that must stay the same across a thread's
  * turns differs from the one the thread was created with; "replay the full conversation with `create`").
  */
@@ -126,21 +126,21 @@ export const isThreadReplayError = (error: unknown): boolean => {
 
 /**
  * Whether the API's answer to a `continue` from a reply that replaced a lost thread (`ThreadAnchor.replacesLost`) is
- * `thread_not_found` again: the thread was lost twice in a row, so the conversation goes on without `thread` (API-RULES
- * 42, the SDK's `continue_unthreaded`) instead of uploading the whole view every turn.
+ * `thread_not_found` again: the thread was lost twice in a row, so the conversation goes on without `thread` (as
+ * the SDK's `continue_unthreaded`) instead of uploading the whole view every turn.
  */
 export const isThreadLostAgain = (replacesLost: boolean, error: unknown): boolean =>
   replacesLost && errorCodeOf(error) === "thread_not_found"
 
 /**
- * The SDK request options for a `continue` (API-RULES 36): from SDK 1.17 a non-streamed request whose response body is
+ * The SDK request options for a `continue`: from SDK 1.17 a non-streamed request whose response body is
  * cut is sent again by the client, and a repeated `continue` meets `thread_already_continued`, whose replay bills the
  * lost reply and uploads the whole view again. With `maxRetries: 0` the caller retries on its own schedule, knowing.
  */
 export const CONTINUE_REQUEST_OPTIONS: { readonly maxRetries: 0 } = { maxRetries: 0 }
 
 /**
- * Whether the API answered `thread_unsupported_request` (rule 24; the SDK's `ThreadUnsupportedRequestError`): the
+ * Whether the API answered `thread_unsupported_request` (the SDK's `ThreadUnsupportedRequestError`): the
  * request holds a field or the organization a setting that threads refuse, so it goes again without `thread`.
  */
 export const isThreadUnsupportedError = (error: unknown): boolean => errorCodeOf(error) === "thread_unsupported_request"

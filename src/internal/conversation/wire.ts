@@ -20,7 +20,7 @@ const isBlankText = (block: Block): boolean => block.type === "text" && block.te
 /**
  * The message as the API takes it: top-level keys starting with `_` removed and empty text blocks dropped; the same
  * object when there is nothing to remove. `undefined` when nothing is left. A system message with no `content` that
- * carries `output_config` (API-RULES 26) is kept as it is, its private keys removed.
+ * carries `output_config` is kept as it is, its private keys removed.
  */
 export const wireMessage = (message: MessageParam): MessageParam | undefined => {
   const keys = Object.keys(message)
@@ -50,7 +50,7 @@ export const wireMessage = (message: MessageParam): MessageParam | undefined => 
 export const asMessages = (view: ReadonlyArray<MessageParam>): ReadonlyArray<Message> =>
   view as unknown as Array<Message>
 
-/** The message's blocks (a string is one text block; a system message with no content, API-RULES 26, has none). */
+/** The message's blocks (a string is one text block; a system message with no content, has none). */
 export const blocksOf = (message: MessageParam): ReadonlyArray<Block> =>
   messageBlocks(message as unknown as Message) as unknown as ReadonlyArray<Block>
 

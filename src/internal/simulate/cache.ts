@@ -1,7 +1,7 @@
 /**
- * The simulator's model of Anthropic's prompt cache (API-RULES 17–20): entries written at the breakpoints of each
- * request, read at a breakpoint by looking back up to `LOOKBACK_BLOCKS` blocks for the longest cached prefix, never
- * for a prefix below the minimum cacheable length, living the cache TTL (5 minutes by default) from their last write or hit.
+ * The simulator's model of Anthropic's prompt cache: entries written at the breakpoints of each request, read at a
+ * breakpoint by looking back up to `LOOKBACK_BLOCKS` blocks for the longest cached prefix, never for a prefix below the
+ * minimum cacheable length, living the cache TTL (5 minutes by default) from their last write or hit.
  *
  * A prompt is a list of units (the system prompt and tools as one unit, then every message block), each with the
  * identity of the prefix that ends with it (a chained hash of block contents, `cache_control` left out) and its

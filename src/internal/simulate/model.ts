@@ -29,7 +29,7 @@ export interface PriceTable {
 }
 
 /**
- * Anthropic's price ratios (API-RULES 20): input 1, cache write (5-minute) 1.25, cache read 0.1, output 5. @category constants
+ * Anthropic's price ratios: input 1, cache write (5-minute) 1.25, cache read 0.1, output 5. @category constants
  */
 export const ANTHROPIC_PRICES: PriceTable = { input: 1, cacheWrite: 1.25, cacheRead: 0.1, output: 5 }
 
@@ -154,7 +154,7 @@ export interface LibraryOptions {
    * offloads batched with compactions); `false` replays the library as if a rewrite cost only the cache.
    */
   readonly threadRestart?: OffloadOptions["threadRestart"]
-  /** `Conversation`'s `appendOnly` (`false`: offloads in place between compactions, as before issue 39). */
+  /** `Conversation`'s `appendOnly` (`false`: offloads in place between compactions). */
   readonly appendOnly?: OffloadOptions["appendOnly"]
   /** `Conversation`'s `staleThinking` (what a compaction does with the thinking of the turns it keeps). */
   readonly staleThinking?: OffloadOptions["staleThinking"]
@@ -286,7 +286,7 @@ export interface SimulateOptions {
   /** Replay the misses the record shows and no rule explains (default true). */
   readonly externalMisses?: boolean
   /**
-   * Send the library's requests on server-held threads (`Conversation`'s `threads` option, API-RULES 22–24): each
+   * Send the library's requests on server-held threads (`Conversation`'s `threads` option): each
    * recorded reply gets an id (`msg_replay_<index>`) and each request continues the thread while the view only grew
    * (default false). The peers never thread.
    */
@@ -436,7 +436,7 @@ export interface PolicyReport {
    */
   readonly threadRestarts: number
   /**
-   * The library's requests' thinking blocks that a rewrite invalidated (API-RULES 29, 43), summed over the requests:
+   * The library's requests' thinking blocks that a rewrite invalidated, summed over the requests:
    * each one the API drops (with `block_binding: drop_block`) or refuses. 0 while the conversation stays append-only
    * and its compactions keep no stale thinking (the default); not tracked for the peers.
    */
