@@ -79,15 +79,33 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
 // The service
 // ============================================================================
 
-/** When the writer makes entries durable (fsync for a file): after compactions (default), after every append, or never. @category models */
-export type SyncMode = "compaction" | "always" | "never"
+/**
+ * What an acknowledged write survives (the JSONL store; SQL commits every write before answering, so every mode is
+ * `"always"` there):
+ *
+ * - `"compaction"` (default): every entry is written to the file before it is acknowledged, so it survives the
+ *   process dying; a compaction is fsynced with everything before it, so it survives the machine failing.
+ * - `"always"`: every entry is written and fsynced before it is acknowledged.
+ * - `"never"`: every entry is written before it is acknowledged; nothing is fsynced.
+ * - `"deferred"`: appends and evictions are acknowledged once queued, and what was queued within a few milliseconds
+ *   is written in one write (a logged step then costs no file write of its own); a compaction is written and fsynced
+ *   with everything before it; what is queued is written before the log reads and when it closes. A process that dies loses
+ *   the entries acknowledged in its last few milliseconds, never a part of a line and never one out of order: the
+ *   file is always a prefix of what was acknowledged. A queued write that fails (a full disk) fails every later
+ *   operation of the log, naming the lines lost; reopen the session.
+ *
+ * In every mode the file holds whole lines in acknowledged order, and a torn last line (a write cut short by a crash)
+ * is cut off when the session is next opened for writing.
+ * @category models
+ */
+export type SyncMode = "compaction" | "always" | "never" | "deferred"
 
 /** Options of `SessionLog.layer`. @category models */
 export interface SessionLogOptions {
   readonly sessionId: string
   /** Open a damaged log anyway, from what decodes (see `load`). Default false: damage fails the layer. */
   readonly repair?: boolean
-  /** When to make entries durable. Default `"compaction"`. */
+  /** When entries are written and made durable (see `SyncMode`). Default `"compaction"`. */
   readonly sync?: SyncMode
   /**
    * Where the fold is kept when the log closes, and looked up when it opens: a resume of the same session then
@@ -201,6 +219,8 @@ const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.
 const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, options: SessionLogOptions) {
   const sessionId = yield* Store.validateSessionId(options.sessionId)
   const sync = options.sync ?? "compaction"
+  /** How an append's or an eviction's entries are written (`SyncMode`). */
+  const entryWrite: Store.AppendOptions = { durable: sync === "always", defer: sync === "deferred" }
   const deadline = options.retryDeadline === undefined
     ? DEFAULT_RETRY_DEADLINE
     : Duration.fromInputUnsafe(options.retryDeadline)
@@ -277,13 +297,16 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
    * derive again (the same entry ids), until the deadline. `AlreadyWritten`: a retried append had landed; catch up.
    * Uninterruptible, so the live view never misses an entry that reached the store.
    */
-  const appendDerived = <A>(durable: boolean, derive: () => Effect.Effect<PendingWrite<A>, SessionLogError>) =>
+  const appendDerived = <A>(
+    how: Store.AppendOptions,
+    derive: () => Effect.Effect<PendingWrite<A>, SessionLogError>
+  ) =>
     Effect.uninterruptible(Effect.gen(function* () {
       const budget = yield* startBudget(deadline)
       for (let attempt = 0;; attempt++) {
         const pending = yield* derive()
         const encoded = pending.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
-        const result = yield* ridden(budget, "append", store.append(sessionId, live.seq, encoded, { durable }))
+        const result = yield* ridden(budget, "append", store.append(sessionId, live.seq, encoded, how))
         if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
           pending.fold(live)
           keepLines(encoded.map((e) => e.line))
@@ -330,7 +353,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       if (messages.length === 0) return []
       const ids = messages.map(() => randomUUID() as string)
-      return yield* appendDerived(sync === "always", () =>
+      return yield* appendDerived(entryWrite, () =>
         Effect.gen(function* () {
           const entries: Array<SessionEntry.MessageEntry> = []
           for (let i = 0; i < messages.length; i++) {
@@ -355,7 +378,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         }
       }
       const id = randomUUID() as string
-      return yield* appendDerived(sync === "always", () =>
+      return yield* appendDerived(entryWrite, () =>
         Effect.map(header(id, live.head), (h): PendingWrite<SessionEntry.EvictionEntry> => {
           const entry: SessionEntry.EvictionEntry = { ...h, type: "eviction", evictions }
           return {
@@ -447,7 +470,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
       }
       const id = randomUUID() as string
-      return yield* appendDerived(sync !== "never", () => deriveCompaction(input, view, id))
+      return yield* appendDerived({ durable: sync !== "never" }, () => deriveCompaction(input, view, id))
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
       attributes: { "session.id": sessionId, "session.cut": input.cut }
     }))

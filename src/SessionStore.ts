@@ -47,8 +47,19 @@ export interface ReadResult {
 
 /** Options of `SessionStoreShape.append`. @category models */
 export interface AppendOptions {
-  /** Make the entries durable before answering (fsync for a file; a committed transaction always is). */
+  /**
+   * Make the entries durable before answering (fsync for a file; a committed transaction always is), and every entry
+   * acknowledged before them.
+   */
   readonly durable?: boolean
+  /**
+   * The store may answer before the entries are written (ignored with `durable`). The JSONL store then queues their
+   * lines and writes what was queued within a few milliseconds in one write, in order, and before any later
+   * non-deferred append, read or close; a process that dies first loses them (never a line in part, never out of
+   * order). A deferred write that fails leaves the writer failing every later call with that error. The memory and SQL
+   * stores ignore it (their appends are written when they answer).
+   */
+  readonly defer?: boolean
 }
 
 /**
