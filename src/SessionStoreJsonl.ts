@@ -3,7 +3,8 @@
  *
  * The JSONL file store: one `<sessionId>.jsonl` per session in a directory, one entry line per line (`seq` = line
  * number), written through Effect's `FileSystem`. Files are created with mode 0600 (the directory 0700); appends are
- * whole lines in one write, cut back when a write fails part way; a torn last line (a write that never finished, so
+ * whole lines in one write, cut back when a write fails part way (deferred appends, `AppendOptions.defer`, are
+ * queued and written together a few milliseconds later, in order); a torn last line (a write that never finished, so
  * was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per session: a
  * `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are checked, so
  * they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's tail
@@ -251,7 +252,7 @@ interface Writer {
   size: number
   /** Bytes of complete lines in the file (`size` less what is queued). */
   written: number
-  /** Deferred appends' lines: acknowledged, not yet written, in order (`deferWrites`). */
+  /** Deferred appends' lines: acknowledged, not yet written, in order (`AppendOptions.defer`). */
   queued: Array<Uint8Array>
   queuedBytes: number
   queuedLines: number
@@ -266,7 +267,7 @@ interface Writer {
   readonly writing: Semaphore.Semaphore
   /** The writer's scope: a scheduled write runs in it, and closing it writes what is queued. */
   readonly scope: Scope.Scope
-  /** Lines in the file: the last `seq`. */
+  /** Lines acknowledged (the file's, then the queued ones): the last `seq`. */
   count: number
   /**
    * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's state is O(1) per session
