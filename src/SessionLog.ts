@@ -60,12 +60,6 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
 
-/**
- * How long after a conflict a log's appends take the session's turn (`SessionStoreShape.takingTurns`) before their
- * first try: while writers contend, each waits in line instead of trying first.
- */
-const CONTENDED_MILLIS = 2_000
-
 /** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
 const NO_STACK = { captureStackTrace: false } as const
 
@@ -294,9 +288,6 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         )
     )
 
-  /** Until when appends take the session's turn before their first try (`CONTENDED_MILLIS` after a conflict). */
-  let contendedUntil = 0
-
   const header = (id: string, parentId: string | null, timestamp: number) => ({
     v: SessionEntry.CURRENT_VERSION,
     id,
@@ -331,23 +322,10 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           return missed(n, pending, result)
         })
       }
-      /**
-       * After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). After a
-       * first conflict the rest runs in the session's turn (`SessionStoreShape.takingTurns`), so the writers that lost
-       * go one at a time.
-       */
-      const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) => {
-        const rest = afterMiss(n, pending, result)
-        return n === 0 && !inTurn && result._tag === "Conflict" && store.takingTurns !== undefined
-          ? store.takingTurns(sessionId, () => rest)
-          : rest
-      }
-      const afterMiss = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
+      /** After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). */
+      const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
         Effect.gen(function* () {
-          if (result._tag === "Conflict") {
-            yield* Metric.update(conflictCounter, 1)
-            contendedUntil = (yield* Clock.currentTimeMillis) + CONTENDED_MILLIS
-          }
+          if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
           if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
           const others = yield* catchUpNow(budget)
           if (result._tag !== "Conflict") {
@@ -366,16 +344,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           yield* Effect.sleep(conflictPause(n, Math.random()))
           return yield* attempt(n + 1, yield* Clock.currentTimeMillis)
         })
-      // a writer that met a conflict lately (or found others in line for its last turn) takes its turn and catches up
-      // before its first try: under contention every writer waits in line, and its try follows what the writers
-      // before it wrote
-      const inTurn = startedAt < contendedUntil && store.takingTurns !== undefined
-      return inTurn
-        ? store.takingTurns!(sessionId, (waited) => {
-          if (waited) contendedUntil = startedAt + CONTENDED_MILLIS
-          return Effect.flatMap(catchUpNow(budget), () => attempt(0, startedAt))
-        })
-        : attempt(0, startedAt)
+      return attempt(0, startedAt)
     }))
 
   /** What is wrong with an append's messages or their step metadata, if anything. */

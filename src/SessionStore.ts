@@ -99,19 +99,6 @@ export interface SessionStoreShape {
   ) => Effect.Effect<AppendResult, SessionLogError>
   /** The ids of the stored sessions, sorted. */
   readonly list: Effect.Effect<ReadonlyArray<string>, SessionLogError>
-  /**
-   * Runs `effect` holding the session's turn: the writers of a session (any process) that ask for it hold it one at a
-   * time, in the order they asked; `effect` is told whether it had to wait (another writer held it). `SessionLog`
-   * asks after another writer was first (`Conflict`), and while its turns keep finding others in line, and holds it
-   * through its catch-up and its tries, so contending writers take turns instead of racing. A hint for fairness
-   * only: correctness rests on `append`'s expected sequence number, and a turn that cannot be had (a wait past the
-   * store's lock timeout, a lost connection) runs `effect` without it. Optional: a store with one writer per session
-   * (the JSONL file) has no use for it.
-   */
-  readonly takingTurns?: <A, E>(
-    sessionId: string,
-    effect: (waited: boolean) => Effect.Effect<A, E>
-  ) => Effect.Effect<A, E>
 }
 
 const SessionStoreBase: Context.ServiceClass<SessionStore, "effect-compaction/SessionStore", SessionStoreShape> =

@@ -231,49 +231,12 @@ const makeSqlStore = Effect.gen(function* () {
       attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
     }))
 
-  /**
-   * The session's turn: a session-level advisory lock (keyed by the session id) on a connection of its own, whose
-   * waiters PostgreSQL serves in the order they came; unlocked, and the connection returned, when `effect` ends. Not
-   * a transaction: a holder whose process dies frees it with its connection, and a wait is bounded by `lock_timeout`
-   * (`DEFAULT_LOCK_SECONDS`), after which `effect` runs without the turn.
-   */
-  const takingTurns = <A, E>(
-    sessionId: string,
-    effect: (waited: boolean) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
-    Effect.scoped(Effect.gen(function* () {
-      const key = `effect-compaction:${sessionId}`
-      const turn = yield* Effect.exit(Effect.gen(function* () {
-        const connection = yield* sql.reserve
-        yield* connection.executeRaw("SELECT set_config('lock_timeout', $1, false)", [`${DEFAULT_LOCK_SECONDS}s`])
-        yield* Effect.addFinalizer(() =>
-          connection.executeRaw(
-            "SELECT pg_advisory_unlock(hashtextextended($1, 0)), set_config('lock_timeout', '0', false)",
-            [
-              key
-            ]
-          ).pipe(Effect.ignore)
-        )
-        const free = yield* connection.executeUnprepared(
-          "SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS free",
-          [key],
-          undefined
-        )
-        if (free[0]?.free === true) return false
-        yield* connection.executeRaw("SELECT pg_advisory_lock(hashtextextended($1, 0))", [key])
-        return true
-      }))
-      yield* Effect.annotateCurrentSpan("session.turn", turn._tag === "Success")
-      return yield* effect(turn._tag === "Success" && turn.value)
-    })).pipe(Effect.withSpan("SessionStore.takingTurns", { attributes: spanAttributes(name, sessionId) }))
-
   const store: SessionStoreShape = {
     name,
     acquire,
     read,
     readTail,
     append,
-    takingTurns,
     list: sql<{ readonly session_id: string }>`SELECT session_id FROM compaction_sessions ORDER BY session_id`.pipe(
       Effect.map((rows) => rows.map((r) => r.session_id)),
       Effect.mapError(sqlError("", "list sessions"))

@@ -139,14 +139,8 @@ for (const database of databases) {
             sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_entries
           WHERE entry_id = 'held-by-a-killed-worker'`))
           assert.strictEqual(rows[0]!.n, 0, "the killed worker's row vanished")
-          // fairness: a writer that lost takes the session's turn, so no append starves while the others go on; the
-          // bound is twice the writers (8 workers and the compactor), each able to be first once before it waits in
-          // line too
-          const worst = Math.max(...stats.flatMap((s) =>
-            s.maxTries === undefined ? [] : [s.maxTries]
-          ))
-          assert.isAtMost(worst, 18, "the most tries one append took")
-          const conflicts = stats.reduce((n, s) => n + s.conflicts, 0)
+          const conflicts = stats.reduce((n, s) =>
+            n + s.conflicts, 0)
           const retried = stats.reduce((n, s) => n + s.alreadyWritten, 0)
           console.log(
             `multi-worker: 8 workers × 50 appends + 6 compactions in ${elapsed} ms (workers' own time ` +
@@ -155,9 +149,7 @@ for (const database of databases) {
               `${Math.max(...stats.map((s) => s.maxTries))} tries, ${Math.max(...stats.map((s) => s.maxMs))} ms`
           )
         }),
-      // PGlite serializes the 400 appends: 32 s measured at a load of 20; on a server, 59 s at a load of 15 (the
-      // processes' start included)
-      database.embedded ? 180_000 : 120_000
+      database.embedded ? 180_000 : 60_000 // PGlite serializes the 400 appends: 32 s measured at a load of 20
     )
 
     for (const after of [false, true]) {
