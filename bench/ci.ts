@@ -9,7 +9,7 @@
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
  * `bench/tailSql.ts`; skipped, and said so, without it) and a worker's open of it (its `Conversation` resumed, from
  * the tail and, today's way, in full), issue 43's logged step on conversations driven through generated 1k and 10k
- * sessions (`bench/loggedStep.bench.ts`: on the JSONL store and on `layerMemory`, against the stringify of its
+ * sessions (`bench/loggedStep.bench.ts`: on the JSONL store, default and deferred writes, and on `layerMemory`, against the stringify of its
  * request; the drive takes ~15 s of setup, only when a `logged-step/` budget is measured), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
@@ -214,15 +214,17 @@ if (sqlTail !== undefined) {
 const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
   sqlTail === undefined ? Promise.reject(new Error("no SQL session")) : Effect.runPromise(open(sqlTail))
 /**
- * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store and in memory,
+ * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store (default and
+ * deferred writes) and in memory,
  * driven once (only when a `logged-step/` budget is measured: the drive takes seconds).
  */
 const LOGGED_PREFIX = "logged-step/"
 const stepped = async (size: number) => {
   const session = generateSession(size, { messages: size, maxOutput: 4000 })
   const logged = await steppedConversation(session, "jsonl")
+  const deferred = await steppedConversation(session, "jsonl-deferred")
   const memory = await steppedConversation(session, "memory")
-  return { logged, memory, body: logged.last().request }
+  return { logged, deferred, memory, body: logged.last().request }
 }
 const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
   ? { s1k: await stepped(1_000), s10k: await stepped(10_000) }
@@ -386,9 +388,11 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.loggedStep1k, timedAsync(steppedCall((s) => s.s1k.logged))],
   [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.body))],
   [M.memoryStep1k, timedAsync(steppedCall((s) => s.s1k.memory))],
+  [M.deferredStep1k, timedAsync(steppedCall((s) => s.s1k.deferred))],
   [M.loggedStep10k, timedAsync(steppedCall((s) => s.s10k.logged))],
   [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.body))],
   [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
+  [M.deferredStep10k, timedAsync(steppedCall((s) => s.s10k.deferred))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
@@ -569,8 +573,8 @@ if (skipped.length > 0) {
 console.log(summaryLine(results))
 rmSync(tailDirectory, { recursive: true, force: true })
 if (loggedSteps !== undefined) {
-  for (const { logged, memory } of [loggedSteps.s1k, loggedSteps.s10k]) {
-    await Promise.all([logged.close(), memory.close()])
+  for (const { deferred, logged, memory } of [loggedSteps.s1k, loggedSteps.s10k]) {
+    await Promise.all([logged.close(), deferred.close(), memory.close()])
   }
 }
 await sqlTail?.close()

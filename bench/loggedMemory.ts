@@ -3,8 +3,11 @@
  *
  *   node --expose-gc bench/loggedMemory.ts            # 100,000 messages, then 200 conversations of 2,000
  *   MESSAGES=5000 OPENS=20 node --expose-gc bench/loggedMemory.ts   # a quick look
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --expose-gc bench/loggedMemory.ts   # PostgreSQL too
+ *   STORES=pg OPENS=0 DATABASE_URL=… node --expose-gc bench/loggedMemory.ts   # the long session on PostgreSQL only
  *
- * 1. `MESSAGES` generated messages through `Conversation.layerLogged` on the JSONL store, as an agent loop sends them
+ * 1. `MESSAGES` generated messages through `Conversation.layerLogged` on the JSONL store (and, with `DATABASE_URL`
+ *    set, on PostgreSQL: in a schema of its own, dropped at the end), as an agent loop sends them
  *    (append, prepare before each reply, record the reply with the request's estimated tokens as its usage; the
  *    policy compacts at a 40k-token window): the heap
  *    after full collections at 20% and at 100% of the messages, and its growth per message between them (the log
@@ -18,6 +21,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -26,7 +30,9 @@ import { Conversation, layerLogged } from "../src/Conversation.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
+import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
+import { SessionStoreSql } from "../src/SessionStoreSql.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
 import { exactState } from "../test/fixtures/ResumeReference.ts"
@@ -54,15 +60,22 @@ const messagesOf = function* (count: number): Generator<Message> {
   }
 }
 
-const logOf = (directory: string, sessionId: string) =>
-  layerSessionLog({ directory, sessionId, sync: "never" }).pipe(Layer.provide(platform))
+/** Where a session is stored: a JSONL directory, or a PostgreSQL schema (`url`, `schema`). */
+type Where = { readonly directory: string } | { readonly url: string; readonly schema: string }
 
-const conversationOf = (directory: string, sessionId: string) =>
-  layerLogged({ policy }).pipe(Layer.provide(logOf(directory, sessionId)), Layer.provide(ExtractiveSummarizer.layer))
+const logOf = (where: Where, sessionId: string) =>
+  "directory" in where
+    ? layerSessionLog({ directory: where.directory, sessionId, sync: "never" }).pipe(Layer.provide(platform))
+    : SessionLog.layer({ sessionId }).pipe(
+      Layer.provide(SessionStoreSql.layerPg({ url: where.url, startupParameters: { search_path: where.schema } }))
+    )
+
+const conversationOf = (where: Where, sessionId: string) =>
+  layerLogged({ policy }).pipe(Layer.provide(logOf(where, sessionId)), Layer.provide(ExtractiveSummarizer.layer))
 
 /** Drives `count` messages through a logged conversation, calling `at(n)` after the n-th for each n in `marks`. */
 const drive = (
-  directory: string,
+  where: Where,
   sessionId: string,
   count: number,
   marks: ReadonlyArray<number>,
@@ -86,33 +99,55 @@ const drive = (
       if (marks.includes(n)) at(n)
     }
     return { state: yield* conversation.state, compactions }
-  }).pipe(Effect.provide(conversationOf(directory, sessionId)))
+  }).pipe(Effect.provide(conversationOf(where, sessionId)))
 
-const main = Effect.gen(function* () {
-  const directory = mkdtempSync(join(tmpdir(), "logged-memory-"))
-  try {
-    // 1. one long session
+/** Runs `statement` on the database at `url`. */
+const sqlOn = (url: string, statement: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(
+    Effect.provide(SessionStoreSql.layerPg({ url, migrate: false }))
+  )
+
+/** `MESSAGES` messages through one logged conversation on `where`: the heap at 20% and 100%, and the resume. */
+const longSession = (where: Where, store: string) =>
+  Effect.gen(function* () {
     const first = Math.floor(MESSAGES / 5)
     const heaps = new Map<number, number>()
     const started = Date.now()
-    const live = yield* drive(directory, "long", MESSAGES, [first, MESSAGES], (n) => heaps.set(n, heap()))
+    const live = yield* drive(where, "long", MESSAGES, [first, MESSAGES], (n) => heaps.set(n, heap()))
     const growth = (heaps.get(MESSAGES)! - heaps.get(first)!) / (MESSAGES - first)
     console.log(
-      `${MESSAGES} messages through layerLogged on JSONL (${live.compactions} compactions, ` +
+      `${MESSAGES} messages through layerLogged on ${store} (${live.compactions} compactions, ` +
         `${((Date.now() - started) / 1000).toFixed(0)} s): heap ${mb(heaps.get(first)!)} at ${first}, ` +
         `${mb(heaps.get(MESSAGES)!)} at ${MESSAGES}; ${
           growth.toFixed(0)
         } bytes per message from ${first} to ${MESSAGES}`
     )
     const resumed = yield* Effect.flatMap(Conversation, (c) => c.state).pipe(
-      Effect.provide(conversationOf(directory, "long"))
+      Effect.provide(conversationOf(where, "long"))
     )
     const same = JSON.stringify(exactState(resumed)) === JSON.stringify(exactState(live.state))
-    console.log(`resume equals the live state: ${same}`)
+    console.log(`${store}: resume equals the live state: ${same}`)
     if (!same) process.exitCode = 1
+  })
+
+const main = Effect.gen(function* () {
+  const directory = mkdtempSync(join(tmpdir(), "logged-memory-"))
+  try {
+    // 1. one long session, on each store
+    const url = process.env["DATABASE_URL"] ?? ""
+    const stores = (process.env["STORES"] ?? (url === "" ? "jsonl" : "jsonl,pg")).split(",")
+    if (stores.includes("jsonl")) yield* longSession({ directory }, "JSONL")
+    if (stores.includes("pg")) {
+      const schema = `bench_logged_memory_${process.pid}`
+      yield* sqlOn(url, `CREATE SCHEMA ${schema}`)
+      yield* longSession({ url, schema }, "PostgreSQL").pipe(
+        Effect.ensuring(Effect.orDie(sqlOn(url, `DROP SCHEMA ${schema} CASCADE`)))
+      )
+    }
 
     // 2. many open conversations of 2,000 messages
-    yield* drive(directory, "model", 2_000, [], () => undefined)
+    if (OPENS === 0) return
+    yield* drive({ directory }, "model", 2_000, [], () => undefined)
     for (let i = 0; i < OPENS; i++) {
       copyFileSync(join(directory, "model.jsonl"), join(directory, `open${i}.jsonl`))
       if (existsSync(join(directory, "model.tail"))) {
@@ -123,7 +158,7 @@ const main = Effect.gen(function* () {
     const before = heap()
     const openStarted = Date.now()
     for (let i = 0; i < OPENS; i++) {
-      yield* Layer.buildWithScope(conversationOf(directory, `open${i}`), scope)
+      yield* Layer.buildWithScope(conversationOf({ directory }, `open${i}`), scope)
     }
     const opened = heap()
     console.log(

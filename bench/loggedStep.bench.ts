@@ -1,12 +1,16 @@
 /**
  * One logged `Conversation` step against `JSON.stringify` of the request it returns (issue 43: a logged step costs at
- * most 0.2x serializing its request), at 1k and 10k messages, with the same step logged on the memory store (the log's
- * work without the file) and on `layerMemory` (nothing logged) beside it.
+ * most 0.2x serializing its request), at 1k and 10k messages: on the JSONL store with the default durability and with
+ * deferred writes, with the same step logged on the memory store (the log's work without the file) and on
+ * `layerMemory` (nothing logged) beside it.
  *
  * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
  * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
- * conversation runs on `SessionStoreJsonl.layerSessionLog` (Node's file system, the default durability: fsync after
- * compactions only) in a temporary directory. As in issue 43's worker, the policy compacts at a 40k-token window, so
+ * conversation runs on `SessionStoreJsonl.layerSessionLog` (Node's file system) in a temporary directory, with the
+ * default durability (`sync: "compaction"`: each entry written before it is acknowledged, fsync after compactions) or
+ * with `sync: "deferred"` (appends acknowledged once queued, written together within 5 ms by one write: a step waits
+ * for no write; in `bench:ci`, timed by CPU time, which counts every thread, the writes that land while steps are
+ * timed are in their time). As in issue 43's worker, the policy compacts at a 40k-token window, so
  * the request stays a few hundred messages while the history grows: each conversation starts from a generated session
  * (tool outputs up to 4,000 characters) driven through it once, untimed, then every timed step adds one more reply
  * and result to the same conversation (the median step is one that does not compact).
@@ -86,10 +90,10 @@ const stepOf = (n: number) =>
   })
 
 /**
- * Where a conversation lives: logged on the JSONL store (`jsonl`), logged on the memory store (`log-memory`: the log's
- * work without the file), or `layerMemory` (nothing logged).
+ * Where a conversation lives: logged on the JSONL store (`jsonl`; `jsonl-deferred` with `sync: "deferred"`), logged
+ * on the memory store (`log-memory`: the log's work without the file), or `layerMemory` (nothing logged).
  */
-export type StepKind = "jsonl" | "log-memory" | "memory"
+export type StepKind = "jsonl" | "jsonl-deferred" | "log-memory" | "memory"
 
 /**
  * A conversation holding `session`, of `kind` (the JSONL store in a fresh temporary directory): each `step()` is one
@@ -99,12 +103,14 @@ export const steppedConversation = async (
   session: ReadonlyArray<Message>,
   kind: StepKind
 ): Promise<SteppedConversation> => {
-  const directory = kind === "jsonl" ? mkdtempSync(join(tmpdir(), "bench-logged-step-")) : undefined
+  const directory = kind.startsWith("jsonl") ? mkdtempSync(join(tmpdir(), "bench-logged-step-")) : undefined
   const conversation = kind === "memory" ? layerMemory({ policy }) : layerLogged({ policy }).pipe(
     Layer.provide(
-      directory === undefined
-        ? SessionLog.layerMemory({})
-        : layerSessionLog({ directory, sessionId: "step" }).pipe(Layer.provide(platform))
+      directory === undefined ? SessionLog.layerMemory({}) : layerSessionLog({
+        directory,
+        sessionId: "step",
+        ...(kind === "jsonl-deferred" ? { sync: "deferred" } : {})
+      }).pipe(Layer.provide(platform))
     )
   )
   const runtime = ManagedRuntime.make(conversation.pipe(Layer.provide(ExtractiveSummarizer.layer)))
@@ -126,11 +132,11 @@ export const steppedConversation = async (
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const lines = [
-    "| messages | request | stringify | JSONL step | log on the memory store | layerMemory step | JSONL / stringify | " +
-    "memory-store log / stringify | layerMemory / stringify |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| messages | request | stringify | JSONL step | JSONL deferred | log on the memory store | layerMemory step | " +
+    "JSONL / stringify | deferred / stringify | memory-store log / stringify | layerMemory / stringify |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   ]
-  const kinds: ReadonlyArray<StepKind> = ["jsonl", "log-memory", "memory"]
+  const kinds: ReadonlyArray<StepKind> = ["jsonl", "jsonl-deferred", "log-memory", "memory"]
   for (const size of [1_000, 10_000]) {
     const session = generateSession(size, { messages: size, maxOutput: 4000 })
     const steps: Array<number> = []

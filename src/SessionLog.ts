@@ -79,8 +79,26 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
 // The service
 // ============================================================================
 
-/** When the writer makes entries durable (fsync for a file): after compactions (default), after every append, or never. @category models */
-export type SyncMode = "compaction" | "always" | "never"
+/**
+ * What an acknowledged write survives (the JSONL store; SQL commits every write before answering, so every mode is
+ * `"always"` there):
+ *
+ * - `"compaction"` (default): every entry is written to the file before it is acknowledged, so it survives the
+ *   process dying; a compaction is fsynced with everything before it, so it survives the machine failing.
+ * - `"always"`: every entry is written and fsynced before it is acknowledged.
+ * - `"never"`: every entry is written before it is acknowledged; nothing is fsynced.
+ * - `"deferred"`: appends and evictions are acknowledged once queued, and what was queued within a few milliseconds
+ *   is written in one write (a logged step then costs no file write of its own); a compaction is written and fsynced
+ *   with everything before it; what is queued is written before the log reads and when it closes. A process that dies loses
+ *   the entries acknowledged in its last few milliseconds, never a part of a line and never one out of order: the
+ *   file is always a prefix of what was acknowledged. A queued write that fails (a full disk) fails every later
+ *   operation of the log, naming the lines lost; reopen the session.
+ *
+ * In every mode the file holds whole lines in acknowledged order, and a torn last line (a write cut short by a crash)
+ * is cut off when the session is next opened for writing.
+ * @category models
+ */
+export type SyncMode = "compaction" | "always" | "never" | "deferred"
 
 /** Options of `SessionLog.layer`. @category models */
 export interface SessionLogOptions {
@@ -88,7 +106,7 @@ export interface SessionLogOptions {
   readonly sessionId: string
   /** Open a damaged log anyway, from what decodes (see `load`). Default false: damage fails the layer. */
   readonly repair?: boolean
-  /** When to make entries durable. Default `"compaction"`. */
+  /** When entries are written and made durable (see `SyncMode`). Default `"compaction"`. */
   readonly sync?: SyncMode
   /**
    * Where the fold is kept when the log closes, and looked up when it opens: a resume of the same session then
@@ -203,6 +221,8 @@ const keepsSnapshotTail = (view: ReadonlyArray<Message>, snapshot: SessionEntry.
 const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, options: SessionLogOptions) {
   const sessionId = yield* Store.validateSessionId(options.sessionId)
   const sync = options.sync ?? "compaction"
+  /** How an append's or an eviction's entries are written (`SyncMode`). */
+  const entryWrite: Store.AppendOptions = { durable: sync === "always", defer: sync === "deferred" }
   const deadline = options.retryDeadline === undefined
     ? DEFAULT_RETRY_DEADLINE
     : Duration.fromInputUnsafe(options.retryDeadline)
@@ -270,78 +290,98 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         )
     )
 
-  const header = (id: string, parentId: string | null) =>
-    Effect.map(Clock.currentTimeMillis, (timestamp) => ({ v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp }))
+  const header = (id: string, parentId: string | null, timestamp: number) => ({
+    v: SessionEntry.CURRENT_VERSION,
+    id,
+    parentId,
+    timestamp
+  })
 
   /**
-   * Derives the entries from the live view (`derive`) and appends them at `live.seq`, every store call retried through
-   * an outage within one deadline (`retryDeadline`). `Conflict`: catch up, wait a random moment (`conflictPause`) and
-   * derive again (the same entry ids), until the deadline. `AlreadyWritten`: a retried append had landed; catch up.
-   * Uninterruptible, so the live view never misses an entry that reached the store.
+   * Derives the entries from the live view (`derive`, given the time of the try) and appends them at `live.seq`,
+   * every store call retried through an outage within one deadline (`retryDeadline`). `Conflict`: catch up, wait a
+   * random moment (`conflictPause`) and derive again (the same entry ids), until the deadline. `AlreadyWritten`: a
+   * retried append had landed; catch up. Uninterruptible, so the live view never misses an entry that reached the
+   * store. A first try that lands runs no more than its store call (the common case: one writer).
    */
-  const appendDerived = <A>(durable: boolean, derive: () => Effect.Effect<PendingWrite<A>, SessionLogError>) =>
-    Effect.uninterruptible(Effect.gen(function* () {
-      const budget = yield* startBudget(deadline)
-      for (let attempt = 0;; attempt++) {
-        const pending = yield* derive()
+  const appendDerived = <A>(
+    how: Store.AppendOptions,
+    derive: (timestamp: number) => PendingWrite<A> | SessionLogError
+  ) =>
+    Effect.uninterruptible(Effect.flatMap(Clock.currentTimeMillis, (startedAt) => {
+      const budget: RetryBudget = { startedAt, deadlineMillis: Duration.toMillis(deadline) }
+      const attempt = (n: number, timestamp: number): Effect.Effect<A, SessionLogError> => {
+        const pending = derive(timestamp)
+        if (pending instanceof SessionLogError) return Effect.fail(pending)
         const encoded = pending.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
-        const result = yield* ridden(budget, "append", store.append(sessionId, live.seq, encoded, { durable }))
-        if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
-          pending.fold(live)
-          keepLines(encoded.map((e) => e.line))
-          live.advance(result.seq)
-          return pending.value(pending.entries)
-        }
-        if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
-        if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
-        const others = yield* catchUpNow(budget)
-        if (result._tag !== "Conflict") {
-          const ids = new Set(pending.entries.map((e) => e.id))
-          return pending.value(others.filter((e) => ids.has(e.id)))
-        }
-        const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
-        if (elapsed >= budget.deadlineMillis) {
-          return yield* new SessionLogError({
-            reason: "Conflict",
-            sessionId,
-            detail: `other writers were first ${attempt + 1} times in a row for ${(elapsed / 1000).toFixed(1)} s ` +
-              `(deadline ${budget.deadlineMillis / 1000} s); try again later`
-          })
-        }
-        yield* Effect.sleep(conflictPause(attempt, Math.random()))
+        return Effect.flatMap(ridden(budget, "append", store.append(sessionId, live.seq, encoded, how)), (result) => {
+          if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
+            pending.fold(live)
+            keepLines(encoded.map((e) => e.line))
+            live.advance(result.seq)
+            return Effect.succeed(pending.value(pending.entries))
+          }
+          return missed(n, pending, result)
+        })
       }
+      /** After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). */
+      const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
+        Effect.gen(function* () {
+          if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
+          if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
+          const others = yield* catchUpNow(budget)
+          if (result._tag !== "Conflict") {
+            const ids = new Set(pending.entries.map((e) => e.id))
+            return pending.value(others.filter((e) => ids.has(e.id)))
+          }
+          const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
+          if (elapsed >= budget.deadlineMillis) {
+            return yield* new SessionLogError({
+              reason: "Conflict",
+              sessionId,
+              detail: `other writers were first ${n + 1} times in a row for ${(elapsed / 1000).toFixed(1)} s ` +
+                `(deadline ${budget.deadlineMillis / 1000} s); try again later`
+            })
+          }
+          yield* Effect.sleep(conflictPause(n, Math.random()))
+          return yield* attempt(n + 1, yield* Clock.currentTimeMillis)
+        })
+      return attempt(0, startedAt)
     }))
 
+  /** What is wrong with an append's messages or their step metadata, if anything. */
+  const appendProblem = (messages: ReadonlyArray<Message>, meta: ReadonlyArray<SessionEntry.StepMeta | undefined>) => {
+    for (let i = 0; i < messages.length; i++) {
+      const error = validateMessage(messages[i], i)
+      if (error !== undefined) return invalid(sessionId, error.message)
+    }
+    if (meta.length > messages.length) {
+      return invalid(sessionId, `${meta.length} step metadata for ${messages.length} messages`)
+    }
+    for (let i = 0; i < meta.length; i++) {
+      if (meta[i] !== undefined && !isStepMeta(meta[i])) {
+        return invalid(sessionId, `meta ${i}: step metadata must be a JSON object (finite numbers, no undefined)`)
+      }
+    }
+    return undefined
+  }
+
   const append = (messages: ReadonlyArray<Message>, appendOptions: AppendOptions = {}) =>
-    serialized(Effect.gen(function* () {
-      for (let i = 0; i < messages.length; i++) {
-        const error = validateMessage(messages[i], i)
-        if (error !== undefined) return yield* invalid(sessionId, error.message)
-      }
+    serialized(Effect.suspend((): Effect.Effect<ReadonlyArray<string>, SessionLogError> => {
       const meta = appendOptions.meta ?? []
-      if (meta.length > messages.length) {
-        return yield* invalid(sessionId, `${meta.length} step metadata for ${messages.length} messages`)
-      }
-      for (let i = 0; i < meta.length; i++) {
-        if (meta[i] !== undefined && !isStepMeta(meta[i])) {
-          return yield* invalid(
-            sessionId,
-            `meta ${i}: step metadata must be a JSON object (finite numbers, no undefined)`
-          )
-        }
-      }
-      if (messages.length === 0) return []
+      const problem = appendProblem(messages, meta)
+      if (problem !== undefined) return Effect.fail(problem)
+      if (messages.length === 0) return Effect.succeed([])
       const ids = messages.map(() => randomUUID() as string)
-      return yield* appendDerived(sync === "always", () =>
-        Effect.gen(function* () {
-          const entries: Array<SessionEntry.MessageEntry> = []
-          for (let i = 0; i < messages.length; i++) {
-            const h = yield* header(ids[i]!, entries.at(-1)?.id ?? live.head)
-            const m = meta[i]
-            entries.push({ ...h, type: "message", message: messages[i]!, ...(m === undefined ? {} : { meta: m }) })
-          }
-          return { entries, fold: foldEach(entries), value: () => ids }
-        }))
+      return appendDerived(entryWrite, (timestamp): PendingWrite<ReadonlyArray<string>> => {
+        const entries: Array<SessionEntry.MessageEntry> = []
+        for (let i = 0; i < messages.length; i++) {
+          const h = header(ids[i]!, entries.at(-1)?.id ?? live.head, timestamp)
+          const m = meta[i]
+          entries.push({ ...h, type: "message", message: messages[i]!, ...(m === undefined ? {} : { meta: m }) })
+        }
+        return { entries, fold: foldEach(entries), value: () => ids }
+      })
     })).pipe(
       // no stack trace captured per call (an Error each append: issue 43's logged step)
       Effect.withSpan("SessionLog.append", {
@@ -357,16 +397,14 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         }
       }
       const id = randomUUID() as string
-      return yield* appendDerived(sync === "always", () =>
-        Effect.map(header(id, live.head), (h): PendingWrite<SessionEntry.EvictionEntry> => {
-          const entry: SessionEntry.EvictionEntry = { ...h, type: "eviction", evictions }
-          return {
-            entries: [entry],
-            fold: foldEach([entry]),
-            value: (stored) =>
-              (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
-          }
-        }))
+      return yield* appendDerived(entryWrite, (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
+        const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
+        return {
+          entries: [entry],
+          fold: foldEach([entry]),
+          value: (stored) => (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+        }
+      })
     })).pipe(Effect.withSpan("SessionLog.recordEviction", {
       attributes: { "session.id": sessionId, "session.evictions": evictions.length }
     }, NO_STACK))
@@ -376,56 +414,60 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
    * written. The kept messages are stored only when they are not the snapshot's own; the hash is of `view` followed by
    * what was appended after the snapshot, and that same array becomes the live view once the entry is stored.
    */
-  const deriveCompaction = (input: CompactionInput, view: ReadonlyArray<Message>, id: string) =>
-    Effect.gen(function* () {
-      const { cut, snapshot } = input
-      // the snapshot must still be a prefix of the live view: only appends and evictions may have happened since
-      const end = snapshot.entryIds.length
-      const stale = end > live.size || snapshot.entryIds.some((entryId, i) => live.itemAt(i)!.entryId !== entryId)
-      if (stale) {
-        return yield* new SessionLogError({
+  const deriveCompaction = (
+    input: CompactionInput,
+    view: ReadonlyArray<Message>,
+    id: string,
+    timestamp: number
+  ): PendingWrite<SessionEntry.CompactionEntry> | SessionLogError => {
+    const { cut, snapshot } = input
+    // the snapshot must still be a prefix of the live view: only appends and evictions may have happened since
+    const end = snapshot.entryIds.length
+    const stale = end > live.size || snapshot.entryIds.some((entryId, i) => live.itemAt(i)!.entryId !== entryId)
+    if (stale) {
+      return new SessionLogError({
+        reason: "Conflict",
+        sessionId,
+        detail: "another compaction was recorded after this snapshot was taken; summarize the new view"
+      })
+    }
+    // an eviction since the snapshot replaced a kept message: keeping it by id would put the eviction in the log's
+    // view and not in the caller's, storing the caller's would undo it
+    for (let i = cut; i < end; i++) {
+      if (live.itemAt(i)!.message !== snapshot.view[i]) {
+        return new SessionLogError({
           reason: "Conflict",
           sessionId,
-          detail: "another compaction was recorded after this snapshot was taken; summarize the new view"
+          detail: "an eviction changed the kept messages after this snapshot was taken; compact the new view"
         })
       }
-      // an eviction since the snapshot replaced a kept message: keeping it by id would put the eviction in the log's
-      // view and not in the caller's, storing the caller's would undo it
-      for (let i = cut; i < end; i++) {
-        if (live.itemAt(i)!.message !== snapshot.view[i]) {
-          return yield* new SessionLogError({
-            reason: "Conflict",
-            sessionId,
-            detail: "an eviction changed the kept messages after this snapshot was taken; compact the new view"
-          })
-        }
-      }
-      // no copy without a reason: kept messages equal to the snapshot's are stored as ids only
-      const kept: KeptPart | undefined = keepsSnapshotTail(view, snapshot, cut)
-        ? undefined
-        : { through: snapshot.entryIds.at(-1) ?? null, messages: view.slice(1) }
-      const before = live.view()
-      const after = end === live.size ? view : [...view, ...before.slice(end)]
-      const entry: SessionEntry.CompactionEntry = {
-        ...(yield* header(id, live.head)),
-        type: "compaction",
-        summary: view[0]!,
-        firstKeptEntryId: live.itemAt(cut)?.entryId ?? null,
-        tokensBefore: input.tokensBefore ?? estimateTokens(before),
-        tokensAfter: input.tokensAfter ?? estimateTokens(after),
-        summarizer: input.summarizer,
-        ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
-        ...(kept === undefined ? {} : { kept }),
-        viewHash: hashOfView(after),
-        ...(input.meta === undefined ? {} : { meta: input.meta })
-      }
-      return {
-        entries: [entry],
-        fold: (l: LiveView) => void l.applyCompaction(entry, after),
-        value: (stored: ReadonlyArray<SessionEntry.Entry>) =>
-          (stored[0] as SessionEntry.CompactionEntry | undefined) ?? entry
-      }
-    })
+    }
+    // no copy without a reason: kept messages equal to the snapshot's are stored as ids only
+    const kept: KeptPart | undefined = keepsSnapshotTail(view, snapshot, cut)
+      ? undefined
+      : { through: snapshot.entryIds.at(-1) ?? null, messages: view.slice(1) }
+    const before = live.view()
+    const after = end === live.size ? view : [...view, ...before.slice(end)]
+    const entry: SessionEntry.CompactionEntry = {
+      ...header(id, live.head, timestamp),
+      type: "compaction",
+      summary: view[0]!,
+      firstKeptEntryId: live.itemAt(cut)?.entryId ?? null,
+      tokensBefore: input.tokensBefore ?? estimateTokens(before),
+      tokensAfter: input.tokensAfter ?? estimateTokens(after),
+      summarizer: input.summarizer,
+      ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
+      ...(kept === undefined ? {} : { kept }),
+      viewHash: hashOfView(after),
+      ...(input.meta === undefined ? {} : { meta: input.meta })
+    }
+    return {
+      entries: [entry],
+      fold: (l: LiveView) => void l.applyCompaction(entry, after),
+      value: (stored: ReadonlyArray<SessionEntry.Entry>) =>
+        (stored[0] as SessionEntry.CompactionEntry | undefined) ?? entry
+    }
+  }
 
   const recordCompaction = (input: CompactionInput) =>
     serialized(Effect.gen(function* () {
@@ -449,7 +491,10 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
       }
       const id = randomUUID() as string
-      return yield* appendDerived(sync !== "never", () => deriveCompaction(input, view, id))
+      return yield* appendDerived(
+        { durable: sync !== "never" },
+        (timestamp) => deriveCompaction(input, view, id, timestamp)
+      )
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
       attributes: { "session.id": sessionId, "session.cut": input.cut }
     }))

@@ -51,8 +51,19 @@ export interface ReadResult {
 
 /** Options of `SessionStoreShape.append`. @category models */
 export interface AppendOptions {
-  /** Make the entries durable before answering (fsync for a file; a committed transaction always is). */
+  /**
+   * Make the entries durable before answering (fsync for a file; a committed transaction always is), and every entry
+   * acknowledged before them.
+   */
   readonly durable?: boolean
+  /**
+   * The store may answer before the entries are written (ignored with `durable`). The JSONL store then queues their
+   * lines and writes what was queued within a few milliseconds in one write, in order, and before any later
+   * non-deferred append, read or close; a process that dies first loses them (never a line in part, never out of
+   * order). A deferred write that fails leaves the writer failing every later call with that error. The memory and SQL
+   * stores ignore it (their appends are written when they answer).
+   */
+  readonly defer?: boolean
 }
 
 /**
@@ -139,11 +150,37 @@ interface MemoryEntry extends StoredEntry {
   readonly entryId: string
 }
 
-/** The memory store's contents: session id → its entries in order. @category models */
+/**
+ * The memory store's contents: session id → its entries in order. A store indexes each session's entry ids (so an
+ * append is O(1)), and indexes again when the array's length or last entry is no longer the one it indexed.
+ * @category models
+ */
 export type MemorySessions = Map<string, Array<MemoryEntry>>
+
+/** A memory session's entry ids → their `seq`, as of its `array`'s `length` and `last` entry. */
+interface IdIndex {
+  readonly array: Array<MemoryEntry>
+  readonly seqs: Map<string, number>
+  length: number
+  last: MemoryEntry | undefined
+}
 
 const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
   const name = "memory"
+  const indexes = new Map<string, IdIndex>()
+  /** The id index of session `sessionId`'s `stored`, built again when the array changed other than by an append. */
+  const indexOf = (sessionId: string, stored: Array<MemoryEntry>): IdIndex => {
+    const known = indexes.get(sessionId)
+    if (known?.array === stored && known.length === stored.length && known.last === stored.at(-1)) return known
+    const index: IdIndex = {
+      array: stored,
+      seqs: new Map(stored.map((e) => [e.entryId, e.seq])),
+      length: stored.length,
+      last: stored.at(-1)
+    }
+    indexes.set(sessionId, index)
+    return index
+  }
   const existing = (sessionId: string) =>
     Effect.flatMap(validateSessionId(sessionId), () => {
       const entries = sessions.get(sessionId)
@@ -158,7 +195,13 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
       }),
     read: (sessionId, afterSeq) =>
       existing(sessionId).pipe(
-        Effect.map((entries) => ({ entries: entries.filter((e) => e.seq > afterSeq), issues: [] })),
+        Effect.map((entries) => ({
+          // the entries are seq 1, 2, … in order unless a caller changed the array
+          entries: entries[afterSeq]?.seq === afterSeq + 1 && entries.at(-1)?.seq === entries.length
+            ? entries.slice(afterSeq)
+            : entries.filter((e) => e.seq > afterSeq),
+          issues: []
+        })),
         Effect.tap(({ entries }) => Effect.annotateCurrentSpan("session.entries", entries.length)),
         Effect.withSpan("SessionStore.read", { attributes: spanAttributes(name, sessionId, { afterSeq }) })
       ),
@@ -170,12 +213,18 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
     append: (sessionId, expectedSeq, entries) =>
       existing(sessionId).pipe(
         Effect.map((stored): AppendResult => {
-          const ids = new Set(entries.map((e) => e.entryId))
-          const written = stored.filter((e) => ids.has(e.entryId))
-          if (written.length > 0) return { _tag: "AlreadyWritten", seq: written.at(-1)!.seq }
+          const index = indexOf(sessionId, stored)
+          const written = entries.map((e) => index.seqs.get(e.entryId)).filter((seq) => seq !== undefined)
+          if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) }
           const last = stored.at(-1)?.seq ?? 0
           if (last !== expectedSeq) return { _tag: "Conflict", seq: last }
-          entries.forEach((e, i) => stored.push({ seq: last + i + 1, entryId: e.entryId, line: e.line }))
+          entries.forEach((e, i) => {
+            const entry = { seq: last + i + 1, entryId: e.entryId, line: e.line }
+            stored.push(entry)
+            index.seqs.set(e.entryId, entry.seq)
+          })
+          index.length = stored.length
+          index.last = stored.at(-1)
           return { _tag: "Appended", seq: last + entries.length }
         }),
         Effect.withSpan("SessionStore.append", {

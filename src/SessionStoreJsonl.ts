@@ -3,7 +3,8 @@
  *
  * The JSONL file store: one `<sessionId>.jsonl` per session in a directory, one entry line per line (`seq` = line
  * number), written through Effect's `FileSystem`. Files are created with mode 0600 (the directory 0700); appends are
- * whole lines in one write, cut back when a write fails part way; a torn last line (a write that never finished, so
+ * whole lines in one write, cut back when a write fails part way (deferred appends, `AppendOptions.defer`, are
+ * queued and written together a few milliseconds later, in order); a torn last line (a write that never finished, so
  * was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per session: a
  * `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are checked, so
  * they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's tail
@@ -21,8 +22,11 @@ import * as Layer from "effect/Layer"
 import * as Path from "effect/Path"
 import type * as PlatformError from "effect/PlatformError"
 import * as Predicate from "effect/Predicate"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
 import { Buffer, isAscii } from "node:buffer"
 import process from "node:process"
+import { DEFAULT_RETRY_DEADLINE, retryTransient, startBudget } from "./internal/outage.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import {
@@ -37,7 +41,14 @@ import {
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
-import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import {
+  type AppendResult,
+  type NewEntry,
+  notFound,
+  SessionStore,
+  type SessionStoreShape,
+  validateSessionId
+} from "./SessionStore.ts"
 import { isSessionId, spanAttributes } from "./internal/storeSupport.ts"
 
 const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
@@ -237,9 +248,26 @@ interface Writer {
   /** The session's file, for messages. */
   readonly file: string
   readonly handle: FileSystem.File
-  /** Bytes of complete lines in the file. */
+  /** Bytes of the complete lines the writer acknowledged (the file's, and then its `queued` lines'). */
   size: number
-  /** Lines in the file: the last `seq`. */
+  /** Bytes of complete lines in the file (`size` less what is queued). */
+  written: number
+  /** Deferred appends' lines: acknowledged, not yet written, in order (`AppendOptions.defer`). */
+  queued: Array<Uint8Array>
+  queuedBytes: number
+  queuedLines: number
+  /** A write of the queued lines is scheduled. */
+  scheduled: boolean
+  /**
+   * Why a deferred write failed: acknowledged lines are not in the file, so every later append and read of the
+   * writer fails with it (the session must be reopened).
+   */
+  broken: SessionLogError | undefined
+  /** One write at a time, so lines reach the file in the order they were acknowledged. */
+  readonly writing: Semaphore.Semaphore
+  /** The writer's scope: a scheduled write runs in it, and closing it writes what is queued. */
+  readonly scope: Scope.Scope
+  /** Lines acknowledged (the file's, then the queued ones): the last `seq`. */
   count: number
   /**
    * entry id → seq, for the idempotent retry, of the lines from `first` on: the writer's state is O(1) per session
@@ -247,7 +275,7 @@ interface Writer {
    * the file's end.
    */
   readonly ids: Map<string, number>
-  /** A failed write may have left part of a line: cut back to `size` before the next write. */
+  /** A failed write may have left part of a line: cut back to `written` before the next write. */
   dirty: boolean
   /** The `seq` of the first line the writer knows (`offsets[0]`, `lineIds[0]`): the tail's start, or 1. */
   first: number
@@ -263,6 +291,15 @@ interface Writer {
 
 /** How many of its last lines a writer keeps the ids and offsets of (beyond its tail). */
 const WRITER_WINDOW = 4096
+
+/**
+ * How long a deferred append's line waits for others to share its write (`AppendOptions.defer`): the longest a
+ * process crash can take acknowledged appends with it.
+ */
+const DEFER_MILLIS = 5
+
+/** How many bytes of deferred lines may wait: an append that reaches it writes them at once. */
+const DEFER_MAX_BYTES = 1 << 20
 
 const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   const fs = yield* FileSystem.FileSystem
@@ -414,6 +451,14 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         file,
         handle,
         size: completeBytes,
+        written: completeBytes,
+        queued: [],
+        queuedBytes: 0,
+        queuedLines: 0,
+        scheduled: false,
+        broken: undefined,
+        writing: Semaphore.makeUnsafe(1),
+        scope: yield* Effect.scope,
         count: region.first + region.starts.length - 1,
         ids,
         dirty: false,
@@ -425,7 +470,13 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         opened: { bytes: bytes.subarray(0, region.completeBytes), base, region }
       }
       writers.set(sessionId, writer)
-      yield* Effect.addFinalizer(() => Effect.sync(() => writers.delete(sessionId)))
+      // closing writes what is queued (before the file is closed: finalizers run last first)
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => writers.delete(sessionId)).pipe(
+          Effect.andThen(flushQueued(sessionId, writer)),
+          Effect.catch((e) => Effect.logError(`effect-compaction: ${e.message}`))
+        )
+      )
       // an open that read the whole file leaves the index for the next one
       if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
       // the writer of the session keeps its tail only; a one-append writer (not `useIndex`) knows every id
@@ -435,9 +486,16 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
 
   const acquire = (sessionId: string) => acquireWith(sessionId, true)
 
+  /** What this process's writer of `sessionId` queued, written (so a read sees every acknowledged line). */
+  const flushOf = (sessionId: string) => {
+    const writer = writers.get(sessionId)
+    return writer === undefined ? Effect.void : flushQueued(sessionId, writer)
+  }
+
   const read = (sessionId: string, afterSeq: number) =>
     Effect.gen(function* () {
       const { file } = yield* files(sessionId)
+      yield* flushOf(sessionId)
       const { issues, lines } = splitLines(yield* readBytes(sessionId, file))
       const entries: Array<StoredEntry> = []
       for (let i = afterSeq; i < lines.length; i++) entries.push({ seq: i + 1, line: lines[i]! })
@@ -451,6 +509,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const writer = writers.get(sessionId)
       const opened = writer?.opened
       if (writer !== undefined) writer.opened = undefined
+      if (opened === undefined) yield* flushOf(sessionId)
       const { indexed, scanned } = opened !== undefined
         ? { scanned: opened, indexed: opened.base > 0 }
         : yield* scan(sessionId, true)
@@ -460,42 +519,124 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       return { entries, issues: tornTail(scanned) }
     }).pipe(Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) }))
 
-  const appendWith = (
-    sessionId: string,
-    writer: Writer,
-    expectedSeq: number,
-    entries: ReadonlyArray<{ readonly entryId: string; readonly line: string }>,
-    durable: boolean
-  ) =>
+  /** Takes the lines of `entries` (`encoded`) into the writer's state: ids, offsets, size and count. */
+  const take = (writer: Writer, entries: ReadonlyArray<NewEntry>, encoded: ReadonlyArray<Uint8Array>) => {
+    let offset = writer.size
+    entries.forEach((e, i) => {
+      writer.ids.set(e.entryId, writer.count + i + 1)
+      writer.offsets.push(offset)
+      writer.lineIds.push(e.entryId) // the id its line starts with (a line that does not is never indexed)
+      offset += encoded[i]!.length
+    })
+    writer.size = offset
+    writer.count += entries.length
+  }
+
+  /**
+   * Writes `chunk` at the file's end (after its `written` bytes), one write at a time: a failed write is cut back,
+   * so the file never keeps part of a line (`dirty` when the cut failed too: the next write cuts first).
+   */
+  const writeChunk = (sessionId: string, writer: Writer, chunk: Uint8Array) =>
     Effect.gen(function* () {
-      const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
-      if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult
-      if (expectedSeq !== writer.count) return { _tag: "Conflict", seq: writer.count } satisfies AppendResult
       const io = ioError(sessionId, `append ${writer.file}`)
-      const rollback = Effect.suspend(() => writer.handle.truncate(writer.size)).pipe(
+      const rollback = Effect.suspend(() => writer.handle.truncate(writer.written)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )
-      writer.opened = undefined
       if (writer.dirty) yield* rollback.pipe(Effect.mapError(io))
-      const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
-      const chunk = new Uint8Array(encoded.reduce((n, b) => n + b.length, 0))
-      encoded.reduce((at, b) => (chunk.set(b, at), at + b.length), 0)
       yield* writer.handle.writeAll(chunk).pipe(
         Effect.tapError(() => Effect.sync(() => (writer.dirty = true)).pipe(Effect.andThen(Effect.ignore(rollback)))),
         Effect.mapError(io)
       )
-      let offset = writer.size
-      entries.forEach((e, i) => {
-        writer.ids.set(e.entryId, writer.count + i + 1)
-        writer.offsets.push(offset)
-        writer.lineIds.push(e.entryId) // the id its line starts with (a line that does not is never indexed)
-        offset += encoded[i]!.length
+      writer.written += chunk.length
+    })
+
+  /**
+   * Writes the writer's queued lines in one write, through transient failures (`EAGAIN`) for the default deadline.
+   * A write that fails for good leaves the writer `broken`: those lines were acknowledged, so every later append and
+   * read fails with the error, which counts them.
+   */
+  const flushQueued = (sessionId: string, writer: Writer): Effect.Effect<void, SessionLogError> =>
+    Semaphore.withPermit(
+      writer.writing,
+      Effect.suspend(() => {
+        if (writer.broken !== undefined) return Effect.fail(writer.broken)
+        if (writer.queued.length === 0) return Effect.void
+        const queued = writer.queued
+        const last = writer.count
+        const first = last - writer.queuedLines + 1
+        writer.queued = []
+        writer.queuedBytes = 0
+        writer.queuedLines = 0
+        const chunk = queued.length === 1 ? queued[0]! : Buffer.concat(queued)
+        return Effect.flatMap(startBudget(DEFAULT_RETRY_DEADLINE), (budget) =>
+          retryTransient(budget, "deferred append", writeChunk(sessionId, writer, chunk))).pipe(
+            Effect.tapError((e) =>
+              Effect.sync(() => {
+                writer.broken = new SessionLogError({
+                  reason: "Io",
+                  sessionId,
+                  detail: `lines ${first} to ${last} were acknowledged (deferred) and not written; reopen the ` +
+                    `session: ${e.detail}`,
+                  ...(e.code === undefined ? {} : { code: e.code }),
+                  cause: e
+                })
+              })
+            ),
+            Effect.mapError(() =>
+              writer.broken!
+            )
+          )
       })
-      writer.size += chunk.length
+    ).pipe(Effect.uninterruptible)
+
+  const appendWith = (
+    sessionId: string,
+    writer: Writer,
+    expectedSeq: number,
+    entries: ReadonlyArray<NewEntry>,
+    options: { readonly durable: boolean; readonly defer: boolean }
+  ) =>
+    Effect.gen(function* () {
+      if (writer.broken !== undefined) return yield* Effect.fail(writer.broken)
+      const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
+      if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult
+      if (expectedSeq !== writer.count) return { _tag: "Conflict", seq: writer.count } satisfies AppendResult
+      const io = ioError(sessionId, `append ${writer.file}`)
+      writer.opened = undefined
+      const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
+      const chunk = encoded.length === 1 ? encoded[0]! : Buffer.concat(encoded)
       const seq = writer.count + 1
-      writer.count += entries.length
-      if (durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
-      if (advanceTail(writer, entries.map((e) => e.line), seq)) yield* writeIndex(sessionId, writer)
+      if (options.defer && !options.durable) {
+        // acknowledged now, written with the lines queued within `DEFER_MILLIS` by one write
+        take(writer, entries, encoded)
+        writer.queued.push(chunk)
+        writer.queuedBytes += chunk.length
+        writer.queuedLines += entries.length
+        if (writer.queuedBytes >= DEFER_MAX_BYTES) yield* flushQueued(sessionId, writer)
+        else if (!writer.scheduled) {
+          writer.scheduled = true
+          yield* Effect.forkIn(
+            Effect.sleep(DEFER_MILLIS).pipe(
+              Effect.andThen(Effect.sync(() => (writer.scheduled = false))),
+              Effect.andThen(flushQueued(sessionId, writer)),
+              // the error is the writer's now (`broken`): the next append or read reports it
+              Effect.ignore
+            ),
+            writer.scope
+          )
+        }
+      } else {
+        // what was queued goes first; then these lines, acknowledged once written (and synced when durable)
+        yield* flushQueued(sessionId, writer)
+        yield* Semaphore.withPermit(writer.writing, writeChunk(sessionId, writer, chunk))
+        take(writer, entries, encoded)
+        if (options.durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
+      }
+      if (advanceTail(writer, entries.map((e) => e.line), seq)) {
+        // the index names a line in the file
+        yield* flushQueued(sessionId, writer)
+        yield* writeIndex(sessionId, writer)
+      }
       forgetOld(writer)
       return { _tag: "Appended", seq: writer.count } satisfies AppendResult
     })
@@ -507,16 +648,17 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     readTail,
     append: (sessionId, expectedSeq, entries, options = {}) => {
       const durable = options.durable === true
+      const defer = options.defer === true
       const writer = writers.get(sessionId)
       const run: Effect.Effect<AppendResult, SessionLogError> = writer !== undefined
-        ? appendWith(sessionId, writer, expectedSeq, entries, durable)
+        ? appendWith(sessionId, writer, expectedSeq, entries, { durable, defer })
         : Effect.scoped(Effect.gen(function* () {
           // not opened for writing here: the session must exist; take its lock for this one append
           const { file } = yield* files(sessionId)
           yield* fs.access(file).pipe(Effect.mapError(() => notFound(sessionId, name)))
           // every line read, so a retry of any stored entry is recognised
           yield* acquireWith(sessionId, false)
-          return yield* appendWith(sessionId, writers.get(sessionId)!, expectedSeq, entries, durable)
+          return yield* appendWith(sessionId, writers.get(sessionId)!, expectedSeq, entries, { durable, defer: false })
         }))
       // no stack trace captured per call (an Error each append: issue 43's logged step)
       return run.pipe(Effect.withSpan("SessionStore.append", {

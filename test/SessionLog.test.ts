@@ -1,4 +1,5 @@
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
+import { TestClock } from "effect/testing"
 import { assert, describe, it } from "@effect/vitest"
 import {
   Arbitrary,
@@ -322,15 +323,18 @@ describe("SessionLog", () => {
   // ==========================================================================
 
   it.live(
-    "SIGKILL while appending and compacting: the view is a valid prefix of the history",
+    "SIGKILL while appending and compacting: the view is a valid prefix of the history (deferred writes too)",
     () =>
       Effect.gen(function* () {
         const directory = yield* tempDir
-        for (let round = 0; round < 2; round++) {
+        for (let round = 0; round < 3; round++) {
           const seed = 7 + round
           const sessionId = `crash${round}`
-          const child = spawnWriter(["loop", directory, sessionId, String(seed)])
-          const compactions = 2 + round * 4
+          // the last round defers its appends' writes: what a kill loses is the end, never a line in the middle
+          const sync = round === 2 ? ["deferred"] : []
+          const child = spawnWriter(["loop", directory, sessionId, String(seed), ...sync])
+          // every compaction reported was acknowledged durable, so it survives
+          const compactions = round === 2 ? 4 : 2 + round * 4
           let seen = 0
           yield* waitFor(child, (line) => line.startsWith("compacted") && ++seen >= compactions)
           yield* kill(child)
@@ -889,5 +893,100 @@ describe("SessionLog", () => {
       assert.deepStrictEqual(loaded.issues, [])
       checkView("stored", loaded.view, [user("kept"), user("next")])
       checkView("live", views.end, loaded.view)
+    }))
+
+  // ==========================================================================
+  // Deferred writes (sync: "deferred")
+  // ==========================================================================
+
+  const lineCount = (file: string) => Effect.map(readText(file), (text) => text.split("\n").length - 1)
+  /** Polls `check` on real time (not the test clock), for at most 5 s. */
+  const eventually = <E>(check: Effect.Effect<boolean, E>) =>
+    Effect.gen(function* () {
+      for (let i = 0; i < 500 && !(yield* check); i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+    })
+  const withDeferred = <A, E>(
+    directory: string,
+    sessionId: string,
+    attempts: { count: number },
+    codes: Array<string | undefined>,
+    body: (log: SessionLogShape) => Effect.Effect<A, E>
+  ) =>
+    Effect.flatMap(Effect.service(SessionLog), body).pipe(
+      Effect.provide(
+        layerJsonl({ directory, sessionId, sync: "deferred" }).pipe(
+          Layer.provide(Layer.mergeAll(flakyPlatform(codes, attempts), NodePath.layer)),
+          Layer.fresh
+        )
+      )
+    )
+
+  it.effect("deferred: appends are acknowledged at once and written together by one write, in order", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const file = `${directory}/deferred.jsonl`
+      const attempts = { count: 0 }
+      const messages = ["one", "two", "three", "four", "five"].map(user)
+      yield* withDeferred(directory, "deferred", attempts, [], (log) =>
+        Effect.gen(function* () {
+          for (const m of messages.slice(0, 3)) yield* log.append([m])
+          // acknowledged, not written: the write waits for the test clock
+          assert.strictEqual(yield* lineCount(file), 0)
+          assert.strictEqual(attempts.count, 0)
+          checkView("live", (yield* log.snapshot).view, messages.slice(0, 3))
+          yield* TestClock.adjust("5 millis")
+          yield* eventually(Effect.map(lineCount(file), (n) => n === 3))
+          assert.strictEqual(yield* lineCount(file), 3)
+          assert.strictEqual(attempts.count, 1, "one write for the three appends")
+          yield* log.append([messages[3]!])
+          // a read writes what is queued before it reads
+          checkView("load", (yield* log.load()).view, messages.slice(0, 4))
+          assert.strictEqual(attempts.count, 2)
+          yield* log.append([messages[4]!])
+        }))
+      // closing the log wrote the last one
+      assert.strictEqual(attempts.count, 3)
+      const loaded = yield* read(directory, "deferred")
+      assert.deepStrictEqual(loaded.issues, [])
+      checkView("after close", loaded.view, messages)
+    }))
+
+  it.effect("deferred: a write that fails keeps no part of a line and fails every later call, naming the lines lost", () =>
+    Effect.gen(function* () {
+      const directory = yield* tempDir
+      const attempts = { count: 0 }
+      const errors = yield* withDeferred(
+        directory,
+        "lost",
+        attempts,
+        [undefined, "ENOSPC"],
+        (log) =>
+          Effect.gen(function* () {
+            yield* log.append([user("kept")])
+            yield* log.load()
+            yield* log.append([user("lost one")])
+            yield* log.append([user("lost two")])
+            yield* TestClock.adjust("5 millis")
+            const onRead = failure(yield* Effect.exit(log.load()))
+            const onAppend = failure(yield* Effect.exit(log.append([user("refused")])))
+            return { onRead, onAppend }
+          })
+      )
+      assert.strictEqual(attempts.count, 2)
+      for (const error of [errors.onRead, errors.onAppend]) {
+        assert.strictEqual(error.reason, "Io")
+        assert.strictEqual(error.code, "ENOSPC")
+        assert.include(error.detail, "lines 2 to 3 were acknowledged (deferred) and not written; reopen the session")
+        assert.include(error.detail, "no space left on the device")
+      }
+      // the half line the failed write left was cut: the file is a prefix of what was acknowledged
+      const loaded = yield* read(directory, "lost")
+      assert.deepStrictEqual(loaded.issues, [])
+      checkView("stored", loaded.view, [user("kept")])
+      // reopened, the session goes on from what the file holds
+      yield* withJsonl(directory, "lost", (log) => log.append([user("again")]))
+      checkView("reopened", (yield* read(directory, "lost")).view, [user("kept"), user("again")])
     }))
 })

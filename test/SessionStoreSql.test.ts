@@ -145,7 +145,8 @@ for (const database of databases) {
           console.log(
             `multi-worker: 8 workers × 50 appends + 6 compactions in ${elapsed} ms (workers' own time ` +
               `${stats.map((s) => s.ms).join("/")} ms), ${conflicts} conflicts (each a catch-up and a retry), ` +
-              `${retried} already-written retries, ${loaded.entries.length} entries`
+              `${retried} already-written retries, ${loaded.entries.length} entries; the worst append took ` +
+              `${Math.max(...stats.map((s) => s.maxTries))} tries, ${Math.max(...stats.map((s) => s.maxMs))} ms`
           )
         }),
       database.embedded ? 180_000 : 60_000 // PGlite serializes the 400 appends: 32 s measured at a load of 20

@@ -46,12 +46,19 @@ export const retryTransient = <A, R>(
   what: string,
   effect: Effect.Effect<A, SessionLogError, R>
 ): Effect.Effect<A, SessionLogError, R> =>
+  // the first try runs as is: the loop is entered only after a retryable failure
+  Effect.catch(effect, (error) => error.isRetryable ? retryAfter(budget, what, effect, error) : Effect.fail(error))
+
+/** The retries of `effect` after its first try failed with the retryable `first`. */
+const retryAfter = <A, R>(
+  budget: RetryBudget,
+  what: string,
+  effect: Effect.Effect<A, SessionLogError, R>,
+  first: SessionLogError
+): Effect.Effect<A, SessionLogError, R> =>
   Effect.gen(function* () {
+    let error = first
     for (let attempt = 0;; attempt++) {
-      const result = yield* Effect.result(effect)
-      if (Result.isSuccess(result)) return result.success
-      const error = result.failure
-      if (!error.isRetryable) return yield* Effect.fail(error)
       const now = yield* Clock.currentTimeMillis
       const left = budget.startedAt + budget.deadlineMillis - now
       if (left <= 0) {
@@ -66,6 +73,10 @@ export const retryTransient = <A, R>(
         })
       }
       yield* Effect.sleep(outagePause(attempt, left, Math.random()))
+      const result = yield* Effect.result(effect)
+      if (Result.isSuccess(result)) return result.success
+      error = result.failure
+      if (!error.isRetryable) return yield* Effect.fail(error)
     }
   })
 
