@@ -29,6 +29,7 @@ import { CompactionPolicy } from "../src/Policy.ts"
 import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
 import {
   decodeRecallInput,
+  MAX_REGEX_LINE,
   pageOf,
   readEntries,
   removalsOf,
@@ -565,6 +566,51 @@ describe("Recall pages and input", () => {
       })
     )
   })
+
+  it.effect("a pattern that backtracks catastrophically is refused with a typed error; a long line is searched in its head", () =>
+    Effect.gen(function* () {
+      // the classic exponential shape, on the line that makes it exponential: refused before any search
+      const line = `${"a".repeat(5_000)}!`
+      for (const query of ["(a+)+$", "(a*)*b", "(\\w*\\s?)*x", "(?:ab{2,})+c", "(a\\1)+"]) {
+        const decoded = decodeRecallInput({ query, regex: true })
+        assert.isTrue(Result.isFailure(decoded), query)
+        if (Result.isFailure(decoded)) {
+          assert.strictEqual(decoded.failure._tag, "RecallInputError")
+          assert.include(decoded.failure.detail, "exponential", query)
+        }
+      }
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([
+          { role: "user", content: "go" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "x" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: `${line}\nend marker` }] },
+          { role: "assistant", content: "done" },
+          { role: "user", content: "next" }
+        ])
+        const snapshot = yield* log.snapshot
+        yield* log.recordCompaction({
+          snapshot,
+          cut: 4,
+          view: [{ role: "user", content: "summary" }, ...snapshot.view.slice(4)],
+          summarizer: "test"
+        })
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "regex", store: sessions })))
+      const refused = yield* recall("regex", { query: "(a+)+$", regex: true }).pipe(Effect.provide(store))
+      assert.strictEqual(refused._tag, "Invalid")
+      assert.match(renderAnswer(refused), /^\[recall\] query is refused: a repeated group/)
+      // the same shape without the nesting is answered; a regular expression sees a line's head only
+      const plain = yield* recall("regex", { query: "a+$", regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(plain._tag === "Hits" && plain.total === 0, "the line's end is past the head a pattern sees")
+      const head = yield* recall("regex", { query: `^a{${MAX_REGEX_LINE}}`, regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(head._tag === "Hits" && head.total === 1 && head.hits[0]!.ref === "t1")
+      const text = yield* recall("regex", { query: "a!" }).pipe(Effect.provide(store))
+      assert.isTrue(text._tag === "Hits" && text.total === 1, "a plain query reads whole lines")
+      const marker = yield* recall("regex", { query: "^end marker$", regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(marker._tag === "Hits" && marker.total === 1 && marker.hits[0]!.line === 2)
+    }))
 
   it("with recall offered, an output's pointer (and a modified read's) says to call it with its id; it round-trips", () => {
     const output = Array.from({ length: 300 }, (_, i) => `output line ${i}`).join("\n")

@@ -18,16 +18,19 @@ import type { ToolAction } from "../Tools.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { headOf } from "./text.ts"
 import {
+  MAX_REGEX_LINE,
   messageText,
   type RecallHit,
   type RecallKind,
   type RecallSource,
   recallText,
+  riskyPattern,
   searchSources
 } from "./recallSearch.ts"
 
 export {
   DEFAULT_CONTEXT_LINES,
+  MAX_REGEX_LINE,
   messageText,
   type RecallHit,
   type RecallKind,
@@ -74,7 +77,11 @@ export const recallTool: RecallToolDefinition = {
       lines: { type: "string", pattern: "^[1-9][0-9]*(-([1-9][0-9]*)?)?$", description: "A line range, like 120-240." },
       page: { type: "integer", minimum: 1, description: "Which page of the answer (default 1)." },
       query: { type: "string", description: "Text to search for in everything removed." },
-      regex: { type: "boolean", description: "Read `query` as a JavaScript regular expression." }
+      regex: {
+        type: "boolean",
+        description: "Read `query` as a JavaScript regular expression, tried on the first " +
+          `${MAX_REGEX_LINE} characters of each line; a repeated group holding a repeat, like (a+)+, is refused.`
+      }
     },
     additionalProperties: false
   }
@@ -153,6 +160,8 @@ export const decodeRecallInput = (input: unknown): Result.Result<RecallRequest, 
     } catch (e) {
       return fail(`query is not a regular expression: ${(e as Error).message}`)
     }
+    const risk = riskyPattern(query)
+    if (risk !== undefined) return fail(`query is refused: ${risk}`)
   }
   return Result.succeed({ _tag: "Search", query, regex: regex === true, page: pageNumber })
 }
