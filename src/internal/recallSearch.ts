@@ -24,6 +24,10 @@ export interface RecallSource {
   readonly entryId: string
   /** The index of the tool_result block in its message (tool results only). */
   readonly block?: number
+  /** The `tool_use_id` of a tool result (its `ref`, or the part before `@` of a qualified one). */
+  readonly toolUseId?: string
+  /** A tool result in a kept message that copies one stored before: found by its qualified `ref` only, never searched. */
+  readonly copy?: true
   readonly role?: "user" | "assistant" | "system"
   /** The tool whose call it answers (tool results only, when the call is in the log). */
   readonly tool?: string
@@ -87,6 +91,7 @@ export const removedSources = (messages: ReadonlyArray<Message>, from = 0): Read
           kind: "tool_result",
           entryId,
           block: index,
+          toolUseId: block.tool_use_id,
           role: message.role,
           text: recallText(block.content),
           removed: true
@@ -211,7 +216,7 @@ export const searchSources = (
   const hits: Array<RecallHit> = []
   for (let s = sources.length - 1; s >= 0; s--) {
     const source = sources[s]!
-    if (!source.removed || !mayMatch(source.text)) continue
+    if (!source.removed || source.copy === true || !mayMatch(source.text)) continue
     // a message's text repeats its tool results: search each tool result once, in its own source (the message's
     // other blocks, a user's text beside a tool result, in the message)
     const skip = source.kind === "tool_result" ? undefined : ownResultLines(sources, s)
@@ -241,7 +246,7 @@ const ownResultLines = (sources: ReadonlyArray<RecallSource>, index: number): Re
   for (let r = index + 1; r < sources.length; r++) {
     const result = sources[r]!
     if (result.kind !== "tool_result" || result.entryId !== message.entryId) break
-    const segment = `[tool_result id=${result.ref}]\n${result.text}`
+    const segment = `[tool_result id=${result.toolUseId ?? result.ref}]\n${result.text}`
     const at = message.text.indexOf(segment)
     if (at === -1) continue
     skip ??= new Set()

@@ -24,9 +24,10 @@ import { blocksOf, isToolResult } from "./blocks.ts"
 
 /**
  * The entry format version this module writes: 3. v2 is v1 plus a checksum at the end of every line; v3 is v2 plus
- * the optional step metadata of a message or compaction entry (`meta`). Entries with a higher `v` are refused, never
- * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
- * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
+ * the optional step metadata of a message or compaction entry (`meta`), and of a compaction's removal record
+ * (`removed`). Entries with a higher `v` are refused, never guessed at; v1 and v2 lines are still read (a v1 or v2 line
+ * carrying `meta` or `removed` is corrupt: no writer of those versions wrote it). A reader of v3 from before
+ * compaction entries carried `meta` or `removed` ignores them, as it ignores any unknown field.
  * @category models
  */
 export const CURRENT_VERSION = 3 as const
@@ -132,11 +133,39 @@ export const KeptMessages: Schema.Struct<{
 export type KeptMessages = typeof KeptMessages.Type
 
 /**
+ * One message or tool result a compaction removed from the view (`CompactionEntry.removed`): its reference (a message's
+ * or summary's entry id, a tool result's `tool_use_id`), kind, role, the tool a result answers (when its call was in
+ * the span), estimated tokens (a message's include its tool results') and, for a tool result, `entry`, the id of the
+ * entry that stores it: `<tool_use_id>@<entry>` names that copy when a session reuses the id. @category schemas
+ */
+export const RemovedItem: Schema.Struct<{
+  readonly ref: Schema.String
+  readonly kind: Schema.Literals<readonly ["message", "summary", "tool_result"]>
+  readonly role: Schema.optionalKey<Schema.Literals<readonly ["user", "assistant", "system"]>>
+  readonly tool: Schema.optionalKey<Schema.String>
+  readonly tokens: Schema.Int
+  readonly entry: Schema.optionalKey<Schema.String>
+}> = Schema.Struct({
+  ref: Schema.String.check(Schema.isMinLength(1)),
+  kind: Schema.Literals(["message", "summary", "tool_result"]),
+  role: Schema.optionalKey(Schema.Literals(["user", "assistant", "system"])),
+  tool: Schema.optionalKey(Schema.String),
+  tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  entry: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
+})
+/** */
+export type RemovedItem = typeof RemovedItem.Type
+
+/**
  * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
  * with `kept`, `[summary, ...kept.messages, ...items after kept.through]`. `summary` is the message heading the new
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
+ * `removed` (v3) is the record of what the boundary removed: each message the summary replaced, in order, then each
+ * tool result it held (`RemovedItem`); the log writes it, and `recall`, `compaction inspect` and the report read it.
+ * It is optional (a log written before it reads as before; the record is then derived from the entries) and, like
+ * `meta`, ignored by the view and by a reader that does not know it.
  * @category schemas
  */
 export const CompactionEntry: Schema.Struct<
@@ -151,6 +180,7 @@ export const CompactionEntry: Schema.Struct<
     readonly kept: Schema.optionalKey<typeof KeptMessages>
     readonly viewHash: Schema.String
     readonly meta: Schema.optionalKey<typeof StepMeta>
+    readonly removed: Schema.optionalKey<Schema.$Array<typeof RemovedItem>>
   }
 > = Schema.Struct({
   ...Header,
@@ -163,7 +193,8 @@ export const CompactionEntry: Schema.Struct<
   turnsSummarized: Schema.optionalKey(Schema.Int),
   kept: Schema.optionalKey(KeptMessages),
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
-  meta: Schema.optionalKey(StepMeta)
+  meta: Schema.optionalKey(StepMeta),
+  removed: Schema.optionalKey(Schema.Array(RemovedItem))
 })
 /** */
 export type CompactionEntry = typeof CompactionEntry.Type
@@ -649,6 +680,13 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
   const entry = decoded.success
   if (entry.type !== "eviction" && entry.meta !== undefined && entry.v < 3) {
     return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
+  }
+  if (entry.type === "compaction" && entry.removed !== undefined && entry.v < 3) {
+    return Result.fail({
+      reason: "Corrupt",
+      ...named,
+      detail: `a v${entry.v} entry cannot carry removed (v3 added it)`
+    })
   }
   return Result.succeed(entry)
 }
