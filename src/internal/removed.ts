@@ -67,7 +67,15 @@ export const removalRecord = (
       const ref = entryIds[message]!
       return { ref, kind: ref === summaryId ? "summary" : "message", role: r.role, tokens: r.tokens }
     }
-    return { ...r, ref: r.ref!, kind: "tool_result", entry: entryIds[message]! }
+    // in the schema's key order, so the entry as written and as read back print alike
+    return {
+      ref: r.ref!,
+      kind: "tool_result",
+      role: r.role,
+      ...(r.tool === undefined ? {} : { tool: r.tool }),
+      tokens: r.tokens,
+      entry: entryIds[message]!
+    }
   })
   const copied = replaced.map((m, i): RemovedItem => ({
     ref: entryIds[span.length + i]!,

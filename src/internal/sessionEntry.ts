@@ -24,10 +24,11 @@ import { blocksOf, isToolResult } from "./blocks.ts"
 
 /**
  * The entry format version this module writes: 3. v2 is v1 plus a checksum at the end of every line; v3 is v2 plus
- * the optional step metadata of a message or compaction entry (`meta`), and of a compaction's removal record
- * (`removed`). Entries with a higher `v` are refused, never guessed at; v1 and v2 lines are still read (a v1 or v2 line
- * carrying `meta` or `removed` is corrupt: no writer of those versions wrote it). A reader of v3 from before
- * compaction entries carried `meta` or `removed` ignores them, as it ignores any unknown field.
+ * the optional step metadata of a message or compaction entry (`meta`). Entries with a higher `v` are refused, never
+ * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
+ * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
+ * A compaction's removal record (`removed`, optional on every version, and never part of the view) came later without
+ * a new version: a reader that does not know it ignores it, and a malformed one is `Corrupt` like any bad field.
  * @category models
  */
 export const CURRENT_VERSION = 3 as const
@@ -162,7 +163,7 @@ export type RemovedItem = typeof RemovedItem.Type
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
- * `removed` (v3) is the record of what the boundary removed: each message the summary replaced, in order, then each
+ * `removed` is the record of what the boundary removed: each message the summary replaced, in order, then each
  * tool result it held (`RemovedItem`); the log writes it, and `recall`, `compaction inspect` and the report read it.
  * It is optional (a log written before it reads as before; the record is then derived from the entries) and, like
  * `meta`, ignored by the view and by a reader that does not know it.
@@ -680,13 +681,6 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
   const entry = decoded.success
   if (entry.type !== "eviction" && entry.meta !== undefined && entry.v < 3) {
     return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
-  }
-  if (entry.type === "compaction" && entry.removed !== undefined && entry.v < 3) {
-    return Result.fail({
-      reason: "Corrupt",
-      ...named,
-      detail: `a v${entry.v} entry cannot carry removed (v3 added it)`
-    })
   }
   return Result.succeed(entry)
 }
