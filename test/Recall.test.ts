@@ -20,7 +20,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { compactContext } from "../src/Compact.ts"
+import { compactAndRecord, compactContext } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { cachePrices } from "../src/internal/cacheTtl.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../src/internal/eviction.ts"
@@ -28,10 +28,11 @@ import { defaultToolClassifier } from "../src/Tools.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
+import { recall, type RecallAnswer, recallClassifier, recallRunnableTool, renderAnswer } from "../src/Recall.ts"
 import {
   answerFromSources,
   decodeRecallInput,
+  formatRemoval,
   MAX_REGEX_LINE,
   pageOf,
   readEntries,
@@ -41,7 +42,7 @@ import {
   removedSources,
   searchSources
 } from "../src/internal/recall.ts"
-import type { Entry } from "../src/SessionEntry.ts"
+import { decodeLine, encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
@@ -685,6 +686,138 @@ describe("Removal records", () => {
         outcome.removed.filter((r) => r.kind === "message").map((r) => r.role),
         span.map((m) => m.role)
       )
+    }))
+})
+
+describe("The removal record in the compaction entry", () => {
+  it.effect("it is the outcome's records with their entry ids; a resumed log reads the same; old and bad lines", () =>
+    Effect.gen(function* () {
+      const { messages } = plantedSession(12, 43)
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 12_000,
+        compactAtTokens: 6_000,
+        keepRecentTokens: 2_000,
+        minRemaining: 2_000
+      })
+      const logLayer = () => SessionLog.layer({ sessionId: "record", sync: "never" }).pipe(Layer.provide(store))
+      // live: the log's view compacted through compactContext, which records the boundary
+      const live = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        const ids = yield* log.append(messages)
+        const { outcome } = yield* compactAndRecord(messages, policy)
+        const { entries } = yield* log.loaded
+        return { ids, outcome, entry: entries.filter((e) => e.type === "compaction").at(-1)! }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer), Effect.provide(logLayer()))
+      assert.strictEqual(live.outcome._tag, "Compacted")
+      if (live.outcome._tag !== "Compacted" || live.entry.type !== "compaction") return
+      const record = live.entry.removed!
+      // the outcome's records, each message named by its entry, each tool result by its id and where it is stored
+      assert.strictEqual(record.length, live.outcome.removed.length)
+      let message = -1
+      live.outcome.removed.forEach((r, i) => {
+        const stored = record[i]!
+        if (r.kind === "message") message++
+        assert.deepStrictEqual(
+          { kind: stored.kind, role: stored.role, tool: stored.tool, tokens: stored.tokens },
+          { kind: r.kind, role: r.role, tool: r.tool, tokens: r.tokens }
+        )
+        assert.strictEqual(stored.ref, r.kind === "message" ? live.ids[message] : r.ref)
+        if (r.kind === "tool_result") assert.strictEqual(stored.entry, live.ids[message])
+      })
+      // resumed: a fresh log reads the same record, and removalsOf and inspect's line come from it
+      const resumed = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        const loaded = yield* log.load()
+        return loaded.entries.filter((e) => e.type === "compaction").at(-1)!
+      }).pipe(Effect.provide(logLayer()))
+      assert.deepStrictEqual(resumed, live.entry)
+      const entries = yield* readEntries("record").pipe(Effect.provide(store))
+      const [removal] = removalsOf(entries)
+      assert.deepStrictEqual(removal!.removed, record)
+      const line = formatRemoval(removal!)
+      assert.include(line, `compaction ${live.entry.id}: removed ${live.outcome.cut.removed.to} messages`)
+      assert.include(line, `recall refs: ${record.find((i) => i.kind === "tool_result")!.ref}`)
+      // a line written before entries carried the record decodes, its record derived; a malformed one is Corrupt
+      const { removed: _, ...old } = live.entry
+      const decodedOld = decodeLine(encodeEntry(old))
+      assert.isTrue(Result.isSuccess(decodedOld) && decodedOld.success.type === "compaction")
+      const oldRemovals = removalsOf([...entries.filter((e) => e.type !== "compaction"), old])
+      assert.deepStrictEqual(
+        oldRemovals[0]!.removed.filter((i) => i.kind === "message").map((i) => i.ref),
+        live.ids.slice(0, live.outcome.cut.removed.to)
+      )
+      for (
+        const bad of [[{ ref: "", kind: "message", tokens: 1 }], [{ ref: "a", kind: "file", tokens: 1 }], [{
+          ref: "a",
+          kind: "message",
+          tokens: 1.5
+        }], "all"]
+      ) {
+        const decoded = decodeLine(encodeEntry({ ...live.entry, removed: bad } as unknown as Entry))
+        assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "Corrupt", JSON.stringify(bad))
+      }
+    }))
+
+  it.effect("a reused tool_use id: each copy has its own reference, and the bare id lists them", () =>
+    Effect.gen(function* () {
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      const step = (id: string, command: string, output: string): ReadonlyArray<Message> => [
+        { role: "assistant", content: [{ type: "tool_use", id, name: "bash", input: { command } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: output }] }
+      ]
+      // a writer that reuses its call ids (as some agents do across turns) writes to the log directly
+      const record = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([
+          { role: "user", content: "go" },
+          ...step("call_1", "ls", "first output\nalpha"),
+          { role: "user", content: "again" },
+          ...step("call_1", "ls -a", "second output\nbeta"),
+          { role: "user", content: "and the other" },
+          ...step("call_2", "pwd", "/work"),
+          { role: "assistant", content: "done" },
+          { role: "user", content: "next" }
+        ])
+        const snapshot = yield* log.snapshot
+        const entry = yield* log.recordCompaction({
+          snapshot,
+          cut: 9,
+          view: [{ role: "user", content: "summary" }, ...snapshot.view.slice(9)],
+          summarizer: "test"
+        })
+        return { entry, ids: snapshot.entryIds }
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "reuse", store: sessions })))
+      const first = `call_1@${record.ids[2]}`
+      const second = `call_1@${record.ids[5]}`
+      // the stored record says where each copy is
+      assert.deepStrictEqual(
+        record.entry.removed!.filter((i) => i.kind === "tool_result").map((i) => `${i.ref}@${i.entry}`),
+        [first, second, `call_2@${record.ids[8]}`]
+      )
+      const answer = (input: unknown) => recall("reuse", input).pipe(Effect.provide(store))
+      const text = (a: RecallAnswer) => a._tag === "Found" ? a.page.text : renderAnswer(a)
+      assert.strictEqual(text(yield* answer({ ref: first })), "first output\nalpha")
+      assert.strictEqual(text(yield* answer({ ref: second })), "second output\nbeta")
+      assert.strictEqual(text(yield* answer({ ref: "call_2" })), "/work")
+      // the bare id is ambiguous: the answer lists both references, never picks one
+      const bare = yield* answer({ ref: "call_1" })
+      assert.strictEqual(bare._tag, "Ambiguous")
+      if (bare._tag === "Ambiguous") assert.deepStrictEqual(bare.sources.map((s) => s.ref), [first, second])
+      assert.include(renderAnswer(bare), `ref="${second}" tool="bash" removed: second output`)
+      // a search names the copy it found; the removal records name each copy as recall does
+      const hit = yield* answer({ query: "beta" })
+      assert.isTrue(hit._tag === "Hits" && hit.hits[0]!.ref === second, renderAnswer(hit))
+      const entries = yield* readEntries("reuse").pipe(Effect.provide(store))
+      assert.deepStrictEqual(
+        removalsOf(entries)[0]!.removed.filter((i) => i.kind === "tool_result").map((i) => i.ref),
+        [first, second, "call_2"]
+      )
+      // the runner's tool answers the bare id with the list, for the model to choose
+      const runner = recallRunnableTool("reuse", store)
+      assert.include(yield* Effect.promise(() => runner.run({ ref: "call_1" })), first)
     }))
 })
 
