@@ -163,8 +163,9 @@ export type RemovedItem = typeof RemovedItem.Type
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
- * `removed` is the record of what the boundary removed: each message the summary replaced, in order, then each
- * tool result it held (`RemovedItem`); the log writes it, and `recall`, `compaction inspect` and the report read it.
+ * `removed` is the record of what the boundary removed (`RemovedItem`): each message the summary replaced, in order,
+ * each followed by the tool results it held, then the messages a stored `kept` part replaced; the log writes it, and
+ * `recall` and `compaction inspect` read it.
  * It is optional (a log written before it reads as before; the record is then derived from the entries) and, like
  * `meta`, ignored by the view and by a reader that does not know it.
  * @category schemas
