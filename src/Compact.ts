@@ -93,8 +93,8 @@ export interface CompactedInfo {
   readonly retention: Retention
   /**
    * What the removed span held, in order: each message (kind, role, size) and each tool result in it, whose `ref`
-   * (its tool_use_id) `Recall.recall` answers from the session log; a message's reference is its log entry's id
-   * (`Recall.removalsOf` reads it from the log).
+   * (its tool_use_id) `Recall.recall` answers from the session log. A session log stores the same records in the
+   * compaction's entry (`removed`), each message named by its entry id and each tool result by where it is stored.
    */
   readonly removed: ReadonlyArray<RemovedRecord>
   /** User turns in the summarized head (an earlier summary not counted). */

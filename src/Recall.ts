@@ -6,20 +6,23 @@
  *
  * Every removal names its way back by a **reference**: an offloaded tool result by its `tool_use_id` (the `id` of its
  * offload pointer), a summarized message by the id of the log entry that stored it (`entryId`, a kept message
- * `compactionId#i`, a replaced summary its compaction entry's id). `recall` answers
+ * `compactionId#i`, a replaced summary its compaction entry's id). A tool_use_id the session reused names each of its
+ * results as `<tool_use_id>@<entry id>`; the bare id then answers with that list (`Ambiguous`). `recall` answers
  *
  * - **by reference** (`ref`, with an optional `lines` range and a `page`): the removed text exactly as it was stored,
  *   cut into pages of at most `maxTokens` each, so a large output comes back in pages that join to the original;
  * - **by search** (`query`, plain text or a regular expression): the removed texts that match, newest first, each hit
- *   with its reference and a few lines of context.
+ *   with its reference and a few lines of context. A regular expression is tried on each line's first
+ *   `MAX_REGEX_LINE` code units, and one with a repeated group holding a repeat (`(a+)+`) is refused.
  *
  * `recall` reads one session's entries through the `SessionStore` (memory, JSONL or SQL, after a resume or from
  * another worker) and never any other session's; its pure parts (sources, removal records, pages, search, the answer's
  * text) live in `internal/recall`. `recallTool` is the definition a caller adds to its `tools`, in the Messages API's
  * own shape, and `recallRunnableTool` the same for the SDK's tool runner; `recallClassifier` makes a recall's result
  * evictable like a file read (a later recall of the same reference supersedes it). A compaction's outcome lists what
- * it removed (`Compact.CompactedInfo.removed`), and `compaction inspect` of a session log what each compaction and
- * eviction removed, with the references `recall` answers.
+ * it removed (`Compact.CompactedInfo.removed`), its log entry stores the same record with the references `recall`
+ * answers (`removed`), and `compaction inspect` of a session log and the HTML report show what each compaction and
+ * eviction removed.
  *
  * @since 0.2.0
  */
@@ -42,7 +45,8 @@ export const recallTool: Internal.RecallToolDefinition = Internal.recallTool
 /**
  * What a recall answers: `Found` (a page of the referenced text, with where it is stored and how many pages there
  * are), `Hits` (a page of search hits, newest first, each with its reference), `Missing` (no source of this session
- * has the reference) or `Invalid` (the input could not be read; `error.detail` says why).
+ * has the reference), `Ambiguous` (a tool_use_id the session reused: the reference of each of its results) or
+ * `Invalid` (the input could not be read or is refused; `error.detail` says why).
  * @category models
  */
 export type RecallAnswer = Internal.RecallAnswer
@@ -89,7 +93,8 @@ export const recallClassifier = (classifier: ToolClassifier = defaultToolClassif
  * The recall tool for the SDK's tool runner (`client.beta.messages.toolRunner({ tools })`), in the shape `betaTool`
  * builds (`type: "custom"`, the definition, `run`, `parse`) without loading the SDK, answering from session
  * `sessionId` of the `SessionStore` that `store` provides: each call reads the log as it is then. An unknown
- * reference or a bad input throws, so the runner sends an error result the model can read; a store failure too.
+ * reference or a bad input throws, so the runner sends an error result the model can read; a store failure too. An
+ * ambiguous reference is answered with the references to choose from.
  * @category tool
  */
 export const recallRunnableTool = <E>(

@@ -16,5 +16,6 @@ export {
   type LoadIssue,
   type LoadOptions,
   loadStored,
+  type RemovedItem,
   type StoredEntry
 } from "./internal/sessionEntry.ts"

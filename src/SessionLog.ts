@@ -39,6 +39,7 @@ import {
 } from "./internal/outage.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
+import { removalRecord } from "./internal/removed.ts"
 import { type Message, validateMessage } from "./Message.ts"
 import * as SessionEntry from "./internal/sessionEntry.ts"
 import { encodeEntry, loadStored } from "./SessionEntry.ts"
@@ -59,6 +60,12 @@ export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogErr
 // ============================================================================
 // Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
 // ============================================================================
+
+/** The id of the last compaction entry of `entries` (the summary heading the view), or `undefined`. */
+const lastCompactionId = (entries: ReadonlyArray<SessionEntry.Entry>): string | undefined => {
+  for (let i = entries.length - 1; i >= 0; i--) if (entries[i]!.type === "compaction") return entries[i]!.id
+  return undefined
+}
 
 /** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
 const NO_STACK = { captureStackTrace: false } as const
@@ -459,7 +466,15 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       ...(input.turnsSummarized === undefined ? {} : { turnsSummarized: input.turnsSummarized }),
       ...(kept === undefined ? {} : { kept }),
       viewHash: hashOfView(after),
-      ...(input.meta === undefined ? {} : { meta: input.meta })
+      ...(input.meta === undefined ? {} : { meta: input.meta }),
+      // what the view no longer holds, by reference: the span the summarizer read (as the caller's outcome lists it),
+      // and the snapshot's messages a stored kept part replaces
+      removed: removalRecord(
+        snapshot.view.slice(0, cut),
+        snapshot.entryIds,
+        lastCompactionId(live.entries),
+        kept === undefined ? [] : snapshot.view.slice(cut)
+      )
     }
     return {
       entries: [entry],

@@ -1,14 +1,16 @@
 /**
- * `recall`, the way back, judged against the sessions themselves: real sessions of `../shared/data` replayed through
- * `Conversation` with compaction and eviction into the JSONL and the SQL store (embedded PGlite), resumed every 40
- * requests; then every tool result and every user message the last request no longer holds as sent comes back from
- * `recall` on its reference byte for byte (the pages joined), and the removal records name every one of them; on
- * JSONL the conversation also offloads eagerly with pointers naming recall, and each such pointer's id gives the
- * output back. Planted facts that 20 chained compactions remove are each found by one search; another session's data
- * never comes back; and a recall's own result is evicted like a file read, superseded by a later recall of the same
- * reference.
+ * `recall`, the way back, judged against the sessions themselves: every shared session of `../shared/data` replayed
+ * whole through `Conversation` with compaction and eviction (offloads with pointers naming recall) into the JSONL
+ * store, and three of them (the shortest long one and both short ones) into the SQL store on the embedded PGlite and
+ * on the `DATABASE_URL` server when it is set, each resumed about 8 times (the log closed and opened again). Then
+ * every tool result of the input comes back from `recall` on its reference byte for byte (the pages joined), every
+ * compaction entry stores the record of what it removed and every reference in it comes back, and every tool result
+ * and user message the last request no longer holds is in a removal record; a reused tool_use id names each copy by
+ * where it is stored. Planted facts that 20 chained compactions remove are each found by one search; another
+ * session's data never comes back; a recall's own result is evicted like a file read; a pattern that backtracks
+ * catastrophically is refused.
  *
- * The long session is a prefix (its first 300 messages on JSONL, 200 on SQL), so each store's replay takes seconds.
+ * The SQL stores replay three sessions, not five: the two long pi sessions alone take about a minute on PGlite.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -18,7 +20,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { replayMessages } from "../src/cli/Replay.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
-import { compactContext } from "../src/Compact.ts"
+import { compactAndRecord, compactContext } from "../src/Compact.ts"
 import { evictStaleToolResults } from "../src/Evict.ts"
 import { cachePrices } from "../src/internal/cacheTtl.ts"
 import { applyOffloads, buildIndex, decide, extendIndex } from "../src/internal/eviction.ts"
@@ -26,23 +28,30 @@ import { defaultToolClassifier } from "../src/Tools.ts"
 import { parseOffloadRef } from "../src/Offload.ts"
 import type { ContentBlock, Message, ToolResultBlock } from "../src/Message.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
-import { recall, type RecallAnswer, recallClassifier, renderAnswer } from "../src/Recall.ts"
+import { recall, type RecallAnswer, recallClassifier, recallRunnableTool, renderAnswer } from "../src/Recall.ts"
 import {
+  answerFromSources,
   decodeRecallInput,
+  formatRemoval,
+  MAX_REGEX_LINE,
   pageOf,
   readEntries,
+  type RecallSource,
+  recallSources,
   removalsOf,
   removedSources,
   searchSources
 } from "../src/internal/recall.ts"
+import { decodeLine, encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
 import { splitSummary, summaryText } from "../src/Summary.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { corpus, type CorpusSession } from "./fixtures/Corpus.ts"
 import { corpusPolicy, usageOf } from "./fixtures/ConversationReplay.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
-import { makeSchema } from "./fixtures/Pg.ts"
+import { databases, makeSchema } from "./fixtures/Pg.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
@@ -115,41 +124,192 @@ const replayInto = (session: CorpusSession, log: LogOf, resumeEvery = 40, offloa
     return { summary, last, sent }
   })
 
-/**
- * The judgement of one replayed session on `store`: every tool result of the input comes back byte-identical from
- * its reference, every user message the last request lost comes back from the reference its removal record names,
- * and every removed one is in a removal record.
- */
-const judgeSession = (session: CorpusSession, sessionId: string) =>
-  Effect.gen(function* () {
-    // a reference names one tool result: ids the recorded session reuses (swe-agent reuses some) are left out
-    const inputResults = new Map<string, string>()
-    const reused = new Set<string>()
-    for (const m of session.messages) {
-      for (const b of blocksOf(m)) {
-        if (b.type !== "tool_result") continue
-        const id = (b as ToolResultBlock).tool_use_id
-        if (inputResults.has(id)) reused.add(id)
-        inputResults.set(id, payloadText((b as ToolResultBlock).content))
+/** What the test reads of the log (independently of `recall`): each stored tool result's payload by entry and id. */
+const storedPayloads = (entries: ReadonlyArray<Entry>) => {
+  const payloads = new Map<string, string>()
+  /** By tool_use_id: the payload stored first, what a bare id names. */
+  const first = new Map<string, string>()
+  const messages = new Map<string, Message>()
+  const put = (entryId: string, message: Message) => {
+    messages.set(entryId, message)
+    for (const b of blocksOf(message)) {
+      if (b.type === "tool_result") {
+        const r = b as ToolResultBlock
+        if (!payloads.has(`${r.tool_use_id}@${entryId}`)) {
+          payloads.set(`${r.tool_use_id}@${entryId}`, payloadText(r.content))
+        }
+        if (!first.has(r.tool_use_id)) first.set(r.tool_use_id, payloadText(r.content))
       }
     }
-    for (const id of reused) inputResults.delete(id)
-    const entries = yield* readEntries(sessionId)
-    const removals = removalsOf(entries)
-    const removedRefs = new Set(removals.flatMap((r) => r.removed.map((i) => i.ref)))
-    let pagedResults = 0
-    for (const [id, text] of inputResults) {
-      const back = yield* recallWhole(sessionId, id)
-      assert.isTrue(back.text === text, `${session.name}: tool result ${id} differs from the input`)
-      if (back.pages > 1) pagedResults++
+  }
+  for (const e of entries) {
+    if (e.type === "message") put(e.id, e.message)
+    if (e.type === "compaction") e.kept?.messages.forEach((m, i) => put(`${e.id}#${i + 1}`, m))
+  }
+  return { payloads, first, messages }
+}
+
+/** Every page of `ref` answered from `sources` (what `recall` answers after reading the log), joined. */
+const answerWhole = (sources: ReadonlyArray<RecallSource>, ref: string): string => {
+  let text = ""
+  for (let page = 1;; page++) {
+    const answer = answerFromSources(sources, { _tag: "ByRef", ref, page }, { maxTokens: 2_000 })
+    if (answer._tag !== "Found") return assert.fail(`ref ${ref}: ${renderAnswer(answer)}`)
+    assert.isAtMost(renderAnswer(answer).length, 2_000 * 4)
+    text += answer.page.text
+    if (page >= answer.page.pages) return text
+  }
+}
+
+/**
+ * The judgement of one session replayed into `sessionId` of `store` (`last`: the last request; `sent`: the ids of
+ * every tool result a request held). The log is read once, as `recall` reads it; every reference is answered from it
+ * as `recall` answers (`answerFromSources`), and a few through `recall` itself, from the store:
+ * - the log holds the input: its k-th message entry is the input's k-th message;
+ * - every tool result of the input comes back byte-identical from `<tool_use_id>@<entry id>`, and from its bare id
+ *   when the session does not reuse it (a reused id's bare ref lists its copies instead);
+ * - every compaction entry stores its removal record, and every reference a removal record names comes back
+ *   byte-identical (a tool result as stored where the record says it is);
+ * - every tool result and user message the last request lost has a removal record (its own, or its kept copy's) and
+ *   comes back byte-identical from it;
+ * - every pointer of the last request that names recall gives back the output it replaced.
+ */
+const judgeSession = (
+  session: CorpusSession,
+  sessionId: string,
+  store: Layer.Layer<SessionStore>,
+  last: ReadonlyArray<Message>,
+  sent: ReadonlySet<string>
+) =>
+  Effect.gen(function* () {
+    const name = session.name
+    const entries = yield* readEntries(sessionId).pipe(Effect.provide(store))
+    const sources = recallSources(entries)
+    const { first, messages: stored, payloads } = storedPayloads(entries)
+    const messageEntries = entries.filter((e) => e.type === "message")
+    assert.strictEqual(messageEntries.length, session.messages.length, `${name}: one entry per message`)
+    // the input's tool results, each occurrence by where the log stores it and under the id it stores (a reply's
+    // reused id is renamed in the view, and its result with it); the j-th result of the k-th message, as the input
+    // has it (a result that answers no call is dropped on append: never stored, never sent)
+    const occurrences: Array<{ readonly id: string; readonly entry: string; readonly text: string }> = []
+    const counts = new Map<string, number>()
+    let dropped = 0
+    session.messages.forEach((m, k) => {
+      const results = (message: Message) =>
+        blocksOf(message).filter((b) => b.type === "tool_result") as ReadonlyArray<ToolResultBlock>
+      const input = results(m)
+      const logged = results(messageEntries[k]!.message)
+      if (logged.length !== input.length) {
+        dropped += input.length - logged.length
+        return
+      }
+      input.forEach((b, j) => {
+        const id = logged[j]!.tool_use_id
+        const text = payloadText(b.content)
+        assert.isTrue(payloadText(logged[j]!.content) === text, `${name}: the log stores result ${id} as given`)
+        occurrences.push({ id, entry: messageEntries[k]!.id, text })
+        counts.set(id, (counts.get(id) ?? 0) + 1)
+      })
+    })
+    assert.isAtMost(dropped, 2, `${name}: dropped results`)
+    let reusedChecked = 0
+    for (const o of occurrences) {
+      assert.isTrue(answerWhole(sources, `${o.id}@${o.entry}`) === o.text, `${name}: ${o.id}@${o.entry}`)
+      if (counts.get(o.id) === 1) {
+        assert.isTrue(answerWhole(sources, o.id) === o.text, `${name}: tool result ${o.id} differs from the input`)
+      } else {
+        const answer = answerFromSources(sources, { _tag: "ByRef", ref: o.id, page: 1 })
+        assert.strictEqual(answer._tag, "Ambiguous", `${name}: reused ${o.id}`)
+        if (answer._tag === "Ambiguous") assert.include(answer.sources.map((x) => x.ref), `${o.id}@${o.entry}`)
+        reusedChecked++
+      }
     }
-    // the user messages the log stored, in order, are the input's user-text messages, in order
-    const inputUsers = session.messages.filter((m) => m.role === "user").map(userTextOf).filter((t) => t !== undefined)
-    const loggedUsers = entries.flatMap((e) =>
-      e.type === "message" && e.message.role === "user" && userTextOf(e.message) !== undefined ? [e] : []
-    )
-    assert.strictEqual(loggedUsers.length, inputUsers.length, `${session.name}: user messages in the log`)
-    return { inputResults, inputUsers, loggedUsers, removedRefs, pagedResults }
+    // every compaction stores its record; every reference a record names comes back as stored where it says
+    for (const e of entries) if (e.type === "compaction") assert.isDefined(e.removed, `${name}: compaction ${e.id}`)
+    const removals = removalsOf(entries)
+    const named = new Set<string>()
+    for (const item of removals.flatMap((r) => r.removed)) {
+      const key = item.kind === "tool_result" ? `${item.ref.split("@")[0]}@${item.entry}` : item.ref
+      if (named.has(key)) continue
+      named.add(key)
+      const back = answerWhole(sources, item.ref)
+      // a bare id names its result as first stored (a kept copy's record too), a qualified one the copy it names
+      const expected = item.ref.includes("@") ? payloads.get(item.ref) : first.get(item.ref)
+      if (item.kind === "tool_result") assert.isTrue(back === expected, `${name}: record ${key}`)
+      else if (stored.has(item.ref)) {
+        const message = stored.get(item.ref)!
+        if (message.role === "user" && userTextOf(message) !== undefined) {
+          assert.isTrue(back === userTextOf(message), `${name}: record ${item.ref}`)
+        }
+      }
+    }
+    /** The references a record names for the tool result `id` stored in `entry`, or for a kept copy of it. */
+    const copiesOf = (entry: string) => [entry, ...[...stored.keys()].filter((k) => k.includes("#"))]
+    const present = presentIn(last)
+    let lostResults = 0
+    const lostRefs: Array<string> = []
+    for (const o of occurrences) {
+      // a result after the last reply was never sent: the last request does not lose it
+      if (present.results.get(o.id) === o.text || !sent.has(o.id)) continue
+      lostResults++
+      const via = copiesOf(o.entry).find((e) => named.has(`${o.id}@${e}`) && payloads.get(`${o.id}@${e}`) === o.text)
+      assert.isDefined(via, `${name}: lost tool result ${o.id}@${o.entry} has no removal record`)
+      lostRefs.push(`${o.id}@${via}`)
+    }
+    let lostUsers = 0
+    let mendedUsers = 0
+    const lastReply = session.messages.map((m) => m.role).lastIndexOf("assistant")
+    /** The text blocks of a stored user message (its content, when a string). */
+    const textsOf = (m: Message): ReadonlyArray<string> =>
+      typeof m.content === "string"
+        ? [m.content]
+        : m.content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text)
+    for (const [k, m] of session.messages.entries()) {
+      const text = m.role === "user" ? userTextOf(m) : undefined
+      // a message after the last reply was never sent: the last request does not lose it
+      if (text === undefined || present.users.has(text) || k > lastReply) continue
+      lostUsers++
+      const entry = messageEntries[k]!.id
+      const via = copiesOf(entry).find((e) =>
+        named.has(e) && stored.get(e) !== undefined && (e === entry || textsOf(stored.get(e)!).includes(text))
+      )
+      assert.isDefined(via, `${name}: lost user message ${k} has no removal record`)
+      const back = answerWhole(sources, via!)
+      const message = stored.get(via!)!
+      if (userTextOf(message) === text) {
+        assert.isTrue(back === text, `${name}: user message ${k} differs from the input`)
+      } else {
+        // appended after a call left unanswered: the log stores it mended, with that call's result before its text
+        assert.isTrue(
+          textsOf(message).join("\n\n") === text && back.endsWith(`\n\n${text}`),
+          `${name}: user message ${k} is not in the message its record names`
+        )
+        mendedUsers++
+      }
+      lostRefs.push(via!)
+    }
+    // every pointer the last request holds that names recall: recall on its id gives the input's output back
+    let recallPointers = 0
+    for (const m of last) {
+      for (const b of blocksOf(m)) {
+        if (b.type !== "tool_result") continue
+        const ref = parseOffloadRef(payloadText((b as ToolResultBlock).content))
+        if (ref?.recall !== true || counts.get(ref.toolUseId) !== 1) continue
+        recallPointers++
+        const input = occurrences.find((o) => o.id === ref.toolUseId)!
+        assert.isTrue(answerWhole(sources, ref.toolUseId) === input.text, `${name}: pointer ${ref.toolUseId}`)
+      }
+    }
+    // and `recall` itself, reading the store, on three of the lost ones (one page each: each call reads the log)
+    for (const ref of lostRefs.filter((_, i) => i % Math.max(1, Math.ceil(lostRefs.length / 3)) === 0)) {
+      const answer = yield* recall(sessionId, { ref }, { maxTokens: 1_000_000 }).pipe(Effect.provide(store))
+      assert.isTrue(
+        answer._tag === "Found" && answer.page.text === answerWhole(sources, ref),
+        `${name}: recall of ${ref} from the store`
+      )
+    }
+    const pagedResults = occurrences.filter((o) => o.text.length > 2_000 * 4).length
+    return { lostResults, lostUsers, mendedUsers, recallPointers, pagedResults, reusedChecked }
   })
 
 /** What the last request holds: its tool results' payloads by id and its user texts. */
@@ -162,63 +322,120 @@ const presentIn = (request: ReadonlyArray<Message>) => {
         results.set((b as ToolResultBlock).tool_use_id, payloadText((b as ToolResultBlock).content))
       }
     }
-    const text = m.role === "user" ? userTextOf(m) : undefined
-    if (text !== undefined) users.add(text)
+    if (m.role !== "user") continue
+    // a user's text may be merged into a message with tool results (the API merges adjacent user messages)
+    const texts = blocksOf(m).filter((b) => b.type === "text").map((b) => (b as { text: string }).text)
+    for (const text of [userTextOf(m), userTextOf({ role: "user", content: texts.join("\n\n") }), ...texts]) {
+      if (text !== undefined) users.add(text)
+    }
   }
   return { results, users }
 }
 
-/** Replays and judges `session` on a store; `removed` counts of what the last request lost. */
-const replayAndJudge = (
-  session: CorpusSession,
-  sessionId: string,
-  log: LogOf,
-  store: Layer.Layer<SessionStore>,
-  offloading = false
-) =>
+/**
+ * The compaction options: the corpus policy for the long sessions, a small trigger and tail for the short ones, which
+ * the corpus policy never compacts (their messages hold a few thousand tokens).
+ */
+const policyFor = (session: CorpusSession) =>
+  session.messages.length >= 200 ? { policy: corpusPolicy } : {
+    policy: CompactionPolicy.makeUnsafe({
+      contextWindow: 8_000,
+      compactAtTokens: 1_200,
+      keepRecentTokens: 300,
+      keepRecentTurns: 1,
+      minRemaining: 1_000
+    }),
+    minFreedTokens: 100
+  }
+
+/**
+ * The usage each reply reports: the recorded one, or (a session recorded without usage) the estimated tokens of the
+ * messages before it, so the trigger sees the context grow.
+ */
+const usageFor = (session: CorpusSession) => {
+  const recorded = usageOf(session.messages)
+  if (recorded.size > 0) return recorded
+  return new Map(
+    session.messages.flatMap((m, i) =>
+      m.role === "assistant"
+        ? [[i, { input_tokens: estimateTokens(session.messages.slice(0, i)), output_tokens: 50 }] as const]
+        : []
+    )
+  )
+}
+
+/**
+ * Replays `session` whole into session `sessionId` of `store` (compaction, eviction with recall offered, resumed
+ * about 8 times: the log closed and opened again) and judges it (`judgeSession`).
+ */
+const replayAndJudge = (session: CorpusSession, sessionId: string, store: Layer.Layer<SessionStore>) =>
   Effect.gen(function* () {
-    const every = Math.min(40, Math.ceil(session.messages.length / 8))
-    const { last, sent, summary } = yield* replayInto(session, log, every, offloading)
-    assert.isAtLeast(summary.resumes, 1)
-    const judged = yield* judgeSession(session, sessionId).pipe(Effect.provide(store))
-    const present = presentIn(last)
-    let lostResults = 0
-    for (const [id, text] of judged.inputResults) {
-      // a result after the last reply was never sent: the last request does not lose it
-      if (present.results.get(id) === text || !sent.has(id)) continue
-      lostResults++
-      assert.isTrue(judged.removedRefs.has(id), `${session.name}: lost tool result ${id} has no removal record`)
-    }
-    let lostUsers = 0
-    for (const [i, entry] of judged.loggedUsers.entries()) {
-      const text = judged.inputUsers[i]!
-      if (present.users.has(text)) continue
-      lostUsers++
-      assert.isTrue(judged.removedRefs.has(entry.id), `${session.name}: lost user message ${i} has no removal record`)
-      const back = yield* recallWhole(sessionId, entry.id).pipe(Effect.provide(store))
-      assert.isTrue(back.text === text, `${session.name}: user message ${i} differs from the input`)
-    }
-    // every pointer the last request holds that names recall: recall on its id gives the input's output back
-    let recallPointers = 0
-    for (const m of last) {
-      for (const b of blocksOf(m)) {
-        if (b.type !== "tool_result") continue
-        const ref = parseOffloadRef(payloadText((b as ToolResultBlock).content))
-        if (ref?.recall !== true || !judged.inputResults.has(ref.toolUseId)) continue
-        recallPointers++
-        const back = yield* recallWhole(sessionId, ref.toolUseId).pipe(Effect.provide(store))
-        assert.isTrue(back.text === judged.inputResults.get(ref.toolUseId), `pointer ${ref.toolUseId}`)
-      }
-    }
-    return { summary, lostResults, lostUsers, pagedResults: judged.pagedResults, recallPointers }
+    const log = SessionLog.layer({ sessionId, sync: "never" }).pipe(Layer.provide(store))
+    let last: ReadonlyArray<Message> = []
+    const sent = new Set<string>()
+    const summary = yield* replayMessages(session.messages, usageFor(session), {
+      ...policyFor(session),
+      ...OFFLOADING,
+      resumeEvery: Math.max(4, Math.ceil(session.messages.length / 8)),
+      log,
+      onRequest: (_, request) =>
+        Effect.sync(() => {
+          last = request.messages as ReadonlyArray<Message>
+          for (const m of last) {
+            for (const b of blocksOf(m)) if (b.type === "tool_result") sent.add((b as ToolResultBlock).tool_use_id)
+          }
+        })
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+    assert.isAtLeast(summary.resumes, 1, session.name)
+    assert.isAtLeast(summary.compactions, 1, session.name)
+    const judged = yield* judgeSession(session, sessionId, store, last, sent)
+    return { ...judged, summary }
   })
+
+/** The judgements of `sessions` (each replayed whole) on `store`, summed. */
+const judgeCorpus = (store: Layer.Layer<SessionStore>, sessions: ReadonlyArray<CorpusSession>) =>
+  Effect.gen(function* () {
+    const totals = {
+      lostResults: 0,
+      lostUsers: 0,
+      mendedUsers: 0,
+      recallPointers: 0,
+      pagedResults: 0,
+      reused: 0,
+      compactions: 0
+    }
+    for (const session of sessions) {
+      const judged = yield* replayAndJudge(session, session.name, store)
+      totals.lostResults += judged.lostResults
+      totals.lostUsers += judged.lostUsers
+      totals.mendedUsers += judged.mendedUsers
+      totals.recallPointers += judged.recallPointers
+      totals.pagedResults += judged.pagedResults
+      totals.reused += judged.reusedChecked
+      totals.compactions += judged.summary.compactions
+    }
+    return totals
+  })
+
+/**
+ * The sessions the SQL stores replay whole (JSONL replays them all): the shortest long one (heavy on thinking, a
+ * compaction inside a turn) and the two short ones (one of which reuses tool_use ids), so each database's replay
+ * takes seconds, not a minute.
+ */
+const sqlSessions = (): ReadonlyArray<CorpusSession> =>
+  corpus().filter((s) =>
+    [
+      "pi__session-2025-12-17_thinking",
+      "claude-code__coverage-test-fix",
+      "swe-agent__marshmallow-1867_function-calling"
+    ]
+      .includes(s.name)
+  )
 
 const longPrefix = (length = 300): CorpusSession => {
   const whole = corpus().find((s) => s.name === "pi__before-compaction")!
   return { ...whole, messages: whole.messages.slice(0, length) }
 }
-
-const small = (): CorpusSession => corpus().find((s) => s.name === "swe-agent__marshmallow-1867_function-calling")!
 
 describe("Recall over replayed sessions", () => {
   it.effect(
@@ -259,61 +476,69 @@ describe("Recall over replayed sessions", () => {
   )
 
   it.effect(
-    "JSONL: every offloaded or summarized tool result and user message comes back byte-identical",
+    "JSONL, every shared session whole: every offloaded or summarized tool result and user message comes back byte-identical",
     () =>
       Effect.gen(function* () {
         const directory = mkdtempSync(join(tmpdir(), "recall-"))
         try {
-          const store = SessionStoreJsonl.layer({ directory }).pipe(Layer.provide(platform))
-          for (const [session, id] of [[longPrefix(), "long"], [small(), "small"]] as const) {
-            const log = SessionLog.layer({ sessionId: id, sync: "never" }).pipe(Layer.provide(store))
-            const judged = yield* replayAndJudge(session, id, log, store, true)
-            if (id === "long") {
-              assert.isAtLeast(judged.summary.evictions, 5)
-              assert.isAtLeast(judged.recallPointers, 10)
-              assert.isAtLeast(judged.summary.compactions, 2)
-              assert.isAtLeast(judged.lostResults, 50)
-              assert.isAtLeast(judged.lostUsers, 1)
-              assert.isAtLeast(judged.pagedResults, 1)
-            }
-          }
+          const totals = yield* judgeCorpus(
+            SessionStoreJsonl.layer({ directory }).pipe(Layer.provide(platform)),
+            corpus()
+          )
+          // the corpus exercises every path: summarized and offloaded results, lost user messages (a few stored
+          // mended), pages, a reused id
+          const figures = JSON.stringify(totals)
+          assert.strictEqual(corpus().length, 5, figures)
+          assert.isAtLeast(totals.compactions, 40, figures)
+          assert.isAtLeast(totals.lostResults, 800, figures)
+          assert.isAtLeast(totals.lostUsers, 100, figures)
+          assert.isAtLeast(totals.mendedUsers, 1, figures)
+          assert.isAtLeast(totals.recallPointers, 10, figures)
+          assert.isAtLeast(totals.pagedResults, 10, figures)
+          assert.isAtLeast(totals.reused, 2, figures)
         } finally {
           rmSync(directory, { recursive: true, force: true })
         }
       }),
-    60_000
+    120_000
   )
 
-  it.effect(
-    "SQL (embedded PGlite): the same, and a second session's data never comes back",
-    () =>
-      Effect.gen(function* () {
-        const db = yield* Effect.promise(() => makeSchema())
-        try {
-          const store = Layer.succeedContext(db.context)
-          const log = SessionLog.layer({ sessionId: "long", sync: "never" }).pipe(Layer.provide(store))
-          const judged = yield* replayAndJudge(longPrefix(200), "long", log, store)
-          assert.isAtLeast(judged.lostResults, 50)
-          // another session on the same store, with removed data of its own: its refs are missing from "long", its
-          // texts are never found there, and they are found in its own log
-          const planted = yield* replayPlanted(20, store, "other")
-          for (let t = 0; t < 20; t++) {
-            const answer = yield* recall("long", { ref: `toolu_${t}` }).pipe(Effect.provide(store))
-            assert.strictEqual(answer._tag, "Missing")
+  for (const database of databases) {
+    it.effect(
+      `SQL (${database.name}), three shared sessions whole: the same, and a second session's data never comes back`,
+      () =>
+        Effect.gen(function* () {
+          const db = yield* Effect.promise(() => makeSchema(database))
+          try {
+            const store = Layer.succeedContext(db.context)
+            const totals = yield* judgeCorpus(store, sqlSessions())
+            const figures = JSON.stringify(totals)
+            assert.isAtLeast(totals.compactions, 10, figures)
+            assert.isAtLeast(totals.lostResults, 100, figures)
+            assert.isAtLeast(totals.lostUsers, 10, figures)
+            assert.isAtLeast(totals.reused, 2, figures)
+            // another session on the same store, with removed data of its own: its refs are missing from the
+            // others, its texts are never found there, and they are found in its own log
+            const planted = yield* replayPlanted(20, store, "other")
+            const long = "pi__session-2025-12-17_thinking"
+            for (let t = 0; t < 20; t++) {
+              const answer = yield* recall(long, { ref: `toolu_${t}` }).pipe(Effect.provide(store))
+              assert.strictEqual(answer._tag, "Missing")
+            }
+            for (const fact of planted.facts) {
+              const key = fact.slice(fact.lastIndexOf(" ") + 1)
+              const answer = yield* recall(long, { query: key }).pipe(Effect.provide(store))
+              assert.isTrue(answer._tag === "Hits" && answer.total === 0, `${key} found in another session`)
+            }
+            const there = yield* recall("other", { query: "checksum of build" }).pipe(Effect.provide(store))
+            assert.isTrue(there._tag === "Hits" && there.total > 0)
+          } finally {
+            yield* Effect.promise(() => db.drop())
           }
-          for (const fact of planted.facts) {
-            const key = fact.slice(fact.lastIndexOf(" ") + 1)
-            const answer = yield* recall("long", { query: key }).pipe(Effect.provide(store))
-            assert.isTrue(answer._tag === "Hits" && answer.total === 0, `${key} found in another session`)
-          }
-          const there = yield* recall("other", { query: "checksum of build" }).pipe(Effect.provide(store))
-          assert.isTrue(there._tag === "Hits" && there.total > 0)
-        } finally {
-          yield* Effect.promise(() => db.drop())
-        }
-      }),
-    60_000
-  )
+        }),
+      180_000
+    )
+  }
 })
 
 // ----------------------------------------------------------------------------
@@ -414,6 +639,23 @@ describe("Removal records", () => {
         removals.map((r) => r.removed.map((i) => i.ref)),
         [[entries[0]!.id, entries[1]!.id, entries[2]!.id], [first!.id, `${first!.id}#1`, entries[4]!.id]]
       )
+      // the record is the compaction entry's own: what it summarized, then the messages its kept copies replaced;
+      // the summary it replaced is one
+      assert.deepStrictEqual(second!.type === "compaction" ? second!.removed?.map((i) => i.kind) : [], [
+        "summary",
+        "message",
+        "message"
+      ])
+      // a log written before entries carried the record: derived from the entries (the repaired original too)
+      const old = removalsOf(entries.map((e) => {
+        if (e.type !== "compaction") return e
+        const { removed: _, ...rest } = e
+        return rest
+      }))
+      assert.deepStrictEqual(
+        old.map((r) => r.removed.map((i) => i.ref)),
+        [[entries[0]!.id, entries[1]!.id, entries[2]!.id], [first!.id, `${first!.id}#1`, entries[4]!.id]]
+      )
       assert.strictEqual(removals[1]!.entryId, second!.id)
       const found = yield* recall("kept", { query: "summary one" }).pipe(Effect.provide(store))
       assert.isTrue(found._tag === "Hits" && found.hits[0]!.ref === first!.id && found.hits[0]!.kind === "summary")
@@ -444,6 +686,138 @@ describe("Removal records", () => {
         outcome.removed.filter((r) => r.kind === "message").map((r) => r.role),
         span.map((m) => m.role)
       )
+    }))
+})
+
+describe("The removal record in the compaction entry", () => {
+  it.effect("it is the outcome's records with their entry ids; a resumed log reads the same; old and bad lines", () =>
+    Effect.gen(function* () {
+      const { messages } = plantedSession(12, 43)
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 12_000,
+        compactAtTokens: 6_000,
+        keepRecentTokens: 2_000,
+        minRemaining: 2_000
+      })
+      const logLayer = () => SessionLog.layer({ sessionId: "record", sync: "never" }).pipe(Layer.provide(store))
+      // live: the log's view compacted through compactContext, which records the boundary
+      const live = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        const ids = yield* log.append(messages)
+        const { outcome } = yield* compactAndRecord(messages, policy)
+        const { entries } = yield* log.loaded
+        return { ids, outcome, entry: entries.filter((e) => e.type === "compaction").at(-1)! }
+      }).pipe(Effect.provide(ExtractiveSummarizer.layer), Effect.provide(logLayer()))
+      assert.strictEqual(live.outcome._tag, "Compacted")
+      if (live.outcome._tag !== "Compacted" || live.entry.type !== "compaction") return
+      const record = live.entry.removed!
+      // the outcome's records, each message named by its entry, each tool result by its id and where it is stored
+      assert.strictEqual(record.length, live.outcome.removed.length)
+      let message = -1
+      live.outcome.removed.forEach((r, i) => {
+        const stored = record[i]!
+        if (r.kind === "message") message++
+        assert.deepStrictEqual(
+          { kind: stored.kind, role: stored.role, tool: stored.tool, tokens: stored.tokens },
+          { kind: r.kind, role: r.role, tool: r.tool, tokens: r.tokens }
+        )
+        assert.strictEqual(stored.ref, r.kind === "message" ? live.ids[message] : r.ref)
+        if (r.kind === "tool_result") assert.strictEqual(stored.entry, live.ids[message])
+      })
+      // resumed: a fresh log reads the same record, and removalsOf and inspect's line come from it
+      const resumed = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        const loaded = yield* log.load()
+        return loaded.entries.filter((e) => e.type === "compaction").at(-1)!
+      }).pipe(Effect.provide(logLayer()))
+      assert.deepStrictEqual(resumed, live.entry)
+      const entries = yield* readEntries("record").pipe(Effect.provide(store))
+      const [removal] = removalsOf(entries)
+      assert.deepStrictEqual(removal!.removed, record)
+      const line = formatRemoval(removal!)
+      assert.include(line, `compaction ${live.entry.id}: removed ${live.outcome.cut.removed.to} messages`)
+      assert.include(line, `recall refs: ${record.find((i) => i.kind === "tool_result")!.ref}`)
+      // a line written before entries carried the record decodes, its record derived; a malformed one is Corrupt
+      const { removed: _, ...old } = live.entry
+      const decodedOld = decodeLine(encodeEntry(old))
+      assert.isTrue(Result.isSuccess(decodedOld) && decodedOld.success.type === "compaction")
+      const oldRemovals = removalsOf([...entries.filter((e) => e.type !== "compaction"), old])
+      assert.deepStrictEqual(
+        oldRemovals[0]!.removed.filter((i) => i.kind === "message").map((i) => i.ref),
+        live.ids.slice(0, live.outcome.cut.removed.to)
+      )
+      for (
+        const bad of [[{ ref: "", kind: "message", tokens: 1 }], [{ ref: "a", kind: "file", tokens: 1 }], [{
+          ref: "a",
+          kind: "message",
+          tokens: 1.5
+        }], "all"]
+      ) {
+        const decoded = decodeLine(encodeEntry({ ...live.entry, removed: bad } as unknown as Entry))
+        assert.isTrue(Result.isFailure(decoded) && decoded.failure.reason === "Corrupt", JSON.stringify(bad))
+      }
+    }))
+
+  it.effect("a reused tool_use id: each copy has its own reference, and the bare id lists them", () =>
+    Effect.gen(function* () {
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      const step = (id: string, command: string, output: string): ReadonlyArray<Message> => [
+        { role: "assistant", content: [{ type: "tool_use", id, name: "bash", input: { command } }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: id, content: output }] }
+      ]
+      // a writer that reuses its call ids (as some agents do across turns) writes to the log directly
+      const record = yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([
+          { role: "user", content: "go" },
+          ...step("call_1", "ls", "first output\nalpha"),
+          { role: "user", content: "again" },
+          ...step("call_1", "ls -a", "second output\nbeta"),
+          { role: "user", content: "and the other" },
+          ...step("call_2", "pwd", "/work"),
+          { role: "assistant", content: "done" },
+          { role: "user", content: "next" }
+        ])
+        const snapshot = yield* log.snapshot
+        const entry = yield* log.recordCompaction({
+          snapshot,
+          cut: 9,
+          view: [{ role: "user", content: "summary" }, ...snapshot.view.slice(9)],
+          summarizer: "test"
+        })
+        return { entry, ids: snapshot.entryIds }
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "reuse", store: sessions })))
+      const first = `call_1@${record.ids[2]}`
+      const second = `call_1@${record.ids[5]}`
+      // the stored record says where each copy is
+      assert.deepStrictEqual(
+        record.entry.removed!.filter((i) => i.kind === "tool_result").map((i) => `${i.ref}@${i.entry}`),
+        [first, second, `call_2@${record.ids[8]}`]
+      )
+      const answer = (input: unknown) => recall("reuse", input).pipe(Effect.provide(store))
+      const text = (a: RecallAnswer) => a._tag === "Found" ? a.page.text : renderAnswer(a)
+      assert.strictEqual(text(yield* answer({ ref: first })), "first output\nalpha")
+      assert.strictEqual(text(yield* answer({ ref: second })), "second output\nbeta")
+      assert.strictEqual(text(yield* answer({ ref: "call_2" })), "/work")
+      // the bare id is ambiguous: the answer lists both references, never picks one
+      const bare = yield* answer({ ref: "call_1" })
+      assert.strictEqual(bare._tag, "Ambiguous")
+      if (bare._tag === "Ambiguous") assert.deepStrictEqual(bare.sources.map((s) => s.ref), [first, second])
+      assert.include(renderAnswer(bare), `ref="${second}" tool="bash" removed: second output`)
+      // a search names the copy it found; the removal records name each copy as recall does
+      const hit = yield* answer({ query: "beta" })
+      assert.isTrue(hit._tag === "Hits" && hit.hits[0]!.ref === second, renderAnswer(hit))
+      const entries = yield* readEntries("reuse").pipe(Effect.provide(store))
+      assert.deepStrictEqual(
+        removalsOf(entries)[0]!.removed.filter((i) => i.kind === "tool_result").map((i) => i.ref),
+        [first, second, "call_2"]
+      )
+      // the runner's tool answers the bare id with the list, for the model to choose
+      const runner = recallRunnableTool("reuse", store)
+      assert.include(yield* Effect.promise(() => runner.run({ ref: "call_1" })), first)
     }))
 })
 
@@ -565,6 +939,51 @@ describe("Recall pages and input", () => {
       })
     )
   })
+
+  it.effect("a pattern that backtracks catastrophically is refused with a typed error; a long line is searched in its head", () =>
+    Effect.gen(function* () {
+      // the classic exponential shape, on the line that makes it exponential: refused before any search
+      const line = `${"a".repeat(5_000)}!`
+      for (const query of ["(a+)+$", "(a*)*b", "(\\w*\\s?)*x", "(?:ab{2,})+c", "(a\\1)+"]) {
+        const decoded = decodeRecallInput({ query, regex: true })
+        assert.isTrue(Result.isFailure(decoded), query)
+        if (Result.isFailure(decoded)) {
+          assert.strictEqual(decoded.failure._tag, "RecallInputError")
+          assert.include(decoded.failure.detail, "exponential", query)
+        }
+      }
+      const sessions = new Map()
+      const store = SessionStore.layerMemory(sessions)
+      yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([
+          { role: "user", content: "go" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "bash", input: { command: "x" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: `${line}\nend marker` }] },
+          { role: "assistant", content: "done" },
+          { role: "user", content: "next" }
+        ])
+        const snapshot = yield* log.snapshot
+        yield* log.recordCompaction({
+          snapshot,
+          cut: 4,
+          view: [{ role: "user", content: "summary" }, ...snapshot.view.slice(4)],
+          summarizer: "test"
+        })
+      }).pipe(Effect.provide(SessionLog.layerMemory({ sessionId: "regex", store: sessions })))
+      const refused = yield* recall("regex", { query: "(a+)+$", regex: true }).pipe(Effect.provide(store))
+      assert.strictEqual(refused._tag, "Invalid")
+      assert.match(renderAnswer(refused), /^\[recall\] query is refused: a repeated group/)
+      // the same shape without the nesting is answered; a regular expression sees a line's head only
+      const plain = yield* recall("regex", { query: "a+$", regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(plain._tag === "Hits" && plain.total === 0, "the line's end is past the head a pattern sees")
+      const head = yield* recall("regex", { query: `^a{${MAX_REGEX_LINE}}`, regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(head._tag === "Hits" && head.total === 1 && head.hits[0]!.ref === "t1")
+      const text = yield* recall("regex", { query: "a!" }).pipe(Effect.provide(store))
+      assert.isTrue(text._tag === "Hits" && text.total === 1, "a plain query reads whole lines")
+      const marker = yield* recall("regex", { query: "^end marker$", regex: true }).pipe(Effect.provide(store))
+      assert.isTrue(marker._tag === "Hits" && marker.total === 1 && marker.hits[0]!.line === 2)
+    }))
 
   it("with recall offered, an output's pointer (and a modified read's) says to call it with its id; it round-trips", () => {
     const output = Array.from({ length: 300 }, (_, i) => `output line ${i}`).join("\n")

@@ -25,10 +25,23 @@
 import { type Fate, groupViolations, KIND_LABELS, KINDS, type TimelineEntry } from "./Inspect.ts"
 import type { Report } from "./Report.ts"
 import { CATEGORIES } from "../Retention.ts"
+import type { RemovalTally } from "../internal/simulate/model.ts"
 import { CHART_COLORS, contextChart, costChart, escapeHtml, shortBytes, uploadChart } from "./ReportChart.ts"
 
 const fmt = (n: number): string => Math.round(n).toLocaleString("en-US")
 const dollars = (n: number): string => `$${n.toFixed(2)}`
+
+/** A compaction's removals in the retention table: counts, tokens, tools and the first references. */
+const removedCell = (removed: RemovalTally): string =>
+  `${fmt(removed.messages)} messages, ${fmt(removed.toolResults)} tool results${
+    removed.tools.length === 0 ? "" : ` (${removed.tools.map((t) => `${escapeHtml(t.tool)} ${t.count}`).join(", ")})`
+  }, ~${fmt(removed.tokens)} tokens${
+    removed.refs.length === 0
+      ? ""
+      : `; refs ${removed.refs.map((r) => `<code>${escapeHtml(r)}</code>`).join(", ")}${
+        removed.toolResults > removed.refs.length ? ", …" : ""
+      }`
+  }`
 
 const pct = (part: number, whole: number): string => whole <= 0 ? "0%" : `${(100 * part / whole).toFixed(1)}%`
 
@@ -396,12 +409,15 @@ export const renderHtml = (report: Report): string => {
     push(
       '<p class="note">Of the anchors of the span each compaction removed (paths, commands, errors, identifiers, ' +
         "instructions, plan items; <code>compaction retention</code>), the share present in the next request, as " +
-        "present / counted; anchors still in the kept tail are not counted.</p>"
+        "present / counted; anchors still in the kept tail are not counted. <em>Recoverable</em>: of the anchors " +
+        "absent from that request, those one <code>recall</code> search over what was removed so far finds. " +
+        "<em>Removed</em>: the messages and tool results the compaction took out, and the first references " +
+        "<code>recall</code> gives them back by.</p>"
     )
     push(
       `<table id="retention"><tr><th class="n">compaction</th><th class="n">request</th>${
         CATEGORIES.map((c) => `<th class="n">${c}</th>`).join("")
-      }<th class="n">total</th></tr>`
+      }<th class="n">total</th><th class="n">recoverable</th><th>removed</th></tr>`
     )
     const share = (t: { readonly counted: number; readonly present: number; readonly share: number }) =>
       `<td class="n">${t.counted === 0 ? "n/a" : `${t.share.toFixed(2)} (${t.present}/${t.counted})`}</td>`
@@ -409,7 +425,9 @@ export const renderHtml = (report: Report): string => {
       push(
         `<tr><td class="n">${row.compaction}</td><td class="n">${row.request}</td>${
           CATEGORIES.map((c) => share(row.categories[c])).join("")
-        }${share(row.total)}</tr>`
+        }${share(row.total)}<td class="n">${
+          row.total.recoverable === undefined ? "n/a" : `${row.total.recoverable}`
+        }</td><td class="removed">${row.removed === undefined ? "" : removedCell(row.removed)}</td></tr>`
       )
     }
     push("</table>")

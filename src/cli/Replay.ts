@@ -29,7 +29,7 @@ import { recordChange } from "../internal/conversation/record.ts"
 import { prepareSession, type ReplayChange, replaySteps, settingsOf } from "../internal/simulate/replay.ts"
 import type { Summarizer } from "../Summarizer.ts"
 import { validate } from "../Validate.ts"
-import type { CompactionRetention, RequestEvent } from "../internal/simulate/model.ts"
+import type { CompactionRetention, RemovalTally, RequestEvent } from "../internal/simulate/model.ts"
 
 /** What a replay did. @category models */
 export interface ReplaySummary {
@@ -161,6 +161,8 @@ export interface CompactionRetentionRow extends CompactionRetention {
   readonly request: number
   /** Index of the recorded reply that request produced. */
   readonly message: number
+  /** What the compaction removed (its outcome's records, tallied), with the first references `recall` answers. */
+  readonly removed?: RemovalTally | undefined
 }
 
 /** The retention of each compaction of a policy's replay, in order (the engine's, from its per-request figures). @category models */
@@ -168,7 +170,13 @@ export const retentionRowsOf = (report: PolicyReport): ReadonlyArray<CompactionR
   const rows: Array<CompactionRetentionRow> = []
   report.perRequest.forEach((r, i) => {
     if (r.retention !== undefined) {
-      rows.push({ compaction: rows.length + 1, request: i + 1, message: r.index, ...r.retention })
+      rows.push({
+        compaction: rows.length + 1,
+        request: i + 1,
+        message: r.index,
+        ...r.retention,
+        ...(r.removed === undefined ? {} : { removed: r.removed })
+      })
     }
   })
   return rows

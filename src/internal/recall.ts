@@ -12,22 +12,26 @@ import * as Result from "effect/Result"
 import type { Message, ToolUseBlock } from "../Message.ts"
 import { isToolResult, isToolUse } from "./blocks.ts"
 import { decodeLine, type Entry } from "../SessionEntry.ts"
+import type { RemovedItem as EntryRemovedItem } from "./sessionEntry.ts"
 import { SessionStore } from "../SessionStore.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
 import type { ToolAction } from "../Tools.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { headOf } from "./text.ts"
 import {
+  MAX_REGEX_LINE,
   messageText,
   type RecallHit,
   type RecallKind,
   type RecallSource,
   recallText,
+  riskyPattern,
   searchSources
 } from "./recallSearch.ts"
 
 export {
   DEFAULT_CONTEXT_LINES,
+  MAX_REGEX_LINE,
   messageText,
   type RecallHit,
   type RecallKind,
@@ -74,7 +78,11 @@ export const recallTool: RecallToolDefinition = {
       lines: { type: "string", pattern: "^[1-9][0-9]*(-([1-9][0-9]*)?)?$", description: "A line range, like 120-240." },
       page: { type: "integer", minimum: 1, description: "Which page of the answer (default 1)." },
       query: { type: "string", description: "Text to search for in everything removed." },
-      regex: { type: "boolean", description: "Read `query` as a JavaScript regular expression." }
+      regex: {
+        type: "boolean",
+        description: "Read `query` as a JavaScript regular expression, tried on the first " +
+          `${MAX_REGEX_LINE} characters of each line; a repeated group holding a repeat, like (a+)+, is refused.`
+      }
     },
     additionalProperties: false
   }
@@ -153,6 +161,8 @@ export const decodeRecallInput = (input: unknown): Result.Result<RecallRequest, 
     } catch (e) {
       return fail(`query is not a regular expression: ${(e as Error).message}`)
     }
+    const risk = riskyPattern(query)
+    if (risk !== undefined) return fail(`query is refused: ${risk}`)
   }
   return Result.succeed({ _tag: "Search", query, regex: regex === true, page: pageNumber })
 }
@@ -169,10 +179,13 @@ const foldSources = (
   const sources: Array<Omit<RecallSource, "removed">> = []
   /** Entry id → the indices (in `sources`) of its message and its tool results. */
   const byEntry = new Map<string, Array<number>>()
-  /** tool_use_id → the index of its (first) tool result source. */
-  const byResult = new Map<string, number>()
+  /** tool_use_id → the indices of its tool result sources that are not kept copies, in log order. */
+  const byResult = new Map<string, Array<number>>()
+  /** tool_use_id → the indices of every tool result source of it, kept copies included. */
+  const everyResult = new Map<string, Array<number>>()
   const toolNames = new Map<string, string>()
-  const evicted = new Set<string>()
+  /** The indices of the tool result sources an eviction replaced in the view. */
+  const evicted = new Set<number>()
   let view: Array<string> = []
   const add = (entryId: string, source: Omit<RecallSource, "removed">) => {
     const list = byEntry.get(entryId) ?? []
@@ -180,19 +193,25 @@ const foldSources = (
     byEntry.set(entryId, list)
     sources.push(source)
   }
-  const addMessage = (entryId: string, message: Message, kind: RecallKind) => {
+  const addMessage = (entryId: string, message: Message, kind: RecallKind, kept: boolean) => {
     add(entryId, { ref: entryId, kind, entryId, role: message.role, text: messageText(message) })
     if (typeof message.content === "string") return
     message.content.forEach((block, index) => {
       if (isToolUse(block)) toolNames.set(block.id, block.name)
-      if (!isToolResult(block) || byResult.has(block.tool_use_id)) return
-      byResult.set(block.tool_use_id, sources.length)
-      const tool = toolNames.get(block.tool_use_id)
+      if (!isToolResult(block)) return
+      const id = block.tool_use_id
+      // a kept message's result is a copy of one stored before (its own only when none was: a repair's)
+      const copy = kept && byResult.has(id)
+      if (!copy) byResult.set(id, [...(byResult.get(id) ?? []), sources.length])
+      everyResult.set(id, [...(everyResult.get(id) ?? []), sources.length])
+      const tool = toolNames.get(id)
       add(entryId, {
-        ref: block.tool_use_id,
+        ref: copy ? qualifiedRef(id, entryId) : id,
         kind: "tool_result",
         entryId,
         block: index,
+        toolUseId: id,
+        ...(copy ? { copy: true as const } : {}),
         role: message.role,
         ...(tool === undefined ? {} : { tool }),
         text: recallText(block.content)
@@ -202,21 +221,24 @@ const foldSources = (
   for (const entry of entries) {
     switch (entry.type) {
       case "message":
-        addMessage(entry.id, entry.message, "message")
+        addMessage(entry.id, entry.message, "message", false)
         view.push(entry.id)
         break
       case "eviction": {
-        for (const e of entry.evictions) evicted.add(e.toolUseId)
-        const removed = entry.evictions.flatMap((e) => {
-          const at = byResult.get(e.toolUseId)
-          return at === undefined ? [] : [removedItem(sources[at]!)]
-        })
+        // an eviction replaces every result of its id the view holds
+        const inView = new Set(view)
+        const removed = entry.evictions.flatMap((e) =>
+          (everyResult.get(e.toolUseId) ?? []).filter((at) => inView.has(sources[at]!.entryId)).map((at) => {
+            evicted.add(at)
+            return removedItem(sources[at]!)
+          })
+        )
         onRemoval({ entryId: entry.id, type: "eviction", removed })
         break
       }
       case "compaction": {
         const before = view
-        addMessage(entry.id, entry.summary, "summary")
+        addMessage(entry.id, entry.summary, "summary", false)
         if (entry.kept === undefined) {
           const from = entry.firstKeptEntryId === null ? view.length : view.indexOf(entry.firstKeptEntryId)
           view = [entry.id, ...view.slice(Math.max(0, from))]
@@ -225,52 +247,81 @@ const foldSources = (
           const end = through === null ? 0 : view.indexOf(through) + 1
           const kept = entry.kept.messages.map((message, i) => {
             const id = `${entry.id}#${i + 1}`
-            addMessage(id, message, "message")
+            addMessage(id, message, "message", true)
             return id
           })
           view = [entry.id, ...kept, ...view.slice(end)]
         }
+        if (entry.removed !== undefined) {
+          onRemoval({ entryId: entry.id, type: "compaction", removed: entry.removed })
+          break
+        }
+        // a log written before compaction entries carried their record: what the view no longer holds
         const after = new Set(view)
         const removed = before.filter((id) => !after.has(id)).flatMap((id) =>
-          (byEntry.get(id) ?? []).map((at) => removedItem(sources[at]!))
+          (byEntry.get(id) ?? []).filter((at) => sources[at]!.copy !== true).map((at) => removedItem(sources[at]!))
         )
         onRemoval({ entryId: entry.id, type: "compaction", removed })
         break
       }
     }
   }
+  // a reused id names each of its results by where it is stored
+  for (const list of byResult.values()) {
+    if (list.length < 2) continue
+    for (const at of list) {
+      sources[at] = { ...sources[at]!, ref: qualifiedRef(sources[at]!.toolUseId!, sources[at]!.entryId) }
+    }
+  }
   const present = new Set(view)
-  return sources.map((s) => ({
-    ...s,
-    removed: !present.has(s.entryId) || (s.kind === "tool_result" && evicted.has(s.ref))
-  }))
+  return sources.map((s, i) => ({ ...s, removed: !present.has(s.entryId) || evicted.has(i) }))
 }
+
+/** The reference of the tool result `toolUseId` stored in entry `entryId`: `<toolUseId>@<entryId>`. @category sources */
+export const qualifiedRef = (toolUseId: string, entryId: string): string => `${toolUseId}@${entryId}`
 
 /**
  * Every text of a session's entries that `recall` can give back, oldest first: each message entry, each tool result
- * in it (by its `tool_use_id`; the first stored copy, the original), each kept message and each summary; marked
- * `removed` when the view the entries fold to no longer holds it as stored. Pure.
+ * in it (by its `tool_use_id`, or `<tool_use_id>@<entry id>` for an id the session reuses), each kept message (and
+ * its tool results, copies named by where they are stored) and each summary; marked `removed` when the view the
+ * entries fold to no longer holds it as stored. Pure.
  * @category sources
  */
 export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<RecallSource> => foldSources(entries)
 
-/** The source a reference names, or `undefined`: a message or summary by entry id first, then a tool result. @category sources */
-export const sourceOf = (sources: ReadonlyArray<RecallSource>, ref: string): RecallSource | undefined =>
-  sources.find((s) => s.ref === ref && s.kind !== "tool_result") ?? sources.find((s) => s.ref === ref)
+/**
+ * What a reference names: a message or summary by entry id; a tool result by its `ref` (its `tool_use_id`, or
+ * `<tool_use_id>@<entry id>` for a reused id or a kept copy); else `Ambiguous` for a `tool_use_id` the session
+ * reused (the results it names), or `undefined`. Pure.
+ * @category sources
+ */
+export const sourceOf = (
+  sources: ReadonlyArray<RecallSource>,
+  ref: string
+): RecallSource | { readonly _tag: "Ambiguous"; readonly sources: ReadonlyArray<RecallSource> } | undefined => {
+  const named = sources.find((s) => s.ref === ref && s.kind !== "tool_result") ?? sources.find((s) => s.ref === ref)
+  if (named !== undefined) return named
+  const at = ref.lastIndexOf("@")
+  const stored = at <= 0 ?
+    undefined :
+    sources.find((s) => s.kind === "tool_result" && s.toolUseId === ref.slice(0, at) && s.entryId === ref.slice(at + 1))
+  if (stored !== undefined) return stored
+  const results = sources.filter((s) => s.kind === "tool_result" && s.toolUseId === ref)
+  const originals = results.filter((s) => s.copy !== true)
+  if (originals.length > 1) return { _tag: "Ambiguous", sources: originals }
+  return results[0]
+}
 
 // ============================================================================
 // What each compaction removed
 // ============================================================================
 
-/** One item a compaction or an eviction removed from the view: its reference, kind, tool and size. @category models */
-export interface RemovedItem {
-  readonly ref: string
-  readonly kind: RecallKind
-  readonly role?: "user" | "assistant" | "system"
-  readonly tool?: string
-  /** Estimated tokens of its text (`ceil(chars / CHARS_PER_TOKEN)`). */
-  readonly tokens: number
-}
+/**
+ * One item a compaction or an eviction removed from the view: its reference, kind, role, tool, size and (a tool
+ * result) the entry that stores it (`SessionEntry`'s `RemovedItem`, the record a compaction entry stores).
+ * @category models
+ */
+export type RemovedItem = EntryRemovedItem
 
 /** What one log entry removed from the view: a compaction (the messages it summarized) or an eviction. @category models */
 export interface Removal {
@@ -282,23 +333,38 @@ export interface Removal {
 const tokensOf = (text: string): number => Math.ceil(text.length / CHARS_PER_TOKEN)
 
 /**
- * What each compaction and eviction entry of a session removed, in log order: a compaction every message (and its
- * tool results, and an earlier summary) of the view before it that the view after it no longer holds; an eviction
- * the tool results it offloaded. Each item carries the reference `recall` answers. Pure.
+ * What each compaction and eviction entry of a session removed, in log order: a compaction the record its entry
+ * stores (a log written before entries carried it: every message, with its tool results, and an earlier summary of
+ * the view before it that the view after it no longer holds, sized from their text); an eviction the tool results
+ * it offloaded. Each item carries the reference `recall` answers (a reused id's tool result `<tool_use_id>@<entry>`).
+ * Pure.
  * @category removals
  */
 export const removalsOf = (entries: ReadonlyArray<Entry>): ReadonlyArray<Removal> => {
   const out: Array<Removal> = []
-  foldSources(entries, (removal) => void out.push(removal))
-  return out
+  const sources = foldSources(entries, (removal) => void out.push(removal))
+  // a reused id's results are named by where they are stored, as `recall` names them
+  const reused = new Set(
+    sources.flatMap((s) => s.kind === "tool_result" && s.copy !== true && s.toolUseId !== s.ref ? [s.toolUseId!] : [])
+  )
+  if (reused.size === 0) return out
+  return out.map((removal) => ({
+    ...removal,
+    removed: removal.removed.map((item) =>
+      item.kind === "tool_result" && item.entry !== undefined && reused.has(item.ref)
+        ? { ...item, ref: qualifiedRef(item.ref, item.entry) }
+        : item
+    )
+  }))
 }
 
 const removedItem = (s: Omit<RecallSource, "removed">): RemovedItem => ({
-  ref: s.ref,
+  ref: s.toolUseId ?? s.ref,
   kind: s.kind,
   ...(s.role === undefined ? {} : { role: s.role }),
   ...(s.tool === undefined ? {} : { tool: s.tool }),
-  tokens: tokensOf(s.text)
+  tokens: tokensOf(s.text),
+  ...(s.kind === "tool_result" ? { entry: s.entryId } : {})
 })
 
 // ============================================================================
@@ -361,6 +427,8 @@ export type RecallAnswer = Data.TaggedEnum<{
   Found: { readonly source: Omit<RecallSource, "text">; readonly page: RecallPage }
   /** No source of this session has the reference. */
   Missing: { readonly ref: string }
+  /** The reference is a `tool_use_id` the session reused: the results it names, each under its own reference. */
+  Ambiguous: { readonly ref: string; readonly sources: ReadonlyArray<Omit<RecallSource, "text"> & { head: string }> }
   /** A page of a search's hits, newest first. */
   Hits: {
     readonly query: string
@@ -384,6 +452,12 @@ export interface RecallOptions {
   readonly context?: number | undefined
 }
 
+/** The first line of `text`. */
+const firstLine = (text: string): string => {
+  const end = text.indexOf("\n")
+  return end === -1 ? text : text.slice(0, end)
+}
+
 /** The code units an answer's header and next-page line take at most, besides a reference and a tool name. */
 const ANSWER_FRAME = 160
 
@@ -405,6 +479,12 @@ export const answerFromSources = (
   if (request._tag === "ByRef") {
     const source = sourceOf(sources, request.ref)
     if (source === undefined) return RecallAnswer.Missing({ ref: request.ref })
+    if ("_tag" in source) {
+      return RecallAnswer.Ambiguous({
+        ref: request.ref,
+        sources: source.sources.map(({ text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
+      })
+    }
     const { text, ...rest } = source
     // the reference is in the header and in the next-page line, the tool in the header
     const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
@@ -465,6 +545,16 @@ export const renderAnswer = (answer: RecallAnswer): string => {
     case "Missing":
       return `[recall] No removed output or message of this conversation has ref ${JSON.stringify(answer.ref)}. ` +
         "Search with query instead."
+    case "Ambiguous":
+      return [
+        `[recall] This conversation used the id ${JSON.stringify(answer.ref)} for ${answer.sources.length} tool ` +
+        "calls: call recall with the ref of the one you want.",
+        ...answer.sources.map((s) =>
+          `--- ref=${JSON.stringify(s.ref)}${s.tool === undefined ? "" : ` tool=${JSON.stringify(s.tool)}`} ${
+            s.removed ? "removed" : "still in the conversation"
+          }: ${s.head}`
+        )
+      ].join("\n")
     case "Hits": {
       if (answer.total === 0) return `[recall] Nothing removed matches ${JSON.stringify(answer.query)}.`
       const head = `[recall query=${JSON.stringify(answer.query)} ${answer.total} hits, newest first, ` +

@@ -24,6 +24,10 @@ export interface RecallSource {
   readonly entryId: string
   /** The index of the tool_result block in its message (tool results only). */
   readonly block?: number
+  /** The `tool_use_id` of a tool result (its `ref`, or the part before `@` of a qualified one). */
+  readonly toolUseId?: string
+  /** A tool result in a kept message that copies one stored before: found by its qualified `ref` only, never searched. */
+  readonly copy?: true
   readonly role?: "user" | "assistant" | "system"
   /** The tool whose call it answers (tool results only, when the call is in the log). */
   readonly tool?: string
@@ -87,6 +91,7 @@ export const removedSources = (messages: ReadonlyArray<Message>, from = 0): Read
           kind: "tool_result",
           entryId,
           block: index,
+          toolUseId: block.tool_use_id,
           role: message.role,
           text: recallText(block.content),
           removed: true
@@ -114,6 +119,76 @@ export const DEFAULT_CONTEXT_LINES = 2
 const MAX_EXCERPT_LINE = 400
 
 /**
+ * The code units of each line a regular expression is tried on: a longer line's head, which `$` does not match the end
+ * of (a plain query reads whole lines). With
+ * `riskyPattern` refusing the exponential patterns, this bounds a polynomial one's backtracking per line.
+ * @category constants
+ */
+export const MAX_REGEX_LINE = 1_000
+
+/** What follows a long line's head when a regular expression is tried on it: not a line end, so `$` fails there. */
+const CUT = "\u0000"
+
+/**
+ * Why `pattern` (a regular expression's source) may backtrack catastrophically, or `undefined`: a repeated group
+ * (`*`, `+`, `{n,}`, `{n,m}` with m > 1) whose body holds an unbounded quantifier (`*`, `+`, `{n,}`) or a
+ * backreference, as in `(a+)+$` or `(\w*\s?)*x`, which the engine can take exponential time to fail on. A scan of the
+ * source (escapes and character classes skipped), not a proof: it refuses the classic shape, and `MAX_REGEX_LINE`
+ * bounds what is left. Pure.
+ * @category search
+ */
+export const riskyPattern = (pattern: string): string | undefined => {
+  /** Per open group: whether its body holds an unbounded quantifier or a backreference. */
+  const open: Array<boolean> = []
+  /** Whether the atom just closed (a group) held one, for the quantifier that may follow it. */
+  let closed = false
+  let i = 0
+  const unbounded = (at: number): { readonly end: number; readonly repeats: boolean; readonly unbounded: boolean } => {
+    const c = pattern[at]
+    if (c === "*" || c === "+") return { end: at + 1, repeats: true, unbounded: true }
+    if (c === "?") return { end: at + 1, repeats: false, unbounded: false }
+    const brace = c === "{" ? /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(at)) : null
+    if (brace === null) return { end: at, repeats: false, unbounded: false }
+    const max = brace[2] === undefined ? Number(brace[1]) : brace[3] === "" ? Infinity : Number(brace[3])
+    return { end: at + brace[0].length, repeats: max > 1, unbounded: max === Infinity }
+  }
+  const mark = () => {
+    if (open.length > 0) open[open.length - 1] = true
+  }
+  while (i < pattern.length) {
+    const c = pattern[i]!
+    let wasGroup = false
+    if (c === "\\") {
+      if (/[1-9k]/.test(pattern[i + 1] ?? "")) mark()
+      i += 2
+    } else if (c === "[") {
+      for (i++; i < pattern.length && pattern[i] !== "]"; i++) if (pattern[i] === "\\") i++
+      i++
+    } else if (c === "(") {
+      open.push(false)
+      i++
+      continue
+    } else if (c === ")") {
+      closed = open.pop() ?? false
+      wasGroup = true
+      i++
+    } else {
+      i++
+    }
+    const q = unbounded(i)
+    if (q.end === i) continue
+    if (wasGroup && closed && q.repeats) {
+      return `a repeated group holds a repeat of its own (like (a+)+), which can take exponential time: ` +
+        "rewrite it without the nesting, or search plain text"
+    }
+    if (q.unbounded || (wasGroup && closed)) mark()
+    i = q.end
+    if (pattern[i] === "?") i++ // lazy
+  }
+  return undefined
+}
+
+/**
  * The hits of `query` in the removed sources, newest first (later entries first, the first match of each source
  * first): at most one hit per line, each with `context` lines either side. A plain query matches case-insensitively;
  * a regular expression as written (with the `u` flag). Pure.
@@ -127,14 +202,21 @@ export const searchSources = (
   const context = options.context ?? DEFAULT_CONTEXT_LINES
   const needle = query.toLowerCase()
   const pattern = options.regex === true ? new RegExp(query, "u") : undefined
-  // a line that matches is a match of the whole text (with `^` and `$` at line ends): one scan rules a text out
+  // a line that matches is a match of the whole text (with `^` and `$` at line ends): one scan rules a text out,
+  // unless a line is longer than a regular expression is tried on (`MAX_REGEX_LINE`, its head only)
   const anywhere = options.regex === true ? new RegExp(query, "mu") : undefined
-  const matches = (line: string) => pattern === undefined ? line.toLowerCase().includes(needle) : pattern.test(line)
-  const mayMatch = (text: string) => anywhere === undefined ? text.toLowerCase().includes(needle) : anywhere.test(text)
+  const matches = (line: string) =>
+    pattern === undefined
+      ? line.toLowerCase().includes(needle)
+      : pattern.test(line.length > MAX_REGEX_LINE ? headOf(line, MAX_REGEX_LINE) + CUT : line)
+  const mayMatch = (text: string) =>
+    anywhere === undefined
+      ? text.toLowerCase().includes(needle)
+      : longestLine(text) > MAX_REGEX_LINE || anywhere.test(text)
   const hits: Array<RecallHit> = []
   for (let s = sources.length - 1; s >= 0; s--) {
     const source = sources[s]!
-    if (!source.removed || !mayMatch(source.text)) continue
+    if (!source.removed || source.copy === true || !mayMatch(source.text)) continue
     // a message's text repeats its tool results: search each tool result once, in its own source (the message's
     // other blocks, a user's text beside a tool result, in the message)
     const skip = source.kind === "tool_result" ? undefined : ownResultLines(sources, s)
@@ -164,7 +246,7 @@ const ownResultLines = (sources: ReadonlyArray<RecallSource>, index: number): Re
   for (let r = index + 1; r < sources.length; r++) {
     const result = sources[r]!
     if (result.kind !== "tool_result" || result.entryId !== message.entryId) break
-    const segment = `[tool_result id=${result.ref}]\n${result.text}`
+    const segment = `[tool_result id=${result.toolUseId ?? result.ref}]\n${result.text}`
     const at = message.text.indexOf(segment)
     if (at === -1) continue
     skip ??= new Set()
@@ -173,6 +255,17 @@ const ownResultLines = (sources: ReadonlyArray<RecallSource>, index: number): Re
     for (let line = first; line <= last; line++) skip.add(line)
   }
   return skip
+}
+
+/** The length of the longest line of `text`, in code units. */
+const longestLine = (text: string): number => {
+  let longest = 0
+  let from = 0
+  for (let i = text.indexOf("\n"); i !== -1; i = text.indexOf("\n", from)) {
+    longest = Math.max(longest, i - from)
+    from = i + 1
+  }
+  return Math.max(longest, text.length - from)
 }
 
 const lineCount = (text: string): number => {

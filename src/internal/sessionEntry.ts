@@ -27,6 +27,8 @@ import { blocksOf, isToolResult } from "./blocks.ts"
  * the optional step metadata of a message or compaction entry (`meta`). Entries with a higher `v` are refused, never
  * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
  * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
+ * A compaction's removal record (`removed`, optional on every version, and never part of the view) came later without
+ * a new version: a reader that does not know it ignores it, and a malformed one is `Corrupt` like any bad field.
  * @category models
  */
 export const CURRENT_VERSION = 3 as const
@@ -132,11 +134,40 @@ export const KeptMessages: Schema.Struct<{
 export type KeptMessages = typeof KeptMessages.Type
 
 /**
+ * One message or tool result a compaction removed from the view (`CompactionEntry.removed`): its reference (a message's
+ * or summary's entry id, a tool result's `tool_use_id`), kind, role, the tool a result answers (when its call was in
+ * the span), estimated tokens (a message's include its tool results') and, for a tool result, `entry`, the id of the
+ * entry that stores it: `<tool_use_id>@<entry>` names that copy when a session reuses the id. @category schemas
+ */
+export const RemovedItem: Schema.Struct<{
+  readonly ref: Schema.String
+  readonly kind: Schema.Literals<readonly ["message", "summary", "tool_result"]>
+  readonly role: Schema.optionalKey<Schema.Literals<readonly ["user", "assistant", "system"]>>
+  readonly tool: Schema.optionalKey<Schema.String>
+  readonly tokens: Schema.Int
+  readonly entry: Schema.optionalKey<Schema.String>
+}> = Schema.Struct({
+  ref: Schema.String.check(Schema.isMinLength(1)),
+  kind: Schema.Literals(["message", "summary", "tool_result"]),
+  role: Schema.optionalKey(Schema.Literals(["user", "assistant", "system"])),
+  tool: Schema.optionalKey(Schema.String),
+  tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  entry: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
+})
+/** */
+export type RemovedItem = typeof RemovedItem.Type
+
+/**
  * A compaction boundary: the view becomes `[summary, ...items from firstKeptEntryId on]` (`null`: nothing kept), or,
  * with `kept`, `[summary, ...kept.messages, ...items after kept.through]`. `summary` is the message heading the new
  * view. `viewHash` is `viewHash(view)` of that new view. `kept` is optional, so logs written without it read as before;
  * a reader that ignores it rebuilds another view and refuses it with `HashMismatch`, never silently. `meta` (v3) is the
  * recording layer's step metadata (`Conversation` keeps its resume checkpoint there); the view never depends on it.
+ * `removed` is the record of what the boundary removed (`RemovedItem`): each message the summary replaced, in order,
+ * each followed by the tool results it held, then the messages a stored `kept` part replaced; the log writes it, and
+ * `recall` and `compaction inspect` read it.
+ * It is optional (a log written before it reads as before; the record is then derived from the entries) and, like
+ * `meta`, ignored by the view and by a reader that does not know it.
  * @category schemas
  */
 export const CompactionEntry: Schema.Struct<
@@ -151,6 +182,7 @@ export const CompactionEntry: Schema.Struct<
     readonly kept: Schema.optionalKey<typeof KeptMessages>
     readonly viewHash: Schema.String
     readonly meta: Schema.optionalKey<typeof StepMeta>
+    readonly removed: Schema.optionalKey<Schema.$Array<typeof RemovedItem>>
   }
 > = Schema.Struct({
   ...Header,
@@ -163,7 +195,8 @@ export const CompactionEntry: Schema.Struct<
   turnsSummarized: Schema.optionalKey(Schema.Int),
   kept: Schema.optionalKey(KeptMessages),
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
-  meta: Schema.optionalKey(StepMeta)
+  meta: Schema.optionalKey(StepMeta),
+  removed: Schema.optionalKey(Schema.Array(RemovedItem))
 })
 /** The decoded type of `CompactionEntry`. */
 export type CompactionEntry = typeof CompactionEntry.Type

@@ -254,6 +254,29 @@ describe.skipIf(skip)("the HTML report in chromium", () => {
     const before = data.requests[first.n - 2]!
     const sent = (r: typeof first) => r.cacheRead + r.cacheWrite + r.input
     assert.isBelow(sent(first), sent(before))
+    // the retention table: per compaction, the anchors one recall search finds and what it removed, with references
+    const rows = data.replay.retention
+    assert.isAbove(rows.length, 0)
+    const cells = await page.$$eval("#retention tr", (trs) =>
+      trs.slice(1).map((tr) => {
+        const tds = [...tr.querySelectorAll("td")]
+        return { recoverable: tds.at(-2)!.textContent!, removed: tds.at(-1)!.textContent! }
+      }))
+    assert.strictEqual(cells.length, rows.length)
+    rows.forEach((row, i) => {
+      const removed = row.removed!
+      assert.isDefined(removed, `compaction ${row.compaction}`)
+      assert.isAbove(removed.messages, 0)
+      const int = (n: number) => Math.round(n).toLocaleString("en-US")
+      assert.strictEqual(
+        cells[i]!.recoverable,
+        row.total.recoverable === undefined ? "n/a" : `${row.total.recoverable}`
+      )
+      assert.include(cells[i]!.removed, `${int(removed.messages)} messages, ${int(removed.toolResults)} tool results`)
+      assert.include(cells[i]!.removed, `~${int(removed.tokens)} tokens`)
+      for (const ref of removed.refs) assert.include(cells[i]!.removed, ref)
+    })
+    assert.isTrue(rows.some((r) => r.removed!.refs.length > 0), "some compaction removed tool results")
     await page.screenshot({ path: join(output, "report-compacting.png") })
     await page.close()
     assert.deepStrictEqual(errors, [])

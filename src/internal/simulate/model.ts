@@ -328,6 +328,8 @@ export interface RequestFigures {
   readonly offloadedResults: number
   /** Set on a request right after a compaction: what of the span it summarized this request still holds. */
   readonly retention?: CompactionRetention | undefined
+  /** Set on a request right after a compaction: what it removed (`Compact.CompactedInfo.removed`, tallied). */
+  readonly removed?: RemovalTally | undefined
   /**
    * The bytes the request uploads (its JSON body in UTF-8): on a thread's `continue`, only the messages after the
    * anchored reply; otherwise the whole request, `fullBytes`.
@@ -337,6 +339,41 @@ export interface RequestFigures {
   readonly fullBytes: number
   /** With `SimulateOptions.threads` (the library's requests): how the request went on its thread. */
   readonly thread?: "create" | "continue" | undefined
+}
+
+/**
+ * What one compaction removed, tallied from its outcome's records (`Compact.CompactedInfo.removed`): the messages and
+ * tool results of the span, their estimated tokens (the messages', which hold their results), the tool results per
+ * tool (most first) and the references of the first few, the ids `recall` answers. @category models
+ */
+export interface RemovalTally {
+  readonly messages: number
+  readonly toolResults: number
+  readonly tokens: number
+  readonly tools: ReadonlyArray<{ readonly tool: string; readonly count: number }>
+  readonly refs: ReadonlyArray<string>
+}
+
+/** How many references a `RemovalTally` lists. @category constants */
+export const TALLIED_REFS = 5
+
+/** The tally of a compaction's removal records. Pure. @category models */
+export const removalTally = (
+  removed: ReadonlyArray<
+    { readonly kind: string; readonly ref?: string; readonly tool?: string; readonly tokens: number }
+  >
+): RemovalTally => {
+  const messages = removed.filter((r) => r.kind !== "tool_result")
+  const results = removed.filter((r) => r.kind === "tool_result")
+  const counts = new Map<string, number>()
+  for (const r of results) counts.set(r.tool ?? "?", (counts.get(r.tool ?? "?") ?? 0) + 1)
+  return {
+    messages: messages.length,
+    toolResults: results.length,
+    tokens: messages.reduce((n, r) => n + r.tokens, 0),
+    tools: [...counts].map(([tool, count]) => ({ tool, count })).sort((a, b) => b.count - a.count),
+    refs: results.slice(0, TALLIED_REFS).flatMap((r) => r.ref === undefined ? [] : [r.ref])
+  }
 }
 
 /**

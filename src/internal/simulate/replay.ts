@@ -51,6 +51,8 @@ import {
   type PolicyReport,
   type PriceTable,
   type RecordedSession,
+  type RemovalTally,
+  removalTally,
   requestCost,
   type RequestEvent,
   type RequestFigures,
@@ -348,6 +350,7 @@ export function* replaySteps(
   let lastTime: number | undefined
   let previousCached = 0
   let summarized: ReadonlyArray<Message> | undefined
+  let removedTally: RemovalTally | undefined
   const shares: Array<number> = []
   const sumOffloaded = (before: ConversationState, after: ConversationState) => {
     if (before.view === after.view) return
@@ -416,6 +419,7 @@ export function* replaySteps(
     for (const s of applied.steps) if (s.change._tag === "Offloaded") compactionOffloads += s.change.offloaded.length
     if (compactionOffloads > 0) sumOffloaded(applied.steps[0]!.state, applied.state)
     summarized = plan.request.messages
+    removedTally = finished.outcome._tag === "Skipped" ? undefined : removalTally(finished.outcome.removed)
     remove(plan.request.messages)
     compactions++
     return true
@@ -547,6 +551,7 @@ export function* replaySteps(
       compacted,
       offloadedResults: results,
       ...(retention === undefined ? {} : { retention }),
+      ...(span === undefined || removedTally === undefined ? {} : { removed: removedTally }),
       uploadedBytes: upload,
       fullBytes: whole,
       ...(sent.thread === undefined ? {} : { thread: sent.thread.type })
