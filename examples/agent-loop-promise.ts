@@ -1,5 +1,6 @@
 /**
- * The agent loop without Effect: the SDK client, two tools, the conversation logged to a JSONL file, and a resume.
+ * The agent loop without Effect: the SDK client, two tools and `recall`, the conversation logged to a JSONL file, and a
+ * resume.
  * `node examples/agent-loop-promise.ts [directory]` (Node 22) or `deno run --allow-env --allow-net --allow-read
  * --allow-write examples/agent-loop-promise.ts [directory]`, with `ANTHROPIC_API_KEY` set (or `ANTHROPIC_BASE_URL` at a
  * server that speaks the Messages API: the tests run it against the suite's local server). Run it again with the
@@ -7,7 +8,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import process from "node:process"
-import { Policy, PromiseConversation } from "../src/index.ts"
+import { Policy, PromiseConversation, Recall } from "../src/index.ts"
 
 // the agent's tools: a read of a small in-memory tree, and a shell that only knows `ls`
 const files: Readonly<Record<string, string>> = {
@@ -37,7 +38,9 @@ const client = new Anthropic()
 const conversation = await PromiseConversation.open({
   log: { type: "jsonl", directory: process.argv[2] ?? "sessions", sessionId: "agent-loop" },
   system: "You are a coding agent. Use the tools.",
-  tools,
+  tools: [...tools, Recall.recallTool], // recall: the model reads back what a compaction removed, from the log
+  recall: true, // offload pointers name recall as the way back
+  classifier: Recall.recallClassifier(), // a later recall of the same output supersedes the earlier one
   // a small policy, so that this short session compacts; the defaults suit a real agent
   policy: Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 1_000, keepRecentTurns: 1, compactAtTokens: 4_000 })
 })
@@ -60,14 +63,14 @@ try {
     if (state.pending.length === 0) break // the agent answered: the task is done
     // every call of the reply gets its result, in one user message
     const calls = reply.content.filter((block) => block.type === "tool_use")
-    await conversation.append({
-      role: "user",
-      content: calls.map((call) => ({
-        type: "tool_result" as const,
-        tool_use_id: call.id,
-        content: runTool(call.name, call.input as Record<string, unknown>)
-      }))
-    })
+    const content = await Promise.all(calls.map(async (call) => ({
+      type: "tool_result" as const,
+      tool_use_id: call.id,
+      content: call.name === "recall"
+        ? await conversation.recall(call.input) // answered from the log, with no model call
+        : runTool(call.name, call.input as Record<string, unknown>)
+    })))
+    await conversation.append({ role: "user", content })
   }
   const { view, epoch } = await conversation.state()
   console.log(`${requests} requests, ${compactions} compactions; view ${view.length} messages, epoch ${epoch}`)

@@ -1,5 +1,6 @@
 /**
- * The agent loop with Effect: the SDK client, two tools, the conversation logged to a JSONL file, and a resume.
+ * The agent loop with Effect: the SDK client, two tools and `recall`, the conversation logged to a JSONL file, and a
+ * resume.
  * `node examples/agent-loop.ts [directory]` (Node 22) or `deno run --allow-env --allow-net --allow-read --allow-write
  * examples/agent-loop.ts [directory]`, with `ANTHROPIC_API_KEY` set (or `ANTHROPIC_BASE_URL` at a server that speaks
  * the Messages API: the tests run it against the suite's local server). Run it again with the same directory and it
@@ -10,7 +11,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { Effect, Layer } from "effect"
 import process from "node:process"
-import { Conversation, ExtractiveSummarizer, Policy, SessionStoreJsonl } from "../src/index.ts"
+import { Conversation, ExtractiveSummarizer, Policy, Recall, SessionStoreJsonl } from "../src/index.ts"
 
 // the agent's tools: a read of a small in-memory tree, and a shell that only knows `ls`
 const files: Readonly<Record<string, string>> = {
@@ -59,14 +60,14 @@ const agent = Effect.gen(function* () {
     if (state.pending.length === 0) break // the agent answered: the task is done
     // every call of the reply gets its result, in one user message
     const calls = reply.content.filter((block) => block.type === "tool_use")
-    yield* conversation.append({
-      role: "user",
-      content: calls.map((call) => ({
-        type: "tool_result" as const,
-        tool_use_id: call.id,
-        content: runTool(call.name, call.input as Record<string, unknown>)
-      }))
-    })
+    const content = yield* Effect.forEach(calls, (call) =>
+      Effect.map(
+        call.name === "recall"
+          ? conversation.recall(call.input) // answered from the log, with no model call
+          : Effect.succeed(runTool(call.name, call.input as Record<string, unknown>)),
+        (text) => ({ type: "tool_result" as const, tool_use_id: call.id, content: text })
+      ))
+    yield* conversation.append({ role: "user", content })
   }
   const { view, epoch } = yield* conversation.state
   console.log(`${requests} requests, ${compactions} compactions; view ${view.length} messages, epoch ${epoch}`)
@@ -74,7 +75,9 @@ const agent = Effect.gen(function* () {
 
 const conversation = Conversation.layerLogged({
   system: "You are a coding agent. Use the tools.",
-  tools,
+  tools: [...tools, Recall.recallTool], // recall: the model reads back what a compaction removed, from the log
+  recall: true, // offload pointers name recall as the way back
+  classifier: Recall.recallClassifier(), // a later recall of the same output supersedes the earlier one
   // a small policy, so that this short session compacts; the defaults suit a real agent
   policy: Policy.CompactionPolicy.makeUnsafe({ keepRecentTokens: 1_000, keepRecentTurns: 1, compactAtTokens: 4_000 })
 }).pipe(

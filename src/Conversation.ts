@@ -66,9 +66,10 @@ import {
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
+import { answerFromEntries, type RecallOptions, renderAnswer } from "./internal/recall.ts"
 import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
-import type { SessionLogError, SessionLogShape } from "./SessionLog.ts"
-import { SessionLog } from "./SessionLog.ts"
+import type { SessionLogShape } from "./SessionLog.ts"
+import { SessionLog, SessionLogError } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
 import { TokenCounter } from "./TokenCounter.ts"
 import { defaultToolClassifier } from "./Tools.ts"
@@ -229,6 +230,14 @@ export interface ConversationShape {
   readonly compact: (
     options?: { readonly instructions?: string | undefined; readonly upTo?: number | undefined } | undefined
   ) => Effect.Effect<RequestAfterCompaction, ConversationError<RequestAfterCompaction>>
+  /**
+   * Answers a call of the `recall` tool (`Recall.recallTool`; give the model the tool and the conversation
+   * `recall: true`) from this conversation's session log, with no model call: the text of the call's tool_result
+   * (`Recall.renderAnswer`), by reference or by search over what compactions and offloads removed, read from the
+   * store as it is now (what any worker wrote). A bad input is answered with what was wrong, for the model to read. A
+   * conversation that keeps no log (`layerMemory`) fails with `SessionLogError` `NotFound`; a store failure fails too.
+   */
+  readonly recall: (input: unknown, options?: RecallOptions | undefined) => Effect.Effect<string, SessionLogError>
 }
 
 /** The context the trigger fired on: the exact count, else the last reported usage; infinite after an overflow. */
@@ -541,7 +550,18 @@ const make = (
             })
           }), compactOptions?.upTo)
           return { request: request(), outcome }
-        }))
+        })),
+      recall: (input, recallOptions) =>
+        log === undefined
+          ? Effect.fail(
+            new SessionLogError({
+              reason: "NotFound",
+              detail: "this conversation keeps no session log (layerMemory); recall answers from the log of a " +
+                "logged one (layerLogged)"
+            })
+          )
+          : Effect.map(log.load(), ({ entries }) => renderAnswer(answerFromEntries(entries, input, recallOptions)))
+            .pipe(Effect.withSpan("Conversation.recall", { attributes: { "session.id": log.sessionId } }))
     })
   })
 

@@ -3,7 +3,7 @@
  *
  * The Promise door: the agent loop of `Conversation` for code that does not use Effect. `open` builds one
  * conversation (in memory, or logged to a JSONL file or to PostgreSQL) and hands back an object whose steps are
- * Promises: `append`, `prepare`, `recordReply`, `compact`, `state`, then `close` (or `await using`). It is a thin shell
+ * Promises: `append`, `prepare`, `recordReply`, `compact`, `recall`, `state`, then `close` (or `await using`). It is a thin shell
  * over `Conversation`: each step runs the Effect step on a runtime that owns the conversation's scope, so the log's
  * lock is held from `open` until `close`, and a step rejects with the same typed error the Effect step fails with.
  *
@@ -82,6 +82,11 @@ export interface PromiseConversation extends AsyncDisposable {
   readonly compact: (
     ...args: Parameters<ConversationShape["compact"]>
   ) => Promise<Effect.Success<ReturnType<ConversationShape["compact"]>>>
+  /**
+   * Answers a call of the `recall` tool from the conversation's log: the text of its tool_result (see
+   * `Conversation.ConversationShape.recall`). Rejects with `SessionLogError` `NotFound` for a conversation in memory.
+   */
+  readonly recall: (...args: Parameters<ConversationShape["recall"]>) => Promise<string>
   /** Ends the conversation: waits for the step under way, then releases the log and its lock. Idempotent. */
   readonly close: () => Promise<void>
   /** True once `close` was called. */
@@ -155,6 +160,7 @@ export const open = async (options: OpenOptions = {}): Promise<PromiseConversati
     recordReply: (...args) => run("recordReply", service.recordReply(...args)),
     prepare: () => run("prepare", service.prepare),
     compact: (...args) => run("compact", service.compact(...args)),
+    recall: (...args) => run("recall", service.recall(...args)),
     close,
     closed: () => closed,
     [Symbol.asyncDispose]: close

@@ -65,10 +65,8 @@ export const recall = (
 ): Effect.Effect<RecallAnswer, SessionLogError, SessionStore> => {
   const request = Internal.decodeRecallInput(input)
   if (Result.isFailure(request)) return Effect.succeed(Internal.RecallAnswer.Invalid({ error: request.failure }))
-  return Effect.map(
-    Internal.readEntries(sessionId),
-    (entries) => Internal.answerFromSources(Internal.recallSources(entries), request.success, options)
-  ).pipe(Effect.withSpan("Recall.recall", { attributes: { "session.id": sessionId } }))
+  return Effect.map(Internal.readEntries(sessionId), (entries) => Internal.answerFromEntries(entries, input, options))
+    .pipe(Effect.withSpan("Recall.recall", { attributes: { "session.id": sessionId } }))
 }
 
 /**

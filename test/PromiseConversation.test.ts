@@ -116,6 +116,12 @@ describe("PromiseConversation", () => {
       assert.isAtLeast(resumed.length, 7, "the resumed request starts from the log, not from the task alone")
       assert.isAtLeast(counts(first).compactions + counts(second).compactions, 1, "the small policy compacts")
     }
+    // the model's recall of its first read of the parser is answered from the log: the read's first two lines
+    const last = effect[1].requests.at(-1)!.body["messages"] as ReadonlyArray<{ readonly content: unknown }>
+    const recalled = JSON.stringify(last.at(-1)!.content)
+    assert.include(recalled, "toolu_07")
+    assert.include(recalled, "[recall ref=")
+    assert.include(recalled, 'export const parse = (input: string) => input.split(\\" \\")')
     const bodies = (runs: typeof effect) => runs.flatMap((run) => run.requests.map((r) => JSON.stringify(r.body)))
     assert.deepStrictEqual(bodies(promise), bodies(effect), "the Promise door sends what the Effect service sends")
     assert.strictEqual(promise[0].stdout + promise[1].stdout, effect[0].stdout + effect[1].stdout)

@@ -574,6 +574,22 @@ export const renderAnswer = (answer: RecallAnswer): string => {
   }
 }
 
+/**
+ * Answers a recall tool call's `input` from a session's `entries` (every stored entry, oldest first): `Invalid` when
+ * the input cannot be read, else the answer of `answerFromSources` over what the entries removed. Pure.
+ * @category answers
+ */
+export const answerFromEntries = (
+  entries: ReadonlyArray<Entry>,
+  input: unknown,
+  options: RecallOptions = {}
+): RecallAnswer => {
+  const request = decodeRecallInput(input)
+  return Result.isFailure(request)
+    ? RecallAnswer.Invalid({ error: request.failure })
+    : answerFromSources(recallSources(entries), request.success, options)
+}
+
 // ============================================================================
 // From the log
 // ============================================================================
