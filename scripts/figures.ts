@@ -118,6 +118,15 @@ export interface CorpusData {
   readonly bills: ReadonlyArray<
     { readonly name: string; readonly requests: number; readonly billed: number; readonly modelled: number }
   >
+  readonly disciplines: ReadonlyArray<{
+    readonly name: string
+    readonly dollars: number
+    readonly misses: number
+    readonly requests: number
+    readonly next: number
+    readonly atEnd: number
+    readonly front: boolean
+  }>
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -221,6 +230,20 @@ const costSummary = (data: CorpusData): string => {
     `(${((10 * misses) / requests).toFixed(2)} per 10).`
 }
 
+const disciplineTable = (data: CorpusData): string =>
+  tableText([
+    ["between compactions", "three pi sessions", "misses per 10", "retention, next request", "at the end", "front"],
+    ["---", "---:", "---:", "---:", "---:", "---"],
+    ...data.disciplines.map((d) => [
+      d.name,
+      money(d.dollars),
+      ((10 * d.misses) / d.requests).toFixed(2),
+      d.next.toFixed(3),
+      d.atEnd.toFixed(3),
+      d.front ? "yes" : "no"
+    ])
+  ])
+
 const engineTable = (data: CorpusData): string =>
   tableText([
     ["session", "requests", "compactions", "evictions", "replay = simulate", "simulate", "independent", "difference"],
@@ -307,6 +330,8 @@ export const renderBlock = (name: string, results: Results): string => {
       return costTable(corpusOf(results))
     case "cost-summary":
       return costSummary(corpusOf(results))
+    case "rewrite-discipline":
+      return disciplineTable(corpusOf(results))
     case "engine-check":
       return engineTable(corpusOf(results))
     case "bill-check":

@@ -53,6 +53,9 @@ const data: {
     }
   >
   bills: Array<{ name: string; requests: number; billed: number; modelled: number; error: number }>
+  disciplines: Array<
+    { name: string; dollars: number; misses: number; requests: number; next: number; atEnd: number; front: boolean }
+  >
 } = {
   sessions: long.map(({ name, report }) => ({
     name,
@@ -73,7 +76,38 @@ const data: {
     })
   })),
   engine: [],
-  bills: []
+  bills: [],
+  disciplines: []
+}
+
+// the rewrite discipline at the defaults: append-only between compactions (the default) against offloads in place,
+// cost and retention side by side, and which of the two is on the Pareto front of both
+{
+  const points = sweep(long.map(({ name }) => sessions.find((s) => s.name === name)!.session), {
+    compactAtTokens: [defaultPolicy.compactAtTokens],
+    keepRecent: [DEFAULT_KEEP_RECENT],
+    minSavings: [undefined],
+    appendOnly: [undefined, false]
+  })
+  const front = new Set(paretoFront(points))
+  for (const p of points) {
+    data.disciplines.push({
+      name: p.options.appendOnly === false ? "rewrites in place" : "append-only (the default)",
+      dollars: p.dollars,
+      misses: p.misses,
+      requests: p.requests,
+      next: p.retention.total.share,
+      atEnd: p.retentionAtEnd.total.share,
+      front: front.has(p)
+    })
+  }
+  console.log("\nThe rewrite discipline (three pi sessions, defaults): $, misses, retention next / at the end, front")
+  for (const d of data.disciplines) {
+    console.log(
+      `${d.name}: $${d.dollars.toFixed(2)}, ${d.misses} misses, ${d.next.toFixed(3)} / ${d.atEnd.toFixed(3)}` +
+        `${d.front ? ", on the front" : ""}`
+    )
+  }
 }
 
 const pct = (a: number, b: number) => `${((100 * a) / b).toFixed(0)}%`

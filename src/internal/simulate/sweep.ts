@@ -49,13 +49,19 @@ export interface SweepOptions {
   readonly keepRecent?: ReadonlyArray<number>
   /** Eviction rules: `undefined` is rent-or-buy, a number a fixed `minSavings`. */
   readonly minSavings?: ReadonlyArray<number | undefined>
+  /**
+   * The rewrite disciplines tried (`LibraryOptions.appendOnly`): `undefined` is the default (append-only once thinking
+   * or threads give a reason), `false` offloads in place between compactions. Default: the default only.
+   */
+  readonly appendOnly?: ReadonlyArray<boolean | undefined>
 }
 
 /** The default grid: compaction at 60k–180k, keepRecent 3, 5, 10, rent-or-buy or minSavings 2k / 5k. */
 const GRID = {
   compactAtTokens: [60_000, 80_000, 100_000, 120_000, 140_000, 180_000],
   keepRecent: [3, 5, 10],
-  minSavings: [undefined, 2_000, 5_000]
+  minSavings: [undefined, 2_000, 5_000],
+  appendOnly: [undefined]
 } as const
 
 /** Tallies summed over several measures, per category and in total; the share is 1 when nothing was counted. */
@@ -106,50 +112,57 @@ export const sweep = (
   for (const compactAtTokens of grid.compactAtTokens ?? GRID.compactAtTokens) {
     for (const keepRecent of grid.keepRecent ?? GRID.keepRecent) {
       for (const minSavings of grid.minSavings ?? GRID.minSavings) {
-        const library: LibraryOptions = { keepRecent, minSavings, policy: { compactAtTokens } }
-        const name = `compact at ${compactAtTokens / 1000}k, keepRecent ${keepRecent}, ${
-          minSavings === undefined ? "rent-or-buy" : `minSavings ${minSavings}`
-        }`
-        let dollars = 0
-        let peakContext = 0
-        let misses = 0
-        let requests = 0
-        let compactions = 0
-        const next: Array<CompactionRetention> = []
-        const atEnd: Array<CompactionRetention> = []
-        for (const session of prepared) {
-          const steps = replaySteps(session, { name, strategy: { _tag: "Library", options: library } }, settings)
-          const spans: Array<ReadonlyArray<Message>> = []
-          let last: Request | undefined
-          let step = steps.next()
-          while (step.done !== true) {
-            const { event } = step.value
-            if (event.summarized !== undefined) spans.push(event.summarized)
-            if (event.figures.retention !== undefined) next.push(event.figures.retention)
-            last = event.request
-            step = steps.next()
+        for (const appendOnly of grid.appendOnly ?? GRID.appendOnly) {
+          const library: LibraryOptions = {
+            keepRecent,
+            minSavings,
+            policy: { compactAtTokens },
+            ...(appendOnly === undefined ? {} : { appendOnly })
           }
-          const r = step.value.report
-          dollars += r.dollars
-          peakContext = Math.max(peakContext, r.peakContext)
-          misses += r.misses.policy + r.misses.external
-          requests += r.requests
-          compactions += r.compactions
-          if (last !== undefined) { for (const span of spans) atEnd.push(retentionOf(span, last)) }
+          const name = `compact at ${compactAtTokens / 1000}k, keepRecent ${keepRecent}, ${
+            minSavings === undefined ? "rent-or-buy" : `minSavings ${minSavings}`
+          }${appendOnly === false ? ", rewrites in place" : appendOnly === true ? ", append-only" : ""}`
+          let dollars = 0
+          let peakContext = 0
+          let misses = 0
+          let requests = 0
+          let compactions = 0
+          const next: Array<CompactionRetention> = []
+          const atEnd: Array<CompactionRetention> = []
+          for (const session of prepared) {
+            const steps = replaySteps(session, { name, strategy: { _tag: "Library", options: library } }, settings)
+            const spans: Array<ReadonlyArray<Message>> = []
+            let last: Request | undefined
+            let step = steps.next()
+            while (step.done !== true) {
+              const { event } = step.value
+              if (event.summarized !== undefined) spans.push(event.summarized)
+              if (event.figures.retention !== undefined) next.push(event.figures.retention)
+              last = event.request
+              step = steps.next()
+            }
+            const r = step.value.report
+            dollars += r.dollars
+            peakContext = Math.max(peakContext, r.peakContext)
+            misses += r.misses.policy + r.misses.external
+            requests += r.requests
+            compactions += r.compactions
+            if (last !== undefined) { for (const span of spans) atEnd.push(retentionOf(span, last)) }
+          }
+          const retention = pooled(next)
+          const retentionAtEnd = pooled(atEnd)
+          points.push({
+            name,
+            options: library,
+            dollars,
+            peakContext,
+            misses,
+            requests,
+            compactions,
+            retention,
+            retentionAtEnd
+          })
         }
-        const retention = pooled(next)
-        const retentionAtEnd = pooled(atEnd)
-        points.push({
-          name,
-          options: library,
-          dollars,
-          peakContext,
-          misses,
-          requests,
-          compactions,
-          retention,
-          retentionAtEnd
-        })
       }
     }
   }
