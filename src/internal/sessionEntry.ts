@@ -154,7 +154,7 @@ export const RemovedItem: Schema.Struct<{
   tokens: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   entry: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1)))
 })
-/** */
+/** The decoded type of `RemovedItem`: one removed message or tool result of a compaction's record. @category schemas */
 export type RemovedItem = typeof RemovedItem.Type
 
 /**
