@@ -101,7 +101,9 @@ const SessionStoreBase: Context.ServiceClass<SessionStore, "effect-compaction/Se
 export class SessionStore extends SessionStoreBase {
   /**
    * Sessions in memory, as entries (not file text). Pass a shared `sessions` map to reopen sessions after a
-   * simulated restart, or to look at and change what is stored.
+   * simulated restart, or to look at and change what is stored. An append finds stored entry ids through an index of
+   * each session's array, kept up to date with pushes and cuts: to change the ids of entries before the last, put a
+   * new array in the map.
    */
   static readonly layerMemory = (sessions: MemorySessions = new Map()): Layer.Layer<SessionStore> =>
     Layer.succeed(SessionStore, makeMemoryStore(sessions))
@@ -142,8 +144,37 @@ interface MemoryEntry extends StoredEntry {
 /** The memory store's contents: session id → its entries in order. @category models */
 export type MemorySessions = Map<string, Array<MemoryEntry>>
 
+/**
+ * The entry ids of a memory session's first `count` entries (id → seq), and the id of the last of them: what makes an
+ * append's `AlreadyWritten` check O(1) amortized instead of a scan of the history.
+ */
+interface IdIndex {
+  readonly seqs: Map<string, number>
+  count: number
+  lastId: string | undefined
+}
+
 const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
   const name = "memory"
+  // per session array, kept while the array lives: a session replaced in the map is indexed anew
+  const indexes = new WeakMap<ReadonlyArray<MemoryEntry>, IdIndex>()
+  /**
+   * The index of `stored`, caught up with the entries pushed since (by this store or another over the same map). One
+   * that no longer matches (the array was cut, or its last indexed entry replaced) is built again.
+   */
+  const indexOf = (stored: ReadonlyArray<MemoryEntry>): IdIndex => {
+    let index = indexes.get(stored)
+    if (index === undefined || index.count > stored.length || stored[index.count - 1]?.entryId !== index.lastId) {
+      index = { seqs: new Map(), count: 0, lastId: undefined }
+      indexes.set(stored, index)
+    }
+    for (; index.count < stored.length; index.count++) {
+      const entry = stored[index.count]!
+      index.seqs.set(entry.entryId, entry.seq)
+      index.lastId = entry.entryId
+    }
+    return index
+  }
   const existing = (sessionId: string) =>
     Effect.flatMap(validateSessionId(sessionId), () => {
       const entries = sessions.get(sessionId)
@@ -170,9 +201,13 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
     append: (sessionId, expectedSeq, entries) =>
       existing(sessionId).pipe(
         Effect.map((stored): AppendResult => {
-          const ids = new Set(entries.map((e) => e.entryId))
-          const written = stored.filter((e) => ids.has(e.entryId))
-          if (written.length > 0) return { _tag: "AlreadyWritten", seq: written.at(-1)!.seq }
+          const { seqs } = indexOf(stored)
+          let written: number | undefined
+          for (const e of entries) {
+            const seq = seqs.get(e.entryId)
+            if (seq !== undefined && (written === undefined || seq > written)) written = seq
+          }
+          if (written !== undefined) return { _tag: "AlreadyWritten", seq: written }
           const last = stored.at(-1)?.seq ?? 0
           if (last !== expectedSeq) return { _tag: "Conflict", seq: last }
           entries.forEach((e, i) => stored.push({ seq: last + i + 1, entryId: e.entryId, line: e.line }))
