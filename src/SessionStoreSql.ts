@@ -20,7 +20,7 @@
  * before the ones that lost to it: under contention an append needs at most two tries (one `Conflict`), instead of
  * losing again and again to whoever happens to be quicker. The optimistic check stays what decides: the queue only
  * orders the tries, so nothing is lost or stored twice whatever happens to it. A place lapses when its writer shows no
- * sign of life for about a second (it died, or gave up), and a wait longer than the lock timeout fails as a lock
+ * sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails as a lock
  * timeout, which the log retries. An uncontended append never waits.
  *
  * No transaction outlives an append (never one across a summarizer call), and each sets
@@ -170,7 +170,7 @@ const migration0003 = Effect.gen(function* () {
  * How long a waiting append's place in a session's queue lasts without a sign of life (each of its tries and polls
  * renews it): a writer that died in the queue holds the others up no longer than this. @category models
  */
-const TURN_LEASE = "1 second"
+const TURN_LEASE = "3 seconds"
 
 /**
  * The pause before a waiting append looks at the queue again, with `ahead` appends before it (jittered): 1–2 ms for

@@ -2,7 +2,8 @@
  * The SQL store under contention, on each database of `fixtures/Pg.ts` (the embedded PGlite always, the server at
  * DATABASE_URL when set; a schema of its own per run): 8 writers, each with a connection pool of its own as separate
  * workers have, append 50 messages each to one session as fast as they can. Every append completes, none needs more
- * than two tries of the store (one `Conflict`, then its turn), and the session holds each message once, in each
+ * than three tries of the store (two while no place in the queue lapses: one `Conflict`, then its turn; a place lapses
+ * when its writer is stalled for seconds, as on a starved machine), and the session holds each message once, in each
  * writer's order. (Its timing is `bench/contention.ts`'s.)
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -26,7 +27,7 @@ for (const database of databases) {
     })
 
     it.live(
-      `${WRITERS} writers × ${APPENDS} appends to one session: each append in at most two tries`,
+      `${WRITERS} writers × ${APPENDS} appends to one session: each append in at most three tries`,
       () =>
         Effect.gen(function* () {
           const sessionId = "contended"
@@ -59,7 +60,7 @@ for (const database of databases) {
           const counts = [...tries.values()]
           assert.strictEqual(counts.length, WRITERS * APPENDS, "one counted append per message")
           const most = Math.max(...counts)
-          assert.isAtMost(most, 2, `an append took ${most} tries`)
+          assert.isAtMost(most, 3, `an append took ${most} tries`)
           const loaded = yield* readSession(sessionId).pipe(
             Effect.provide(Layer.succeedContext(pg!.context))
           )
