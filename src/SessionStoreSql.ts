@@ -173,12 +173,13 @@ const migration0003 = Effect.gen(function* () {
 const TURN_LEASE = "3 seconds"
 
 /**
- * The pause before a waiting append looks at the queue again, with `ahead` appends before it (jittered): 1–2 ms for
- * the next in line, which takes its turn as soon as it comes; 5 ms for each one ahead of the others (at most 50 ms,
- * well within the lease), so that a long queue does not load the server with looks.
+ * The pause before a waiting append looks at the queue again (jittered): from 1 ms, doubling with each look that finds
+ * the queue no shorter ahead of it (`still` looks in a row), at most 16 ms for the next in line, which takes its turn
+ * soon after it comes, and 50 ms for the others (well within the lease), so that waiting appends do not load the
+ * server with looks while a slow turn goes on.
  */
-const turnPause = (ahead: number, random: number): number =>
-  Math.round((ahead <= 1 ? 2 : Math.min(5 * ahead, 50)) * (0.5 + random / 2))
+const turnPause = (ahead: number, still: number, random: number): number =>
+  Math.round(Math.min(2 ** Math.min(still, 6), ahead <= 1 ? 16 : 50) * (0.5 + random / 2))
 
 /** What one try of an append found: its answer, or that another append is ahead of it in the session's queue. */
 type AppendTry = AppendResult | { readonly _tag: "Wait" } | undefined
@@ -309,10 +310,9 @@ const makeSqlStore = Effect.gen(function* () {
   const awaitTurn = (sessionId: string, expectedSeq: number, turn: string) =>
     Effect.gen(function* () {
       const until = (yield* Clock.currentTimeMillis) + DEFAULT_LOCK_SECONDS * 1000
-      for (let ahead = 1;;) {
-        // the next in line looks often; the ones behind it, as often as their turn may come
-        yield* Effect.sleep(turnPause(ahead, Math.random()))
-        const rows = yield* sql<{ readonly ahead: number; readonly last: number }>`
+      for (let ahead = Number.MAX_SAFE_INTEGER, still = 0;; still++) {
+        yield* Effect.sleep(turnPause(ahead, still, Math.random()))
+        const rows = yield* sql<{ readonly ahead: number; readonly last: number | null }>`
           WITH renewed AS (INSERT INTO compaction_turns (session_id, entry_id) VALUES (${sessionId}, ${turn})
             ON CONFLICT (session_id, entry_id) DO UPDATE SET seen = now())
           SELECT (SELECT count(*)::int FROM compaction_turns
@@ -320,10 +320,14 @@ const makeSqlStore = Effect.gen(function* () {
                 AND ticket < coalesce((SELECT ticket FROM compaction_turns
                   WHERE session_id = ${sessionId} AND entry_id = ${turn}), ${Number.MAX_SAFE_INTEGER})) AS ahead,
             (SELECT last_seq::int FROM compaction_sessions WHERE session_id = ${sessionId}) AS last`
+        if (rows[0]!.ahead < ahead) still = 0
         ahead = rows[0]!.ahead
         if (ahead === 0) {
           const last = rows[0]!.last
-          return last === expectedSeq ? undefined : ({ _tag: "Conflict", seq: last } satisfies AppendResult)
+          // (a session gone meanwhile: the next try answers NotFound)
+          return last === null || last === expectedSeq
+            ? undefined
+            : ({ _tag: "Conflict", seq: last } satisfies AppendResult)
         }
         if ((yield* Clock.currentTimeMillis) >= until) {
           return yield* new SessionLogError({
