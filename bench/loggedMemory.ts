@@ -3,7 +3,7 @@
  *
  *   node --expose-gc bench/loggedMemory.ts            # 100,000 messages, then 200 conversations of 2,000
  *   MESSAGES=5000 OPENS=20 node --expose-gc bench/loggedMemory.ts   # a quick look
- *   DATABASE_URL=postgres://127.0.0.1:5432/test STORES=pg OPENS=0 node --expose-gc bench/loggedMemory.ts
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test STORES=pg OPENS=0 node --expose-gc bench/loggedMemory.ts
  *
  * `STORES` (default `jsonl`, and `pg` too when `DATABASE_URL` is set) names the stores part 1 runs on: `jsonl` (a
  * temporary directory) and `pg` (the PostgreSQL server at `DATABASE_URL`, in a schema of the run's own, dropped at the
