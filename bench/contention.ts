@@ -9,6 +9,8 @@
  * pool) append `APPENDS` (default 50) messages each, one at a time and as fast as they can, to one session in a schema
  * of the run's own (dropped at the end). Prints the wall time, each worker's own time, the appends answered `Conflict`
  * (each one a catch-up and another try), the workers that failed, and whether the session holds each message once.
+ * Then the same in this one process (`WORKERS` logs, each with a pool of its own), where each append is timed: the
+ * median, 99th percentile and longest append, and the most store tries one append took.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -17,6 +19,7 @@ import { spawn } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import { readSession, SessionLog } from "../src/SessionLog.ts"
+import { SessionStore, type SessionStoreShape } from "../src/SessionStore.ts"
 import { SessionStoreSql } from "../src/SessionStoreSql.ts"
 
 const url = process.env["DATABASE_URL"] ?? ""
@@ -75,6 +78,42 @@ try {
       `${failed.length === 0 ? "" : ` (${failed[0]})`}; ${messages.length} messages stored, each once: ${once}`
   )
   if (failed.length > 0 || !once) process.exitCode = 1
+
+  // in this process: each append timed, the store's tries per append counted (by its first entry id)
+  const tries = new Map<string, number>()
+  const counted = Layer.effect(
+    SessionStore,
+    Effect.map(Effect.service(SessionStore), (inner): SessionStoreShape => ({
+      ...inner,
+      append: (id, expectedSeq, entries, options) =>
+        Effect.suspend(() => {
+          tries.set(entries[0]!.entryId, (tries.get(entries[0]!.entryId) ?? 0) + 1)
+          return inner.append(id, expectedSeq, entries, options)
+        })
+    }))
+  ).pipe(Layer.provide(store), Layer.fresh)
+  const latencies: Array<number> = []
+  const inProcess = (w: number) =>
+    Effect.gen(function* () {
+      const log = yield* SessionLog
+      for (let k = 0; k < APPENDS; k++) {
+        const t = performance.now()
+        yield* log.append([{ role: "user", content: `p${w} ${k}` }])
+        latencies.push(performance.now() - t)
+      }
+    }).pipe(Effect.provide(SessionLog.layer({ sessionId: "in-process" }).pipe(Layer.provide(counted), Layer.fresh)))
+  const inStarted = Date.now()
+  await Effect.runPromise(
+    Effect.all(Array.from({ length: WORKERS }, (_, w) => inProcess(w)), { concurrency: "unbounded" })
+  )
+  const inWall = Date.now() - inStarted
+  latencies.sort((a, b) => a - b)
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(0)
+  console.log(
+    `in one process: ${WORKERS} logs × ${APPENDS} appends in ${(inWall / 1000).toFixed(1)} s; an append took ` +
+      `${at(0.5)} ms (median), ${at(0.99)} ms (p99), ${latencies.at(-1)!.toFixed(0)} ms (longest); ` +
+      `the most store tries for one append: ${Math.max(...tries.values())}`
+  )
   if (!once) process.exitCode = 1
 } finally {
   await admin(`DROP SCHEMA ${schema} CASCADE`)

@@ -174,12 +174,12 @@ const TURN_LEASE = "3 seconds"
 
 /**
  * The pause before a waiting append looks at the queue again (jittered): from 1 ms, doubling with each look that finds
- * the queue no shorter ahead of it (`still` looks in a row), at most 16 ms for the next in line, which takes its turn
+ * the queue no shorter ahead of it (`still` looks in a row), at most 4 ms for the next in line, which takes its turn
  * soon after it comes, and 50 ms for the others (well within the lease), so that waiting appends do not load the
  * server with looks while a slow turn goes on.
  */
 const turnPause = (ahead: number, still: number, random: number): number =>
-  Math.round(Math.min(2 ** Math.min(still, 6), ahead <= 1 ? 16 : 50) * (0.5 + random / 2))
+  Math.round(Math.min(2 ** Math.min(still, 6), ahead <= 1 ? 4 : 50) * (0.5 + random / 2))
 
 /** What one try of an append found: its answer, or that another append is ahead of it in the session's queue. */
 type AppendTry = AppendResult | { readonly _tag: "Wait" } | undefined
