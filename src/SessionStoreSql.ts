@@ -17,11 +17,12 @@
  * first in line; then it answers `Conflict` once, keeping its place while its writer catches up and derives its
  * entries again, and its next try appends and leaves the queue. Meanwhile every other append to that session waits
  * behind it, even one whose expected `seq` is current, so a writer that just appended cannot take the session again
- * before the ones that lost to it: under contention an append needs at most two tries (one `Conflict`), instead of
- * losing again and again to whoever happens to be quicker. The optimistic check stays what decides: the queue only
- * orders the tries, so nothing is lost or stored twice whatever happens to it. A place lapses when its writer shows no
- * sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails as a lock
- * timeout, which the log retries. An uncontended append never waits.
+ * before the ones that lost to it: under contention an append needs two tries (one `Conflict`) while no place lapses,
+ * instead of losing again and again to whoever happens to be quicker. The optimistic check stays what decides: the
+ * queue only orders the tries, so nothing is lost or stored twice whatever happens to it. A place lapses when its
+ * writer shows no sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails
+ * as a lock timeout, which the log retries. An uncontended append never waits. The price of the order is a hand-over
+ * per append: a writer that could have appended many times in a row waits for the others in between.
  *
  * No transaction outlives an append (never one across a summarizer call), and each sets
  * `idle_in_transaction_session_timeout` and `lock_timeout`, so a worker whose connection silently died frees the
