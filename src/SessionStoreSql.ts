@@ -1,22 +1,39 @@
 /**
  * Concept: the SQL store.
  *
- * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables:
- * `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line, boundary)` keyed
- * by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction entries, by their
- * line's prefix) indexed, so a tail read finds the last one without reading the rows before it. A line is stored as `text`, byte for byte (`jsonb` would
+ * The SQL store, through `effect/sql`'s `SqlClient` (PostgreSQL; `@effect/sql-pg` for `layerPg`). Two tables hold the
+ * sessions: `compaction_sessions (session_id, last_seq)` and `compaction_entries (session_id, seq, entry_id, line,
+ * boundary)` keyed by `(session_id, seq)` with `(session_id, entry_id)` unique, and the boundary rows (compaction
+ * entries, by their line's prefix) indexed, so a tail read finds the last one without reading the rows before it; a
+ * third, `compaction_turns`, queues contended appends (below). A line is stored as `text`, byte for byte (`jsonb` would
  * reject `\u0000` and lone surrogates and reorder keys). An append is one short transaction: it locks the session's
  * row, answers `AlreadyWritten` when one of its entry ids is stored, `Conflict` when the session does not end at the
  * expected `seq`, and otherwise inserts every entry and moves `last_seq`; so a compaction boundary (one entry, one row)
- * lands whole or not at all, and many workers append to one session in one order. No transaction outlives an append
- * (never one across a summarizer call), and each sets `idle_in_transaction_session_timeout` and `lock_timeout`, so a
- * worker whose connection silently died frees the session's row within seconds. A failed statement's error carries
+ * lands whole or not at all, and many workers append to one session in one order.
+ *
+ * Contention is served in turn. An append that finds the session moved on (another worker was first), or another
+ * append already waiting, takes a place in the session's queue (the unlogged table `compaction_turns`, one row per
+ * waiting append, named by its first entry id, which its retries keep) and waits outside any transaction until it is
+ * first in line; then it answers `Conflict` once, keeping its place while its writer catches up and derives its
+ * entries again, and its next try appends and leaves the queue. Meanwhile every other append to that session waits
+ * behind it, even one whose expected `seq` is current, so a writer that just appended cannot take the session again
+ * before the ones that lost to it: under contention an append needs two tries (one `Conflict`) while no place lapses,
+ * instead of losing again and again to whoever happens to be quicker. The optimistic check stays what decides: the
+ * queue only orders the tries, so nothing is lost or stored twice whatever happens to it. A place lapses when its
+ * writer shows no sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails
+ * as a lock timeout, which the log retries. An uncontended append never waits. The price of the order is a hand-over
+ * per append: a writer that could have appended many times in a row waits for the others in between.
+ *
+ * No transaction outlives an append (never one across a summarizer call), and each sets
+ * `idle_in_transaction_session_timeout` and `lock_timeout`, so a worker whose connection silently died frees the
+ * session's row within seconds. A failed statement's error carries
  * the most precise code found down its cause chain (SQLSTATE `57P01`–`57P03` while the server shuts down or starts,
  * `08xxx`, `ECONNREFUSED`, `ECONNRESET`…), which makes it `isRetryable`: `SessionLog` then retries every statement of
  * the operation on one schedule until its `retryDeadline` (default 30 s), so a restart of the server is ridden out.
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -26,7 +43,14 @@ import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { BOUNDARY_SQL_PATTERN, isBoundaryLine, keptAnchors, tailStartAt } from "./internal/sessionTail.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
-import { type AppendResult, notFound, SessionStore, type SessionStoreShape, validateSessionId } from "./SessionStore.ts"
+import {
+  type AppendResult,
+  type NewEntry,
+  notFound,
+  SessionStore,
+  type SessionStoreShape,
+  validateSessionId
+} from "./SessionStore.ts"
 import { spanAttributes } from "./internal/storeSupport.ts"
 
 /** The table `effect/sql`'s `Migrator` records this store's migrations in. @category models */
@@ -126,6 +150,41 @@ const migration0002 = Effect.gen(function* () {
     ON compaction_entries (session_id, seq) WHERE boundary`
 })
 
+/**
+ * The queue of appends waiting for their turn on a session (see the module doc): one row per waiting append, named by
+ * its first entry id (the same on each of its tries), in `ticket` order. Unlogged: it is a courtesy among live
+ * writers, not data, and a crash may empty it.
+ */
+const migration0003 = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE UNLOGGED TABLE IF NOT EXISTS compaction_turns (
+    session_id text NOT NULL,
+    entry_id text NOT NULL,
+    ticket bigint GENERATED ALWAYS AS IDENTITY,
+    seen timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, entry_id)
+  )`
+  yield* sql`CREATE INDEX IF NOT EXISTS compaction_turns_queue ON compaction_turns (session_id, ticket)`
+})
+
+/**
+ * How long a waiting append's place in a session's queue lasts without a sign of life (each of its tries and polls
+ * renews it): a writer that died in the queue holds the others up no longer than this. @category models
+ */
+const TURN_LEASE = "3 seconds"
+
+/**
+ * The pause before a waiting append looks at the queue again (jittered): from 1 ms, doubling with each look that finds
+ * the queue no shorter ahead of it (`still` looks in a row), at most 4 ms for the next in line, which takes its turn
+ * soon after it comes, and 50 ms for the others (well within the lease), so that waiting appends do not load the
+ * server with looks while a slow turn goes on.
+ */
+const turnPause = (ahead: number, still: number, random: number): number =>
+  Math.round(Math.min(2 ** Math.min(still, 6), ahead <= 1 ? 4 : 50) * (0.5 + random / 2))
+
+/** What one try of an append found: its answer, or that another append is ahead of it in the session's queue. */
+type AppendTry = AppendResult | { readonly _tag: "Wait" } | undefined
+
 const makeSqlStore = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const name = "sql"
@@ -191,42 +250,115 @@ const makeSqlStore = Effect.gen(function* () {
       Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) })
     )
 
+  /**
+   * One try of an append, in one transaction holding the session's row: `AlreadyWritten`; `Wait` while another append
+   * is ahead of this one in the session's queue (which this one joins); else `Conflict` (keeping its place at the head
+   * of the queue while its writer catches up) or `Appended` (leaving the queue).
+   */
+  const tryAppend = (sessionId: string, expectedSeq: number, entries: ReadonlyArray<NewEntry>) =>
+    sql.withTransaction(Effect.gen(function* () {
+      // the timeouts are set by the statement that may wait for the row: the CTE is read before a row is locked
+      const session = yield* sql<{ readonly last: number }>`
+          WITH timeouts AS MATERIALIZED (
+            SELECT set_config('idle_in_transaction_session_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true),
+              set_config('lock_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true))
+          SELECT last_seq::int AS last FROM compaction_sessions, timeouts
+          WHERE session_id = ${sessionId} FOR UPDATE OF compaction_sessions`
+      if (session.length === 0) return undefined as AppendTry
+      const turn = entries[0]?.entryId ?? null
+      const found = yield* sql<{ readonly written: number | null; readonly head: string | null }>`
+          SELECT (SELECT max(seq)::int FROM compaction_entries
+              WHERE session_id = ${sessionId} AND ${sql.in("entry_id", entries.map((e) => e.entryId))}) AS written,
+            (SELECT entry_id FROM compaction_turns
+              WHERE session_id = ${sessionId} AND seen > now() - ${TURN_LEASE}::interval
+              ORDER BY ticket LIMIT 1) AS head`
+      const { written, head } = found[0]!
+      if (written !== null) return { _tag: "AlreadyWritten", seq: written } satisfies AppendResult
+      const last = session[0]!.last
+      const ahead = head !== null && head !== turn
+      if (turn !== null && (ahead || last !== expectedSeq)) {
+        // into the queue (or a renewed place in it), and the places of writers gone quiet out of it
+        yield* sql`WITH gone AS (DELETE FROM compaction_turns
+            WHERE session_id = ${sessionId} AND seen <= now() - ${TURN_LEASE}::interval AND entry_id <> ${turn})
+          INSERT INTO compaction_turns (session_id, entry_id) VALUES (${sessionId}, ${turn})
+          ON CONFLICT (session_id, entry_id) DO UPDATE SET seen = now()`
+      }
+      if (ahead) return { _tag: "Wait" } as AppendTry
+      if (last !== expectedSeq) return { _tag: "Conflict", seq: last } satisfies AppendResult
+      if (entries.length === 0) return { _tag: "Appended", seq: last } satisfies AppendResult
+      const rows = entries.map((e, i) => ({
+        session_id: sessionId,
+        seq: last + i + 1,
+        entry_id: e.entryId,
+        line: e.line,
+        boundary: isBoundaryLine(e.line)
+      }))
+      yield* sql`WITH inserted AS (INSERT INTO compaction_entries ${
+        sql.insert(rows as [typeof rows[0], ...typeof rows])
+      }),
+          left_queue AS (DELETE FROM compaction_turns WHERE session_id = ${sessionId} AND entry_id = ${turn})
+        UPDATE compaction_sessions SET last_seq = ${last + entries.length} WHERE session_id = ${sessionId}`
+      return { _tag: "Appended", seq: last + entries.length } satisfies AppendResult
+    }))
+
+  /**
+   * Waits until the append whose first entry id is `turn` heads the session's queue (renewing its place at each look),
+   * at most the lock timeout, then a lock timeout (which the log retries like any). Its answer: `Conflict` when the
+   * session has moved on from `expectedSeq` meanwhile (as it has when an append ahead landed: the append keeps its
+   * place while its writer catches up; its entries are not stored, which the try that queued it checked, and no other
+   * append has its ids), else `undefined`: try again.
+   */
+  const awaitTurn = (sessionId: string, expectedSeq: number, turn: string) =>
+    Effect.gen(function* () {
+      const until = (yield* Clock.currentTimeMillis) + DEFAULT_LOCK_SECONDS * 1000
+      for (let ahead = Number.MAX_SAFE_INTEGER, still = 0;; still++) {
+        yield* Effect.sleep(turnPause(ahead, still, Math.random()))
+        const rows = yield* sql<{ readonly ahead: number; readonly last: number | null }>`
+          WITH renewed AS (INSERT INTO compaction_turns (session_id, entry_id) VALUES (${sessionId}, ${turn})
+            ON CONFLICT (session_id, entry_id) DO UPDATE SET seen = now())
+          SELECT (SELECT count(*)::int FROM compaction_turns
+              WHERE session_id = ${sessionId} AND seen > now() - ${TURN_LEASE}::interval AND entry_id <> ${turn}
+                AND ticket < coalesce((SELECT ticket FROM compaction_turns
+                  WHERE session_id = ${sessionId} AND entry_id = ${turn}), ${Number.MAX_SAFE_INTEGER})) AS ahead,
+            (SELECT last_seq::int FROM compaction_sessions WHERE session_id = ${sessionId}) AS last`
+        if (rows[0]!.ahead < ahead) still = 0
+        ahead = rows[0]!.ahead
+        if (ahead === 0) {
+          const last = rows[0]!.last
+          // (a session gone meanwhile: the next try answers NotFound)
+          return last === null || last === expectedSeq
+            ? undefined
+            : ({ _tag: "Conflict", seq: last } satisfies AppendResult)
+        }
+        if ((yield* Clock.currentTimeMillis) >= until) {
+          return yield* new SessionLogError({
+            reason: "Io",
+            sessionId,
+            code: "LockTimeoutError",
+            detail: `append: other writers of the session stayed ahead of it for ${DEFAULT_LOCK_SECONDS} s`
+          })
+        }
+      }
+    })
+
   const append: SessionStoreShape["append"] = (sessionId, expectedSeq, entries) =>
     Effect.gen(function* () {
       yield* validateSessionId(sessionId)
-      const result = yield* sql.withTransaction(Effect.gen(function* () {
-        yield* sql`SELECT set_config('idle_in_transaction_session_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true),
-          set_config('lock_timeout', ${`${DEFAULT_LOCK_SECONDS}s`}, true)`
-        const session = yield* sql<{ readonly last: number }>`
-          SELECT last_seq::int AS last FROM compaction_sessions WHERE session_id = ${sessionId} FOR UPDATE`
-        if (session.length === 0) return undefined
-        const written = yield* sql<{ readonly seq: number }>`
-          SELECT max(seq)::int AS seq FROM compaction_entries
-          WHERE session_id = ${sessionId} AND ${sql.in("entry_id", entries.map((e) => e.entryId))}`
-        const seq = written[0]?.seq ?? null
-        if (seq !== null) return { _tag: "AlreadyWritten", seq } satisfies AppendResult
-        const last = session[0]!.last
-        if (last !== expectedSeq) return { _tag: "Conflict", seq: last } satisfies AppendResult
-        if (entries.length === 0) return { _tag: "Appended", seq: last } satisfies AppendResult
-        const rows = entries.map((e, i) => ({
-          session_id: sessionId,
-          seq: last + i + 1,
-          entry_id: e.entryId,
-          line: e.line,
-          boundary: isBoundaryLine(e.line)
-        }))
-        yield* sql`INSERT INTO compaction_entries ${sql.insert(rows as [typeof rows[0], ...typeof rows])}`
-        yield* sql`UPDATE compaction_sessions SET last_seq = ${last + entries.length} WHERE session_id = ${sessionId}`
-        return { _tag: "Appended", seq: last + entries.length } satisfies AppendResult
-      })).pipe(
-        Effect.mapError(sqlError(sessionId, "append")),
-        // a connection lost mid-transaction also fails its ROLLBACK, which effect/sql raises as a defect
-        Effect.catchDefect((defect) =>
-          isSqlError(defect) ? Effect.fail(sqlError(sessionId, "append")(defect)) : Effect.die(defect)
+      for (;;) {
+        const result = yield* tryAppend(sessionId, expectedSeq, entries).pipe(
+          Effect.mapError(sqlError(sessionId, "append")),
+          // a connection lost mid-transaction also fails its ROLLBACK, which effect/sql raises as a defect
+          Effect.catchDefect((defect) =>
+            isSqlError(defect) ? Effect.fail(sqlError(sessionId, "append")(defect)) : Effect.die(defect)
+          )
         )
-      )
-      if (result === undefined) return yield* notFound(sessionId, name)
-      return result
+        if (result === undefined) return yield* notFound(sessionId, name)
+        if (result._tag !== "Wait") return result
+        const answer = yield* awaitTurn(sessionId, expectedSeq, entries[0]!.entryId).pipe(
+          Effect.mapError((e) => isSqlError(e) ? sqlError(sessionId, "append")(e) : e)
+        )
+        if (answer !== undefined) return answer
+      }
     }).pipe(Effect.withSpan("SessionStore.append", {
       attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
     }))
@@ -277,7 +409,8 @@ export const SessionStoreSql: {
     Migrator.make({})({
       loader: Migrator.fromRecord({
         "0001_session_entries": migration0001,
-        "0002_boundary_index": migration0002
+        "0002_boundary_index": migration0002,
+        "0003_append_turns": migration0003
       }),
       table: MIGRATIONS_TABLE
     })
