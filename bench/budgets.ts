@@ -396,8 +396,8 @@ const TAIL_GROWTH = 0.6
 /** The logged step's limits and how they were chosen (see `LOGGED_STEP_BUDGETS`). */
 const LOGGED_STRINGIFY_MAX = 5
 const LOGGED_MEMORY_MAX = 12
-const DEFERRED_STRINGIFY_MAX = 3.5
-const DEFERRED_MEMORY_MAX = 3.7
+const DEFERRED_STRINGIFY_MAX = 2.2
+const DEFERRED_MEMORY_MAX = 3.2
 const LOGGED_CALIBRATION =
   "three runs of BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=logged-step/ (2026-12-07 07:38 to 07:46 UTC, " +
   "load 7.5 to 9.4, Node 22): the logged step / stringify measured 2.25 to 5.55 per attempt (best 2.25 to 2.78 per " +
@@ -405,12 +405,14 @@ const LOGGED_CALIBRATION =
   "logged / in-memory step 5.9 to 12.6 per attempt (best 5.9 to 7.4; the in-memory step 30 to 40 us, itself " +
   "0.33 to 0.42x the stringify). Limits: about 1.5x the worst best, below the worst single attempt"
 const DEFERRED_CALIBRATION =
-  "two runs of BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=logged-step/ (2026-12-07 09:13 and 09:42 UTC, load 16.6 and 22.1, " +
-  "Node 22): the deferred step / stringify measured 1.39 to 2.98 per attempt (best per run 1.39 and 1.41 at 1k, " +
-  "1.69 and 2.35 at 10k; a step 94 to 147 us of CPU time against a stringify of 54 to 114 us in the first run), the " +
-  "deferred / in-memory step 2.05 to 6.45 (best per run 2.19 and 2.13 at 1k, 2.05 and 2.47 at 10k; the in-memory " +
-  "step 45 to 65 us); the default step in the same runs 3.02 to 12.93 of the stringify (best 3.02 and 3.84 at 1k, " +
-  "4.47 and 4.99 at 10k). Limits: about 1.5x the worst best"
+  "four runs of BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=logged-step/ (2026-12-07 09:58 to 10:04 UTC, load 5.0 to 13.6, " +
+  "Node 22; the step's append without a generator, one-shot line checksums): the deferred step / stringify measured " +
+  "0.85 to 2.29 per attempt (best per run 1.33, 1.44, 1.41 and 0.85 at 1k, 1.32, 1.26, 1.37 and 1.28 at 10k; a step " +
+  "93 to 172 us of CPU time against a stringify of 69 to 124 us), the deferred / in-memory step 1.07 to 2.72 (best " +
+  "per run 2.11, 2.01, 1.90 and 1.07 at 1k, 1.98, 1.94, 1.91 and 1.83 at 10k; the in-memory step 43 to 90 us); the " +
+  "default step in the same runs 2.81 to 7.15 of the stringify (best 3.03 to 6.16 at 1k, 2.81 to 3.76 at 10k). " +
+  "Before (09:13 to 09:50, load 13.5 to 22.1), the deferred step measured 1.39 to 2.35 of the stringify (best per " +
+  "run) and 2.05 to 2.48 of the in-memory step. Limits: about 1.5x the worst best"
 const LOGGED_STEP_BUDGETS: ReadonlyArray<Budget> = ([
   ["1k", M.loggedStep1k, M.deferredStep1k, M.loggedStringify1k, M.memoryStep1k],
   ["10k", M.loggedStep10k, M.deferredStep10k, M.loggedStringify10k, M.memoryStep10k]

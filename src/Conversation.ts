@@ -382,13 +382,19 @@ const make = (
      * transition with no change (an empty reply's stop reason) only sets the state.
      */
     const persist = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
-      t.steps.length === 0 ? Effect.sync(() => void (state = t.state)) : Effect.forEach(t.steps, (step) =>
-        // stored with the state it was made in (the current one) and the state after it
-        (log === undefined ? Effect.void : Effect.suspend(() => recordChange(log, step.change, state, step.state)))
-          .pipe(
-            Effect.tap(() => Effect.sync(() => void (state = step.state))),
-            Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
-          ), { discard: true })
+      t.steps.length === 0
+        ? Effect.sync(() => void (state = t.state))
+        : t.steps.length === 1
+        ? persistStep(t.steps[0]!, fallback)
+        : Effect.forEach(t.steps, (step) => persistStep(step, fallback), { discard: true })
+    /** Records one change (stored with the state it was made in, the current one, and the state after it), then sets it. */
+    const persistStep = <A>(step: Transition["steps"][number], fallback: () => A) =>
+      log === undefined
+        ? Effect.sync(() => void (state = step.state))
+        : Effect.suspend(() => recordChange(log, step.change, state, step.state)).pipe(
+          Effect.tap(() => Effect.sync(() => void (state = step.state))),
+          Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
+        )
 
     /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
     const compactNow = <A>(

@@ -227,9 +227,10 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
           index.last = stored.at(-1)
           return { _tag: "Appended", seq: last + entries.length }
         }),
+        // no stack trace captured per call (an Error each append), as in the JSONL store
         Effect.withSpan("SessionStore.append", {
           attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
-        })
+        }, { captureStackTrace: false })
       ),
     list: Effect.sync(() => [...sessions.keys()].sort())
   }

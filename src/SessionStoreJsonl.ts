@@ -536,18 +536,18 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
    * Writes `chunk` at the file's end (after its `written` bytes), one write at a time: a failed write is cut back,
    * so the file never keeps part of a line (`dirty` when the cut failed too: the next write cuts first).
    */
-  const writeChunk = (sessionId: string, writer: Writer, chunk: Uint8Array) =>
-    Effect.gen(function* () {
+  const writeChunk = (sessionId: string, writer: Writer, chunk: Uint8Array): Effect.Effect<void, SessionLogError> =>
+    Effect.suspend(() => {
       const io = ioError(sessionId, `append ${writer.file}`)
       const rollback = Effect.suspend(() => writer.handle.truncate(writer.written)).pipe(
         Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
       )
-      if (writer.dirty) yield* rollback.pipe(Effect.mapError(io))
-      yield* writer.handle.writeAll(chunk).pipe(
+      const write = writer.handle.writeAll(chunk).pipe(
         Effect.tapError(() => Effect.sync(() => (writer.dirty = true)).pipe(Effect.andThen(Effect.ignore(rollback)))),
-        Effect.mapError(io)
+        Effect.mapError(io),
+        Effect.andThen(Effect.sync(() => void (writer.written += chunk.length)))
       )
-      writer.written += chunk.length
+      return writer.dirty ? Effect.andThen(Effect.mapError(rollback, io), write) : write
     })
 
   /**
@@ -589,56 +589,97 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       })
     ).pipe(Effect.uninterruptible)
 
+  /**
+   * Queues `chunk` (the lines of `entries`, acknowledged now): written with the lines queued within `DEFER_MILLIS` by
+   * one write, or at once when the queue reaches `DEFER_MAX_BYTES`.
+   */
+  const queueChunk = (
+    sessionId: string,
+    writer: Writer,
+    entries: ReadonlyArray<NewEntry>,
+    encoded: ReadonlyArray<Uint8Array>,
+    chunk: Uint8Array
+  ): Effect.Effect<void, SessionLogError> => {
+    take(writer, entries, encoded)
+    writer.queued.push(chunk)
+    writer.queuedBytes += chunk.length
+    writer.queuedLines += entries.length
+    if (writer.queuedBytes >= DEFER_MAX_BYTES) return flushQueued(sessionId, writer)
+    if (writer.scheduled) return Effect.void
+    writer.scheduled = true
+    return Effect.asVoid(Effect.forkIn(
+      Effect.sleep(DEFER_MILLIS).pipe(
+        Effect.andThen(Effect.sync(() => (writer.scheduled = false))),
+        Effect.andThen(flushQueued(sessionId, writer)),
+        // the error is the writer's now (`broken`): the next append or read reports it
+        Effect.ignore
+      ),
+      writer.scope
+    ))
+  }
+
+  /** What was queued goes first; then `chunk`, acknowledged once written (and synced when `durable`). */
+  const writeNow = (
+    sessionId: string,
+    writer: Writer,
+    entries: ReadonlyArray<NewEntry>,
+    encoded: ReadonlyArray<Uint8Array>,
+    chunk: Uint8Array,
+    durable: boolean
+  ): Effect.Effect<void, SessionLogError> =>
+    flushQueued(sessionId, writer).pipe(
+      Effect.andThen(Semaphore.withPermit(writer.writing, writeChunk(sessionId, writer, chunk))),
+      Effect.andThen(Effect.sync(() => take(writer, entries, encoded))),
+      Effect.andThen(
+        durable ? writer.handle.sync.pipe(Effect.mapError(ioError(sessionId, `append ${writer.file}`))) : Effect.void
+      )
+    )
+
+  /** After lines from `seq` on were taken: the tail moved on (its index written), old offsets forgotten. */
+  const appended = (
+    sessionId: string,
+    writer: Writer,
+    lines: ReadonlyArray<string>,
+    seq: number
+  ): Effect.Effect<AppendResult, SessionLogError> => {
+    const done = Effect.sync((): AppendResult => {
+      forgetOld(writer)
+      return { _tag: "Appended", seq: writer.count }
+    })
+    // the index names a line in the file
+    return advanceTail(writer, lines, seq)
+      ? flushQueued(sessionId, writer).pipe(Effect.andThen(writeIndex(sessionId, writer)), Effect.andThen(done))
+      : done
+  }
+
+  // plain code between the few effects an append needs (a generator per append costs a logged step microseconds)
   const appendWith = (
     sessionId: string,
     writer: Writer,
     expectedSeq: number,
     entries: ReadonlyArray<NewEntry>,
     options: { readonly durable: boolean; readonly defer: boolean }
-  ) =>
-    Effect.gen(function* () {
-      if (writer.broken !== undefined) return yield* Effect.fail(writer.broken)
+  ): Effect.Effect<AppendResult, SessionLogError> =>
+    Effect.suspend(() => {
+      if (writer.broken !== undefined) return Effect.fail(writer.broken)
       const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
-      if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult
-      if (expectedSeq !== writer.count) return { _tag: "Conflict", seq: writer.count } satisfies AppendResult
-      const io = ioError(sessionId, `append ${writer.file}`)
+      if (written.length > 0) {
+        return Effect.succeed({ _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult)
+      }
+      if (expectedSeq !== writer.count) {
+        return Effect.succeed({ _tag: "Conflict", seq: writer.count } satisfies AppendResult)
+      }
       writer.opened = undefined
       const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
       const chunk = encoded.length === 1 ? encoded[0]! : Buffer.concat(encoded)
       const seq = writer.count + 1
-      if (options.defer && !options.durable) {
-        // acknowledged now, written with the lines queued within `DEFER_MILLIS` by one write
-        take(writer, entries, encoded)
-        writer.queued.push(chunk)
-        writer.queuedBytes += chunk.length
-        writer.queuedLines += entries.length
-        if (writer.queuedBytes >= DEFER_MAX_BYTES) yield* flushQueued(sessionId, writer)
-        else if (!writer.scheduled) {
-          writer.scheduled = true
-          yield* Effect.forkIn(
-            Effect.sleep(DEFER_MILLIS).pipe(
-              Effect.andThen(Effect.sync(() => (writer.scheduled = false))),
-              Effect.andThen(flushQueued(sessionId, writer)),
-              // the error is the writer's now (`broken`): the next append or read reports it
-              Effect.ignore
-            ),
-            writer.scope
-          )
-        }
-      } else {
-        // what was queued goes first; then these lines, acknowledged once written (and synced when durable)
-        yield* flushQueued(sessionId, writer)
-        yield* Semaphore.withPermit(writer.writing, writeChunk(sessionId, writer, chunk))
-        take(writer, entries, encoded)
-        if (options.durable) yield* writer.handle.sync.pipe(Effect.mapError(io))
-      }
-      if (advanceTail(writer, entries.map((e) => e.line), seq)) {
-        // the index names a line in the file
-        yield* flushQueued(sessionId, writer)
-        yield* writeIndex(sessionId, writer)
-      }
-      forgetOld(writer)
-      return { _tag: "Appended", seq: writer.count } satisfies AppendResult
+      const lines = entries.map((e) => e.line)
+      return Effect.andThen(
+        options.defer && !options.durable
+          ? queueChunk(sessionId, writer, entries, encoded, chunk)
+          : writeNow(sessionId, writer, entries, encoded, chunk, options.durable),
+        Effect.suspend(() => appended(sessionId, writer, lines, seq))
+      )
     })
 
   const store: SessionStoreShape = {

@@ -13,7 +13,7 @@ import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
-import { createHash } from "node:crypto"
+import { createHash, hash as hashOnce } from "node:crypto"
 import { type ContentBlock, type Message, type ToolResultBlock, validateMessage } from "../Message.ts"
 import { SessionLogError as LogError } from "./sessionLogError.ts"
 import { blocksOf, isToolResult } from "./blocks.ts"
@@ -599,7 +599,8 @@ export interface StoredEntry {
 
 const SUM = /,"sum":"([0-9a-f]{32})"\}$/
 
-const checksum = (body: string): string => createHash("sha256").update(body).digest("hex").slice(0, 32)
+// one-shot SHA-256 (the same digest as `createHash("sha256")`, without a Hash object per line)
+const checksum = (body: string): string => hashOnce("sha256", body, "hex").slice(0, 32)
 
 /**
  * The line an entry is stored as: `JSON.stringify(entry)` with `,"sum":"<checksum>"` before its closing brace. JSON
