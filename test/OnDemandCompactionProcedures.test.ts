@@ -503,3 +503,79 @@ describe("finishCompaction with a server block: verbatim only when the API would
     assert.isDefined(filesOfMessage(finished.messages[1]!))
   })
 })
+
+/**
+ * A summarizer that writes a text summary (a client compaction) first, then the server's block: `Summary.compaction`,
+ * as `ServerCompactionSummarizer` returns it.
+ */
+const clientThenServer = (): SummarizerShape => {
+  let n = 0
+  return {
+    name: "client-then-server",
+    summarize: () =>
+      Effect.sync((): Summary => {
+        n++
+        const text = `Summary ${n}: files up to this point were read.`
+        return n === 1 ? { text, model: "extractive", usage: zeroUsage, summarizer: "extractive" } : {
+          text,
+          model: MODEL,
+          usage: zeroUsage,
+          summarizer: "anthropic-compaction",
+          compaction: { type: "compaction", content: text, encrypted_content: `sealed ${n}` }
+        }
+      })
+  }
+}
+
+describe('staleThinking "bind": a server compaction keeping turns verbatim after a client one (resume)', () => {
+  it.effect("the resumed state marks the kept turns' stale thinking as the live one does, and sends the same request", () =>
+    Effect.gen(function* () {
+      const store: MemorySessions = new Map()
+      const options = {
+        policy: CompactionPolicy.makeUnsafe({ ...POLICY_FIELDS, contextWindow: 100_000, compactAtTokens: 60_000 }),
+        tools: TOOLS as never,
+        thinking: THINKING,
+        staleThinking: "bind"
+      } as const
+      const logged = (summarizer: SummarizerShape) =>
+        Conversation.layerLogged(options).pipe(
+          Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+          Layer.provide(Layer.succeed(Summarizer, summarizer))
+        )
+      const step = (k: number) =>
+        Effect.gen(function* () {
+          const conversation = yield* Conversation
+          yield* conversation.recordReply({ role: "assistant", content: toolStep(k) } as unknown as MessageParam)
+          yield* conversation.append(resultOf(k, 800) as MessageParam)
+        })
+      const live = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        yield* conversation.append({ role: "user", content: "Read every file of the project." } as MessageParam)
+        for (let k = 1; k <= 6; k++) yield* step(k)
+        // a client compaction: the kept turns' thinking is bound to the head it replaced, kept and marked
+        const first = yield* conversation.compact({ upTo: 5 })
+        assert.strictEqual(first.outcome._tag, "Compacted", JSON.stringify(first.outcome).slice(0, 600))
+        const afterFirst = yield* conversation.state
+        assert.isAbove(afterFirst.unboundThinking?.length ?? 0, 0)
+        yield* step(7)
+        // the server's compaction keeps the turns after what it read verbatim: those marked stay marked
+        const second = yield* conversation.compact({ upTo: 3 })
+        assert.strictEqual(second.outcome._tag, "Compacted")
+        const state = yield* conversation.state
+        const opening = state.view[0]!.content as unknown as ReadonlyArray<Block>
+        assert.strictEqual(opening[0]!.type, "compaction")
+        assert.isAbove(state.unboundThinking?.length ?? 0, 0)
+        return { state, request: (yield* conversation.prepare).request }
+      }).pipe(Effect.provide(logged(clientThenServer())))
+      const resumed = yield* Effect.gen(function* () {
+        return resumeState(yield* (yield* SessionLog).load())
+      }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
+      assert.strictEqual(JSON.stringify(resumed.view), JSON.stringify(live.state.view))
+      assert.deepStrictEqual(resumed.unboundThinking, live.state.unboundThinking)
+      // a conversation opened on the log sends the bytes the live one sends
+      const request = yield* Effect.gen(function* () {
+        return (yield* (yield* Conversation).prepare).request
+      }).pipe(Effect.provide(logged(clientThenServer())))
+      assert.strictEqual(JSON.stringify(request), JSON.stringify(live.request))
+    }))
+})
