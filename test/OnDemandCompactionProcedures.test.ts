@@ -21,8 +21,10 @@ import type { MessageParam } from "../src/ConversationState.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
+import { META_KEY } from "../src/internal/conversation/record.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { SessionLog } from "../src/SessionLog.ts"
+import type { Loaded } from "../src/SessionEntry.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { Summarizer, type SummarizerShape, type Summary } from "../src/Summarizer.ts"
 import { filesOfMessage } from "../src/Summary.ts"
@@ -567,11 +569,29 @@ describe('staleThinking "bind": a server compaction keeping turns verbatim after
         assert.isAbove(state.unboundThinking?.length ?? 0, 0)
         return { state, request: (yield* conversation.prepare).request }
       }).pipe(Effect.provide(logged(clientThenServer())))
-      const resumed = yield* Effect.gen(function* () {
-        return resumeState(yield* (yield* SessionLog).load())
+      const loaded = yield* Effect.gen(function* () {
+        return yield* (yield* SessionLog).load()
       }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
+      const resumed = resumeState(loaded)
       assert.strictEqual(JSON.stringify(resumed.view), JSON.stringify(live.state.view))
       assert.deepStrictEqual(resumed.unboundThinking, live.state.unboundThinking)
+      // a log written before the checkpoint kept them still resumes (its kept copies read as bound, as they did);
+      // a checkpoint whose positions are not well formed is no checkpoint: the whole log is read
+      const boundary = [...loaded.entries].reverse().find((e) => e.type === "compaction")!
+      const checkpoint = (boundary.meta?.[META_KEY] as { readonly checkpoint: Record<string, unknown> }).checkpoint
+      const withCheckpoint = (next: Record<string, unknown>): Loaded =>
+        ({
+          ...loaded,
+          entries: loaded.entries.map((e) => e === boundary ? { ...e, meta: { [META_KEY]: { checkpoint: next } } } : e)
+        }) as Loaded
+      const { unbound: _, ...older } = checkpoint
+      const fromOlder = resumeState(withCheckpoint(older))
+      assert.strictEqual(JSON.stringify(fromOlder.view), JSON.stringify(live.state.view))
+      assert.isUndefined(fromOlder.unboundThinking)
+      assert.strictEqual(fromOlder.epoch, live.state.epoch)
+      const fromBad = resumeState(withCheckpoint({ ...checkpoint, unbound: [{ message: -1, block: 0 }] }))
+      assert.strictEqual(JSON.stringify(fromBad.view), JSON.stringify(live.state.view))
+      assert.strictEqual(fromBad.epoch, live.state.epoch)
       // a conversation opened on the log sends the bytes the live one sends
       const request = yield* Effect.gen(function* () {
         return (yield* (yield* Conversation).prepare).request
