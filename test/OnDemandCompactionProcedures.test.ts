@@ -21,8 +21,10 @@ import type { MessageParam } from "../src/ConversationState.ts"
 import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, zeroUsage } from "../src/Policy.ts"
 import { ServerCompactionSummarizer } from "../src/ServerCompactionSummarizer.ts"
+import { META_KEY } from "../src/internal/conversation/record.ts"
 import { resumeState } from "../src/internal/conversation/resume.ts"
 import { SessionLog } from "../src/SessionLog.ts"
+import type { Loaded } from "../src/SessionEntry.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { Summarizer, type SummarizerShape, type Summary } from "../src/Summarizer.ts"
 import { filesOfMessage } from "../src/Summary.ts"
@@ -502,4 +504,98 @@ describe("finishCompaction with a server block: verbatim only when the API would
     assert.isUndefined(finished.keptVerbatim)
     assert.isDefined(filesOfMessage(finished.messages[1]!))
   })
+})
+
+/**
+ * A summarizer that writes a text summary (a client compaction) first, then the server's block: `Summary.compaction`,
+ * as `ServerCompactionSummarizer` returns it.
+ */
+const clientThenServer = (): SummarizerShape => {
+  let n = 0
+  return {
+    name: "client-then-server",
+    summarize: () =>
+      Effect.sync((): Summary => {
+        n++
+        const text = `Summary ${n}: files up to this point were read.`
+        return n === 1 ? { text, model: "extractive", usage: zeroUsage, summarizer: "extractive" } : {
+          text,
+          model: MODEL,
+          usage: zeroUsage,
+          summarizer: "anthropic-compaction",
+          compaction: { type: "compaction", content: text, encrypted_content: `sealed ${n}` }
+        }
+      })
+  }
+}
+
+describe('staleThinking "bind": a server compaction keeping turns verbatim after a client one (resume)', () => {
+  it.effect("the resumed state marks the kept turns' stale thinking as the live one does, and sends the same request", () =>
+    Effect.gen(function* () {
+      const store: MemorySessions = new Map()
+      const options = {
+        policy: CompactionPolicy.makeUnsafe({ ...POLICY_FIELDS, contextWindow: 100_000, compactAtTokens: 60_000 }),
+        tools: TOOLS as never,
+        thinking: THINKING,
+        staleThinking: "bind"
+      } as const
+      const logged = (summarizer: SummarizerShape) =>
+        Conversation.layerLogged(options).pipe(
+          Layer.provide(Layer.fresh(SessionLog.layerMemory({ store }))),
+          Layer.provide(Layer.succeed(Summarizer, summarizer))
+        )
+      const step = (k: number) =>
+        Effect.gen(function* () {
+          const conversation = yield* Conversation
+          yield* conversation.recordReply({ role: "assistant", content: toolStep(k) } as unknown as MessageParam)
+          yield* conversation.append(resultOf(k, 800) as MessageParam)
+        })
+      const live = yield* Effect.gen(function* () {
+        const conversation = yield* Conversation
+        yield* conversation.append({ role: "user", content: "Read every file of the project." } as MessageParam)
+        for (let k = 1; k <= 6; k++) yield* step(k)
+        // a client compaction: the kept turns' thinking is bound to the head it replaced, kept and marked
+        const first = yield* conversation.compact({ upTo: 5 })
+        assert.strictEqual(first.outcome._tag, "Compacted", JSON.stringify(first.outcome).slice(0, 600))
+        const afterFirst = yield* conversation.state
+        assert.isAbove(afterFirst.unboundThinking?.length ?? 0, 0)
+        yield* step(7)
+        // the server's compaction keeps the turns after what it read verbatim: those marked stay marked
+        const second = yield* conversation.compact({ upTo: 3 })
+        assert.strictEqual(second.outcome._tag, "Compacted")
+        const state = yield* conversation.state
+        const opening = state.view[0]!.content as unknown as ReadonlyArray<Block>
+        assert.strictEqual(opening[0]!.type, "compaction")
+        assert.isAbove(state.unboundThinking?.length ?? 0, 0)
+        return { state, request: (yield* conversation.prepare).request }
+      }).pipe(Effect.provide(logged(clientThenServer())))
+      const loaded = yield* Effect.gen(function* () {
+        return yield* (yield* SessionLog).load()
+      }).pipe(Effect.provide(Layer.fresh(SessionLog.layerMemory({ store }))))
+      const resumed = resumeState(loaded)
+      assert.strictEqual(JSON.stringify(resumed.view), JSON.stringify(live.state.view))
+      assert.deepStrictEqual(resumed.unboundThinking, live.state.unboundThinking)
+      // a log written before the checkpoint kept them still resumes (its kept copies read as bound, as they did);
+      // a checkpoint whose positions are not well formed is no checkpoint: the whole log is read
+      const boundary = [...loaded.entries].reverse().find((e) => e.type === "compaction")!
+      const checkpoint = (boundary.meta?.[META_KEY] as { readonly checkpoint: Record<string, unknown> }).checkpoint
+      const withCheckpoint = (next: Record<string, unknown>): Loaded =>
+        ({
+          ...loaded,
+          entries: loaded.entries.map((e) => e === boundary ? { ...e, meta: { [META_KEY]: { checkpoint: next } } } : e)
+        }) as Loaded
+      const { unbound: _, ...older } = checkpoint
+      const fromOlder = resumeState(withCheckpoint(older))
+      assert.strictEqual(JSON.stringify(fromOlder.view), JSON.stringify(live.state.view))
+      assert.isUndefined(fromOlder.unboundThinking)
+      assert.strictEqual(fromOlder.epoch, live.state.epoch)
+      const fromBad = resumeState(withCheckpoint({ ...checkpoint, unbound: [{ message: -1, block: 0 }] }))
+      assert.strictEqual(JSON.stringify(fromBad.view), JSON.stringify(live.state.view))
+      assert.strictEqual(fromBad.epoch, live.state.epoch)
+      // a conversation opened on the log sends the bytes the live one sends
+      const request = yield* Effect.gen(function* () {
+        return (yield* (yield* Conversation).prepare).request
+      }).pipe(Effect.provide(logged(clientThenServer())))
+      assert.strictEqual(JSON.stringify(request), JSON.stringify(live.request))
+    }))
 })

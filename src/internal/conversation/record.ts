@@ -8,6 +8,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import type { BlockPosition } from "../../Cache.ts"
 import { type CompactionRecord, recordInput } from "../../Compact.ts"
 import type { HotPaths } from "../../HotPaths.ts"
 import type { Message, ToolResultBlock } from "../../Message.ts"
@@ -75,6 +76,7 @@ export interface StoredState {
   readonly usage?: object | undefined
   readonly reply?: object | undefined
   readonly appendOnly?: string | undefined
+  readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
 /** Stores `change`, made in state `before` and leading to state `after`. */

@@ -57,7 +57,9 @@ export const resumeFrom = (loaded: Loaded, classifier: ToolClassifier | undefine
   const entries = loaded.entries as ReadonlyArray<Entry>
   for (let k = entries.length - 1; k >= 0; k--) {
     const checkpoint = checkpointOf(entries[k]!, META_KEY, classifier)
-    if (checkpoint !== undefined) return stateOf(loaded, foldEntries(entries, k + 1, checkpoint, classifier))
+    if (checkpoint !== undefined) {
+      return stateOf(loaded, foldEntries(entries, k + 1, checkpoint, classifier), { at: k, checkpoint })
+    }
   }
   return loaded.verifiedFrom === undefined ? stateOf(loaded, foldEntries(entries, 0, undefined, classifier)) : undefined
 }
@@ -107,11 +109,21 @@ const foldEntries = (
   return { hot, epoch, usage, reply, thread, appendOnly }
 }
 
-/** The resumed state: the log's view with what `foldEntries` gave. */
-const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): ConversationState => {
+/** The checkpoint a resume started from, and the index of its compaction entry. */
+interface StartedAt {
+  readonly at: number
+  readonly checkpoint: Checkpoint
+}
+
+/** The resumed state: the log's view with what `foldEntries` gave (from the checkpoint `start`, if any). */
+const stateOf = (
+  loaded: Loaded,
+  folded: ReturnType<typeof foldEntries>,
+  start?: StartedAt | undefined
+): ConversationState => {
   const { hot, epoch, usage, reply, thread, appendOnly } = folded
   const view = loaded.view.map(wireOf)
-  const unbound = unboundOnResume(loaded, view)
+  const unbound = unboundOnResume(loaded, view, start)
   const backgroundCut = resumeCut(loaded, META_KEY)
   return {
     view,
@@ -134,9 +146,14 @@ const stateOf = (loaded: Loaded, folded: ReturnType<typeof foldEntries>): Conver
  * The thinking blocks of a resumed view that rewrites invalidated, as the live transitions marked them (thinking
  * binding): every thinking block of a message that a later compaction kept, or that follows a result a later eviction
  * offloaded, and the blocks of a reply from the first one stored differently than received (`rewrittenFrom`). A
- * message whose entry is not in the log (a kept copy `c#i`) counts as kept by a compaction.
+ * message whose entry is not in the log (a kept copy `c#i`) counts as kept by a compaction; after a last compaction
+ * that kept its turns verbatim, its blocks that compaction's checkpoint (`start`, when it is that one) holds unbound.
  */
-const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): ReadonlyArray<BlockPosition> => {
+const unboundOnResume = (
+  loaded: Loaded,
+  view: ReadonlyArray<MessageParam>,
+  start: StartedAt | undefined
+): ReadonlyArray<BlockPosition> => {
   const entries = loaded.entries as ReadonlyArray<Entry>
   if (!view.some((m) => m.role === "assistant" && blocksOf(m).some((b) => isBoundBlock(b)))) return []
   const order = new Map<string, number>()
@@ -152,6 +169,8 @@ const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): Rea
   for (let k = entries.length - 1; k >= 0 && lastCompaction < 0; k--) {
     if (entries[k]!.type === "compaction") lastCompaction = k
   }
+  // the thinking a verbatim last compaction left unbound in the copies it kept (an earlier rewrite had unbound it)
+  const marked = lastKeptVerbatim && start?.at === lastCompaction ? start.checkpoint.unboundThinking ?? [] : []
   // for each entry: whether a compaction follows it, and the earliest view message an eviction after it rewrote
   const compactedAfter = new Array<boolean>(entries.length + 1).fill(false)
   const evictedAfter = new Array<number>(entries.length + 1).fill(Infinity)
@@ -171,10 +190,15 @@ const unboundOnResume = (loaded: Loaded, view: ReadonlyArray<MessageParam>): Rea
     const id = loaded.entryIds[i]
     const k = id === undefined ? undefined : order.get(id)
     const entry = k === undefined ? undefined : entries[k]
-    // a message with no entry of its own is a copy a compaction kept: bound when that was the verbatim last one
-    const whole = entry === undefined
-      ? !lastKeptVerbatim
-      : entry.type !== "message" || compactedAfter[k!]! || evictedAfter[k!]! < i
+    // a message with no entry of its own is a copy a compaction kept: bound when that was the verbatim last one,
+    // but for what it left unbound
+    if (entry === undefined && lastKeptVerbatim) {
+      const blocks = blocksOf(message)
+      const left = marked.filter((p) => p.message === i && isBoundBlock(blocks[p.block] ?? { type: "" }))
+      if (left.length > 0) out = mergePositions(out, left)
+      return
+    }
+    const whole = entry === undefined || entry.type !== "message" || compactedAfter[k!]! || evictedAfter[k!]! < i
     const from = whole ? 0 : entry?.type === "message" ? metaOf(entry)?.rewrittenFrom : undefined
     if (from === undefined) return
     const added = thinkingIn(asMessages(view)[i]!, i, from)
