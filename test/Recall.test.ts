@@ -417,21 +417,6 @@ const judgeCorpus = (store: Layer.Layer<SessionStore>, sessions: ReadonlyArray<C
     return totals
   })
 
-/**
- * The sessions the SQL stores replay whole (JSONL replays them all): the shortest long one (heavy on thinking, a
- * compaction inside a turn) and the two short ones (one of which reuses tool_use ids), so each database's replay
- * takes seconds, not a minute.
- */
-const sqlSessions = (): ReadonlyArray<CorpusSession> =>
-  corpus().filter((s) =>
-    [
-      "pi__session-2025-12-17_thinking",
-      "claude-code__coverage-test-fix",
-      "swe-agent__marshmallow-1867_function-calling"
-    ]
-      .includes(s.name)
-  )
-
 const longPrefix = (length = 300): CorpusSession => {
   const whole = corpus().find((s) => s.name === "pi__before-compaction")!
   return { ...whole, messages: whole.messages.slice(0, length) }
@@ -505,17 +490,18 @@ describe("Recall over replayed sessions", () => {
 
   for (const database of databases) {
     it.effect(
-      `SQL (${database.name}), three shared sessions whole: the same, and a second session's data never comes back`,
+      `SQL (${database.name}), every shared session whole: the same, and a second session's data never comes back`,
       () =>
         Effect.gen(function* () {
           const db = yield* Effect.promise(() => makeSchema(database))
           try {
             const store = Layer.succeedContext(db.context)
-            const totals = yield* judgeCorpus(store, sqlSessions())
+            const totals = yield* judgeCorpus(store, corpus())
             const figures = JSON.stringify(totals)
-            assert.isAtLeast(totals.compactions, 10, figures)
-            assert.isAtLeast(totals.lostResults, 100, figures)
-            assert.isAtLeast(totals.lostUsers, 10, figures)
+            assert.isAtLeast(totals.compactions, 40, figures)
+            assert.isAtLeast(totals.lostResults, 800, figures)
+            assert.isAtLeast(totals.lostUsers, 100, figures)
+            assert.isAtLeast(totals.recallPointers, 10, figures)
             assert.isAtLeast(totals.reused, 2, figures)
             // another session on the same store, with removed data of its own: its refs are missing from the
             // others, its texts are never found there, and they are found in its own log
