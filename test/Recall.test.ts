@@ -101,16 +101,23 @@ type LogOf = Layer.Layer<SessionLog, SessionLogError>
 const OFFLOADING = { keepRecent: 4, minSavings: 500, recall: true } as const
 
 /**
- * Replays `session` into `log`, resumed every `resumeEvery` requests (with `offloading`: `OFFLOADING`); returns the
- * last request's messages and the ids of every tool result a request held.
+ * Replays `session` into `log`, resumed every `resumeEvery` requests, with `usage` as each reply's (default: the
+ * recorded one) and `options` beside the corpus policy (`OFFLOADING`, another policy); returns the replay's summary,
+ * the last request's messages and the ids of every tool result a request held.
  */
-const replayInto = (session: CorpusSession, log: LogOf, resumeEvery = 40, offloading = false) =>
+const replayInto = (
+  session: CorpusSession,
+  log: LogOf,
+  resumeEvery = 40,
+  options: Omit<Parameters<typeof replayMessages>[2], "log" | "resumeEvery" | "onRequest"> = {},
+  usage: Parameters<typeof replayMessages>[1] = usageOf(session.messages)
+) =>
   Effect.gen(function* () {
     let last: ReadonlyArray<Message> = []
     const sent = new Set<string>()
-    const summary = yield* replayMessages(session.messages, usageOf(session.messages), {
+    const summary = yield* replayMessages(session.messages, usage, {
       policy: corpusPolicy,
-      ...(offloading ? OFFLOADING : {}),
+      ...options,
       resumeEvery,
       log,
       onRequest: (_, request) =>
@@ -371,21 +378,13 @@ const usageFor = (session: CorpusSession) => {
 const replayAndJudge = (session: CorpusSession, sessionId: string, store: Layer.Layer<SessionStore>) =>
   Effect.gen(function* () {
     const log = SessionLog.layer({ sessionId, sync: "never" }).pipe(Layer.provide(store))
-    let last: ReadonlyArray<Message> = []
-    const sent = new Set<string>()
-    const summary = yield* replayMessages(session.messages, usageFor(session), {
-      ...policyFor(session),
-      ...OFFLOADING,
-      resumeEvery: Math.max(4, Math.ceil(session.messages.length / 8)),
+    const { summary, last, sent } = yield* replayInto(
+      session,
       log,
-      onRequest: (_, request) =>
-        Effect.sync(() => {
-          last = request.messages as ReadonlyArray<Message>
-          for (const m of last) {
-            for (const b of blocksOf(m)) if (b.type === "tool_result") sent.add((b as ToolResultBlock).tool_use_id)
-          }
-        })
-    }).pipe(Effect.provide(ExtractiveSummarizer.layer))
+      Math.max(4, Math.ceil(session.messages.length / 8)),
+      { ...policyFor(session), ...OFFLOADING },
+      usageFor(session)
+    )
     assert.isAtLeast(summary.resumes, 1, session.name)
     assert.isAtLeast(summary.compactions, 1, session.name)
     const judged = yield* judgeSession(session, sessionId, store, last, sent)
