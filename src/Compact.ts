@@ -44,6 +44,9 @@ import { type RepairReport, repairResult } from "./Validate.ts"
 import { apiViewStart } from "./internal/apiView.ts"
 import { blocksOf, isServerToolCall, isToolUse } from "./internal/blocks.ts"
 import type { BuiltMessage } from "./internal/wireTypes.ts"
+
+/** A message the library built for the wire (a compaction block, a summary): what a compacted view may hold. */
+export type { BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 import {
@@ -63,8 +66,10 @@ import type { Snapshot, StepMeta } from "./internal/sessionEntry.ts"
 /**
  * A range of message indices, `from` inclusive, `to` exclusive. @category models
  */
-interface MessageRange {
+export interface MessageRange {
+  /** The first index of the range. */
   readonly from: number
+  /** The index after its last. */
   readonly to: number
 }
 

@@ -58,9 +58,12 @@ interface PreviousRead extends ReadCall {
  * `offloaded`; `start` absent: the whole file; `end` absent: to its end); each open read call as
  * `[toolUseId, path, start?, end?]`. The classifier is not part of it.
  */
-interface HotPathsSnapshot {
+export interface HotPathsSnapshot {
+  /** The hot paths, in the order they became hot. */
   readonly hot: ReadonlyArray<string>
+  /** Each path's previous read: `[path, toolUseId, offloaded (1) or not (0), start?, end?]`. */
   readonly previous: ReadonlyArray<readonly [string, string, 0 | 1, ...RangeJson]>
+  /** Each open read call: `[toolUseId, path, start?, end?]`. */
   readonly pending: ReadonlyArray<readonly [string, string, ...RangeJson]>
 }
 

@@ -27,6 +27,9 @@ import type {
   UnknownBlock
 } from "./internal/wireTypes.ts"
 
+/** An image block's source, and a block type this reader does not know (kept as it came). */
+export type { ImageSource, UnknownBlock } from "./internal/wireTypes.ts"
+
 // ============================================================================
 // Block types
 // ============================================================================
@@ -56,7 +59,7 @@ export interface ImageBlock {
 /**
  * The source of a document: base64 PDF, plain text, a list of content blocks, a URL, or an uploaded file. @category models
  */
-type DocumentSource =
+export type DocumentSource =
   | { readonly type: "base64"; readonly media_type: string; readonly data: string }
   | { readonly type: "text"; readonly media_type: string; readonly data: string }
   | { readonly type: "content"; readonly content: string | ReadonlyArray<ContentBlock> }
@@ -158,7 +161,7 @@ export interface CompactionBlock {
 /**
  * Every block this library models by name. @category models
  */
-type KnownBlock =
+export type KnownBlock =
   | TextBlock
   | ImageBlock
   | DocumentBlock

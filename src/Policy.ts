@@ -14,6 +14,9 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { CACHE_TTLS, type CacheTtl } from "./internal/cacheTtl.ts"
 
+/** The prompt cache's lifetimes: `"5m"` or `"1h"`. */
+export type { CacheTtl } from "./internal/cacheTtl.ts"
+
 // ============================================================================
 // Defaults
 // ============================================================================
@@ -89,7 +92,7 @@ export class PolicyError extends PolicyErrorBase {
 /**
  * The fields of a `CompactionPolicy` as a plain object type (every field the class declares). @category models
  */
-type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
+export type PolicyFields = { readonly [K in keyof CompactionPolicy]: CompactionPolicy[K] }
 
 /** What `CompactionPolicy.make` takes: any field, absent or `undefined` for its default. @category models */
 export type PolicyOptions = { readonly [K in keyof PolicyFields]?: PolicyFields[K] | undefined }
@@ -361,7 +364,7 @@ export const zeroUsage: Usage = {
  * `advisor_message` for the advisor model, `fallback_message` for the step a fallback model finished the reply with.
  * @category models
  */
-type UsageIteration =
+export type UsageIteration =
   & { readonly type: string }
   & Pick<Usage, "input_tokens" | "output_tokens">
   & { readonly [K in "cache_read_input_tokens" | "cache_creation_input_tokens"]?: number | null }

@@ -19,6 +19,9 @@ import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { boundTokensBefore, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"
 import type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
+
+/** A request's `thread` parameter, and the reply a thread continues from. */
+export type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import { asMessages } from "./internal/conversation/wire.ts"
 import type { ToolClassifier } from "./Tools.ts"

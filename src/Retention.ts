@@ -34,6 +34,15 @@ import { LEADING_USER_TEXT } from "./internal/repair.ts"
 import { type RecallSource, searchSources } from "./internal/recallSearch.ts"
 
 export { type Anchor, CATEGORIES, type Category } from "./internal/anchors.ts"
+/** The kinds of anchor, each with its category's fields. */
+export type {
+  CommandAnchor,
+  ErrorAnchor,
+  IdentifierAnchor,
+  InstructionAnchor,
+  PathAnchor,
+  PlanAnchor
+} from "./internal/anchors.ts"
 
 // ============================================================================
 // Models

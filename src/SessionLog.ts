@@ -141,8 +141,10 @@ export interface SessionLogOptions {
 /**
  * A closed log's fold and the stored lines it folded (`lines[i]` is `seq` i + 1). @category models
  */
-interface ClosedFold {
+export interface ClosedFold {
+  /** The stored lines, in order. */
   readonly lines: ReadonlyArray<string>
+  /** Their fold: the view and what a writer needs to go on. */
   readonly live: LiveView
 }
 

@@ -146,7 +146,8 @@ export const notFound = (sessionId: string, store: string): SessionLogError =>
 /**
  * One entry of a memory session: its `seq`, id and line. @category models
  */
-interface MemoryEntry extends StoredEntry {
+export interface MemoryEntry extends StoredEntry {
+  /** The id of the entry the line stores. */
   readonly entryId: string
 }
 

@@ -61,16 +61,16 @@ class TokenCountError extends CountErrorBase<{
 }
 
 /** What a count is sent: `count_tokens`'s body (the SDK's `MessageCountTokensParams`, `betas` for the beta one). */
-type CountParams = Anthropic.MessageCountTokensParams & { readonly betas?: Array<string> }
+export type CountParams = Anthropic.MessageCountTokensParams & { readonly betas?: Array<string> }
 
 /** `count_tokens` as the SDK answers it. */
-type CountAnswer = { readonly input_tokens: number }
+export type CountAnswer = { readonly input_tokens: number }
 
 /** The SDK's per-request options a count passes: the fiber's signal, no SDK retries. */
-type CountRequestOptions = { readonly signal: AbortSignal; readonly maxRetries: number }
+export type CountRequestOptions = { readonly signal: AbortSignal; readonly maxRetries: number }
 
 /** The SDK's `count_tokens` over each option type it has (its beta body is a superset of ours). */
-type CountMethod = (params: never, options?: CountRequestOptions) => PromiseLike<CountAnswer>
+export type CountMethod = (params: never, options?: CountRequestOptions) => PromiseLike<CountAnswer>
 
 /**
  * The default time a count may take before the estimate stands in: a count is a small request, and the step waits

@@ -36,36 +36,47 @@ interface AnchorFields {
 
 /** A file a tool call read or modified (by the `ToolClassifier`); `modified` when any call in the span wrote it. @category models */
 export interface PathAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "path"
+  /** `modified` when any call of the span wrote the file, else `read`. */
   readonly access: "read" | "modified"
 }
 
 /** A shell command's first line, with how its last run ended and how many of its runs failed. @category models */
 export interface CommandAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "command"
+  /** How its last run ended. */
   readonly outcome: CommandOutcome
+  /** How many times the span ran it. */
   readonly runs: number
+  /** How many of those runs failed. */
   readonly failures: number
 }
 
 /** The error line of a failed tool result. @category models */
 export interface ErrorAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "error"
 }
 
 /** A hash, UUID, URL, version, number with a unit or id written in the user's or the assistant's text. @category models */
 export interface IdentifierAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "identifier"
+  /** What sort of identifier it is (a hash, a UUID, a URL, …). */
   readonly kind: IdentifierKind
 }
 
 /** The text of a message the user wrote (its head, up to `INSTRUCTION_MAX`). @category models */
 export interface InstructionAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "instruction"
 }
 
 /** One item of the latest plan or todo list of the span. @category models */
 export interface PlanAnchor extends AnchorFields {
+  /** The anchor's category. */
   readonly category: "plan"
 }
 

@@ -89,6 +89,7 @@ export interface ContainerUploadBlock {
  * @category models
  */
 export interface UnknownBlock {
+  /** The block's type, as the API named it. */
   readonly type: string
 }
 
@@ -116,6 +117,8 @@ export interface BuiltTextBlock {
  * @category models
  */
 export interface BuiltMessage {
+  /** Who the message is from: a summary is a user message. */
   readonly role: "user" | "assistant"
+  /** Its text blocks. */
   readonly content: Array<BuiltTextBlock>
 }

@@ -25,7 +25,9 @@ export type ThreadParam =
  * (the view up to and including the reply).
  */
 export interface ThreadAnchor {
+  /** The reply's id, the next `continue`'s `previous_message_id`. */
   readonly previousMessageId: string
+  /** How many messages of the view the server holds under it. */
   readonly held: number
   /**
    * The reply answered the `create` that replayed the whole view after `thread_not_found`: if the first `continue`
