@@ -676,6 +676,14 @@ const refSuffix = (ref: string | undefined): string => ref === undefined ? "" : 
 
 const REF_SUFFIX = / \[ref ([^\s\]]+)\]$/
 
+/** An entry line's suffix without its trailing `[ref …]`, and the ref; the suffix absent gives neither. */
+const splitRef = (
+  suffix: string | undefined
+): { readonly rest: string | undefined; readonly ref: string | undefined } => {
+  const match = suffix === undefined ? null : REF_SUFFIX.exec(suffix)
+  return match === null ? { rest: suffix, ref: undefined } : { rest: suffix!.slice(0, match.index), ref: match[1] }
+}
+
 /** One entry's text in a manifest block (a file's content follows its line). */
 const renderEntry = (entry: ManifestEntry): string => {
   // an instruction keeps its lines: its length, then the text itself on the lines that follow
@@ -763,11 +771,8 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
     } else if (kind === "command") {
-      const refMatch = suffix === undefined ? null : REF_SUFFIX.exec(suffix)
-      const ref = refMatch?.[1]
-      const m = suffix === undefined
-        ? null
-        : COMMAND_SUFFIX.exec(refMatch === null ? suffix : suffix.slice(0, refMatch.index))
+      const { rest, ref } = splitRef(suffix)
+      const m = rest === undefined ? null : COMMAND_SUFFIX.exec(rest)
       if (m === null) return undefined
       const runs = Number(m[1])
       const last = outcomeOf(m[3]!)
@@ -785,11 +790,8 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
         ...(ref === undefined ? {} : { ref })
       })
     } else if (kind === "error") {
-      const refMatch = suffix === undefined ? null : REF_SUFFIX.exec(suffix)
-      const ref = refMatch?.[1]
-      const m = suffix === undefined
-        ? null
-        : ERROR_SUFFIX.exec(refMatch === null ? suffix : suffix.slice(0, refMatch.index))
+      const { rest, ref } = splitRef(suffix)
+      const m = rest === undefined ? null : ERROR_SUFFIX.exec(rest)
       const source = m === null ? undefined : jsonString(m[1]!)
       if (m === null || source === undefined) return undefined
       entries.push({
