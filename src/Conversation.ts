@@ -66,7 +66,7 @@ import {
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
-import { answerFromEntries, type RecallOptions, renderAnswer } from "./internal/recall.ts"
+import { answerFrom, type RecallOptions, renderAnswer } from "./internal/recall.ts"
 import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import type { SessionLogShape } from "./SessionLog.ts"
 import { SessionLog, SessionLogError } from "./SessionLog.ts"
@@ -566,8 +566,10 @@ const make = (
                 "logged one (layerLogged)"
             })
           )
-          : Effect.map(log.load(), ({ entries }) => renderAnswer(answerFromEntries(entries, input, recallOptions)))
-            .pipe(Effect.withSpan("Conversation.recall", { attributes: { "session.id": log.sessionId } }))
+          : Effect.map(
+            answerFrom(Effect.map(log.load(), ({ entries }) => entries), input, recallOptions),
+            renderAnswer
+          ).pipe(Effect.withSpan("Conversation.recall", { attributes: { "session.id": log.sessionId } }))
     })
   })
 

@@ -28,7 +28,6 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
-import * as Result from "effect/Result"
 import type { SessionStore } from "./SessionStore.ts"
 import { defaultToolClassifier, type ToolClassifier } from "./Tools.ts"
 import * as Internal from "./internal/recall.ts"
@@ -63,9 +62,7 @@ export const recall = (
   input: unknown,
   options: { readonly maxTokens?: number | undefined; readonly context?: number | undefined } = {}
 ): Effect.Effect<RecallAnswer, SessionLogError, SessionStore> => {
-  const request = Internal.decodeRecallInput(input)
-  if (Result.isFailure(request)) return Effect.succeed(Internal.RecallAnswer.Invalid({ error: request.failure }))
-  return Effect.map(Internal.readEntries(sessionId), (entries) => Internal.answerFromEntries(entries, input, options))
+  return Internal.answerFrom(Internal.readEntries(sessionId), input, options)
     .pipe(Effect.withSpan("Recall.recall", { attributes: { "session.id": sessionId } }))
 }
 

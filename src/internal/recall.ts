@@ -575,19 +575,20 @@ export const renderAnswer = (answer: RecallAnswer): string => {
 }
 
 /**
- * Answers a recall tool call's `input` from a session's `entries` (every stored entry, oldest first): `Invalid` when
- * the input cannot be read, else the answer of `answerFromSources` over what the entries removed. Pure.
+ * Answers a recall tool call's `input` from a session's entries, read by `read` only when the input is valid:
+ * `Invalid` (without a read) when it cannot be decoded, else the answer of `answerFromSources` over what the entries
+ * (every stored entry, oldest first) removed.
  * @category answers
  */
-export const answerFromEntries = (
-  entries: ReadonlyArray<Entry>,
+export const answerFrom = <E, R>(
+  read: Effect.Effect<ReadonlyArray<Entry>, E, R>,
   input: unknown,
   options: RecallOptions = {}
-): RecallAnswer => {
+): Effect.Effect<RecallAnswer, E, R> => {
   const request = decodeRecallInput(input)
   return Result.isFailure(request)
-    ? RecallAnswer.Invalid({ error: request.failure })
-    : answerFromSources(recallSources(entries), request.success, options)
+    ? Effect.succeed(RecallAnswer.Invalid({ error: request.failure }))
+    : Effect.map(read, (entries) => answerFromSources(recallSources(entries), request.success, options))
 }
 
 // ============================================================================
