@@ -11,7 +11,7 @@ import type { RecordedSession } from "./model.ts"
 import type { Message } from "../../Message.ts"
 import { CATEGORIES } from "../../Retention.ts"
 import type { Request } from "../../Request.ts"
-import { prepareSession, replaySteps, retentionOf, settingsOf } from "./replay.ts"
+import { prepareSession, replaySteps, retentionOf, settingsOf as replaySettingsOf } from "./replay.ts"
 
 /** One setting of the grid and its figures over all sessions. @category models */
 export interface SweepPoint {
@@ -96,6 +96,73 @@ const pooled = (measures: ReadonlyArray<CompactionRetention>): CompactionRetenti
   }
 }
 
+/** Every setting of `grid` (the default grid's values where it has none), with its label. */
+const settingsOf = (grid: SweepOptions): ReadonlyArray<{ readonly name: string; readonly library: LibraryOptions }> =>
+  (grid.compactAtTokens ?? GRID.compactAtTokens).flatMap((compactAtTokens) =>
+    (grid.keepRecent ?? GRID.keepRecent).flatMap((keepRecent) =>
+      (grid.minSavings ?? GRID.minSavings).flatMap((minSavings) =>
+        (grid.appendOnly ?? GRID.appendOnly).map((appendOnly) => ({
+          name: `compact at ${compactAtTokens / 1000}k, keepRecent ${keepRecent}, ${
+            minSavings === undefined ? "rent-or-buy" : `minSavings ${minSavings}`
+          }${appendOnly === false ? ", rewrites in place" : appendOnly === true ? ", append-only" : ""}`,
+          library: {
+            keepRecent,
+            minSavings,
+            policy: { compactAtTokens },
+            ...(appendOnly === undefined ? {} : { appendOnly })
+          }
+        }))
+      )
+    )
+  )
+
+/** One setting replayed on every prepared session: its figures summed, its retention pooled. */
+const pointOf = (
+  prepared: ReadonlyArray<ReturnType<typeof prepareSession>>,
+  name: string,
+  library: LibraryOptions,
+  settings: ReturnType<typeof replaySettingsOf>
+): SweepPoint => {
+  let dollars = 0
+  let peakContext = 0
+  let misses = 0
+  let requests = 0
+  let compactions = 0
+  const next: Array<CompactionRetention> = []
+  const atEnd: Array<CompactionRetention> = []
+  for (const session of prepared) {
+    const steps = replaySteps(session, { name, strategy: { _tag: "Library", options: library } }, settings)
+    const spans: Array<ReadonlyArray<Message>> = []
+    let last: Request | undefined
+    let step = steps.next()
+    while (step.done !== true) {
+      const { event } = step.value
+      if (event.summarized !== undefined) spans.push(event.summarized)
+      if (event.figures.retention !== undefined) next.push(event.figures.retention)
+      last = event.request
+      step = steps.next()
+    }
+    const r = step.value.report
+    dollars += r.dollars
+    peakContext = Math.max(peakContext, r.peakContext)
+    misses += r.misses.policy + r.misses.external
+    requests += r.requests
+    compactions += r.compactions
+    if (last !== undefined) { for (const span of spans) atEnd.push(retentionOf(span, last)) }
+  }
+  return {
+    name,
+    options: library,
+    dollars,
+    peakContext,
+    misses,
+    requests,
+    compactions,
+    retention: pooled(next),
+    retentionAtEnd: pooled(atEnd)
+  }
+}
+
 /**
  * Replays `sessions` at every point of the grid (the library's defaults elsewhere) and returns every point, cheapest
  * first. Pure and deterministic.
@@ -106,67 +173,10 @@ export const sweep = (
   grid: SweepOptions = {},
   options: SimulateOptions = {}
 ): ReadonlyArray<SweepPoint> => {
-  const settings = settingsOf(options)
+  const settings = replaySettingsOf(options)
   const prepared = sessions.map((s) => prepareSession(s, options))
-  const points: Array<SweepPoint> = []
-  for (const compactAtTokens of grid.compactAtTokens ?? GRID.compactAtTokens) {
-    for (const keepRecent of grid.keepRecent ?? GRID.keepRecent) {
-      for (const minSavings of grid.minSavings ?? GRID.minSavings) {
-        for (const appendOnly of grid.appendOnly ?? GRID.appendOnly) {
-          const library: LibraryOptions = {
-            keepRecent,
-            minSavings,
-            policy: { compactAtTokens },
-            ...(appendOnly === undefined ? {} : { appendOnly })
-          }
-          const name = `compact at ${compactAtTokens / 1000}k, keepRecent ${keepRecent}, ${
-            minSavings === undefined ? "rent-or-buy" : `minSavings ${minSavings}`
-          }${appendOnly === false ? ", rewrites in place" : appendOnly === true ? ", append-only" : ""}`
-          let dollars = 0
-          let peakContext = 0
-          let misses = 0
-          let requests = 0
-          let compactions = 0
-          const next: Array<CompactionRetention> = []
-          const atEnd: Array<CompactionRetention> = []
-          for (const session of prepared) {
-            const steps = replaySteps(session, { name, strategy: { _tag: "Library", options: library } }, settings)
-            const spans: Array<ReadonlyArray<Message>> = []
-            let last: Request | undefined
-            let step = steps.next()
-            while (step.done !== true) {
-              const { event } = step.value
-              if (event.summarized !== undefined) spans.push(event.summarized)
-              if (event.figures.retention !== undefined) next.push(event.figures.retention)
-              last = event.request
-              step = steps.next()
-            }
-            const r = step.value.report
-            dollars += r.dollars
-            peakContext = Math.max(peakContext, r.peakContext)
-            misses += r.misses.policy + r.misses.external
-            requests += r.requests
-            compactions += r.compactions
-            if (last !== undefined) { for (const span of spans) atEnd.push(retentionOf(span, last)) }
-          }
-          const retention = pooled(next)
-          const retentionAtEnd = pooled(atEnd)
-          points.push({
-            name,
-            options: library,
-            dollars,
-            peakContext,
-            misses,
-            requests,
-            compactions,
-            retention,
-            retentionAtEnd
-          })
-        }
-      }
-    }
-  }
-  return points.sort((a, b) => a.dollars - b.dollars)
+  return settingsOf(grid).map(({ library, name }) => pointOf(prepared, name, library, settings))
+    .sort((a, b) => a.dollars - b.dollars)
 }
 
 /**
