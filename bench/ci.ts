@@ -9,7 +9,7 @@
  * its tail (`bench/tailSession.ts`, on the JSONL store, and on the SQL store at `DATABASE_URL` when it is set:
  * `bench/tailSql.ts`; skipped, and said so, without it) and a worker's open of it (its `Conversation` resumed, from
  * the tail and, today's way, in full), issue 43's logged step on conversations driven through generated 1k and 10k
- * sessions (`bench/loggedStep.bench.ts`: on the JSONL store, default and deferred writes, and on `layerMemory`, against the stringify of its
+ * sessions (`bench/loggedStep.bench.ts`: on the JSONL store, default and deferred writes, and on `layerMemory`, each step against the stringify of its own
  * request; the drive takes ~15 s of setup, only when a `logged-step/` budget is measured), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
@@ -69,7 +69,7 @@ import {
 import { requestOf } from "../src/Request.ts"
 import type { Message } from "../src/Message.ts"
 import { conversationStep, stateMemory, stateOf } from "./conversation.bench.ts"
-import { type SteppedConversation, steppedConversation } from "./loggedStep.bench.ts"
+import { RECENT_REQUESTS, type SteppedConversation, steppedConversation, stringifyRecent } from "./loggedStep.bench.ts"
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
@@ -215,8 +215,9 @@ const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
   sqlTail === undefined ? Promise.reject(new Error("no SQL session")) : Effect.runPromise(open(sqlTail))
 /**
  * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store (default and
- * deferred writes) and in memory,
- * driven once (only when a `logged-step/` budget is measured: the drive takes seconds).
+ * deferred writes) and in memory, driven once (only when a `logged-step/` budget is measured: the drive takes
+ * seconds), then stepped `RECENT_REQUESTS` times untimed, so the requests the stringify side goes round are a few
+ * whole compaction cycles of the logged conversation's own steps from the start.
  */
 const LOGGED_PREFIX = "logged-step/"
 const stepped = async (size: number) => {
@@ -224,7 +225,8 @@ const stepped = async (size: number) => {
   const logged = await steppedConversation(session, "jsonl")
   const deferred = await steppedConversation(session, "jsonl-deferred")
   const memory = await steppedConversation(session, "memory")
-  return { logged, deferred, memory, body: logged.last().request }
+  for (let i = 0; i < RECENT_REQUESTS; i++) await Promise.all([logged.step(), deferred.step(), memory.step()])
+  return { logged, deferred, memory, stringify: stringifyRecent(logged) }
 }
 const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
   ? { s1k: await stepped(1_000), s10k: await stepped(10_000) }
@@ -232,8 +234,9 @@ const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
 /** One step of a stepped conversation, timed; it throws (its budgets fail as not measured) when none was set up. */
 const steppedCall = (pick: (steps: NonNullable<typeof loggedSteps>) => SteppedConversation) => () =>
   loggedSteps === undefined ? Promise.reject(new Error("no logged conversation")) : pick(loggedSteps).step()
-const stringifyOf = (pick: (steps: NonNullable<typeof loggedSteps>) => unknown) => () =>
-  JSON.stringify(loggedSteps === undefined ? undefined : pick(loggedSteps))
+/** `JSON.stringify` of the logged conversation's next recent request (each step against its own request). */
+const stringifyOf = (pick: (steps: NonNullable<typeof loggedSteps>) => () => string) => () =>
+  loggedSteps === undefined ? undefined : pick(loggedSteps)()
 const setupMs = performance.now() - started
 
 /** CPU time each measurement samples for: 0.4 s, at least 12 samples (a run stays in CI's slot under load). */
@@ -386,11 +389,11 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.step50k, stepCalls(step50k)],
   [M.stringify50k, timed(() => JSON.stringify(body50k))],
   [M.loggedStep1k, timedAsync(steppedCall((s) => s.s1k.logged))],
-  [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.body))],
+  [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.stringify))],
   [M.memoryStep1k, timedAsync(steppedCall((s) => s.s1k.memory))],
   [M.deferredStep1k, timedAsync(steppedCall((s) => s.s1k.deferred))],
   [M.loggedStep10k, timedAsync(steppedCall((s) => s.s10k.logged))],
-  [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.body))],
+  [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.stringify))],
   [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
   [M.deferredStep10k, timedAsync(steppedCall((s) => s.s10k.deferred))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],

@@ -1,8 +1,13 @@
 /**
  * One logged `Conversation` step against `JSON.stringify` of the request it returns (issue 43: a logged step costs at
- * most 0.2x serializing its request), at 1k and 10k messages: on the JSONL store with the default durability and with
- * deferred writes, with the same step logged on the memory store (the log's work without the file) and on
- * `layerMemory` (nothing logged) beside it.
+ * most 0.2x serializing its request), at 1k, 10k and 100k messages (`LOGGED_STEP_SIZES=1000,10000` picks): on the
+ * JSONL store with the default durability and with deferred writes, with the same step logged on the memory store
+ * (the log's work without the file) and on `layerMemory` (nothing logged) beside it.
+ *
+ * "Its request" is each step's own: the stringify is measured over the requests the steps returned (the last
+ * `RECENT_REQUESTS`, several compaction cycles: small just after a compaction, largest just before the next), and the
+ * table shows the median, with the median stringify of the smallest tenth of them (the requests right after a
+ * compaction) beside it.
  *
  * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
  * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
@@ -52,8 +57,25 @@ export interface SteppedConversation {
   readonly step: () => Promise<Prepared>
   /** The request of the last step (or of the drive, before any step). */
   readonly last: () => Prepared
+  /** The requests the latest steps returned (at most `RECENT_REQUESTS`, oldest first; the drive's last before any). */
+  readonly recent: () => ReadonlyArray<Prepared["request"]>
   /** Closes the conversation (and its log) and removes its directory. */
   readonly close: () => Promise<void>
+}
+
+/** How many of the latest steps' requests a conversation keeps for the stringify side (several compaction cycles). */
+export const RECENT_REQUESTS = 256
+
+/**
+ * `JSON.stringify` of the requests `conversation`'s steps returned, one more per call, round the recent ones: the
+ * stringify side of a ratio, each step against its own request.
+ */
+export const stringifyRecent = (conversation: SteppedConversation): () => string => {
+  let i = 0
+  return () => {
+    const recent = conversation.recent()
+    return JSON.stringify(recent[i++ % recent.length])
+  }
 }
 
 /** Drives `session` through the conversation: user messages and results appended, a prepare before each reply. */
@@ -115,13 +137,18 @@ export const steppedConversation = async (
   )
   const runtime = ManagedRuntime.make(conversation.pipe(Layer.provide(ExtractiveSummarizer.layer)))
   let last = await runtime.runPromise(drive(session))
+  const recent: Array<Prepared["request"]> = [last.request]
   let n = 0
   return {
     step: async () => {
       last = await runtime.runPromise(stepOf(n++))
+      if (n === 1) recent.length = 0
+      recent.push(last.request)
+      if (recent.length > RECENT_REQUESTS) recent.shift()
       return last
     },
     last: () => last,
+    recent: () => recent,
     close: async () => {
       await runtime.dispose()
       if (directory !== undefined) rmSync(directory, { recursive: true, force: true })
@@ -129,28 +156,44 @@ export const steppedConversation = async (
   }
 }
 
+/** The time of one `JSON.stringify(request)`: the mean of 8 calls after 2 untimed ones, in nanoseconds. */
+const stringifyTime = (request: Prepared["request"]): number => {
+  for (let i = 0; i < 2; i++) do_not_optimize(JSON.stringify(request))
+  const started = performance.now()
+  for (let i = 0; i < 8; i++) do_not_optimize(JSON.stringify(request))
+  return (performance.now() - started) * 1e6 / 8
+}
+
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const lines = [
-    "| messages | request | stringify | JSONL step | JSONL deferred | log on the memory store | layerMemory step | " +
-    "JSONL / stringify | deferred / stringify | memory-store log / stringify | layerMemory / stringify |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    "| messages | requests | own-request stringify | smallest tenth | JSONL step | JSONL deferred | " +
+    "log on the memory store | layerMemory step | JSONL / stringify | deferred / stringify | " +
+    "memory-store log / stringify | layerMemory / stringify |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   ]
   const kinds: ReadonlyArray<StepKind> = ["jsonl", "jsonl-deferred", "log-memory", "memory"]
-  for (const size of [1_000, 10_000]) {
+  const sizes = (process.env.LOGGED_STEP_SIZES ?? "1000,10000,100000").split(",").map(Number)
+  for (const size of sizes) {
     const session = generateSession(size, { messages: size, maxOutput: 4000 })
     const steps: Array<number> = []
-    let body: Prepared["request"] | undefined
+    let requests: ReadonlyArray<Prepared["request"]> = []
     for (const kind of kinds) {
       const conversation = await steppedConversation(session, kind)
       steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 400 })).p50)
-      body ??= conversation.last().request
+      if (requests.length === 0) requests = [...conversation.recent()]
       await conversation.close()
     }
-    const stringify = (await measure(() => do_not_optimize(JSON.stringify(body)))).p50
+    // each request's own stringify, then the median over them and over the smallest tenth
+    const each = requests.map(stringifyTime)
+    const sorted = [...each].sort((a, b) => a - b)
+    const stringify = sorted[sorted.length >> 1]!
+    const smallest = sorted[Math.floor(sorted.length / 20)]!
+    const sizesOf = requests.map((r) => r.messages.length).sort((a, b) => a - b)
     lines.push(
-      `| ${size.toLocaleString("en")} | ${body!.messages.length} messages | ${duration(stringify)} | ` +
-        `${steps.map(duration).join(" | ")} | ${steps.map((t) => (t / stringify).toFixed(2)).join(" | ")} |`
+      `| ${size.toLocaleString("en")} | ${sizesOf[0]}–${sizesOf.at(-1)} messages | ${duration(stringify)} | ` +
+        `${duration(smallest)} | ${steps.map(duration).join(" | ")} | ` +
+        `${steps.map((t) => (t / stringify).toFixed(2)).join(" | ")} |`
     )
   }
   console.log(lines.join("\n"))
