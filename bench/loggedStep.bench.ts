@@ -173,6 +173,7 @@ if (isMain) {
     "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   ]
   const kinds: ReadonlyArray<StepKind> = ["jsonl", "jsonl-deferred", "log-memory", "memory"]
+  const notes: Array<string> = []
   const sizes = (process.env.LOGGED_STEP_SIZES ?? "1000,10000,100000").split(",").map(Number)
   for (const size of sizes) {
     const session = generateSession(size, { messages: size, maxOutput: 4000 })
@@ -190,6 +191,22 @@ if (isMain) {
     const stringify = sorted[sorted.length >> 1]!
     const smallest = sorted[Math.floor(sorted.length / 20)]!
     const sizesOf = requests.map((r) => r.messages.length).sort((a, b) => a - b)
+    const bytes = requests.map((r) => JSON.stringify(r).length)
+    const perByte = requests.map((_, i) => each[i]! / bytes[i]!)
+    const under = perByte.filter((_, i) => bytes[i]! < 65_536)
+    const over = perByte.filter((_, i) => bytes[i]! >= 65_536)
+    const median = (xs: ReadonlyArray<number>) =>
+      xs.length === 0 ? "-" : `${[...xs].sort((a, b) => a - b)[xs.length >> 1]!.toFixed(2)} ns`
+    notes.push(
+      `${size.toLocaleString("en")} messages: ${requests.length} requests of ${
+        Math.min(...bytes).toLocaleString("en")
+      }` +
+        ` to ${Math.max(...bytes).toLocaleString("en")} bytes, ` +
+        `${requests.filter((r) => /[^\x00-\x7f]/.test(JSON.stringify(r))).length} holding non-ASCII text; ` +
+        `stringify per byte: ${median(under)} under 64 KiB (${under.length}), ${
+          median(over)
+        } from 64 KiB (${over.length})`
+    )
     lines.push(
       `| ${size.toLocaleString("en")} | ${sizesOf[0]}–${sizesOf.at(-1)} messages | ${duration(stringify)} | ` +
         `${duration(smallest)} | ${steps.map(duration).join(" | ")} | ` +
@@ -197,4 +214,5 @@ if (isMain) {
     )
   }
   console.log(lines.join("\n"))
+  console.log(`\n${notes.join("\n")}`)
 }

@@ -69,6 +69,13 @@ export const SOURCES: ReadonlyArray<Source> = [
     argv: ["--expose-gc", "bench/shapes.bench.ts"]
   },
   {
+    name: "logged-step",
+    command: "npx node --expose-gc bench/loggedStep.bench.ts",
+    kind: "tables",
+    argv: ["--expose-gc", "bench/loggedStep.bench.ts"],
+    notes: "all"
+  },
+  {
     name: "background",
     command: "npx node bench/background.bench.ts",
     kind: "tables",
