@@ -3,13 +3,14 @@
  *
  * The JSONL file store: one `<sessionId>.jsonl` per session in a directory, one entry line per line (`seq` = line
  * number), written through Effect's `FileSystem`. Files are created with mode 0600 (the directory 0700); appends are
- * whole lines in one write, cut back when a write fails part way (deferred appends, `AppendOptions.defer`, are
- * queued and written together a few milliseconds later, in order); a torn last line (a write that never finished, so
- * was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per session: a
- * `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are checked, so
- * they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's tail
- * starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on; it
- * is checked against the file, and a missing, corrupt or stale one means the whole file is read (and, by a writer,
+ * whole lines in one write, cut back when a write fails part way: on the platform's own file, one synchronous write on
+ * its descriptor (no round trip through the thread pool); deferred appends (`AppendOptions.defer`) are queued and
+ * written together a few milliseconds later, in order, through `FileSystem`; a torn last line (a write that never
+ * finished, so was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per
+ * session: a `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are
+ * checked, so they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's
+ * tail starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on;
+ * it is checked against the file, and a missing, corrupt or stale one means the whole file is read (and, by a writer,
  * the index written again). A writer opened from the index knows the entry ids from the tail on (and every one it
  * appends): a retried append of entries a later compaction summarized is recognised by a single append's open, which
  * reads every line.
