@@ -102,7 +102,8 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
  *   operation of the log, naming the lines lost; reopen the session.
  *
  * In every mode the file holds whole lines in acknowledged order, and a torn last line (a write cut short by a crash)
- * is cut off when the session is next opened for writing.
+ * is cut off when the session is next opened for writing. A write that is not deferred (up to 1 MiB) is one
+ * synchronous write to the page cache, so the event loop waits for it (microseconds; the fsync stays asynchronous).
  * @category models
  */
 export type SyncMode = "compaction" | "always" | "never" | "deferred"
