@@ -184,7 +184,33 @@ export class ClosedFolds {
   }
 }
 
-const isStepMeta = Schema.is(SessionEntry.StepMeta)
+const isStepMetaSchema = Schema.is(SessionEntry.StepMeta)
+
+/**
+ * True when `u` is JSON built of plain objects, arrays and JSON leaves (finite numbers), at most `depth` levels deep:
+ * what the step metadata of a message almost always is, checked without the schema's parser. False only means "not
+ * sure" (a deep value, a cycle, a class instance…): the schema decides then.
+ */
+const isPlainJson = (u: unknown, depth: number): boolean => {
+  if (u === null || typeof u === "string" || typeof u === "boolean") return true
+  if (typeof u === "number") return Number.isFinite(u)
+  if (typeof u !== "object" || depth === 0) return false
+  if (Array.isArray(u)) {
+    for (let i = 0; i < u.length; i++) if (!isPlainJson(u[i], depth - 1)) return false
+    return true
+  }
+  const prototype = Object.getPrototypeOf(u)
+  if (prototype !== Object.prototype && prototype !== null) return false
+  for (const key in u) {
+    if (Object.hasOwn(u, key) && !isPlainJson((u as Record<string, unknown>)[key], depth - 1)) return false
+  }
+  return true
+}
+
+/** True when `u` is step metadata (a JSON object): the plain case checked directly, any other by `StepMeta`. */
+const isStepMeta = (u: unknown): boolean =>
+  (u !== null && typeof u === "object" && !Array.isArray(u) && isPlainJson(u, 32)) || isStepMetaSchema(u)
+
 const isEviction = Schema.is(SessionEntry.Eviction)
 
 const invalid = (sessionId: string, detail: string) =>
@@ -398,7 +424,15 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           entries.push(
             m === undefined
               ? { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]! }
-              : { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]!, meta: m }
+              : {
+                v: SessionEntry.CURRENT_VERSION,
+                id,
+                parentId,
+                timestamp,
+                type: "message",
+                message: messages[i]!,
+                meta: m
+              }
           )
           parentId = id
         }

@@ -216,7 +216,15 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
       // parent span and stack frame `withSpan` provides to the effect it wraps
       Effect.useSpan(
         "SessionStore.append",
-        { attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length }) },
+        // `spanAttributes`'s members, written out (no spread per append)
+        {
+          attributes: {
+            "session.store": name,
+            "session.id": sessionId,
+            expectedSeq,
+            "session.entries": entries.length
+          }
+        },
         (): Effect.Effect<AppendResult, SessionLogError> => {
           const stored = isSessionId(sessionId) ? sessions.get(sessionId) : undefined
           if (stored === undefined) {
