@@ -185,7 +185,33 @@ export class ClosedFolds {
   }
 }
 
-const isStepMeta = Schema.is(SessionEntry.StepMeta)
+const isStepMetaSchema = Schema.is(SessionEntry.StepMeta)
+
+/**
+ * True when `u` is JSON built of plain objects, arrays and JSON leaves (finite numbers), at most `depth` levels deep:
+ * what the step metadata of a message almost always is, checked without the schema's parser. False only means "not
+ * sure" (a deep value, a cycle, a class instance…): the schema decides then.
+ */
+const isPlainJson = (u: unknown, depth: number): boolean => {
+  if (u === null || typeof u === "string" || typeof u === "boolean") return true
+  if (typeof u === "number") return Number.isFinite(u)
+  if (typeof u !== "object" || depth === 0) return false
+  if (Array.isArray(u)) {
+    for (let i = 0; i < u.length; i++) if (!isPlainJson(u[i], depth - 1)) return false
+    return true
+  }
+  const prototype = Object.getPrototypeOf(u)
+  if (prototype !== Object.prototype && prototype !== null) return false
+  for (const key in u) {
+    if (Object.hasOwn(u, key) && !isPlainJson((u as Record<string, unknown>)[key], depth - 1)) return false
+  }
+  return true
+}
+
+/** True when `u` is step metadata (a JSON object): the plain case checked directly, any other by `StepMeta`. */
+const isStepMeta = (u: unknown): boolean =>
+  (u !== null && typeof u === "object" && !Array.isArray(u) && isPlainJson(u, 32)) || isStepMetaSchema(u)
+
 const isEviction = Schema.is(SessionEntry.Eviction)
 
 const invalid = (sessionId: string, detail: string) =>
@@ -236,9 +262,12 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const deadline = options.retryDeadline === undefined
     ? DEFAULT_RETRY_DEADLINE
     : Duration.fromInputUnsafe(options.retryDeadline)
+  const deadlineMillis = Duration.toMillis(deadline)
+  /** A store error named with this session (a store may leave the session out). */
+  const named = withSession(sessionId)
   /** `effect` (one store call) retried through an outage, within the budget of the operation it belongs to. */
   const ridden = <A, R>(budget: RetryBudget, what: string, effect: Effect.Effect<A, SessionLogError, R>) =>
-    retryTransient(budget, what, Effect.mapError(effect, withSession(sessionId)))
+    retryTransient(budget, what, Effect.mapError(effect, named))
   const opening = yield* startBudget(deadline)
   const recoveredByStore = yield* ridden(opening, "open", store.acquire(sessionId))
   const read = (budget: RetryBudget, afterSeq: number) => ridden(budget, "read", store.read(sessionId, afterSeq))
@@ -269,8 +298,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   // the log's memory follows its view, not its history.
   const closedFolds = options.closedFolds
   const lines: Array<string> = closedFolds === undefined ? [] : opened.stored.map((e) => e.line)
-  const keepLines = (more: ReadonlyArray<string>) => {
-    if (closedFolds !== undefined) { for (const line of more) lines.push(line) }
+  const keepLines = (more: ReadonlyArray<{ readonly line: string }>) => {
+    if (closedFolds !== undefined) { for (const { line } of more) lines.push(line) }
   }
   let keepable = !repair
   if (closedFolds !== undefined) {
@@ -292,7 +321,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       (r) =>
         Effect.fromResult(applyStored(live, r.entries)).pipe(
           Effect.map((applied) => {
-            keepLines(r.entries.map((e) => e.line))
+            keepLines(r.entries)
             return applied.entries
           }),
           Effect.tapError(() => Effect.sync(() => void (keepable = false))),
@@ -318,16 +347,18 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     how: Store.AppendOptions,
     derive: (timestamp: number) => PendingWrite<A> | SessionLogError
   ) =>
-    Effect.uninterruptible(Effect.flatMap(Clock.currentTimeMillis, (startedAt) => {
-      const budget: RetryBudget = { startedAt, deadlineMillis: Duration.toMillis(deadline) }
+    Effect.uninterruptible(Clock.clockWith((clock) => {
+      const startedAt = clock.currentTimeMillisUnsafe()
+      const budget: RetryBudget = { startedAt, deadlineMillis }
       const attempt = (n: number, timestamp: number): Effect.Effect<A, SessionLogError> => {
         const pending = derive(timestamp)
         if (pending instanceof SessionLogError) return Effect.fail(pending)
-        const encoded = pending.entries.map((e) => ({ entryId: e.id, line: encodeEntry(e) }))
+        const encoded: Array<Store.NewEntry> = []
+        for (const entry of pending.entries) encoded.push({ entryId: entry.id, line: encodeEntry(entry) })
         return Effect.flatMap(ridden(budget, "append", store.append(sessionId, live.seq, encoded, how)), (result) => {
           if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
             pending.fold(live)
-            keepLines(encoded.map((e) => e.line))
+            keepLines(encoded)
             live.advance(result.seq)
             return Effect.succeed(pending.value(pending.entries))
           }
@@ -382,13 +413,29 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       const problem = appendProblem(messages, meta)
       if (problem !== undefined) return Effect.fail(problem)
       if (messages.length === 0) return Effect.succeed([])
-      const ids = messages.map(() => randomUUID() as string)
+      const ids: Array<string> = []
+      for (let i = 0; i < messages.length; i++) ids.push(randomUUID())
       return appendDerived(entryWrite, (timestamp): PendingWrite<ReadonlyArray<string>> => {
         const entries: Array<SessionEntry.MessageEntry> = []
+        let parentId = live.head
         for (let i = 0; i < messages.length; i++) {
-          const h = header(ids[i]!, entries.at(-1)?.id ?? live.head, timestamp)
+          // the header's members first, in `header`'s order: the line is the same as an entry built from it
+          const id = ids[i]!
           const m = meta[i]
-          entries.push({ ...h, type: "message", message: messages[i]!, ...(m === undefined ? {} : { meta: m }) })
+          entries.push(
+            m === undefined
+              ? { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]! }
+              : {
+                v: SessionEntry.CURRENT_VERSION,
+                id,
+                parentId,
+                timestamp,
+                type: "message",
+                message: messages[i]!,
+                meta: m
+              }
+          )
+          parentId = id
         }
         return { entries, fold: foldEach(entries), value: () => ids }
       })

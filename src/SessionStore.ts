@@ -15,7 +15,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { tailOf } from "./internal/sessionTail.ts"
-import { SESSION_ID, spanAttributes } from "./internal/storeSupport.ts"
+import { isSessionId, SESSION_ID, spanAttributes } from "./internal/storeSupport.ts"
 import type { LoadIssue, StoredEntry } from "./SessionEntry.ts"
 
 // ============================================================================
@@ -212,26 +212,40 @@ const makeMemoryStore = (sessions: MemorySessions): SessionStoreShape => {
         Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) })
       ),
     append: (sessionId, expectedSeq, entries) =>
-      existing(sessionId).pipe(
-        Effect.map((stored): AppendResult => {
+      // a leaf span (nothing runs under it), ended with the append's exit: the same span as `withSpan`, without the
+      // parent span and stack frame `withSpan` provides to the effect it wraps
+      Effect.useSpan(
+        "SessionStore.append",
+        // `spanAttributes`'s members, written out (no spread per append)
+        {
+          attributes: {
+            "session.store": name,
+            "session.id": sessionId,
+            expectedSeq,
+            "session.entries": entries.length
+          }
+        },
+        (): Effect.Effect<AppendResult, SessionLogError> => {
+          const stored = isSessionId(sessionId) ? sessions.get(sessionId) : undefined
+          if (stored === undefined) {
+            return Effect.andThen(validateSessionId(sessionId), Effect.fail(notFound(sessionId, name)))
+          }
           const index = indexOf(sessionId, stored)
-          const written = entries.map((e) => index.seqs.get(e.entryId)).filter((seq) => seq !== undefined)
-          if (written.length > 0) return { _tag: "AlreadyWritten", seq: Math.max(...written) }
-          const last = stored.at(-1)?.seq ?? 0
-          if (last !== expectedSeq) return { _tag: "Conflict", seq: last }
-          entries.forEach((e, i) => {
-            const entry = { seq: last + i + 1, entryId: e.entryId, line: e.line }
+          let written = 0
+          for (const e of entries) written = Math.max(written, index.seqs.get(e.entryId) ?? 0)
+          if (written > 0) return Effect.succeed({ _tag: "AlreadyWritten", seq: written })
+          const last = index.last?.seq ?? 0
+          if (last !== expectedSeq) return Effect.succeed({ _tag: "Conflict", seq: last })
+          let n = 0
+          for (const e of entries) {
+            const entry = { seq: last + ++n, entryId: e.entryId, line: e.line }
             stored.push(entry)
             index.seqs.set(e.entryId, entry.seq)
-          })
+            index.last = entry
+          }
           index.length = stored.length
-          index.last = stored.at(-1)
-          return { _tag: "Appended", seq: last + entries.length }
-        }),
-        // no stack trace captured per call (an Error each append), as in the JSONL store
-        Effect.withSpan("SessionStore.append", {
-          attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
-        }, { captureStackTrace: false })
+          return Effect.succeed({ _tag: "Appended", seq: last + n })
+        }
       ),
     list: Effect.sync(() => [...sessions.keys()].sort())
   }
