@@ -19,6 +19,7 @@
 import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
 import type { ContentBlock, Message } from "./Message.ts"
 import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
+import { estimateContentTokensUncached } from "./internal/estimate.ts"
 import { blocksOf, hasContent } from "./internal/blocks.ts"
 import { acceptsBreakpoint, type BlockPosition, lastBreakpoint } from "./internal/breakpoints.ts"
 
@@ -48,15 +49,25 @@ export interface BreakpointPlan {
   readonly blocks: ReadonlyArray<BlockPosition>
 }
 
-/** The estimated tokens of the prefix that ends with the block at `position`, system and tools included. */
+/**
+ * The estimated tokens of the prefix that ends with the block at `position`, system and tools included. A position on
+ * a message's last block reads its content's cached estimate; an earlier one estimates its blocks up to it (no cache
+ * entry for the slice, which is never seen again).
+ */
 const prefixTokens = (
   messages: ReadonlyArray<Message>,
   position: BlockPosition,
   systemTokens: number,
   before: (message: number) => number
-): number =>
-  systemTokens + before(position.message) +
-  estimateContentTokens(blocksOf(messages[position.message]!).slice(0, position.block + 1))
+): number => {
+  const content = messages[position.message]!.content as Message["content"] | undefined
+  const head = content === undefined
+    ? 0
+    : typeof content === "string" || position.block + 1 >= content.length
+    ? estimateContentTokens(content)
+    : estimateContentTokensUncached(content.slice(0, position.block + 1))
+  return systemTokens + before(position.message) + head
+}
 
 /** Options of `planBreakpoints`. Every option may be `undefined`, which means absent. @category models */
 export interface BreakpointOptions {

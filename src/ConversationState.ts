@@ -557,10 +557,13 @@ const unboundBy = (
   return { unboundThinking: mergePositions(state.unboundThinking ?? [], added) }
 }
 
-const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> =>
-  typeof reply.content === "string"
-    ? []
-    : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
+const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> => {
+  const pending: Array<PendingCall> = []
+  if (typeof reply.content === "string") return pending
+  // a loop: `flatMap` costs more than the rest of the reply's bookkeeping
+  for (const b of reply.content) if (b.type === "tool_use") pending.push({ id: b.id, originalId: renamed[b.id] ?? b.id })
+  return pending
+}
 
 /**
  * How `prepareStep` (and `applyCompaction` on a thread) offloads. Every option may be `undefined`, which means its
