@@ -387,6 +387,15 @@ const make = (
         : t.steps.length === 1
         ? persistStep(t.steps[0]!, fallback)
         : Effect.forEach(t.steps, (step) => persistStep(step, fallback), { discard: true })
+    /**
+     * Makes `t`'s final state current: at once when there is nothing to record (no log, or no change), the answer
+     * `undefined` then; else the effect that records each change first (`persist`).
+     */
+    const commit = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> | undefined => {
+      if (log !== undefined && t.steps.length > 0) return persist(t, fallback)
+      state = t.steps.length === 0 ? t.state : t.steps[t.steps.length - 1]!.state
+      return undefined
+    }
     /** Records one change (stored with the state it was made in, the current one, and the state after it), then sets it. */
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A) =>
       log === undefined
@@ -471,10 +480,10 @@ const make = (
             )
           }
           const t = appendMessage(state, shortened(given))
-          return persist(t, stateNow).pipe(
-            Effect.tap(() => t.mends === undefined ? Effect.void : logMends(t.mends)),
-            Effect.map(stateNow)
-          )
+          const mended = t.mends === undefined ? undefined : logMends(t.mends)
+          const persisting = commit(t, stateNow)
+          if (persisting === undefined) return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
+          return persisting.pipe(Effect.andThen(() => mended ?? Effect.void), Effect.map(stateNow))
         })),
       recordReply: (message, usage, replyOptions) =>
         serialized(
@@ -494,8 +503,9 @@ const make = (
             }
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
-            return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
-          }).pipe(Effect.map(stateNow))
+            const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
+            return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
+          })
         ),
       prepare: serialized(Effect.gen(function* () {
         let interrupted: ReadonlyArray<string> = []
@@ -513,11 +523,12 @@ const make = (
         if (before.pending.length > 0 && step.transition.state.pending.length === 0) {
           interrupted = before.pending.map((p) => p.originalId)
         }
-        yield* persist(step.transition, prepared)
+        const persisting = commit(step.transition, prepared)
+        if (persisting !== undefined) yield* persisting
         if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
         for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
         // a server compaction block made in the background goes in on the first request after it came back
-        const arrived = yield* background.arrived(state)
+        const arrived = background.arrived(state)
         if (arrived !== undefined) {
           const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
           compaction = swapped.outcome
@@ -525,7 +536,9 @@ const make = (
         }
         const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
-        if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
+        if (counter !== undefined && !continuesPausedTurn(before) && !resumesServerCompaction(before)) {
+          count = yield* countOf(state, before)
+        }
         const fires = !swappedIn &&
           (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
         if (fires) {
@@ -533,8 +546,11 @@ const make = (
           compaction = compacted.outcome
           if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
         }
-        if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
-        const skipLogged = yield* logSkip(compaction, state.skipLogged)
+        // without `backgroundAt` there is no summary to start or drop
+        if (policy.backgroundAt !== undefined && (compaction === undefined || compaction._tag === "Skipped")) {
+          yield* background.refresh(state)
+        }
+        const skipLogged = compaction === undefined ? state.skipLogged : yield* logSkip(compaction, state.skipLogged)
         state = { ...state, lastRequestAt: now, skipLogged }
         return issue(before, {
           epoch: state.epoch,
