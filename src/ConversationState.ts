@@ -560,8 +560,11 @@ const unboundBy = (
 const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> => {
   const pending: Array<PendingCall> = []
   if (typeof reply.content === "string") return pending
-  // a loop: `flatMap` costs more than the rest of the reply's bookkeeping
-  for (const b of reply.content) if (b.type === "tool_use") pending.push({ id: b.id, originalId: renamed[b.id] ?? b.id })
+  // no lookup without a rename: a fresh id as a property key is interned, which costs more than the rest of the reply
+  const anyRenamed = Object.keys(renamed).length > 0
+  for (const b of reply.content) {
+    if (b.type === "tool_use") pending.push({ id: b.id, originalId: anyRenamed ? renamed[b.id] ?? b.id : b.id })
+  }
   return pending
 }
 
