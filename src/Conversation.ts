@@ -33,6 +33,7 @@ import {
   emptyState,
   type MessageParam,
   type OffloadOptions,
+  type PrepareStep,
   prepareStep,
   recordReply,
   type SdkReply,
@@ -298,6 +299,13 @@ const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =
   }
 }
 
+/** The tool results a transition offloaded: its last `Offloaded` change's (none when it has none). */
+const offloadsOf = (t: Transition): ReadonlyArray<Offloaded> => {
+  let offloaded: ReadonlyArray<Offloaded> = []
+  for (const s of t.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+  return offloaded
+}
+
 const make = (
   initial: ConversationState,
   log: SessionLogShape | undefined,
@@ -443,10 +451,65 @@ const make = (
         )
         const applied = applyCompaction(state, finished, { ...options, threads: threading(), policy })
         yield* persist(applied, fallback)
-        let offloaded: ReadonlyArray<Offloaded> = []
-        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+        const offloaded = offloadsOf(applied)
         if (finished.record !== undefined) yield* background.drop
         return { outcome: finished.outcome, offloaded }
+      })
+
+    /**
+     * `prepare` from its step (`prepareStep` at `now`, from `before`, not yet applied): records it, logs the calls it
+     * answered as interrupted, swaps in a server compaction block that came back, counts the request with the
+     * `TokenCounter`, compacts when the trigger fires, and starts or drops the background summary.
+     */
+    const prepareFully = (
+      now: number,
+      cold: boolean,
+      before: ConversationState,
+      step: PrepareStep,
+      interrupted: ReadonlyArray<string>
+    ): Effect.Effect<Prepared, ConversationError<Prepared>> =>
+      Effect.gen(function* () {
+        let offloaded: ReadonlyArray<Offloaded> = []
+        let compaction: CompactOutcome | undefined
+        let count: TokenCounter.Count | undefined
+        const prepared = (): Prepared =>
+          issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
+        const persisting = commit(step.transition, prepared)
+        if (persisting !== undefined) yield* persisting
+        if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
+        offloaded = offloadsOf(step.transition)
+        // a server compaction block made in the background goes in on the first request after it came back
+        const arrived = background.arrived(state)
+        if (arrived !== undefined) {
+          const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
+          compaction = swapped.outcome
+          if (swapped.offloaded.length > 0) offloaded = [...offloaded, ...swapped.offloaded]
+        }
+        const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
+        // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
+        if (counter !== undefined && !continuesPausedTurn(before) && !resumesServerCompaction(before)) {
+          count = yield* countOf(state, before)
+        }
+        const fires = !swappedIn &&
+          (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
+        if (fires) {
+          const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
+          compaction = compacted.outcome
+          if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
+        }
+        // without `backgroundAt` there is no summary to start or drop
+        if (policy.backgroundAt !== undefined && (compaction === undefined || compaction._tag === "Skipped")) {
+          yield* background.refresh(state)
+        }
+        const skipLogged = compaction === undefined ? state.skipLogged : yield* logSkip(compaction, state.skipLogged)
+        state = { ...state, lastRequestAt: now, skipLogged }
+        return issue(before, {
+          epoch: state.epoch,
+          offloaded,
+          compaction,
+          ...(count === undefined ? {} : { count }),
+          ...(interrupted.length === 0 ? {} : { interrupted })
+        })
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
@@ -482,7 +545,9 @@ const make = (
           const t = appendMessage(state, shortened(given))
           const mended = t.mends === undefined ? undefined : logMends(t.mends)
           const persisting = commit(t, stateNow)
-          if (persisting === undefined) return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
+          if (persisting === undefined) {
+            return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
+          }
           return persisting.pipe(Effect.andThen(() => mended ?? Effect.void), Effect.map(stateNow))
         })),
       recordReply: (message, usage, replyOptions) =>
@@ -507,58 +572,29 @@ const make = (
             return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
           })
         ),
-      prepare: serialized(Effect.gen(function* () {
-        let interrupted: ReadonlyArray<string> = []
-        let offloaded: ReadonlyArray<Offloaded> = []
-        let compaction: CompactOutcome | undefined
-        let count: TokenCounter.Count | undefined
-        const prepared = (): Prepared =>
-          issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
-        const now = yield* Clock.currentTimeMillis
+      prepare: serialized(Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const last = state.lastRequestAt
         const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
         const before = state
         const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
         // calls the caller never answered are answered as interrupted: said, never silent
-        if (before.pending.length > 0 && step.transition.state.pending.length === 0) {
-          interrupted = before.pending.map((p) => p.originalId)
+        const interrupted = before.pending.length > 0 && step.transition.state.pending.length === 0
+          ? before.pending.map((p) => p.originalId)
+          : []
+        if (interrupted.length > 0 || counter !== undefined || policy.backgroundAt !== undefined || step.compact) {
+          return prepareFully(now, cold, before, step, interrupted)
         }
-        const persisting = commit(step.transition, prepared)
-        if (persisting !== undefined) yield* persisting
-        if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
-        for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
-        // a server compaction block made in the background goes in on the first request after it came back
-        const arrived = background.arrived(state)
-        if (arrived !== undefined) {
-          const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
-          compaction = swapped.outcome
-          if (swapped.offloaded.length > 0) offloaded = [...offloaded, ...swapped.offloaded]
+        // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
+        const offloaded = offloadsOf(step.transition)
+        const finish = (): Prepared => {
+          state = { ...state, lastRequestAt: now, skipLogged: state.skipLogged }
+          return issue(before, { epoch: state.epoch, offloaded, compaction: undefined })
         }
-        const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
-        // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
-        if (counter !== undefined && !continuesPausedTurn(before) && !resumesServerCompaction(before)) {
-          count = yield* countOf(state, before)
-        }
-        const fires = !swappedIn &&
-          (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
-        if (fires) {
-          const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
-          compaction = compacted.outcome
-          if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
-        }
-        // without `backgroundAt` there is no summary to start or drop
-        if (policy.backgroundAt !== undefined && (compaction === undefined || compaction._tag === "Skipped")) {
-          yield* background.refresh(state)
-        }
-        const skipLogged = compaction === undefined ? state.skipLogged : yield* logSkip(compaction, state.skipLogged)
-        state = { ...state, lastRequestAt: now, skipLogged }
-        return issue(before, {
-          epoch: state.epoch,
-          offloaded,
-          compaction,
-          ...(count === undefined ? {} : { count }),
-          ...(interrupted.length === 0 ? {} : { interrupted })
-        })
+        const persisting = commit(
+          step.transition,
+          () => issue(undefined, { epoch: state.epoch, offloaded: [], compaction: undefined })
+        )
+        return persisting === undefined ? Effect.succeed(finish()) : Effect.map(persisting, finish)
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
