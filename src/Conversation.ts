@@ -286,6 +286,10 @@ const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =
     step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
   )
   if (at < 0) return t
+  // the usual step: no summary pending, and states that already say so
+  if (cut === undefined && t.steps.every((step, k) => k < at || holdsCut(step.state, cut)) && holdsCut(t.state, cut)) {
+    return t
+  }
   const withCut = (s: ConversationState): ConversationState => ({ ...s, backgroundCut: cut })
   return {
     steps: t.steps.map((step, k) => {
@@ -305,6 +309,17 @@ const offloadsOf = (t: Transition): ReadonlyArray<Offloaded> => {
   for (const s of t.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
   return offloaded
 }
+
+/** The state has the fields `issued` and `cacheLearning`, equal to these. */
+const holdsFields = (
+  s: ConversationState,
+  issued: ConversationState["issued"],
+  cacheLearning: ConversationState["cacheLearning"]
+): boolean => s.issued === issued && s.cacheLearning === cacheLearning && "issued" in s && "cacheLearning" in s
+
+/** The state has a `backgroundCut` field, equal to `cut`. */
+const holdsCut = (s: ConversationState, cut: number | undefined): boolean =>
+  s.backgroundCut === cut && "backgroundCut" in s
 
 const make = (
   initial: ConversationState,
@@ -561,11 +576,8 @@ const make = (
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
             // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
             const sdk = isSdkReply<SdkReply>(message) ? message : undefined
-            state = {
-              ...state,
-              issued: undefined,
-              cacheLearning: learnFromReply(state.cacheLearning, request, sdk, head)
-            }
+            const cacheLearning = learnFromReply(state.cacheLearning, request, sdk, head)
+            if (!holdsFields(state, undefined, cacheLearning)) state = { ...state, issued: undefined, cacheLearning }
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
             const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)

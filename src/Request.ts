@@ -152,7 +152,8 @@ const buildRequest = (
     return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
   }
   const frontier = frontierBreakpoint(state, options.classifier)
-  const before = options.before !== undefined && options.before.epoch === state.epoch
+  // the state itself as `before` (a step that offloaded nothing) has the same frontier
+  const before = options.before !== undefined && options.before !== state && options.before.epoch === state.epoch
     ? frontierBreakpoint(options.before, options.classifier)
     : undefined
   const previous = before !== undefined &&
