@@ -17,10 +17,11 @@
  * @since 0.1.0
  */
 import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
-import type { ContentBlock, Message } from "./Message.ts"
-import { estimateContentTokens, estimateMessageTokens } from "./Tokens.ts"
-import { blocksOf, hasContent } from "./internal/blocks.ts"
-import { acceptsBreakpoint, type BlockPosition, lastBreakpoint } from "./internal/breakpoints.ts"
+import type { Message } from "./Message.ts"
+import { estimateMessageTokens } from "./Tokens.ts"
+import { estimateContentTokensUncached, MESSAGE_OVERHEAD_TOKENS } from "./internal/estimate.ts"
+import { blocksOf } from "./internal/blocks.ts"
+import { acceptsBreakpoint, type BlockPosition, lastBreakpoint, markedMessage } from "./internal/breakpoints.ts"
 
 /** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
 export type { BlockPosition } from "./internal/breakpoints.ts"
@@ -48,15 +49,26 @@ export interface BreakpointPlan {
   readonly blocks: ReadonlyArray<BlockPosition>
 }
 
-/** The estimated tokens of the prefix that ends with the block at `position`, system and tools included. */
+/**
+ * The estimated tokens of the prefix that ends with the block at `position`, system and tools included. A position on
+ * a message's last block reads the message's cached estimate (its content's and the framing's); an earlier one
+ * estimates its blocks up to it (no cache entry for the slice, which is never seen again).
+ */
 const prefixTokens = (
   messages: ReadonlyArray<Message>,
   position: BlockPosition,
   systemTokens: number,
   before: (message: number) => number
-): number =>
-  systemTokens + before(position.message) +
-  estimateContentTokens(blocksOf(messages[position.message]!).slice(0, position.block + 1))
+): number => {
+  const message = messages[position.message]!
+  const content = message.content as Message["content"] | undefined
+  const head = content === undefined
+    ? 0
+    : typeof content === "string" || position.block + 1 >= content.length
+    ? estimateMessageTokens(message) - MESSAGE_OVERHEAD_TOKENS
+    : estimateContentTokensUncached(content.slice(0, position.block + 1))
+  return systemTokens + before(position.message) + head
+}
 
 /** Options of `planBreakpoints`. Every option may be `undefined`, which means absent. @category models */
 export interface BreakpointOptions {
@@ -113,12 +125,6 @@ export const planBreakpoints = (messages: ReadonlyArray<Message>, options: Break
   return { system, blocks: chosen }
 }
 
-const withoutCacheControl = (block: ContentBlock): ContentBlock => {
-  if (!("cache_control" in block)) return block
-  const { cache_control: _, ...rest } = block as ContentBlock & { readonly cache_control?: unknown }
-  return rest as ContentBlock
-}
-
 /**
  * The messages with `cache_control` of `ttl` (default `"5m"`: `{ type: "ephemeral" }`) on exactly the planned blocks:
  * any other `cache_control` is removed,
@@ -132,24 +138,11 @@ export const applyBreakpoints = <M extends Message>(
   ttl?: CacheTtl | undefined
 ): Array<M> => {
   const marker = cacheControlOf(ttl)
-  const marks = new Map<number, Set<number>>()
+  const marks = new Map<number, Array<number>>()
   for (const p of blocks) {
-    const set = marks.get(p.message) ?? new Set<number>()
-    set.add(p.block)
-    marks.set(p.message, set)
+    const list = marks.get(p.message)
+    if (list === undefined) marks.set(p.message, [p.block])
+    else if (!list.includes(p.block)) list.push(p.block)
   }
-  return messages.map((message, m) => {
-    const marked = marks.get(m)
-    if (!hasContent(message)) return message // a system message with no content (API-RULES 26) has no blocks
-    if (typeof message.content === "string") {
-      return marked?.has(0) === true
-        ? { ...message, content: [{ type: "text", text: message.content, cache_control: marker }] }
-        : message
-    }
-    if (marked === undefined && !message.content.some((b) => "cache_control" in b)) return message
-    const content = message.content.map((block, b) =>
-      marked?.has(b) === true ? { ...block, cache_control: marker } as ContentBlock : withoutCacheControl(block)
-    )
-    return { ...message, content }
-  })
+  return messages.map((message, m) => markedMessage(message, marks.get(m), marker))
 }

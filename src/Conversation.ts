@@ -33,6 +33,7 @@ import {
   emptyState,
   type MessageParam,
   type OffloadOptions,
+  type PrepareStep,
   prepareStep,
   recordReply,
   type SdkReply,
@@ -285,6 +286,10 @@ const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =
     step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
   )
   if (at < 0) return t
+  // the usual step: no summary pending, and states that already say so
+  if (cut === undefined && t.steps.every((step, k) => k < at || holdsCut(step.state, cut)) && holdsCut(t.state, cut)) {
+    return t
+  }
   const withCut = (s: ConversationState): ConversationState => ({ ...s, backgroundCut: cut })
   return {
     steps: t.steps.map((step, k) => {
@@ -297,6 +302,24 @@ const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =
     state: withCut(t.state)
   }
 }
+
+/** The tool results a transition offloaded: its last `Offloaded` change's (none when it has none). */
+const offloadsOf = (t: Transition): ReadonlyArray<Offloaded> => {
+  let offloaded: ReadonlyArray<Offloaded> = []
+  for (const s of t.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+  return offloaded
+}
+
+/** The state has the fields `issued` and `cacheLearning`, equal to these. */
+const holdsFields = (
+  s: ConversationState,
+  issued: ConversationState["issued"],
+  cacheLearning: ConversationState["cacheLearning"]
+): boolean => s.issued === issued && s.cacheLearning === cacheLearning && "issued" in s && "cacheLearning" in s
+
+/** The state has a `backgroundCut` field, equal to `cut`. */
+const holdsCut = (s: ConversationState, cut: number | undefined): boolean =>
+  s.backgroundCut === cut && "backgroundCut" in s
 
 const make = (
   initial: ConversationState,
@@ -387,6 +410,15 @@ const make = (
         : t.steps.length === 1
         ? persistStep(t.steps[0]!, fallback)
         : Effect.forEach(t.steps, (step) => persistStep(step, fallback), { discard: true })
+    /**
+     * Makes `t`'s final state current: at once when there is nothing to record (no log, or no change), the answer
+     * `undefined` then; else the effect that records each change first (`persist`).
+     */
+    const commit = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> | undefined => {
+      if (log !== undefined && t.steps.length > 0) return persist(t, fallback)
+      state = t.steps.length === 0 ? t.state : t.steps[t.steps.length - 1]!.state
+      return undefined
+    }
     /** Records one change (stored with the state it was made in, the current one, and the state after it), then sets it. */
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A) =>
       log === undefined
@@ -434,10 +466,65 @@ const make = (
         )
         const applied = applyCompaction(state, finished, { ...options, threads: threading(), policy })
         yield* persist(applied, fallback)
-        let offloaded: ReadonlyArray<Offloaded> = []
-        for (const s of applied.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
+        const offloaded = offloadsOf(applied)
         if (finished.record !== undefined) yield* background.drop
         return { outcome: finished.outcome, offloaded }
+      })
+
+    /**
+     * `prepare` from its step (`prepareStep` at `now`, from `before`, not yet applied): records it, logs the calls it
+     * answered as interrupted, swaps in a server compaction block that came back, counts the request with the
+     * `TokenCounter`, compacts when the trigger fires, and starts or drops the background summary.
+     */
+    const prepareFully = (
+      now: number,
+      cold: boolean,
+      before: ConversationState,
+      step: PrepareStep,
+      interrupted: ReadonlyArray<string>
+    ): Effect.Effect<Prepared, ConversationError<Prepared>> =>
+      Effect.gen(function* () {
+        let offloaded: ReadonlyArray<Offloaded> = []
+        let compaction: CompactOutcome | undefined
+        let count: TokenCounter.Count | undefined
+        const prepared = (): Prepared =>
+          issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
+        const persisting = commit(step.transition, prepared)
+        if (persisting !== undefined) yield* persisting
+        if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
+        offloaded = offloadsOf(step.transition)
+        // a server compaction block made in the background goes in on the first request after it came back
+        const arrived = background.arrived(state)
+        if (arrived !== undefined) {
+          const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
+          compaction = swapped.outcome
+          if (swapped.offloaded.length > 0) offloaded = [...offloaded, ...swapped.offloaded]
+        }
+        const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
+        // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
+        if (counter !== undefined && !continuesPausedTurn(before) && !resumesServerCompaction(before)) {
+          count = yield* countOf(state, before)
+        }
+        const fires = !swappedIn &&
+          (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
+        if (fires) {
+          const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
+          compaction = compacted.outcome
+          if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
+        }
+        // without `backgroundAt` there is no summary to start or drop
+        if (policy.backgroundAt !== undefined && (compaction === undefined || compaction._tag === "Skipped")) {
+          yield* background.refresh(state)
+        }
+        const skipLogged = compaction === undefined ? state.skipLogged : yield* logSkip(compaction, state.skipLogged)
+        state = { ...state, lastRequestAt: now, skipLogged }
+        return issue(before, {
+          epoch: state.epoch,
+          offloaded,
+          compaction,
+          ...(count === undefined ? {} : { count }),
+          ...(interrupted.length === 0 ? {} : { interrupted })
+        })
       })
 
     const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
@@ -471,10 +558,12 @@ const make = (
             )
           }
           const t = appendMessage(state, shortened(given))
-          return persist(t, stateNow).pipe(
-            Effect.tap(() => t.mends === undefined ? Effect.void : logMends(t.mends)),
-            Effect.map(stateNow)
-          )
+          const mended = t.mends === undefined ? undefined : logMends(t.mends)
+          const persisting = commit(t, stateNow)
+          if (persisting === undefined) {
+            return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
+          }
+          return persisting.pipe(Effect.andThen(() => mended ?? Effect.void), Effect.map(stateNow))
         })),
       recordReply: (message, usage, replyOptions) =>
         serialized(
@@ -487,62 +576,37 @@ const make = (
             // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
             // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
             const sdk = isSdkReply<SdkReply>(message) ? message : undefined
-            state = {
-              ...state,
-              issued: undefined,
-              cacheLearning: learnFromReply(state.cacheLearning, request, sdk, head)
-            }
+            const cacheLearning = learnFromReply(state.cacheLearning, request, sdk, head)
+            if (!holdsFields(state, undefined, cacheLearning)) state = { ...state, issued: undefined, cacheLearning }
             const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
             const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
-            return persist(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
-          }).pipe(Effect.map(stateNow))
+            const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
+            return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
+          })
         ),
-      prepare: serialized(Effect.gen(function* () {
-        let interrupted: ReadonlyArray<string> = []
-        let offloaded: ReadonlyArray<Offloaded> = []
-        let compaction: CompactOutcome | undefined
-        let count: TokenCounter.Count | undefined
-        const prepared = (): Prepared =>
-          issue(undefined, { epoch: state.epoch, offloaded, compaction, ...(count === undefined ? {} : { count }) })
-        const now = yield* Clock.currentTimeMillis
+      prepare: serialized(Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const last = state.lastRequestAt
         const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
         const before = state
         const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
         // calls the caller never answered are answered as interrupted: said, never silent
-        if (before.pending.length > 0 && step.transition.state.pending.length === 0) {
-          interrupted = before.pending.map((p) => p.originalId)
+        const interrupted = before.pending.length > 0 && step.transition.state.pending.length === 0
+          ? before.pending.map((p) => p.originalId)
+          : []
+        if (interrupted.length > 0 || counter !== undefined || policy.backgroundAt !== undefined || step.compact) {
+          return prepareFully(now, cold, before, step, interrupted)
         }
-        yield* persist(step.transition, prepared)
-        if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
-        for (const s of step.transition.steps) if (s.change._tag === "Offloaded") offloaded = s.change.offloaded
-        // a server compaction block made in the background goes in on the first request after it came back
-        const arrived = yield* background.arrived(state)
-        if (arrived !== undefined) {
-          const swapped = yield* compactNow(undefined, prepared, undefined, undefined, undefined, arrived)
-          compaction = swapped.outcome
-          if (swapped.offloaded.length > 0) offloaded = [...offloaded, ...swapped.offloaded]
+        // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
+        const offloaded = offloadsOf(step.transition)
+        const finish = (): Prepared => {
+          state = { ...state, lastRequestAt: now, skipLogged: state.skipLogged }
+          return issue(before, { epoch: state.epoch, offloaded, compaction: undefined })
         }
-        const swappedIn = compaction !== undefined && compaction._tag !== "Skipped"
-        // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
-        if (!continuesPausedTurn(before) && !resumesServerCompaction(before)) count = yield* countOf(state, before)
-        const fires = !swappedIn &&
-          (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
-        if (fires) {
-          const compacted = yield* compactNow(undefined, prepared, undefined, count, true)
-          compaction = compacted.outcome
-          if (compacted.offloaded.length > 0) offloaded = [...offloaded, ...compacted.offloaded]
-        }
-        if (compaction === undefined || compaction._tag === "Skipped") yield* background.refresh(state)
-        const skipLogged = yield* logSkip(compaction, state.skipLogged)
-        state = { ...state, lastRequestAt: now, skipLogged }
-        return issue(before, {
-          epoch: state.epoch,
-          offloaded,
-          compaction,
-          ...(count === undefined ? {} : { count }),
-          ...(interrupted.length === 0 ? {} : { interrupted })
-        })
+        const persisting = commit(
+          step.transition,
+          () => issue(undefined, { epoch: state.epoch, offloaded: [], compaction: undefined })
+        )
+        return persisting === undefined ? Effect.succeed(finish()) : Effect.map(persisting, finish)
       })),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {

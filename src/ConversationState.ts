@@ -557,10 +557,16 @@ const unboundBy = (
   return { unboundThinking: mergePositions(state.unboundThinking ?? [], added) }
 }
 
-const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> =>
-  typeof reply.content === "string"
-    ? []
-    : reply.content.flatMap((b) => b.type === "tool_use" ? [{ id: b.id, originalId: renamed[b.id] ?? b.id }] : [])
+const pendingOf = (reply: MessageParam, renamed: Readonly<Record<string, string>>): ReadonlyArray<PendingCall> => {
+  const pending: Array<PendingCall> = []
+  if (typeof reply.content === "string") return pending
+  // no lookup without a rename: a fresh id as a property key is interned, which costs more than the rest of the reply
+  const anyRenamed = Object.keys(renamed).length > 0
+  for (const b of reply.content) {
+    if (b.type === "tool_use") pending.push({ id: b.id, originalId: anyRenamed ? renamed[b.id] ?? b.id : b.id })
+  }
+  return pending
+}
 
 /**
  * How `prepareStep` (and `applyCompaction` on a thread) offloads. Every option may be `undefined`, which means its

@@ -97,13 +97,13 @@ const addHot = (hot: Hot, path: string): Hot => ({
 export class HotPaths {
   readonly #hot: Hot
   readonly #previous: HashMap.HashMap<string, PreviousRead>
-  readonly #pending: HashMap.HashMap<string, ReadCall>
+  readonly #pending: OpenCalls
   readonly #classify: ToolClassifier
 
   private constructor(
     hot: Hot,
     previous: HashMap.HashMap<string, PreviousRead>,
-    pending: HashMap.HashMap<string, ReadCall>,
+    pending: OpenCalls,
     classify: ToolClassifier
   ) {
     this.#hot = hot
@@ -114,7 +114,7 @@ export class HotPaths {
 
   /** A tracker that has seen nothing: no path is hot. */
   static empty(classifier: ToolClassifier = defaultToolClassifier): HotPaths {
-    return new HotPaths(NO_HOT, HashMap.empty(), HashMap.empty(), classifier)
+    return new HotPaths(NO_HOT, HashMap.empty(), NO_CALLS, classifier)
   }
 
   /** The tracker after observing `messages` from the start: `HotPaths.empty(classifier).observe(messages)`. */
@@ -144,7 +144,7 @@ export class HotPaths {
     const pending = HashMap.fromIterable(
       open.map(([toolUseId, path, ...range]): [string, ReadCall] => [toolUseId, { path, range: rangeOf(range) }])
     )
-    return new HotPaths(hot, previous, pending, classifier)
+    return new HotPaths(hot, previous, fewOrMap(pending), classifier)
   }
 
   /** The tracker as plain JSON (see `HotPathsSnapshot`), for `HotPaths.fromSnapshot`. */
@@ -154,7 +154,9 @@ export class HotPaths {
       previous.push([path, read.toolUseId, read.offloaded ? 1 : 0, ...rangeJson(read.range)])
     }
     const pending: Array<readonly [string, string, ...RangeJson]> = []
-    for (const [toolUseId, call] of this.#pending) pending.push([toolUseId, call.path, ...rangeJson(call.range)])
+    for (const [toolUseId, call] of openCallsMap(this.#pending)) {
+      pending.push([toolUseId, call.path, ...rangeJson(call.range)])
+    }
     return { hot: this.paths, previous, pending }
   }
 
@@ -189,11 +191,11 @@ export class HotPaths {
           pending.set(block.id, { path: action.path, range: action.range })
         } else if (isToolResult(block) && message.role === "user") {
           const id = block.tool_use_id
-          const call = pending?.has(id) === true ? pending.get(id) : lookup(this.#pending, id)
+          const call = pending?.has(id) === true ? pending.get(id) : openCall(this.#pending, id)
           if (call === undefined || block.is_error === true) continue
           pending ??= new Map()
           // marked answered only if the persistent map may hold it (so a long batch's map holds only open calls)
-          if (HashMap.size(this.#pending) === 0) pending.delete(id)
+          if (openCallCount(this.#pending) === 0) pending.delete(id)
           else pending.set(id, undefined)
           const before = previous?.get(call.path) ?? lookup(this.#previous, call.path)
           if (
@@ -209,7 +211,7 @@ export class HotPaths {
     return new HotPaths(
       hot,
       previous === undefined ? this.#previous : withChanges(this.#previous, previous),
-      pending === undefined ? this.#pending : withChanges(this.#pending, pending),
+      pending === undefined ? this.#pending : withOpenCalls(this.#pending, pending),
       this.#classify
     )
   }
@@ -249,6 +251,44 @@ const isPreviousJson = (u: unknown): u is readonly [string, string, 0 | 1, ...Ra
   Array.isArray(u) && isString(u[0]) && isString(u[1]) && (u[2] === 0 || u[2] === 1) && isRangeJson(u.slice(3))
 const isPendingJson = (u: unknown): u is readonly [string, string, ...RangeJson] =>
   Array.isArray(u) && isString(u[0]) && isString(u[1]) && isRangeJson(u.slice(2))
+
+/**
+ * The open read calls by id: up to `FEW_CALLS` in an array (what a `Conversation` holds: a reply's calls until their
+ * results, one step later), more in a hash map. Only a read whose result failed stays open for long.
+ */
+type OpenCalls = ReadonlyArray<readonly [string, ReadCall]> | HashMap.HashMap<string, ReadCall>
+
+/** The most open calls kept in an array: a scan of that many ids costs less than one hash map lookup. */
+const FEW_CALLS = 8
+
+const NO_CALLS: OpenCalls = []
+
+const isFew = (calls: OpenCalls): calls is ReadonlyArray<readonly [string, ReadCall]> => Array.isArray(calls)
+
+/** Open calls keyed by id (unique keys, as a hash map's), an array when they are few. */
+const fewOrMap = (calls: HashMap.HashMap<string, ReadCall>): OpenCalls =>
+  HashMap.size(calls) <= FEW_CALLS ? [...calls] : calls
+
+const openCallCount = (calls: OpenCalls): number => isFew(calls) ? calls.length : HashMap.size(calls)
+
+const openCall = (calls: OpenCalls, id: string): ReadCall | undefined => {
+  if (!isFew(calls)) return lookup(calls, id)
+  for (const [key, call] of calls) if (key === id) return call
+  return undefined
+}
+
+/** The open calls as a hash map: its order (the hash map's, whatever the history) is what a snapshot lists. */
+const openCallsMap = (calls: OpenCalls): HashMap.HashMap<string, ReadCall> =>
+  isFew(calls) ? HashMap.fromIterable(calls) : calls
+
+/** `calls` with `changes` applied (an `undefined` value removes its key), an array while they are few. */
+const withOpenCalls = (calls: OpenCalls, changes: ReadonlyMap<string, ReadCall | undefined>): OpenCalls => {
+  if (!isFew(calls)) return withChanges(calls, changes)
+  const out: Array<readonly [string, ReadCall]> = []
+  for (const entry of calls) if (!changes.has(entry[0])) out.push(entry)
+  for (const [key, call] of changes) if (call !== undefined) out.push([key, call])
+  return out.length <= FEW_CALLS ? out : HashMap.fromIterable(out)
+}
 
 const lookup = <V>(map: HashMap.HashMap<string, V>, key: string): V | undefined =>
   HashMap.size(map) === 0 ? undefined : Option.getOrUndefined(HashMap.get(map, key))

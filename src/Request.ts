@@ -12,7 +12,7 @@
 import type Anthropic from "@anthropic-ai/sdk"
 import { cacheControlOf } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import { breakpointBefore } from "./internal/breakpoints.ts"
+import { breakpointBefore, markedMessage } from "./internal/breakpoints.ts"
 import type { ConversationState, MessageParam } from "./ConversationState.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
@@ -152,7 +152,8 @@ const buildRequest = (
     return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
   }
   const frontier = frontierBreakpoint(state, options.classifier)
-  const before = options.before !== undefined && options.before.epoch === state.epoch
+  // the state itself as `before` (a step that offloaded nothing) has the same frontier
+  const before = options.before !== undefined && options.before !== state && options.before.epoch === state.epoch
     ? frontierBreakpoint(options.before, options.classifier)
     : undefined
   const previous = before !== undefined &&
@@ -208,7 +209,7 @@ const thinkingOf = (
 /**
  * `applyBreakpoints(view, blocks).slice(from)` when only the messages at `cacheControlled` carry a `cache_control`:
  * the view from `from` on is copied and only the planned and the carrying messages there are rewritten (each exactly
- * as `applyBreakpoints` would).
+ * as `applyBreakpoints` would, `markedCopy`).
  */
 const breakpointsAt = (
   view: ReadonlyArray<MessageParam>,
@@ -218,14 +219,40 @@ const breakpointsAt = (
   from: number
 ): Array<MessageParam> => {
   const messages = from === 0 ? view.slice() : view.slice(from)
-  const touched = new Set<number>()
-  for (const p of blocks) if (p.message >= from) touched.add(p.message)
-  for (const m of cacheControlled) if (m >= from && m < view.length) touched.add(m)
+  const touched: Array<number> = []
+  for (const p of blocks) if (p.message >= from && !touched.includes(p.message)) touched.push(p.message)
+  for (const m of cacheControlled) if (m >= from && m < view.length && !touched.includes(m)) touched.push(m)
   for (const m of touched) {
-    const marks = blocks.filter((p) => p.message === m).map((p) => ({ message: 0, block: p.block }))
-    messages[m - from] = applyBreakpoints(asMessages([view[m]!]), marks, ttl)[0] as unknown as MessageParam
+    const marks: Array<number> = []
+    for (const p of blocks) if (p.message === m) marks.push(p.block)
+    messages[m - from] = markedCopy(view, m, marks, ttl)
   }
   return messages
+}
+
+/** The copy `markedCopy` made of a message last, and the marks and lifetime it was made for. */
+const copies = new WeakMap<MessageParam, { readonly key: string; readonly copy: MessageParam }>()
+
+/**
+ * `applyBreakpoints([view[m]], marks on its blocks, ttl)[0]`; for a message before the last, the same copy again while
+ * it gets the same marks (a frontier that stays put): the next request then holds the very object this one did, so
+ * what compares requests by reference (`Tokens.estimateTokens`) finds it unchanged. The last message is new at almost
+ * every step: its copy is not remembered.
+ */
+const markedCopy = (
+  view: ReadonlyArray<MessageParam>,
+  m: number,
+  marks: ReadonlyArray<number>,
+  ttl: "5m" | "1h" | undefined
+): MessageParam => {
+  const message = view[m]!
+  if (m === view.length - 1) return markedMessage(message, marks, cacheControlOf(ttl))
+  const key = `${ttl ?? "5m"}:${marks.join(",")}`
+  const known = copies.get(message)
+  if (known !== undefined && known.key === key) return known.copy
+  const copy = markedMessage(message, marks, cacheControlOf(ttl))
+  copies.set(message, { key, copy })
+  return copy
 }
 
 /** The frontier breakpoint of a state's view: the last block before the oldest result that may still be offloaded. */

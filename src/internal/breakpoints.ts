@@ -1,11 +1,12 @@
 /**
  * The placement rules under `Cache.planBreakpoints`: how far the API looks back from a breakpoint, which blocks accept
- * one, the last such block before a position, and a count of the breakpoints a request carries.
+ * one, the last such block before a position, one message with its breakpoints placed, and a count of the breakpoints
+ * a request carries.
  *
  * @internal
  */
 import type { ContentBlock, Message } from "../Message.ts"
-import { blocksOf } from "./blocks.ts"
+import { blocksOf, hasContent } from "./blocks.ts"
 
 /**
  * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
@@ -72,4 +73,36 @@ export const countBreakpoints = (items: ReadonlyArray<unknown>): number => {
     if (Array.isArray(content) && "role" in item) n += countBreakpoints(content)
   }
   return n
+}
+
+const withoutCacheControl = (block: ContentBlock): ContentBlock => {
+  if (!("cache_control" in block)) return block
+  const { cache_control: _, ...rest } = block as ContentBlock & { readonly cache_control?: unknown }
+  return rest as ContentBlock
+}
+
+/**
+ * `message` with `marker` as the `cache_control` of exactly the blocks at `marks` (its content's indexes; none:
+ * `undefined` or empty) and no other `cache_control`: the message itself when that changes nothing, else a copy of
+ * it and of the blocks that change (a string content becomes one text block). What `Cache.applyBreakpoints` does to
+ * each message.
+ * @category placement
+ */
+export const markedMessage = <M extends Message>(
+  message: M,
+  marks: ReadonlyArray<number> | undefined,
+  marker: unknown
+): M => {
+  if (!hasContent(message)) return message // a system message with no content (API-RULES 26) has no blocks
+  const marked = marks === undefined || marks.length === 0 ? undefined : marks
+  if (typeof message.content === "string") {
+    return marked?.includes(0) === true
+      ? { ...message, content: [{ type: "text", text: message.content, cache_control: marker }] }
+      : message
+  }
+  if (marked === undefined && !message.content.some((b) => "cache_control" in b)) return message
+  const content = message.content.map((block, b) =>
+    marked?.includes(b) === true ? { ...block, cache_control: marker } as ContentBlock : withoutCacheControl(block)
+  )
+  return { ...message, content }
 }

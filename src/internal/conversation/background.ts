@@ -169,9 +169,10 @@ export interface Background {
    * At any step: a server compaction block (`Summary.compaction`) that has come back, with the plan of the current
    * view on its cut, to be swapped in now, on the first request after it arrived (the API's background compaction:
    * thinking produced while the summary was being written stays valid only then). Handed out once: not applied now,
-   * it is gone (a later swap would invalidate the thinking produced after it came back). `undefined` when none.
+   * it is gone (a later swap would invalidate the thinking produced after it came back). `undefined` when none. Runs
+   * at once (it polls the fiber, never waits): call it only from inside an effect of the service.
    */
-  readonly arrived: (state: BackgroundState) => Effect.Effect<ArrivedSummary | undefined>
+  readonly arrived: (state: BackgroundState) => ArrivedSummary | undefined
   /** Interrupts and forgets the pending summary (after a compaction was applied). */
   readonly drop: Effect.Effect<void>
   /** The cut of the pending summary of `epoch`, if any: what a reply's step metadata records. */
@@ -241,21 +242,20 @@ export const makeBackground = (
           return Exit.isSuccess(updated) ? { plan, summary: updated.value } : undefined
         })
       }),
-    arrived: (state) =>
-      Effect.sync(() => {
-        const p = pending
-        if (p === undefined || p.epoch !== state.epoch) return undefined
-        const exit = p.fiber.pollUnsafe()
-        if (exit === undefined || Exit.isFailure(exit) || exit.value.compaction === undefined) return undefined
-        // handed out once, whatever the caller makes of it
-        pending = undefined
-        if (!headIntact(p.plan, state.view)) return undefined
-        // the same cut over the current view: the server read exactly the messages it drops
-        const own = planOf(state.view, p.plan.cut)
-        return own._tag === "Planned" && own.cut === p.plan.cut && own.compactionCut === p.plan.compactionCut
-          ? { plan: own, summary: exit.value }
-          : undefined
-      }),
+    arrived: (state) => {
+      const p = pending
+      if (p === undefined || p.epoch !== state.epoch) return undefined
+      const exit = p.fiber.pollUnsafe()
+      if (exit === undefined || Exit.isFailure(exit) || exit.value.compaction === undefined) return undefined
+      // handed out once, whatever the caller makes of it
+      pending = undefined
+      if (!headIntact(p.plan, state.view)) return undefined
+      // the same cut over the current view: the server read exactly the messages it drops
+      const own = planOf(state.view, p.plan.cut)
+      return own._tag === "Planned" && own.cut === p.plan.cut && own.compactionCut === p.plan.compactionCut
+        ? { plan: own, summary: exit.value }
+        : undefined
+    },
     drop,
     pendingCut: (epoch) =>
       pending !== undefined && pending.epoch === epoch && !failed(pending.fiber) ? pending.plan.cut : undefined,

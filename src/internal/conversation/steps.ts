@@ -21,8 +21,19 @@ export type Change = Data.TaggedEnum<{
   CompactionApplied: { readonly record: CompactionRecord<MessageParam> }
 }>
 
-/** Constructors for `Change`. */
-export const Change: Data.TaggedEnum.Constructor<Change> = Data.taggedEnum<Change>()
+const tagged = Data.taggedEnum<Change>()
+
+/**
+ * Constructors for `Change`: `Data.taggedEnum`'s, each read once (every read of the proxy makes its constructor
+ * again, and a step makes one or two changes).
+ */
+export const Change: Data.TaggedEnum.Constructor<Change> = {
+  Appended: tagged.Appended,
+  Offloaded: tagged.Offloaded,
+  CompactionApplied: tagged.CompactionApplied,
+  $is: tagged.$is,
+  $match: tagged.$match
+}
 
 /** What a transition did to a state of type `S` (`ConversationState.Transition` for `ConversationState`). */
 export interface TransitionOf<S> {
