@@ -58,14 +58,15 @@ const prefixTokens = (
   messages: ReadonlyArray<Message>,
   position: BlockPosition,
   systemTokens: number,
-  before: (message: number) => number
+  before: (message: number) => number,
+  tokens: ((message: number) => number) | undefined
 ): number => {
   const message = messages[position.message]!
   const content = message.content as Message["content"] | undefined
   const head = content === undefined
     ? 0
     : typeof content === "string" || position.block + 1 >= content.length
-    ? estimateMessageTokens(message) - MESSAGE_OVERHEAD_TOKENS
+    ? (tokens === undefined ? estimateMessageTokens(message) : tokens(position.message)) - MESSAGE_OVERHEAD_TOKENS
     : estimateContentTokensUncached(content.slice(0, position.block + 1))
   return systemTokens + before(position.message) + head
 }
@@ -87,6 +88,11 @@ export interface BreakpointOptions {
    * sum of `estimateMessageTokens`); absent, they are summed here, in one pass over the messages.
    */
   readonly messageTokensBefore?: ((message: number) => number) | undefined
+  /**
+   * The estimated tokens of the message at an index, when the caller keeps them (it must equal
+   * `estimateMessageTokens`); absent, they are read from that function's cache.
+   */
+  readonly messageTokens?: ((message: number) => number) | undefined
 }
 
 const samePosition = (a: BlockPosition, b: BlockPosition): boolean => a.message === b.message && a.block === b.block
@@ -113,7 +119,7 @@ export const planBreakpoints = (messages: ReadonlyArray<Message>, options: Break
     if (p === undefined || p.message < 0 || p.message >= messages.length) return false
     const block = blocksOf(messages[p.message]!)[p.block]
     return block !== undefined && acceptsBreakpoint(block) &&
-      prefixTokens(messages, p, systemTokens, tokensBefore) >= minTokens
+      prefixTokens(messages, p, systemTokens, tokensBefore, options.messageTokens) >= minTokens
   }
   const chosen: Array<BlockPosition> = []
   // by priority: the newest block (the next request's read), the frontier, then the previous frontier

@@ -527,7 +527,63 @@ const make = (
         })
       })
 
-    const serialized = <A, E>(effect: Effect.Effect<A, E>) => Semaphore.withPermits(lock, 1, effect)
+    /**
+     * `prepare` at `now`: under the lock (`"locked"`), or at once (`"now"`: `undefined` when it must answer calls,
+     * count, swap in or compact, having changed nothing).
+     */
+    const prepareAt = (
+      now: number,
+      at: "locked" | "now"
+    ): Effect.Effect<Prepared, ConversationError<Prepared>> | undefined => {
+      const fully = pendingOrSlow()
+      if (at === "now" && fully) return undefined
+      const last = state.lastRequestAt
+      const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
+      const before = state
+      const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
+      // calls the caller never answered are answered as interrupted: said, never silent
+      const interrupted = before.pending.length > 0 && step.transition.state.pending.length === 0
+        ? before.pending.map((p) => p.originalId)
+        : []
+      if (fully || interrupted.length > 0 || step.compact) {
+        return at === "now" ? undefined : prepareFully(now, cold, before, step, interrupted)
+      }
+      // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
+      const offloaded = offloadsOf(step.transition)
+      const finish = (): Prepared => {
+        state = { ...state, lastRequestAt: now, skipLogged: state.skipLogged }
+        return issue(before, { epoch: state.epoch, offloaded, compaction: undefined })
+      }
+      const persisting = commit(
+        step.transition,
+        () => issue(undefined, { epoch: state.epoch, offloaded: [], compaction: undefined })
+      )
+      return persisting === undefined ? Effect.succeed(finish()) : Effect.map(persisting, finish)
+    }
+    /** A `prepare` that answers calls, counts the request, or keeps a background summary: it runs `prepareFully`. */
+    const pendingOrSlow = () => state.pending.length > 0 || counter !== undefined || policy.backgroundAt !== undefined
+
+    /**
+     * Steps holding or waiting for the lock, counted without a log: while none does, a step of such a conversation
+     * may skip it (`serializedOrNow`).
+     */
+    let lockedSteps = 0
+    const serialized = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      log !== undefined ? Semaphore.withPermits(lock, 1, effect) : Effect.suspend(() => {
+        lockedSteps++
+        return Effect.ensuring(Semaphore.withPermits(lock, 1, effect), Effect.sync(() => void lockedSteps--))
+      })
+    /**
+     * A step, serialized with the others: `locked` under the lock. A conversation without a log changes its state in
+     * synchronous code only, so when no step holds or waits for the lock, `now()` runs at once instead (between two
+     * steps, where the lock would place it), unless it answers `undefined` (it would wait for something, or log: it
+     * changed nothing, and `locked` runs under the lock).
+     */
+    const serializedOrNow = <A, E>(
+      locked: Effect.Effect<A, E>,
+      now: () => Effect.Effect<A, E> | undefined
+    ): Effect.Effect<A, E> =>
+      Effect.suspend(() => (log === undefined && lockedSteps === 0 ? now() : undefined) ?? serialized(locked))
     // shorten before the first send (`CompactionPolicy.maxToolResultTokens`, internal/shorten.ts)
     const shortened = (message: MessageParam): MessageParam =>
       policy.maxToolResultTokens === undefined ? message : shortenResults(
@@ -541,8 +597,10 @@ const make = (
 
     return Conversation.of({
       state: Effect.sync(stateNow),
-      append: (message) =>
-        serialized(Effect.suspend(() => {
+      append: (message) => {
+        const appendNow = (
+          at: "locked" | "now"
+        ): Effect.Effect<ConversationState, ConversationError<ConversationState>> | undefined => {
           const given = message as MessageParam
           if (given.role === "assistant") {
             return Effect.fail(
@@ -558,56 +616,42 @@ const make = (
             )
           }
           const t = appendMessage(state, shortened(given))
+          // a mend is logged under the lock
+          if (at === "now" && t.mends !== undefined) return undefined
           const mended = t.mends === undefined ? undefined : logMends(t.mends)
           const persisting = commit(t, stateNow)
           if (persisting === undefined) {
             return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
           }
           return persisting.pipe(Effect.andThen(() => mended ?? Effect.void), Effect.map(stateNow))
-        })),
-      recordReply: (message, usage, replyOptions) =>
-        serialized(
-          Effect.suspend(() => {
-            if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
-            const thread = options.threads === true
-              ? threadRecordOf(threading(), state.issued?.sent, replyOptions?.replayedAfter)
-              : undefined
-            const request = state.issued?.diagnosed
-            // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
-            // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
-            const sdk = isSdkReply<SdkReply>(message) ? message : undefined
-            const cacheLearning = learnFromReply(state.cacheLearning, request, sdk, head)
-            if (!holdsFields(state, undefined, cacheLearning)) state = { ...state, issued: undefined, cacheLearning }
-            const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
-            const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
-            const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
-            return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
-          })
-        ),
-      prepare: serialized(Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const last = state.lastRequestAt
-        const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
-        const before = state
-        const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
-        // calls the caller never answered are answered as interrupted: said, never silent
-        const interrupted = before.pending.length > 0 && step.transition.state.pending.length === 0
-          ? before.pending.map((p) => p.originalId)
-          : []
-        if (interrupted.length > 0 || counter !== undefined || policy.backgroundAt !== undefined || step.compact) {
-          return prepareFully(now, cold, before, step, interrupted)
         }
-        // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
-        const offloaded = offloadsOf(step.transition)
-        const finish = (): Prepared => {
-          state = { ...state, lastRequestAt: now, skipLogged: state.skipLogged }
-          return issue(before, { epoch: state.epoch, offloaded, compaction: undefined })
+        return serializedOrNow(Effect.suspend(() => appendNow("locked")!), () => appendNow("now"))
+      },
+      recordReply: (message, usage, replyOptions) => {
+        const record = () => {
+          if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
+          const thread = options.threads === true
+            ? threadRecordOf(threading(), state.issued?.sent, replyOptions?.replayedAfter)
+            : undefined
+          const request = state.issued?.diagnosed
+          // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
+          // and tells its prefix to its last breakpoint exactly; what it teaches is the state's from now on
+          const sdk = isSdkReply<SdkReply>(message) ? message : undefined
+          const cacheLearning = learnFromReply(state.cacheLearning, request, sdk, head)
+          if (!holdsFields(state, undefined, cacheLearning)) state = { ...state, issued: undefined, cacheLearning }
+          const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
+          const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
+          const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
+          return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
         }
-        const persisting = commit(
-          step.transition,
-          () => issue(undefined, { epoch: state.epoch, offloaded: [], compaction: undefined })
+        return serializedOrNow(Effect.suspend(record), record)
+      },
+      prepare: Effect.clockWith((clock) =>
+        serializedOrNow(
+          Effect.flatMap(Clock.currentTimeMillis, (now) => prepareAt(now, "locked")!),
+          () => prepareAt(clock.currentTimeMillisUnsafe(), "now")
         )
-        return persisting === undefined ? Effect.succeed(finish()) : Effect.map(persisting, finish)
-      })),
+      ),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
           const { outcome } = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({

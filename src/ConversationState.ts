@@ -456,24 +456,26 @@ export const recordReply = (
   }
   return chain(chain(closePending(state), leadingUser), (s) => {
     const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
-    const added = new Set<string>()
-    const used = { has: (id: string) => inView.has(id) || added.has(id), add: (id: string) => added.add(id) }
+    // the ids this reply's calls take, in order (a reply holds a few: a scan)
+    const added: Array<string> = []
+    const used = (id: string) => inView.has(id) || added.includes(id)
     const renamed: Record<string, string> = {}
     let content = clean.content
     if (typeof content !== "string") {
       let copy: Array<Block> | undefined
-      content.forEach((block, i) => {
-        if (block.type !== "tool_use") return
-        if (used.has(block.id)) {
+      for (let i = 0; i < content.length; i++) {
+        const block = content[i]!
+        if (block.type !== "tool_use") continue
+        if (used(block.id)) {
           let k = 2
-          while (used.has(`${block.id}_${k}`)) k++
+          while (used(`${block.id}_${k}`)) k++
           const id = `${block.id}_${k}`
           renamed[id] = block.id
-          copy ??= [...(content as Array<Block>)]
+          copy ??= [...content]
           copy[i] = { ...block, id }
-          used.add(id)
-        } else used.add(block.id)
-      })
+          added.push(id)
+        } else added.push(block.id)
+      }
       if (copy !== undefined) content = copy
     }
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }

@@ -302,6 +302,11 @@ const withChanges = <V>(
   changes: ReadonlyMap<string, V | undefined>
 ): HashMap.HashMap<string, V> => {
   const mayHold = HashMap.size(map) > 0
+  if (changes.size === 1) {
+    // one change (a step's read): the persistent operation makes the same trie, without a transient
+    const [key, value] = changes.entries().next().value!
+    return value !== undefined ? HashMap.set(map, key, value) : mayHold ? HashMap.remove(map, key) : map
+  }
   return HashMap.mutate(map, (out) => {
     for (const [key, value] of changes) {
       if (value !== undefined) HashMap.set(out, key, value)

@@ -168,7 +168,8 @@ const buildRequest = (
     frontier,
     previousFrontier: previous,
     minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),
-    messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore)
+    messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore),
+    messageTokens: carried?.tokensOf
   })
   const messages = carried === undefined
     ? (applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from)

@@ -53,7 +53,7 @@ export const estimateMessageTokens = (message: Message): number => {
 
 const tally = makeTally({
   fresh: Estimate.estimateMessageTokensUncached,
-  cached: estimateMessageTokens,
+  cached: (message) => cache.get(message) ?? Estimate.estimateMessageTokensUncached(message),
   opensView: opensApiView
 })
 
@@ -67,8 +67,9 @@ const tally = makeTally({
  * cache lookup), and only what differs is estimated: messages appended since (each estimated once, O(new)), or, from
  * the first position that differs, every message that is not the same object at the same position as before (a
  * replacement in the middle, as eviction makes). The same list again, or a prefix of it, is the comparison alone. A
- * list whose first message is new is estimated in full, in one pass with no per-message cache entry. The result is
- * always the full recomputation's; the list may even have been mutated in place since.
+ * list whose first message is new is estimated in full, in one pass with no per-message cache entry (nor does a
+ * replacement add one: it reads the cache, and a message it misses is usually a request's copy, never seen again).
+ * The result is always the full recomputation's; the list may even have been mutated in place since.
  * @category estimation
  */
 export const estimateTokens = (messages: ReadonlyArray<Message>): number => tally(messages)

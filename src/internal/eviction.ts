@@ -23,6 +23,7 @@
 import type { ContentBlock, Message, ToolResultBlock, ToolUseBlock } from "../Message.ts"
 import type { Offloaded, OffloadReason } from "../Offload.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
+import { estimateMessageTokensUncached } from "./estimate.ts"
 import { defaultToolClassifier, type ToolAction, type ToolClassifier } from "../Tools.ts"
 import * as rules from "./evictionRules.ts"
 import { Fenwick, FenwickCursor } from "./fenwick.ts"
@@ -148,10 +149,14 @@ export const extendIndex = (index: EvictionIndex, messages: ReadonlyArray<Messag
 }
 
 /**
- * Indexes `messages[index.length..)` and returns -1. With `stopAtOpener`, a message after `index.viewStart` that
- * opens an API view stops it: its position is returned and the index is left half-built (build one from there).
+ * Indexes `messages[index.length..)` and returns -1. With `stopAtOpener` (building an index), a message after
+ * `index.viewStart` that opens an API view stops it: its position is returned and the index is left half-built (build
+ * one from there). Building reads the estimates through their cache (a compaction's view was mostly estimated
+ * before); extending estimates its new messages without a cache entry (an entry for a new object costs more than its
+ * estimate, and the index keeps it for the requests: `tokens`).
  */
 const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, stopAtOpener: boolean): number => {
+  const estimate = stopAtOpener ? estimateMessageTokens : estimateMessageTokensUncached
   const from = index.length
   if (index.repliesUpTo.length < messages.length) {
     let capacity = index.repliesUpTo.length
@@ -167,7 +172,7 @@ const indexMessages = (index: EvictionIndex, messages: ReadonlyArray<Message>, s
     if (message.role === "assistant") replies++
     index.repliesUpTo[i] = replies
     const inView = i >= index.viewStart
-    index.tokens.push(inView ? estimateMessageTokens(message) : 0)
+    index.tokens.push(inView ? estimate(message) : 0)
     if (!inView || typeof message.content === "string") continue
     const content = message.content
     if (message.role === "assistant") {

@@ -32,7 +32,10 @@ interface Lineage {
 export interface MessageMeasure {
   /** The estimate of a message never seen (computed without touching any per-message cache). */
   readonly fresh: (message: Message) => number
-  /** The estimate of a message that may have been seen before (through the per-message cache). */
+  /**
+   * The estimate of a message that may have been seen before: the per-message cache's, else computed (without adding
+   * it to the cache: a message replaced into a list is usually a request's copy, never estimated again).
+   */
   readonly cached: (message: Message) => number
   /** True when the API view starts at this message if it is the last such one (position >= 1). */
   readonly opensView: (message: Message) => boolean

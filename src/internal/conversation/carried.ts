@@ -145,19 +145,27 @@ export class CarriedIndex {
 
   /**
    * What a request over `view` can read from its carry instead of scanning the view, when it holds an index of `view`
-   * with no compaction block (the index then covers every message): the estimated tokens before each message, and the
-   * positions of the messages that carry a `cache_control`.
+   * with no compaction block (the index then covers every message): the estimated tokens before each message and of
+   * each message (`estimateMessageTokens`'s), and the positions of the messages that carry a `cache_control`.
    */
   static requestParts(
     view: ReadonlyArray<Message>,
     carried: CarriedIndex | undefined
   ):
-    | { readonly tokensBefore: (message: number) => number; readonly cacheControlled: ReadonlyArray<number> }
+    | {
+      readonly tokensBefore: (message: number) => number
+      readonly tokensOf: (message: number) => number
+      readonly cacheControlled: ReadonlyArray<number>
+    }
     | undefined {
     const owned = fits(carried, view) ? carried.ownedBy(view) : undefined
     if (owned === undefined || owned.index.viewStart !== 0) return undefined
     const tokens = owned.index.tokens
-    return { tokensBefore: (message) => tokens.prefix(message), cacheControlled: owned.cacheControlled }
+    return {
+      tokensBefore: (message) => tokens.prefix(message),
+      tokensOf: (message) => tokens.get(message),
+      cacheControlled: owned.cacheControlled
+    }
   }
 
   /** The `tool_use` ids of `view`'s assistant messages: from its carried index when that covers every message. */
