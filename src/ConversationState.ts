@@ -491,10 +491,10 @@ export const recordReply = (
     const changedAt = typeof stored.content === "string" || typeof message.content === "string"
       ? undefined
       : firstChangedBlock(message.content, stored.content)
-    const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
+    const rewrittenFrom = changedAt !== undefined && thinkingIn(stored as unknown as Message, 0, changedAt).length > 0
       ? changedAt
       : undefined
-    const appendOnly = reasonAfterReply(s.appendOnly, asMessages([stored])[0]!)
+    const appendOnly = reasonAfterReply(s.appendOnly, stored as unknown as Message)
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
@@ -509,17 +509,18 @@ export const recordReply = (
       ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),
       ...(appendOnly === undefined ? {} : { appendOnly })
     }
-    const t = appendStep(s, stored, meta)
-    const pending = pendingOf(stored, renamed)
-    const final: ConversationState = withThread({
-      ...t.state,
-      ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
-      pending,
+    const unbound = rewrittenFrom === undefined
+      ? {}
+      : unboundBy({ ...s, view: s.view.concat([stored]) }, { message: s.view.length, block: rewrittenFrom })
+    const t = appendStep(s, stored, meta, {
+      ...unbound,
+      pending: pendingOf(stored, renamed),
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
       reply: report,
       ...(appendOnly === undefined ? {} : { appendOnly })
-    }, anchor)
-    return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+    })
+    const final: ConversationState = withThread(t.state, anchor)
+    return final === t.state ? t : { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
 }
 
