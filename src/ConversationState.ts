@@ -344,14 +344,13 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
     if (others.length > 0) changed = true
   }
   const closing = others.length > 0 ? [...waiting.values()] : []
-  const content = [...answered, ...closing.map((p) => interrupted(p.id)), ...others]
   const interruptedCalls = closing.map((p) => p.originalId)
-  if (content.length === 0) return withMends(none(state), dropped, interruptedCalls)
-  const stored: MessageParam = changed || closing.length > 0 ? { role: "user", content } : clean
+  if (answered.length + closing.length + others.length === 0) return withMends(none(state), dropped, interruptedCalls)
+  const stored: MessageParam = changed || closing.length > 0
+    ? { role: "user", content: [...answered, ...closing.map((p) => interrupted(p.id)), ...others] }
+    : clean
   const rest = closing.length > 0 ? [] : state.pending.filter((p) => waiting.has(p.originalId))
-  const t = appendStep(state, stored)
-  const final = { ...t.state, pending: rest }
-  return withMends({ steps: [{ ...t.steps[0]!, state: final }], state: final }, dropped, interruptedCalls)
+  return withMends(appendStep(state, stored, undefined, { pending: rest }), dropped, interruptedCalls)
 }
 
 /** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
