@@ -344,14 +344,13 @@ export const appendMessage = (state: ConversationState, message: MessageParam): 
     if (others.length > 0) changed = true
   }
   const closing = others.length > 0 ? [...waiting.values()] : []
-  const content = [...answered, ...closing.map((p) => interrupted(p.id)), ...others]
   const interruptedCalls = closing.map((p) => p.originalId)
-  if (content.length === 0) return withMends(none(state), dropped, interruptedCalls)
-  const stored: MessageParam = changed || closing.length > 0 ? { role: "user", content } : clean
+  if (answered.length + closing.length + others.length === 0) return withMends(none(state), dropped, interruptedCalls)
+  const stored: MessageParam = changed || closing.length > 0
+    ? { role: "user", content: [...answered, ...closing.map((p) => interrupted(p.id)), ...others] }
+    : clean
   const rest = closing.length > 0 ? [] : state.pending.filter((p) => waiting.has(p.originalId))
-  const t = appendStep(state, stored)
-  const final = { ...t.state, pending: rest }
-  return withMends({ steps: [{ ...t.steps[0]!, state: final }], state: final }, dropped, interruptedCalls)
+  return withMends(appendStep(state, stored, undefined, { pending: rest }), dropped, interruptedCalls)
 }
 
 /** The counts of one sampling step a state keeps (the SDK's iteration entries have more). */
@@ -491,10 +490,10 @@ export const recordReply = (
     const changedAt = typeof stored.content === "string" || typeof message.content === "string"
       ? undefined
       : firstChangedBlock(message.content, stored.content)
-    const rewrittenFrom = changedAt !== undefined && thinkingIn(asMessages([stored])[0]!, 0, changedAt).length > 0
+    const rewrittenFrom = changedAt !== undefined && thinkingIn(stored as unknown as Message, 0, changedAt).length > 0
       ? changedAt
       : undefined
-    const appendOnly = reasonAfterReply(s.appendOnly, asMessages([stored])[0]!)
+    const appendOnly = reasonAfterReply(s.appendOnly, stored as unknown as Message)
     const meta: ReplyMeta = {
       ...(kept === undefined ? {} : { usage: kept }),
       requestEpoch: epoch,
@@ -509,17 +508,18 @@ export const recordReply = (
       ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),
       ...(appendOnly === undefined ? {} : { appendOnly })
     }
-    const t = appendStep(s, stored, meta)
-    const pending = pendingOf(stored, renamed)
-    const final: ConversationState = withThread({
-      ...t.state,
-      ...unboundBy(t.state, { message: t.state.view.length - 1, block: rewrittenFrom }),
-      pending,
+    const unbound = rewrittenFrom === undefined
+      ? {}
+      : unboundBy({ ...s, view: s.view.concat([stored]) }, { message: s.view.length, block: rewrittenFrom })
+    const t = appendStep(s, stored, meta, {
+      ...unbound,
+      pending: pendingOf(stored, renamed),
       usage: kept === undefined ? s.usage : { usage: kept, requestEpoch: epoch },
       reply: report,
       ...(appendOnly === undefined ? {} : { appendOnly })
-    }, anchor)
-    return { steps: [{ ...t.steps[0]!, state: final }], state: final }
+    })
+    const final: ConversationState = withThread(t.state, anchor)
+    return final === t.state ? t : { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
 }
 

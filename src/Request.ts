@@ -160,7 +160,8 @@ const buildRequest = (
       (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
     ? before
     : undefined
-  const systemTokens = systemAndToolsTokens(system as never, tools)
+  const systemTokens = systemAndToolsTokens(system as never, undefined) +
+    toolsTokens(tools === undefined ? [] : options.tools!)
   const carried = CarriedIndex.requestParts(view, state.carried)
   const plan = planBreakpoints(view, {
     systemTokens,
@@ -254,6 +255,23 @@ const markedCopy = (
   const copy = markedMessage(message, marks, cacheControlOf(ttl))
   copies.set(message, { key, copy })
   return copy
+}
+
+/** The estimate of each tools list a request was built with, by identity. */
+const toolsEstimates = new WeakMap<ReadonlyArray<Anthropic.ToolUnion>, number>()
+
+/**
+ * `systemAndToolsTokens(undefined, tools)`, remembered for the list (the caller's, sent as it is, as messages are): a
+ * conversation sends the same tools with every request, and their JSON can be large.
+ */
+const toolsTokens = (tools: ReadonlyArray<Anthropic.ToolUnion>): number => {
+  if (tools.length === 0) return 0
+  let tokens = toolsEstimates.get(tools)
+  if (tokens === undefined) {
+    tokens = systemAndToolsTokens(undefined, tools)
+    toolsEstimates.set(tools, tokens)
+  }
+  return tokens
 }
 
 /** The frontier breakpoint of a state's view: the last block before the oldest result that may still be offloaded. */

@@ -35,16 +35,17 @@ export interface Input {
   readonly view_range?: unknown
 }
 
+/** The shortest path `SAVED_OUTPUT` matches: a separator, `bash-output-`, a character, a separator, a uuid, `.txt`. */
+const SAVED_OUTPUT_MIN_LENGTH = 1 + 12 + 1 + 1 + 36 + 4
+
 const SAVED_OUTPUT = /[/\\]bash-output-[^/\\]+[/\\][0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.txt$/i
 
 /**
  * True for the temp file the SDK agent toolset's `bash` saves a long output to (the SDK's docs:
  * `<tmpdir>/bash-output-XXXXXX/<uuid>.txt`, deleted when the next long output is saved): never a file to re-read.
  */
-export const isSavedOutputPath = (path: string): boolean => path.length >= SAVED_OUTPUT_MIN_LENGTH && SAVED_OUTPUT.test(path)
-
-/** The shortest path `SAVED_OUTPUT` matches: a separator, `bash-output-`, a character, a separator, a uuid, `.txt`. */
-const SAVED_OUTPUT_MIN_LENGTH = 1 + 12 + 1 + 1 + 36 + 4
+export const isSavedOutputPath = (path: string): boolean =>
+  path.length >= SAVED_OUTPUT_MIN_LENGTH && SAVED_OUTPUT.test(path)
 
 /** The input as an object to read fields of, or `undefined` when it is not one. */
 export const fields = (input: unknown): Input | undefined =>

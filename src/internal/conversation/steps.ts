@@ -52,15 +52,19 @@ export interface SteppedState {
 /** No change: the state as it is. */
 export const none = <S>(state: S): TransitionOf<S> => ({ steps: [], state })
 
-/** Appends `message` (with a reply's step metadata), the hot paths observing it and the carry handed on. */
+/**
+ * Appends `message` (with a reply's step metadata), the hot paths observing it and the carry handed on; `fields` are
+ * set in the same copy of the state (after those three).
+ */
 export const appendStep = <S extends SteppedState>(
   state: S,
   message: MessageParam,
-  meta?: ReplyMeta
+  meta?: ReplyMeta,
+  fields?: Partial<S>
 ): TransitionOf<S> => {
   const view = state.view.concat([message]) // concat copies the outer array fastest (a large spread is ~2x slower)
   const carried = CarriedIndex.appended(asMessages(state.view), state.carried, asMessages(view))
-  const next: S = { ...state, view, hot: state.hot.observe([message]), carried }
+  const next: S = { ...state, view, hot: state.hot.observe([message]), carried, ...fields }
   return { steps: [{ change: Change.Appended({ message, meta }), state: next }], state: next }
 }
 
