@@ -423,10 +423,14 @@ const make = (
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A) =>
       log === undefined
         ? Effect.sync(() => void (state = step.state))
-        : Effect.suspend(() => recordChange(log, step.change, state, step.state)).pipe(
-          Effect.tap(() => Effect.sync(() => void (state = step.state))),
-          Effect.mapError((cause) => new ConversationError({ reason: "Persist", cause, value: fallback() }))
-        )
+        // one continuation for both outcomes (not a `tap` and a `mapError`): this runs for every logged change
+        : Effect.matchEffect(Effect.suspend(() => recordChange(log, step.change, state, step.state)), {
+          onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+          onSuccess: () => {
+            state = step.state
+            return Effect.void
+          }
+        })
 
     /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
     const compactNow = <A>(

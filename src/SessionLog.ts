@@ -35,6 +35,7 @@ import {
   DEFAULT_RETRY_DEADLINE,
   type RetryBudget,
   retryTransient,
+  retryTransientThen,
   startBudget
 } from "./internal/outage.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
@@ -346,49 +347,55 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const appendDerived = <A>(
     how: Store.AppendOptions,
     derive: (timestamp: number) => PendingWrite<A> | SessionLogError
-  ) =>
-    Effect.uninterruptible(Clock.clockWith((clock) => {
-      const startedAt = clock.currentTimeMillisUnsafe()
-      const budget: RetryBudget = { startedAt, deadlineMillis }
-      const attempt = (n: number, timestamp: number): Effect.Effect<A, SessionLogError> => {
-        const pending = derive(timestamp)
-        if (pending instanceof SessionLogError) return Effect.fail(pending)
-        const encoded: Array<Store.NewEntry> = []
-        for (const entry of pending.entries) encoded.push({ entryId: entry.id, line: encodeEntry(entry) })
-        return Effect.flatMap(ridden(budget, "append", store.append(sessionId, live.seq, encoded, how)), (result) => {
-          if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
-            pending.fold(live)
-            keepLines(encoded)
-            live.advance(result.seq)
-            return Effect.succeed(pending.value(pending.entries))
-          }
-          return missed(n, pending, result)
-        })
-      }
-      /** After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). */
-      const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
-        Effect.gen(function* () {
-          if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
-          if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
-          const others = yield* catchUpNow(budget)
-          if (result._tag !== "Conflict") {
-            const ids = new Set(pending.entries.map((e) => e.id))
-            return pending.value(others.filter((e) => ids.has(e.id)))
-          }
-          const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
-          if (elapsed >= budget.deadlineMillis) {
-            return yield* new SessionLogError({
-              reason: "Conflict",
-              sessionId,
-              detail: `other writers were first ${n + 1} times in a row for ${(elapsed / 1000).toFixed(1)} s ` +
-                `(deadline ${budget.deadlineMillis / 1000} s); try again later`
-            })
-          }
-          yield* Effect.sleep(conflictPause(n, Math.random()))
-          return yield* attempt(n + 1, yield* Clock.currentTimeMillis)
-        })
-      return attempt(0, startedAt)
-    }))
+  ) => Effect.uninterruptible(Clock.clockWith((clock) => appendFrom(clock.currentTimeMillisUnsafe(), how, derive)))
+
+  /** `appendDerived` started at `startedAt` (the caller read the clock, uninterruptible). */
+  const appendFrom = <A>(
+    startedAt: number,
+    how: Store.AppendOptions,
+    derive: (timestamp: number) => PendingWrite<A> | SessionLogError
+  ): Effect.Effect<A, SessionLogError> => {
+    const budget: RetryBudget = { startedAt, deadlineMillis }
+    const attempt = (n: number, timestamp: number): Effect.Effect<A, SessionLogError> => {
+      const pending = derive(timestamp)
+      if (pending instanceof SessionLogError) return Effect.fail(pending)
+      const encoded: Array<Store.NewEntry> = []
+      for (const entry of pending.entries) encoded.push({ entryId: entry.id, line: encodeEntry(entry) })
+      // `ridden`, and the answer's handling, in one continuation (this runs for every append)
+      return retryTransientThen(budget, "append", store.append(sessionId, live.seq, encoded, how), named, (result) => {
+        if (result._tag === "Appended" && result.seq === live.seq + encoded.length) {
+          pending.fold(live)
+          keepLines(encoded)
+          live.advance(result.seq)
+          return Effect.succeed(pending.value(pending.entries))
+        }
+        return missed(n, pending, result)
+      })
+    }
+    /** After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). */
+    const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
+      Effect.gen(function* () {
+        if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
+        if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
+        const others = yield* catchUpNow(budget)
+        if (result._tag !== "Conflict") {
+          const ids = new Set(pending.entries.map((e) => e.id))
+          return pending.value(others.filter((e) => ids.has(e.id)))
+        }
+        const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
+        if (elapsed >= budget.deadlineMillis) {
+          return yield* new SessionLogError({
+            reason: "Conflict",
+            sessionId,
+            detail: `other writers were first ${n + 1} times in a row for ${(elapsed / 1000).toFixed(1)} s ` +
+              `(deadline ${budget.deadlineMillis / 1000} s); try again later`
+          })
+        }
+        yield* Effect.sleep(conflictPause(n, Math.random()))
+        return yield* attempt(n + 1, yield* Clock.currentTimeMillis)
+      })
+    return attempt(0, startedAt)
+  }
 
   /** What is wrong with an append's messages or their step metadata, if anything. */
   const appendProblem = (messages: ReadonlyArray<Message>, meta: ReadonlyArray<SessionEntry.StepMeta | undefined>) => {
@@ -408,38 +415,49 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   }
 
   const append = (messages: ReadonlyArray<Message>, appendOptions: AppendOptions = {}) =>
-    serialized(Effect.suspend((): Effect.Effect<ReadonlyArray<string>, SessionLogError> => {
-      const meta = appendOptions.meta ?? []
-      const problem = appendProblem(messages, meta)
-      if (problem !== undefined) return Effect.fail(problem)
-      if (messages.length === 0) return Effect.succeed([])
-      const ids: Array<string> = []
-      for (let i = 0; i < messages.length; i++) ids.push(randomUUID())
-      return appendDerived(entryWrite, (timestamp): PendingWrite<ReadonlyArray<string>> => {
-        const entries: Array<SessionEntry.MessageEntry> = []
-        let parentId = live.head
-        for (let i = 0; i < messages.length; i++) {
-          // the header's members first, in `header`'s order: the line is the same as an entry built from it
-          const id = ids[i]!
-          const m = meta[i]
-          entries.push(
-            m === undefined
-              ? { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]! }
-              : {
-                v: SessionEntry.CURRENT_VERSION,
-                id,
-                parentId,
-                timestamp,
-                type: "message",
-                message: messages[i]!,
-                meta: m
-              }
-          )
-          parentId = id
-        }
-        return { entries, fold: foldEach(entries), value: () => ids }
-      })
-    })).pipe(
+    // `appendDerived` written out: the checks run in the same primitive as the clock read (no `suspend` per append)
+    serialized(
+      Effect.uninterruptible(Clock.clockWith((clock): Effect.Effect<ReadonlyArray<string>, SessionLogError> => {
+        const meta = appendOptions.meta ?? []
+        const problem = appendProblem(messages, meta)
+        if (problem !== undefined) return Effect.fail(problem)
+        if (messages.length === 0) return Effect.succeed([])
+        const ids: Array<string> = []
+        for (let i = 0; i < messages.length; i++) ids.push(randomUUID())
+        return appendFrom(
+          clock.currentTimeMillisUnsafe(),
+          entryWrite,
+          (timestamp): PendingWrite<ReadonlyArray<string>> => {
+            const entries: Array<SessionEntry.MessageEntry> = []
+            let parentId = live.head
+            for (let i = 0; i < messages.length; i++) {
+              // the header's members first, in `header`'s order: the line is the same as an entry built from it
+              const id = ids[i]!
+              const m = meta[i]
+              entries.push(
+                m === undefined
+                  ? { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]! }
+                  : {
+                    v: SessionEntry.CURRENT_VERSION,
+                    id,
+                    parentId,
+                    timestamp,
+                    type: "message",
+                    message: messages[i]!,
+                    meta: m
+                  }
+              )
+              parentId = id
+            }
+            return {
+              entries,
+              fold: foldEach(entries),
+              value: () => ids
+            }
+          }
+        )
+      }))
+    ).pipe(
       // no stack trace captured per call (an Error each append: issue 43's logged step)
       Effect.withSpan("SessionLog.append", {
         attributes: { "session.id": sessionId, "session.entries": messages.length }

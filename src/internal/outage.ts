@@ -49,6 +49,28 @@ export const retryTransient = <A, R>(
   // the first try runs as is: the loop is entered only after a retryable failure
   Effect.catch(effect, (error) => error.isRetryable ? retryAfter(budget, what, effect, error) : Effect.fail(error))
 
+/**
+ * `retryTransient` with every error of `effect` mapped by `name` first (the session log names its session in them),
+ * then `andThen` applied to the value: one continuation for the first try's two outcomes, not a `mapError`, a `catch`
+ * and a `flatMap` (this runs for every append). `andThen`'s own failures are not retried.
+ */
+export const retryTransientThen = <A, B, R, R2>(
+  budget: RetryBudget,
+  what: string,
+  effect: Effect.Effect<A, SessionLogError, R>,
+  name: (error: SessionLogError) => SessionLogError,
+  andThen: (value: A) => Effect.Effect<B, SessionLogError, R2>
+): Effect.Effect<B, SessionLogError, R | R2> =>
+  Effect.matchEffect(effect, {
+    onFailure: (raw) => {
+      const error = name(raw)
+      return error.isRetryable
+        ? Effect.flatMap(retryAfter(budget, what, Effect.mapError(effect, name), error), andThen)
+        : Effect.fail(error)
+    },
+    onSuccess: andThen
+  })
+
 /** The retries of `effect` after its first try failed with the retryable `first`. */
 const retryAfter = <A, R>(
   budget: RetryBudget,

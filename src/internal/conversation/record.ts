@@ -79,20 +79,19 @@ export interface StoredState {
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
-/** Stores `change`, made in state `before` and leading to state `after`. */
+/** Stores `change`, made in state `before` and leading to state `after`; its value means nothing (ids of entries). */
 export const recordChange = (
   log: SessionLogShape,
   change: StoredChange,
   before: StoredState,
   after: StoredState
-): Effect.Effect<void, SessionLogError> => {
+): Effect.Effect<unknown, SessionLogError> => {
   switch (change._tag) {
     case "Appended":
-      return Effect.asVoid(
-        log.append([change.message as Message], {
-          meta: [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
-        })
-      )
+      // the entry ids, left as they are: no `asVoid` per logged message (callers discard the value)
+      return log.append([change.message as Message], {
+        meta: [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
+      })
     case "Offloaded":
       return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
     case "CompactionApplied":
