@@ -114,37 +114,51 @@ const PLATFORM_REASONS: Readonly<Record<string, PlatformError.SystemErrorTag>> =
   EBUSY: "Busy"
 }
 
+/** The `PlatformError` the platform's `writeAll` gives for a failed `write` on `fd`. */
+const writeError = (fd: number, cause: unknown): PlatformError.PlatformError => {
+  const code = Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
+  return PlatformError.systemError({
+    _tag: (code === undefined ? undefined : PLATFORM_REASONS[code]) ?? "Unknown",
+    module: "FileSystem",
+    method: "writeAll",
+    pathOrDescriptor: fd,
+    syscall: "write",
+    cause
+  })
+}
+
+const writeZero = (fd: number): PlatformError.PlatformError =>
+  PlatformError.systemError({
+    _tag: "WriteZero",
+    module: "FileSystem",
+    method: "writeAll",
+    pathOrDescriptor: fd,
+    description: "write returned 0 bytes written"
+  })
+
 /**
- * Writes all of `bytes` on the descriptor `fd` (a file open for appending) synchronously, in as many `write`s as the
- * system needs; what a failure wrote stays (as with `File.writeAll`). The failure is the `PlatformError` the
- * platform's `writeAll` gives for it.
+ * Writes all of `chunk` (`bytes` long, in UTF-8 when it is text) on the descriptor `fd` (a file open for appending)
+ * synchronously: one `write` of the chunk itself (no buffer allocated for a text), then, when the system wrote only
+ * part of it, as many `write`s of the rest as it needs; what a failure wrote stays (as with `File.writeAll`). The
+ * failure is the `PlatformError` the platform's `writeAll` gives for it.
  */
-const writeAllSync = (fd: number, bytes: Uint8Array): PlatformError.PlatformError | undefined => {
+const writeAllSync = (
+  fd: number,
+  chunk: string | Uint8Array,
+  bytes: number
+): PlatformError.PlatformError | undefined => {
   try {
-    for (let at = 0; at < bytes.length;) {
-      const written = writeSync(fd, bytes, at, bytes.length - at)
-      if (written === 0) {
-        return PlatformError.systemError({
-          _tag: "WriteZero",
-          module: "FileSystem",
-          method: "writeAll",
-          pathOrDescriptor: fd,
-          description: "write returned 0 bytes written"
-        })
-      }
+    let written = typeof chunk === "string" ? writeSync(fd, chunk) : writeSync(fd, chunk) // one overload each
+    let at = written
+    if (at === bytes) return undefined
+    const all = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
+    while (written !== 0 && at < bytes) {
+      written = writeSync(fd, all, at, bytes - at)
       at += written
     }
-    return undefined
+    return at < bytes ? writeZero(fd) : undefined
   } catch (cause) {
-    const code = Predicate.hasProperty(cause, "code") && Predicate.isString(cause.code) ? cause.code : undefined
-    return PlatformError.systemError({
-      _tag: (code === undefined ? undefined : PLATFORM_REASONS[code]) ?? "Unknown",
-      module: "FileSystem",
-      method: "writeAll",
-      pathOrDescriptor: fd,
-      syscall: "write",
-      cause
-    })
+    return writeError(fd, cause)
   }
 }
 
@@ -228,7 +242,6 @@ const acquireLock = (fs: FileSystem.FileSystem, lockPath: string, sessionId: str
 
 const NEWLINE = 0x0a
 const decoder = new TextDecoder()
-const encoder = new TextEncoder()
 
 const latin1 = (bytes: Uint8Array): string =>
   Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1")
@@ -330,8 +343,8 @@ interface Writer {
   size: number
   /** Bytes of complete lines in the file (`size` less what is queued). */
   written: number
-  /** Deferred appends' lines: acknowledged, not yet written, in order (`AppendOptions.defer`). */
-  queued: Array<Uint8Array>
+  /** Deferred appends' lines (each append's text): acknowledged, not yet written, in order (`AppendOptions.defer`). */
+  queued: Array<string>
   queuedBytes: number
   queuedLines: number
   /** A write of the queued lines is scheduled. */
@@ -343,6 +356,11 @@ interface Writer {
   broken: SessionLogError | undefined
   /** One write at a time, so lines reach the file in the order they were acknowledged. */
   readonly writing: Semaphore.Semaphore
+  /**
+   * How many writes hold or wait for `writing` (`exclusive`): with none, and nothing queued, an append writes on `fd`
+   * at once, without taking the permit (its write starts and ends before anything else runs).
+   */
+  pending: number
   /** The writer's scope: a scheduled write runs in it, and closing it writes what is queued. */
   readonly scope: Scope.Scope
   /** Lines acknowledged (the file's, then the queued ones): the last `seq`. */
@@ -457,11 +475,6 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     )
 
   /**
-   * Moves the writer's tail after it took `lines` from `seq` on: a boundary that keeps nothing starts it, one whose
-   * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
-   * `tailStartAt` finds it). True when it moved.
-   */
-  /**
    * Forgets the ids and offsets of the lines before the writer's tail, or before its last `WRITER_WINDOW` lines (in
    * batches of a quarter of it): what is older is read from the file on demand. A kept anchor of a later boundary
    * that is no longer known only keeps the tail where it is.
@@ -478,9 +491,14 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     writer.first += drop
   }
 
-  const advanceTail = (writer: Writer, lines: ReadonlyArray<string>, seq: number): boolean => {
+  /**
+   * Moves the writer's tail after it took the lines of `entries` from `seq` on: a boundary that keeps nothing starts it, one whose
+   * kept entries all follow the boundary before it starts it at the first of them (else it stays where it was, as
+   * `tailStartAt` finds it). True when it moved.
+   */
+  const advanceTail = (writer: Writer, entries: ReadonlyArray<NewEntry>, seq: number): boolean => {
     const before = writer.tail
-    lines.forEach((line, i) => {
+    entries.forEach(({ line }, i) => {
       if (!isBoundaryLine(line.slice(0, PREFIX_CHARS))) return
       const at = seq + i
       const kept = keptAnchors(line)
@@ -545,6 +563,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         scheduled: false,
         broken: undefined,
         writing: Semaphore.makeUnsafe(1),
+        pending: 0,
         scope: yield* Effect.scope,
         count: region.first + region.starts.length - 1,
         ids,
@@ -606,15 +625,16 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       return { entries, issues: tornTail(scanned) }
     }).pipe(Effect.withSpan("SessionStore.readTail", { attributes: spanAttributes(name, sessionId) }))
 
-  /** Takes the lines of `entries` (`encoded`) into the writer's state: ids, offsets, size and count. */
-  const take = (writer: Writer, entries: ReadonlyArray<NewEntry>, encoded: ReadonlyArray<Uint8Array>) => {
+  /** Takes the lines of `entries` (`sizes`: their bytes, newline included) into the writer's state. */
+  const take = (writer: Writer, entries: ReadonlyArray<NewEntry>, sizes: ReadonlyArray<number>) => {
     let offset = writer.size
-    entries.forEach((e, i) => {
-      writer.ids.set(e.entryId, writer.count + i + 1)
+    for (let i = 0; i < entries.length; i++) {
+      const id = entries[i]!.entryId
+      writer.ids.set(id, writer.count + i + 1)
       writer.offsets.push(offset)
-      writer.lineIds.push(e.entryId) // the id its line starts with (a line that does not is never indexed)
-      offset += encoded[i]!.length
-    })
+      writer.lineIds.push(id) // the id its line starts with (a line that does not is never indexed)
+      offset += sizes[i]!
+    }
     writer.size = offset
     writer.count += entries.length
   }
@@ -625,38 +645,62 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       Effect.tap(() => Effect.sync(() => (writer.dirty = false)))
     )
 
+  /** A write that failed with `error`: the writer is `dirty` until the cut back to its `written` bytes succeeds. */
+  const writeFailed = (sessionId: string, writer: Writer, error: PlatformError.PlatformError) => {
+    writer.dirty = true
+    return Effect.andThen(
+      Effect.ignore(rollback(writer)),
+      Effect.fail(ioError(sessionId, `append ${writer.file}`)(error))
+    )
+  }
+
+  /** Whether an append may write `bytes` on the writer's descriptor now (`Writer.pending`, `writeAllSync`). */
+  const writesAtOnce = (writer: Writer, bytes: number) =>
+    writer.fd !== undefined && writer.pending === 0 && !writer.dirty && writer.queued.length === 0 &&
+    bytes <= DIRECT_MAX_BYTES
+
   /**
-   * Writes `chunk` at the file's end (after its `written` bytes), one write at a time: a failed write is cut back,
-   * so the file never keeps part of a line (`dirty` when the cut failed too: the next write cuts first). A `direct`
-   * chunk of at most `DIRECT_MAX_BYTES` is written on the writer's descriptor (`fd`) before this returns; any other
-   * through `writeAll`.
+   * Writes `chunk` (`bytes` long, in UTF-8 when it is text) at the file's end (after its `written` bytes), one write at
+   * a time: a failed write is cut back, so the file never keeps part of a line (`dirty` when the cut failed too: the
+   * next write cuts first). A `direct` chunk of at most `DIRECT_MAX_BYTES` is written on the writer's descriptor
+   * (`fd`) before this returns; any other through `writeAll`.
    */
   const writeChunk = (
     sessionId: string,
     writer: Writer,
-    chunk: Uint8Array,
+    chunk: string | Uint8Array,
+    bytes: number,
     direct: boolean
   ): Effect.Effect<void, SessionLogError> => {
-    const io = ioError(sessionId, `append ${writer.file}`)
-    const failed = (error: PlatformError.PlatformError) => {
-      writer.dirty = true
-      return Effect.andThen(Effect.ignore(rollback(writer)), Effect.fail(io(error)))
-    }
     const write = Effect.suspend(() => {
-      const fd = direct && chunk.length <= DIRECT_MAX_BYTES ? writer.fd : undefined
+      const fd = direct && bytes <= DIRECT_MAX_BYTES ? writer.fd : undefined
       if (fd === undefined) {
-        return Effect.matchEffect(writer.handle.writeAll(chunk), {
-          onFailure: failed,
-          onSuccess: () => Effect.sync(() => void (writer.written += chunk.length))
+        const all = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk
+        return Effect.matchEffect(writer.handle.writeAll(all), {
+          onFailure: (error) => writeFailed(sessionId, writer, error),
+          onSuccess: () => Effect.sync(() => void (writer.written += bytes))
         })
       }
-      const error = writeAllSync(fd, chunk)
-      if (error !== undefined) return failed(error)
-      writer.written += chunk.length
+      const error = writeAllSync(fd, chunk, bytes)
+      if (error !== undefined) return writeFailed(sessionId, writer, error)
+      writer.written += bytes
       return Effect.void
     })
-    return Effect.suspend(() => writer.dirty ? Effect.andThen(Effect.mapError(rollback(writer), io), write) : write)
+    return Effect.suspend(() =>
+      writer.dirty
+        ? Effect.andThen(Effect.mapError(rollback(writer), ioError(sessionId, `append ${writer.file}`)), write)
+        : write
+    )
   }
+
+  /** `effect` holding the writer's `writing` permit, counted in its `pending` writes from now until it ends. */
+  const exclusive = <A, E>(writer: Writer, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      writer.pending++
+      return Semaphore.withPermit(writer.writing, effect).pipe(
+        Effect.ensuring(Effect.sync(() => void writer.pending--))
+      )
+    })
 
   /**
    * Writes the writer's queued lines in one write (holding its `writing` permit), through transient failures
@@ -668,14 +712,18 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       if (writer.broken !== undefined) return Effect.fail(writer.broken)
       if (writer.queued.length === 0) return Effect.void
       const queued = writer.queued
+      const bytes = writer.queuedBytes
       const last = writer.count
       const first = last - writer.queuedLines + 1
       writer.queued = []
       writer.queuedBytes = 0
       writer.queuedLines = 0
-      const chunk = queued.length === 1 ? queued[0]! : Buffer.concat(queued)
+      // each append's text encoded once, into the one buffer of the write
+      const chunk = Buffer.allocUnsafe(bytes)
+      let at = 0
+      for (const text of queued) at += chunk.write(text, at, "utf8")
       return Effect.flatMap(startBudget(DEFAULT_RETRY_DEADLINE), (budget) =>
-        retryTransient(budget, "deferred append", writeChunk(sessionId, writer, chunk, false))).pipe(
+        retryTransient(budget, "deferred append", writeChunk(sessionId, writer, chunk, bytes, false))).pipe(
           Effect.tapError((e) =>
             Effect.sync(() => {
               writer.broken = new SessionLogError({
@@ -696,25 +744,27 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
 
   /** The writer's queued lines, written (`flushHeld`) once no other write is under way. */
   const flushQueued = (sessionId: string, writer: Writer): Effect.Effect<void, SessionLogError> =>
-    Semaphore.withPermit(writer.writing, flushHeld(sessionId, writer))
+    exclusive(writer, flushHeld(sessionId, writer))
 
   /**
-   * Queues `chunk` (the lines of `entries`, acknowledged now): written with the lines queued within `DEFER_MILLIS` by
-   * one write, or at once when the queue reaches `DEFER_MAX_BYTES`.
+   * Queues `text` (the lines of `entries`, `bytes` long, acknowledged now): written with the lines queued within
+   * `DEFER_MILLIS` by one write, or at once when the queue reaches `DEFER_MAX_BYTES`. What must run for it, if
+   * anything (the write, or scheduling it).
    */
   const queueChunk = (
     sessionId: string,
     writer: Writer,
     entries: ReadonlyArray<NewEntry>,
-    encoded: ReadonlyArray<Uint8Array>,
-    chunk: Uint8Array
-  ): Effect.Effect<void, SessionLogError> => {
-    take(writer, entries, encoded)
-    writer.queued.push(chunk)
-    writer.queuedBytes += chunk.length
+    sizes: ReadonlyArray<number>,
+    text: string,
+    bytes: number
+  ): Effect.Effect<void, SessionLogError> | undefined => {
+    take(writer, entries, sizes)
+    writer.queued.push(text)
+    writer.queuedBytes += bytes
     writer.queuedLines += entries.length
     if (writer.queuedBytes >= DEFER_MAX_BYTES) return flushQueued(sessionId, writer)
-    if (writer.scheduled) return Effect.void
+    if (writer.scheduled) return undefined
     writer.scheduled = true
     return Effect.asVoid(Effect.forkIn(
       Effect.sleep(DEFER_MILLIS).pipe(
@@ -727,45 +777,53 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     ))
   }
 
-  /** What was queued goes first; then `chunk`, acknowledged once written (and synced when `durable`). */
+  /** What was queued goes first; then `text`, acknowledged once written (and synced when `durable`). */
   const writeNow = (
     sessionId: string,
     writer: Writer,
     entries: ReadonlyArray<NewEntry>,
-    encoded: ReadonlyArray<Uint8Array>,
-    chunk: Uint8Array,
+    sizes: ReadonlyArray<number>,
+    text: string,
+    bytes: number,
     durable: boolean
   ): Effect.Effect<void, SessionLogError> =>
-    Semaphore.withPermit(
-      writer.writing,
-      Effect.andThen(flushHeld(sessionId, writer), writeChunk(sessionId, writer, chunk, true))
+    exclusive(
+      writer,
+      Effect.andThen(flushHeld(sessionId, writer), writeChunk(sessionId, writer, text, bytes, true))
     ).pipe(
       Effect.andThen(() => {
-        take(writer, entries, encoded)
+        take(writer, entries, sizes)
         return durable
           ? writer.handle.sync.pipe(Effect.mapError(ioError(sessionId, `append ${writer.file}`)))
           : Effect.void
       })
     )
 
+  /** An append's answer once its lines were taken (old offsets forgotten). */
+  const done = (writer: Writer): AppendResult => {
+    forgetOld(writer)
+    return { _tag: "Appended", seq: writer.count }
+  }
+
   /** After lines from `seq` on were taken: the tail moved on (its index written), old offsets forgotten. */
   const appended = (
     sessionId: string,
     writer: Writer,
-    lines: ReadonlyArray<string>,
+    entries: ReadonlyArray<NewEntry>,
     seq: number
   ): Effect.Effect<AppendResult, SessionLogError> => {
-    const done = Effect.sync((): AppendResult => {
-      forgetOld(writer)
-      return { _tag: "Appended", seq: writer.count }
-    })
     // the index names a line in the file
-    return advanceTail(writer, lines, seq)
-      ? flushQueued(sessionId, writer).pipe(Effect.andThen(writeIndex(sessionId, writer)), Effect.andThen(done))
-      : done
+    if (advanceTail(writer, entries, seq)) {
+      return flushQueued(sessionId, writer).pipe(
+        Effect.andThen(writeIndex(sessionId, writer)),
+        Effect.andThen(Effect.sync(() => done(writer)))
+      )
+    }
+    return Effect.succeed(done(writer))
   }
 
-  // plain code between the few effects an append needs (a generator per append costs a logged step microseconds)
+  // plain code between the few effects an append needs (a generator per append costs a logged step microseconds);
+  // an append that may write at once (`writesAtOnce`) runs no other effect
   const appendWith = (
     sessionId: string,
     writer: Writer,
@@ -775,23 +833,40 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
   ): Effect.Effect<AppendResult, SessionLogError> =>
     Effect.suspend(() => {
       if (writer.broken !== undefined) return Effect.fail(writer.broken)
-      const written = entries.map((e) => writer.ids.get(e.entryId)).filter((s) => s !== undefined)
-      if (written.length > 0) {
-        return Effect.succeed({ _tag: "AlreadyWritten", seq: Math.max(...written) } satisfies AppendResult)
-      }
+      let written = 0
+      for (const e of entries) written = Math.max(written, writer.ids.get(e.entryId) ?? 0)
+      if (written > 0) return Effect.succeed({ _tag: "AlreadyWritten", seq: written } satisfies AppendResult)
       if (expectedSeq !== writer.count) {
         return Effect.succeed({ _tag: "Conflict", seq: writer.count } satisfies AppendResult)
       }
       writer.opened = undefined
-      const encoded = entries.map((e) => encoder.encode(`${e.line}\n`))
-      const chunk = encoded.length === 1 ? encoded[0]! : Buffer.concat(encoded)
       const seq = writer.count + 1
-      const lines = entries.map((e) => e.line)
+      let text: string
+      let sizes: Array<number>
+      if (entries.length === 1) {
+        text = `${entries[0]!.line}\n`
+        sizes = [Buffer.byteLength(text, "utf8")]
+      } else {
+        text = entries.map((e) => `${e.line}\n`).join("")
+        sizes = entries.map((e) => Buffer.byteLength(e.line, "utf8") + 1)
+      }
+      const bytes = entries.length === 1 ? sizes[0]! : sizes.reduce((a, b) => a + b, 0)
+      if (options.defer && !options.durable) {
+        const run = queueChunk(sessionId, writer, entries, sizes, text, bytes)
+        return run === undefined
+          ? appended(sessionId, writer, entries, seq)
+          : Effect.andThen(run, Effect.suspend(() => appended(sessionId, writer, entries, seq)))
+      }
+      if (!options.durable && writesAtOnce(writer, bytes)) {
+        const error = writeAllSync(writer.fd!, text, bytes)
+        if (error !== undefined) return writeFailed(sessionId, writer, error)
+        writer.written += bytes
+        take(writer, entries, sizes)
+        return appended(sessionId, writer, entries, seq)
+      }
       return Effect.andThen(
-        options.defer && !options.durable
-          ? queueChunk(sessionId, writer, entries, encoded, chunk)
-          : writeNow(sessionId, writer, entries, encoded, chunk, options.durable),
-        Effect.suspend(() => appended(sessionId, writer, lines, seq))
+        writeNow(sessionId, writer, entries, sizes, text, bytes, options.durable),
+        Effect.suspend(() => appended(sessionId, writer, entries, seq))
       )
     })
 
