@@ -227,6 +227,8 @@ export const M = {
   memoryStep10k: "the same step on layerMemory [10k]",
   loggedStringify10k: "JSON.stringify of the logged step's request [10k]",
   deferredStep10k: "the logged step with deferred writes (sync: deferred) on the JSONL store [10k]",
+  loggedStep100k: "logged Conversation step (prepare, reply, result) on the JSONL store, 40k window [100k]",
+  loggedStringify100k: "JSON.stringify of the logged step's request [100k]",
   hotStep100: "HotPaths step (a new file read) on a tracker that saw 100 files",
   hotStep10k: "HotPaths step (a new file read) on a tracker that saw 10,000 files",
   tailParse50k: "decodeLine of the last boundary and each entry after it [50k entries, 20 compactions]",
@@ -401,6 +403,7 @@ const LOGGED_STRINGIFY_MAX = 5
 const LOGGED_MEMORY_MAX = 12
 const DEFERRED_STRINGIFY_MAX = 2.2
 const DEFERRED_MEMORY_MAX = 3.2
+const LOGGED_GROWTH_MAX = 1.5
 const LOGGED_CALIBRATION =
   "three runs of BENCH_CI_CALIBRATE=1 BENCH_CI_ONLY=logged-step/ (2026-12-07 07:38 to 07:46 UTC, " +
   "load 7.5 to 9.4, Node 22): the logged step / stringify measured 2.25 to 5.55 per attempt (best 2.25 to 2.78 per " +
@@ -451,6 +454,23 @@ const LOGGED_STEP_BUDGETS: ReadonlyArray<Budget> = ([
     baseline: memory,
     max: DEFERRED_MEMORY_MAX,
     why: `what the log adds to a step when it waits for no write; ${DEFERRED_CALIBRATION}`
+  }
+]).concat([
+  {
+    id: "logged-step/stringify-100k",
+    description: "one logged Conversation step on the JSONL store / JSON.stringify of its request (100k messages)",
+    subject: M.loggedStep100k,
+    baseline: M.loggedStringify100k,
+    max: LOGGED_STRINGIFY_MAX,
+    why: `issue 43's goal is 0.2; ${LOGGED_CALIBRATION}`
+  },
+  {
+    id: "logged-step/growth-100k",
+    description: "one logged Conversation step on the JSONL store at 100k messages / the same at 1k",
+    subject: M.loggedStep100k,
+    baseline: M.loggedStep1k,
+    max: LOGGED_GROWTH_MAX,
+    why: `memory and work follow the view, not the history; ${LOGGED_CALIBRATION}`
   }
 ])
 

@@ -215,9 +215,10 @@ const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
   sqlTail === undefined ? Promise.reject(new Error("no SQL session")) : Effect.runPromise(open(sqlTail))
 /**
  * Issue 43's logged step: conversations over generated 1k and 10k sessions, logged on the JSONL store (default and
- * deferred writes) and in memory, driven once (only when a `logged-step/` budget is measured: the drive takes
- * seconds), then stepped `RECENT_REQUESTS` times untimed, so the requests the stringify side goes round are a few
- * whole compaction cycles of the logged conversation's own steps from the start.
+ * deferred writes) and in memory, and over a 100k session on the JSONL store with the default durability alone (its
+ * drive takes ~30 s), driven once (only when a `logged-step/` budget is measured), then stepped `RECENT_REQUESTS`
+ * times untimed, so the requests the stringify side goes round are a few whole compaction cycles of the logged
+ * conversation's own steps from the start.
  */
 const LOGGED_PREFIX = "logged-step/"
 const stepped = async (size: number) => {
@@ -228,8 +229,13 @@ const stepped = async (size: number) => {
   for (let i = 0; i < RECENT_REQUESTS; i++) await Promise.all([logged.step(), deferred.step(), memory.step()])
   return { logged, deferred, memory, stringify: stringifyRecent(logged) }
 }
+const steppedLogged = async (size: number) => {
+  const logged = await steppedConversation(generateSession(size, { messages: size, maxOutput: 4000 }), "jsonl")
+  for (let i = 0; i < RECENT_REQUESTS; i++) await logged.step()
+  return { logged, stringify: stringifyRecent(logged) }
+}
 const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
-  ? { s1k: await stepped(1_000), s10k: await stepped(10_000) }
+  ? { s1k: await stepped(1_000), s10k: await stepped(10_000), s100k: await steppedLogged(100_000) }
   : undefined
 /** One step of a stepped conversation, timed; it throws (its budgets fail as not measured) when none was set up. */
 const steppedCall = (pick: (steps: NonNullable<typeof loggedSteps>) => SteppedConversation) => () =>
@@ -396,6 +402,8 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.stringify))],
   [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
   [M.deferredStep10k, timedAsync(steppedCall((s) => s.s10k.deferred))],
+  [M.loggedStep100k, timedAsync(steppedCall((s) => s.s100k.logged))],
+  [M.loggedStringify100k, timed(stringifyOf((s) => s.s100k.stringify))],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],
@@ -579,6 +587,7 @@ if (loggedSteps !== undefined) {
   for (const { deferred, logged, memory } of [loggedSteps.s1k, loggedSteps.s10k]) {
     await Promise.all([logged.close(), deferred.close(), memory.close()])
   }
+  await loggedSteps.s100k.logged.close()
 }
 await sqlTail?.close()
 if (failed > 0) process.exitCode = nextProcess(results.filter((r) => !r.pass).map((r) => r.id))
