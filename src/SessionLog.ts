@@ -17,17 +17,13 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { constUndefined } from "effect/Function"
 import * as Metric from "effect/Metric"
-import * as References from "effect/References"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Semaphore from "effect/Semaphore"
-import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import {
   type AppendOptions,
@@ -74,24 +70,6 @@ const lastCompactionId = (entries: ReadonlyArray<SessionEntry.Entry>): string | 
 
 /** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
 const NO_STACK = { captureStackTrace: false } as const
-
-/**
- * `Effect.withSpan(name, { attributes }, NO_STACK)` with the span's context (its parent span and stack frame, exactly
- * what `withSpan` provides) set in one context update instead of two: each update rebuilds the fiber's context cache,
- * on entry and again on exit, and this runs for every append (issue 43's logged step).
- */
-const withSpanOnce =
-  (name: string, attributes: Record<string, unknown>) =>
-  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.useSpan(name, { attributes }, (span) =>
-      Effect.updateContext(self, (context: Context.Context<R>) => {
-        const frame: References.StackFrame = {
-          name,
-          stack: constUndefined,
-          parent: Context.get(context, References.CurrentStackFrame)
-        }
-        return Context.add(Context.add(context, Tracer.ParentSpan, span), References.CurrentStackFrame, frame)
-      }))
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
 export const conflictCounter: Metric.Counter<number> = Metric.counter("effect_compaction.session_log.conflicts", {
@@ -481,7 +459,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }))
     ).pipe(
       // no stack trace captured per call (an Error each append: issue 43's logged step)
-      withSpanOnce("SessionLog.append", { "session.id": sessionId, "session.entries": messages.length })
+      Effect.withSpan("SessionLog.append", {
+        attributes: { "session.id": sessionId, "session.entries": messages.length }
+      }, NO_STACK)
     )
 
   const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>) =>
