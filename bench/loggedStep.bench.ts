@@ -17,7 +17,7 @@
  * for no write; in `bench:ci`, timed by CPU time, which counts every thread, the writes that land while steps are
  * timed are in their time). As in issue 43's worker, the policy compacts at a 40k-token window, so
  * the request stays a few hundred messages while the history grows: each conversation starts from a generated session
- * (tool outputs up to 4,000 characters) driven through it once, untimed, then every timed step adds one more reply
+ * (tool outputs up to 4,000 characters) driven through it once and stepped `RECENT_REQUESTS` times, untimed, then every timed step adds one more reply
  * and result to the same conversation (the median step is one that does not compact).
  *
  * Run: node --expose-gc bench/loggedStep.bench.ts
@@ -187,7 +187,9 @@ if (isMain) {
     let requests: ReadonlyArray<Prepared["request"]> = []
     for (const kind of kinds) {
       const conversation = await steppedConversation(session, kind)
-      steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 400 })).p50)
+      // warm (the JIT, and whole compaction cycles of requests) before the timed steps
+      for (let i = 0; i < RECENT_REQUESTS; i++) await conversation.step()
+      steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 1000 })).p50)
       if (requests.length === 0) requests = [...conversation.recent()]
       await conversation.close()
     }
