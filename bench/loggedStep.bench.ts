@@ -18,7 +18,9 @@
  * timed are in their time). As in issue 43's worker, the policy compacts at a 40k-token window, so
  * the request stays a few hundred messages while the history grows: each conversation starts from a generated session
  * (tool outputs up to 4,000 characters) driven through it once and stepped `RECENT_REQUESTS` times, untimed, then every timed step adds one more reply
- * and result to the same conversation (the median step is one that does not compact).
+ * and result to the same conversation (the median step is one that does not compact). Steps are timed by CPU time,
+ * one a sample, as `bench:ci` times them (`bench/cpuTime.ts`: a step's wall-clock time on a shared machine counts the
+ * other processes' turns); the stringify side by the clock, 8 calls a request.
  *
  * Run: node --expose-gc bench/loggedStep.bench.ts
  */
@@ -27,7 +29,7 @@ import * as NodePath from "@effect/platform-node/NodePath"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { do_not_optimize, measure } from "mitata"
+import { do_not_optimize } from "mitata"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -40,6 +42,7 @@ import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
+import { measureCpuAsync } from "./cpuTime.ts"
 import { duration } from "./util.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
@@ -189,7 +192,8 @@ if (isMain) {
       const conversation = await steppedConversation(session, kind)
       // warm (the JIT, and whole compaction cycles of requests) before the timed steps
       for (let i = 0; i < RECENT_REQUESTS; i++) await conversation.step()
-      steps.push((await measure(async () => do_not_optimize(await conversation.step()), { max_samples: 1000 })).p50)
+      // by CPU time, one step a sample (`bench/cpuTime.ts`, as `bench:ci` times it): the median step
+      steps.push((await measureCpuAsync(() => conversation.step(), { maxSamples: 1000, minSamples: 200 })).cpuP50)
       if (requests.length === 0) requests = [...conversation.recent()]
       await conversation.close()
     }
