@@ -555,7 +555,7 @@ const make = (
       // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
       const offloaded = offloadsOf(step.transition)
       const finish = (): Prepared => {
-        state = { ...state, lastRequestAt: now, skipLogged: state.skipLogged }
+        state = { ...state, lastRequestAt: now }
         return issue(before, { epoch: state.epoch, offloaded, compaction: undefined })
       }
       const persisting = commit(

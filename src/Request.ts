@@ -160,8 +160,7 @@ const buildRequest = (
       (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
     ? before
     : undefined
-  const systemTokens = systemAndToolsTokens(system as never, undefined) +
-    toolsTokens(tools === undefined ? [] : options.tools!)
+  const systemTokens = systemAndToolsTokens(system as never, tools)
   const carried = CarriedIndex.requestParts(view, state.carried)
   const plan = planBreakpoints(view, {
     systemTokens,
@@ -211,7 +210,7 @@ const thinkingOf = (
 /**
  * `applyBreakpoints(view, blocks).slice(from)` when only the messages at `cacheControlled` carry a `cache_control`:
  * the view from `from` on is copied and only the planned and the carrying messages there are rewritten (each exactly
- * as `applyBreakpoints` would, `markedCopy`).
+ * as `applyBreakpoints` would, `markedMessage`).
  */
 const breakpointsAt = (
   view: ReadonlyArray<MessageParam>,
@@ -221,57 +220,16 @@ const breakpointsAt = (
   from: number
 ): Array<MessageParam> => {
   const messages = from === 0 ? view.slice() : view.slice(from)
+  const marker = cacheControlOf(ttl)
   const touched: Array<number> = []
   for (const p of blocks) if (p.message >= from && !touched.includes(p.message)) touched.push(p.message)
   for (const m of cacheControlled) if (m >= from && m < view.length && !touched.includes(m)) touched.push(m)
   for (const m of touched) {
     const marks: Array<number> = []
     for (const p of blocks) if (p.message === m) marks.push(p.block)
-    messages[m - from] = markedCopy(view, m, marks, ttl)
+    messages[m - from] = markedMessage(view[m]!, marks, marker)
   }
   return messages
-}
-
-/** The copy `markedCopy` made of a message last, and the marks and lifetime it was made for. */
-const copies = new WeakMap<MessageParam, { readonly key: string; readonly copy: MessageParam }>()
-
-/**
- * `applyBreakpoints([view[m]], marks on its blocks, ttl)[0]`; for a message before the last, the same copy again while
- * it gets the same marks (a frontier that stays put): the next request then holds the very object this one did, so
- * what compares requests by reference (`Tokens.estimateTokens`) finds it unchanged. The last message is new at almost
- * every step: its copy is not remembered.
- */
-const markedCopy = (
-  view: ReadonlyArray<MessageParam>,
-  m: number,
-  marks: ReadonlyArray<number>,
-  ttl: "5m" | "1h" | undefined
-): MessageParam => {
-  const message = view[m]!
-  if (m === view.length - 1) return markedMessage(message, marks, cacheControlOf(ttl))
-  const key = `${ttl ?? "5m"}:${marks.join(",")}`
-  const known = copies.get(message)
-  if (known !== undefined && known.key === key) return known.copy
-  const copy = markedMessage(message, marks, cacheControlOf(ttl))
-  copies.set(message, { key, copy })
-  return copy
-}
-
-/** The estimate of each tools list a request was built with, by identity. */
-const toolsEstimates = new WeakMap<ReadonlyArray<Anthropic.ToolUnion>, number>()
-
-/**
- * `systemAndToolsTokens(undefined, tools)`, remembered for the list (the caller's, sent as it is, as messages are): a
- * conversation sends the same tools with every request, and their JSON can be large.
- */
-const toolsTokens = (tools: ReadonlyArray<Anthropic.ToolUnion>): number => {
-  if (tools.length === 0) return 0
-  let tokens = toolsEstimates.get(tools)
-  if (tokens === undefined) {
-    tokens = systemAndToolsTokens(undefined, tools)
-    toolsEstimates.set(tools, tokens)
-  }
-  return tokens
 }
 
 /** The frontier breakpoint of a state's view: the last block before the oldest result that may still be offloaded. */
