@@ -68,7 +68,7 @@ const lastCompactionId = (entries: ReadonlyArray<SessionEntry.Entry>): string | 
   return undefined
 }
 
-/** The trace options of the spans made at each append: no stack trace captured (an `Error` per call). */
+/** The trace options of the spans made at each eviction: no stack trace captured (an `Error` per call). */
 const NO_STACK = { captureStackTrace: false } as const
 
 /** Appends that found another writer first (each one is followed by a catch-up and a retry). @category metrics */
@@ -457,11 +457,6 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           }
         )
       }))
-    ).pipe(
-      // no stack trace captured per call (an Error each append: issue 43's logged step)
-      Effect.withSpan("SessionLog.append", {
-        attributes: { "session.id": sessionId, "session.entries": messages.length }
-      }, NO_STACK)
     )
 
   const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>) =>

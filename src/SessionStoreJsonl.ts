@@ -889,10 +889,15 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           yield* acquireWith(sessionId, false)
           return yield* appendWith(sessionId, writers.get(sessionId)!, expectedSeq, entries, { durable, defer: false })
         }))
-      // no stack trace captured per call (an Error each append: issue 43's logged step)
-      return run.pipe(Effect.withSpan("SessionStore.append", {
-        attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })
-      }, { captureStackTrace: false }))
+      // a leaf span, ended with the append's exit (the store's reads of a first append run beside it)
+      return Effect.useSpan("SessionStore.append", {
+        attributes: {
+          "session.store": name,
+          "session.id": sessionId,
+          expectedSeq,
+          "session.entries": entries.length
+        }
+      }, () => run)
     },
     list: fs.readDirectory(directory).pipe(
       Effect.map((names) =>
