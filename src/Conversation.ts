@@ -408,8 +408,9 @@ const make = (
       t.steps.length === 0
         ? Effect.sync(() => void (state = t.state))
         : t.steps.length === 1
-        ? persistStep(t.steps[0]!, fallback)
-        : Effect.forEach(t.steps, (step) => persistStep(step, fallback), { discard: true })
+        ? persistStep(t.steps[0]!, fallback, state)
+        // each change is stored with the state it was made in: the one the change before it made current
+        : Effect.forEach(t.steps, (step) => Effect.suspend(() => persistStep(step, fallback, state)), { discard: true })
     /**
      * Makes `t`'s final state current: at once when there is nothing to record (no log, or no change), the answer
      * `undefined` then; else the effect that records each change first (`persist`).
@@ -419,12 +420,12 @@ const make = (
       state = t.steps.length === 0 ? t.state : t.steps[t.steps.length - 1]!.state
       return undefined
     }
-    /** Records one change (stored with the state it was made in, the current one, and the state after it), then sets it. */
-    const persistStep = <A>(step: Transition["steps"][number], fallback: () => A) =>
+    /** Records one change (stored with the state it was made in, `before`, and the state after it), then sets it. */
+    const persistStep = <A>(step: Transition["steps"][number], fallback: () => A, before: ConversationState) =>
       log === undefined
         ? Effect.sync(() => void (state = step.state))
         // one continuation for both outcomes (not a `tap` and a `mapError`): this runs for every logged change
-        : Effect.matchEffect(Effect.suspend(() => recordChange(log, step.change, state, step.state)), {
+        : Effect.matchEffect(recordChange(log, step.change, before, step.state), {
           onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
           onSuccess: () => {
             state = step.state
@@ -627,7 +628,9 @@ const make = (
           if (persisting === undefined) {
             return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
           }
-          return persisting.pipe(Effect.andThen(() => mended ?? Effect.void), Effect.map(stateNow))
+          return mended === undefined
+            ? Effect.map(persisting, stateNow)
+            : persisting.pipe(Effect.andThen(() => mended), Effect.map(stateNow))
         }
         return serializedOrNow(Effect.suspend(() => appendNow("locked")!), () => appendNow("now"))
       },
