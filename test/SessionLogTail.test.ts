@@ -16,7 +16,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFil
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Message } from "../src/Message.ts"
-import { tailOf, tailStart } from "../src/internal/sessionTail.ts"
+import { BOUNDARY_SQL_PATTERN, isBoundaryLine, PREFIX_CHARS, tailOf, tailStart } from "../src/internal/sessionTail.ts"
 import { decodeLine, encodeEntry, type Entry, type Loaded, loadStored } from "../src/SessionEntry.ts"
 import { readSession, SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions, SessionStore } from "../src/SessionStore.ts"
@@ -359,4 +359,51 @@ describe("SessionLog tail: the JSONL tail index", () => {
         rmSync(directory, { recursive: true, force: true })
       }
     }))
+})
+
+describe("SessionLog tail: the boundary check of a line", () => {
+  // the judge: the pattern itself, as PostgreSQL runs it to mark the SQL store's boundary rows
+  const pattern = new RegExp(BOUNDARY_SQL_PATTERN)
+  const tricky = [',"type":"compaction",', "\\", '"', ",", "type", "compaction", "x", "\u2192"]
+
+  it("answers as the pattern does on 20,000 generated lines and their prefixes", () => {
+    const random = prng(43)
+    const pick = <A>(xs: ReadonlyArray<A>): A => xs[Math.floor(random() * xs.length)]!
+    /** A JSON string value whose text may hold the key and value the check looks for, escaped. */
+    const text = () => Array.from({ length: Math.floor(random() * 6) }, () => pick(tricky)).join("")
+    const block = (): object =>
+      pick([
+        { type: "text", text: text() },
+        { type: "compaction", content: text() },
+        { type: "tool_result", tool_use_id: text(), content: [{ type: "text", text: text() }] }
+      ])
+    let boundaries = 0
+    let messages = 0
+    for (let i = 0; i < 20_000; i++) {
+      const type = pick(["message", "compaction", "eviction", "compaction"])
+      const header: Array<[string, unknown]> = [
+        ["v", pick([1, 2, 3, 10])],
+        ["id", pick([text(), "e-" + i])],
+        ["parentId", pick([null, text(), "p-" + i])],
+        ["timestamp", pick([1_700_000_000_000 + i, -1, 1.5e12])],
+        ["type", type]
+      ]
+      // SessionLog's key order, or another writer's
+      if (random() < 0.2) header.sort(() => random() - 0.5)
+      const body: Array<[string, unknown]> = type === "message"
+        ? [["message", { role: "user", content: Array.from({ length: 1 + Math.floor(random() * 3) }, block) }]]
+        : type === "compaction"
+        ? [["summary", { role: "user", content: [block()] }], ["firstKeptEntryId", text()]]
+        : [["evictions", [{ toolUseId: text(), block: block() }]]]
+      const line = JSON.stringify(Object.fromEntries([...header, ...body]))
+      for (const candidate of [line, line.slice(0, PREFIX_CHARS), line.slice(0, Math.floor(random() * line.length))]) {
+        assert.strictEqual(isBoundaryLine(candidate), pattern.test(candidate), candidate)
+      }
+      if (pattern.test(line)) boundaries++
+      else if (type === "message") messages++
+    }
+    // both answers occur, on lines whose text holds what the check looks for
+    assert.isAtLeast(boundaries, 5_000)
+    assert.isAtLeast(messages, 3_000)
+  })
 })

@@ -20,6 +20,9 @@ const BOUNDARY = new RegExp(
   String.raw`^\{"v":\d+,"id":${STRING},"parentId":(?:null|${STRING}),"timestamp":[-+.eE0-9]+,"type":"compaction",`
 )
 
+const TYPE_KEY = `,"type":"`
+const COMPACTION_VALUE = `compaction",`
+
 /**
  * The PostgreSQL regular expression of `isBoundaryLine` (the same pattern), for a store that marks boundary rows.
  */
@@ -30,7 +33,12 @@ export const BOUNDARY_SQL_PATTERN = BOUNDARY.source
  * only: a line it accepts is decoded and checked before it is trusted, and one it misses (another key order, a huge
  * id) only makes the tail start earlier.
  */
-export const isBoundaryLine = (prefix: string): boolean => BOUNDARY.test(prefix)
+export const isBoundaryLine = (prefix: string): boolean => {
+  // the first `,"type":"` of a line is a key (a string's quotes are escaped): the header's, in a line `SessionLog`
+  // wrote; a line whose first one names no compaction cannot match, and most lines (messages) end here
+  const type = prefix.indexOf(TYPE_KEY)
+  return type !== -1 && prefix.startsWith(COMPACTION_VALUE, type + TYPE_KEY.length) && BOUNDARY.test(prefix)
+}
 
 /** The entry id a line (or its prefix) starts with, without decoding the line; `undefined` when it has none. */
 export const idOfLine = (prefix: string): string | undefined => {
