@@ -4,10 +4,10 @@
  * JSONL store with the default durability and with deferred writes, with the same step logged on the memory store
  * (the log's work without the file) and on `layerMemory` (nothing logged) beside it.
  *
- * "Its request" is each step's own: the stringify is measured over the requests the steps returned (the last
- * `RECENT_REQUESTS`, several compaction cycles: small just after a compaction, largest just before the next), and the
- * table shows the median, with the median stringify of the smallest tenth of them (the requests right after a
- * compaction) beside it.
+ * "Its request" is each step's own: the stringify is measured on the request each timed step of the JSONL
+ * conversation returned (`STEPS_PER_PASS` a pass, several compaction cycles: small just after a compaction, largest
+ * just before the next), and the table shows the median, with the median stringify of the smallest tenth of them
+ * (the requests right after a compaction) beside it.
  *
  * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
  * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
@@ -20,7 +20,11 @@
  * (tool outputs up to 4,000 characters) driven through it once and stepped `RECENT_REQUESTS` times, untimed, then every timed step adds one more reply
  * and result to the same conversation (the median step is one that does not compact). Steps are timed by CPU time,
  * one a sample, as `bench:ci` times them (`bench/cpuTime.ts`: a step's wall-clock time on a shared machine counts the
- * other processes' turns); the stringify side by the clock, 8 calls a request.
+ * other processes' turns); the stringify side by the clock, 8 calls a request. Each figure is the median of
+ * `PASSES` passes over the four conversations (each pass `STEPS_PER_PASS` steps of one, then the next): this
+ * machine's speed wanders by up to 2x over seconds (a fixed stringify with it), and one pass of each caught different
+ * stretches of it. Steps of the four in turn, one each, cost every kind 2 to 3 times more (caches), so each kind's
+ * steps run back to back, as an agent steps its one conversation.
  *
  * Run: node --expose-gc bench/loggedStep.bench.ts
  */
@@ -42,7 +46,7 @@ import { SessionLog } from "../src/SessionLog.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
 import { estimateTokens } from "../src/Tokens.ts"
 import { generateSession } from "../test/fixtures/Conversation.ts"
-import { measureCpuAsync } from "./cpuTime.ts"
+import { cpuOfCall } from "./cpuTime.ts"
 import { duration } from "./util.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
@@ -173,6 +177,13 @@ const stringifyTime = (request: Prepared["request"]): number => {
   return (performance.now() - started) * 1e6 / 8
 }
 
+/** How many passes over the kinds the timed steps take, and how many steps of a kind a pass times. */
+const PASSES = 3
+const STEPS_PER_PASS = 256
+
+/** The median of `xs` (the upper one of an even count). */
+const median = (xs: ReadonlyArray<number>): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
+
 const isMain = import.meta.url === `file://${process.argv[1]}`
 if (isMain) {
   const lines = [
@@ -186,37 +197,54 @@ if (isMain) {
   const sizes = (process.env.LOGGED_STEP_SIZES ?? "1000,10000,100000").split(",").map(Number)
   for (const size of sizes) {
     const session = generateSession(size, { messages: size, maxOutput: 4000 })
-    const steps: Array<number> = []
-    let requests: ReadonlyArray<Prepared["request"]> = []
+    const conversations: Array<SteppedConversation> = []
     for (const kind of kinds) {
       const conversation = await steppedConversation(session, kind)
       // warm (the JIT, and whole compaction cycles of requests) before the timed steps
       for (let i = 0; i < RECENT_REQUESTS; i++) await conversation.step()
-      // by CPU time, one step a sample (`bench/cpuTime.ts`, as `bench:ci` times it): the median step
-      steps.push((await measureCpuAsync(() => conversation.step(), { maxSamples: 1000, minSamples: 200 })).cpuP50)
-      if (requests.length === 0) requests = [...conversation.recent()]
-      await conversation.close()
+      conversations.push(conversation)
     }
-    // each request's own stringify, then the median over them and over the smallest tenth
-    const each = requests.map(stringifyTime)
+    // by CPU time, one step a sample (`bench/cpuTime.ts`, as `bench:ci` times it), each kind's steps back to back (as
+    // an agent steps one conversation), in `PASSES` passes over the kinds, each kind's pass followed by the stringify
+    // of the requests the JSONL conversation's last pass returned: the median of each kind's per-pass medians
+    const medians: Array<Array<number>> = kinds.map(() => [])
+    const stringifyMedians: Array<number> = []
+    const requests: Array<Prepared["request"]> = []
+    const each: Array<number> = []
+    for (let pass = 0; pass < PASSES; pass++) {
+      for (let k = 0; k < kinds.length; k++) {
+        const samples: Array<number> = []
+        for (let i = 0; i < STEPS_PER_PASS; i++) samples.push(await cpuOfCall(() => conversations[k]!.step()))
+        medians[k]!.push(median(samples))
+        if (k === 0) {
+          const own = conversations[0]!.recent().slice(-STEPS_PER_PASS)
+          const times = own.map(stringifyTime)
+          requests.push(...own)
+          each.push(...times)
+          stringifyMedians.push(median(times))
+        }
+      }
+    }
+    const steps = medians.map(median)
+    const stringify = median(stringifyMedians)
+    for (const conversation of conversations) await conversation.close()
+    // the stringify of the smallest tenth of the requests
     const sorted = [...each].sort((a, b) => a - b)
-    const stringify = sorted[sorted.length >> 1]!
     const smallest = sorted[Math.floor(sorted.length / 20)]!
     const sizesOf = requests.map((r) => r.messages.length).sort((a, b) => a - b)
     const bytes = requests.map((r) => JSON.stringify(r).length)
     const perByte = requests.map((_, i) => each[i]! / bytes[i]!)
     const under = perByte.filter((_, i) => bytes[i]! < 65_536)
     const over = perByte.filter((_, i) => bytes[i]! >= 65_536)
-    const median = (xs: ReadonlyArray<number>) =>
-      xs.length === 0 ? "-" : `${[...xs].sort((a, b) => a - b)[xs.length >> 1]!.toFixed(2)} ns`
+    const perByteMedian = (xs: ReadonlyArray<number>) => xs.length === 0 ? "-" : `${median(xs).toFixed(2)} ns`
     notes.push(
       `${size.toLocaleString("en")} messages: ${requests.length} requests of ${
         Math.min(...bytes).toLocaleString("en")
       }` +
         ` to ${Math.max(...bytes).toLocaleString("en")} bytes, ` +
         `${requests.filter((r) => hasNonAscii(JSON.stringify(r))).length} holding non-ASCII text; ` +
-        `stringify per byte: ${median(under)} under 64 KiB (${under.length}), ${
-          median(over)
+        `stringify per byte: ${perByteMedian(under)} under 64 KiB (${under.length}), ${
+          perByteMedian(over)
         } from 64 KiB (${over.length})`
     )
     lines.push(
