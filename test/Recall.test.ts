@@ -1,16 +1,14 @@
 /**
  * `recall`, the way back, judged against the sessions themselves: every shared session of `../shared/data` replayed
  * whole through `Conversation` with compaction and eviction (offloads with pointers naming recall) into the JSONL
- * store, and three of them (the shortest long one and both short ones) into the SQL store on the embedded PGlite and
- * on the `DATABASE_URL` server when it is set, each resumed about 8 times (the log closed and opened again). Then
+ * store and into the SQL store on the embedded PGlite and on the `DATABASE_URL` server when it is set, each resumed
+ * about 8 times (the log closed and opened again). Then
  * every tool result of the input comes back from `recall` on its reference byte for byte (the pages joined), every
  * compaction entry stores the record of what it removed and every reference in it comes back, and every tool result
  * and user message the last request no longer holds is in a removal record; a reused tool_use id names each copy by
  * where it is stored. Planted facts that 20 chained compactions remove are each found by one search; another
  * session's data never comes back; a recall's own result is evicted like a file read; a pattern that backtracks
  * catastrophically is refused.
- *
- * The SQL stores replay three sessions, not five: the two long pi sessions alone take about a minute on PGlite.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
