@@ -5,9 +5,9 @@
  * (the log's work without the file) and on `layerMemory` (nothing logged) beside it.
  *
  * "Its request" is each step's own: the stringify is measured on the request each timed step of the JSONL
- * conversation returned (`STEPS_PER_PASS` a pass, several compaction cycles: small just after a compaction, largest
- * just before the next), and the table shows the median, with the median stringify of the smallest tenth of them
- * (the requests right after a compaction) beside it.
+ * conversation returned (the last `RECENT_REQUESTS` of each pass, several compaction cycles: small just after a
+ * compaction, largest just before the next), and the table shows the median, with the median stringify of the
+ * smallest tenth of them (the requests right after a compaction) beside it.
  *
  * A step is what an agent loop does between two model calls: `prepare`, `recordReply` of a reply that reads a file
  * (its usage the request's estimated tokens, as a provider would report), `append` of its result. The logged
@@ -179,7 +179,7 @@ const stringifyTime = (request: Prepared["request"]): number => {
 
 /** How many passes over the kinds the timed steps take, and how many steps of a kind a pass times. */
 const PASSES = 3
-const STEPS_PER_PASS = 256
+const STEPS_PER_PASS = 1_000
 
 /** The median of `xs` (the upper one of an even count). */
 const median = (xs: ReadonlyArray<number>): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
@@ -205,8 +205,8 @@ if (isMain) {
       conversations.push(conversation)
     }
     // by CPU time, one step a sample (`bench/cpuTime.ts`, as `bench:ci` times it), each kind's steps back to back (as
-    // an agent steps one conversation), in `PASSES` passes over the kinds, each kind's pass followed by the stringify
-    // of the requests the JSONL conversation's last pass returned: the median of each kind's per-pass medians
+    // an agent steps one conversation), in `PASSES` passes over the kinds, the JSONL conversation's pass followed by the
+    // stringify of the last `RECENT_REQUESTS` requests it returned: the median of each kind's per-pass medians
     const medians: Array<Array<number>> = kinds.map(() => [])
     const stringifyMedians: Array<number> = []
     const requests: Array<Prepared["request"]> = []
@@ -217,7 +217,7 @@ if (isMain) {
         for (let i = 0; i < STEPS_PER_PASS; i++) samples.push(await cpuOfCall(() => conversations[k]!.step()))
         medians[k]!.push(median(samples))
         if (k === 0) {
-          const own = conversations[0]!.recent().slice(-STEPS_PER_PASS)
+          const own = conversations[0]!.recent()
           const times = own.map(stringifyTime)
           requests.push(...own)
           each.push(...times)
