@@ -431,29 +431,17 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
             const entries: Array<SessionEntry.MessageEntry> = []
             let parentId = live.head
             for (let i = 0; i < messages.length; i++) {
-              // the header's members first, in `header`'s order: the line is the same as an entry built from it
               const id = ids[i]!
               const m = meta[i]
-              entries.push(
-                m === undefined
-                  ? { v: SessionEntry.CURRENT_VERSION, id, parentId, timestamp, type: "message", message: messages[i]! }
-                  : {
-                    v: SessionEntry.CURRENT_VERSION,
-                    id,
-                    parentId,
-                    timestamp,
-                    type: "message",
-                    message: messages[i]!,
-                    meta: m
-                  }
-              )
+              const entry: SessionEntry.MessageEntry = {
+                ...header(id, parentId, timestamp),
+                type: "message",
+                message: messages[i]!
+              }
+              entries.push(m === undefined ? entry : { ...entry, meta: m })
               parentId = id
             }
-            return {
-              entries,
-              fold: foldEach(entries),
-              value: () => ids
-            }
+            return { entries, fold: foldEach(entries), value: () => ids }
           }
         )
       }))
