@@ -654,7 +654,24 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
     )
   }
 
-  /** Whether an append may write `bytes` on the writer's descriptor now (`Writer.pending`, `writeAllSync`). */
+  /**
+   * Writes `chunk` (`bytes` long) on the descriptor `fd` at once (`writeAllSync`) and counts it `written`: `undefined`
+   * when it was, else the effect that cuts the file back and fails (`writeFailed`).
+   */
+  const writeDirect = (
+    sessionId: string,
+    writer: Writer,
+    fd: number,
+    chunk: string | Uint8Array,
+    bytes: number
+  ): Effect.Effect<never, SessionLogError> | undefined => {
+    const error = writeAllSync(fd, chunk, bytes)
+    if (error !== undefined) return writeFailed(sessionId, writer, error)
+    writer.written += bytes
+    return undefined
+  }
+
+  /** Whether an append may write `bytes` on the writer's descriptor now (`Writer.pending`, `writeDirect`). */
   const writesAtOnce = (writer: Writer, bytes: number) =>
     writer.fd !== undefined && writer.pending === 0 && !writer.dirty && writer.queued.length === 0 &&
     bytes <= DIRECT_MAX_BYTES
@@ -681,10 +698,7 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           onSuccess: () => Effect.sync(() => void (writer.written += bytes))
         })
       }
-      const error = writeAllSync(fd, chunk, bytes)
-      if (error !== undefined) return writeFailed(sessionId, writer, error)
-      writer.written += bytes
-      return Effect.void
+      return writeDirect(sessionId, writer, fd, chunk, bytes) ?? Effect.void
     })
     return Effect.suspend(() =>
       writer.dirty
@@ -858,9 +872,8 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           : Effect.andThen(run, Effect.suspend(() => appended(sessionId, writer, entries, seq)))
       }
       if (!options.durable && writesAtOnce(writer, bytes)) {
-        const error = writeAllSync(writer.fd!, text, bytes)
-        if (error !== undefined) return writeFailed(sessionId, writer, error)
-        writer.written += bytes
+        const failed = writeDirect(sessionId, writer, writer.fd!, text, bytes)
+        if (failed !== undefined) return failed
         take(writer, entries, sizes)
         return appended(sessionId, writer, entries, seq)
       }
