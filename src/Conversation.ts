@@ -18,7 +18,6 @@ import type Anthropic from "@anthropic-ai/sdk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Clock from "effect/Clock"
 import * as Option from "effect/Option"
 import * as Semaphore from "effect/Semaphore"
 import { ttlMs } from "./internal/cacheTtl.ts"
@@ -623,14 +622,13 @@ const make = (
           const t = appendMessage(state, shortened(given))
           // a mend is logged under the lock
           if (at === "now" && t.mends !== undefined) return undefined
-          const mended = t.mends === undefined ? undefined : logMends(t.mends)
           const persisting = commit(t, stateNow)
-          if (persisting === undefined) {
-            return mended === undefined ? Effect.succeed(state) : Effect.map(mended, stateNow)
-          }
-          return mended === undefined
-            ? Effect.map(persisting, stateNow)
-            : persisting.pipe(Effect.andThen(() => mended), Effect.map(stateNow))
+          // the record, then the mends' log line; nothing to wait for when neither is
+          const mended = t.mends === undefined ? undefined : logMends(t.mends)
+          const after = mended === undefined || persisting === undefined
+            ? persisting ?? mended
+            : Effect.andThen(persisting, mended)
+          return after === undefined ? Effect.succeed(state) : Effect.map(after, stateNow)
         }
         return serializedOrNow(Effect.suspend(() => appendNow("locked")!), () => appendNow("now"))
       },
@@ -655,7 +653,7 @@ const make = (
       },
       prepare: Effect.clockWith((clock) =>
         serializedOrNow(
-          Effect.flatMap(Clock.currentTimeMillis, (now) => prepareAt(now, "locked")!),
+          Effect.suspend(() => prepareAt(clock.currentTimeMillisUnsafe(), "locked")!),
           () => prepareAt(clock.currentTimeMillisUnsafe(), "now")
         )
       ),
