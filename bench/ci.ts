@@ -11,7 +11,7 @@
  * the tail and, today's way, in full), issue 43's logged step on conversations driven through generated 1k and 10k
  * sessions (`bench/loggedStep.bench.ts`: on the JSONL store, default and deferred writes, and on `layerMemory`, each step against the stringify of its own
  * request; the drive takes ~15 s of setup, only when a `logged-step/` budget is measured; a run of every budget
- * measures these in a child process of their own, `OWN_PROCESS_PREFIX`), plus the floors the budgets divide by (string-length scans
+ * measures these in a child process of their own, `ownProcess`), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
@@ -183,10 +183,10 @@ const SQL_PREFIX = "resume/sql-"
  * stringify, against 0.20 to 0.28 in a process that measured it alone (2026-12-07, the CI run at 15:15 UTC and a
  * calibration at 15:23: the other calls' code and heap slow the conversation's steps, not its stringify).
  */
-const OWN_PROCESS_PREFIX = "logged-step/"
+const LOGGED_PREFIX = "logged-step/"
 const ownProcess = ONLY === "" && process.env.BENCH_CI_PROCESS === undefined
 const selected = budgets.filter((b) =>
-  prefixes.some((prefix) => b.id.startsWith(prefix)) && !(ownProcess && b.id.startsWith(OWN_PROCESS_PREFIX))
+  prefixes.some((prefix) => b.id.startsWith(prefix)) && !(ownProcess && b.id.startsWith(LOGGED_PREFIX))
 )
 const skipped = databaseUrl === "" ? selected.filter((b) => b.id.startsWith(SQL_PREFIX)).map((b) => b.id) : []
 const measured = selected.filter((b) => !skipped.includes(b.id))
@@ -236,7 +236,6 @@ const sqlOpen = (open: (t: SqlTail) => Effect.Effect<unknown, unknown>) => () =>
  * times untimed, so the requests the stringify side goes round are a few whole compaction cycles of the logged
  * conversation's own steps from the start.
  */
-const LOGGED_PREFIX = "logged-step/"
 const stepped = async (size: number) => {
   const session = generateSession(size, { messages: size, maxOutput: 4000 })
   const logged = await steppedConversation(session, "jsonl")
@@ -608,12 +607,12 @@ await sqlTail?.close()
 if (failed > 0) process.exitCode = nextProcess(results.filter((r) => !r.pass).map((r) => r.id))
 if (ownProcess) {
   // the logged steps, in a process of their own (with its own fresh processes for what it finds broken)
-  console.log(`\nbench:ci: measuring the ${OWN_PROCESS_PREFIX} budgets in a process of their own`)
+  console.log(`\nbench:ci: measuring the ${LOGGED_PREFIX} budgets in a process of their own`)
   const child = spawnSync(process.execPath, [...process.execArgv, process.argv[1]!], {
     stdio: "inherit",
     env: {
       ...process.env,
-      BENCH_CI_ONLY: OWN_PROCESS_PREFIX,
+      BENCH_CI_ONLY: LOGGED_PREFIX,
       BENCH_JSON: `${out.replace(/\.json$/, "")}.logged.json`
     }
   })
