@@ -173,11 +173,6 @@ const prefixes = ONLY.split(",")
 const databaseUrl = process.env.DATABASE_URL ?? ""
 const SQL_PREFIX = "resume/sql-"
 /**
- * The `resume/sql-` budgets need the PostgreSQL server at `DATABASE_URL` (CI's `.ci/run` sets it); without it they
- * are skipped and the run says so. The embedded PGlite of the tests would run the database in this process, so CPU
- * time would count the server's work too, which a client of a server does not pay: another quantity than the budget's.
- */
-/**
  * Budgets measured in a process of their own when a run measures everything (`ownProcess`): issue 43's logged steps.
  * Measured after every other call of the run, in the same process, the logged step read 0.33 to 0.53 of its
  * stringify, against 0.20 to 0.28 in a process that measured it alone (2026-12-07, the CI run at 15:15 UTC and a
@@ -185,6 +180,11 @@ const SQL_PREFIX = "resume/sql-"
  */
 const LOGGED_PREFIX = "logged-step/"
 const ownProcess = ONLY === "" && process.env.BENCH_CI_PROCESS === undefined
+/**
+ * The `resume/sql-` budgets need the PostgreSQL server at `DATABASE_URL` (CI's `.ci/run` sets it); without it they
+ * are skipped and the run says so. The embedded PGlite of the tests would run the database in this process, so CPU
+ * time would count the server's work too, which a client of a server does not pay: another quantity than the budget's.
+ */
 const selected = budgets.filter((b) =>
   prefixes.some((prefix) => b.id.startsWith(prefix)) && !(ownProcess && b.id.startsWith(LOGGED_PREFIX))
 )
