@@ -52,7 +52,7 @@ const agent = Effect.gen(function* () {
     // answers calls a crash left open, offloads stale output, compacts when the trigger fires
     const { request, epoch, compaction } = yield* conversation.prepare
     if (compaction?._tag === "Compacted") compactions++
-    const reply = yield* Effect.promise(() =>
+    const reply = yield* Effect.tryPromise(() =>
       client.messages.stream({ model: "claude-sonnet-5-5", max_tokens: 4_096, ...request }).finalMessage()
     )
     requests++

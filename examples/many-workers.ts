@@ -1,13 +1,14 @@
 /**
  * Many workers on one session, in PostgreSQL. Each run is one stateless worker process:
  *
- *   node examples/many-workers.ts migrate                   creates or updates the tables (a deploy step, run once)
- *   node examples/many-workers.ts append <worker> [count]   appends `count` messages (default 20) to session "shared"
- *   node examples/many-workers.ts compact                   records a compaction of the first half of the view
- *   node examples/many-workers.ts show                      loads the session (checking every entry) and prints it
+ *   npx node examples/many-workers.ts migrate                 creates or updates the tables (a deploy step, run once)
+ *   npx node examples/many-workers.ts append <worker> [count] appends `count` messages (default 20) to session "shared"
+ *   npx node examples/many-workers.ts compact                 records a compaction of the first half of the view
+ *   npx node examples/many-workers.ts show                    loads the session (checking every entry) and prints it
  *
- * The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); `migrate` runs
- * SessionStoreSql.layerMigrations, and the workers also create the tables on first use (SessionStoreSql.layerPg runs
+ * (`npx node` runs the checkout's pinned Node 22; a Node before 22.18 does not run .ts files.) The database is
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); `migrate` builds SessionStoreSql.layerPg({ url }),
+ * which runs SessionStoreSql.layerMigrations, and the workers create the tables the same way on first use (layerPg runs
  * the migrations unless `migrate: false`). SESSION_ID picks another session.
  */
 import { Config, Effect, Layer } from "effect"

@@ -1,5 +1,5 @@
 /**
- * The SDK's tool runner (`client.beta.messages.toolRunner`, `@anthropic-ai/sdk` 1.14) on a server-held thread with
+ * The SDK's tool runner (`client.beta.messages.toolRunner`, `@anthropic-ai/sdk` ^1.17.0) on a server-held thread with
  * `runToolsEagerly`, and `Conversation` deciding what each request holds. Run it with `ANTHROPIC_API_KEY` set, or with
  * `ANTHROPIC_BASE_URL` at a server that speaks the Messages API (the tests and the package check run it against the
  * suite's local server): `node examples/tool-runner.ts` (Node 22) or `deno run -A examples/tool-runner.ts`.

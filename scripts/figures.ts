@@ -470,8 +470,6 @@ export const ALLOWED: ReadonlyArray<Allowed> = [
     why: "the tolerance `agrees` uses (internal/conversation/diagnostics)"
   },
   { figure: "10 seconds", near: "a timeout after 10 seconds", why: "TokenCounter's default timeout" },
-  { figure: "1.14", near: "@anthropic-ai/sdk` 1.14", why: "the SDK version threads need" },
-  { figure: "1.14", near: "`thread_fingerprint_mismatch` (1.14)", why: "the SDK version that behaves so" },
   { figure: "0.6", near: "backgroundAt: 0.6", why: "an example value of CompactionPolicy#backgroundAt" },
   { figure: "0.6", near: "passes 0.6 of `compactAtTokens`", why: "the same example value, explained" },
   { figure: "40k", near: "compacts at a 40k-token window", why: "the logged-step bench's policy (contextWindow)" },

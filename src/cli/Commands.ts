@@ -1,9 +1,9 @@
 /**
  * The commands of the `compaction` CLI, built with `effect/cli`: `inspect`, `evict`, `compact`, `validate`, `repair`,
- * `simulate`, `replay` and `sessions`. This module holds only the command tree (names, flags, descriptions); each
- * handler loads its work from `Handlers.ts` or `Sessions.ts` on demand, so `--help` and a parse error do not load the
- * library. Handlers read the session with
- * `readSession`, write their result to stdout or `--out`, report on stderr, and fail with `CliFailure` and a
+ * `simulate`, `replay`, `retention` and `sessions`. This module holds only the command tree (names, flags,
+ * descriptions); each handler loads its work from `Handlers.ts` or `Sessions.ts` on demand, so `--help` and a parse
+ * error do not load the library. Handlers read the session with `readInput` (a session log, or any format
+ * `readSession` imports), write their result to stdout or `--out`, report on stderr, and fail with `CliFailure` and a
  * documented exit code (see `Run.ts`).
  *
  * @since 0.1.0
@@ -24,11 +24,16 @@ const sessionHandlers = Effect.promise(() => import("./Sessions.ts"))
 // Shared parameters
 // ============================================================================
 
-const file = Argument.String("file").pipe(
-  Argument.withDescription(
-    "The session: a JSON message array, an Anthropic Messages request, Claude Code or pi JSONL; - reads stdin"
+/** The session a command reads; of a session log, `reading` is what it reads: its view or its whole history. */
+const sessionFile = (reading: "view" | "history") =>
+  Argument.String("file").pipe(
+    Argument.withDescription(
+      "The session: a JSON message array, an Anthropic Messages request, Claude Code or pi JSONL, or a session log " +
+        `DIR/S.jsonl (its ${reading}); - reads stdin`
+    )
   )
-)
+
+const file = sessionFile("view")
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("Print the result as JSON"), Flag.withDefault(false))
 
@@ -97,7 +102,7 @@ const examples = (...pairs: ReadonlyArray<readonly [command: string, description
 
 /** The recorded session `replay` and `retention` run through `Conversation`. */
 const recorded = Argument.String("file").pipe(
-  Argument.withDescription("The recorded session (any format `inspect` reads)")
+  Argument.withDescription("The recorded session (any format `inspect` reads; of a session log, its whole history)")
 )
 
 /** `--compact-at-tokens`: the trigger of the replayed policy (absent: the library's default). */
@@ -257,7 +262,7 @@ const repair = Command.make(
 const simulate = Command.make(
   "simulate",
   {
-    file,
+    file: sessionFile("history"),
     json,
     systemTokens: Flag.Int("system-tokens").pipe(
       Flag.withDescription(
