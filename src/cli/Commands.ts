@@ -113,12 +113,29 @@ const compactAtTokens = Flag.Int("compact-at-tokens").pipe(
   Flag.optional
 )
 
+/**
+ * `--keep-recent-tokens` and `--keep-recent-turns` of a replayed policy: absent, the policy sizes them from its trigger
+ * (as `CompactionPolicy.make` does), so `--compact-at-tokens` alone gives a valid policy.
+ */
+const replayKeepRecentTokens = Flag.Int("keep-recent-tokens").pipe(
+  Flag.withDescription(
+    `Recent context kept verbatim, in tokens (default: sized from the trigger, ${
+      fmt(defaultPolicy.keepRecentTokens)
+    } at the default one)`
+  ),
+  Flag.optional
+)
+const replayKeepRecentTurns = Flag.Int("keep-recent-turns").pipe(
+  Flag.withDescription(`Whole turns always kept verbatim (default ${defaultPolicy.keepRecentTurns})`),
+  Flag.optional
+)
+
 /** The policy a replay runs under: the flags `replay` and `retention` share, so both replay a session alike. */
 const replayPolicy = {
   keepRecent,
   minSavings: minSavings(""),
-  keepRecentTokens,
-  keepRecentTurns,
+  keepRecentTokens: replayKeepRecentTokens,
+  keepRecentTurns: replayKeepRecentTurns,
   contextWindow,
   compactAtTokens
 }

@@ -91,13 +91,13 @@ export const simulateJson = (file: string, report: SimulationReport): SimulateJs
  * @category models
  */
 export const replayPolicyOptions = (flags: {
-  readonly keepRecentTokens: number
-  readonly keepRecentTurns: number
+  readonly keepRecentTokens?: number | undefined
+  readonly keepRecentTurns?: number | undefined
   readonly contextWindow: number
   readonly compactAtTokens?: number | undefined
 }): PolicyOptions => ({
-  keepRecentTokens: flags.keepRecentTokens,
-  keepRecentTurns: flags.keepRecentTurns,
+  ...(flags.keepRecentTokens === undefined ? {} : { keepRecentTokens: flags.keepRecentTokens }),
+  ...(flags.keepRecentTurns === undefined ? {} : { keepRecentTurns: flags.keepRecentTurns }),
   contextWindow: flags.contextWindow,
   minRemaining: Math.min(20_000, Math.floor(flags.contextWindow / 10)),
   ...(flags.compactAtTokens === undefined ? {} : { compactAtTokens: flags.compactAtTokens })

@@ -263,8 +263,10 @@ export interface ReplayInput {
   readonly keepRecent: number
   /** Absent: the rent-or-buy rule, as `Conversation` without `minSavings`. */
   readonly minSavings: Option.Option<number>
-  readonly keepRecentTokens: number
-  readonly keepRecentTurns: number
+  /** Absent: sized from the trigger, as `CompactionPolicy.make` does. */
+  readonly keepRecentTokens: Option.Option<number>
+  /** Absent: the library's default. */
+  readonly keepRecentTurns: Option.Option<number>
   readonly contextWindow: number
   /** Absent: the library's default trigger. */
   readonly compactAtTokens: Option.Option<number>
@@ -305,12 +307,21 @@ const replayPolicy = (command: string, input: PolicyFlags) =>
       ? yield* checked("min-savings", input.minSavings.value, false, command)
       : undefined
     const policy = CompactionPolicy.make(
-      replayPolicyOptions({ ...input, compactAtTokens: Option.getOrUndefined(input.compactAtTokens) })
+      replayPolicyOptions({
+        keepRecentTokens: Option.getOrUndefined(input.keepRecentTokens),
+        keepRecentTurns: Option.getOrUndefined(input.keepRecentTurns),
+        contextWindow: input.contextWindow,
+        compactAtTokens: Option.getOrUndefined(input.compactAtTokens)
+      })
     )
     if (Result.isFailure(policy)) {
       const e = policy.failure
-      const flag = FLAG_OF_FIELD[e.field] ?? e.field
-      return yield* usageFailure(command, flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
+      const flag = FLAG_OF_FIELD[e.field]
+      if (flag !== undefined) {
+        return yield* usageFailure(command, flagValueProblem(flag, String(e.value), e.reason.replace(/^expected /, "")))
+      }
+      // a field no flag sets (derived from the trigger and the kept tail): the flags given make no valid policy
+      return yield* usageFailure(command, `these policy flags make no valid policy: ${e.message}`)
     }
     return { keepRecent, minSavings, policy: policy.success }
   })

@@ -154,6 +154,48 @@ describe("compaction replay", () => {
     assert.notStrictEqual(byDefault.evictions, fixed.evictions)
   }, 180_000)
 
+  it(
+    "--compact-at-tokens alone replays under the policy the library makes for that trigger (kept tail sized from it)",
+    () => {
+      const result = cli(["replay", example, "--compact-at-tokens", "20000", "--json"])
+      assert.strictEqual(result.status, 0, result.stderr)
+      const session = Effect.runSync(importSession(readFileSync(example, "utf8")))
+      // what a library user gets from the trigger alone: the kept tail sized from it, not the default trigger's 15,000
+      const policy = CompactionPolicy.makeUnsafe({ compactAtTokens: 20_000 })
+      assert.isBelow(policy.keepRecentTokens, defaultPolicy.keepRecentTokens)
+      const r = Effect.runSync(
+        replaySession(session, chosenPolicy({ keepRecent: DEFAULT_KEEP_RECENT, policy }), {
+          simulate: { ...simulateOptionsFor(session, undefined), compaction: policy }
+        })
+      )
+      const replayed = JSON.parse(result.stdout)
+      assert.isAbove(replayed.compactions, 0)
+      assert.deepStrictEqual(replayed, {
+        file: example,
+        ...r.summary,
+        requestTokens: r.tokens,
+        retention: retentionRowsOf(r.report)
+      })
+    },
+    180_000
+  )
+
+  it("flags that make no valid policy together are a usage error naming the policy's problem", () => {
+    const result = cli([
+      "replay",
+      "examples/session.json",
+      "--compact-at-tokens",
+      "20000",
+      "--keep-recent-tokens",
+      "19000"
+    ])
+    assert.strictEqual(result.status, 2, result.stderr)
+    assert.match(
+      result.stderr,
+      /^compaction: these policy flags make no valid policy: Invalid compaction policy: \w+ = /
+    )
+  })
+
   it("rejects a bad --resume-every with the usage exit code", () => {
     const result = cli(["replay", session, "--resume-every", "0"])
     assert.strictEqual(result.status, 2, result.stderr)
