@@ -99,7 +99,7 @@ const UNDEFINED_TABLE = "42P01"
  * down the cause chain (`57P01` the server was shut down, `57P03` it is starting up, `08006`, `ECONNREFUSED`…), else
  * the `effect/sql` reason (`ConnectionError`, `LockTimeoutError`…); `isRetryable` reads it.
  */
-const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogError => {
+const sqlError = (sessionId: string | undefined, what: string) => (e: SqlError): SessionLogError => {
   const driver = driverError(e)
   const code = codeInChain(e.reason.cause) ?? e.reason._tag
   const detail = driver.code === UNDEFINED_TABLE
@@ -114,10 +114,11 @@ const sqlError = (sessionId: string, what: string) => (e: SqlError): SessionLogE
     "StatementTimeoutError"
   ]
     .includes(e.reason._tag)
-  const error = new SessionLogError({ reason: "Io", sessionId, detail, code, cause: e })
+  const session = sessionId === undefined ? {} : { sessionId }
+  const error = new SessionLogError({ reason: "Io", ...session, detail, code, cause: e })
   // a reason effect/sql calls transient stays so under a code of the driver's we do not list
   return retryableByReason && !error.isRetryable
-    ? new SessionLogError({ reason: "Io", sessionId, detail: `${detail} (${code})`, code: e.reason._tag, cause: e })
+    ? new SessionLogError({ reason: "Io", ...session, detail: `${detail} (${code})`, code: e.reason._tag, cause: e })
     : error
 }
 
@@ -371,7 +372,7 @@ const makeSqlStore = Effect.gen(function* () {
     append,
     list: sql<{ readonly session_id: string }>`SELECT session_id FROM compaction_sessions ORDER BY session_id`.pipe(
       Effect.map((rows) => rows.map((r) => r.session_id)),
-      Effect.mapError(sqlError("", "list sessions"))
+      Effect.mapError(sqlError(undefined, "list sessions"))
     )
   }
   return store
@@ -415,7 +416,12 @@ export const SessionStoreSql: {
       table: MIGRATIONS_TABLE
     })
       .pipe(
-        Effect.mapError((e) => new SessionLogError({ reason: "Io", detail: `migrations: ${e.message}`, cause: e }))
+        // a statement's failure names the driver's own message (a missing database, a refused connection)
+        Effect.mapError((e) =>
+          isSqlError(e)
+            ? sqlError(undefined, "migrations")(e)
+            : new SessionLogError({ reason: "Io", detail: `migrations: ${e.message}`, cause: e })
+        )
       )
   ),
   layerPg: (options) => {

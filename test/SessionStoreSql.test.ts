@@ -228,3 +228,37 @@ for (const database of databases) {
     )
   })
 }
+
+describe("SessionStoreSql.layerPg on a server that is not there", () => {
+  it.live(
+    "the open fails with Io naming the driver's own cause (ECONNREFUSED and the address), not only the pool's",
+    () =>
+      Effect.gen(function* () {
+        // a port nothing listens on: taken from the OS, then closed
+        const port = yield* Effect.promise(() =>
+          new Promise<number>((resolve) => {
+            const server = net.createServer().listen(0, "127.0.0.1", () => {
+              const { port } = server.address() as net.AddressInfo
+              server.close(() => resolve(port))
+            })
+          })
+        )
+        const error = yield* Effect.flip(
+          Effect.flatMap(Effect.service(SessionLog), (log) => log.append([{ role: "user", content: "never" }])).pipe(
+            Effect.provide(
+              SessionLog.layer({ sessionId: "absent" }).pipe(
+                Layer.provide(SessionStoreSql.layerPg({ url: `postgres://postgres@127.0.0.1:${port}/test` }))
+              )
+            )
+          )
+        )
+        assert.strictEqual(error._tag, "SessionLogError")
+        assert.strictEqual(error.reason, "Io")
+        assert.strictEqual(error.code, "ECONNREFUSED")
+        assert.include(error.detail, `migrations: `)
+        assert.include(error.detail, `ECONNREFUSED 127.0.0.1:${port}`)
+        assert.notInclude(error.message, "session ", "no session is named where none was asked for")
+      }),
+    60_000
+  )
+})
