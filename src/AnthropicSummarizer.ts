@@ -145,7 +145,9 @@ const makeAnthropic = (options: AnthropicSummarizerOptions): Summarizer.Summariz
       "summarizer.model": options.model,
       "summarizer.transcript_chars": request.transcript.length
     })
-    const collected = yield* Summarizer.retrySummarize(schedule)(attempt(Summarizer.summarizationPrompt(request)))
+    const collected = yield* Summarizer.retrySummarize(schedule)(attempt(Summarizer.summarizationPrompt(request))).pipe(
+      Effect.mapError((error) => error.fromService("anthropic"))
+    )
     return {
       text: collected.text,
       model: collected.model.length > 0 ? collected.model : options.model,

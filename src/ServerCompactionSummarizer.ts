@@ -185,6 +185,9 @@ const makeServerCompaction = (options: ServerCompactionSummarizerOptions): Summa
     )
 
   const summarize = Effect.fn("ServerCompactionSummarizer.summarize")(function* (request: Summarizer.SummarizeRequest) {
+    return yield* summarizeOnce(request).pipe(Effect.mapError((error) => error.fromService("anthropic")))
+  })
+  const summarizeOnce = Effect.fnUntraced(function* (request: Summarizer.SummarizeRequest) {
     const messages = request.head ?? request.messages
     yield* Effect.annotateCurrentSpan({ "summarizer.model": options.model, "summarizer.messages": messages.length })
     if (!messages.some((m) => m.role !== "system")) {

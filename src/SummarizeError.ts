@@ -258,17 +258,23 @@ const SummarizeErrorBase: Schema.Class<
   SummarizeError,
   Schema.TaggedStruct<
     "SummarizeError",
-    { readonly reason: typeof SummarizeErrorReason; readonly attempts: Schema.Int }
+    {
+      readonly reason: typeof SummarizeErrorReason
+      readonly attempts: Schema.Int
+      readonly service: Schema.optionalKey<Schema.Literal<"anthropic">>
+    }
   >,
   Cause.YieldableError
 > = Schema.TaggedError<SummarizeError>()("SummarizeError", {
   reason: SummarizeErrorReason,
-  attempts: Schema.Int
+  attempts: Schema.Int,
+  service: Schema.optionalKey(Schema.Literal("anthropic"))
 })
 
 /**
  * A summarization failure. `reason` says why (match on `reason._tag`); `attempts` is how many requests were made in
- * all. `isRetryable`, `status`, `retryAfterMillis` and `detail` read the reason. Only `RateLimited`, `Overloaded`,
+ * all; `service` is `"anthropic"` when one of the library's Anthropic summarizers failed (its `message` then names the
+ * Messages API and the settings to check; any other summarizer's failure is described without them). `isRetryable`, `status`, `retryAfterMillis` and `detail` read the reason. Only `RateLimited`, `Overloaded`,
  * `Server`, `Connection` and `Timeout` are retryable; a 400, a 401 and an empty summary never are. `message` is one
  * line that says why and what to try.
  * @category errors
@@ -301,7 +307,16 @@ export class SummarizeError extends SummarizeErrorBase {
 
   /** The same error with `attempts` set. */
   withAttempts(attempts: number): SummarizeError {
-    return new SummarizeError({ reason: this.reason, attempts })
+    return new SummarizeError({ reason: this.reason, attempts, ...this.serviceField() })
+  }
+
+  /** The same error, from `service` (the library's Anthropic summarizers mark their failures so). */
+  fromService(service: "anthropic"): SummarizeError {
+    return new SummarizeError({ reason: this.reason, attempts: this.attempts, service })
+  }
+
+  private serviceField(): { readonly service?: "anthropic" } {
+    return this.service === undefined ? {} : { service: this.service }
   }
 }
 
@@ -310,6 +325,13 @@ const describeFailure = (error: SummarizeError): string => {
   const status = error.status === undefined ? "" : ` (${error.status})`
   const detail = error.detail.replace(/\s+/g, " ").trim()
   const because = detail.length > 0 ? `: ${detail.length > 300 ? `${detail.slice(0, 299)}…` : detail}` : ""
+  return error.service === "anthropic"
+    ? describeAnthropic(error, status, after, because)
+    : describeAny(error, status, after, because)
+}
+
+/** A failure of one of the library's Anthropic summarizers: the Messages API named, and its settings. */
+const describeAnthropic = (error: SummarizeError, status: string, after: string, because: string): string => {
   switch (error.reason._tag) {
     case "RateLimited":
       return `The Messages API rate-limited the summarizer${status}${after}${because}. Wait a minute and retry.`
@@ -337,6 +359,38 @@ const describeFailure = (error: SummarizeError): string => {
       return `The Messages API's compaction produced no summary${because}. Retry, or use a text summarizer.`
     case "SummaryRejected":
       return `The model's summary failed the quality gate${after}${because}. The fallback wrote the summary; set COMPACTION_SUMMARIZER_MODEL to another model.`
+    default:
+      return `The summary stream failed${because}. Retry.`
+  }
+}
+
+/** A failure of any other summarizer (an `effect/ai` model, the caller's own): no provider's names or settings. */
+const describeAny = (error: SummarizeError, status: string, after: string, because: string): string => {
+  switch (error.reason._tag) {
+    case "RateLimited":
+      return `The summarizer's model service rate-limited it${status}${after}${because}. Wait and retry.`
+    case "Overloaded":
+      return `The summarizer's model is overloaded${status}${after}${because}. Retry later, or use another model.`
+    case "Server":
+      return `The summarizer's model service failed${status}${after}${because}. Retry later.`
+    case "Connection":
+      return `Could not reach the summarizer's model service${after}${because}. Check the network.`
+    case "Timeout":
+      return `The summarization request timed out${after}${because}. Raise the summarizer's timeout or compact a shorter head.`
+    case "BadRequest":
+      return `The summarizer's model service rejected the request${status}${because}. Check the summarizer's model and settings.`
+    case "Unauthorized":
+      return `The summarizer's model service refused the credentials${status}${because}. Check its API key.`
+    case "EmptySummary":
+      return `The model returned no summary text${because}. Retry, or use another model.`
+    case "NothingToSummarize":
+      return `The summarizer found nothing to compact${status}${because}. Compact a head with user or assistant content.`
+    case "CompactionRefused":
+      return `The summarizer refused to compact this view (${error.reason.errorCode})${status}${because}. Use a text summarizer (withFallback).`
+    case "CompactionFailed":
+      return `The summarizer's compaction produced no summary${because}. Retry, or use a text summarizer.`
+    case "SummaryRejected":
+      return `The model's summary failed the quality gate${after}${because}. The fallback wrote the summary; use another model.`
     default:
       return `The summary stream failed${because}. Retry.`
   }

@@ -193,6 +193,7 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
         assert.strictEqual(failing.requests.length, 4)
         assert.include(error.message, "after 4 attempts")
         assert.notInclude(error.message, "\n")
+        assert.strictEqual(error.service, "anthropic", "the Anthropic summarizer marks its failures")
         assert.deepStrictEqual(head, snapshot)
       }))
   }
@@ -231,6 +232,46 @@ describe("AnthropicSummarizer (real SDK, local server)", () => {
         assert.deepStrictEqual(head, snapshot)
       }))
   }
+
+  it.live("a failure of another summarizer (the caller's own, an effect/ai model) names no Anthropic API or setting", () =>
+    Effect.gen(function* () {
+      const reasons: ReadonlyArray<SummarizeErrorReason> = [
+        new RateLimited({ detail: "slow down", status: 429 }),
+        new Overloaded({ detail: "busy", status: 529 }),
+        new Server({ detail: "model down", status: 500 }),
+        new Connection({ detail: "ECONNRESET" }),
+        new Timeout({ detail: "no reply within 1m" }),
+        new BadRequest({ detail: "bad model", status: 400 }),
+        new Unauthorized({ detail: "no key", status: 401 }),
+        new EmptySummary({ outputTokens: 0 }),
+        new NothingToSummarize({ detail: "nothing" }),
+        new SummaryRejected({ detail: "too long", problem: "NotSmaller", missingSections: [] })
+      ]
+      for (const reason of reasons) {
+        // as GUIDE.md's custom summarizer fails, retried by `retrySummarize` when the reason is retryable
+        let calls = 0
+        const error = failure(
+          yield* Effect.exit(
+            retrySummarize(makeRetrySchedule({ retries: 1, base: "1 millis", maxDelay: "1 millis" }))(
+              Effect.suspend(() => {
+                calls++
+                return Effect.fail(new SummarizeError({ reason, attempts: 1 }))
+              })
+            )
+          )
+        )
+        assert.strictEqual(error.service, undefined)
+        for (const anthropicWord of ["Messages API", "ANTHROPIC_", "COMPACTION_SUMMAR"]) {
+          assert.notInclude(error.message, anthropicWord, `${reason._tag}: ${error.message}`)
+        }
+        assert.include(error.message, reason.detail.length > 0 ? reason.detail : "")
+        assert.strictEqual(error.attempts, calls)
+        // the same reason from an Anthropic summarizer names the API and its settings
+        if (reason._tag === "Server" || reason._tag === "Unauthorized") {
+          assert.include(error.fromService("anthropic").message, "Messages API")
+        }
+      }
+    }))
 
   it.live("honours retry-after-ms and retry-after in real time", () =>
     Effect.gen(function* () {
