@@ -200,22 +200,30 @@ const isAlive = (pid: number): boolean => {
 
 /**
  * Takes `<id>.lock`; takes over a lock whose pid is dead; released when the scope closes. The lock is created with
- * its pid already in it (written to a private temporary file, then hard-linked into place, which fails if the lock
+ * its pid (and a token of this acquisition) already in it (written to a private temporary file, then hard-linked into place, which fails if the lock
  * exists), so another process never sees an empty lock and mistakes a live holder for a dead one.
+ *
+ * A stale lock is taken over by moving aside the very file judged stale (a rename is atomic: of several openers that
+ * judged it so, one moves it), then creating a new one. An opener that finds it moved another file (an opener that
+ * took over first made a fresh lock there) puts that file back and is refused with `Locked`. The release removes the
+ * lock only while it is still the file this writer made.
  */
 const acquireLock = (fs: FileSystem.FileSystem, lockPath: string, sessionId: string) => {
   const io = ioError(sessionId, `lock ${lockPath}`)
-  const staging = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}`
-  const create = fs.writeFileString(staging, `${process.pid}\n`, { flag: "wx", mode: 0o600 }).pipe(
+  const token = Math.random().toString(36).slice(2)
+  const staging = `${lockPath}.${process.pid}.${token}`
+  // the pid, then a token of this acquisition: two locks of one process differ where the platform has no inodes
+  const create = fs.writeFileString(staging, `${process.pid}\n${token}\n`, { flag: "wx", mode: 0o600 }).pipe(
     Effect.andThen(fs.link(staging, lockPath)),
     Effect.ensuring(fs.remove(staging).pipe(Effect.ignore))
   )
+  const lockedBy = (detail: string) => new SessionLogError({ reason: "Locked", sessionId, detail })
   const take: Effect.Effect<void, SessionLogError> = create.pipe(
     Effect.catchTag("PlatformError", (error) => {
       if (error.reason._tag !== "AlreadyExists") return Effect.fail(io(error))
       return Effect.gen(function* () {
-        const text = yield* fs.readFileString(lockPath).pipe(Effect.orElseSucceed(() => ""))
-        const pid = Number.parseInt(text.trim(), 10)
+        const judged = yield* identityOf(fs, lockPath)
+        const pid = Number.parseInt(judged?.text ?? "", 10)
         if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
           return yield* new SessionLogError({
             reason: "Locked",
@@ -225,20 +233,63 @@ const acquireLock = (fs: FileSystem.FileSystem, lockPath: string, sessionId: str
           })
         }
         // stale: the holder died without releasing (or wrote nothing). Take over.
-        yield* Effect.logWarning(`effect-compaction: taking over stale lock ${lockPath} (pid ${text.trim() || "?"})`)
-        yield* fs.remove(lockPath).pipe(Effect.catchTag("PlatformError", () => Effect.void))
+        yield* Effect.logWarning(
+          `effect-compaction: taking over stale lock ${lockPath} (pid ${Number.isInteger(pid) ? pid : "?"})`
+        )
+        if (judged !== undefined) {
+          const aside = `${lockPath}.stale.${process.pid}.${Math.random().toString(36).slice(2)}`
+          const moved = yield* fs.rename(lockPath, aside).pipe(
+            Effect.as(true),
+            Effect.catchTag("PlatformError", () => Effect.succeed(false))
+          )
+          if (moved) {
+            const found = yield* identityOf(fs, aside)
+            if (found === undefined || !sameLock(found, judged)) {
+              // another opener's fresh lock: back in place (unless yet another is there), and this opener is refused
+              yield* fs.link(aside, lockPath).pipe(Effect.ignore)
+              yield* fs.remove(aside).pipe(Effect.ignore)
+              return yield* lockedBy(`another process took ${lockPath} first`)
+            }
+            yield* fs.remove(aside).pipe(Effect.ignore)
+          }
+        }
         return yield* create.pipe(
           Effect.mapError((e) =>
-            e.reason._tag === "AlreadyExists"
-              ? new SessionLogError({ reason: "Locked", sessionId, detail: `another process took ${lockPath} first` })
-              : io(e)
+            e.reason._tag === "AlreadyExists" ? lockedBy(`another process took ${lockPath} first`) : io(e)
           )
         )
       })
     })
   )
-  return Effect.acquireRelease(take, () => fs.remove(lockPath).pipe(Effect.ignore))
+  return Effect.acquireRelease(
+    Effect.andThen(take, identityOf(fs, lockPath)),
+    (own) =>
+      Effect.flatMap(
+        identityOf(fs, lockPath),
+        (now) =>
+          own !== undefined && now !== undefined && sameLock(now, own)
+            ? fs.remove(lockPath).pipe(Effect.ignore)
+            : Effect.void
+      )
+  )
 }
+
+/** What tells one lock file from another: its inode where the platform has one, and its text (the holder's pid). */
+interface LockIdentity {
+  readonly inode: bigint | undefined
+  readonly text: string
+}
+
+/** The identity of the lock file at `path`, or `undefined` when there is none (or it cannot be read). */
+const identityOf = (fs: FileSystem.FileSystem, path: string): Effect.Effect<LockIdentity | undefined> =>
+  Effect.all([fs.stat(path), fs.readFileString(path)]).pipe(
+    Effect.map(([info, text]): LockIdentity => ({ inode: Option.getOrUndefined(info.ino), text })),
+    Effect.orElseSucceed(() => undefined)
+  )
+
+/** Whether two identities are one lock file: the same inode (where both have one) and the same text. */
+const sameLock = (a: LockIdentity, b: LockIdentity): boolean =>
+  a.text === b.text && (a.inode === undefined || b.inode === undefined || a.inode === b.inode)
 
 const NEWLINE = 0x0a
 const decoder = new TextDecoder()

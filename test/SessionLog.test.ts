@@ -14,7 +14,7 @@ import {
   Result,
   Schema
 } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import process from "node:process"
 import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
@@ -591,6 +591,63 @@ describe("SessionLog", () => {
           assert.strictEqual(failure(twice).reason, "Locked", "a second open in the same process is refused too")
         }))
     }), 180_000)
+
+  it.live(
+    "two openers taking over one stale lock at once: one opens, the other is Locked, the log stays whole",
+    () =>
+      Effect.gen(function* () {
+        const directory = yield* tempDir
+        yield* withJsonl(directory, "stale", (log) => log.append([user("u0"), user("u1")]))
+        const path = yield* Effect.service(Path.Path).pipe(Effect.provide(platform))
+        // a lock left by a process that has exited
+        const dead = spawnSync(process.execPath, ["-e", ""]).pid
+        yield* writeText(path.join(directory, "stale.lock"), `${dead}\n`)
+        // the late opener is descheduled between judging the lock stale and acting on it: its moves and removals of
+        // the lock wait 50 ms, while the other takes the lock over and starts writing
+        const late = Layer.effect(
+          FileSystem.FileSystem,
+          Effect.map(Effect.service(FileSystem.FileSystem), (fs) => {
+            const slow = (p: string) => p.endsWith(".lock") ? Effect.sleep("50 millis") : Effect.void
+            return {
+              ...fs,
+              remove: (p: string, o?: Parameters<typeof fs.remove>[1]) => Effect.andThen(slow(p), fs.remove(p, o)),
+              rename: (from: string, to: string) => Effect.andThen(slow(from), fs.rename(from, to))
+            }
+          })
+        ).pipe(Layer.provide(NodeFileSystem.layer))
+        const writer = (tag: string, fileSystem: Layer.Layer<FileSystem.FileSystem>) =>
+          Effect.flatMap(Effect.service(SessionLog), (log) =>
+            Effect.gen(function* () {
+              yield* log.append([user(`${tag} a`)])
+              yield* Effect.sleep("100 millis")
+              yield* log.append([user(`${tag} b`)])
+              return tag
+            })).pipe(
+              Effect.provide(
+                layerJsonl({ directory, sessionId: "stale" }).pipe(
+                  Layer.provide(Layer.merge(fileSystem, NodePath.layer)),
+                  Layer.fresh
+                )
+              ),
+              Effect.exit
+            )
+        const [first, second] = yield* Effect.all([writer("first", NodeFileSystem.layer), writer("late", late)], {
+          concurrency: "unbounded"
+        })
+        assert.strictEqual(first._tag, "Success", String(first))
+        assert.strictEqual(failure(second).reason, "Locked", "the late opener is refused, not a second writer")
+        // one writer wrote after the takeover: the whole log reads back, every line in its chain
+        const loaded = yield* readJsonl({ directory, sessionId: "stale", tail: false }).pipe(Effect.provide(platform))
+        assert.deepStrictEqual(loaded.issues, [])
+        assert.deepStrictEqual(loaded.view.map((m) => m.content), ["u0", "u1", "first a", "first b"])
+        const released = yield* Effect.flatMap(
+          Effect.service(FileSystem.FileSystem),
+          (f) => f.exists(path.join(directory, "stale.lock"))
+        ).pipe(Effect.provide(platform))
+        assert.isFalse(released, "the lock is released when its writer closes")
+      }),
+    60_000
+  )
 
   // ==========================================================================
   // Bad input
