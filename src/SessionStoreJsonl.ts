@@ -10,10 +10,10 @@
  * session: a `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are
  * checked, so they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's
  * tail starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on;
- * it is checked against the file, and a missing, corrupt or stale one means the whole file is read (and, by a writer,
- * the index written again). A writer opened from the index knows the entry ids from the tail on (and every one it
- * appends): a retried append of entries a later compaction summarized is recognised by a single append's open, which
- * reads every line.
+ * it is checked against the file, and a missing, corrupt or stale one (such as one naming a tail whose compaction line
+ * the file, cut back since, no longer holds) means the whole file is read (and, by a writer, the index written again).
+ * A writer opened from the index knows the entry ids from the tail on (and every one it appends): a retried append of
+ * entries a later compaction summarized is recognised by a single append's open, which reads every line.
  *
  * @since 0.1.0
  */
@@ -439,7 +439,9 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       return yield* Effect.scoped(Effect.gen(function* () {
         const handle = yield* fs.open(file, { flag: "r" })
         const size = Number((yield* handle.stat).size)
-        if (index.offset >= size) return { mismatch: `the log ends at byte ${size}, the index names byte ${index.offset}` }
+        if (index.offset >= size) {
+          return { mismatch: `the log ends at byte ${size}, the index names byte ${index.offset}` }
+        }
         // from the newline before the indexed line, which must be there
         const bytes = new Uint8Array(size - index.offset + 1)
         let read = 0

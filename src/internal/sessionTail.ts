@@ -204,14 +204,17 @@ export const loadTail = (
   const live = new LiveView()
   const decoded = decodeLine(first.line)
   live.startAfter(Result.isSuccess(decoded) ? decoded.success.parentId : null, first.seq - 1)
-  return Result.flatMap(applyStored(live, stored), ({ entries, issues }) =>
-    entries.some((e) => e.type === "compaction")
-      ? Result.succeed({ loaded: live.loaded([...storeIssues, ...issues], first.seq), live })
-      : Result.fail(
-        new SessionLogError({
-          reason: "Corrupt",
-          line: first.seq,
-          detail: `the tail from line ${first.seq} holds no compaction boundary; it is not the log's tail`
-        })
-      ))
+  return Result.flatMap(
+    applyStored(live, stored),
+    ({ entries, issues }) =>
+      entries.some((e) => e.type === "compaction")
+        ? Result.succeed({ loaded: live.loaded([...storeIssues, ...issues], first.seq), live })
+        : Result.fail(
+          new SessionLogError({
+            reason: "Corrupt",
+            line: first.seq,
+            detail: `the tail from line ${first.seq} holds no compaction boundary; it is not the log's tail`
+          })
+        )
+  )
 }
