@@ -10,10 +10,10 @@
  * session: a `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are
  * checked, so they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's
  * tail starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on;
- * it is checked against the file, and a missing, corrupt or stale one means the whole file is read (and, by a writer,
- * the index written again). A writer opened from the index knows the entry ids from the tail on (and every one it
- * appends): a retried append of entries a later compaction summarized is recognised by a single append's open, which
- * reads every line.
+ * it is checked against the file, and a missing, corrupt or stale one (such as one naming a tail whose compaction line
+ * the file, cut back since, no longer holds) means the whole file is read (and, by a writer, the index written again).
+ * A writer opened from the index knows the entry ids from the tail on (and every one it appends): a retried append of
+ * entries a later compaction summarized is recognised by a single append's open, which reads every line.
  *
  * @since 0.1.0
  */
@@ -338,9 +338,12 @@ const splitLines = (bytes: Uint8Array) => {
 /**
  * `<sessionId>.tail`, the tail index: where the log's tail starts (`seq`, its byte `offset`, the `id` of the entry
  * there), so an open reads the file from there on. A hint, checked against the file before it is used: the byte
- * before `offset` must end a line and the line at `offset` must start with entry `id`; otherwise (missing, corrupt,
- * another file) the whole file is read. Written by the writer (after a compaction moves the tail, and when an open
- * had to read the whole file), to a private temporary file renamed into place.
+ * before `offset` must end a line, the line at `offset` must start with entry `id`, and the lines from there on must
+ * hold the compaction boundary that starts the tail there (`tailStart` finds it walking back from the end); otherwise
+ * (missing, corrupt, another file, or a log cut back before that boundary: sync "never" and a power loss, or an older
+ * copy of the log beside a newer index) the whole file is read. Written by the writer (after a compaction moves the
+ * tail, and when an open had to read the whole file), to a private temporary file renamed into place; an index that
+ * did not match is rewritten from the file (or removed, when the file has no tail) by the writer's open.
  */
 interface TailIndex {
   readonly v: 1
@@ -472,15 +475,24 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         Effect.fail(e.reason._tag === "NotFound" ? notFound(sessionId, name) : ioError(sessionId, `read ${file}`)(e)))
     )
 
-  /** The file from the tail index's line on, when the index checks out against it; `undefined` otherwise. */
-  const readFromIndex = (file: string, indexFile: string) =>
+  /**
+   * The file from the tail index's line on, when the index checks out against it (`TailIndex`); else why it does
+   * not (`mismatch`), or nothing when there is no index to read (or the file cannot be read: the full read says why).
+   */
+  const readFromIndex = (
+    file: string,
+    indexFile: string
+  ): Effect.Effect<{ readonly scanned?: Scanned; readonly mismatch?: string }> =>
     Effect.gen(function* () {
-      const index = parseIndex(yield* fs.readFileString(indexFile))
-      if (index === undefined) return undefined
+      const text = yield* fs.readFileString(indexFile)
+      const index = parseIndex(text)
+      if (index === undefined) return { mismatch: "it is not a tail index" }
       return yield* Effect.scoped(Effect.gen(function* () {
         const handle = yield* fs.open(file, { flag: "r" })
         const size = Number((yield* handle.stat).size)
-        if (index.offset >= size) return undefined
+        if (index.offset >= size) {
+          return { mismatch: `the log ends at byte ${size}, the index names byte ${index.offset}` }
+        }
         // from the newline before the indexed line, which must be there
         const bytes = new Uint8Array(size - index.offset + 1)
         let read = 0
@@ -489,23 +501,42 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           if (n === 0) break
           read += n
         }
-        if (read < 2 || bytes[0] !== NEWLINE) return undefined
+        if (read < 2 || bytes[0] !== NEWLINE) return { mismatch: `no line starts at byte ${index.offset}` }
         const tail = bytes.subarray(1, read)
         const region = regionOf(tail, index.seq)
-        if (region.starts.length === 0 || region.from === 1) return undefined
-        if (idOfLine(region.prefix(0)) !== index.id) return undefined
-        return { bytes: tail, base: index.offset, region } satisfies Scanned
+        if (region.starts.length === 0) return { mismatch: `the line at byte ${index.offset} is torn` }
+        if (idOfLine(region.prefix(0)) !== index.id) {
+          return { mismatch: `the line at byte ${index.offset} is not entry ${index.id}` }
+        }
+        // the walk back from the end reads only these lines: the boundary the index stands for must be among them
+        if (region.from === 1) {
+          return { mismatch: `no compaction boundary after line ${index.seq} starts the tail there` }
+        }
+        return { scanned: { bytes: tail, base: index.offset, region } satisfies Scanned }
       }))
-    }).pipe(Effect.catchTag("PlatformError", () => Effect.succeed(undefined)))
+    }).pipe(Effect.catchTag("PlatformError", () => Effect.succeed({})))
 
-  /** The file from its tail index's line on, or all of it when there is no usable index. */
+  /**
+   * The file from its tail index's line on, or all of it when there is no usable index (`stale`: the index did not
+   * match the file, logged as a warning).
+   */
   const scan = (sessionId: string, useIndex: boolean) =>
     Effect.gen(function* () {
       const { file, index } = yield* files(sessionId)
-      const indexed = useIndex ? yield* readFromIndex(file, index) : undefined
-      if (indexed !== undefined) return { scanned: indexed, indexed: true }
+      const fromIndex = useIndex ? yield* readFromIndex(file, index) : {}
+      if (fromIndex.scanned !== undefined) return { scanned: fromIndex.scanned, indexed: true, stale: false }
+      if (fromIndex.mismatch !== undefined) {
+        yield* Effect.logWarning(
+          `effect-compaction: ${file}: the tail index ${index} does not match the log (${fromIndex.mismatch}); ` +
+            `reading the whole file`
+        )
+      }
       const bytes = yield* readBytes(sessionId, file)
-      return { scanned: { bytes, base: 0, region: regionOf(bytes) } satisfies Scanned, indexed: false }
+      return {
+        scanned: { bytes, base: 0, region: regionOf(bytes) } satisfies Scanned,
+        indexed: false,
+        stale: fromIndex.mismatch !== undefined
+      }
     })
 
   /** Writes the writer's tail index (a hint: a failure is logged, and the next open reads the whole file). */
@@ -523,6 +554,12 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       )
     }).pipe(
       Effect.catch((e) => Effect.logWarning(`effect-compaction: ${sessionId}: tail index not written: ${e.message}`))
+    )
+
+  /** Removes the session's tail index (as `writeIndex`, a failure is logged: the next open checks it again). */
+  const removeIndex = (sessionId: string) =>
+    Effect.flatMap(files(sessionId), ({ index }) => fs.remove(index)).pipe(
+      Effect.catch((e) => Effect.logWarning(`effect-compaction: ${sessionId}: tail index not removed: ${e.message}`))
     )
 
   /**
@@ -571,11 +608,12 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         Effect.mapError(ioError(sessionId, `create directory ${directory}`))
       )
       yield* acquireLock(fs, lock, sessionId)
-      const { indexed, scanned } = yield* scan(sessionId, useIndex).pipe(
+      const { indexed, scanned, stale } = yield* scan(sessionId, useIndex).pipe(
         Effect.catchIf((e) => e.reason === "NotFound", () =>
           Effect.succeed({
             scanned: { bytes: new Uint8Array(0), base: 0, region: regionOf(new Uint8Array(0)) } satisfies Scanned,
-            indexed: false
+            indexed: false,
+            stale: false
           }))
       )
       const { base, bytes, region } = scanned
@@ -634,8 +672,9 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
           Effect.catch((e) => Effect.logError(`effect-compaction: ${e.message}`))
         )
       )
-      // an open that read the whole file leaves the index for the next one
+      // an open that read the whole file leaves the index for the next one (a stale one goes when there is no tail)
       if (!indexed && writer.tail > 1) yield* writeIndex(sessionId, writer)
+      else if (stale) yield* removeIndex(sessionId)
       // the writer of the session keeps its tail only; a one-append writer (not `useIndex`) knows every id
       if (useIndex) forgetOld(writer)
       return issues

@@ -8,7 +8,7 @@
  */
 import * as Result from "effect/Result"
 import { decodeLine, type Loaded, type LoadIssue, loadStored, type StoredEntry } from "../SessionEntry.ts"
-import type { SessionLogError } from "./sessionLogError.ts"
+import { SessionLogError } from "./sessionLogError.ts"
 import { applyStored, LiveView } from "./sessionEntry.ts"
 
 /** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
@@ -55,8 +55,10 @@ export const idOfLine = (prefix: string): string | undefined => {
  * The `seq` the tail of a log of `last` lines starts at, walking back from the end: `prefixAt(seq)` gives a line's
  * start (at least `PREFIX_CHARS` characters, or all of it), `lineAt(seq)` the whole line (read only for boundary
  * lines). 1 when there is no boundary, or when a boundary line does not decode (the full read then reports it). With
- * `first` (a `seq` known to start a tail, such as a boundary's found before), the walk reads no line before it and
- * answers `first` when it reaches it; 1 still means the tail needs the first line.
+ * `first` (the first line the caller holds, such as the line a tail index names), the walk reads no line before it,
+ * and a tail start at or after `first` comes only from a boundary line the walk read: when none starts the tail there
+ * (the lines from `first` on hold no boundary, or its kept entries lie before `first`), the answer is 1, the tail
+ * needs lines before `first`.
  */
 export const tailStart = (
   last: number,
@@ -77,7 +79,7 @@ export const tailStart = (
       if (id !== undefined && wanted.delete(id) && wanted.size === 0) return seq
     }
   }
-  return first
+  return 1
 }
 
 /**
@@ -121,7 +123,8 @@ const decoder = new TextDecoder()
 
 /**
  * The complete lines of a stretch of a JSONL file (`bytes`, whose first line is `seq` `first`; `seq` = line number),
- * and the `seq` its tail starts at (`from`, by `tailStart` given `first`: 1 when the tail needs the file's first line).
+ * and the `seq` its tail starts at (`from`, by `tailStart` given `first`: 1 when the tail needs the file's first line,
+ * or a line before the stretch).
  */
 export interface Region {
   readonly first: number
@@ -188,7 +191,9 @@ export const tailOf = (stored: ReadonlyArray<StoredEntry>): ReadonlyArray<Stored
 
 /**
  * Folds a tail (stored entries from some `seq` to the end), from an empty view after the parent its first entry
- * names, with every check of a full fold on what it reads.
+ * names, with every check of a full fold on what it reads. A tail that starts after the first line must hold the
+ * compaction boundary its start comes from (whose view hash then checks the fold up to it): one that holds none (a
+ * stale tail index over a log cut back before its last boundary) fails, and the caller reads the log in full.
  */
 export const loadTail = (
   stored: ReadonlyArray<StoredEntry>,
@@ -199,8 +204,17 @@ export const loadTail = (
   const live = new LiveView()
   const decoded = decodeLine(first.line)
   live.startAfter(Result.isSuccess(decoded) ? decoded.success.parentId : null, first.seq - 1)
-  return Result.map(applyStored(live, stored), ({ issues }) => ({
-    loaded: live.loaded([...storeIssues, ...issues], first.seq),
-    live
-  }))
+  return Result.flatMap(
+    applyStored(live, stored),
+    ({ entries, issues }) =>
+      entries.some((e) => e.type === "compaction")
+        ? Result.succeed({ loaded: live.loaded([...storeIssues, ...issues], first.seq), live })
+        : Result.fail(
+          new SessionLogError({
+            reason: "Corrupt",
+            line: first.seq,
+            detail: `the tail from line ${first.seq} holds no compaction boundary; it is not the log's tail`
+          })
+        )
+  )
 }
