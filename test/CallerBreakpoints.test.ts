@@ -53,7 +53,7 @@ const tools = (n: number): Array<Anthropic.ToolUnion> =>
     input_schema: { type: "object" as const }
   }))
 
-/** A state over a seeded session long enough to carry the frontier, the previous frontier and the newest marks. */
+/** A state over a seeded session long enough to carry the frontier and the newest marks. */
 const longState = (): ConversationState => {
   let state = emptyState()
   for (const message of generateSession(3, { messages: 80 })) {
@@ -190,10 +190,12 @@ describe("the caller's cache_control on system blocks and tools", () => {
       role: "assistant",
       content,
       stop_reason: "tool_use",
-      usage: { input_tokens: 100, output_tokens: 10 }
+      usage: { input_tokens: 100, output_tokens: 10, cache_read_input_tokens: 4_000, cache_creation_input_tokens: 900 }
     })
-    const conversation = await open({ system: docsPattern, tools: tools(2) })
+    // with diagnostics on: the cache prediction reads the request's marks, the caller's among them
+    const conversation = await open({ system: docsPattern, tools: tools(2), diagnostics: true })
     await conversation.append({ role: "user", content: `task ${words(3000)}` })
+    let grown = 0
     for (let i = 0; i < 30; i++) {
       await conversation.recordReply(
         reply([{ type: "tool_use", id: `toolu_${i}`, name: "tool0", input: {} }], `m${i}`) as never
@@ -202,8 +204,15 @@ describe("the caller's cache_control on system blocks and tools", () => {
         role: "user",
         content: [{ type: "tool_result", tool_use_id: `toolu_${i}`, content: words(3000) }]
       })
-      assertValid((await conversation.prepare()).request, `step ${i}`)
+      const prepared = await conversation.prepare()
+      assertValid(prepared.request, `step ${i}`)
+      // a step that only grew the view diverges nowhere: the prediction is a full hit
+      if (i > 0 && prepared.offloaded.length === 0 && prepared.compaction === undefined) {
+        assert.strictEqual(prepared.cachePrediction, null, `step ${i}`)
+        grown++
+      }
     }
+    assert.isAbove(grown, 10)
     await conversation.close()
     const hour = await open({ system: docsPattern, policy: CompactionPolicy.makeUnsafe({ cacheTtl: "1h" }) })
     await hour.append({ role: "user", content: "hello" })
