@@ -14,6 +14,11 @@
  *    last one wrote;
  * 4. the newest message, so the next request reads everything this one sent.
  *
+ * The caller's own marks on tools and system blocks stay in the request and take their places first: the library
+ * places its own in what is left, by priority the newest message, the end of system and tools (none when a caller's
+ * mark already ends them), the frontier, then the previous frontier. Its breakpoints follow every caller mark, so their
+ * lifetime is never longer than one of those; marks that no request could carry are a `CacheBreakpointError`.
+ *
  * @since 0.1.0
  */
 import { cacheControlOf, type CacheTtl } from "./internal/cacheTtl.ts"
@@ -21,13 +26,25 @@ import type { Message } from "./Message.ts"
 import { estimateMessageTokens } from "./Tokens.ts"
 import { estimateContentTokensUncached, MESSAGE_OVERHEAD_TOKENS } from "./internal/estimate.ts"
 import { blocksOf } from "./internal/blocks.ts"
-import { acceptsBreakpoint, type BlockPosition, lastBreakpoint, markedMessage } from "./internal/breakpoints.ts"
+import {
+  acceptsBreakpoint,
+  type BlockPosition,
+  lastBreakpoint,
+  markedMessage,
+  MAX_BREAKPOINTS
+} from "./internal/breakpoints.ts"
 
 /** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
 export type { BlockPosition } from "./internal/breakpoints.ts"
 
+/**
+ * The error `Request.requestOf` (so `Conversation.prepare`, as a defect) throws when the caller's own marks on tools
+ * and system blocks make every request invalid; `path` names the mark. @category errors
+ */
+export type { CacheBreakpointError } from "./internal/breakpoints.ts"
+
 /** The API's limit on `cache_control` breakpoints in one request (system, tools and messages together). @category constants */
-export const MAX_BREAKPOINTS = 4
+export { MAX_BREAKPOINTS } from "./internal/breakpoints.ts"
 
 /**
  * The smallest prefix a model caches, in tokens: 1,024 for Sonnet-class models, 4,096 for Opus- and
@@ -77,6 +94,11 @@ export interface BreakpointOptions {
   readonly systemTokens?: number | undefined
   /** The request has a system prompt or tools to end with a breakpoint. Default false. */
   readonly hasSystem?: boolean | undefined
+  /**
+   * Breakpoints the request carries already (the caller's own marks on tools and system blocks): the plan places at
+   * most `MAX_BREAKPOINTS` minus these. Default 0.
+   */
+  readonly reserved?: number | undefined
   /** The eviction frontier's breakpoint (from `breakpointBefore` on the oldest result that may be offloaded). */
   readonly frontier?: BlockPosition | undefined
   /** The frontier of the previous request, when it moved since. */
@@ -101,13 +123,13 @@ const samePosition = (a: BlockPosition, b: BlockPosition): boolean => a.message 
  * The breakpoints of a request: system and tools, the previous frontier, the frontier and the newest block, each only
  * when it accepts a breakpoint, lies inside the list, and its prefix is at least `minTokens` estimated tokens (so
  * never below the model's minimum). Positions are distinct and in list order; never more than `MAX_BREAKPOINTS` in
- * all (the system one included).
+ * all, the system one and `reserved` included: when they do not all fit, by priority the newest block, system and
+ * tools, the frontier, then the previous frontier.
  * @category placement
  */
 export const planBreakpoints = (messages: ReadonlyArray<Message>, options: BreakpointOptions = {}): BreakpointPlan => {
   const systemTokens = options.systemTokens ?? 0
   const minTokens = options.minTokens ?? minCacheableTokens()
-  const system = options.hasSystem === true && systemTokens >= minTokens
   let before = options.messageTokensBefore
   if (before === undefined) {
     const sums: Array<number> = [0]
@@ -121,12 +143,20 @@ export const planBreakpoints = (messages: ReadonlyArray<Message>, options: Break
     return block !== undefined && acceptsBreakpoint(block) &&
       prefixTokens(messages, p, systemTokens, tokensBefore, options.messageTokens) >= minTokens
   }
+  let room = MAX_BREAKPOINTS - (options.reserved ?? 0)
   const chosen: Array<BlockPosition> = []
-  // by priority: the newest block (the next request's read), the frontier, then the previous frontier
-  for (const p of [lastBreakpoint(messages), options.frontier, options.previousFrontier]) {
-    if (chosen.length + (system ? 1 : 0) >= MAX_BREAKPOINTS) break
-    if (valid(p) && !chosen.some((c) => samePosition(c, p))) chosen.push(p)
+  const take = (p: BlockPosition | undefined): void => {
+    if (room > 0 && valid(p) && !chosen.some((c) => samePosition(c, p))) {
+      chosen.push(p)
+      room--
+    }
   }
+  // by priority: the newest block (the next request's read), system and tools, the frontier, the previous frontier
+  take(lastBreakpoint(messages))
+  const system = room > 0 && options.hasSystem === true && systemTokens >= minTokens
+  if (system) room--
+  take(options.frontier)
+  take(options.previousFrontier)
   chosen.sort((a, b) => a.message - b.message || a.block - b.block)
   return { system, blocks: chosen }
 }

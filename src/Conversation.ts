@@ -82,11 +82,18 @@ export { ConversationError } from "./internal/conversation/error.ts"
 export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   /** Default `defaultPolicy`. */
   readonly policy?: CompactionPolicy | undefined
-  /** The system prompt every request carries. */
+  /**
+   * The system prompt every request carries. Its blocks' own `cache_control` marks are kept and count toward the
+   * request's 4 breakpoints, as do the tools' (see `Request.requestOf`: marks no request could carry make `prepare`
+   * die with a `Cache.CacheBreakpointError`).
+   */
   readonly system?: string | Array<Anthropic.TextBlockParam> | undefined
   /** Tokens a compaction must free (see `compactContext`). */
   readonly minFreedTokens?: number | undefined
-  /** The tools every request carries (a breakpoint ends them when there is no system prompt). */
+  /**
+   * The tools every request carries (a breakpoint ends them when there is no system prompt); their own
+   * `cache_control` marks are kept and count, as the system prompt's do.
+   */
   readonly tools?: ReadonlyArray<Anthropic.ToolUnion> | undefined
   /** The model; it sets the minimum cacheable length of the breakpoints. */
   readonly model?: string | undefined

@@ -12,7 +12,7 @@
 import type Anthropic from "@anthropic-ai/sdk"
 import { cacheControlOf } from "./internal/cacheTtl.ts"
 import { applyBreakpoints, type BlockPosition, minCacheableTokens, planBreakpoints } from "./Cache.ts"
-import { breakpointBefore, markedMessage } from "./internal/breakpoints.ts"
+import { breakpointBefore, callerMarks, callerMarksError, endsMarked, markedMessage } from "./internal/breakpoints.ts"
 import type { ConversationState, MessageParam } from "./ConversationState.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
@@ -36,12 +36,13 @@ import type { ToolClassifier } from "./Tools.ts"
 export interface Request {
   /**
    * The system prompt; its last block carries the breakpoint that ends tools and system when they reach the minimum
-   * cacheable length. Absent when none, and on a thread's `continue`.
+   * cacheable length (unless a caller's mark is there already; the caller's marks are kept). Absent when none, and on
+   * a thread's `continue`.
    */
   readonly system?: string | Array<Anthropic.TextBlockParam>
   /**
-   * The tool definitions; without a system prompt the last one carries that breakpoint. Absent when none, and on a
-   * thread's `continue`.
+   * The tool definitions, the caller's marks kept; without a system prompt the last one carries that breakpoint.
+   * Absent when none, and on a thread's `continue`.
    */
   readonly tools?: Array<Anthropic.ToolUnion>
   /** The view's messages (after `thread`'s anchor, with one), the library's breakpoints placed on copies. */
@@ -78,9 +79,12 @@ export interface RequestOptions {
    * breakpoint in this one request, so it still reads the prefix the previous request wrote.
    */
   readonly before?: ConversationState | undefined
-  /** Place no breakpoints (a caller that places its own). */
+  /** Place no breakpoints and check none (a caller that places its own, on messages too). */
   readonly breakpoints?: false | undefined
-  /** The cache lifetime every breakpoint asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`. */
+  /**
+   * The cache lifetime every breakpoint of the library asks for: `"5m"` (default, `{ type: "ephemeral" }`) or `"1h"`.
+   * The caller's own marks on tools and system blocks keep theirs.
+   */
   readonly ttl?: "5m" | "1h" | undefined
   /**
    * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view,
@@ -103,11 +107,15 @@ const systemBlocks = (
 /**
  * The request for the current state: `{ system?, tools?, messages }` over the view's messages, with its
  * `cache_control` breakpoints (`Cache.planBreakpoints`): the end of the system prompt and tools, the eviction
- * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; at most 4,
- * none below the model's minimum cacheable length, none on thinking or empty blocks. Deterministic in its inputs, so a
- * resumed conversation sends the same bytes. The state is never changed: messages that carry a breakpoint are copies.
- * With `options.thread`, the request as it goes on the state's thread (`RequestOptions.thread`): a `continue` holds
- * exactly the messages of the whole request after the anchored reply.
+ * frontier, the frontier of `options.before` when this step's offload moved it, and the newest message; none below
+ * the model's minimum cacheable length, none on thinking or empty blocks. The caller's own marks on `tools` and
+ * `system` blocks are kept (on messages, any other `cache_control` is removed) and count: the request carries at most
+ * 4 breakpoints in all, and the library's (of `options.ttl`) all come after the caller's. Throws a
+ * `Cache.CacheBreakpointError` naming the mark when the caller's marks make every request invalid: more than 4, a
+ * `"1h"` one after a `"5m"` one, or a `"5m"` one while `options.ttl` is `"1h"` and leaves the library room.
+ * Deterministic in its inputs, so a resumed conversation sends the same bytes. The state is never changed: messages
+ * that carry a breakpoint are copies. With `options.thread`, the request as it goes on the state's thread
+ * (`RequestOptions.thread`): a `continue` holds exactly the messages of the whole request after the anchored reply.
  * @category transitions
  */
 export const requestOf = (
@@ -160,11 +168,15 @@ const buildRequest = (
       (frontier === undefined || before.message !== frontier.message || before.block !== frontier.block)
     ? before
     : undefined
+  const marks = callerMarks(tools, system)
+  const invalid = callerMarksError(marks, options.ttl)
+  if (invalid !== undefined) throw invalid
   const systemTokens = systemAndToolsTokens(system as never, tools)
   const carried = CarriedIndex.requestParts(view, state.carried)
   const plan = planBreakpoints(view, {
     systemTokens,
-    hasSystem: system !== undefined || tools !== undefined,
+    hasSystem: (system !== undefined || tools !== undefined) && !endsMarked(tools, system),
+    reserved: marks.length,
     frontier,
     previousFrontier: previous,
     minTokens: options.minCacheTokens ?? minCacheableTokens(options.model),

@@ -1,17 +1,26 @@
 /**
- * The placement rules under `Cache.planBreakpoints`: how far the API looks back from a breakpoint, which blocks accept
- * one, the last such block before a position, one message with its breakpoints placed, and a count of the breakpoints
- * a request carries.
+ * The placement rules under `Cache.planBreakpoints`: how far the API looks back from a breakpoint, how many a request
+ * may carry, which blocks accept one, the last such block before a position, one message with its breakpoints placed,
+ * a count of the breakpoints a request carries, and the caller's own marks on tools and system blocks with what makes
+ * them invalid.
  *
  * @internal
  */
+import * as Data from "effect/Data"
 import type { ContentBlock, Message } from "../Message.ts"
 import { blocksOf, hasContent } from "./blocks.ts"
+import type { CacheTtl } from "./cacheTtl.ts"
 
 /**
  * How far back from a breakpoint, in blocks, the API looks for a cached prefix: 20. @category constants
  */
 export const LOOKBACK_BLOCKS = 20
+
+/**
+ * The API's limit on `cache_control` breakpoints in one request (system, tools and messages together): 4.
+ * @category constants
+ */
+export const MAX_BREAKPOINTS = 4
 
 /** A block of a message list: `messages[message].content[block]` (a string content is block 0). @category models */
 export interface BlockPosition {
@@ -105,4 +114,114 @@ export const markedMessage = <M extends Message>(
     marked?.includes(b) === true ? { ...block, cache_control: marker } as ContentBlock : withoutCacheControl(block)
   )
   return { ...message, content }
+}
+
+/** A `cache_control` the caller put on a tool or a system block. @category models */
+export interface CallerMark {
+  /** Where it is in the request: `tools[i].cache_control` or `system[j].cache_control`. */
+  readonly path: string
+  /** The lifetime it asks for (`"5m"` when it names none), or `undefined` for a `ttl` the API alone can judge. */
+  readonly ttl: CacheTtl | undefined
+}
+
+const markTtl = (control: unknown): CacheTtl | undefined => {
+  const ttl = typeof control === "object" && control !== null ? (control as { readonly ttl?: unknown }).ttl : undefined
+  return ttl === undefined || ttl === "5m" ? "5m" : ttl === "1h" ? "1h" : undefined
+}
+
+const marksOf = (name: string, items: ReadonlyArray<unknown>): Array<CallerMark> =>
+  items.flatMap((item, i) => {
+    const control = typeof item === "object" && item !== null
+      ? (item as { readonly cache_control?: unknown }).cache_control
+      : undefined
+    return control == null ? [] : [{ path: `${name}[${i}].cache_control`, ttl: markTtl(control) }]
+  })
+
+/**
+ * The caller's `cache_control` marks on `tools` and on the blocks of `system`, in the order the API reads the prefix
+ * (tools, then system). A string system prompt has none.
+ * @category placement
+ */
+export const callerMarks = (
+  tools: ReadonlyArray<unknown> | undefined,
+  system: string | ReadonlyArray<unknown> | undefined
+): ReadonlyArray<CallerMark> => [
+  ...marksOf("tools", tools ?? []),
+  ...(typeof system === "string" ? [] : marksOf("system", system ?? []))
+]
+
+/**
+ * True when the caller's own mark ends the system prompt and tools: on the last system block, or on the last tool
+ * when there is no system prompt. The library then places no breakpoint of its own there.
+ * @category placement
+ */
+export const endsMarked = (
+  tools: ReadonlyArray<unknown> | undefined,
+  system: string | ReadonlyArray<unknown> | undefined
+): boolean => {
+  if (typeof system === "string") return false
+  const last = system === undefined ? tools?.at(-1) : system.at(-1)
+  return typeof last === "object" && last !== null &&
+    (last as { readonly cache_control?: unknown }).cache_control != null
+}
+
+const CacheBreakpointErrorBase: ReturnType<typeof Data.TaggedError<"CacheBreakpointError">> = Data.TaggedError(
+  "CacheBreakpointError"
+)
+
+/**
+ * The caller's own `cache_control` marks on tools or system blocks make every request invalid (API: at most 4
+ * breakpoints; a longer lifetime never after a shorter one, in the order tools, system, messages). `path` names the
+ * mark; `reason`: `TooManyBreakpoints` (more than 4 marks: the fifth), `LongerTtlAfterShorter` (a `"1h"` mark after a
+ * `"5m"` one: the `"1h"` one), `ShorterTtlThanPolicy` (a `"5m"` mark while the library's breakpoints, which follow
+ * every caller mark, ask for `"1h"`: the first such mark).
+ * @category errors
+ */
+export class CacheBreakpointError extends CacheBreakpointErrorBase<{
+  readonly path: string
+  readonly reason: "TooManyBreakpoints" | "LongerTtlAfterShorter" | "ShorterTtlThanPolicy"
+  readonly detail: string
+}> {
+  /** The error as one line: the mark's path and what is wrong with it. */
+  override get message(): string {
+    return `${this.path}: ${this.detail}`
+  }
+}
+
+/**
+ * What makes the caller's marks (`callerMarks`, in order) invalid in every request, or `undefined`: more than
+ * `MAX_BREAKPOINTS`; a `"1h"` mark after a `"5m"` one; a `"5m"` mark when the library adds breakpoints of `ttl`
+ * `"1h"` after it (it adds some while the caller's leave room). A mark whose `ttl` the API alone can judge is not
+ * ordered here.
+ * @category placement
+ */
+export const callerMarksError = (
+  marks: ReadonlyArray<CallerMark>,
+  ttl: CacheTtl | undefined
+): CacheBreakpointError | undefined => {
+  if (marks.length > MAX_BREAKPOINTS) {
+    return new CacheBreakpointError({
+      path: marks[MAX_BREAKPOINTS]!.path,
+      reason: "TooManyBreakpoints",
+      detail: `${marks.length} marks on tools and system blocks; a request carries at most ${MAX_BREAKPOINTS}`
+    })
+  }
+  const short = marks.find((m) => m.ttl === "5m")
+  const late = short === undefined ? undefined : marks.slice(marks.indexOf(short)).find((m) => m.ttl === "1h")
+  if (short !== undefined && late !== undefined) {
+    return new CacheBreakpointError({
+      path: late.path,
+      reason: "LongerTtlAfterShorter",
+      detail: `ttl "1h" after the "5m" mark at ${short.path}; a longer ttl must come first (tools, then system)`
+    })
+  }
+  if (short !== undefined && ttl === "1h" && marks.length < MAX_BREAKPOINTS) {
+    return new CacheBreakpointError({
+      path: short.path,
+      reason: "ShorterTtlThanPolicy",
+      detail: `ttl "5m" before the library's breakpoints, which cacheTtl "1h" asks for; a longer ttl may not ` +
+        `follow a shorter one: give this mark ttl "1h", or use cacheTtl "5m"`
+    })
+  }
+  return undefined
 }
