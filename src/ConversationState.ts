@@ -148,8 +148,9 @@ export interface ConversationState {
    */
   readonly thread?: ThreadAnchor | undefined
   /**
-   * The thinking blocks of `view` that a rewrite made after they were created invalidated, sorted:
-   * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
+   * The thinking blocks of `view` that a rewrite made after they were created invalidated, or that a reply brought
+   * after messages its request did not send, sorted: the requests ask the API to drop them (`block_binding:
+   * drop_block`), or leave them out when their thinking config cannot carry the binding. Absent or empty when none.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
@@ -643,14 +644,17 @@ export interface OffloadOptions {
    * on with `threadRestart` not `false`; `ConversationState.appendOnly`): the offloads that come due wait for the next
    * compaction, which applies those its kept tail is due in the same rewrite, so no request between two compactions
    * rewrites what an earlier one sent. `true`: append-only from the start. `false`: offloads in place (the thinking
-   * they invalidate is dropped by the API when the requests carry a `thinking` config, rejected otherwise).
+   * they invalidate is dropped by the API when the requests carry a `thinking` config that can carry the binding, left
+   * out of the requests otherwise).
    */
   readonly appendOnly?: boolean | undefined
   /**
    * What a compaction does with the thinking of the turns it keeps (their prefix changed): `"strip"`
    * (the default, as the docs recommend: a client compaction that keeps no stale thinking) leaves it out of the
    * compacted view; `"bind"` keeps it, and the requests ask the API to drop it (`block_binding: drop_block`), which
-   * needs a `thinking` config (without one the thinking is stripped).
+   * needs a `thinking` config that can carry the binding (`enabled`, `adaptive`; without one the thinking is stripped).
+   * A reply left empty by it is left out, and a system message that this leaves before a user turn moves to the next
+   * place the API allows.
    */
   readonly staleThinking?: StaleThinking | undefined
 }
