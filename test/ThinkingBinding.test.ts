@@ -376,6 +376,48 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
     assert.isFalse(marked({ ...bound, unboundThinking: [{ message: 1, block: 0 }] }), "the dropped one does not")
   })
 
+  it("a config that cannot carry block_binding (none, disabled, between_tools) leaves unbound thinking out", () => {
+    const view: Array<MessageParam> = [
+      user("start"),
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "bound", signature: "s0" },
+          { type: "tool_use", id: "c0", name: "bash", input: { command: "ls" } },
+          { type: "thinking", thinking: "unbound", signature: "s1" },
+          { type: "tool_use", id: "c1", name: "bash", input: { command: "pwd" } }
+        ]
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "c0", content: "a" },
+          { type: "tool_result", tool_use_id: "c1", content: "b" }
+        ]
+      }
+    ]
+    const state: ConversationState = { ...emptyState(), view, unboundThinking: [{ message: 1, block: 2 }] }
+    const signatures = (request: Request) =>
+      (request.messages[1]!.content as ReadonlyArray<{ readonly signature?: string }>).flatMap((b) =>
+        b.signature === undefined ? [] : [b.signature]
+      )
+    for (const thinking of [undefined, { type: "disabled" }, { type: "between_tools" }] as const) {
+      const request = requestOf(state, undefined, thinking === undefined ? {} : { thinking })
+      assert.deepStrictEqual(signatures(request), ["s0"], JSON.stringify(thinking))
+      assert.isUndefined(request.betas)
+    }
+    for (const thinking of [THINKING, { type: "adaptive" }] as const) {
+      const request = requestOf(state, undefined, { thinking })
+      assert.deepStrictEqual(signatures(request), ["s0", "s1"])
+      assert.deepStrictEqual(request.thinking, {
+        ...thinking,
+        block_binding: { prefix_mismatch_behavior: "drop_block" }
+      })
+    }
+    // the state is never changed: the view keeps the block
+    assert.strictEqual(state.view, view)
+  })
+
   it("a renamed tool_use id before interleaved thinking invalidates that thinking", () => {
     let state: ConversationState = emptyState()
     state = { ...state, view: [user("start")] }
