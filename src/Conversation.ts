@@ -378,8 +378,9 @@ const make = (
         state = { ...state, issued: { ...state.issued, diagnosed: { full: whole, predicted } } }
         if (previousId !== undefined) prediction = { cachePrediction: predicted }
       }
-      if (!threading()) return { request: whole ?? requestOf(state, options.system, built), ...prediction, ...fields }
+      // the view the request is built from: its reply keeps its thinking bound only right after it (`recordReply`)
       state = { ...state, issued: { ...state.issued, sent: state.view.length } }
+      if (!threading()) return { request: whole ?? requestOf(state, options.system, built), ...prediction, ...fields }
       const request = diagnosed(requestOf(state, options.system, { ...built, thread: true }))
       if (request.thread?.type !== "continue") return { request, ...prediction, ...fields }
       const at = state
@@ -642,8 +643,9 @@ const make = (
       recordReply: (message, usage, replyOptions) => {
         const record = () => {
           if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
+          const sent = state.issued?.sent
           const thread = options.threads === true
-            ? threadRecordOf(threading(), state.issued?.sent, replyOptions?.replayedAfter)
+            ? threadRecordOf(threading(), sent, replyOptions?.replayedAfter)
             : undefined
           const request = state.issued?.diagnosed
           // the reply's own usage calibrates the estimate of the request it answered (not a `usage` given beside it)
@@ -652,7 +654,7 @@ const make = (
           const cacheLearning = learnFromReply(state.cacheLearning, request, sdk, head)
           if (!holdsFields(state, undefined, cacheLearning)) state = { ...state, issued: undefined, cacheLearning }
           const diagnosis = request === undefined ? undefined : { predicted: request.predicted }
-          const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis)
+          const t = recordReply(state, message, usage, replyOptions?.requestEpoch, thread, diagnosis, sent)
           const persisting = commit(withBackgroundCut(t, background.pendingCut(state.epoch)), stateNow)
           return persisting === undefined ? Effect.succeed(state) : Effect.map(persisting, stateNow)
         }

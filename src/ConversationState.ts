@@ -21,8 +21,9 @@
  * - the hot paths observe every appended message and every offload, in the order they happen, and a resume replays
  *   the log's entries through the same two calls: a resumed state equals the live one.
  * - thinking blocks are bound to what precedes them: the state lists those a rewrite invalidated (an
- *   offload, a compaction, a renamed id or dropped block in a reply: `unboundThinking`, restored on resume), and with
- *   a `thinking` option the request (`Request.requestOf`) then asks the API to drop them instead of rejecting it;
+ *   offload, a compaction, a renamed id or dropped block in a reply, a reply recorded after the view changed under its
+ *   request: `unboundThinking`, restored on resume), and with a `thinking` option that can carry a binding the request
+ *   (`Request.requestOf`) then asks the API to drop them instead of rejecting it, without one it leaves them out;
  *   eviction's rent-or-buy counts the thinking an offload would drop.
  *
  * @since 0.2.0
@@ -147,8 +148,9 @@ export interface ConversationState {
    */
   readonly thread?: ThreadAnchor | undefined
   /**
-   * The thinking blocks of `view` that a rewrite made after they were created invalidated, sorted:
-   * the API drops them (or rejects the request without `block_binding: drop_block`). Absent or empty when none.
+   * The thinking blocks of `view` that a rewrite made after they were created invalidated, or that a reply brought
+   * after messages its request did not send, sorted: the requests ask the API to drop them (`block_binding:
+   * drop_block`), or leave them out when their thinking config cannot carry the binding. Absent or empty when none.
    */
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
@@ -182,9 +184,10 @@ export interface ConversationState {
    */
   readonly unthreaded?: true | undefined
   /**
-   * The latest request the service handed out that no reply has answered yet: with threads on, the length of the
-   * view it sent (its reply anchors the thread only when it follows exactly those messages); with diagnostics on, the
-   * whole request and the library's prediction for it (its reply's `cacheDiagnosis` compares them).
+   * The latest request the service handed out that no reply has answered yet: the length of the view it sent (its
+   * reply keeps its thinking bound, and with threads on anchors the thread, only when it follows exactly those
+   * messages); with diagnostics on, the whole request and the library's prediction for it (its reply's
+   * `cacheDiagnosis` compares them).
    */
   readonly issued?: {
     readonly sent?: number | undefined
@@ -421,6 +424,11 @@ export interface SdkReply {
  *
  * `diagnosis` (diagnostics on: the request asked for them): the reply's report carries `cacheDiagnosis`, the
  * library's `predicted` miss for that request beside the reason the SDK reply's `diagnostics` reported.
+ *
+ * `sent`: the length of the view the request was built from (`ConversationState.issued`; absent: the view before the
+ * reply). The reply's thinking is bound to that view: when the view changed under the request (a message appended
+ * while it was in flight, or a compaction: `requestEpoch` is not the state's epoch), the reply lands after messages
+ * its thinking was not made on, and its thinking is unbound (`unboundThinking`), as after a rewrite of the reply.
  * @category transitions
  */
 export const recordReply = (
@@ -429,7 +437,8 @@ export const recordReply = (
   usage?: ReportedUsage | undefined,
   requestEpoch?: number | undefined,
   thread?: ThreadRecord | undefined,
-  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined
+  diagnosis?: { readonly predicted: CachePrediction | undefined } | undefined,
+  sent?: number | undefined
 ): Transition => {
   const sdk = isSdkReply(reply) ? reply : undefined
   const message: MessageParam = sdk === undefined
@@ -446,7 +455,7 @@ export const recordReply = (
     ...(diagnosis === undefined ? {} : { cacheDiagnosis: diagnosisOf(diagnosis.predicted, sdk) }),
     ...(thread !== undefined && "unthreaded" in thread ? { unthreaded: true as const } : {})
   }
-  const sent = thread !== undefined && "sent" in thread ? thread : undefined
+  const onThread = thread !== undefined && "sent" in thread ? thread : undefined
   const clean = wireMessage(message)
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
@@ -480,14 +489,18 @@ export const recordReply = (
     const stored: MessageParam = content === clean.content ? clean : { role: "assistant", content }
     const epoch = report.requestEpoch
     const kept = reported === undefined ? undefined : usageOf(reported)
-    const anchor: ThreadAnchor | undefined = sent === undefined || sdk === undefined ? undefined : anchorAfterReply(
+    const anchor: ThreadAnchor | undefined = onThread === undefined || sdk === undefined ? undefined : anchorAfterReply(
       sdk,
-      clean === message && stored === clean && s.view.length === sent.sent && epoch === state.epoch,
+      clean === message && stored === clean && s.view.length === onThread.sent && epoch === state.epoch,
       s.view.length + 1,
-      sent.replacesLost
+      onThread.replacesLost
     )
-    // where the stored reply first differs from the received one, kept only when thinking follows (API-RULES 29)
-    const changedAt = typeof stored.content === "string" || typeof message.content === "string"
+    // where the reply's thinking stops being bound (API-RULES 29): its first block when the view changed under its
+    // request, else where the stored reply first differs from the received one; kept only when thinking follows
+    const viewChanged = epoch !== state.epoch || (sent !== undefined && s.view.length !== sent)
+    const changedAt = viewChanged
+      ? 0
+      : typeof stored.content === "string" || typeof message.content === "string"
       ? undefined
       : firstChangedBlock(message.content, stored.content)
     const rewrittenFrom = changedAt !== undefined && thinkingIn(stored as unknown as Message, 0, changedAt).length > 0
@@ -631,14 +644,17 @@ export interface OffloadOptions {
    * on with `threadRestart` not `false`; `ConversationState.appendOnly`): the offloads that come due wait for the next
    * compaction, which applies those its kept tail is due in the same rewrite, so no request between two compactions
    * rewrites what an earlier one sent. `true`: append-only from the start. `false`: offloads in place (the thinking
-   * they invalidate is dropped by the API when the requests carry a `thinking` config, rejected otherwise).
+   * they invalidate is dropped by the API when the requests carry a `thinking` config that can carry the binding, left
+   * out of the requests otherwise).
    */
   readonly appendOnly?: boolean | undefined
   /**
    * What a compaction does with the thinking of the turns it keeps (their prefix changed): `"strip"`
    * (the default, as the docs recommend: a client compaction that keeps no stale thinking) leaves it out of the
    * compacted view; `"bind"` keeps it, and the requests ask the API to drop it (`block_binding: drop_block`), which
-   * needs a `thinking` config (without one the thinking is stripped).
+   * needs a `thinking` config that can carry the binding (`enabled`, `adaptive`; without one the thinking is stripped).
+   * A reply left empty by it is left out, and a system message that this leaves before a user turn moves to the next
+   * place the API allows.
    */
   readonly staleThinking?: StaleThinking | undefined
 }

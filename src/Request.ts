@@ -17,7 +17,8 @@ import type { ConversationState, MessageParam } from "./ConversationState.ts"
 import { evictionFrontier } from "./internal/eviction.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
-import { boundTokensBefore, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"
+import { boundTokensBefore, carriesBinding, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"
+import { withoutThinkingAt } from "./internal/conversation/appendOnly.ts"
 import type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
 
 /** A request's `thread` parameter, and the reply a thread continues from. */
@@ -31,7 +32,8 @@ import type { ToolClassifier } from "./Tools.ts"
  * `cache_control` breakpoints (see `Cache`); the state it was built from carries none. With a `thinking` option it
  * carries that config; once a rewrite invalidated thinking blocks of the view the config also asks for
  * `block_binding: { prefix_mismatch_behavior: "drop_block" }` (unless it sets its own `block_binding`) and `betas`
- * names the binding beta: send such a request with `client.beta.messages.create`. @category models
+ * names the binding beta: send such a request with `client.beta.messages.create`. Without a config that can carry the
+ * binding (none, `disabled`, `between_tools`), those blocks are left out of `messages` instead. @category models
  */
 export interface Request {
   /**
@@ -90,6 +92,8 @@ export interface RequestOptions {
    * The thinking config every request carries. Once a rewrite invalidated thinking blocks of the view,
    * it gets `block_binding: { prefix_mismatch_behavior: "drop_block" }` and the request the binding beta in `betas`;
    * a config with its own `block_binding` opts out (`{ prefix_mismatch_behavior: "error" }` keeps the API's 400).
+   * Without a config that can carry the binding (absent, `disabled`, `between_tools`) the request leaves those blocks
+   * out of its messages.
    */
   readonly thinking?: ThinkingConfig | undefined
   /**
@@ -123,12 +127,17 @@ export const requestOf = (
   system?: string | Array<Anthropic.TextBlockParam> | undefined,
   options: RequestOptions = {}
 ): Request => {
-  if (options.thread !== true) return buildRequest(state, system, options, undefined)
+  if (options.thread !== true) {
+    return withSendableThinking(state, options, buildRequest(state, system, options, undefined))
+  }
   const anchor = state.thread
   if (anchor === undefined || anchor.held > state.view.length) {
-    return { ...buildRequest(state, system, options, undefined), thread: { type: "create" } }
+    return withSendableThinking(state, options, {
+      ...buildRequest(state, system, options, undefined),
+      thread: { type: "create" }
+    })
   }
-  return buildRequest(state, system, options, anchor)
+  return withSendableThinking(state, options, buildRequest(state, system, options, anchor))
 }
 
 /**
@@ -206,17 +215,38 @@ const buildRequest = (
 
 /**
  * The request's `thinking` (and `betas`): the caller's config, with `block_binding: drop_block` and the binding beta
- * once the view holds thinking a rewrite invalidated, unless the config sets its own binding.
+ * once the view holds thinking a rewrite invalidated, unless the config sets its own binding or cannot carry one.
  */
 const thinkingOf = (
   state: ConversationState,
   config: ThinkingConfig | undefined
 ): Pick<Request, "thinking" | "betas"> => {
   if (config === undefined) return {}
-  if ((state.unboundThinking ?? []).length === 0 || config.block_binding != null || config.type === "disabled") {
+  if ((state.unboundThinking ?? []).length === 0 || config.block_binding != null || !carriesBinding(config)) {
     return { thinking: config }
   }
   return { thinking: { ...config, block_binding: DROP_BLOCK }, betas: [THINKING_BINDING_BETA] }
+}
+
+/**
+ * `request` with the thinking a rewrite invalidated (`state.unboundThinking`) left out of its messages when its config
+ * cannot ask the API to drop it (no config, or one without `block_binding`: `disabled`, `between_tools`): the API
+ * would refuse it (API-RULES 29, 43), and leaving it out is what the docs allow ("keeps no stale thinking"). A config
+ * that sets its own `block_binding` gets what it asked for. A `continue` holds only the messages after the anchor
+ * (a rewrite restarts the thread, so the held ones have nothing to leave out). The request itself without any.
+ */
+const withSendableThinking = (state: ConversationState, options: RequestOptions, request: Request): Request => {
+  const unbound = state.unboundThinking ?? []
+  const config = options.thinking
+  if (unbound.length === 0 || (config !== undefined && (config.block_binding != null || carriesBinding(config)))) {
+    return request
+  }
+  const from = request.thread?.type === "continue" ? state.thread?.held ?? 0 : 0
+  const sent = unbound.filter((p) => p.message >= from).map((p) => ({ message: p.message - from, block: p.block }))
+  const messages = withoutThinkingAt(asMessages(request.messages), sent)
+  return messages === asMessages(request.messages)
+    ? request
+    : { ...request, messages: messages as unknown as Array<MessageParam> }
 }
 
 /**

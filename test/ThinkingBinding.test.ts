@@ -196,17 +196,23 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       assert.deepStrictEqual((yield* resumedFrom(store)).unboundThinking, state.unboundThinking)
     }))
 
-  it.effect("appendOnly false: the checker rejects what the library sends without the binding (the finding)", () =>
+  it.effect("appendOnly false, no thinking config: the request leaves the invalidated thinking out", () =>
     Effect.gen(function* () {
       const store: MemorySessions = new Map()
-      const { requests } = yield* session(4).pipe(Effect.provide(layer(store, undefined, false)))
+      const { requests, state } = yield* session(4).pipe(Effect.provide(layer(store, undefined, false)))
+      const unbound = state.unboundThinking ?? []
+      assert.isAbove(unbound.length, 0, "the offloads invalidated thinking")
       const last = requests.at(-1)!
       assert.isUndefined(last.thinking)
-      assert.deepStrictEqual(
-        checkRequest(last).map((v) => v.rule).filter((r) => r === 29).length > 0,
-        true,
-        "without drop_block the API rejects the invalidated thinking"
-      )
+      assert.isUndefined(last.betas)
+      for (const [i, request] of requests.entries()) {
+        const v = checkRequest(request)
+        assert.strictEqual(v.length, 0, `request ${i}: ${formatApiViolations(v)}`)
+      }
+      // every thinking block of the view but the invalidated ones is sent
+      const thinkingOf = (messages: ReadonlyArray<MessageParam>) =>
+        messages.flatMap((m) => typeof m.content === "string" ? [] : m.content.filter((b) => b.type === "thinking"))
+      assert.strictEqual(thinkingOf(last.messages).length, thinkingOf(state.view).length - unbound.length)
     }))
 
   it.effect("by default, thinking seen in a reply keeps the conversation append-only: every request is accepted", () =>
@@ -308,11 +314,16 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
   it("the estimates count nothing for the thinking the API drops: compaction's before and after, and breakpoints", () => {
     const state = fourTurns((n) => big(`reasoning${n}`, 400))
     // the blocks the independent checker finds unbound in a request of `s`, and their estimated tokens
+    // (a config that keeps the API's 400 sends them, so the checker finds them)
+    const keeps = { thinking: { ...THINKING, block_binding: { prefix_mismatch_behavior: "error" as const } } }
     const droppedTokens = (s: ConversationState): number =>
-      checkRequest({ messages: requestOf(s).messages }).filter((v) => v.rule === 29).reduce((sum, v) => {
-        const block = (s.view[v.message!]!.content as Array<unknown>)[v.block!]
-        return sum + estimateContentTokens([block as never])
-      }, 0)
+      checkRequest({ messages: requestOf(s, undefined, keeps).messages }).filter((v) => v.rule === 29).reduce(
+        (sum, v) => {
+          const block = (s.view[v.message!]!.content as Array<unknown>)[v.block!]
+          return sum + estimateContentTokens([block as never])
+        },
+        0
+      )
     // a rewrite of the first result (as an offload makes it) invalidates the thinking of every later reply
     const view0 = state.view.map((m, i) =>
       i === 2
@@ -363,6 +374,48 @@ describe("Conversation: thinking after a rewrite (rule 29)", () => {
       JSON.stringify(requestOf(s, undefined, { minCacheTokens: 1_024 }).messages).includes("cache_control")
     assert.isTrue(marked(bound), "the bound thinking makes the prefix cacheable")
     assert.isFalse(marked({ ...bound, unboundThinking: [{ message: 1, block: 0 }] }), "the dropped one does not")
+  })
+
+  it("a config that cannot carry block_binding (none, disabled, between_tools) leaves unbound thinking out", () => {
+    const view: Array<MessageParam> = [
+      user("start"),
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "bound", signature: "s0" },
+          { type: "tool_use", id: "c0", name: "bash", input: { command: "ls" } },
+          { type: "thinking", thinking: "unbound", signature: "s1" },
+          { type: "tool_use", id: "c1", name: "bash", input: { command: "pwd" } }
+        ]
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "c0", content: "a" },
+          { type: "tool_result", tool_use_id: "c1", content: "b" }
+        ]
+      }
+    ]
+    const state: ConversationState = { ...emptyState(), view, unboundThinking: [{ message: 1, block: 2 }] }
+    const signatures = (request: Request) =>
+      (request.messages[1]!.content as ReadonlyArray<{ readonly signature?: string }>).flatMap((b) =>
+        b.signature === undefined ? [] : [b.signature]
+      )
+    for (const thinking of [undefined, { type: "disabled" }, { type: "between_tools" }] as const) {
+      const request = requestOf(state, undefined, thinking === undefined ? {} : { thinking })
+      assert.deepStrictEqual(signatures(request), ["s0"], JSON.stringify(thinking))
+      assert.isUndefined(request.betas)
+    }
+    for (const thinking of [THINKING, { type: "adaptive" }] as const) {
+      const request = requestOf(state, undefined, { thinking })
+      assert.deepStrictEqual(signatures(request), ["s0", "s1"])
+      assert.deepStrictEqual(request.thinking, {
+        ...thinking,
+        block_binding: { prefix_mismatch_behavior: "drop_block" }
+      })
+    }
+    // the state is never changed: the view keeps the block
+    assert.strictEqual(state.view, view)
   })
 
   it("a renamed tool_use id before interleaved thinking invalidates that thinking", () => {

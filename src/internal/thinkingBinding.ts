@@ -33,6 +33,13 @@ export const THINKING_BINDING_BETA = "thinking-binding-controls-2026-08-01"
 /** The block binding the library asks for once a rewrite invalidated thinking. */
 export const DROP_BLOCK = { prefix_mismatch_behavior: "drop_block" } as const
 
+/**
+ * True for a thinking config that can carry `block_binding` (SDK 1.17: `enabled` and `adaptive`; `disabled` and
+ * `between_tools` have no such field). A request without one cannot ask the API to drop thinking it would refuse.
+ */
+export const carriesBinding = (config: { readonly type: string } | undefined): boolean =>
+  config !== undefined && (config.type === "enabled" || config.type === "adaptive")
+
 /** True for a block the binding check applies to: `thinking` and `redacted_thinking`. */
 export const isBoundBlock = (block: { readonly type: string }): boolean =>
   block.type === "thinking" || block.type === "redacted_thinking"

@@ -15,7 +15,10 @@
  *
  * @internal
  */
+import type { BlockPosition } from "../../Cache.ts"
 import type { Message } from "../../Message.ts"
+import { placeSystemMessages } from "../repair.ts"
+import { allThinking, carriesBinding } from "../thinkingBinding.ts"
 
 /** Why a conversation stays append-only between compactions (see the module doc). */
 export type AppendOnlyReason = "requested" | "thinking" | "threads"
@@ -71,27 +74,61 @@ export type StaleThinking = "strip" | "bind"
 
 /**
  * The handling in force: `"bind"` only when asked for and the requests carry a thinking config that can hold the
- * binding; `"strip"` otherwise (without a config a request cannot ask the API to drop anything, so it would be a 400).
+ * binding (`enabled` or `adaptive`); `"strip"` otherwise (without one a request cannot ask the API to drop anything, so
+ * it would be a 400).
  */
 export const staleThinkingOf = (
   option: StaleThinking | undefined,
   thinking: { readonly type: string } | undefined
-): StaleThinking => option === "bind" && thinking !== undefined && thinking.type !== "disabled" ? "bind" : "strip"
+): StaleThinking => option === "bind" && carriesBinding(thinking) ? "bind" : "strip"
 
 /**
- * `view` with every thinking block of its assistant messages left out (a message left with no block is left out), the
- * same array when it holds none. Only thinking goes: every other block, empty ones included, stays as it is.
+ * `view` with every thinking block of its assistant messages left out (see `withoutThinkingAt`), the same array when
+ * it holds none.
  */
-export const withoutThinking = <M extends Message>(view: ReadonlyArray<M>): ReadonlyArray<M> => {
-  if (!view.some(holdsThinking)) return view
+export const withoutThinking = <M extends Message>(view: ReadonlyArray<M>): ReadonlyArray<M> =>
+  withoutThinkingAt(view, allThinking(view))
+
+/**
+ * `view` with the thinking blocks at `positions` (sorted, as `allThinking` and `ConversationState.unboundThinking`
+ * list them) left out; the same array when there are none. Only those blocks go: every other block, empty ones
+ * included, stays as it is. A message left with no block is left out (only a final assistant message may be empty),
+ * and a system message that this leaves where the API refuses it (before a user turn, API-RULES 10) moves to the
+ * nearest place it allows, as `repair` moves it.
+ */
+export const withoutThinkingAt = <M extends Message>(
+  view: ReadonlyArray<M>,
+  positions: ReadonlyArray<BlockPosition>
+): ReadonlyArray<M> => {
+  if (positions.length === 0) return view
   const out: Array<M> = []
-  for (const message of view) {
-    if (!holdsThinking(message)) {
+  let emptied = false
+  let next = 0
+  for (let m = 0; m < view.length; m++) {
+    const message = view[m]!
+    const at = new Set<number>()
+    while (next < positions.length && positions[next]!.message === m) at.add(positions[next++]!.block)
+    if (at.size === 0 || typeof message.content === "string") {
       out.push(message)
       continue
     }
-    const kept = (message.content as ReadonlyArray<{ readonly type: string }>).filter((b) => !isThinking(b))
-    if (kept.length > 0) out.push({ ...message, content: kept } as M)
+    const kept = (message.content as ReadonlyArray<{ readonly type: string }>).filter((b, i) =>
+      !(at.has(i) && isThinking(b))
+    )
+    if (kept.length > 0) out.push(kept.length === message.content.length ? message : { ...message, content: kept } as M)
+    else emptied = true
   }
-  return out
+  return emptied ? withSystemsPlaced(out) : out
+}
+
+/** `list` with its system messages at places the API allows: each stays where it is when that place is allowed. */
+const withSystemsPlaced = <M extends Message>(list: ReadonlyArray<M>): Array<M> => {
+  if (!list.some((m) => m.role === "system")) return [...list]
+  const turns: Array<M> = []
+  const systems: Array<{ readonly wanted: number; readonly message: M }> = []
+  for (const message of list) {
+    if (message.role === "system") systems.push({ wanted: turns.length, message })
+    else turns.push(message)
+  }
+  return placeSystemMessages(turns, systems).messages
 }

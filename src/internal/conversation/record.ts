@@ -46,7 +46,10 @@ export interface ReplyMeta {
   readonly unthreaded?: true
   /** The reply's `input_transformations` (SDK replies only). */
   readonly inputTransformations?: ReadonlyArray<InputTransformation>
-  /** The first block of the stored reply that differs from the reply as received (a renamed id, a dropped block). */
+  /**
+   * The first block of the stored reply whose prefix differs from the one it was made on: the first that differs from
+   * the reply as received (a renamed id, a dropped block), or 0 when the view changed under the reply's request.
+   */
   readonly rewrittenFrom?: number
   /**
    * With `CompactionPolicy.backgroundAt`: the cut of the summary being made in the background when the reply was
