@@ -45,6 +45,7 @@ import { closePending } from "./internal/conversation/steps.ts"
 import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
+import { type CacheBreakpointError, callerMarks, callerMarksError } from "./internal/breakpoints.ts"
 import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
 import { recordChange } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
@@ -84,8 +85,8 @@ export interface ConversationOptions extends Omit<OffloadOptions, "cacheTtl"> {
   readonly policy?: CompactionPolicy | undefined
   /**
    * The system prompt every request carries. Its blocks' own `cache_control` marks are kept and count toward the
-   * request's 4 breakpoints, as do the tools' (see `Request.requestOf`: marks no request could carry make `prepare`
-   * die with a `Cache.CacheBreakpointError`).
+   * request's 4 breakpoints, as do the tools' (see `Request.requestOf`): marks no request could carry fail the
+   * conversation's build with a `Cache.CacheBreakpointError` naming the mark.
    */
   readonly system?: string | Array<Anthropic.TextBlockParam> | undefined
   /** Tokens a compaction must free (see `compactContext`). */
@@ -337,6 +338,10 @@ const make = (
     const counter = Option.getOrUndefined(yield* Effect.serviceOption(TokenCounter))
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
+    // the caller's own `cache_control` marks on the system prompt and tools that no request could carry: refused
+    // here, when the conversation is built (every `prepare` would fail on them)
+    const marksProblem = callerMarksError(callerMarks(options.tools, options.system), policy.cacheTtl)
+    if (marksProblem !== undefined) return yield* Effect.fail(marksProblem)
     const background = makeBackground(summarizer, yield* Effect.scope, policy, options)
     // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
     let state: ConversationState = initial.carried?.view === asMessages(initial.view)
@@ -707,7 +712,7 @@ const ConversationBase: Context.ServiceClass<Conversation, "effect-compaction/Co
  */
 export const layerMemory = (
   options: ConversationOptions & { readonly initial?: ConversationState | undefined } = {}
-): Layer.Layer<Conversation, never, Summarizer> =>
+): Layer.Layer<Conversation, CacheBreakpointError, Summarizer> =>
   Layer.effect(Conversation, make(options.initial ?? emptyState(options.classifier), undefined, options))
 
 /**
@@ -723,7 +728,7 @@ export const layerMemory = (
  */
 export const layerLogged = (
   options: ConversationOptions = {}
-): Layer.Layer<Conversation, SessionLogError, Summarizer | SessionLog> =>
+): Layer.Layer<Conversation, SessionLogError | CacheBreakpointError, Summarizer | SessionLog> =>
   Layer.effect(
     Conversation,
     Effect.gen(function* () {

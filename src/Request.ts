@@ -116,7 +116,8 @@ const systemBlocks = (
  * `system` blocks are kept (on messages, any other `cache_control` is removed) and count: the request carries at most
  * 4 breakpoints in all, and the library's (of `options.ttl`) all come after the caller's. Throws a
  * `Cache.CacheBreakpointError` naming the mark when the caller's marks make every request invalid: more than 4, a
- * `"1h"` one after a `"5m"` one, or a `"5m"` one while `options.ttl` is `"1h"` and leaves the library room.
+ * `"1h"` one after a `"5m"` one, or a `"5m"` one while `options.ttl` is `"1h"` and leaves the library room (a
+ * `Conversation` refuses such marks when it is built, so its `prepare` never meets them).
  * Deterministic in its inputs, so a resumed conversation sends the same bytes. The state is never changed: messages
  * that carry a breakpoint are copies. With `options.thread`, the request as it goes on the state's thread
  * (`RequestOptions.thread`): a `continue` holds exactly the messages of the whole request after the anchored reply.

@@ -8,7 +8,7 @@
  * - the prompt-caching docs: in the order tools, system, messages, no `"1h"` breakpoint after a `"5m"` one;
  * - the caller's marks reach the request as given, and while they leave room the newest block carries a breakpoint;
  * - marks that no request could carry (more than 4, a `"1h"` after a `"5m"`, a `"5m"` one that the library's `"1h"`
- *   breakpoints would follow) fail `prepare` with a `CacheBreakpointError`, and nothing else does.
+ *   breakpoints would follow) fail the conversation's build with a `CacheBreakpointError`, and nothing else does.
  */
 import { assert, describe, it } from "@effect/vitest"
 import type Anthropic from "@anthropic-ai/sdk"
@@ -168,19 +168,7 @@ const run = (session: ReadonlyArray<Message>, head: Head) => {
         yield* conversation.append(message)
         continue
       }
-      const exit = yield* Effect.exit(conversation.prepare)
-      if (refused(ttls, head.cacheTtl)) {
-        assert.isTrue(Exit.isFailure(exit), `refused marks ${JSON.stringify(ttls)} under ${head.cacheTtl}`)
-        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) as { readonly _tag?: string } : undefined
-        assert.strictEqual(error?._tag, "CacheBreakpointError")
-        return
-      }
-      assert.isTrue(
-        Exit.isSuccess(exit),
-        `prepare ${prepared}: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""}`
-      )
-      if (Exit.isFailure(exit)) return
-      const { epoch, fullRequest, request } = exit.value
+      const { epoch, fullRequest, request } = yield* conversation.prepare
       checkRequest(request, options, head, `request ${prepared}`)
       if (fullRequest !== undefined) checkRequest(fullRequest, options, head, `request ${prepared}, whole`)
       prepared++
@@ -203,7 +191,19 @@ const run = (session: ReadonlyArray<Message>, head: Head) => {
         minSavings: 0,
         policy: CompactionPolicy.makeUnsafe({ cacheTtl: head.cacheTtl })
       }).pipe(Layer.provide(ExtractiveSummarizer.layer))
-    )
+    ),
+    Effect.exit,
+    Effect.map((exit) => {
+      if (refused(ttls, head.cacheTtl)) {
+        // refused when the conversation is built: a typed failure, before any request
+        assert.isTrue(Exit.isFailure(exit), `refused marks ${JSON.stringify(ttls)} under ${head.cacheTtl}`)
+        const failed = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail") : undefined
+        assert.strictEqual(
+          (failed as { readonly error?: { readonly _tag?: string } })?.error?._tag,
+          "CacheBreakpointError"
+        )
+      } else assert.isTrue(Exit.isSuccess(exit), Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "")
+    })
   )
 }
 

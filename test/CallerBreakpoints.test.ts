@@ -183,7 +183,7 @@ describe("the caller's cache_control on system blocks and tools", () => {
     assert.deepStrictEqual(planBreakpoints(messages, { ...options, reserved: 4 }), { system: false, blocks: [] })
   })
 
-  it("through PromiseConversation: 30 tool steps under the docs' pattern, and the 1h refusal at prepare", async () => {
+  it("through PromiseConversation: 30 tool steps under the docs' pattern, and the 1h refusal at open", async () => {
     const reply = (content: Array<unknown>, id: string) => ({
       id,
       type: "message",
@@ -214,10 +214,13 @@ describe("the caller's cache_control on system blocks and tools", () => {
     }
     assert.isAbove(grown, 10)
     await conversation.close()
-    const hour = await open({ system: docsPattern, policy: CompactionPolicy.makeUnsafe({ cacheTtl: "1h" }) })
-    await hour.append({ role: "user", content: "hello" })
-    const error = await hour.prepare().then(() => undefined, (e: unknown) => e as { _tag?: string; message?: string })
-    await hour.close()
+    const error = await open({ system: docsPattern, policy: CompactionPolicy.makeUnsafe({ cacheTtl: "1h" }) }).then(
+      async (hour) => {
+        await hour.close()
+        return undefined
+      },
+      (e: unknown) => e as { _tag?: string; message?: string }
+    )
     assert.strictEqual(error?._tag, "CacheBreakpointError")
     assert.match(String(error?.message), /^system\[0\]\.cache_control: ttl "5m"/)
   })

@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import type { CacheBreakpointError } from "../Cache.ts"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Conversation, type ConversationError, type ConversationOptions } from "../Conversation.ts"
@@ -79,7 +80,7 @@ export const replayMessages = <E = never, R = never>(
   options: ReplayOptions<E, R> = {}
 ): Effect.Effect<
   ReplaySummary,
-  E | SessionLogError | ConversationError<unknown>,
+  E | SessionLogError | ConversationError<unknown> | CacheBreakpointError,
   R | Summarizer
 > =>
   Effect.gen(function* () {
