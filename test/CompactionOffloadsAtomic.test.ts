@@ -221,7 +221,7 @@ const checkCuts = (
         const j = differing[0]!
         problems.push(
           `${label}: cut after entry ${cut} (${within ? "inside" : "after"} step ${k}): the request of step ${j}` +
-            ` is ${resumed.requests[j]!.length - live.requests[j]!.length} characters longer than the live one` +
+            ` differs from the live one (${resumed.requests[j]!.length - live.requests[j]!.length} characters more)` +
             ` (${differing.length} requests differ)`
         )
       } else if ((within || from >= steps.length) && resumed.final !== live.final) {
