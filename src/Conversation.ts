@@ -47,7 +47,7 @@ import { finishCounted, prepareCounted } from "./internal/conversation/counted.t
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { type CacheBreakpointError, callerMarks, callerMarksError } from "./internal/breakpoints.ts"
 import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
-import { recordChange } from "./internal/conversation/record.ts"
+import { recordChange, recordCompaction } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
@@ -445,6 +445,26 @@ const make = (
           }
         })
 
+    /**
+     * Records a compaction's transition (`applyCompaction`): the compaction and the offloads applied with it (the
+     * `Offloaded` change after it) in one append, then makes the state after both current; so a crash leaves the state
+     * before the compaction or the one after its offloads, never the compaction alone. Any other shape: `persist`.
+     */
+    const persistCompaction = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> => {
+      const [compacted, offloads] = t.steps
+      if (
+        log === undefined || t.steps.length !== 2 || compacted?.change._tag !== "CompactionApplied" ||
+        offloads?.change._tag !== "Offloaded"
+      ) return persist(t, fallback)
+      return Effect.matchEffect(recordCompaction(log, compacted.change, offloads.change, state, compacted.state), {
+        onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+        onSuccess: () => {
+          state = offloads.state
+          return Effect.void
+        }
+      })
+    }
+
     /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
     const compactNow = <A>(
       instructions: string | undefined,
@@ -482,7 +502,7 @@ const make = (
           (candidate) => countOf(applyCompaction(state, candidate, { ...options, threads: threading(), policy }).state)
         )
         const applied = applyCompaction(state, finished, { ...options, threads: threading(), policy })
-        yield* persist(applied, fallback)
+        yield* persistCompaction(applied, fallback)
         const offloaded = offloadsOf(applied)
         if (finished.record !== undefined) yield* background.drop
         return { outcome: finished.outcome, offloaded }

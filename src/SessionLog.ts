@@ -235,6 +235,16 @@ const foldEach = (entries: ReadonlyArray<SessionEntry.Entry>) => (live: LiveView
   for (const entry of entries) live.apply(entry)
 }
 
+/** `pending` with `entry` after its entries: written in the same store append, folded after them. */
+const followedBy = <A>(pending: PendingWrite<A>, entry: SessionEntry.Entry): PendingWrite<A> => ({
+  entries: [...pending.entries, entry],
+  fold: (live) => {
+    pending.fold(live)
+    live.apply(entry)
+  },
+  value: pending.value
+})
+
 /** The fold of `stored`: a kept fold of a prefix of them caught up with the rest, or a fold from scratch. */
 const openFold = (
   closedFolds: ClosedFolds | undefined,
@@ -556,11 +566,20 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       if (input.meta !== undefined && !isStepMeta(input.meta)) {
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
       }
+      const evictions = input.evictions ?? []
+      for (const e of evictions) {
+        if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
+          return yield* invalid(sessionId, `eviction of ${e.toolUseId}: block must be a tool_result for that id`)
+        }
+      }
       const id = randomUUID() as string
-      return yield* appendDerived(
-        { durable: sync !== "never" },
-        (timestamp) => deriveCompaction(input, view, id, timestamp)
-      )
+      // the offloads applied with the compaction: their eviction entry follows the boundary in the same store append
+      const evictionId = evictions.length === 0 ? undefined : randomUUID() as string
+      return yield* appendDerived({ durable: sync !== "never" }, (timestamp) => {
+        const pending = deriveCompaction(input, view, id, timestamp)
+        if (evictionId === undefined || pending instanceof SessionLogError) return pending
+        return followedBy(pending, { ...header(evictionId, id, timestamp), type: "eviction", evictions })
+      })
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
       attributes: { "session.id": sessionId, "session.cut": input.cut }
     }))

@@ -43,6 +43,12 @@ export interface CompactionInput {
    * in the view): a JSON object, such as the state `Conversation` resumes from without reading the entries before it.
    */
   readonly meta?: StepMeta
+  /**
+   * The offloads applied with the compaction (`block` a tool_result for `toolUseId`, as `recordEviction` takes them),
+   * stored as an eviction entry right after the boundary, in the same store append: a crash leaves both or neither.
+   * Absent or empty: the boundary alone.
+   */
+  readonly evictions?: ReadonlyArray<Eviction>
 }
 
 /** Options of `SessionLogShape.append`. @category models */
@@ -69,9 +75,10 @@ export interface SessionLogShape {
   /** Records offloaded tool results (`block` must be a tool_result for `toolUseId`). */
   readonly recordEviction: (evictions: ReadonlyArray<Eviction>) => Effect.Effect<EvictionEntry, SessionLogError>
   /**
-   * Records a compaction boundary as one atomic entry, derived from `input.view`. Fails with `Conflict` when another
-   * compaction was recorded since `input.snapshot` was taken (by this or another worker; nothing is written), and
-   * `InvalidInput` for a bad view or cut.
+   * Records a compaction boundary as one atomic entry, derived from `input.view`, followed by an eviction entry of
+   * `input.evictions` when given, both in one store append (all or none). Returns the boundary's entry. Fails with
+   * `Conflict` when another compaction was recorded since `input.snapshot` was taken (by this or another worker;
+   * nothing is written), and `InvalidInput` for a bad view, cut or eviction.
    */
   readonly recordCompaction: (input: CompactionInput) => Effect.Effect<CompactionEntry, SessionLogError>
   /** The live view with its entry ids: the fold of every entry this worker has written or caught up with. */

@@ -2,8 +2,9 @@
  * How a conversation's change is stored in its `SessionLog`, the one mapping for `Conversation.layerLogged` and the
  * replay engine's log: an appended message with its step metadata under `conversation`, an offload as an eviction
  * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
- * view before it is the conversation's (no other writer appended in between); and back, what an eviction entry tells
- * the hot paths (`offloadsOf`).
+ * view before it is the conversation's (no other writer appended in between), with the eviction entry of the offloads
+ * applied with it in the same append (`recordCompaction`); and back, what an eviction entry tells the hot paths
+ * (`offloadsOf`).
  *
  * @internal
  */
@@ -98,16 +99,36 @@ export const recordChange = (
     case "Offloaded":
       return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
     case "CompactionApplied":
-      return Effect.flatMap(log.snapshot, (snapshot) =>
-        log.recordCompaction(
-          recordInput(
-            change.record,
-            snapshot,
-            snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
-          )
-        )).pipe(Effect.asVoid)
+      return recordCompaction(log, change, undefined, before, after)
   }
 }
+
+/**
+ * Stores a compaction (`change`, made in state `before` and leading to state `after`, whose checkpoint its boundary
+ * carries) and, when given, the offloads applied with it (`offloaded`, the change right after it in the same
+ * transition) in one store append: the boundary and its eviction entry land together or not at all, so a resumed
+ * conversation never holds the compaction without the offloads it applied. The entries are the ones `recordChange`
+ * stores for each change alone.
+ */
+export const recordCompaction = (
+  log: SessionLogShape,
+  change: Extract<StoredChange, { readonly _tag: "CompactionApplied" }>,
+  offloaded: Extract<StoredChange, { readonly _tag: "Offloaded" }> | undefined,
+  before: StoredState,
+  after: StoredState
+): Effect.Effect<void, SessionLogError> =>
+  Effect.flatMap(log.snapshot, (snapshot) => {
+    const input = recordInput(
+      change.record,
+      snapshot,
+      snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
+    )
+    return log.recordCompaction(offloaded === undefined ? input : { ...input, evictions: evictionsOf(offloaded) })
+  }).pipe(Effect.asVoid)
+
+/** The evictions an `Offloaded` change stores: each offloaded result's new block, by its tool use id. */
+const evictionsOf = (change: Extract<StoredChange, { readonly _tag: "Offloaded" }>) =>
+  change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))
 
 /** The offloads an eviction entry recorded, as `HotPaths#observeOffloads` reads them. */
 export const offloadsOf = (
