@@ -4,8 +4,9 @@
  * When to compact, and how much recent history to keep.
  *
  * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an
- * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply, never an estimate; estimates
- * only place the cut (`Cut.ts`).
+ * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply; a conversation whose latest
+ * reply came without usage passes it the library's estimate of the request instead (`ConversationState.prepareStep`).
+ * Estimates also place the cut (`Cut.ts`).
  *
  * @since 0.1.0
  */
@@ -440,7 +441,8 @@ export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usa
 
 /**
  * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context passes the cost target
- * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply. With
+ * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply (or the
+ * estimate of the request, as `{ input_tokens: estimate, output_tokens: 0 }`, when the reply reported none). With
  * `coldHumanTurn` (the next request starts a human turn and the cache has expired) the target is
  * `COLD_COMPACT_FRACTION` of it. A report from a request made before the latest compaction
  * (`requestEpoch < currentEpoch`) never triggers: it measured the old, longer view, and compacting again on it would
