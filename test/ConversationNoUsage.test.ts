@@ -138,7 +138,11 @@ describe("PromiseConversation: hundreds of steps without usage, resumed half-way
       keepRecentTokens: 1_000,
       keepRecentTurns: 1
     })
-    const options = { policy, system: "You are a helpful assistant.", log: { type: "jsonl" as const, directory, sessionId: "no-usage" } }
+    const options = {
+      policy,
+      system: "You are a helpful assistant.",
+      log: { type: "jsonl" as const, directory, sessionId: "no-usage" }
+    }
     const steps = 300
     let compactions = 0
     let largest = 0
