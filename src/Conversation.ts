@@ -347,7 +347,9 @@ const make = (
     const counter = Option.getOrUndefined(yield* Effect.serviceOption(TokenCounter))
     const lock = yield* Semaphore.make(1)
     const policy = options.policy ?? defaultPolicy
-    const background = makeBackground(summarizer, yield* Effect.scope, policy, options)
+    // the system prompt and tools every request carries, in estimated tokens
+    const head = systemAndToolsTokens(options.system as never, options.tools)
+    const background = makeBackground(summarizer, yield* Effect.scope, policy, { ...options, headTokens: head })
     // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
     let state: ConversationState = initial.carried?.view === asMessages(initial.view)
       ? initial
@@ -365,7 +367,6 @@ const make = (
     // `cacheLearning`, `backgroundCut`): threads go on until a reply to an unthreaded replay
     const threading = () => options.threads === true && state.unthreaded !== true
     const minTokens = minCacheableTokens(model)
-    const head = systemAndToolsTokens(options.system as never, tools)
     /**
      * The request for the current state as it goes out, with `fields`: on its thread, a `continue` built from the
      * messages after the anchor alone, beside it the whole view under `create` (`fullRequest`), built only when read;

@@ -177,7 +177,8 @@ export class CompactionPolicy {
    */
   declare readonly maxTailTokens: number
   /**
-   * The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`).
+   * The cost target: compaction fires once the reported context (or, for a reply recorded without usage, the estimate
+   * of the request) passes it (at most `contextWindow - minRemaining`).
    * Default 60,000, well before the window: every request re-reads the whole prefix from the cache, so a session's
    * bill grows with the context it carries. Chosen on cost and retention together, on the Pareto front of a sweep over
    * long recorded sessions: its cost against no compaction and against compaction at the window, its cache misses, and
@@ -216,7 +217,7 @@ export class CompactionPolicy {
    */
   declare readonly cacheTtl: CacheTtl
   /**
-   * Background compaction (`Conversation`): once the reported context passes this fraction of `compactAtTokens`
+   * Background compaction (`Conversation`): once the context the trigger reads passes this fraction of `compactAtTokens`
    * (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
    * goes on, and the step that compacts applies it instead of waiting for the summarizer. A number strictly between
    * 0 and 1; absent (the default): off, every compaction waits for its summary.

@@ -9,7 +9,7 @@
  * measured independently of the library's estimator: a quarter of the characters of its JSON, and its UTF-8 bytes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Logger, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -24,7 +24,9 @@ import {
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 import { PromiseConversation } from "../src/index.ts"
 import type { Request } from "../src/Request.ts"
+import type { Message } from "../src/Message.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
+import { replayTimed, scriptedSummarizer } from "./fixtures/BackgroundReplay.ts"
 import { requestSize, runShape, type Shape, SHAPES } from "./fixtures/AgentLoopShapes.ts"
 
 const SMALL = CompactionPolicy.makeUnsafe({ compactAtTokens: 20_000, keepRecentTokens: 4_000 })
@@ -175,4 +177,59 @@ describe("PromiseConversation: hundreds of steps without usage, resumed half-way
       rmSync(directory, { recursive: true, force: true })
     }
   })
+})
+
+/** A coding session of `turns` human turns, each of `steps` file reads of about `size` repetitions of a line. */
+const readingSession = (turns: number, steps: number, size: number): ReadonlyArray<Message> =>
+  Array.from({ length: turns }, (_, k): ReadonlyArray<Message> => [
+    { role: "user", content: `task ${k}: fix module m${k}` },
+    ...Array.from({ length: steps }, (_, j): ReadonlyArray<Message> => {
+      const id = `toolu_${k}_${j}`
+      return [
+        {
+          role: "assistant",
+          content: [{ type: "text", text: `step ${j}` }, {
+            type: "tool_use",
+            id,
+            name: "read",
+            input: { path: `/src/m${k}_${j}.ts` }
+          }]
+        } as Message,
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: id, content: `line of m${k}_${j} `.repeat(size) }]
+        } as Message
+      ]
+    }).flat(),
+    { role: "assistant", content: `done ${k}` }
+  ]).flat()
+
+describe("background compaction (backgroundAt) without usage", () => {
+  it.effect("the summary is made before the trigger, applied without waiting; a resume sends the live requests", () =>
+    Effect.gen(function* () {
+      const policy = CompactionPolicy.makeUnsafe({
+        contextWindow: 20_000,
+        minRemaining: 4_000,
+        keepRecentTokens: 1_200,
+        keepRecentTurns: 1,
+        compactAtTokens: 5_000,
+        backgroundAt: 0.6
+      })
+      const messages = readingSession(10, 4, 60)
+      const options = { policy, minFreedTokens: 300, stepMs: 2_000, noUsage: true }
+      const warnings: Array<string> = []
+      const live = yield* replayTimed(messages, { ...options, summarizer: scriptedSummarizer(5_000).layer }).pipe(
+        Effect.provide(Logger.layer([Logger.make((o) => void warnings.push(String(o.message)))]))
+      )
+      assert.isAbove(live.compactions.length, 1)
+      assert.strictEqual(live.compactions[0]!.blockedMs, 0, "the first compaction waited for no summary")
+      assert.strictEqual(warnings.filter((w) => NO_USAGE.test(w)).length, 1)
+      const resumed = yield* replayTimed(messages, {
+        ...options,
+        resumeEvery: 3,
+        summarizer: scriptedSummarizer(5_000).layer
+      }).pipe(Effect.provide(Logger.layer([])))
+      assert.isAbove(resumed.resumes, 0)
+      assert.deepStrictEqual(resumed.requests, live.requests)
+    }))
 })
