@@ -590,7 +590,7 @@ const make = (
     }
     /** Whether the conversation has logged `logNoUsage` (it does once). */
     let noUsageWarned = false
-    /** A `prepare` from `before` logs `logNoUsage`: its latest reply reported no usage, and it has not been said yet. */
+    /** A `prepare` from `before` logs `logNoUsage`: its latest reply reported no usage, and it was not said yet. */
     const warnsNoUsage = (before: ConversationState) => !noUsageWarned && before.reply?.noUsage === true
     /** A `prepare` that answers calls, counts the request, or keeps a background summary: it runs `prepareFully`. */
     const pendingOrSlow = () => state.pending.length > 0 || counter !== undefined || policy.backgroundAt !== undefined

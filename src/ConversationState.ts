@@ -731,11 +731,12 @@ export interface PrepareStep {
  * (the latest reply's reported usage against the policy's trigger, `Policy.shouldCompact`; when that reply reported
  * none, or no reply did yet, or it measured the view before the latest compaction, the library's estimate of the whole
  * request, the view as the API counts it plus `headTokens`, so a conversation recorded without usage compacts at the
- * same trigger; or the latest reply stopped with `model_context_window_exceeded`). `cacheCold`: the provider's cache is known to have expired (the last request is
- * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
- * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
- * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
- * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes.
+ * same trigger; or the latest reply stopped with `model_context_window_exceeded`). `cacheCold`: the provider's cache
+ * is known to have expired (the last request is older than the policy's `cacheTtl`). The service and the simulator
+ * both run exactly this; the eviction prices a rewrite at the write price of the policy's `cacheTtl`. After a reply
+ * that stopped with `pause_turn` and is still last, nothing changes (the same request continues the turn); after one
+ * that stopped with `compaction` (the server's block, threshold mode), the files message follows the block and nothing
+ * else changes.
  * @category transitions
  */
 export const prepareStep = (

@@ -217,8 +217,8 @@ export class CompactionPolicy {
    */
   declare readonly cacheTtl: CacheTtl
   /**
-   * Background compaction (`Conversation`): once the context the trigger reads passes this fraction of `compactAtTokens`
-   * (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
+   * Background compaction (`Conversation`): once the context the trigger reads passes this fraction of
+   * `compactAtTokens` (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
    * goes on, and the step that compacts applies it instead of waiting for the summarizer. A number strictly between
    * 0 and 1; absent (the default): off, every compaction waits for its summary.
    */

@@ -45,7 +45,7 @@ import { blocksOf, isCompactionWithContent } from "../blocks.ts"
 import { summaryWithManifest } from "../summary.ts"
 import { type CheckedState, triggerContext } from "./stepChecks.ts"
 
-/** What the background reads of a conversation state: what the trigger reads (the view, the epoch, the latest reply and usage report). */
+/** What the background reads of a conversation state: what the trigger reads (view, epoch, latest reply and usage). */
 export type BackgroundState = CheckedState
 
 /**
