@@ -64,11 +64,12 @@ import {
   countFires,
   overflowed,
   resumesServerCompaction,
+  triggerContext,
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
 import { answerFrom, type RecallOptions, renderAnswer } from "./internal/recall.ts"
-import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
+import { type CompactionPolicy, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import type { SessionLogShape } from "./SessionLog.ts"
 import { SessionLog, SessionLogError } from "./SessionLog.ts"
 import { Summarizer } from "./Summarizer.ts"
@@ -209,7 +210,9 @@ export interface ConversationShape {
     message: MessageParam | Anthropic.Beta.BetaMessageParam
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
-   * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`).
+   * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`). A
+   * reply recorded with no usage (a `MessageParam` and no `usage`) leaves the trigger to the library's estimate of the
+   * request until a reply reports one; the next `prepare` logs a warning saying so, once per conversation.
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
    * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
    * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
@@ -228,7 +231,9 @@ export interface ConversationShape {
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
    * Builds the next request: answers abandoned calls, offloads stale output, and compacts when the trigger fires
-   * (only here, after the results are in). A failed summary or persist fails with the request of the state as it was.
+   * (only here, after the results are in): by the latest reply's reported usage, or, when it reported none, by the
+   * estimate of the request with its system prompt and tools (`ConversationState.prepareStep`). A failed summary or
+   * persist fails with the request of the state as it was.
    */
   readonly prepare: Effect.Effect<Prepared, ConversationError<Prepared>>
   /**
@@ -248,15 +253,17 @@ export interface ConversationShape {
   readonly recall: (input: unknown, options?: RecallOptions | undefined) => Effect.Effect<string, SessionLogError>
 }
 
-/** The context the trigger fired on: the exact count, else the last reported usage; infinite after an overflow. */
-const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined): number =>
+/**
+ * The context the trigger fired on: the exact count, else what the trigger read (`triggerContext`: the latest
+ * reported usage, or the estimate of the request with `head` for its system prompt and tools); infinite after an
+ * overflow.
+ */
+const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined, head: number): number =>
   overflowed(state)
     ? Number.POSITIVE_INFINITY
     : count?.exact === true
     ? count.tokens
-    : state.usage === undefined
-    ? 0
-    : contextTokens(state.usage.usage)
+    : triggerContext(state, head).tokens
 
 /** A warning for each mend `append` or `prepare` made to the caller's messages (`AppendMends`); nothing when none. */
 const logMends = (mends: AppendMends): Effect.Effect<void> =>
@@ -272,6 +279,16 @@ const logMends = (mends: AppendMends): Effect.Effect<void> =>
   ], { discard: true })
 
 /**
+ * The warning a conversation logs once, at the first `prepare` after a reply recorded with no usage: its trigger then
+ * runs on the library's estimate of the request instead of the provider's count.
+ */
+const logNoUsage: Effect.Effect<void> = Effect.logWarning(
+  "effect-compaction: a reply was recorded with no usage, so the compaction trigger runs on the library's estimate " +
+    "of the request (about 4 characters per token); record the SDK's reply, or pass its usage to recordReply, for " +
+    "the provider's count"
+)
+
+/**
  * The trigger a pass runs at (`firedOn`) and its scale: the API's tokens it fired on per estimated token of the
  * request they measured (the view as the API counts it, plus `head`, the system prompt and tools), so that
  * `minGrowthTokens` is checked on the trigger's scale (`CompactOptions.tokensPerEstimate`). An exact count's own
@@ -279,7 +296,7 @@ const logMends = (mends: AppendMends): Effect.Effect<void> =>
  * lower and the bound, in estimated tokens, higher (never looser).
  */
 const atTheTrigger = (state: ConversationState, count: TokenCounter.Count | undefined, head: number) => {
-  const trigger = firedOn(state, count)
+  const trigger = firedOn(state, count, head)
   const estimate = viewTokens(state) + head
   return { trigger, ...(Number.isFinite(trigger) && estimate > 0 ? { tokensPerEstimate: trigger / estimate } : {}) }
 }
@@ -342,7 +359,9 @@ const make = (
     // here, when the conversation is built (every `prepare` would fail on them)
     const marksProblem = callerMarksError(callerMarks(options.tools, options.system), policy.cacheTtl)
     if (marksProblem !== undefined) return yield* Effect.fail(marksProblem)
-    const background = makeBackground(summarizer, yield* Effect.scope, policy, options)
+    // the system prompt and tools every request carries, in estimated tokens
+    const head = systemAndToolsTokens(options.system as never, options.tools)
+    const background = makeBackground(summarizer, yield* Effect.scope, policy, { ...options, headTokens: head })
     // a state built by hand gets a carry for its view, so its first eviction's index is kept for the next step
     let state: ConversationState = initial.carried?.view === asMessages(initial.view)
       ? initial
@@ -360,7 +379,6 @@ const make = (
     // `cacheLearning`, `backgroundCut`): threads go on until a reply to an unthreaded replay
     const threading = () => options.threads === true && state.unthreaded !== true
     const minTokens = minCacheableTokens(model)
-    const head = systemAndToolsTokens(options.system as never, tools)
     /**
      * The request for the current state as it goes out, with `fields`: on its thread, a `continue` built from the
      * messages after the anchor alone, beside it the whole view under `create` (`fullRequest`), built only when read;
@@ -529,6 +547,7 @@ const make = (
         const persisting = commit(step.transition, prepared)
         if (persisting !== undefined) yield* persisting
         if (interrupted.length > 0) yield* logMends({ droppedResults: [], interruptedCalls: interrupted })
+        const noUsage = warnsNoUsage(before)
         offloaded = offloadsOf(step.transition)
         // a server compaction block made in the background goes in on the first request after it came back
         const arrived = background.arrived(state)
@@ -541,6 +560,11 @@ const make = (
         // a paused turn goes on unchanged, a server compaction is resumed: neither compacts, so neither is counted
         if (counter !== undefined && !continuesPausedTurn(before) && !resumesServerCompaction(before)) {
           count = yield* countOf(state, before)
+        }
+        // the trigger runs on the estimate (no exact count) because the latest reply reported no usage: said once
+        if (noUsage && count?.exact !== true) {
+          noUsageWarned = true
+          yield* logNoUsage
         }
         const fires = !swappedIn &&
           (count?.exact === true ? countFires(state, policy, cold, count.tokens) : step.compact)
@@ -577,12 +601,12 @@ const make = (
       const last = state.lastRequestAt
       const cold = last !== undefined && now - last >= ttlMs(policy.cacheTtl)
       const before = state
-      const step = prepareStep(state, { ...options, threads: threading(), policy }, cold)
+      const step = prepareStep(state, { ...options, threads: threading(), policy, headTokens: head }, cold)
       // calls the caller never answered are answered as interrupted: said, never silent
       const interrupted = before.pending.length > 0 && step.transition.state.pending.length === 0
         ? before.pending.map((p) => p.originalId)
         : []
-      if (fully || interrupted.length > 0 || step.compact) {
+      if (fully || interrupted.length > 0 || step.compact || warnsNoUsage(before)) {
         return at === "now" ? undefined : prepareFully(now, cold, before, step, interrupted)
       }
       // the common step: nothing to log, count, swap in or compact, so it waits for its record alone
@@ -597,6 +621,10 @@ const make = (
       )
       return persisting === undefined ? Effect.succeed(finish()) : Effect.map(persisting, finish)
     }
+    /** Whether the conversation has logged `logNoUsage` (it does once). */
+    let noUsageWarned = false
+    /** A `prepare` from `before` logs `logNoUsage`: its latest reply reported no usage, and it was not said yet. */
+    const warnsNoUsage = (before: ConversationState) => !noUsageWarned && before.reply?.noUsage === true
     /** A `prepare` that answers calls, counts the request, or keeps a background summary: it runs `prepareFully`. */
     const pendingOrSlow = () => state.pending.length > 0 || counter !== undefined || policy.backgroundAt !== undefined
 

@@ -95,7 +95,7 @@ export type MessageParam = Anthropic.MessageParam
  * - `hot`: the re-read tracker, fed every appended message and every offload;
  * - `epoch`: the number of compactions applied;
  * - `pending`: the calls of the latest reply still waiting for results (never present during a compaction);
- * - `usage`: the last usage a reply reported, if any;
+ * - `usage`: the last usage a reply reported, if any (`reply.noUsage` says when the latest reply reported none);
  * - `reply`: the id and stop reason of the latest reply, if any (the API's stop reasons steer `prepareStep`);
  * - `thread`: with threads on, the reply the next request continues and how many view messages the server holds
  *   under it (absent: the next request starts a new thread);
@@ -125,6 +125,11 @@ export interface ConversationState {
     readonly id?: string
     readonly stopReason?: string
     readonly requestEpoch: number
+    /**
+     * The reply was recorded with no usage (a `MessageParam` and no `usage` argument): the trigger then runs on the
+     * library's estimate of the request until a reply reports one (`prepareStep`).
+     */
+    readonly noUsage?: true
     /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass), if any. */
     readonly inputTransformations?: ReadonlyArray<InputTransformation>
     /**
@@ -449,6 +454,7 @@ export const recordReply = (
     ...(sdk === undefined ? {} : { id: sdk.id }),
     ...(sdk?.stop_reason == null ? {} : { stopReason: sdk.stop_reason }),
     requestEpoch: requestEpoch ?? state.epoch,
+    ...(reported === undefined ? { noUsage: true as const } : {}),
     ...(sdk?.input_transformations == null || sdk.input_transformations.length === 0
       ? {}
       : { inputTransformations: sdk.input_transformations.map(transformationOf) }),
@@ -719,6 +725,12 @@ const offloadStaleResults = (
 type StepOptions = Omit<OffloadOptions, "cacheTtl"> & {
   readonly policy?: CompactionPolicy | undefined
   readonly thinking?: ThinkingConfig | undefined
+  /**
+   * The estimated tokens of what the requests carry beside the view (the system prompt and tools,
+   * `Tokens.systemAndToolsTokens`), which the trigger adds to the view's estimate when it runs on the estimate (the
+   * latest reply reported no usage); default 0.
+   */
+  readonly headTokens?: number | undefined
 }
 
 /** What `prepareStep` decided: its changes (closing calls, offloading) and whether the trigger now fires. @category models */
@@ -732,12 +744,15 @@ export interface PrepareStep {
 /**
  * The pure part of `Conversation#prepare`: answers abandoned calls, offloads stale tool output
  * (`Evict.evictStaleToolResults`, the hot paths pinned, the hot paths told), and says whether compaction must run now
- * (the last reported usage against the policy's trigger, `Policy.shouldCompact`; or the latest reply stopped with
- * `model_context_window_exceeded`). `cacheCold`: the provider's cache is known to have expired (the last request is
- * older than the policy's `cacheTtl`). The service and the simulator both run exactly this; the eviction prices a
- * rewrite at the write price of the policy's `cacheTtl`. After a reply that stopped with
- * `pause_turn` and is still last, nothing changes (the same request continues the turn); after one that stopped with
- * `compaction` (the server's block, threshold mode), the files message follows the block and nothing else changes.
+ * (the latest reply's reported usage against the policy's trigger, `Policy.shouldCompact`; when that reply reported
+ * none, or no reply did yet, or it measured the view before the latest compaction, the library's estimate of the whole
+ * request, the view as the API counts it plus `headTokens`, so a conversation recorded without usage compacts at the
+ * same trigger; or the latest reply stopped with `model_context_window_exceeded`). `cacheCold`: the provider's cache
+ * is known to have expired (the last request is older than the policy's `cacheTtl`). The service and the simulator
+ * both run exactly this; the eviction prices a rewrite at the write price of the policy's `cacheTtl`. After a reply
+ * that stopped with `pause_turn` and is still last, nothing changes (the same request continues the turn); after one
+ * that stopped with `compaction` (the server's block, threshold mode), the files message follows the block and nothing
+ * else changes.
  * @category transitions
  */
 export const prepareStep = (
@@ -751,9 +766,10 @@ export const prepareStep = (
   // append-only (`OffloadOptions.appendOnly`): no offload between compactions; the compaction applies them
   const reason = appendOnlyReason(options, state.appendOnly)
   const closed = closePending(reason === state.appendOnly ? state : { ...state, appendOnly: reason })
-  if (reason !== undefined) return { transition: closed, compact: triggerFires(closed.state, policy, cacheCold) }
+  const head = options.headTokens ?? 0
+  if (reason !== undefined) return { transition: closed, compact: triggerFires(closed.state, policy, cacheCold, head) }
   const transition = chain(closed, (s) => offloadStaleResults(s, { ...options, cacheTtl: policy.cacheTtl }, cacheCold))
-  const compact = triggerFires(transition.state, policy, cacheCold)
+  const compact = triggerFires(transition.state, policy, cacheCold, head)
   if (!compact && deferredToCompaction(closed.state, transition.state, policy, options)) {
     return { transition: closed, compact: false }
   }

@@ -4,8 +4,9 @@
  * When to compact, and how much recent history to keep.
  *
  * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an
- * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply, never an estimate; estimates
- * only place the cut (`Cut.ts`).
+ * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply; a conversation whose latest
+ * reply came without usage passes it the library's estimate of the request instead (`ConversationState.prepareStep`).
+ * Estimates also place the cut (`Cut.ts`).
  *
  * @since 0.1.0
  */
@@ -176,7 +177,8 @@ export class CompactionPolicy {
    */
   declare readonly maxTailTokens: number
   /**
-   * The cost target: compaction fires once the reported context passes it (at most `contextWindow - minRemaining`).
+   * The cost target: compaction fires once the reported context (or, for a reply recorded without usage, the estimate
+   * of the request) passes it (at most `contextWindow - minRemaining`).
    * Default 60,000, well before the window: every request re-reads the whole prefix from the cache, so a session's
    * bill grows with the context it carries. Chosen on cost and retention together, on the Pareto front of a sweep over
    * long recorded sessions: its cost against no compaction and against compaction at the window, its cache misses, and
@@ -215,8 +217,8 @@ export class CompactionPolicy {
    */
   declare readonly cacheTtl: CacheTtl
   /**
-   * Background compaction (`Conversation`): once the reported context passes this fraction of `compactAtTokens`
-   * (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
+   * Background compaction (`Conversation`): once the context the trigger reads passes this fraction of
+   * `compactAtTokens` (e.g. 0.8), the summary of the prefix the next compaction will cut is made in a background fiber while the agent
    * goes on, and the step that compacts applies it instead of waiting for the summarizer. A number strictly between
    * 0 and 1; absent (the default): off, every compaction waits for its summary.
    */
@@ -440,7 +442,8 @@ export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usa
 
 /**
  * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context passes the cost target
- * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply. With
+ * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply (or the
+ * estimate of the request, as `{ input_tokens: estimate, output_tokens: 0 }`, when the reply reported none). With
  * `coldHumanTurn` (the next request starts a human turn and the cache has expired) the target is
  * `COLD_COMPACT_FRACTION` of it. A report from a request made before the latest compaction
  * (`requestEpoch < currentEpoch`) never triggers: it measured the old, longer view, and compacting again on it would

@@ -224,10 +224,12 @@ describe("Conversation: the SDK's reply (recordReply)", () => {
     assert.isFalse(triggerFires(s1, wide))
   })
 
-  it("a MessageParam reply has no id or stop reason", () => {
+  it("a MessageParam reply has no id or stop reason, and says it came with no usage", () => {
     const s0 = appendMessage(emptyState(), user("hello")).state
     const s1 = recordReply(s0, assistant("hi")).state
-    assert.deepStrictEqual(s1.reply, { requestEpoch: 0 })
+    assert.deepStrictEqual(s1.reply, { requestEpoch: 0, noUsage: true })
+    const s2 = recordReply(s1, assistant("hi again"), { input_tokens: 10, output_tokens: 2 }).state
+    assert.deepStrictEqual(s2.reply, { requestEpoch: 0 })
   })
 })
 

@@ -34,7 +34,7 @@ import type * as Scope from "effect/Scope"
 import { type CompactionPlan, prepareCompaction } from "../../Compact.ts"
 import type { Message } from "../../Message.ts"
 import { safeCut } from "../../Cut.ts"
-import { type CompactionPolicy, contextTokens } from "../../Policy.ts"
+import type { CompactionPolicy } from "../../Policy.ts"
 import type { Entry, Loaded } from "../../SessionEntry.ts"
 import type { SummarizeError } from "../../SummarizeError.ts"
 import { type SummarizeRequest, summarizeRequest, type SummarizerShape, type Summary } from "../../Summarizer.ts"
@@ -43,18 +43,20 @@ import { estimateMessageTokens, estimateTokens } from "../../Tokens.ts"
 import type { ToolClassifier } from "../../Tools.ts"
 import { blocksOf, isCompactionWithContent } from "../blocks.ts"
 import { summaryWithManifest } from "../summary.ts"
+import { type CheckedState, triggerContext } from "./stepChecks.ts"
 
-/** What the background reads of a conversation state (the view, the epoch and the latest usage report). */
-export interface BackgroundState {
-  readonly view: ReadonlyArray<unknown>
-  readonly epoch: number
-  readonly usage: { readonly usage: Parameters<typeof contextTokens>[0]; readonly requestEpoch: number } | undefined
-}
+/** What the background reads of a conversation state: what the trigger reads (view, epoch, latest reply and usage). */
+export type BackgroundState = CheckedState
 
-/** The compaction options the background plans with (the trigger path's: no instructions, no `upTo`). */
+/**
+ * The compaction options the background plans with (the trigger path's: no instructions, no `upTo`), and the
+ * estimated tokens of the system prompt and tools the requests carry (`headTokens`, which the trigger's estimate
+ * counts when the latest reply reported no usage).
+ */
 export interface BackgroundOptions {
   readonly minFreedTokens?: number | undefined
   readonly classifier?: ToolClassifier | undefined
+  readonly headTokens?: number | undefined
 }
 
 /** A summary in the making: its plan (over the view it was started on) and its fiber. */
@@ -65,12 +67,13 @@ interface Pending {
 }
 
 /**
- * True once the latest usage, reported for a request of the current epoch, passes `backgroundAt` of the trigger
- * (`compactAtTokens`). Always false without `backgroundAt`.
+ * True once the context the trigger reads (`triggerContext`: the latest usage reported for a request of the current
+ * epoch, else the estimate of the request with `headTokens`) passes `backgroundAt` of the trigger (`compactAtTokens`).
+ * Always false without `backgroundAt`.
  */
-export const backgroundDue = (state: BackgroundState, policy: CompactionPolicy): boolean =>
-  policy.backgroundAt !== undefined && state.usage !== undefined && state.usage.requestEpoch === state.epoch &&
-  contextTokens(state.usage.usage) > Math.floor(policy.backgroundAt * policy.compactAtTokens)
+export const backgroundDue = (state: BackgroundState, policy: CompactionPolicy, headTokens: number): boolean =>
+  policy.backgroundAt !== undefined &&
+  triggerContext(state, headTokens).tokens > Math.floor(policy.backgroundAt * policy.compactAtTokens)
 
 /**
  * The largest tail the trigger's step keeps on the background's cut: `compactAtTokens − summaryBudgetTokens −
@@ -214,10 +217,11 @@ export const makeBackground = (
       Effect.suspend(() => {
         if (policy.backgroundAt === undefined) return Effect.void
         if (pending !== undefined && pending.epoch !== state.epoch) return drop
-        if (!backgroundDue(state, policy)) return Effect.void
+        if (!backgroundDue(state, policy, options.headTokens ?? 0)) return Effect.void
         if (pending !== undefined && headIntact(pending.plan, state.view) && !failed(pending.fiber)) return Effect.void
         // a stale or failed summary is never kept, even when no new one can start (a resume would not know it)
-        const plan = startPlan(state.view as ReadonlyArray<Message>, contextTokens(state.usage!.usage), policy, planOf)
+        const context = triggerContext(state, options.headTokens ?? 0).tokens
+        const plan = startPlan(state.view as unknown as ReadonlyArray<Message>, context, policy, planOf)
         return plan._tag === "Skip" ? drop : start(state.epoch, plan)
       }),
     take: (state, plan) =>

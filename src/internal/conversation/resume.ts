@@ -225,6 +225,7 @@ const replyOf = (meta: ReplyMeta): ReplyReport => ({
   ...(meta.replyId === undefined ? {} : { id: meta.replyId }),
   ...(meta.stopReason === undefined ? {} : { stopReason: meta.stopReason }),
   requestEpoch: meta.requestEpoch,
+  ...(meta.usage === undefined ? { noUsage: true as const } : {}),
   ...(meta.inputTransformations === undefined ? {} : { inputTransformations: meta.inputTransformations }),
   ...(meta.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: meta.cacheDiagnosis }),
   ...(meta.unthreaded === true ? { unthreaded: true as const } : {})

@@ -1,13 +1,14 @@
 /**
  * What a step's decisions read off a conversation state: the view's tokens as the API counts them, the compaction
- * trigger (on the reported usage, or on an exact count of the next request), and the stop reasons of the latest reply
- * that steer `prepareStep`. Pure, over the fields of `ConversationState` it reads.
+ * trigger (on the reported usage, on the library's estimate of the request when the latest reply reported none, or on
+ * an exact count of the next request), and the stop reasons of the latest reply that steer `prepareStep`. Pure, over
+ * the fields of `ConversationState` it reads.
  *
  * @internal
  */
 import type { BlockPosition } from "../../Cache.ts"
 import { isCompactionWithContent } from "../blocks.ts"
-import { type CompactionPolicy, type ReportedUsage, shouldCompact } from "../../Policy.ts"
+import { type CompactionPolicy, contextTokens, type ReportedUsage, shouldCompact } from "../../Policy.ts"
 import { estimateTokens } from "../../Tokens.ts"
 import { tokensAt } from "../thinkingBinding.ts"
 import { asMessages, blocksOf, type MessageParam } from "./wire.ts"
@@ -18,26 +19,56 @@ export interface CheckedState {
   readonly epoch: number
   readonly pending: ReadonlyArray<unknown>
   readonly usage: { readonly usage: ReportedUsage; readonly requestEpoch: number } | undefined
-  readonly reply?: { readonly stopReason?: string | undefined; readonly requestEpoch: number } | undefined
+  readonly reply?:
+    | {
+      readonly stopReason?: string | undefined
+      readonly requestEpoch: number
+      readonly noUsage?: true | undefined
+    }
+    | undefined
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
 /**
- * True when the last reported usage, measured on the current epoch, leaves less than the policy's room or reaches its
- * cost target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies.
- * Also true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded`
- * (the request did not fit), whatever its usage says.
+ * The context the trigger reads, in tokens, and whether it is the library's estimate (`estimated`) rather than a
+ * provider's report:
+ * - the latest reply's reported usage (`Policy.contextTokens`), when it reported one for a request of the current
+ *   epoch;
+ * - otherwise (the latest reply reported none, no reply ever did, or the latest report measured the view before the
+ *   latest compaction) the estimate of the whole request: the view as the API counts it (`viewTokens`) plus
+ *   `headTokens`, the system prompt and tools it carries. An earlier report of the current epoch still counts when it
+ *   says more: the view has only grown since, but for offloads.
+ * The estimate is the one `estimateTokens` carries forward from the view's previous step: a step costs what it added.
+ */
+export const triggerContext = (
+  state: CheckedState,
+  headTokens: number
+): { readonly tokens: number; readonly estimated: boolean } => {
+  const usage = state.usage
+  const current = usage !== undefined && usage.requestEpoch >= state.epoch
+  if (current && state.reply?.noUsage !== true) return { tokens: contextTokens(usage.usage), estimated: false }
+  const estimate = viewTokens(state) + headTokens
+  return { tokens: current ? Math.max(estimate, contextTokens(usage.usage)) : estimate, estimated: true }
+}
+
+/**
+ * True when the context the trigger reads (`triggerContext`: the latest reported usage, else the estimate of the
+ * request with `headTokens` for its system prompt and tools) leaves less than the policy's room or reaches its cost
+ * target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies. Also
+ * true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded` (the
+ * request did not fit), whatever its usage says.
  */
 export const triggerFires = (
   state: CheckedState,
   policy: CompactionPolicy,
-  cacheCold?: boolean | undefined
+  cacheCold?: boolean | undefined,
+  headTokens = 0
 ): boolean =>
   overflowed(state) ||
-  state.usage !== undefined &&
-    shouldCompact(policy, state.usage.usage, { requestEpoch: state.usage.requestEpoch, currentEpoch: state.epoch }, {
-      coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view)
-    })
+  shouldCompact(policy, { input_tokens: triggerContext(state, headTokens).tokens, output_tokens: 0 }, {
+    requestEpoch: state.epoch,
+    currentEpoch: state.epoch
+  }, { coldHumanTurn: cacheCold === true && endsOnHumanTurn(state.view) })
 
 /**
  * `triggerFires` with `tokens`, the exact count of the next request (a `TokenCounter`'s), in place of the last
