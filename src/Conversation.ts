@@ -66,6 +66,7 @@ import {
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
+import { appendRefusal, replyRefusal } from "./internal/conversation/input.ts"
 import { answerFrom, type RecallOptions, renderAnswer } from "./internal/recall.ts"
 import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import type { SessionLogShape } from "./SessionLog.ts"
@@ -606,7 +607,7 @@ const make = (
           at: "locked" | "now"
         ): Effect.Effect<ConversationState, ConversationError<ConversationState>> | undefined => {
           const given = message as MessageParam
-          if (given.role === "assistant") {
+          if ((message as { readonly role?: unknown } | null | undefined)?.role === "assistant") {
             return Effect.fail(
               new ConversationError({
                 reason: "Refused",
@@ -618,6 +619,10 @@ const make = (
                 value: state
               })
             )
+          }
+          const refused = appendRefusal(state, given)
+          if (refused !== undefined) {
+            return Effect.fail(new ConversationError({ reason: "Refused", cause: refused, value: state }))
           }
           const t = appendMessage(state, shortened(given))
           // a mend is logged under the lock
@@ -634,6 +639,10 @@ const make = (
       },
       recordReply: (message, usage, replyOptions) => {
         const record = () => {
+          const refused = replyRefusal(state, message)
+          if (refused !== undefined) {
+            return Effect.fail(new ConversationError({ reason: "Refused", cause: refused, value: state }))
+          }
           if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
           const thread = options.threads === true
             ? threadRecordOf(threading(), state.issued?.sent, replyOptions?.replayedAfter)

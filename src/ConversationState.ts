@@ -68,7 +68,15 @@ import {
   triggerFires,
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
-import { asMessages, type Block, blocksOf, interrupted, isSdkReply, wireMessage } from "./internal/conversation/wire.ts"
+import {
+  asMessages,
+  type Block,
+  blocksOf,
+  interrupted,
+  isSdkReply,
+  wireMessage,
+  wireReply
+} from "./internal/conversation/wire.ts"
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
@@ -447,7 +455,7 @@ export const recordReply = (
     ...(thread !== undefined && "unthreaded" in thread ? { unthreaded: true as const } : {})
   }
   const sent = thread !== undefined && "sent" in thread ? thread : undefined
-  const clean = wireMessage(message)
+  const clean = wireReply(message)
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
     const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }
