@@ -184,7 +184,7 @@ describe("append: a malformed message or a block its role cannot hold is refused
               source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" }
             }]
           }),
-          /system message holds only text and tool changes.*move the image block to a user message/,
+          /system message holds only text and tool changes.*move the image block out of it/,
           [1, "content", 1, "type"]
         )
         // a tool change (not a block the library knows) passes through untouched

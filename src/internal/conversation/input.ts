@@ -2,16 +2,16 @@
  * The checks a conversation runs on a caller's message before any step changes anything: `appendRefusal` for what
  * `append` takes, `replyRefusal` for what `recordReply` takes. Each answers `undefined` for input the step takes, or a
  * `MessageDecodeError` that names the path and the problem (and what to do instead): a malformed message, a block its
- * role cannot hold, or a system message the API would refuse where it lands (API-RULES 9 and 10). One pass over the
- * message, O(its size); the state is only read at its end.
+ * role cannot hold, or a system message the API would refuse where it lands (API-RULES 9 and 10). O(the message's
+ * size); of the state only the last message and the pending calls are read.
  *
  * @internal
  */
-import { MessageDecodeError, validateMessage } from "../../Message.ts"
+import { type Message, MessageDecodeError, validateMessage } from "../../Message.ts"
 import { KNOWN_BLOCK_TYPES } from "../blocks.ts"
 import { SERVER_TOOL_RESULT_TYPES } from "../wireTypes.ts"
 import { endsInServerResult } from "../validate.ts"
-import { asMessages, isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
+import { isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
 
 /** What the checks read of the conversation: its view and the calls still waiting for results. */
 export interface InputContext {
@@ -52,8 +52,8 @@ const misplacedBlock = (message: MessageParam, at: number): MessageDecodeError |
       ? `a user message cannot hold a ${type} block (only the assistant's replies do): record replies with ` +
         "recordReply"
       : message.role === "system" && !systemHolds(type)
-      ? `a system message holds only text and tool changes (tool_addition, tool_removal): move the ${type} block to ` +
-        "a user message"
+      ? `a system message holds only text and tool changes (tool_addition, tool_removal): move the ${type} block ` +
+        "out of it (an image or a document goes in a user message)"
       : message.role === "assistant" && type === "tool_result"
       ? "an assistant message cannot hold a tool_result block: append tool results in a user message"
       : undefined
@@ -78,7 +78,7 @@ const systemPlacement = (context: InputContext, at: number): MessageDecodeError 
         "and output_config together)"
     )
   }
-  if (endsInServerResult(asMessages([last])[0]!)) return undefined
+  if (endsInServerResult(last as unknown as Message)) return undefined
   return refusal(
     at,
     ["role"],

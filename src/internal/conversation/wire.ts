@@ -1,6 +1,7 @@
 /**
  * Wire messages for `ConversationState`: a message as the Messages API takes it (private keys and blank text blocks
- * dropped), its blocks, the interrupted result that answers an abandoned call, and the test for the SDK's reply.
+ * dropped, a reply's trailing whitespace trimmed), its blocks, the interrupted result that answers an abandoned call,
+ * and the test for the SDK's reply.
  *
  * @internal
  */
