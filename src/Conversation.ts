@@ -68,6 +68,7 @@ import {
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
 import { asMessages, isSdkReply } from "./internal/conversation/wire.ts"
+import { appendRefusal, replyRefusal } from "./internal/conversation/input.ts"
 import { answerFrom, type RecallOptions, renderAnswer } from "./internal/recall.ts"
 import { type CompactionPolicy, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import type { SessionLogShape } from "./SessionLog.ts"
@@ -202,9 +203,14 @@ export interface ConversationShape {
   /**
    * Appends a user or system message, or tool results (see `appendMessage`): the SDK's `MessageParam`, or its beta
    * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format. An
-   * assistant message is refused (`ConversationError` `Refused`, nothing changed): replies go to `recordReply`. A
-   * result that answers no pending call is dropped, and calls a message with other content leaves unanswered are
-   * answered as interrupted (the API accepts neither otherwise); each is logged as a warning.
+   * assistant message is refused (`ConversationError` `Refused`, nothing changed): replies go to `recordReply`. So is,
+   * on every layer and before anything is logged, a message that does not decode, a block its role cannot hold
+   * (`tool_use` or thinking from a user, anything but text and tool changes in a system message), a system message
+   * after the assistant's reply (unless it ends in a server tool result) or after another system message, and a user
+   * message after a system message (the assistant's turn comes next): the cause is a `MessageDecodeError` naming the
+   * path and what to do instead. A result that answers no pending call is dropped, and calls a message with other
+   * content leaves unanswered are answered as interrupted (the API accepts neither otherwise); each is logged as a
+   * warning.
    */
   readonly append: (
     message: MessageParam | Anthropic.Beta.BetaMessageParam
@@ -213,6 +219,9 @@ export interface ConversationShape {
    * Records an assistant reply (a `MessageParam` or the SDK's reply) with its reported usage (see `recordReply`). A
    * reply recorded with no usage (a `MessageParam` and no `usage`) leaves the trigger to the library's estimate of the
    * request until a reply reports one; the next `prepare` logs a warning saying so, once per conversation.
+   * Anything else (a Promise not awaited, `withResponse()`'s `{ data, response }`, a stream, a bare content array, a
+   * user or system message), a reply that does not decode or that holds a `tool_result`, is refused (`ConversationError`
+   * `Refused`, a `MessageDecodeError` cause; nothing changed or logged). A reply with empty content is taken.
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
    * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
    * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
@@ -667,7 +676,7 @@ const make = (
           at: "locked" | "now"
         ): Effect.Effect<ConversationState, ConversationError<ConversationState>> | undefined => {
           const given = message as MessageParam
-          if (given.role === "assistant") {
+          if ((message as { readonly role?: unknown } | null | undefined)?.role === "assistant") {
             return Effect.fail(
               new ConversationError({
                 reason: "Refused",
@@ -679,6 +688,10 @@ const make = (
                 value: state
               })
             )
+          }
+          const refused = appendRefusal(state, given)
+          if (refused !== undefined) {
+            return Effect.fail(new ConversationError({ reason: "Refused", cause: refused, value: state }))
           }
           const t = appendMessage(state, shortened(given))
           // a mend is logged under the lock
@@ -695,6 +708,10 @@ const make = (
       },
       recordReply: (message, usage, replyOptions) => {
         const record = () => {
+          const refused = replyRefusal(state, message)
+          if (refused !== undefined) {
+            return Effect.fail(new ConversationError({ reason: "Refused", cause: refused, value: state }))
+          }
           if (replyOptions?.unthreaded === true && options.threads === true) state = { ...state, unthreaded: true }
           const sent = state.issued?.sent
           const thread = options.threads === true

@@ -12,7 +12,8 @@
  * what the pure step produced and commits the state only once its change is stored.
  *
  * The rules every transition keeps, so that every prepared request is one the Messages API accepts:
- * - messages are stored as wire messages: private `_` keys and empty text blocks are dropped, empty messages skipped;
+ * - messages are stored as wire messages: private `_` keys and empty text blocks (inside a tool result too) are
+ *   dropped, empty messages skipped, a reply's trailing whitespace trimmed;
  * - a tool call's results are the only thing that may follow it: anything else (a typed message, another reply, a
  *   prepared request) first answers the calls still pending with an interrupted error result, so no compaction ever
  *   runs while a `tool_use` awaits its result, and a real result is never answered twice;
@@ -69,7 +70,15 @@ import {
   triggerFires,
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
-import { asMessages, type Block, blocksOf, interrupted, isSdkReply, wireMessage } from "./internal/conversation/wire.ts"
+import {
+  asMessages,
+  type Block,
+  blocksOf,
+  interrupted,
+  isSdkReply,
+  wireMessage,
+  wireReply
+} from "./internal/conversation/wire.ts"
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
@@ -319,6 +328,8 @@ const leadingUser = (state: ConversationState): Transition =>
  * Appends a user or system message (tool results included). Results are matched to the pending calls by the id the
  * caller knows; results that answer nothing pending are dropped. A message with other content, and any system
  * message, first answers the calls still pending (interrupted). An assistant message is `recordReply` without usage.
+ * The message is taken as checked: the `Conversation` service refuses first what does not decode, a block the role
+ * cannot hold, and a system message (or a user message after one) placed where the API refuses it.
  * @category transitions
  */
 export const appendMessage = (state: ConversationState, message: MessageParam): Transition => {
@@ -419,7 +430,9 @@ export interface SdkReply {
  * content is stored as an assistant message, its `usage` is the usage unless one is given, and its `id` and
  * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
  * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An empty reply
- * adds no message (its stop reason and usage are still kept, in the state only).
+ * adds no message (its stop reason and usage are still kept, in the state only). Its last block, when it is text, is
+ * stored without trailing whitespace: a continued turn sends it as the final assistant message, which the API refuses
+ * ending in whitespace. The reply is taken as checked (the `Conversation` service refuses first what is not one).
  *
  * `thread` (threads on): `sent` is the length of the view the request sent. The reply anchors the next request's
  * thread (`state.thread`, and `threadHeld` in its step metadata) when the view holds it exactly as the server does,
@@ -462,7 +475,7 @@ export const recordReply = (
     ...(thread !== undefined && "unthreaded" in thread ? { unthreaded: true as const } : {})
   }
   const onThread = thread !== undefined && "sent" in thread ? thread : undefined
-  const clean = wireMessage(message)
+  const clean = wireReply(message)
   if (clean === undefined) {
     if (sdk === undefined) return none(state)
     const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }

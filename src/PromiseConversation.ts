@@ -72,9 +72,15 @@ export class ConversationClosedError extends ConversationClosedErrorBase<{
 export interface PromiseConversation extends AsyncDisposable {
   /** The current state (see `ConversationState.ConversationState`). */
   readonly state: () => Promise<ConversationState>
-  /** Appends a user or system message, or tool results (see `Conversation.ConversationShape.append`). */
+  /**
+   * Appends a user or system message, or tool results (see `Conversation.ConversationShape.append`); a message it
+   * cannot take rejects with `ConversationError` `Refused` (the path and the problem), in memory as when logged.
+   */
   readonly append: (message: Parameters<ConversationShape["append"]>[0]) => Promise<ConversationState>
-  /** Records an assistant reply with its reported usage (see `Conversation.ConversationShape.recordReply`). */
+  /**
+   * Records an assistant reply with its reported usage (see `Conversation.ConversationShape.recordReply`); anything
+   * else (a Promise not awaited, `{ data, response }`, a user message) rejects with `ConversationError` `Refused`.
+   */
   readonly recordReply: (...args: Parameters<ConversationShape["recordReply"]>) => Promise<ConversationState>
   /** Builds the next request: offloads stale output and compacts when the trigger fires (see `prepare`). */
   readonly prepare: () => Promise<Effect.Success<ConversationShape["prepare"]>>

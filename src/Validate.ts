@@ -12,6 +12,7 @@
  *
  * | violation | rule | API |
  * | --- | --- | --- |
+ * | `MalformedMessage` | each message is an object with a known role, its content a string or a list of blocks that each have a `type` (judged first: a list that breaks it is judged by nothing else) | 400 |
  * | `EmptyConversation` | `messages` is not empty | 400 |
  * | `FirstMessageNotUser` | the first message has the user role, unless a compaction block opens it | 400 |
  * | `EmptyMessage` | no empty or whitespace-only content; only a final assistant message's content may be empty, and a system message may have none when it carries `output_config` fields | 400 |

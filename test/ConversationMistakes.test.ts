@@ -1,7 +1,8 @@
 /**
  * A caller's mistakes are loud: an assistant message given to `append` is refused with a typed error and changes
  * nothing; a tool result that answers no pending call is dropped, pending calls left unanswered are answered as
- * interrupted, and both are logged as warnings; a `prepare` that answers forgotten calls says which.
+ * interrupted, and both are logged as warnings; a `prepare` that answers forgotten calls says which. The Promise form
+ * (`PromiseConversation.open()`, in memory) refuses a malformed message and a reply that is not one alike.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -11,6 +12,7 @@ import * as Logger from "effect/Logger"
 import { Conversation, type ConversationError } from "../src/Conversation.ts"
 import type { ConversationState } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import { open } from "../src/PromiseConversation.ts"
 
 /** The warnings the service logs, as `level message`. */
 const logged = (lines: Array<string>) =>
@@ -91,5 +93,31 @@ describe("Conversation: a caller's mistakes are loud", () => {
         assert.isUndefined((yield* conversation.prepare).interrupted)
       })
     )
+  })
+
+  it("the Promise form in memory refuses a malformed message and a reply that is not one, naming the path", async () => {
+    const conversation = await open()
+    try {
+      await conversation.append({ role: "user", content: "Fix the parser" })
+      const before = await conversation.state()
+      const reason = (promise: Promise<unknown>) =>
+        promise.then(
+          () => assert.fail("accepted"),
+          (error: ConversationError<unknown>) => `${error.reason} ${error.message}`
+        )
+      assert.strictEqual(
+        await reason(conversation.append({ role: "usr", content: "x" } as never)),
+        'Refused refused: messages[1].role: Expected "user" | "assistant" | "system"'
+      )
+      assert.match(
+        await reason(conversation.append({ role: "user", content: [{ type: "text", text: 5 }] } as never)),
+        /^Refused refused: messages\[1\]\.content\[0\]\.text \(text\): Expected string$/
+      )
+      const reply = { id: "msg_1", type: "message", role: "assistant", content: [], stop_reason: "end_turn" }
+      assert.match(await reason(conversation.recordReply(Promise.resolve(reply) as never)), /^Refused .*await it/)
+      assert.strictEqual(await conversation.state(), before)
+    } finally {
+      await conversation.close()
+    }
   })
 })

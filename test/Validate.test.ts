@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result, Schema } from "effect"
 import type { ContentBlock, Message } from "../src/Message.ts"
-import { isValid, repair, repairResult, validate, type Violation } from "../src/Validate.ts"
+import { isValid, repair, repairResult, validate, Violation } from "../src/Validate.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { corpus } from "./fixtures/Corpus.ts"
 import { blocksOf, isText, isToolResult } from "../src/internal/blocks.ts"
@@ -123,6 +123,27 @@ describe("validate", () => {
       tags(validate([{ role: "user", content: [{ type: "text", text: "" }] }, assistant("x")])),
       ["EmptyTextBlock"]
     )
+  })
+
+  it("flags a message not shaped as one (role usr, a block with no type, content 42, null) and judges nothing else", () => {
+    const undecoded = [
+      user("a"),
+      assistant("ok"),
+      { role: "usr", content: "x" },
+      { role: "user", content: [{ text: "x" }] },
+      { role: "user", content: 42 },
+      null
+    ] as unknown as Array<Message>
+    assert.deepStrictEqual(validate(undecoded), [
+      Violation.MalformedMessage({
+        messageIndex: 2,
+        reason: 'messages[2].role: Expected "user" | "assistant" | "system"'
+      }),
+      Violation.MalformedMessage({ messageIndex: 3, reason: "messages[3].content[0].type: Missing key" }),
+      Violation.MalformedMessage({ messageIndex: 4, reason: "messages[4].content: Expected string | array" }),
+      Violation.MalformedMessage({ messageIndex: 5, reason: "messages[5]: Expected object" })
+    ])
+    assert.isFalse(isValid(undecoded.slice(0, 3)))
   })
 
   it("allows an empty final assistant message (a prefill)", () => {

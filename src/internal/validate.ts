@@ -4,7 +4,13 @@
  * the same ones `validate` judges by, so repair and validation cannot disagree on a rule.
  */
 import * as Data from "effect/Data"
-import type { CompactionBlock, ContentBlock, Message, ThinkingBlock } from "../Message.ts"
+import {
+  type CompactionBlock,
+  type ContentBlock,
+  type Message,
+  type ThinkingBlock,
+  validateMessage
+} from "../Message.ts"
 import { isHumanMessage } from "../Turns.ts"
 import { prefixChanged } from "./thinkingBinding.ts"
 import {
@@ -51,6 +57,7 @@ export type Violation = Data.TaggedEnum<{
   CompactionBlockAmbiguous: { readonly messageIndex: number; readonly blockIndex: number }
   CompactionBlockMisplaced: { readonly messageIndex: number; readonly blockIndex: number }
   ModifiedCompaction: { readonly messageIndex: number; readonly blockIndex: number }
+  MalformedMessage: { readonly messageIndex: number; readonly reason: string }
 }>
 
 /** Constructors, guards (`Violation.$is("…")`) and matching (`Violation.$match`) for `Violation`. @category models */
@@ -244,6 +251,35 @@ export interface ValidateOptions {
   readonly binding?: "error" | "drop_block" | undefined
 }
 
+const ROLES: ReadonlySet<unknown> = new Set(["user", "assistant", "system"])
+
+/**
+ * True when the message is not even shaped as one: not an object, an unknown role, content neither a string nor a
+ * list, or a block that is not an object with a `type`. O(blocks); the decoder then says exactly what is wrong.
+ */
+const misshapen = (message: unknown): boolean => {
+  if (message === null || typeof message !== "object") return true
+  const { role, content } = message as { readonly role?: unknown; readonly content?: unknown }
+  if (!ROLES.has(role)) return true
+  if (content == null || typeof content === "string") return false
+  if (!Array.isArray(content)) return true
+  return content.some((block: unknown) =>
+    block === null || typeof block !== "object" || typeof (block as { type?: unknown }).type !== "string" ||
+    (block as { type: string }).type.length === 0
+  )
+}
+
+/** `MalformedMessage` for each message that is not shaped as one, with the decoder's path and reason. */
+const malformed = (messages: ReadonlyArray<unknown>): Array<Violation> => {
+  const out: Array<Violation> = []
+  for (let i = 0; i < messages.length; i++) {
+    if (!misshapen(messages[i])) continue
+    // a misshapen message never decodes, so the decoder has its reason
+    out.push(Violation.MalformedMessage({ messageIndex: i, reason: validateMessage(messages[i], i)!.message }))
+  }
+  return out
+}
+
 /** True for a system message that has no content and carries `output_config` fields. */
 const isSettingsOnly = (message: Message): boolean =>
   !hasContent(message) && hasOutputConfig(message) &&
@@ -266,8 +302,10 @@ const isSettingsOnly = (message: Message): boolean =>
  * after the same messages and blocks there (`ThinkingPrefixChanged`; `cache_control` aside; not
  * reported with `binding: "drop_block"`), and each compaction block must appear there with the same
  * `content`, `encrypted_content`, `signature` and `tool_changes`; without it those rules are not checked, since only
- * the provider can verify a signature. Total on decoded input (a system message without content included).
- * O(messages + blocks).
+ * the provider can verify a signature. Total on decoded input (a system message without content included); a list
+ * holding a message that is not shaped as one (not an object, an unknown role such as `"usr"`, content neither a string
+ * nor a list, a block with no `type`) is not judged by the rules: each such message is `MalformedMessage`, with the
+ * decoder's path and reason (`Message.validateMessage`), and nothing else is reported. O(messages + blocks).
  * @category validation
  */
 export const validate = (
@@ -275,9 +313,11 @@ export const validate = (
   reference?: ReadonlyArray<Message>,
   options: ValidateOptions = {}
 ): ReadonlyArray<Violation> => {
-  const out: Array<Violation> = []
   const n = messages.length
   if (n === 0) return [Violation.EmptyConversation({ messageIndex: 0 })]
+  // a list that is not shaped as messages cannot be judged by the rules: only what is malformed is reported
+  const out: Array<Violation> = malformed(messages)
+  if (out.length > 0) return out
   const onDemand = options.mode === "on-demand"
   const viewStart = apiViewStart(messages)
   const first = messages[viewStart]!

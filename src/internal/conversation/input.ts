@@ -1,0 +1,166 @@
+/**
+ * The checks a conversation runs on a caller's message before any step changes anything: `appendRefusal` for what
+ * `append` takes, `replyRefusal` for what `recordReply` takes. Each answers `undefined` for input the step takes, or a
+ * `MessageDecodeError` that names the path and the problem (and what to do instead): a malformed message, a block its
+ * role cannot hold, or a system message the API would refuse where it lands (API-RULES 9 and 10). O(the message's
+ * size); of the state only the last message and the pending calls are read.
+ *
+ * @internal
+ */
+import { type Message, MessageDecodeError, validateMessage } from "../../Message.ts"
+import { KNOWN_BLOCK_TYPES } from "../blocks.ts"
+import { SERVER_TOOL_RESULT_TYPES } from "../wireTypes.ts"
+import { endsInServerResult } from "../validate.ts"
+import { isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
+
+/** What the checks read of the conversation: its view and the calls still waiting for results. */
+export interface InputContext {
+  readonly view: ReadonlyArray<MessageParam>
+  readonly pending: ReadonlyArray<{ readonly originalId: string }>
+}
+
+/** Blocks only the assistant's replies hold: the API refuses them in a user message. */
+const ASSISTANT_BLOCKS: ReadonlySet<string> = new Set([
+  "thinking",
+  "redacted_thinking",
+  "tool_use",
+  "server_tool_use",
+  "mcp_tool_use",
+  ...SERVER_TOOL_RESULT_TYPES
+])
+
+/** Blocks a system message holds: text, and tool changes (`tool_addition`, `tool_removal`: not a known block). */
+const systemHolds = (type: string): boolean => type === "text" || !KNOWN_BLOCK_TYPES.has(type)
+
+type Path = ReadonlyArray<string | number>
+
+const refusal = (at: number, path: Path, reason: string, block?: { index: number; type: string }) =>
+  new MessageDecodeError({
+    messageIndex: at,
+    ...(block === undefined ? {} : { blockIndex: block.index, blockType: block.type }),
+    path: [at, ...path],
+    reason
+  })
+
+/** The first block the role cannot hold, as a refusal saying where it goes instead. */
+const misplacedBlock = (message: MessageParam, at: number): MessageDecodeError | undefined => {
+  if (typeof message.content === "string" || message.content == null) return undefined
+  const blocks = message.content as ReadonlyArray<{ readonly type: string }>
+  for (let i = 0; i < blocks.length; i++) {
+    const type = blocks[i]!.type
+    const reason = message.role === "user" && ASSISTANT_BLOCKS.has(type)
+      ? `a user message cannot hold a ${type} block (only the assistant's replies do): record replies with ` +
+        "recordReply"
+      : message.role === "system" && !systemHolds(type)
+      ? `a system message holds only text and tool changes (tool_addition, tool_removal): move the ${type} block ` +
+        "out of it (an image or a document goes in a user message)"
+      : message.role === "assistant" && type === "tool_result"
+      ? "an assistant message cannot hold a tool_result block: append tool results in a user message"
+      : undefined
+    if (reason !== undefined) return refusal(at, ["content", i, "type"], reason, { index: i, type })
+  }
+  return undefined
+}
+
+/**
+ * Where a system message lands, judged by the message before it (API-RULES 9): after a user turn (the interrupted
+ * results of pending calls, or the leading user message of an empty view, are one) or an assistant turn ending in a
+ * server tool result.
+ */
+const systemPlacement = (context: InputContext, at: number): MessageDecodeError | undefined => {
+  const last = context.view.at(-1)
+  if (context.pending.length > 0 || last === undefined || last.role === "user") return undefined
+  if (last.role === "system") {
+    return refusal(
+      at,
+      ["role"],
+      "a system message cannot follow another system message: put both in one system message (its content blocks " +
+        "and output_config together)"
+    )
+  }
+  if (endsInServerResult(last as unknown as Message)) return undefined
+  return refusal(
+    at,
+    ["role"],
+    "a system message cannot follow the assistant's reply (it follows a user turn, or a reply ending in a server " +
+      "tool result): append it after the next user message"
+  )
+}
+
+/**
+ * A user message after a system message (API-RULES 10: a system message is followed by an assistant turn), when the
+ * message stores anything: a message of only results that answer no pending call stores nothing.
+ */
+const userPlacement = (context: InputContext, clean: MessageParam, at: number): MessageDecodeError | undefined => {
+  if (context.view.at(-1)?.role !== "system") return undefined
+  const pending = new Set(context.pending.map((p) => p.originalId))
+  const stores = typeof clean.content === "string" ||
+    clean.content.some((b) => b.type !== "tool_result" || pending.has(b.tool_use_id))
+  if (!stores) return undefined
+  return refusal(
+    at,
+    ["role"],
+    "a user message cannot follow a system message (the assistant's turn follows it): prepare and record the reply " +
+      "first, or append the system message after the user message"
+  )
+}
+
+/**
+ * Why `append` refuses `message` in `context`, or `undefined` when it takes it: a message that does not decode, a
+ * block its role cannot hold, or a user or system message placed where the API refuses it. An assistant message is
+ * not judged here (`append` refuses it on its own). A message that stores nothing (blank) is taken.
+ */
+export const appendRefusal = (context: InputContext, message: unknown): MessageDecodeError | undefined => {
+  const at = context.view.length
+  const malformed = validateMessage(message, at)
+  if (malformed !== undefined) return malformed
+  const given = message as MessageParam
+  const block = misplacedBlock(given, at)
+  if (block !== undefined) return block
+  const clean = wireMessage(given)
+  if (clean === undefined) return undefined
+  if (clean.role === "system") return systemPlacement(context, at)
+  if (clean.role === "user") return userPlacement(context, clean, at)
+  return undefined
+}
+
+/** A name for what was given instead of a reply, and what to pass instead. */
+const notAReply = (reply: unknown): string | undefined => {
+  const expected = "Expected an assistant message or the SDK's reply"
+  if (reply === null || typeof reply !== "object") {
+    return `${expected}, got ${reply === null ? "null" : typeof reply}`
+  }
+  if (typeof (reply as { readonly then?: unknown }).then === "function") {
+    return `${expected}, got a Promise: await it and pass the reply`
+  }
+  if (Array.isArray(reply)) {
+    return `${expected}, got an array (a reply's content?): pass the reply, or { role: "assistant", content }`
+  }
+  const fields = reply as { readonly role?: unknown; readonly data?: unknown }
+  if (fields.role === undefined) {
+    return "data" in fields
+      ? `${expected}, got { data, response } (withResponse()): pass its data`
+      : `${expected}, got an object with no role (a stream? pass await stream.finalMessage())`
+  }
+  return undefined
+}
+
+/**
+ * Why `recordReply` refuses `reply` in `context`, or `undefined` when it takes it: anything that is not an assistant
+ * message or the SDK's reply (a Promise not awaited, `{ data, response }`, a stream, a bare content array, a user or
+ * system message), a message or reply content that does not decode, or a `tool_result` block in it. A reply with empty
+ * content is taken (its stop reason and usage are kept).
+ */
+export const replyRefusal = (context: InputContext, reply: unknown): MessageDecodeError | undefined => {
+  const at = context.view.length
+  const wrong = notAReply(reply)
+  if (wrong !== undefined) return refusal(at, [], wrong)
+  const given = reply as MessageParam
+  const message = isSdkReply(given) ? { role: "assistant", content: (given as { content?: unknown }).content } : given
+  if (message.role === "user" || message.role === "system") {
+    return refusal(at, ["role"], `recordReply takes the assistant's reply: a ${message.role} message goes to append`)
+  }
+  const malformed = validateMessage(message, at)
+  if (malformed !== undefined) return malformed
+  return misplacedBlock(message as MessageParam, at)
+}
