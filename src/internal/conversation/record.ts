@@ -3,7 +3,9 @@
  * replay engine's log: an appended message with its step metadata under `conversation`, an offload as an eviction
  * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
  * view before it is the conversation's (no other writer appended in between); and back, what an eviction entry tells
- * the hot paths (`offloadsOf`).
+ * the hot paths (`offloadsOf`). A conversation names the log's head it knows with each change (`WriteCondition.ifHead`)
+ * and learns the new one from what was written (`headAfter`), so it never records a change after entries it has not
+ * seen.
  *
  * @internal
  */
@@ -20,7 +22,7 @@ import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
 import type { AppendOnlyReason } from "./appendOnly.ts"
 import type { CacheDiagnosis } from "./diagnostics.ts"
-import type { Eviction, StepMeta } from "../sessionEntry.ts"
+import type { CompactionEntry, Eviction, EvictionEntry, StepMeta } from "../sessionEntry.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"
@@ -79,30 +81,47 @@ export interface StoredState {
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
-/** Stores `change`, made in state `before` and leading to state `after`; its value means nothing (ids of entries). */
+/** What `recordChange` wrote: the appended entries' ids, or the eviction or compaction entry. */
+export type Written = ReadonlyArray<string> | EvictionEntry | CompactionEntry
+
+/** The log's head once `written` was stored: the id of its last entry. */
+export const headAfter = (written: Written): string =>
+  Array.isArray(written) ? (written as ReadonlyArray<string>).at(-1)! : (written as EvictionEntry | CompactionEntry).id
+
+/**
+ * Stores `change`, made in state `before` and leading to state `after`, right after entry `ifHead` when given (the
+ * log's head the writer knows: `Conflict` when another writer appended since, nothing written); answers what it wrote
+ * (`headAfter` names the new head).
+ */
 export const recordChange = (
   log: SessionLogShape,
   change: StoredChange,
   before: StoredState,
-  after: StoredState
-): Effect.Effect<unknown, SessionLogError> => {
+  after: StoredState,
+  ifHead?: string | null
+): Effect.Effect<Written, SessionLogError> => {
   switch (change._tag) {
-    case "Appended":
-      // the entry ids, left as they are: no `asVoid` per logged message (callers discard the value)
-      return log.append([change.message as Message], {
-        meta: [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
-      })
-    case "Offloaded":
-      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
-    case "CompactionApplied":
+    case "Appended": {
+      const meta = [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
+      // the entry ids, left as they are: no `map` per logged message
+      return log.append([change.message as Message], ifHead === undefined ? { meta } : { meta, ifHead })
+    }
+    case "Offloaded": {
+      const condition = ifHead === undefined ? undefined : { ifHead }
+      return log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId })), condition)
+    }
+    case "CompactionApplied": {
+      const condition = ifHead === undefined ? undefined : { ifHead }
       return Effect.flatMap(log.snapshot, (snapshot) =>
         log.recordCompaction(
           recordInput(
             change.record,
             snapshot,
             snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
-          )
-        )).pipe(Effect.asVoid)
+          ),
+          condition
+        ))
+    }
   }
 }
 
