@@ -484,14 +484,18 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         }
       }
       const id = randomUUID() as string
-      return yield* appendDerived(entryWrite, condition.ifHead, (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
-        const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
-        return {
-          entries: [entry],
-          fold: foldEach([entry]),
-          value: (stored) => (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+      return yield* appendDerived(
+        entryWrite,
+        condition.ifHead,
+        (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
+          const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
+          return {
+            entries: [entry],
+            fold: foldEach([entry]),
+            value: (stored) => (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+          }
         }
-      })
+      )
     })).pipe(Effect.withSpan("SessionLog.recordEviction", {
       attributes: { "session.id": sessionId, "session.evictions": evictions.length }
     }, NO_STACK))
