@@ -6,7 +6,8 @@
  * as a fresh open shows it. Workers that take turns (open, step, close) never meet a conflict. On the memory store, on
  * the embedded PGlite and on the PostgreSQL server at `DATABASE_URL` when set; and a property over random
  * interleavings of two conversations' steps on one memory log: after every step the log's resumed view is the view of
- * the conversation that wrote last.
+ * the conversation that wrote last. And the log's conditional write itself (`WriteCondition.ifHead`), as any caller
+ * passes it; without it, appends go after whatever is stored, as before.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Context, Effect, Exit, Layer, Schema, Scope } from "effect"
@@ -299,4 +300,65 @@ describe("two conversations on one session: random interleavings", () => {
       }),
     { timeout: 180_000, arbitrary: { runs: 200 } }
   )
+})
+
+// ============================================================================
+// The log's conditional write, as any caller passes it
+// ============================================================================
+
+describe("SessionLog: a write conditional on the head its caller saw", () => {
+  const two = (store: MemorySessions) => ({
+    first: Layer.fresh(SessionLog.layerMemory({ store, sessionId: "heads" })),
+    second: Layer.fresh(SessionLog.layerMemory({ store, sessionId: "heads" }))
+  })
+  const conflictOf = <A>(exit: Exit.Exit<A, SessionLogError>) => {
+    assert.isTrue(Exit.isFailure(exit), "the write must fail")
+    const reason = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail") : undefined
+    return reason?._tag === "Fail" ? reason.error.reason : undefined
+  }
+  const result = (id: string) => ({
+    toolUseId: id,
+    block: { type: "tool_result" as const, tool_use_id: id, content: "[offloaded]" }
+  })
+
+  it.effect("appends, evictions and compactions after another writer's entry fail with Conflict, writing nothing", () =>
+    Effect.gen(function* () {
+      const store = new Map() as MemorySessions
+      const { first, second } = two(store)
+      const lengthNow = () => store.get("heads")?.length ?? 0
+      yield* Effect.gen(function* () {
+        const a = yield* SessionLog
+        const seen = (yield* a.snapshot).head
+        assert.strictEqual(seen, null)
+        // the other writer appends (a log of its own over the same store)
+        yield* Effect.provide(
+          Effect.flatMap(SessionLog, (b) => b.append([{ role: "user", content: "from B" }])),
+          second
+        )
+        // the store is past the head `a` saw: caught up, and refused
+        assert.strictEqual(conflictOf(yield* Effect.exit(a.append([user("from A")], { ifHead: seen }))), "Conflict")
+        assert.strictEqual(lengthNow(), 1)
+        assert.strictEqual((yield* a.snapshot).view.length, 1, "the log caught up with B's entry")
+        // the live view is past it: refused at once, eviction and compaction alike
+        assert.strictEqual(
+          conflictOf(yield* Effect.exit(a.recordEviction([result("t1")], { ifHead: seen }))),
+          "Conflict"
+        )
+        const snapshot = yield* a.snapshot
+        const compaction = { snapshot, cut: 1, view: [user("summary")], summarizer: "test" }
+        assert.strictEqual(conflictOf(yield* Effect.exit(a.recordCompaction(compaction, { ifHead: seen }))), "Conflict")
+        // a cut outside the caller's stale view is still a Conflict: the head is checked first
+        assert.strictEqual(
+          conflictOf(yield* Effect.exit(a.recordCompaction({ ...compaction, cut: 9 }, { ifHead: seen }))),
+          "Conflict"
+        )
+        assert.strictEqual(lengthNow(), 1, "nothing written")
+        // on the head it now knows, the write lands; without the condition, it lands after whatever is stored
+        const [id] = yield* a.append([user("from A")], { ifHead: snapshot.head })
+        assert.strictEqual((yield* a.snapshot).head, id)
+        yield* Effect.provide(Effect.flatMap(SessionLog, (b) => b.append([user("from B again")])), second)
+        yield* a.append([user("from A again")])
+        assert.strictEqual(lengthNow(), 4)
+      }).pipe(Effect.provide(first))
+    }))
 })
