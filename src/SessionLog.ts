@@ -264,6 +264,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const sync = options.sync ?? "compaction"
   /** How an append's or an eviction's entries are written (`SyncMode`). */
   const entryWrite: Store.AppendOptions = { durable: sync === "always", defer: sync === "deferred" }
+  /** How a compaction's entry is written. */
+  const compactionWrite: Store.AppendOptions = { durable: sync !== "never" }
+  /** `how`, for a write that is not tried again after a `Conflict` (`ifHead`): the store keeps no place for it. */
+  const entryWriteOnce: Store.AppendOptions = { ...entryWrite, once: true }
+  const compactionWriteOnce: Store.AppendOptions = { ...compactionWrite, once: true }
   const deadline = options.retryDeadline === undefined
     ? DEFAULT_RETRY_DEADLINE
     : Duration.fromInputUnsafe(options.retryDeadline)
@@ -454,7 +459,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         for (let i = 0; i < messages.length; i++) ids.push(randomUUID())
         return appendFrom(
           clock.currentTimeMillisUnsafe(),
-          entryWrite,
+          appendOptions.ifHead === undefined ? entryWrite : entryWriteOnce,
           appendOptions.ifHead,
           (timestamp): PendingWrite<ReadonlyArray<string>> => {
             const entries: Array<SessionEntry.MessageEntry> = []
@@ -485,7 +490,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       const id = randomUUID() as string
       return yield* appendDerived(
-        entryWrite,
+        condition.ifHead === undefined ? entryWrite : entryWriteOnce,
         condition.ifHead,
         (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
           const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
@@ -594,7 +599,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }
       const id = randomUUID() as string
       return yield* appendDerived(
-        { durable: sync !== "never" },
+        condition.ifHead === undefined ? compactionWrite : compactionWriteOnce,
         condition.ifHead,
         (timestamp) => deriveCompaction(input, view, id, timestamp)
       )

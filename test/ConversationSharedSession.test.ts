@@ -11,6 +11,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Context, Effect, Exit, Layer, Schema, Scope } from "effect"
+import * as SqlClient from "effect/sql/SqlClient"
 import { afterAll, beforeAll } from "vitest"
 import { Conversation, ConversationError, type ConversationShape } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
@@ -41,6 +42,8 @@ const stored = (state: ConversationState) =>
 interface Shared {
   readonly log: () => Layer.Layer<SessionLog, SessionLogError>
   readonly entries: Effect.Effect<ReadonlyArray<Entry>, SessionLogError>
+  /** The places the store keeps for the session's appends waiting their turn (PostgreSQL; none in memory). */
+  readonly queued: Effect.Effect<number, unknown>
 }
 
 /** One worker's open conversation on the shared session, and how it closes (releasing its log). */
@@ -122,6 +125,7 @@ const scenario = (shared: Shared) =>
     const entriesSoFar = (yield* shared.entries).length
     const bBefore = yield* b.conversation.state
     assertConflict(yield* Effect.exit(b.conversation.append(user(words("B1", 300)))), "B's append after A's")
+    assert.strictEqual(yield* shared.queued, 0, "the refused write keeps no place for a try it will not make")
     assert.strictEqual(yield* b.conversation.state, bBefore, "B's state is unchanged")
     const prepared = yield* a.conversation.prepare
     // a usage over the trigger: A's next `prepare` compacts
@@ -173,7 +177,8 @@ const memoryShared = (sessionId: string): Shared => {
     entries: Effect.map(
       readSession(sessionId, { tail: false }).pipe(Effect.provide(SessionStore.layerMemory(store))),
       (l) => l.entries
-    )
+    ),
+    queued: Effect.succeed(0)
   }
 }
 
@@ -204,7 +209,15 @@ for (const database of databases) {
             entries: Effect.map(
               readSession(sessionId, { tail: false }).pipe(Effect.provide(store)),
               (l) => l.entries
-            )
+            ),
+            queued: Effect.flatMap(SqlClient.SqlClient, (sql) =>
+              sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM compaction_turns
+                WHERE session_id = ${sessionId}`).pipe(
+                Effect.map((rows) =>
+                  rows[0]!.n
+                ),
+                Effect.provide(store)
+              )
           })
         }),
       180_000
