@@ -347,9 +347,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     ifHead === undefined || live.head === ifHead ? undefined : new SessionLogError({
       reason: "Conflict",
       sessionId,
-      detail: `another writer appended to the session since this writer's last step (it last saw entry ` +
-        `${ifHead}; the log has folded up to entry ${live.head} since); nothing was written: reopening continues ` +
-        `from the log, with every writer's entries`
+      detail: `another writer appended to the session since this writer's last step (it last saw ` +
+        `${ifHead === null ? "an empty session" : `entry ${ifHead}`}; the log has folded up to entry ${live.head} ` +
+        `since); nothing was written: reopening continues from the log, with every writer's entries`
     })
 
   const header = (id: string, parentId: string | null, timestamp: number) => ({
