@@ -47,7 +47,7 @@ import { finishCounted, prepareCounted } from "./internal/conversation/counted.t
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { type CacheBreakpointError, callerMarks, callerMarksError } from "./internal/breakpoints.ts"
 import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
-import { recordChange, recordCompaction } from "./internal/conversation/record.ts"
+import { headAfter, recordChange, recordCompaction } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
@@ -357,7 +357,8 @@ const holdsCut = (s: ConversationState, cut: number | undefined): boolean =>
 const make = (
   initial: ConversationState,
   log: SessionLogShape | undefined,
-  options: ConversationOptions
+  options: ConversationOptions,
+  openedAt: string | null = null
 ) =>
   Effect.gen(function* () {
     const summarizer = yield* Summarizer
@@ -459,14 +460,21 @@ const make = (
       state = t.steps.length === 0 ? t.state : t.steps[t.steps.length - 1]!.state
       return undefined
     }
+    /**
+     * The log's head the state was derived to (`openedAt`, then the last entry this conversation wrote): each change is
+     * stored only right after it (`WriteCondition.ifHead`), so a change made on a state that misses another writer's
+     * entries fails with `Conflict`, nothing written, instead of landing after them.
+     */
+    let knownHead = openedAt
     /** Records one change (stored with the state it was made in, `before`, and the state after it), then sets it. */
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A, before: ConversationState) =>
       log === undefined
         ? Effect.sync(() => void (state = step.state))
         // one continuation for both outcomes (not a `tap` and a `mapError`): this runs for every logged change
-        : Effect.matchEffect(recordChange(log, step.change, before, step.state), {
+        : Effect.matchEffect(recordChange(log, step.change, before, step.state, knownHead), {
           onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
-          onSuccess: () => {
+          onSuccess: (written) => {
+            knownHead = headAfter(written)
             state = step.state
             return Effect.void
           }
@@ -483,13 +491,17 @@ const make = (
         log === undefined || t.steps.length !== 2 || compacted?.change._tag !== "CompactionApplied" ||
         offloads?.change._tag !== "Offloaded"
       ) return persist(t, fallback)
-      return Effect.matchEffect(recordCompaction(log, compacted.change, offloads.change, state, compacted.state), {
-        onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
-        onSuccess: () => {
-          state = offloads.state
-          return Effect.void
+      return Effect.matchEffect(
+        recordCompaction(log, compacted.change, offloads.change, state, compacted.state, knownHead),
+        {
+          onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+          onSuccess: (written) => {
+            knownHead = headAfter(written)
+            state = offloads.state
+            return Effect.void
+          }
         }
-      })
+      )
     }
 
     /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
@@ -788,6 +800,13 @@ export const layerMemory = (
  * among them (each boundary the conversation records carries one) and the entries after it, reading nothing else.
  * A tail with no checkpoint (a log whose boundaries another writer recorded, or one written before checkpoints) is
  * read once in full (`load()`, up to the log's `seq`), so the state is the live one either way.
+ *
+ * The state is derived from the log up to its head, so each change is stored only right after the last entry the
+ * conversation knows (`WriteCondition.ifHead`): when another writer appended to the session since this conversation's
+ * last step (a second conversation on a shared PostgreSQL session, a plain `SessionLog` appender), the step fails with
+ * `ConversationError` `Persist` whose cause is `SessionLogError` `Conflict`, nothing written and the state unchanged;
+ * reopening the conversation continues from the log, with every writer's entries. Workers that take turns on one
+ * session open it for their turn and close it after.
  * Needs a `Summarizer` and a `SessionLog`.
  * @category layers
  */
@@ -800,10 +819,11 @@ export const layerLogged = (
       const log = yield* SessionLog
       const opened = yield* log.loaded
       const resumed = resumeFrom(opened, options.classifier)
-      if (resumed !== undefined) return yield* make(resumed, log, options)
+      // the state is the fold's up to its head: every change is stored right after it, or fails with `Conflict`
+      if (resumed !== undefined) return yield* make(resumed, log, options, opened.head)
       // the entries up to the log's fold (another worker may have appended since it opened)
       const loaded = { ...opened, entries: (yield* log.load()).entries.slice(0, opened.seq) }
-      return yield* make(resumeState(loaded, options.classifier), log, options)
+      return yield* make(resumeState(loaded, options.classifier), log, options, opened.head)
     })
   )
 

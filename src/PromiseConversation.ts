@@ -4,8 +4,9 @@
  * The Promise door: the agent loop of `Conversation` for code that does not use Effect. `open` builds one
  * conversation (in memory, or logged to a JSONL file or to PostgreSQL) and hands back an object whose steps are
  * Promises: `append`, `prepare`, `recordReply`, `compact`, `recall`, `state`, then `close` (or `await using`). It is a thin shell
- * over `Conversation`: each step runs the Effect step on a runtime that owns the conversation's scope, so the log's
- * lock is held from `open` until `close`, and a step rejects with the same typed error the Effect step fails with.
+ * over `Conversation`: each step runs the Effect step on a runtime that owns the conversation's scope, so the log (and
+ * a JSONL file's lock) is held from `open` until `close`, and a step rejects with the same typed error the Effect step
+ * fails with.
  *
  * @since 0.2.0
  */
@@ -93,7 +94,7 @@ export interface PromiseConversation extends AsyncDisposable {
    * `Conversation.ConversationShape.recall`). Rejects with `SessionLogError` `NotFound` for a conversation in memory.
    */
   readonly recall: (...args: Parameters<ConversationShape["recall"]>) => Promise<string>
-  /** Ends the conversation: waits for the step under way, then releases the log and its lock. Idempotent. */
+  /** Ends the conversation: waits for the step under way, then releases the log (and a JSONL file's lock). Idempotent. */
   readonly close: () => Promise<void>
   /** True once `close` was called. */
   readonly closed: () => boolean
@@ -136,9 +137,11 @@ const conversationLayer = (options: OpenOptions): Layer.Layer<Conversation, unkn
 }
 
 /**
- * Opens a conversation: resumes it from its log when one is configured and holds the log (and its lock) until
- * `close`. Rejects with the layer's error (`SessionLogError`: `Locked` when another live process holds the session,
- * `Corrupt` for a damaged log, …) and then holds nothing.
+ * Opens a conversation: resumes it from its log when one is configured and holds the log (and, for a JSONL file, its
+ * lock) until `close`. Rejects with the layer's error (`SessionLogError`: `Locked` when another live process holds the
+ * JSONL session, `Corrupt` for a damaged log, …) and then holds nothing. PostgreSQL takes no lock: a step taken after
+ * another writer appended to the session rejects with `ConversationError` `Persist` (its cause `SessionLogError`
+ * `Conflict`), nothing written; open the conversation again to continue from the log.
  * @category constructors
  */
 export const open = async (options: OpenOptions = {}): Promise<PromiseConversation> => {

@@ -12,7 +12,10 @@
  *
  * The service never knows the backend: it writes through a `SessionStore` (memory, the JSONL file, or SQL), appending
  * at the sequence number it has folded up to. When another worker was first it catches up with the entries written
- * since and tries again (bounded), so appends from many workers stay ordered and are never lost or doubled.
+ * since and tries again (bounded), so appends from many workers stay ordered and are never lost or doubled. A write
+ * that names the head its caller saw (`WriteCondition.ifHead`, what a `Conversation` passes) is not tried again: it
+ * fails with `Conflict` once the log is past that head, so a writer that keeps state derived from the log never
+ * writes after entries it has not seen.
  *
  * @since 0.1.0
  */
@@ -28,7 +31,8 @@ import { randomUUID } from "node:crypto"
 import {
   type AppendOptions,
   type CompactionInput,
-  SessionLog as SessionLogService
+  SessionLog as SessionLogService,
+  type WriteCondition
 } from "./internal/sessionLogContract.ts"
 import {
   conflictPause,
@@ -55,7 +59,7 @@ import {
   viewHash as hashOfView
 } from "./internal/sessionEntry.ts"
 
-export type { AppendOptions, CompactionInput, SessionLogShape } from "./internal/sessionLogContract.ts"
+export type { AppendOptions, CompactionInput, SessionLogShape, WriteCondition } from "./internal/sessionLogContract.ts"
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
 
 // ============================================================================
@@ -270,6 +274,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   const sync = options.sync ?? "compaction"
   /** How an append's or an eviction's entries are written (`SyncMode`). */
   const entryWrite: Store.AppendOptions = { durable: sync === "always", defer: sync === "deferred" }
+  /** How a compaction's entry is written. */
+  const compactionWrite: Store.AppendOptions = { durable: sync !== "never" }
+  /** `how`, for a write that is not tried again after a `Conflict` (`ifHead`): the store keeps no place for it. */
+  const entryWriteOnce: Store.AppendOptions = { ...entryWrite, once: true }
+  const compactionWriteOnce: Store.AppendOptions = { ...compactionWrite, once: true }
   const deadline = options.retryDeadline === undefined
     ? DEFAULT_RETRY_DEADLINE
     : Duration.fromInputUnsafe(options.retryDeadline)
@@ -340,6 +349,19 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         )
     )
 
+  /**
+   * The `Conflict` of a conditional write whose caller has not seen the log's head (another writer appended since),
+   * or `undefined` when the head is the one it saw, or it named none (`WriteCondition.ifHead`).
+   */
+  const headMoved = (ifHead: string | null | undefined): SessionLogError | undefined =>
+    ifHead === undefined || live.head === ifHead ? undefined : new SessionLogError({
+      reason: "Conflict",
+      sessionId,
+      detail: `another writer appended to the session since this writer's last step (it last saw ` +
+        `${ifHead === null ? "an empty session" : `entry ${ifHead}`}; the log has folded up to entry ${live.head} ` +
+        `since); nothing was written: reopening continues from the log, with every writer's entries`
+    })
+
   const header = (id: string, parentId: string | null, timestamp: number) => ({
     v: SessionEntry.CURRENT_VERSION,
     id,
@@ -350,23 +372,31 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
   /**
    * Derives the entries from the live view (`derive`, given the time of the try) and appends them at `live.seq`,
    * every store call retried through an outage within one deadline (`retryDeadline`). `Conflict`: catch up, wait a
-   * random moment (`conflictPause`) and derive again (the same entry ids), until the deadline. `AlreadyWritten`: a
-   * retried append had landed; catch up. Uninterruptible, so the live view never misses an entry that reached the
-   * store. A first try that lands runs no more than its store call (the common case: one writer).
+   * random moment (`conflictPause`) and derive again (the same entry ids), until the deadline; a conditional write
+   * (`ifHead`) fails with `Conflict` instead, once caught up, when the head moved. `AlreadyWritten`: a retried append
+   * had landed; catch up. Uninterruptible, so the live view never misses an entry that reached the store. A first try
+   * that lands runs no more than its store call (the common case: one writer) and, with `ifHead`, one comparison.
    */
   const appendDerived = <A>(
     how: Store.AppendOptions,
+    ifHead: string | null | undefined,
     derive: (timestamp: number) => PendingWrite<A> | SessionLogError
-  ) => Effect.uninterruptible(Clock.clockWith((clock) => appendFrom(clock.currentTimeMillisUnsafe(), how, derive)))
+  ) =>
+    Effect.uninterruptible(
+      Clock.clockWith((clock) => appendFrom(clock.currentTimeMillisUnsafe(), how, ifHead, derive))
+    )
 
   /** `appendDerived` started at `startedAt` (the caller read the clock, uninterruptible). */
   const appendFrom = <A>(
     startedAt: number,
     how: Store.AppendOptions,
+    ifHead: string | null | undefined,
     derive: (timestamp: number) => PendingWrite<A> | SessionLogError
   ): Effect.Effect<A, SessionLogError> => {
     const budget: RetryBudget = { startedAt, deadlineMillis }
     const attempt = (n: number, timestamp: number): Effect.Effect<A, SessionLogError> => {
+      const moved = headMoved(ifHead)
+      if (moved !== undefined) return Effect.fail(moved)
       const pending = derive(timestamp)
       if (pending instanceof SessionLogError) return Effect.fail(pending)
       const encoded: Array<Store.NewEntry> = []
@@ -392,6 +422,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           const ids = new Set(pending.entries.map((e) => e.id))
           return pending.value(others.filter((e) => ids.has(e.id)))
         }
+        // a conditional write is not derived again after entries its caller has not seen
+        const moved = headMoved(ifHead)
+        if (moved !== undefined) return yield* moved
         const elapsed = (yield* Clock.currentTimeMillis) - budget.startedAt
         if (elapsed >= budget.deadlineMillis) {
           return yield* new SessionLogError({
@@ -436,7 +469,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         for (let i = 0; i < messages.length; i++) ids.push(randomUUID())
         return appendFrom(
           clock.currentTimeMillisUnsafe(),
-          entryWrite,
+          appendOptions.ifHead === undefined ? entryWrite : entryWriteOnce,
+          appendOptions.ifHead,
           (timestamp): PendingWrite<ReadonlyArray<string>> => {
             const entries: Array<SessionEntry.MessageEntry> = []
             let parentId = live.head
@@ -457,7 +491,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }))
     )
 
-  const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>) =>
+  const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>, condition: WriteCondition = {}) =>
     serialized(Effect.gen(function* () {
       for (const e of evictions) {
         if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
@@ -465,14 +499,18 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         }
       }
       const id = randomUUID() as string
-      return yield* appendDerived(entryWrite, (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
-        const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
-        return {
-          entries: [entry],
-          fold: foldEach([entry]),
-          value: (stored) => (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+      return yield* appendDerived(
+        condition.ifHead === undefined ? entryWrite : entryWriteOnce,
+        condition.ifHead,
+        (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
+          const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
+          return {
+            entries: [entry],
+            fold: foldEach([entry]),
+            value: (stored) => (stored[0] as SessionEntry.EvictionEntry | undefined) ?? entry
+          }
         }
-      })
+      )
     })).pipe(Effect.withSpan("SessionLog.recordEviction", {
       attributes: { "session.id": sessionId, "session.evictions": evictions.length }
     }, NO_STACK))
@@ -545,8 +583,11 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     }
   }
 
-  const recordCompaction = (input: CompactionInput) =>
+  const recordCompaction = (input: CompactionInput, condition: WriteCondition = {}) =>
     serialized(Effect.gen(function* () {
+      // before the input's checks: a caller that missed entries built its cut on a view the log no longer has
+      const moved = headMoved(condition.ifHead)
+      if (moved !== undefined) return yield* moved
       const view = input.view
       if (view.length === 0) {
         return yield* invalid(sessionId, "a compaction needs its view (the summary first)")
@@ -575,11 +616,15 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       const id = randomUUID() as string
       // the offloads applied with the compaction: their eviction entry follows the boundary in the same store append
       const evictionId = evictions.length === 0 ? undefined : randomUUID() as string
-      return yield* appendDerived({ durable: sync !== "never" }, (timestamp) => {
-        const pending = deriveCompaction(input, view, id, timestamp)
-        if (evictionId === undefined || pending instanceof SessionLogError) return pending
-        return followedBy(pending, { ...header(evictionId, id, timestamp), type: "eviction", evictions })
-      })
+      return yield* appendDerived(
+        condition.ifHead === undefined ? compactionWrite : compactionWriteOnce,
+        condition.ifHead,
+        (timestamp) => {
+          const pending = deriveCompaction(input, view, id, timestamp)
+          if (evictionId === undefined || pending instanceof SessionLogError) return pending
+          return followedBy(pending, { ...header(evictionId, id, timestamp), type: "eviction", evictions })
+        }
+      )
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
       attributes: { "session.id": sessionId, "session.cut": input.cut }
     }))

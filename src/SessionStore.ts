@@ -64,6 +64,12 @@ export interface AppendOptions {
    * stores ignore it (their appends are written when they answer).
    */
   readonly defer?: boolean
+  /**
+   * The writer will not try this append again after a `Conflict` (a write conditional on the head its caller saw,
+   * `WriteCondition.ifHead`): a store that queues contended appends (SQL) keeps no place for it, so the writers after
+   * it do not wait for that place to lapse. The memory and JSONL stores ignore it.
+   */
+  readonly once?: boolean
 }
 
 /**

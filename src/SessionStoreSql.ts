@@ -19,8 +19,9 @@
  * behind it, even one whose expected `seq` is current, so a writer that just appended cannot take the session again
  * before the ones that lost to it: under contention an append needs two tries (one `Conflict`) while no place lapses,
  * instead of losing again and again to whoever happens to be quicker. The optimistic check stays what decides: the
- * queue only orders the tries, so nothing is lost or stored twice whatever happens to it. A place lapses when its
- * writer shows no sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails
+ * queue only orders the tries, so nothing is lost or stored twice whatever happens to it. An append its writer will not
+ * try again (`AppendOptions.once`, a write conditional on the head its caller saw) leaves the queue with its
+ * `Conflict`. A place lapses when its writer shows no sign of life for a few seconds (it died, or gave up), and a wait longer than the lock timeout fails
  * as a lock timeout, which the log retries. An uncontended append never waits. The price of the order is a hand-over
  * per append: a writer that could have appended many times in a row waits for the others in between.
  *
@@ -342,9 +343,22 @@ const makeSqlStore = Effect.gen(function* () {
       }
     })
 
-  const append: SessionStoreShape["append"] = (sessionId, expectedSeq, entries) =>
+  /**
+   * `answer`, after taking the place of the append whose first entry id is `turn` out of the session's queue when it
+   * is a `Conflict` its writer will not try again (`AppendOptions.once`).
+   */
+  const answerOnce = (sessionId: string, turn: string | undefined, answer: AppendResult) =>
+    answer._tag !== "Conflict" || turn === undefined ? Effect.succeed(answer) : Effect.as(
+      sql`DELETE FROM compaction_turns WHERE session_id = ${sessionId} AND entry_id = ${turn}`.pipe(
+        Effect.mapError(sqlError(sessionId, "append"))
+      ),
+      answer
+    )
+
+  const append: SessionStoreShape["append"] = (sessionId, expectedSeq, entries, options) =>
     Effect.gen(function* () {
       yield* validateSessionId(sessionId)
+      const once = options?.once === true ? entries[0]?.entryId : undefined
       for (;;) {
         const result = yield* tryAppend(sessionId, expectedSeq, entries).pipe(
           Effect.mapError(sqlError(sessionId, "append")),
@@ -354,11 +368,11 @@ const makeSqlStore = Effect.gen(function* () {
           )
         )
         if (result === undefined) return yield* notFound(sessionId, name)
-        if (result._tag !== "Wait") return result
+        if (result._tag !== "Wait") return yield* answerOnce(sessionId, once, result)
         const answer = yield* awaitTurn(sessionId, expectedSeq, entries[0]!.entryId).pipe(
           Effect.mapError((e) => isSqlError(e) ? sqlError(sessionId, "append")(e) : e)
         )
-        if (answer !== undefined) return answer
+        if (answer !== undefined) return yield* answerOnce(sessionId, once, answer)
       }
     }).pipe(Effect.withSpan("SessionStore.append", {
       attributes: spanAttributes(name, sessionId, { expectedSeq, "session.entries": entries.length })

@@ -51,8 +51,25 @@ export interface CompactionInput {
   readonly evictions?: ReadonlyArray<Eviction>
 }
 
+/**
+ * The condition a write may carry (`append`, `recordEviction`, `recordCompaction`): the log's head the caller last
+ * saw. A writer that keeps its own state derived from the log (a `Conversation`) passes it, so that it never writes an
+ * entry derived from a state that misses what another writer stored.
+ * @category models
+ */
+export interface WriteCondition {
+  /**
+   * The id of the log's last entry as the caller last saw it (`Snapshot.head` or `Loaded.head` when it read the log,
+   * the id of the last entry it wrote since; `null` for an empty session). The write then lands only right after that
+   * entry: when another writer appended since (the live view, or the store, is past it), the log catches up with the
+   * other writers' entries and fails with `Conflict`, writing nothing, instead of deriving the write again after
+   * them. Absent (the default): the write goes after whatever is stored, as appends from many workers do.
+   */
+  readonly ifHead?: string | null
+}
+
 /** Options of `SessionLogShape.append`. @category models */
-export interface AppendOptions {
+export interface AppendOptions extends WriteCondition {
   /**
    * The step metadata of each message (`meta[i]` for `messages[i]`; `undefined`: none), stored in its entry and
    * returned by `load` in `entries`, never in the view. At most one per message; each a JSON object.
@@ -66,21 +83,32 @@ export interface SessionLogShape {
   readonly sessionId: string
   /**
    * Appends each message as one entry, in order, after every entry already written, with its step metadata when
-   * given. Returns their entry ids.
+   * given. Returns their entry ids. With `ifHead`, only right after that entry (`WriteCondition`).
    */
   readonly append: (
     messages: ReadonlyArray<Message>,
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
-  /** Records offloaded tool results (`block` must be a tool_result for `toolUseId`). */
-  readonly recordEviction: (evictions: ReadonlyArray<Eviction>) => Effect.Effect<EvictionEntry, SessionLogError>
+  /**
+   * Records offloaded tool results (`block` must be a tool_result for `toolUseId`). With `ifHead`, only right after
+   * that entry (`WriteCondition`).
+   */
+  readonly recordEviction: (
+    evictions: ReadonlyArray<Eviction>,
+    options?: WriteCondition
+  ) => Effect.Effect<EvictionEntry, SessionLogError>
   /**
    * Records a compaction boundary as one atomic entry, derived from `input.view`, followed by an eviction entry of
    * `input.evictions` when given, both in one store append (all or none). Returns the boundary's entry. Fails with
    * `Conflict` when another compaction was recorded since `input.snapshot` was taken (by this or another worker;
-   * nothing is written), and `InvalidInput` for a bad view, cut or eviction.
+   * nothing is written), and `InvalidInput` for a bad view, cut or eviction. With `ifHead`, only right after that entry
+   * (`WriteCondition`; checked before the input, so a caller that missed entries gets `Conflict`, not a cut outside the
+   * log's view).
    */
-  readonly recordCompaction: (input: CompactionInput) => Effect.Effect<CompactionEntry, SessionLogError>
+  readonly recordCompaction: (
+    input: CompactionInput,
+    options?: WriteCondition
+  ) => Effect.Effect<CompactionEntry, SessionLogError>
   /** The live view with its entry ids: the fold of every entry this worker has written or caught up with. */
   readonly snapshot: Effect.Effect<Snapshot>
   /**

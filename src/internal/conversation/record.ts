@@ -4,7 +4,8 @@
  * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
  * view before it is the conversation's (no other writer appended in between), with the eviction entry of the offloads
  * applied with it in the same append (`recordCompaction`); and back, what an eviction entry tells the hot paths
- * (`offloadsOf`).
+ * (`offloadsOf`). A conversation names the log's head it knows with each change (`WriteCondition.ifHead`) and learns
+ * the new one from what was written (`headAfter`), so it never records a change after entries it has not seen.
  *
  * @internal
  */
@@ -21,7 +22,7 @@ import type { SessionLogError } from "../sessionLogError.ts"
 import { checkpointMeta } from "./checkpoint.ts"
 import type { AppendOnlyReason } from "./appendOnly.ts"
 import type { CacheDiagnosis } from "./diagnostics.ts"
-import type { Eviction, StepMeta } from "../sessionEntry.ts"
+import type { CompactionEntry, Eviction, EvictionEntry, StepMeta } from "../sessionEntry.ts"
 
 /** The step metadata key `Conversation` owns. */
 export const META_KEY = "conversation"
@@ -83,23 +84,37 @@ export interface StoredState {
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
 }
 
-/** Stores `change`, made in state `before` and leading to state `after`; its value means nothing (ids of entries). */
+/** What `recordChange` wrote: the appended entries' ids, or the eviction or compaction entry. */
+export type Written = ReadonlyArray<string> | EvictionEntry | CompactionEntry
+
+/** The log's head once `written` was stored: the id of its last entry. */
+export const headAfter = (written: Written): string =>
+  Array.isArray(written) ? (written as ReadonlyArray<string>).at(-1)! : (written as EvictionEntry | CompactionEntry).id
+
+/**
+ * Stores `change`, made in state `before` and leading to state `after`, right after entry `ifHead` when given (the
+ * log's head the writer knows: `Conflict` when another writer appended since, nothing written); answers what it wrote
+ * (`headAfter` names the new head).
+ */
 export const recordChange = (
   log: SessionLogShape,
   change: StoredChange,
   before: StoredState,
-  after: StoredState
-): Effect.Effect<unknown, SessionLogError> => {
+  after: StoredState,
+  ifHead?: string | null
+): Effect.Effect<Written, SessionLogError> => {
   switch (change._tag) {
-    case "Appended":
-      // the entry ids, left as they are: no `asVoid` per logged message (callers discard the value)
-      return log.append([change.message as Message], {
-        meta: [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
-      })
-    case "Offloaded":
-      return Effect.asVoid(log.recordEviction(change.offloaded.map(({ block, toolUseId }) => ({ block, toolUseId }))))
+    case "Appended": {
+      const meta = [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
+      // the entry ids, left as they are: no `map` per logged message
+      return log.append([change.message as Message], ifHead === undefined ? { meta } : { meta, ifHead })
+    }
+    case "Offloaded": {
+      const condition = ifHead === undefined ? undefined : { ifHead }
+      return log.recordEviction(evictionsOf(change), condition)
+    }
     case "CompactionApplied":
-      return recordCompaction(log, change, undefined, before, after)
+      return recordCompaction(log, change, undefined, before, after, ifHead)
   }
 }
 
@@ -115,16 +130,25 @@ export const recordCompaction = (
   change: Extract<StoredChange, { readonly _tag: "CompactionApplied" }>,
   offloaded: Extract<StoredChange, { readonly _tag: "Offloaded" }> | undefined,
   before: StoredState,
-  after: StoredState
-): Effect.Effect<void, SessionLogError> =>
+  after: StoredState,
+  ifHead?: string | null
+): Effect.Effect<Written, SessionLogError> =>
   Effect.flatMap(log.snapshot, (snapshot) => {
     const input = recordInput(
       change.record,
       snapshot,
       snapshot.view.length === before.view.length ? checkpointMeta(META_KEY, after) : undefined
     )
-    return log.recordCompaction(offloaded === undefined ? input : { ...input, evictions: evictionsOf(offloaded) })
-  }).pipe(Effect.asVoid)
+    const written = log.recordCompaction(
+      offloaded === undefined ? input : { ...input, evictions: evictionsOf(offloaded) },
+      ifHead === undefined ? undefined : { ifHead }
+    )
+    // with the offloads, the head is their eviction entry, written right after the boundary in the same append
+    return offloaded === undefined ? written : Effect.andThen(written, Effect.map(log.snapshot, headWritten))
+  })
+
+/** The log's head as a `Written` value: the id of its last entry (of the compaction's eviction entry, just written). */
+const headWritten = (snapshot: { readonly head: string | null }): Written => [snapshot.head!]
 
 /** The evictions an `Offloaded` change stores: each offloaded result's new block, by its tool use id. */
 const evictionsOf = (change: Extract<StoredChange, { readonly _tag: "Offloaded" }>) =>
