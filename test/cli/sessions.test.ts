@@ -265,7 +265,7 @@ describe("GUIDE: Many workers", () => {
     assert.strictEqual(commands[0], "npm ci")
     assert.strictEqual(
       commands[1],
-      "node examples/many-workers.ts migrate",
+      "npx node examples/many-workers.ts migrate",
       "the migration is a deploy step of its own"
     )
     // a fresh clone: the tracked files only; `npm ci` stands in as the installed node_modules
