@@ -228,6 +228,8 @@ describe("recordReply: what is not an assistant message or the SDK's reply is re
         const state = yield* record(reply)
         assert.strictEqual(state.reply?.id, "msg_1")
         assert.deepStrictEqual(state.view.at(-1), { role: "assistant", content: reply.content } as MessageParam)
+        // the same reply recorded again (a loop that records twice) would add the turn twice
+        yield* refused(store, record(reply), /reply msg_1 is the one recorded last: record each reply once/, [2, "id"])
       })
     ))
 

@@ -13,10 +13,11 @@ import { SERVER_TOOL_RESULT_TYPES } from "../wireTypes.ts"
 import { endsInServerResult } from "../validate.ts"
 import { isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
 
-/** What the checks read of the conversation: its view and the calls still waiting for results. */
+/** What the checks read of the conversation: its view, the calls still waiting for results, the latest reply's id. */
 export interface InputContext {
   readonly view: ReadonlyArray<MessageParam>
   readonly pending: ReadonlyArray<{ readonly originalId: string }>
+  readonly reply?: { readonly id?: string | undefined } | undefined
 }
 
 /** Blocks only the assistant's replies hold: the API refuses them in a user message. */
@@ -148,14 +149,26 @@ const notAReply = (reply: unknown): string | undefined => {
 /**
  * Why `recordReply` refuses `reply` in `context`, or `undefined` when it takes it: anything that is not an assistant
  * message or the SDK's reply (a Promise not awaited, `{ data, response }`, a stream, a bare content array, a user or
- * system message), a message or reply content that does not decode, or a `tool_result` block in it. A reply with empty
- * content is taken (its stop reason and usage are kept).
+ * system message), a message or reply content that does not decode, a `tool_result` block in it, or the SDK's reply
+ * the conversation recorded last, given again (its `id`: recorded twice, its calls would be answered as interrupted
+ * and asked again). A reply with empty content is taken (its stop reason and usage are kept).
  */
 export const replyRefusal = (context: InputContext, reply: unknown): MessageDecodeError | undefined => {
   const at = context.view.length
   const wrong = notAReply(reply)
   if (wrong !== undefined) return refusal(at, [], wrong)
   const given = reply as MessageParam
+  if (
+    isSdkReply(given) && context.reply?.id !== undefined &&
+    (given as unknown as { readonly id: string }).id === context.reply.id
+  ) {
+    return refusal(
+      at,
+      ["id"],
+      `reply ${context.reply.id} is the one recorded last: record each reply once (a retried request's reply has a ` +
+        "new id)"
+    )
+  }
   const message = isSdkReply(given) ? { role: "assistant", content: (given as { content?: unknown }).content } : given
   if (message.role === "user" || message.role === "system") {
     return refusal(at, ["role"], `recordReply takes the assistant's reply: a ${message.role} message goes to append`)
