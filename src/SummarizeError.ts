@@ -307,16 +307,16 @@ export class SummarizeError extends SummarizeErrorBase {
 
   /** The same error with `attempts` set. */
   withAttempts(attempts: number): SummarizeError {
-    return new SummarizeError({ reason: this.reason, attempts, ...this.serviceField() })
+    return new SummarizeError({
+      reason: this.reason,
+      attempts,
+      ...(this.service === undefined ? {} : { service: this.service })
+    })
   }
 
   /** The same error, from `service` (the library's Anthropic summarizers mark their failures so). */
   fromService(service: "anthropic"): SummarizeError {
     return new SummarizeError({ reason: this.reason, attempts: this.attempts, service })
-  }
-
-  private serviceField(): { readonly service?: "anthropic" } {
-    return this.service === undefined ? {} : { service: this.service }
   }
 }
 
