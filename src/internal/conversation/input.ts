@@ -146,11 +146,27 @@ const notAReply = (reply: unknown): string | undefined => {
   return undefined
 }
 
+/** What `recordedLast` reads of an SDK reply. */
+interface SdkReplyFields {
+  readonly id: string
+  readonly content: unknown
+}
+
+/**
+ * Whether `reply` is the SDK reply the conversation recorded last, given again: the same `id` as the latest reply, and
+ * the same content as the view's last message (a reply that arrived with a recycled id but other content is taken).
+ */
+const recordedLast = (context: InputContext, reply: SdkReplyFields): boolean => {
+  if (context.reply?.id === undefined || reply.id !== context.reply.id) return false
+  const last = context.view.at(-1)
+  return last?.role === "assistant" && JSON.stringify(last.content) === JSON.stringify(reply.content)
+}
+
 /**
  * Why `recordReply` refuses `reply` in `context`, or `undefined` when it takes it: anything that is not an assistant
  * message or the SDK's reply (a Promise not awaited, `{ data, response }`, a stream, a bare content array, a user or
  * system message), a message or reply content that does not decode, a `tool_result` block in it, or the SDK's reply
- * the conversation recorded last, given again (its `id`: recorded twice, its calls would be answered as interrupted
+ * the conversation recorded last, given again (its `id` and content: recorded twice, its calls would be answered as interrupted
  * and asked again). A reply with empty content is taken (its stop reason and usage are kept).
  */
 export const replyRefusal = (context: InputContext, reply: unknown): MessageDecodeError | undefined => {
@@ -158,14 +174,11 @@ export const replyRefusal = (context: InputContext, reply: unknown): MessageDeco
   const wrong = notAReply(reply)
   if (wrong !== undefined) return refusal(at, [], wrong)
   const given = reply as MessageParam
-  if (
-    isSdkReply(given) && context.reply?.id !== undefined &&
-    (given as unknown as { readonly id: string }).id === context.reply.id
-  ) {
+  if (isSdkReply(given) && recordedLast(context, given as unknown as SdkReplyFields)) {
     return refusal(
       at,
       ["id"],
-      `reply ${context.reply.id} is the one recorded last: record each reply once (a retried request's reply has a ` +
+      `reply ${context.reply!.id} is the one recorded last: record each reply once (a retried request's reply has a ` +
         "new id)"
     )
   }
