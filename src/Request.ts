@@ -243,7 +243,9 @@ const withSendableThinking = (state: ConversationState, options: RequestOptions,
     return request
   }
   const from = request.thread?.type === "continue" ? state.thread?.held ?? 0 : 0
-  const sent = unbound.filter((p) => p.message >= from).map((p) => ({ message: p.message - from, block: p.block }))
+  const sent = from === 0
+    ? unbound
+    : unbound.filter((p) => p.message >= from).map((p) => ({ message: p.message - from, block: p.block }))
   const messages = withoutThinkingAt(asMessages(request.messages), sent)
   return messages === asMessages(request.messages)
     ? request

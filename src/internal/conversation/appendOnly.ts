@@ -101,24 +101,56 @@ export const withoutThinkingAt = <M extends Message>(
   positions: ReadonlyArray<BlockPosition>
 ): ReadonlyArray<M> => {
   if (positions.length === 0) return view
-  const out: Array<M> = []
-  let emptied = false
-  let next = 0
-  for (let m = 0; m < view.length; m++) {
-    const message = view[m]!
-    const at = new Set<number>()
-    while (next < positions.length && positions[next]!.message === m) at.add(positions[next++]!.block)
-    if (at.size === 0 || typeof message.content === "string") {
-      out.push(message)
-      continue
-    }
-    const kept = (message.content as ReadonlyArray<{ readonly type: string }>).filter((b, i) =>
-      !(at.has(i) && isThinking(b))
-    )
-    if (kept.length > 0) out.push(kept.length === message.content.length ? message : { ...message, content: kept } as M)
-    else emptied = true
+  // only the messages `positions` name are read: one copy of the list when any of them changes (a request is built
+  // per step, and the view can hold tens of thousands of messages), each message's kept blocks remembered
+  let out: Array<M> | undefined
+  let emptied: Set<number> | undefined
+  for (let next = 0; next < positions.length;) {
+    const first = next
+    const m = positions[first]!.message
+    let key = ""
+    while (next < positions.length && positions[next]!.message === m) key += `${positions[next++]!.block},`
+    const message = view[m]
+    if (message === undefined || typeof message.content === "string" || message.content === undefined) continue
+    const known = strippedOf.get(message)
+    const stripped = known !== undefined && known.key === key ? known.stripped : strip(message, positions, first, next)
+    if (known === undefined || known.key !== key) strippedOf.set(message, { key, stripped })
+    if (stripped === message) continue
+    out ??= [...view]
+    if (stripped !== null) out[m] = stripped as M
+    else (emptied ??= new Set()).add(m)
   }
-  return emptied ? withSystemsPlaced(out) : out
+  if (out === undefined) return view
+  if (emptied === undefined) return out
+  return withSystemsPlaced(out.filter((_, m) => !emptied.has(m)))
+}
+
+/**
+ * A message whose thinking blocks at `positions[first..end)` (one message's, by block) were left out, remembered by the
+ * message (and which blocks, as a key): each request of a view with the same unbound thinking strips the same messages.
+ */
+const strippedOf = new WeakMap<object, { readonly key: string; readonly stripped: Message | null }>()
+
+/**
+ * `message` without its thinking blocks at `positions[first..end)` (sorted by block): the same message when none is
+ * thinking, `null` when nothing is left.
+ */
+const strip = (
+  message: Message,
+  positions: ReadonlyArray<BlockPosition>,
+  first: number,
+  end: number
+): Message | null => {
+  const blocks = message.content as ReadonlyArray<{ readonly type: string }>
+  let kept: Array<{ readonly type: string }> | undefined
+  for (let i = 0, p = first; i < blocks.length; i++) {
+    while (p < end && positions[p]!.block < i) p++
+    const drop = p < end && positions[p]!.block === i && isThinking(blocks[i]!)
+    if (drop) kept ??= blocks.slice(0, i)
+    else if (kept !== undefined) kept.push(blocks[i]!)
+  }
+  if (kept === undefined) return message
+  return kept.length === 0 ? null : { ...message, content: kept } as Message
 }
 
 /** `list` with its system messages at places the API allows: each stays where it is when that place is allowed. */
