@@ -246,7 +246,8 @@ const withSendableThinking = (state: ConversationState, options: RequestOptions,
   const sent = from === 0
     ? unbound
     : unbound.filter((p) => p.message >= from).map((p) => ({ message: p.message - from, block: p.block }))
-  const messages = withoutThinkingAt(asMessages(request.messages), sent)
+  // the request's messages are its own fresh array (`buildRequest` copies the view): changed in place
+  const messages = withoutThinkingAt(asMessages(request.messages), sent, true)
   return messages === asMessages(request.messages)
     ? request
     : { ...request, messages: messages as unknown as Array<MessageParam> }

@@ -94,31 +94,33 @@ export const withoutThinking = <M extends Message>(view: ReadonlyArray<M>): Read
  * list them) left out; the same array when there are none. Only those blocks go: every other block, empty ones
  * included, stays as it is. A message left with no block is left out (only a final assistant message may be empty),
  * and a system message that this leaves where the API refuses it (before a user turn, API-RULES 10) moves to the
- * nearest place it allows, as `repair` moves it.
+ * nearest place it allows, as `repair` moves it. `owned`: `view` is the caller's own fresh array (a request's
+ * messages), changed in place instead of copied.
  */
 export const withoutThinkingAt = <M extends Message>(
   view: ReadonlyArray<M>,
-  positions: ReadonlyArray<BlockPosition>
+  positions: ReadonlyArray<BlockPosition>,
+  owned = false
 ): ReadonlyArray<M> => {
   if (positions.length === 0) return view
-  // only the messages `positions` name are read: one copy of the list when any of them changes (a request is built
-  // per step, and the view can hold tens of thousands of messages), each message's kept blocks remembered
+  // only the messages `positions` name are read, through the plan remembered for this list of positions (a request is
+  // built per step from the same unbound thinking, over a view that can hold tens of thousands of messages): one copy
+  // of the list when any of them changes
+  const plan = planOf(positions)
   let out: Array<M> | undefined
   let emptied: Set<number> | undefined
-  for (let next = 0; next < positions.length;) {
-    const first = next
-    const m = positions[first]!.message
-    let key = ""
-    while (next < positions.length && positions[next]!.message === m) key += `${positions[next++]!.block},`
-    const message = view[m]
+  for (const group of plan) {
+    const message = view[group.message]
     if (message === undefined || typeof message.content === "string" || message.content === undefined) continue
-    const known = strippedOf.get(message)
-    const stripped = known !== undefined && known.key === key ? known.stripped : strip(message, positions, first, next)
-    if (known === undefined || known.key !== key) strippedOf.set(message, { key, stripped })
+    if (message !== group.original) {
+      group.original = message
+      group.stripped = strip(message, positions, group.first, group.end)
+    }
+    const stripped = group.stripped
     if (stripped === message) continue
-    out ??= [...view]
-    if (stripped !== null) out[m] = stripped as M
-    else (emptied ??= new Set()).add(m)
+    out ??= owned ? view as Array<M> : [...view]
+    if (stripped !== null) out[group.message] = stripped as M
+    else (emptied ??= new Set()).add(group.message)
   }
   if (out === undefined) return view
   if (emptied === undefined) return out
@@ -126,10 +128,34 @@ export const withoutThinkingAt = <M extends Message>(
 }
 
 /**
- * A message whose thinking blocks at `positions[first..end)` (one message's, by block) were left out, remembered by the
- * message (and which blocks, as a key): each request of a view with the same unbound thinking strips the same messages.
+ * One message's share of a list of positions (`positions[first..end)`), and the message last stripped by it: a view
+ * that holds the same message object there gets the same stripped message.
  */
-const strippedOf = new WeakMap<object, { readonly key: string; readonly stripped: Message | null }>()
+interface StripGroup {
+  readonly message: number
+  readonly first: number
+  readonly end: number
+  original: Message | undefined
+  stripped: Message | null | undefined
+}
+
+/** The groups of each list of positions, remembered by the list (a state's unbound thinking is one list per change). */
+const plans = new WeakMap<ReadonlyArray<BlockPosition>, ReadonlyArray<StripGroup>>()
+
+/** The groups of `positions` (sorted by message, then block), one per message. */
+const planOf = (positions: ReadonlyArray<BlockPosition>): ReadonlyArray<StripGroup> => {
+  const known = plans.get(positions)
+  if (known !== undefined) return known
+  const groups: Array<StripGroup> = []
+  for (let next = 0; next < positions.length;) {
+    const first = next
+    const message = positions[first]!.message
+    while (next < positions.length && positions[next]!.message === message) next++
+    groups.push({ message, first, end: next, original: undefined, stripped: undefined })
+  }
+  plans.set(positions, groups)
+  return groups
+}
 
 /**
  * `message` without its thinking blocks at `positions[first..end)` (sorted by block): the same message when none is
