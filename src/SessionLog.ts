@@ -369,6 +369,24 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     timestamp
   })
 
+  /** The eviction entry recording `evictions` (its own, or the offloads applied with a compaction). */
+  const evictionEntry = (
+    id: string,
+    parentId: string | null,
+    timestamp: number,
+    evictions: ReadonlyArray<SessionEntry.Eviction>
+  ): SessionEntry.EvictionEntry => ({ ...header(id, parentId, timestamp), type: "eviction", evictions })
+
+  /** What is wrong with `evictions`, if anything: each block must be a `tool_result` for its tool use id. */
+  const evictionProblem = (evictions: ReadonlyArray<SessionEntry.Eviction>): SessionLogError | undefined => {
+    for (const e of evictions) {
+      if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
+        return invalid(sessionId, `eviction of ${e.toolUseId}: block must be a tool_result for that id`)
+      }
+    }
+    return undefined
+  }
+
   /**
    * Derives the entries from the live view (`derive`, given the time of the try) and appends them at `live.seq`,
    * every store call retried through an outage within one deadline (`retryDeadline`). `Conflict`: catch up, wait a
@@ -493,17 +511,14 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
 
   const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>, condition: WriteCondition = {}) =>
     serialized(Effect.gen(function* () {
-      for (const e of evictions) {
-        if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
-          return yield* invalid(sessionId, `eviction of ${e.toolUseId}: block must be a tool_result for that id`)
-        }
-      }
+      const badEviction = evictionProblem(evictions)
+      if (badEviction !== undefined) return yield* badEviction
       const id = randomUUID() as string
       return yield* appendDerived(
         condition.ifHead === undefined ? entryWrite : entryWriteOnce,
         condition.ifHead,
         (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
-          const entry: SessionEntry.EvictionEntry = { ...header(id, live.head, timestamp), type: "eviction", evictions }
+          const entry = evictionEntry(id, live.head, timestamp, evictions)
           return {
             entries: [entry],
             fold: foldEach([entry]),
@@ -608,11 +623,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
       }
       const evictions = input.evictions ?? []
-      for (const e of evictions) {
-        if (!isEviction(e) || e.block.tool_use_id !== e.toolUseId) {
-          return yield* invalid(sessionId, `eviction of ${e.toolUseId}: block must be a tool_result for that id`)
-        }
-      }
+      const badEviction = evictionProblem(evictions)
+      if (badEviction !== undefined) return yield* badEviction
       const id = randomUUID() as string
       // the offloads applied with the compaction: their eviction entry follows the boundary in the same store append
       const evictionId = evictions.length === 0 ? undefined : randomUUID() as string
@@ -622,7 +634,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         (timestamp) => {
           const pending = deriveCompaction(input, view, id, timestamp)
           if (evictionId === undefined || pending instanceof SessionLogError) return pending
-          return followedBy(pending, { ...header(evictionId, id, timestamp), type: "eviction", evictions })
+          return followedBy(pending, evictionEntry(evictionId, id, timestamp, evictions))
         }
       )
     })).pipe(Effect.withSpan("SessionLog.recordCompaction", {
