@@ -47,7 +47,7 @@ import { finishCounted, prepareCounted } from "./internal/conversation/counted.t
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { type CacheBreakpointError, callerMarks, callerMarksError } from "./internal/breakpoints.ts"
 import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
-import { headAfter, recordChange, recordCompaction } from "./internal/conversation/record.ts"
+import { headAfter, recordChange, recordCompaction, type Written } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
@@ -466,19 +466,29 @@ const make = (
      * entries fails with `Conflict`, nothing written, instead of landing after them.
      */
     let knownHead = openedAt
+    /**
+     * Once `written` is stored: the log's head it leaves is the one known, and `after` is the state; a failure is the
+     * step's `Persist` error, with `fallback()` as its value. One continuation for both outcomes (not a `tap` and a
+     * `mapError`): this runs for every logged change.
+     */
+    const stored = <A>(
+      written: Effect.Effect<Written, SessionLogError>,
+      after: ConversationState,
+      fallback: () => A
+    ): Effect.Effect<void, ConversationError<A>> =>
+      Effect.matchEffect(written, {
+        onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+        onSuccess: (w) => {
+          knownHead = headAfter(w)
+          state = after
+          return Effect.void
+        }
+      })
     /** Records one change (stored with the state it was made in, `before`, and the state after it), then sets it. */
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A, before: ConversationState) =>
       log === undefined
         ? Effect.sync(() => void (state = step.state))
-        // one continuation for both outcomes (not a `tap` and a `mapError`): this runs for every logged change
-        : Effect.matchEffect(recordChange(log, step.change, before, step.state, knownHead), {
-          onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
-          onSuccess: (written) => {
-            knownHead = headAfter(written)
-            state = step.state
-            return Effect.void
-          }
-        })
+        : stored(recordChange(log, step.change, before, step.state, knownHead), step.state, fallback)
 
     /**
      * Records a compaction's transition (`applyCompaction`): the compaction and the offloads applied with it (the
@@ -491,16 +501,10 @@ const make = (
         log === undefined || t.steps.length !== 2 || compacted?.change._tag !== "CompactionApplied" ||
         offloads?.change._tag !== "Offloaded"
       ) return persist(t, fallback)
-      return Effect.matchEffect(
+      return stored(
         recordCompaction(log, compacted.change, offloads.change, state, compacted.state, knownHead),
-        {
-          onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
-          onSuccess: (written) => {
-            knownHead = headAfter(written)
-            state = offloads.state
-            return Effect.void
-          }
-        }
+        offloads.state,
+        fallback
       )
     }
 
