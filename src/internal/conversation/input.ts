@@ -10,7 +10,7 @@
 import { type Message, MessageDecodeError, validateMessage } from "../../Message.ts"
 import { KNOWN_BLOCK_TYPES } from "../blocks.ts"
 import { SERVER_TOOL_RESULT_TYPES } from "../wireTypes.ts"
-import { endsInServerResult } from "../validate.ts"
+import { endsInServerResult, SYSTEM_BLOCK_TYPES } from "../validate.ts"
 import { isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
 
 /** What the checks read of the conversation: its view, the calls still waiting for results, the latest reply's id. */
@@ -30,8 +30,8 @@ const ASSISTANT_BLOCKS: ReadonlySet<string> = new Set([
   ...SERVER_TOOL_RESULT_TYPES
 ])
 
-/** Blocks a system message holds: text, and tool changes (`tool_addition`, `tool_removal`: not a known block). */
-const systemHolds = (type: string): boolean => type === "text" || !KNOWN_BLOCK_TYPES.has(type)
+/** Blocks a system message holds: those `validate` allows there (`SYSTEM_BLOCK_TYPES`), and any type it does not know. */
+const systemHolds = (type: string): boolean => SYSTEM_BLOCK_TYPES.has(type) || !KNOWN_BLOCK_TYPES.has(type)
 
 type Path = ReadonlyArray<string | number>
 
