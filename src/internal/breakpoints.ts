@@ -129,13 +129,16 @@ const markTtl = (control: unknown): CacheTtl | undefined => {
   return ttl === undefined || ttl === "5m" ? "5m" : ttl === "1h" ? "1h" : undefined
 }
 
-const marksOf = (name: string, items: ReadonlyArray<unknown>): Array<CallerMark> =>
-  items.flatMap((item, i) => {
+/** The marks of `items` (tools, or system blocks) appended to `out`; read on every request, so a plain loop. */
+const addMarks = (out: Array<CallerMark>, name: string, items: ReadonlyArray<unknown>): void => {
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]
     const control = typeof item === "object" && item !== null
       ? (item as { readonly cache_control?: unknown }).cache_control
       : undefined
-    return control == null ? [] : [{ path: `${name}[${i}].cache_control`, ttl: markTtl(control) }]
-  })
+    if (control != null) out.push({ path: `${name}[${i}].cache_control`, ttl: markTtl(control) })
+  }
+}
 
 /**
  * The caller's `cache_control` marks on `tools` and on the blocks of `system`, in the order the API reads the prefix
@@ -145,10 +148,12 @@ const marksOf = (name: string, items: ReadonlyArray<unknown>): Array<CallerMark>
 export const callerMarks = (
   tools: ReadonlyArray<unknown> | undefined,
   system: string | ReadonlyArray<unknown> | undefined
-): ReadonlyArray<CallerMark> => [
-  ...marksOf("tools", tools ?? []),
-  ...(typeof system === "string" ? [] : marksOf("system", system ?? []))
-]
+): ReadonlyArray<CallerMark> => {
+  const out: Array<CallerMark> = []
+  if (tools !== undefined) addMarks(out, "tools", tools)
+  if (system !== undefined && typeof system !== "string") addMarks(out, "system", system)
+  return out
+}
 
 /**
  * True when the caller's own mark ends the system prompt and tools: on the last system block, or on the last tool
