@@ -93,7 +93,6 @@ const systemPlacement = (context: InputContext, at: number): MessageDecodeError 
  * message stores anything: a message of only results that answer no pending call stores nothing.
  */
 const userPlacement = (context: InputContext, clean: MessageParam, at: number): MessageDecodeError | undefined => {
-  if (context.view.at(-1)?.role !== "system") return undefined
   const pending = new Set(context.pending.map((p) => p.originalId))
   const stores = typeof clean.content === "string" ||
     clean.content.some((b) => b.type !== "tool_result" || pending.has(b.tool_use_id))
@@ -118,11 +117,15 @@ export const appendRefusal = (context: InputContext, message: unknown): MessageD
   const given = message as MessageParam
   const block = misplacedBlock(given, at)
   if (block !== undefined) return block
+  // placement is judged only where it can refuse, and then only for a message that stores anything (`wireMessage`,
+  // which the step runs again: the common append, a result after the reply, never needs it here)
+  if (given.role === "system") {
+    const misplaced = systemPlacement(context, at)
+    return misplaced === undefined || wireMessage(given) === undefined ? undefined : misplaced
+  }
+  if (given.role !== "user" || context.view.at(-1)?.role !== "system") return undefined
   const clean = wireMessage(given)
-  if (clean === undefined) return undefined
-  if (clean.role === "system") return systemPlacement(context, at)
-  if (clean.role === "user") return userPlacement(context, clean, at)
-  return undefined
+  return clean === undefined ? undefined : userPlacement(context, clean, at)
 }
 
 /** A name for what was given instead of a reply, and what to pass instead. */
