@@ -67,6 +67,13 @@ const results = (...ids: ReadonlyArray<string>): MessageParam => ({
   content: ids.map((id) => ({ type: "tool_result" as const, tool_use_id: id, content: `output of ${id}` }))
 })
 
+/** `send`, its answer asserted to be a reply (not an error): the reply. */
+const sendAccepted = (client: Anthropic, request: Request, on: ThinkingOn) =>
+  Effect.map(send(client, request, on), (sent) => {
+    assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
+    return sent.ok ? sent.reply : undefined
+  })
+
 /** The last request the server got is accepted and judged valid by the checker; returns how many blocks it dropped. */
 const assertAccepted = (server: MessagesApiServer.MessagesApiServer, request: Request, where: string) => {
   assert.deepStrictEqual(server.rejections, [], where)
@@ -86,18 +93,16 @@ describe("a reply recorded after the view changed under its request (rules 29, 4
           yield* conversation.append({ role: "user", content: "fix the parser" })
           const first = yield* conversation.prepare
           scripted(server, [{ type: "thinking", thinking: "read it first", signature: "s" }, call("call_1")])
-          const sent = yield* send(client, first.request, on)
-          assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
+          const sent = yield* sendAccepted(client, first.request, on)
           // typed while the request was in flight: the reply lands after it
           yield* conversation.append({ role: "user", content: "and the lexer too" })
-          yield* conversation.recordReply(sent.ok ? sent.reply as never : undefined as never, undefined, {
+          yield* conversation.recordReply(sent as never, undefined, {
             requestEpoch: first.epoch
           })
           yield* conversation.append(results("call_1"))
           const next = yield* conversation.prepare
           server.enqueue(Reply.message([{ type: "text", text: "done" }]))
-          const answered = yield* send(client, next.request, on)
-          assert.isTrue(answered.ok, answered.ok ? "" : answered.error)
+          yield* sendAccepted(client, next.request, on)
           assertAccepted(server, next.request, "the request after the reply")
           return yield* conversation.state
         }).pipe(Effect.provide(layer(store, on)))
@@ -121,19 +126,17 @@ describe("a reply recorded after the view changed under its request (rules 29, 4
           }
           const first = yield* conversation.prepare
           scripted(server, [{ type: "thinking", thinking: "", signature: "s" }, call("call_9")])
-          const sent = yield* send(client, first.request, on)
-          assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
+          const sent = yield* sendAccepted(client, first.request, on)
           // `/compact` while the request was in flight
           const { outcome } = yield* conversation.compact()
           assert.strictEqual(outcome._tag, "Compacted")
-          yield* conversation.recordReply(sent.ok ? sent.reply as never : undefined as never, undefined, {
+          yield* conversation.recordReply(sent as never, undefined, {
             requestEpoch: first.epoch
           })
           yield* conversation.append(results("call_9"))
           const next = yield* conversation.prepare
           server.enqueue(Reply.message([{ type: "text", text: "done" }]))
-          const answered = yield* send(client, next.request, on)
-          assert.isTrue(answered.ok, answered.ok ? "" : answered.error)
+          yield* sendAccepted(client, next.request, on)
           assertAccepted(server, next.request, "the request after the reply")
           return yield* conversation.state
         }).pipe(Effect.provide(layer(store, on, policy)))
@@ -155,9 +158,8 @@ describe("a reply recorded after the view changed under its request (rules 29, 4
           assertAccepted(server, prepared.request, `request ${n}`)
           assert.isUndefined(prepared.request.betas, "nothing to drop")
           scripted(server, [{ type: "thinking", thinking: `step ${n}`, signature: "s" }, call(`call_${n}`)])
-          const sent = yield* send(client, prepared.request, "conversation")
-          assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
-          yield* conversation.recordReply(sent.ok ? sent.reply as never : undefined as never, undefined, {
+          const sent = yield* sendAccepted(client, prepared.request, "conversation")
+          yield* conversation.recordReply(sent as never, undefined, {
             requestEpoch: prepared.epoch
           })
           yield* conversation.append(results(`call_${n}`))
@@ -186,14 +188,12 @@ describe("recordReply's own edits before interleaved thinking (rule 29: a droppe
             { type: "thinking", thinking: "more", signature: "s" },
             call("call_2")
           ])
-          const sent = yield* send(client, first.request, on)
-          assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
-          yield* conversation.recordReply(sent.ok ? sent.reply as never : undefined as never)
+          const sent = yield* sendAccepted(client, first.request, on)
+          yield* conversation.recordReply(sent as never)
           yield* conversation.append(results("call_1", "call_2"))
           const next = yield* conversation.prepare
           server.enqueue(Reply.message([{ type: "text", text: "done" }]))
-          const answered = yield* send(client, next.request, on)
-          assert.isTrue(answered.ok, answered.ok ? "" : answered.error)
+          yield* sendAccepted(client, next.request, on)
           assertAccepted(server, next.request, "the request after the reply")
           // the first thinking block is still bound, and still sent
           const reply = next.request.messages[1]!.content as ReadonlyArray<{ readonly type: string }>
@@ -211,9 +211,8 @@ describe("recordReply's own edits before interleaved thinking (rule 29: a droppe
           yield* conversation.append({ role: "user", content: "hello" })
           const first = yield* conversation.prepare
           scripted(server, [{ type: "thinking", thinking: "p", signature: "s" }, call("call_1")])
-          const sent = yield* send(client, first.request, on)
-          assert.isTrue(sent.ok, sent.ok ? "" : sent.error)
-          yield* conversation.recordReply(sent.ok ? sent.reply as never : undefined as never)
+          const sent = yield* sendAccepted(client, first.request, on)
+          yield* conversation.recordReply(sent as never)
           yield* conversation.append(results("call_1"))
           const second = yield* conversation.prepare
           scripted(server, [
@@ -222,14 +221,12 @@ describe("recordReply's own edits before interleaved thinking (rule 29: a droppe
             { type: "thinking", thinking: "and more", signature: "s" },
             call("call_2")
           ])
-          const again = yield* send(client, second.request, on)
-          assert.isTrue(again.ok, again.ok ? "" : again.error)
-          yield* conversation.recordReply(again.ok ? again.reply as never : undefined as never)
+          const again = yield* sendAccepted(client, second.request, on)
+          yield* conversation.recordReply(again as never)
           yield* conversation.append(results("call_1", "call_2"))
           const next = yield* conversation.prepare
           server.enqueue(Reply.message([{ type: "text", text: "done" }]))
-          const answered = yield* send(client, next.request, on)
-          assert.isTrue(answered.ok, answered.ok ? "" : answered.error)
+          yield* sendAccepted(client, next.request, on)
           assertAccepted(server, next.request, "the request after the reply")
         }).pipe(Effect.provide(layer(store, on)))
       })))
