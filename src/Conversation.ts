@@ -205,12 +205,13 @@ export interface ConversationShape {
    * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format. An
    * assistant message is refused (`ConversationError` `Refused`, nothing changed): replies go to `recordReply`. So is,
    * on every layer and before anything is logged, a message that does not decode, a block its role cannot hold
-   * (`tool_use` or thinking from a user, anything but text and tool changes in a system message), a system message
-   * after the assistant's reply (unless it ends in a server tool result) or after another system message, and a user
-   * message after a system message (the assistant's turn comes next): the cause is a `MessageDecodeError` naming the
-   * path and what to do instead. A result that answers no pending call is dropped, and calls a message with other
-   * content leaves unanswered are answered as interrupted (the API accepts neither otherwise); each is logged as a
-   * warning.
+   * (`tool_use` or thinking from a user, anything but text and tool changes in a system message), blank content (an
+   * empty or whitespace-only string, empty content, a blank text block, a system message with neither content nor an
+   * `output_config` field: the API refuses each), a system message after the assistant's reply (unless it ends in a
+   * server tool result) or after another system message, and a user message after a system message (the assistant's
+   * turn comes next): the cause is a `MessageDecodeError` naming the path and what to do instead. A result that
+   * answers no pending call is dropped, and calls a message with other content leaves unanswered are answered as
+   * interrupted (the API accepts neither otherwise); each is logged as a warning.
    */
   readonly append: (
     message: MessageParam | Anthropic.Beta.BetaMessageParam
