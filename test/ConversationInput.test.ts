@@ -3,7 +3,7 @@
  * before any log write): a malformed message, a block its role cannot hold, a system message placed where the API
  * refuses it (API-RULES 9, 10), or something that is not a reply, is refused with `ConversationError` `Refused`
  * whose `MessageDecodeError` names the path, and the state is the one before. So is blank content (rule 4), which
- * would otherwise be dropped. What
+ * would otherwise be dropped, and a user message after a system message whose reply was empty says how to go on. What
  * the API refuses and the caller cannot see coming (blank text inside a tool result, a continued reply ending in
  * whitespace: rule 4) is cleaned. The Promise form refuses alike. A property drives generated call sequences and judges
  * every prepared request by the independent checker.
@@ -363,6 +363,31 @@ describe("system messages: placed where the API takes them, or refused with what
       })
     ))
 
+  it.effect("a user message after a system message whose reply was empty: refused, saying how to go on", () =>
+    onEveryLayer((store) =>
+      Effect.gen(function* () {
+        const conversation = yield* Conversation
+        yield* conversation.append(user("Fix the parser"))
+        yield* conversation.append({ role: "system", content: "The user stepped away: wrap up." } as MessageParam)
+        const first = yield* prepared
+        // the model had nothing to add: an empty end_turn reply stores no message
+        yield* conversation.recordReply(sdkReply([], "end_turn", "msg_empty"))
+        yield* refused(
+          store,
+          conversation.append(user("Please continue")),
+          /reply with empty content adds no message.*send the request again, or record a reply with content first/,
+          [2, "role"]
+        )
+        // sent again, the request is the one before, and valid
+        assert.deepStrictEqual((yield* prepared).messages, first.messages)
+        // a reply with content closes the system message's turn: the user message is taken, the request valid
+        yield* conversation.recordReply({ role: "assistant", content: "Nothing more to do." })
+        yield* conversation.append(user("Please continue"))
+        const next = yield* prepared
+        assert.deepStrictEqual(next.messages.map((m) => m.role), ["user", "system", "assistant", "user"])
+      })
+    ))
+
   it.effect("the documented shapes are taken: after a user turn, a server tool result, pending calls, settings", () =>
     onEveryLayer(() =>
       Effect.gen(function* () {
@@ -462,6 +487,26 @@ describe("the Promise form refuses alike", () => {
         /^Refused .*leave content out/
       )
       assert.strictEqual(await conversation.state(), before)
+    } finally {
+      await conversation.close()
+    }
+  })
+
+  it("a user message after a system message whose reply was empty", async () => {
+    const conversation = await open()
+    try {
+      await conversation.append(user("Fix the parser"))
+      await conversation.append({ role: "system", content: "The user stepped away: wrap up." } as MessageParam)
+      await conversation.prepare()
+      await conversation.recordReply(sdkReply([], "end_turn", "msg_empty"))
+      const before = await conversation.state()
+      assert.match(
+        await rejection(conversation.append(user("Please continue"))),
+        /^Refused .*reply with empty content adds no message.*send the request again/
+      )
+      assert.strictEqual(await conversation.state(), before)
+      const { request } = await conversation.prepare()
+      assert.strictEqual(violations(request).join("\n"), "")
     } finally {
       await conversation.close()
     }

@@ -144,7 +144,8 @@ const systemPlacement = (context: InputContext, at: number): MessageDecodeError 
 
 /**
  * A user message after a system message (API-RULES 10: a system message is followed by an assistant turn), when the
- * message stores anything: a message of only results that answer no pending call stores nothing.
+ * message stores anything: a message of only results that answer no pending call stores nothing. A reply with empty
+ * content adds no message, so after one the assistant's turn is still to come: the refusal says how to go on.
  */
 const userPlacement = (context: InputContext, given: MessageParam, at: number): MessageDecodeError | undefined => {
   const pending = new Set(context.pending.map((p) => p.originalId))
@@ -155,7 +156,9 @@ const userPlacement = (context: InputContext, given: MessageParam, at: number): 
     at,
     ["role"],
     "a user message cannot follow a system message (the assistant's turn follows it): prepare and record the reply " +
-      "first, or append the system message after the user message"
+      "first, or append the system message after the user message. A reply with empty content adds no message, so " +
+      "after one the turn is still to come: send the request again, or record a reply with content first " +
+      '(recordReply({ role: "assistant", content }))'
   )
 }
 
