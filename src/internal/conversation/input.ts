@@ -63,7 +63,8 @@ const misplacedBlock = (message: MessageParam, at: number): MessageDecodeError |
   return undefined
 }
 
-const isBlank = (text: string): boolean => text.trim().length === 0
+/** Empty or whitespace-only (what `trim` removes): a scan that stops at the first other character. */
+const isBlank = (text: string): boolean => !/\S/.test(text)
 
 /** The `output_config` of a system message when it holds a field (what lets the message go without `content`). */
 const configured = (message: MessageParam): boolean => {
@@ -80,10 +81,11 @@ const configured = (message: MessageParam): boolean => {
 const blankContent = (message: MessageParam, at: number): MessageDecodeError | undefined => {
   const role = message.role
   const content = message.content as MessageParam["content"] | undefined
-  // a system message that carries settings goes without content, never with blank content
-  const instead = role === "system" && configured(message)
-    ? "leave content out (a system message with output_config needs none)"
-    : "append the message once it has something to say, or leave it out"
+  // what to do instead: a system message that carries settings goes without content, never with blank content
+  const instead = () =>
+    role === "system" && configured(message)
+      ? "leave content out (a system message with output_config needs none)"
+      : "append the message once it has something to say, or leave it out"
   if (content == null) {
     if (configured(message)) return undefined
     return refusal(
@@ -97,11 +99,11 @@ const blankContent = (message: MessageParam, at: number): MessageDecodeError | u
     return refusal(
       at,
       ["content"],
-      `a ${role} message cannot be blank (the API refuses empty and whitespace-only text): ${instead}`
+      `a ${role} message cannot be blank (the API refuses empty and whitespace-only text): ${instead()}`
     )
   }
   if (content.length === 0) {
-    return refusal(at, ["content"], `a ${role} message cannot have empty content (the API refuses it): ${instead}`)
+    return refusal(at, ["content"], `a ${role} message cannot have empty content (the API refuses it): ${instead()}`)
   }
   for (let i = 0; i < content.length; i++) {
     const block = content[i]!
@@ -110,7 +112,7 @@ const blankContent = (message: MessageParam, at: number): MessageDecodeError | u
       at,
       ["content", i, "text"],
       "a text block cannot be blank (the API refuses empty and whitespace-only text): " +
-        (content.length === 1 ? instead : "remove the block"),
+        (content.length === 1 ? instead() : "remove the block"),
       { index: i, type: "text" }
     )
   }
