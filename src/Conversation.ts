@@ -205,12 +205,14 @@ export interface ConversationShape {
    * `BetaMessageParam` (the tool results `BetaToolRunner.generateToolResponse` returns), kept in the wire format. An
    * assistant message is refused (`ConversationError` `Refused`, nothing changed): replies go to `recordReply`. So is,
    * on every layer and before anything is logged, a message that does not decode, a block its role cannot hold
-   * (`tool_use` or thinking from a user, anything but text and tool changes in a system message), a system message
-   * after the assistant's reply (unless it ends in a server tool result) or after another system message, and a user
-   * message after a system message (the assistant's turn comes next): the cause is a `MessageDecodeError` naming the
-   * path and what to do instead. A result that answers no pending call is dropped, and calls a message with other
-   * content leaves unanswered are answered as interrupted (the API accepts neither otherwise); each is logged as a
-   * warning.
+   * (`tool_use` or thinking from a user, anything but text and tool changes in a system message), blank content (an
+   * empty or whitespace-only string, empty content, a blank text block, a system message with neither content nor an
+   * `output_config` field: the API refuses each), a system message after the assistant's reply (unless it ends in a
+   * server tool result) or after another system message, and a user message after a system message (the assistant's
+   * turn comes next, also after a reply with empty content, which adds no message: send the request again, or record
+   * a reply with content): the cause is a `MessageDecodeError` naming the path and what to do instead. A result that
+   * answers no pending call is dropped, and calls a message with other content leaves unanswered are answered as
+   * interrupted (the API accepts neither otherwise); each is logged as a warning.
    */
   readonly append: (
     message: MessageParam | Anthropic.Beta.BetaMessageParam
@@ -221,7 +223,8 @@ export interface ConversationShape {
    * request until a reply reports one; the next `prepare` logs a warning saying so, once per conversation.
    * Anything else (a Promise not awaited, `withResponse()`'s `{ data, response }`, a stream, a bare content array, a
    * user or system message), a reply that does not decode or that holds a `tool_result`, is refused (`ConversationError`
-   * `Refused`, a `MessageDecodeError` cause; nothing changed or logged). A reply with empty content is taken.
+   * `Refused`, a `MessageDecodeError` cause; nothing changed or logged). A reply with empty content is taken and adds
+   * no message (after a system message, the assistant's turn is then still to come: see `append`).
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
    * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
    * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the

@@ -329,7 +329,8 @@ const leadingUser = (state: ConversationState): Transition =>
  * caller knows; results that answer nothing pending are dropped. A message with other content, and any system
  * message, first answers the calls still pending (interrupted). An assistant message is `recordReply` without usage.
  * The message is taken as checked: the `Conversation` service refuses first what does not decode, a block the role
- * cannot hold, and a system message (or a user message after one) placed where the API refuses it.
+ * cannot hold, blank content, and a system message (or a user message after one) placed where the API refuses it.
+ * Here blank text blocks are dropped, and a message left with nothing adds nothing.
  * @category transitions
  */
 export const appendMessage = (state: ConversationState, message: MessageParam): Transition => {

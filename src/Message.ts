@@ -180,8 +180,9 @@ export type KnownBlock =
 export type ContentBlock = KnownBlock | UnknownBlock
 
 /**
- * The roles of the Messages API. `system` is the mid-conversation system message that `@anthropic-ai/sdk` 1.14 added
- * to `MessageParam` (text only); it never starts a turn and never pairs with tools.
+ * The roles of the Messages API. `system` is the mid-conversation system message, in `@anthropic-ai/sdk`'s
+ * `MessageParam` at the peer range (^1.17: `SystemMessageParam`, text only; the beta `BetaSystemMessageParam` also
+ * carries tool changes, `output_config` and `clear_at`); it is never first and never sits inside a tool call.
  * @category models
  */
 export type Role = "user" | "assistant" | "system"

@@ -63,7 +63,7 @@ export type { AppendOptions, CompactionInput, SessionLogShape, WriteCondition } 
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
 
 // ============================================================================
-// Names whose home is SessionEntry or SessionStore (kept here until 0.2.0)
+// Helpers and metrics
 // ============================================================================
 
 /** The id of the last compaction entry of `entries` (the summary heading the view), or `undefined`. */

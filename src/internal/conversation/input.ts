@@ -2,8 +2,8 @@
  * The checks a conversation runs on a caller's message before any step changes anything: `appendRefusal` for what
  * `append` takes, `replyRefusal` for what `recordReply` takes. Each answers `undefined` for input the step takes, or a
  * `MessageDecodeError` that names the path and the problem (and what to do instead): a malformed message, a block its
- * role cannot hold, or a system message the API would refuse where it lands (API-RULES 9 and 10). O(the message's
- * size); of the state only the last message and the pending calls are read.
+ * role cannot hold, blank content (API-RULES 4), or a system message the API would refuse where it lands (API-RULES 9
+ * and 10). O(the message's size); of the state only the last message and the pending calls are read.
  *
  * @internal
  */
@@ -11,7 +11,7 @@ import { type Message, MessageDecodeError, validateMessage } from "../../Message
 import { KNOWN_BLOCK_TYPES } from "../blocks.ts"
 import { SERVER_TOOL_RESULT_TYPES } from "../wireTypes.ts"
 import { endsInServerResult, SYSTEM_BLOCK_TYPES } from "../validate.ts"
-import { isSdkReply, type MessageParam, wireMessage } from "./wire.ts"
+import { isSdkReply, type MessageParam } from "./wire.ts"
 
 /** What the checks read of the conversation: its view, the calls still waiting for results, the latest reply's id. */
 export interface InputContext {
@@ -63,6 +63,62 @@ const misplacedBlock = (message: MessageParam, at: number): MessageDecodeError |
   return undefined
 }
 
+/** Empty or whitespace-only (what `trim` removes): a scan that stops at the first other character. */
+const isBlank = (text: string): boolean => !/\S/.test(text)
+
+/** The `output_config` of a system message when it holds a field (what lets the message go without `content`). */
+const configured = (message: MessageParam): boolean => {
+  const config = (message as { readonly output_config?: unknown }).output_config
+  return typeof config === "object" && config !== null && Object.keys(config).length > 0
+}
+
+/**
+ * Blank content in a user or system message (API-RULES 4: no empty content, no empty or whitespace-only text block;
+ * rule 26: a system message without content needs an `output_config` field): the API refuses it, and stored as it is
+ * the message would be dropped, so the caller hears of it. Blank text inside a tool result is not the caller's (a tool
+ * printed nothing): the step drops it.
+ */
+const blankContent = (message: MessageParam, at: number): MessageDecodeError | undefined => {
+  const role = message.role
+  const content = message.content as MessageParam["content"] | undefined
+  // what to do instead: a system message that carries settings goes without content, never with blank content
+  const instead = () =>
+    role === "system" && configured(message)
+      ? "leave content out (a system message with output_config needs none)"
+      : "append the message once it has something to say, or leave it out"
+  if (content == null) {
+    if (configured(message)) return undefined
+    return refusal(
+      at,
+      ["output_config"],
+      "a system message with no content needs an output_config field (effort, …): the API refuses it with neither"
+    )
+  }
+  if (typeof content === "string") {
+    if (!isBlank(content)) return undefined
+    return refusal(
+      at,
+      ["content"],
+      `a ${role} message cannot be blank (the API refuses empty and whitespace-only text): ${instead()}`
+    )
+  }
+  if (content.length === 0) {
+    return refusal(at, ["content"], `a ${role} message cannot have empty content (the API refuses it): ${instead()}`)
+  }
+  for (let i = 0; i < content.length; i++) {
+    const block = content[i]!
+    if (block.type !== "text" || !isBlank(block.text)) continue
+    return refusal(
+      at,
+      ["content", i, "text"],
+      "a text block cannot be blank (the API refuses empty and whitespace-only text): " +
+        (content.length === 1 ? instead() : "remove the block"),
+      { index: i, type: "text" }
+    )
+  }
+  return undefined
+}
+
 /**
  * Where a system message lands, judged by the message before it (API-RULES 9): after a user turn (the interrupted
  * results of pending calls, or the leading user message of an empty view, are one) or an assistant turn ending in a
@@ -90,42 +146,41 @@ const systemPlacement = (context: InputContext, at: number): MessageDecodeError 
 
 /**
  * A user message after a system message (API-RULES 10: a system message is followed by an assistant turn), when the
- * message stores anything: a message of only results that answer no pending call stores nothing.
+ * message stores anything: a message of only results that answer no pending call stores nothing. A reply with empty
+ * content adds no message, so after one the assistant's turn is still to come: the refusal says how to go on.
  */
-const userPlacement = (context: InputContext, clean: MessageParam, at: number): MessageDecodeError | undefined => {
+const userPlacement = (context: InputContext, given: MessageParam, at: number): MessageDecodeError | undefined => {
   const pending = new Set(context.pending.map((p) => p.originalId))
-  const stores = typeof clean.content === "string" ||
-    clean.content.some((b) => b.type !== "tool_result" || pending.has(b.tool_use_id))
+  const stores = typeof given.content === "string" ||
+    given.content.some((b) => b.type !== "tool_result" || pending.has(b.tool_use_id))
   if (!stores) return undefined
   return refusal(
     at,
     ["role"],
     "a user message cannot follow a system message (the assistant's turn follows it): prepare and record the reply " +
-      "first, or append the system message after the user message"
+      "first, or append the system message after the user message. A reply with empty content adds no message, so " +
+      "after one the turn is still to come: send the request again, or record a reply with content first " +
+      '(recordReply({ role: "assistant", content }))'
   )
 }
 
 /**
  * Why `append` refuses `message` in `context`, or `undefined` when it takes it: a message that does not decode, a
- * block its role cannot hold, or a user or system message placed where the API refuses it. An assistant message is
- * not judged here (`append` refuses it on its own). A message that stores nothing (blank) is taken.
+ * block its role cannot hold, blank content (an empty string or list, a blank text block: the API refuses them, and
+ * the step would drop the message), or a user or system message placed where the API refuses it. An assistant message
+ * is not judged here (`append` refuses it on its own). A message of only results that answer no pending call is taken
+ * (the step drops them and says so).
  */
 export const appendRefusal = (context: InputContext, message: unknown): MessageDecodeError | undefined => {
   const at = context.view.length
   const malformed = validateMessage(message, at)
   if (malformed !== undefined) return malformed
   const given = message as MessageParam
-  const block = misplacedBlock(given, at)
-  if (block !== undefined) return block
-  // placement is judged only where it can refuse, and then only for a message that stores anything (`wireMessage`,
-  // which the step runs again: the common append, a result after the reply, never needs it here)
-  if (given.role === "system") {
-    const misplaced = systemPlacement(context, at)
-    return misplaced === undefined || wireMessage(given) === undefined ? undefined : misplaced
-  }
-  if (given.role !== "user" || context.view.at(-1)?.role !== "system") return undefined
-  const clean = wireMessage(given)
-  return clean === undefined ? undefined : userPlacement(context, clean, at)
+  const wrong = misplacedBlock(given, at) ?? (given.role === "assistant" ? undefined : blankContent(given, at))
+  if (wrong !== undefined) return wrong
+  // placement is judged only where it can refuse (the common append, a result after the reply, never needs it)
+  if (given.role === "system") return systemPlacement(context, at)
+  return given.role === "user" && context.view.at(-1)?.role === "system" ? userPlacement(context, given, at) : undefined
 }
 
 /** A name for what was given instead of a reply, and what to pass instead. */
