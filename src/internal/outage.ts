@@ -77,9 +77,16 @@ export const retryTransientThen = <A, B, R, R2>(
     onSuccess: andThen
   })
 
-/** `error`, the failure of a write whose outcome is unknown, naming the entries it tried (`entryIds`). */
+/**
+ * `error`, the failure of a write whose outcome is unknown, naming the entries it tried (`entryIds`); its `cause` is
+ * not enumerable, so it is passed on by name.
+ */
 export const triedBy = (error: SessionLogError, tried: ReadonlyArray<{ readonly entryId: string }>): SessionLogError =>
-  new SessionLogError({ ...error, entryIds: tried.map((e) => e.entryId) })
+  new SessionLogError({
+    ...error,
+    entryIds: tried.map((e) => e.entryId),
+    ...(error.cause === undefined ? {} : { cause: error.cause })
+  })
 
 /** The retries of `effect` after its first try failed with the retryable `first`. */
 const retryAfter = <A, R>(
