@@ -47,7 +47,7 @@ import { finishCounted, prepareCounted } from "./internal/conversation/counted.t
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { type CacheBreakpointError, callerMarks, callerMarksError } from "./internal/breakpoints.ts"
 import { type ArrivedSummary, makeBackground } from "./internal/conversation/background.ts"
-import { headAfter, recordChange, recordCompaction, type Written } from "./internal/conversation/record.ts"
+import { headAfter, recordChange, recordCompaction, storesSame, type Written } from "./internal/conversation/record.ts"
 import { resumeFrom, resumeState } from "./internal/conversation/resume.ts"
 import { ConversationError } from "./internal/conversation/error.ts"
 import {
@@ -198,7 +198,10 @@ export interface RequestAfterCompaction {
 
 /** The steps of an agent loop. Each is serialized with the others. @category services */
 export interface ConversationShape {
-  /** The current state. */
+  /**
+   * The current state. After a step whose write failed with its outcome unknown (`ConversationError`), the state
+   * before that change, until the next step finds out from the log whether it landed.
+   */
   readonly state: Effect.Effect<ConversationState>
   /**
    * Appends a user or system message, or tool results (see `appendMessage`): the SDK's `MessageParam`, or its beta
@@ -357,6 +360,25 @@ const holdsFields = (
 const holdsCut = (s: ConversationState, cut: number | undefined): boolean =>
   s.backgroundCut === cut && "backgroundCut" in s
 
+/**
+ * A change whose write failed with its outcome unknown: the store failed while or after it wrote, and its error names
+ * the entries it tried (`SessionLogError.entryIds`). The conversation's next step finds out whether it landed.
+ */
+interface Uncertain {
+  /** The log's head once the change landed: the last entry its write tried. */
+  readonly head: string
+  /** The change. */
+  readonly change: Change
+  /** The state after it. */
+  readonly state: ConversationState
+  /** A compaction `compact` made: the call's options and the outcome it returns, for a retry of the same call. */
+  readonly compacted?: {
+    readonly instructions: string | undefined
+    readonly upTo: number | undefined
+    readonly outcome: CompactOutcome
+  }
+}
+
 const make = (
   initial: ConversationState,
   log: SessionLogShape | undefined,
@@ -470,17 +492,30 @@ const make = (
      */
     let knownHead = openedAt
     /**
-     * Once `written` is stored: the log's head it leaves is the one known, and `after` is the state; a failure is the
-     * step's `Persist` error, with `fallback()` as its value. One continuation for both outcomes (not a `tap` and a
-     * `mapError`): this runs for every logged change.
+     * The change whose write failed with its outcome unknown, until the next step finds out whether it landed
+     * (`settle`, before anything else of that step).
+     */
+    let uncertain: Uncertain | undefined
+    /**
+     * Once `written` (the record of `change`) is stored: the log's head it leaves is the one known, and `after` is the
+     * state; a failure is the step's `Persist` error, with `fallback()` as its value, and when the store may have
+     * written the change all the same (the error names its entries), the change is `uncertain`. One continuation for
+     * both outcomes (not a `tap` and a `mapError`): this runs for every logged change.
      */
     const stored = <A>(
       written: Effect.Effect<Written, SessionLogError>,
+      change: Change,
       after: ConversationState,
       fallback: () => A
     ): Effect.Effect<void, ConversationError<A>> =>
       Effect.matchEffect(written, {
-        onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+        onFailure: (cause) => {
+          const tried = cause.entryIds
+          if (tried !== undefined && tried.length > 0) {
+            uncertain = { head: tried[tried.length - 1]!, change, state: after }
+          }
+          return Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() }))
+        },
         onSuccess: (w) => {
           knownHead = headAfter(w)
           state = after
@@ -491,7 +526,7 @@ const make = (
     const persistStep = <A>(step: Transition["steps"][number], fallback: () => A, before: ConversationState) =>
       log === undefined
         ? Effect.sync(() => void (state = step.state))
-        : stored(recordChange(log, step.change, before, step.state, knownHead), step.state, fallback)
+        : stored(recordChange(log, step.change, before, step.state, knownHead), step.change, step.state, fallback)
 
     /**
      * Records a compaction's transition (`applyCompaction`): the compaction and the offloads applied with it (the
@@ -506,10 +541,67 @@ const make = (
       ) return persist(t, fallback)
       return stored(
         recordCompaction(log, compacted.change, offloads.change, state, compacted.state, knownHead),
+        compacted.change,
         offloads.state,
         fallback
       )
     }
+
+    /**
+     * Finds out whether the `uncertain` change landed, before a step does anything else: catches up with the log, then
+     * adopts the change when the log's head is its last entry (the state after it is current, its entry the known
+     * head), or forgets it when the head is still the one known (nothing landed). Answers the change it adopted, or
+     * `undefined`. Any other head means another writer appended since: the step fails with `Persist` (`Conflict`),
+     * nothing written, as every step does until the conversation is reopened; so does a failed catch-up (the next step
+     * tries again).
+     */
+    const settle = <A>(fallback: () => A): Effect.Effect<Change | undefined, ConversationError<A>> =>
+      Effect.matchEffect(log!.catchUp, {
+        onFailure: (cause) => Effect.fail(new ConversationError({ reason: "Persist", cause, value: fallback() })),
+        onSuccess: ({ head }) => {
+          const doubt = uncertain!
+          if (head === doubt.head) {
+            uncertain = undefined
+            knownHead = head
+            state = doubt.state
+            return Effect.succeed(doubt.change)
+          }
+          if (head === knownHead) {
+            uncertain = undefined
+            return Effect.succeed(undefined)
+          }
+          return Effect.fail(
+            new ConversationError({
+              reason: "Persist",
+              cause: new SessionLogError({
+                reason: "Conflict",
+                sessionId: log!.sessionId,
+                detail: `another writer appended to the session after a step of this conversation whose write ` +
+                  `failed with its outcome unknown (the log's head is entry ${head}, neither the last entry this ` +
+                  `conversation knows nor the one that step tried); nothing was written: reopening continues from ` +
+                  `the log, with every writer's entries`
+              }),
+              value: fallback()
+            })
+          )
+        }
+      })
+    /**
+     * A step after a change whose write failed with its outcome unknown (`uncertain`): `settle`, then `run` the step
+     * from the state settled, unless the change adopted is the one the step stores last when made in the state the
+     * failed step left (`made`: the same message, so the failed step tried again), which is then done, with
+     * `done()` its value and nothing written again.
+     */
+    const afterUncertain = <A>(
+      made: Transition | undefined,
+      fallback: () => A,
+      done: () => Effect.Effect<A, ConversationError<A>>,
+      run: () => Effect.Effect<A, ConversationError<A>>
+    ): Effect.Effect<A, ConversationError<A>> =>
+      Effect.flatMap(settle(fallback), (adopted) => {
+        const last = made?.steps.at(-1)
+        return adopted !== undefined && last !== undefined && storesSame(adopted, last.change) ? done() : run()
+      })
 
     /** Compacts now: the outcome, and (with threads on) the offloads applied to its kept tail (one restart covers both). */
     const compactNow = <A>(
@@ -548,7 +640,15 @@ const make = (
           (candidate) => countOf(applyCompaction(state, candidate, { ...options, threads: threading(), policy }).state)
         )
         const applied = applyCompaction(state, finished, { ...options, threads: threading(), policy })
-        yield* persistCompaction(applied, fallback)
+        yield* atTrigger === true || arrived !== undefined
+          ? persistCompaction(applied, fallback)
+          // `compact`'s own: a retry of the same call after it landed returns its outcome
+          : Effect.tapError(persistCompaction(applied, fallback), () =>
+            Effect.sync(() => {
+              if (uncertain?.state === applied.state) {
+                uncertain = { ...uncertain, compacted: { instructions, upTo, outcome: finished.outcome } }
+              }
+            }))
         const offloaded = offloadsOf(applied)
         if (finished.record !== undefined) yield* background.drop
         return { outcome: finished.outcome, offloaded }
@@ -624,6 +724,12 @@ const make = (
       now: number,
       at: "locked" | "now"
     ): Effect.Effect<Prepared, ConversationError<Prepared>> | undefined => {
+      if (uncertain !== undefined) {
+        return Effect.flatMap(
+          settle(() => issue(undefined, { epoch: state.epoch, offloaded: [], compaction: undefined })),
+          () => prepareAt(now, at)!
+        )
+      }
       const fully = pendingOrSlow()
       if (at === "now" && fully) return undefined
       const last = state.lastRequestAt
@@ -695,6 +801,18 @@ const make = (
           at: "locked" | "now"
         ): Effect.Effect<ConversationState, ConversationError<ConversationState>> | undefined => {
           const given = message as MessageParam
+          if (uncertain !== undefined) {
+            // what this append stores in the state the failed step left: the same message is that step tried again
+            const made = given?.role === "assistant" || appendRefusal(state, given) !== undefined
+              ? undefined
+              : appendMessage(state, shortened(given))
+            return afterUncertain(
+              made,
+              stateNow,
+              () => made?.mends === undefined ? Effect.sync(stateNow) : Effect.map(logMends(made.mends), stateNow),
+              () => appendNow(at)!
+            )
+          }
           if ((message as { readonly role?: unknown } | null | undefined)?.role === "assistant") {
             return Effect.fail(
               new ConversationError({
@@ -726,7 +844,14 @@ const make = (
         return serializedOrNow(Effect.suspend(() => appendNow("locked")!), () => appendNow("now"))
       },
       recordReply: (message, usage, replyOptions) => {
-        const record = () => {
+        const record = (): Effect.Effect<ConversationState, ConversationError<ConversationState>> => {
+          if (uncertain !== undefined) {
+            // the reply this step records in the state the failed step left: the same one is that step tried again
+            const made = replyRefusal(state, message) !== undefined
+              ? undefined
+              : recordReply(state, message, usage, replyOptions?.requestEpoch)
+            return afterUncertain(made, stateNow, () => Effect.sync(stateNow), record)
+          }
           const refused = replyRefusal(state, message)
           if (refused !== undefined) {
             return Effect.fail(new ConversationError({ reason: "Refused", cause: refused, value: state }))
@@ -757,7 +882,7 @@ const make = (
       ),
       compact: (compactOptions) =>
         serialized(Effect.gen(function* () {
-          const { outcome } = yield* compactNow(compactOptions?.instructions, (): RequestAfterCompaction => ({
+          const failed = (): RequestAfterCompaction => ({
             request: request(),
             outcome: CompactOutcome.Skipped({
               reason: "NothingToCut",
@@ -765,7 +890,17 @@ const make = (
               field: "upTo",
               detail: "the compaction failed: the view is unchanged"
             })
-          }), compactOptions?.upTo)
+          })
+          if (uncertain !== undefined) {
+            const compacted = uncertain.compacted
+            const adopted = yield* settle(failed)
+            // the same `compact` tried again after its compaction landed: its outcome, nothing compacted twice
+            if (
+              adopted !== undefined && compacted !== undefined &&
+              compacted.instructions === compactOptions?.instructions && compacted.upTo === compactOptions?.upTo
+            ) return { request: request(), outcome: compacted.outcome }
+          }
+          const { outcome } = yield* compactNow(compactOptions?.instructions, failed, compactOptions?.upTo)
           return { request: request(), outcome }
         })),
       recall: (input, recallOptions) =>
@@ -814,6 +949,12 @@ export const layerMemory = (
  * `ConversationError` `Persist` whose cause is `SessionLogError` `Conflict`, nothing written and the state unchanged;
  * reopening the conversation continues from the log, with every writer's entries. Workers that take turns on one
  * session open it for their turn and close it after.
+ *
+ * A step whose write failed after the store may have written it (its `Persist` cause names `entryIds`: an answer lost
+ * with its connection, a failed fsync) leaves the state the one before the change, and the next step first catches up
+ * with the log: it adopts the change when its entries landed and drops it when none did, then goes on. So the same
+ * step taken again (the same message or reply, `compact` with the same options) stores the change once, and no step
+ * writes after entries the state misses: another writer's since then fail every step with `Conflict` until a reopen.
  * Needs a `Summarizer` and a `SessionLog`.
  * @category layers
  */

@@ -40,7 +40,8 @@ import {
   type RetryBudget,
   retryTransient,
   retryTransientThen,
-  startBudget
+  startBudget,
+  triedBy
 } from "./internal/outage.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
@@ -393,7 +394,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
    * random moment (`conflictPause`) and derive again (the same entry ids), until the deadline; a conditional write
    * (`ifHead`) fails with `Conflict` instead, once caught up, when the head moved. `AlreadyWritten`: a retried append
    * had landed; catch up. Uninterruptible, so the live view never misses an entry that reached the store. A first try
-   * that lands runs no more than its store call (the common case: one writer) and, with `ifHead`, one comparison.
+   * that lands runs no more than its store call (the common case: one writer) and, with `ifHead`, one comparison. A
+   * store call that fails for good (past the deadline, or with an error not worth retrying) may have written: its
+   * failure names the entries it tried (`SessionLogError.entryIds`), which the live view has not folded.
    */
   const appendDerived = <A>(
     how: Store.AppendOptions,
@@ -427,15 +430,25 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           live.advance(result.seq)
           return Effect.succeed(pending.value(pending.entries))
         }
-        return missed(n, pending, result)
-      })
+        return missed(n, pending, result, encoded)
+      }, encoded)
     }
-    /** After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`). */
-    const missed = (n: number, pending: PendingWrite<A>, result: Store.AppendResult) =>
+    /**
+     * After a try another writer was first to (`Conflict`), or that had landed before (`AlreadyWritten`: a failed
+     * catch-up then fails naming the entries, stored and not folded).
+     */
+    const missed = (
+      n: number,
+      pending: PendingWrite<A>,
+      result: Store.AppendResult,
+      tried: ReadonlyArray<Store.NewEntry>
+    ) =>
       Effect.gen(function* () {
         if (result._tag === "Conflict") yield* Metric.update(conflictCounter, 1)
         if (result._tag === "AlreadyWritten") yield* Metric.update(alreadyWrittenCounter, 1)
-        const others = yield* catchUpNow(budget)
+        const others = yield* (result._tag === "Conflict"
+          ? catchUpNow(budget)
+          : Effect.mapError(catchUpNow(budget), (e) => triedBy(e, tried)))
         if (result._tag !== "Conflict") {
           const ids = new Set(pending.entries.map((e) => e.id))
           return pending.value(others.filter((e) => ids.has(e.id)))

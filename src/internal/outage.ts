@@ -50,25 +50,42 @@ export const retryTransient = <A, R>(
   Effect.catch(effect, (error) => error.isRetryable ? retryAfter(budget, what, effect, error) : Effect.fail(error))
 
 /**
- * `retryTransient` with every error of `effect` mapped by `name` first (the session log names its session in them),
- * then `andThen` applied to the value: one continuation for the first try's two outcomes, not a `mapError`, a `catch`
- * and a `flatMap` (this runs for every append). `andThen`'s own failures are not retried.
+ * `retryTransient` of one store write (`effect`, which writes the entries `tried`) with every error mapped by `name`
+ * first (the session log names its session in them), then `andThen` applied to the value: one continuation for the
+ * first try's two outcomes, not a `mapError`, a `catch` and a `flatMap` (this runs for every append). `andThen`'s own
+ * failures are not retried. A failure of the write itself may come after the store wrote (an answer lost with its
+ * connection, a failed fsync): it carries the ids of `tried` (`SessionLogError.entryIds`, `triedBy`).
  */
 export const retryTransientThen = <A, B, R, R2>(
   budget: RetryBudget,
   what: string,
   effect: Effect.Effect<A, SessionLogError, R>,
   name: (error: SessionLogError) => SessionLogError,
-  andThen: (value: A) => Effect.Effect<B, SessionLogError, R2>
+  andThen: (value: A) => Effect.Effect<B, SessionLogError, R2>,
+  tried: ReadonlyArray<{ readonly entryId: string }>
 ): Effect.Effect<B, SessionLogError, R | R2> =>
   Effect.matchEffect(effect, {
     onFailure: (raw) => {
       const error = name(raw)
       return error.isRetryable
-        ? Effect.flatMap(retryAfter(budget, what, Effect.mapError(effect, name), error), andThen)
-        : Effect.fail(error)
+        ? Effect.matchEffect(retryAfter(budget, what, Effect.mapError(effect, name), error), {
+          onFailure: (last) => Effect.fail(triedBy(last, tried)),
+          onSuccess: andThen
+        })
+        : Effect.fail(triedBy(error, tried))
     },
     onSuccess: andThen
+  })
+
+/**
+ * `error`, the failure of a write whose outcome is unknown, naming the entries it tried (`entryIds`); its `cause` is
+ * not enumerable, so it is passed on by name.
+ */
+export const triedBy = (error: SessionLogError, tried: ReadonlyArray<{ readonly entryId: string }>): SessionLogError =>
+  new SessionLogError({
+    ...error,
+    entryIds: tried.map((e) => e.entryId),
+    ...(error.cause === undefined ? {} : { cause: error.cause })
   })
 
 /** The retries of `effect` after its first try failed with the retryable `first`. */

@@ -83,7 +83,10 @@ export interface SessionLogShape {
   readonly sessionId: string
   /**
    * Appends each message as one entry, in order, after every entry already written, with its step metadata when
-   * given. Returns their entry ids. With `ifHead`, only right after that entry (`WriteCondition`).
+   * given. Returns their entry ids. With `ifHead`, only right after that entry (`WriteCondition`). A failure that
+   * names `entryIds` (`SessionLogError`) may have stored them all: the store failed while or after it wrote. Appending
+   * the messages again would store them twice; `catchUp` first, and the log's head is the last of those ids when they
+   * landed. So with `recordEviction` and `recordCompaction`.
    */
   readonly append: (
     messages: ReadonlyArray<Message>,

@@ -58,6 +58,7 @@ type SessionLogErrorFields = {
   readonly sessionId: Schema.optionalKey<Schema.String>
   readonly detail: Schema.String
   readonly entryId: Schema.optionalKey<Schema.String>
+  readonly entryIds: Schema.optionalKey<Schema.$Array<Schema.String>>
   readonly line: Schema.optionalKey<Schema.Int>
   readonly lines: Schema.optionalKey<Schema.$Array<Schema.Int>>
   readonly code: Schema.optionalKey<Schema.String>
@@ -74,6 +75,7 @@ const SessionLogErrorBase: Schema.Class<
   sessionId: Schema.optionalKey(Schema.String),
   detail: Schema.String,
   entryId: Schema.optionalKey(Schema.String),
+  entryIds: Schema.optionalKey(Schema.Array(Schema.String)),
   line: Schema.optionalKey(Schema.Int),
   lines: Schema.optionalKey(Schema.Array(Schema.Int)),
   code: Schema.optionalKey(Schema.String),
@@ -89,6 +91,11 @@ const SessionLogErrorBase: Schema.Class<
  * shutting down or starting up (`57P01`–`57P03`, `08xxx`), a deadlock or lock timeout) are `isRetryable`; `ENOSPC`,
  * `EACCES` and every other reason are permanent. `Unavailable`: the store kept failing transiently until the
  * operation's retry deadline passed (`cause` is the last failure, `code` its code).
+ *
+ * `entryIds`: the failure of a write whose outcome is unknown, because the store failed while or after it wrote (an
+ * answer lost with its connection, then `Unavailable`; a line written whose fsync failed): the ids of the entries it
+ * tried, which the store holds all or none of. `catchUp` tells which: the log's head is the last of them once they
+ * landed. Absent when the write certainly stored nothing (`Conflict`, `InvalidInput`).
  * @category errors
  */
 export class SessionLogError extends SessionLogErrorBase {

@@ -19,6 +19,7 @@ import type { InputTransformation } from "../thinkingBinding.ts"
 import { type Offloaded, offloadRefOf } from "../../Offload.ts"
 import type { SessionLogShape } from "../sessionLogContract.ts"
 import type { SessionLogError } from "../sessionLogError.ts"
+import { sameMessage } from "../sessionEntry.ts"
 import { checkpointMeta } from "./checkpoint.ts"
 import type { AppendOnlyReason } from "./appendOnly.ts"
 import type { CacheDiagnosis } from "./diagnostics.ts"
@@ -86,6 +87,15 @@ export interface StoredState {
 
 /** What `recordChange` wrote: the appended entries' ids, or the eviction or compaction entry. */
 export type Written = ReadonlyArray<string> | EvictionEntry | CompactionEntry
+
+/**
+ * True when `a` and `b` store the same message entry: the same message (identity or canonical JSON) and, for a reply,
+ * the same reply id. What a step tried again stores, when the failed try stored `a`.
+ */
+export const storesSame = (a: StoredChange, b: StoredChange): boolean =>
+  a._tag === "Appended" && b._tag === "Appended" &&
+  sameMessage(a.message as Message, b.message as Message) &&
+  (a.meta as ReplyMeta | undefined)?.replyId === (b.meta as ReplyMeta | undefined)?.replyId
 
 /** The log's head once `written` was stored: the id of its last entry. */
 export const headAfter = (written: Written): string =>
