@@ -43,7 +43,7 @@ import {
   startBudget,
   triedBy
 } from "./internal/outage.ts"
-import { SessionLogError } from "./internal/sessionLogError.ts"
+import { SessionLogError, withFields } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import { removalRecord } from "./internal/removed.ts"
 import { type Message, validateMessage } from "./Message.ts"
@@ -223,8 +223,9 @@ const isEviction = Schema.is(SessionEntry.Eviction)
 const invalid = (sessionId: string, detail: string) =>
   new SessionLogError({ reason: "InvalidInput", sessionId, detail })
 
+/** `e` naming `sessionId` when it names no session. */
 const withSession = (sessionId: string) => (e: SessionLogError): SessionLogError =>
-  e.sessionId === undefined ? new SessionLogError({ ...e, sessionId }) : e
+  e.sessionId === undefined ? withFields(e, { sessionId }) : e
 
 /**
  * What a write derives from the live view: the entries to append, how the live fold takes them once stored, and what

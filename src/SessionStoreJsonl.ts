@@ -30,7 +30,7 @@ import { Buffer, isAscii } from "node:buffer"
 import { fstatSync, writeSync } from "node:fs"
 import process from "node:process"
 import { DEFAULT_RETRY_DEADLINE, retryTransient, startBudget } from "./internal/outage.ts"
-import { SessionLogError } from "./internal/sessionLogError.ts"
+import { SessionLogError, withFields } from "./internal/sessionLogError.ts"
 import { openSession } from "./internal/sessionOpen.ts"
 import {
   idOfLine,
@@ -1068,5 +1068,5 @@ export const readJsonl = (
     const store = yield* makeJsonlStore(options.directory)
     return (yield* openSession(store, options.sessionId, options)).loaded
   }).pipe(
-    Effect.mapError((e) => e.sessionId === undefined ? new SessionLogError({ ...e, sessionId: options.sessionId }) : e)
+    Effect.mapError((e) => e.sessionId === undefined ? withFields(e, { sessionId: options.sessionId }) : e)
   )

@@ -26,6 +26,7 @@ import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { crashScript } from "./fixtures/session-writer.ts"
 import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
 import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
+import { SessionLogError as SessionLogErrorClass, withFields } from "../src/internal/sessionLogError.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 const json = (view: ReadonlyArray<Message>) => JSON.stringify(view)
@@ -1050,4 +1051,21 @@ describe("SessionLog", () => {
       yield* withJsonl(directory, "lost", (log) => log.append([user("again")]))
       checkView("reopened", (yield* read(directory, "lost")).view, [user("kept"), user("again")])
     }))
+})
+
+describe("SessionLogError copies", () => {
+  it("a copy naming the session or the entries a write tried keeps the error's cause", () => {
+    const cause = new Error("ECONNRESET")
+    const error = new SessionLogErrorClass({ reason: "Io", detail: "append", code: "ECONNRESET", cause })
+    const named = withFields(error, { sessionId: "s1" })
+    assert.strictEqual(named.sessionId, "s1")
+    assert.strictEqual(named.cause, cause)
+    assert.strictEqual(named.code, "ECONNRESET")
+    const tried = withFields(named, { entryIds: ["a", "b"] })
+    assert.deepStrictEqual(tried.entryIds, ["a", "b"])
+    assert.strictEqual(tried.cause, cause)
+    assert.strictEqual(tried.sessionId, "s1")
+    // a spread alone loses it: the reason a copy goes through `withFields`
+    assert.strictEqual(new SessionLogErrorClass({ ...error, sessionId: "s1" }).cause, undefined)
+  })
 })

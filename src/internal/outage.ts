@@ -8,7 +8,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { SessionLogError } from "./sessionLogError.ts"
+import { SessionLogError, withFields } from "./sessionLogError.ts"
 
 /** The default deadline of one operation: a PostgreSQL restart (fast shutdown and start) fits in it. */
 export const DEFAULT_RETRY_DEADLINE: Duration.Duration = Duration.seconds(30)
@@ -82,11 +82,7 @@ export const retryTransientThen = <A, B, R, R2>(
  * not enumerable, so it is passed on by name.
  */
 export const triedBy = (error: SessionLogError, tried: ReadonlyArray<{ readonly entryId: string }>): SessionLogError =>
-  new SessionLogError({
-    ...error,
-    entryIds: tried.map((e) => e.entryId),
-    ...(error.cause === undefined ? {} : { cause: error.cause })
-  })
+  withFields(error, { entryIds: tried.map((e) => e.entryId) })
 
 /** The retries of `effect` after its first try failed with the retryable `first`. */
 const retryAfter = <A, R>(

@@ -115,3 +115,12 @@ export class SessionLogError extends SessionLogErrorBase {
     return `${this.reason}${where === "" ? "" : ` (${where})`}: ${this.detail}`
   }
 }
+
+/**
+ * `error` with `fields` set: a copy that keeps its `cause`, which is not enumerable (a spread of the error drops it).
+ */
+export const withFields = (
+  error: SessionLogError,
+  fields: { readonly sessionId?: string; readonly entryIds?: ReadonlyArray<string> }
+): SessionLogError =>
+  new SessionLogError({ ...error, ...fields, ...(error.cause === undefined ? {} : { cause: error.cause }) })
