@@ -141,7 +141,9 @@ const conversationLayer = (options: OpenOptions): Layer.Layer<Conversation, unkn
  * lock) until `close`. Rejects with the layer's error (`SessionLogError`: `Locked` when another live process holds the
  * JSONL session, `Corrupt` for a damaged log, …) and then holds nothing. PostgreSQL takes no lock: a step taken after
  * another writer appended to the session rejects with `ConversationError` `Persist` (its cause `SessionLogError`
- * `Conflict`), nothing written; open the conversation again to continue from the log.
+ * `Conflict`), nothing written; open the conversation again to continue from the log. A step that rejects with
+ * `Persist` after its entry may have reached the store (its cause names `entryIds`) is settled by the next step, which
+ * reads the log first: taking the same step again stores it once.
  * @category constructors
  */
 export const open = async (options: OpenOptions = {}): Promise<PromiseConversation> => {
