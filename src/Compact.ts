@@ -197,7 +197,8 @@ export interface CompactOptions {
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
   /**
    * The pass runs because the trigger fired (`Conversation`'s `prepare`, the simulator), not on demand: the context
-   * tokens it fired on (the reported usage, or the exact count). Below the window's line (`contextWindow -
+   * tokens it fired on (the reported usage with the estimate of what was appended after it, the estimate of the
+   * request, or the exact count). Below the window's line (`contextWindow -
    * minRemaining`) the pass must also free `policy.minGrowthTokens` net of its summary, or it is `Skipped`
    * ("TooLittleFreed", naming that field): a compaction that frees less would be needed again a few steps later (no
    * thrash), and waiting costs nothing, since the head it would summarize only grows. Past the window's line nothing

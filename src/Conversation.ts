@@ -246,9 +246,10 @@ export interface ConversationShape {
   ) => Effect.Effect<ConversationState, ConversationError<ConversationState>>
   /**
    * Builds the next request: answers abandoned calls, offloads stale output, and compacts when the trigger fires
-   * (only here, after the results are in): by the latest reply's reported usage, or, when it reported none, by the
-   * estimate of the request with its system prompt and tools (`ConversationState.prepareStep`). A failed summary or
-   * persist fails with the request of the state as it was.
+   * (only here, after the results are in): by the latest reply's reported usage plus the estimate of the messages
+   * appended after it (its tool results among them), or, when it reported none, by the estimate of the request with its
+   * system prompt and tools (`ConversationState.prepareStep`). A failed summary or persist fails with the request of
+   * the state as it was.
    */
   readonly prepare: Effect.Effect<Prepared, ConversationError<Prepared>>
   /**
@@ -270,8 +271,8 @@ export interface ConversationShape {
 
 /**
  * The context the trigger fired on: the exact count, else what the trigger read (`triggerContext`: the latest
- * reported usage, or the estimate of the request with `head` for its system prompt and tools); infinite after an
- * overflow.
+ * reported usage plus the estimate of what the view gained since, or the estimate of the request with `head` for its
+ * system prompt and tools); infinite after an overflow.
  */
 const firedOn = (state: ConversationState, count: TokenCounter.Count | undefined, head: number): number =>
   overflowed(state)
@@ -307,8 +308,8 @@ const logNoUsage: Effect.Effect<void> = Effect.logWarning(
  * The trigger a pass runs at (`firedOn`) and its scale: the API's tokens it fired on per estimated token of the
  * request they measured (the view as the API counts it, plus `head`, the system prompt and tools), so that
  * `minGrowthTokens` is checked on the trigger's scale (`CompactOptions.tokensPerEstimate`). An exact count's own
- * ratio replaces it (`prepareCounted`). The view may have grown since the usage was reported: the ratio is then
- * lower and the bound, in estimated tokens, higher (never looser).
+ * ratio replaces it (`prepareCounted`). What the view gained since the usage was reported is in the trigger as its
+ * estimate, so the ratio measures the same request as the estimate it divides.
  */
 const atTheTrigger = (state: ConversationState, count: TokenCounter.Count | undefined, head: number) => {
   const trigger = firedOn(state, count, head)

@@ -67,6 +67,7 @@ import {
 import {
   continuesPausedTurn,
   resumesServerCompaction,
+  triggerContext,
   triggerFires,
   viewTokens
 } from "./internal/conversation/stepChecks.ts"
@@ -82,7 +83,7 @@ import {
 import { defersToCompaction, restartCost, threadRestartOf, type ThreadRestartPrice } from "./internal/threadCost.ts"
 import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
-import { type CompactionPolicy, contextTokens, defaultPolicy, type ReportedUsage } from "./Policy.ts"
+import { type CompactionPolicy, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import { filesMessage, filesOfMessage, summaryText } from "./Summary.ts"
 import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
@@ -758,10 +759,11 @@ export interface PrepareStep {
 /**
  * The pure part of `Conversation#prepare`: answers abandoned calls, offloads stale tool output
  * (`Evict.evictStaleToolResults`, the hot paths pinned, the hot paths told), and says whether compaction must run now
- * (the latest reply's reported usage against the policy's trigger, `Policy.shouldCompact`; when that reply reported
- * none, or no reply did yet, or it measured the view before the latest compaction, the library's estimate of the whole
- * request, the view as the API counts it plus `headTokens`, so a conversation recorded without usage compacts at the
- * same trigger; or the latest reply stopped with `model_context_window_exceeded`). `cacheCold`: the provider's cache
+ * (the latest reply's reported usage plus the estimate of the messages appended after it, the tool results it asked
+ * for among them, against the policy's trigger, `Policy.shouldCompact`; when that reply reported none, or no reply
+ * did yet, or it measured the view before the latest compaction, the library's estimate of the whole request, the
+ * view as the API counts it plus `headTokens`, so a conversation recorded without usage compacts at the same
+ * trigger; or the latest reply stopped with `model_context_window_exceeded`). `cacheCold`: the provider's cache
  * is known to have expired (the last request is older than the policy's `cacheTtl`). The service and the simulator
  * both run exactly this; the eviction prices a rewrite at the write price of the policy's `cacheTtl`. After a reply
  * that stopped with `pause_turn` and is still last, nothing changes (the same request continues the turn); after one
@@ -792,14 +794,15 @@ export const prepareStep = (
 
 /**
  * On a thread (`threadRestart`'s `margin`): whether the offload from `before` to `after` waits for the compaction,
- * because the context it leaves (the last reported one, less the tokens freed) stays within the margin of the
- * trigger. Only an offload that breaks a thread the next request would continue waits.
+ * because the context it leaves (what the trigger reads, `triggerContext`: the last reported one plus what the view
+ * gained since, less the tokens freed) stays within the margin of the trigger. Only an offload that breaks a thread
+ * the next request would continue waits.
  */
 const deferredToCompaction = (
   before: ConversationState,
   after: ConversationState,
   policy: CompactionPolicy,
-  options: OffloadOptions
+  options: StepOptions
 ): boolean => {
   const price = threadPriceOf(options)
   const usage = before.usage
@@ -807,7 +810,7 @@ const deferredToCompaction = (
   if (usage === undefined || usage.requestEpoch !== before.epoch) return false
   const freed = viewTokens(before) - viewTokens(after)
   const trigger = Math.min(policy.compactAtTokens, policy.contextWindow - policy.minRemaining)
-  return defersToCompaction(price, contextTokens(usage.usage) - freed, trigger)
+  return defersToCompaction(price, triggerContext(before, options.headTokens ?? 0).tokens - freed, trigger)
 }
 
 /**

@@ -4,8 +4,10 @@
  * When to compact, and how much recent history to keep.
  *
  * Retention is absolute (a token budget plus a turn floor), not a fraction of the window, so it means the same on an
- * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply; a conversation whose latest
- * reply came without usage passes it the library's estimate of the request instead (`ConversationState.prepareStep`).
+ * 8k and a 1M model. The trigger reads the provider-reported usage of the latest reply, to which a conversation adds
+ * its estimate of the messages appended after that reply (the tool results it asked for, which no report measured
+ * yet); a conversation whose latest reply came without usage passes it the library's estimate of the request instead
+ * (`ConversationState.prepareStep`).
  * Estimates also place the cut (`Cut.ts`).
  *
  * @since 0.1.0
@@ -161,9 +163,10 @@ export class CompactionPolicy {
   declare readonly keepRecentTurns: number
   /**
    * Tokens held free below the context window: compaction fires once fewer remain. Default 20,000, opencode's buffer:
-   * the room must take the next reply and the tool results that arrive before the next usage report. pi reserves
-   * 16,384, about one full-size reply; the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k
-   * reply plus one such result needs about 20,000.
+   * the room must take the next reply, and what the estimate misses of the tool results that arrive before the next
+   * usage report (the trigger counts them, by the library's estimate). pi reserves 16,384, about one full-size reply;
+   * the corpus has single tool results of ~51k characters (~13k tokens), so a 4–8k reply and the estimate's error on
+   * a few such results fit in 20,000.
    */
   declare readonly minRemaining: number
   /** The model's context window, in tokens. Default 200,000, the standard Claude window. */
@@ -177,8 +180,9 @@ export class CompactionPolicy {
    */
   declare readonly maxTailTokens: number
   /**
-   * The cost target: compaction fires once the reported context (or, for a reply recorded without usage, the estimate
-   * of the request) passes it (at most `contextWindow - minRemaining`).
+   * The cost target: compaction fires once the reported context, with the estimate of what was appended after the
+   * reply that reported it (or, for a reply recorded without usage, the estimate of the request), passes it (at most
+   * `contextWindow - minRemaining`).
    * Default 60,000, well before the window: every request re-reads the whole prefix from the cache, so a session's
    * bill grows with the context it carries. Chosen on cost and retention together, on the Pareto front of a sweep over
    * long recorded sessions: its cost against no compaction and against compaction at the window, its cache misses, and
@@ -442,8 +446,9 @@ export const remainingTokens = (policy: Pick<PolicyFields, "contextWindow">, usa
 
 /**
  * The trigger: true once fewer than `policy.minRemaining` tokens remain, or the context passes the cost target
- * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply (or the
- * estimate of the request, as `{ input_tokens: estimate, output_tokens: 0 }`, when the reply reported none). With
+ * `policy.compactAtTokens` (when the policy has one), by the provider-reported usage of the latest reply (a
+ * `Conversation` adds to its `input_tokens` the estimate of the messages appended after that reply), or by the
+ * estimate of the request, as `{ input_tokens: estimate, output_tokens: 0 }`, when the reply reported none. With
  * `coldHumanTurn` (the next request starts a human turn and the cache has expired) the target is
  * `COLD_COMPACT_FRACTION` of it. A report from a request made before the latest compaction
  * (`requestEpoch < currentEpoch`) never triggers: it measured the old, longer view, and compacting again on it would

@@ -1,8 +1,8 @@
 /**
  * Concept: token estimation.
  *
- * Token estimation, used to place cuts, and by the compaction trigger when the latest reply was recorded without the
- * provider-reported usage it otherwise reads.
+ * Token estimation, used to place cuts, and by the compaction trigger: for the messages appended after the reply whose
+ * provider-reported usage it reads, and for the whole request when the latest reply was recorded without one.
  *
  * About 4 characters per token over text, thinking, tool calls (name + input JSON size), tool results and unknown
  * blocks, plus a fixed per-message overhead. Images cost what the provider charges for their pixel size (read from the

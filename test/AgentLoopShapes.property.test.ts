@@ -8,8 +8,9 @@
  * - 200 chatty exchanges (no tools);
  * - steps of 3–5 parallel calls.
  *
- * Every request must pass the independent checker (`fixtures/ApiRules.ts`), and after the first request whose
- * reported usage passed the trigger no request may be larger than the trigger plus the largest single step plus 10%.
+ * Every request must pass the independent checker (`fixtures/ApiRules.ts`), and once the session passed the trigger
+ * (a reply reported a usage over it, or the trigger ran a compaction) no request may be larger than the trigger plus
+ * the largest single step plus 10%.
  * The size of a request and of a step is measured here, independently of the library's estimate: a quarter of the
  * characters of their JSON.
  *

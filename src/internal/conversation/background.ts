@@ -68,8 +68,8 @@ interface Pending {
 
 /**
  * True once the context the trigger reads (`triggerContext`: the latest usage reported for a request of the current
- * epoch, else the estimate of the request with `headTokens`) passes `backgroundAt` of the trigger (`compactAtTokens`).
- * Always false without `backgroundAt`.
+ * epoch plus the estimate of what the view gained since, else the estimate of the request with `headTokens`) passes
+ * `backgroundAt` of the trigger (`compactAtTokens`). Always false without `backgroundAt`.
  */
 export const backgroundDue = (state: BackgroundState, policy: CompactionPolicy, headTokens: number): boolean =>
   policy.backgroundAt !== undefined &&

@@ -1,16 +1,18 @@
 /**
  * What a step's decisions read off a conversation state: the view's tokens as the API counts them, the compaction
- * trigger (on the reported usage, on the library's estimate of the request when the latest reply reported none, or on
- * an exact count of the next request), and the stop reasons of the latest reply that steer `prepareStep`. Pure, over
- * the fields of `ConversationState` it reads.
+ * trigger (on the reported usage plus the estimate of what the view gained after the reply that reported it, on the
+ * library's estimate of the request when the latest reply reported none, or on an exact count of the next request),
+ * and the stop reasons of the latest reply that steer `prepareStep`. Pure, over the fields of `ConversationState` it
+ * reads.
  *
  * @internal
  */
 import type { BlockPosition } from "../../Cache.ts"
 import { isCompactionWithContent } from "../blocks.ts"
 import { type CompactionPolicy, contextTokens, type ReportedUsage, shouldCompact } from "../../Policy.ts"
-import { estimateTokens } from "../../Tokens.ts"
+import { estimateMessageTokens, estimateTokens } from "../../Tokens.ts"
 import { tokensAt } from "../thinkingBinding.ts"
+import { CarriedIndex } from "./carried.ts"
 import { asMessages, blocksOf, type MessageParam } from "./wire.ts"
 
 /** The fields of a `ConversationState` the checks read. */
@@ -27,13 +29,17 @@ export interface CheckedState {
     }
     | undefined
   readonly unboundThinking?: ReadonlyArray<BlockPosition> | undefined
+  /** What the transition that made the state carries about its view (the eviction index and its estimates). */
+  readonly carried?: CarriedIndex | undefined
 }
 
 /**
  * The context the trigger reads, in tokens, and whether it is the library's estimate (`estimated`) rather than a
  * provider's report:
  * - the latest reply's reported usage (`Policy.contextTokens`), when it reported one for a request of the current
- *   epoch;
+ *   epoch, plus the estimate of what the view gained after that reply (`gainedSinceReply`: the tool results, user text
+ *   and system messages appended since, which the report did not measure), so a large result appended after a report
+ *   just under the trigger makes the next request compact before it is sent;
  * - otherwise (the latest reply reported none, no reply ever did, or the latest report measured the view before the
  *   latest compaction) the estimate of the whole request: the view as the API counts it (`viewTokens`) plus
  *   `headTokens`, the system prompt and tools it carries. An earlier report of the current epoch still counts when it
@@ -46,17 +52,40 @@ export const triggerContext = (
 ): { readonly tokens: number; readonly estimated: boolean } => {
   const usage = state.usage
   const current = usage !== undefined && usage.requestEpoch >= state.epoch
-  if (current && state.reply?.noUsage !== true) return { tokens: contextTokens(usage.usage), estimated: false }
+  if (current && state.reply?.noUsage !== true) {
+    return { tokens: contextTokens(usage.usage) + gainedSinceReply(state), estimated: false }
+  }
   const estimate = viewTokens(state) + headTokens
   return { tokens: current ? Math.max(estimate, contextTokens(usage.usage)) : estimate, estimated: true }
 }
 
 /**
- * True when the context the trigger reads (`triggerContext`: the latest reported usage, else the estimate of the
- * request with `headTokens` for its system prompt and tools) leaves less than the policy's room or reaches its cost
- * target (`shouldCompact`); with `cacheCold` and a view that ends on a human turn, the lower cold target applies. Also
- * true when the latest reply, to a request of the current epoch, stopped with `model_context_window_exceeded` (the
- * request did not fit), whatever its usage says.
+ * The estimated tokens the view gained after its latest reply: the messages after its last assistant message (tool
+ * results, user text, system messages, the interrupted results of calls left open), which the usage that reply
+ * reported did not measure. Each is read from the eviction index the state carries when it covers the view, else from
+ * the message's own estimate (`estimateMessageTokens`, cached by identity); only those messages are visited, so it
+ * costs what the view gained, not what it holds. A reply with empty content adds no message: after one, the messages
+ * since the reply before it (all of them, when there is none) are counted, some twice. A message appended while the
+ * reply's request was in flight sits before the reply: neither the report nor this counts it.
+ */
+export const gainedSinceReply = (state: CheckedState): number => {
+  const view = asMessages(state.view)
+  let i = view.length - 1
+  if (i < 0 || view[i]!.role === "assistant") return 0
+  const parts = CarriedIndex.requestParts(view, state.carried)
+  let tokens = 0
+  for (; i >= 0 && view[i]!.role !== "assistant"; i--) {
+    tokens += parts === undefined ? estimateMessageTokens(view[i]!) : parts.tokensOf(i)
+  }
+  return tokens
+}
+
+/**
+ * True when the context the trigger reads (`triggerContext`: the latest reported usage plus the estimate of what the
+ * view gained since, else the estimate of the request with `headTokens` for its system prompt and tools) leaves less
+ * than the policy's room or reaches its cost target (`shouldCompact`); with `cacheCold` and a view that ends on a
+ * human turn, the lower cold target applies. Also true when the latest reply, to a request of the current epoch,
+ * stopped with `model_context_window_exceeded` (the request did not fit), whatever its usage says.
  */
 export const triggerFires = (
   state: CheckedState,

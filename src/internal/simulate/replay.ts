@@ -22,16 +22,10 @@ import {
   type Transition
 } from "../../ConversationState.ts"
 import { type Request, requestOf } from "../../Request.ts"
+import { triggerContext } from "../conversation/stepChecks.ts"
 import { requestBytes } from "../requestBytes.ts"
 import type { ContentBlock, Message } from "../../Message.ts"
-import {
-  CompactionPolicy,
-  contextTokens,
-  defaultPolicy,
-  type PolicyOptions,
-  type ReportedUsage,
-  zeroUsage
-} from "../../Policy.ts"
+import { CompactionPolicy, defaultPolicy, type PolicyOptions, type ReportedUsage, zeroUsage } from "../../Policy.ts"
 import { CATEGORIES, measure } from "../../Retention.ts"
 import { type RecallSource, removedSources } from "../recallSearch.ts"
 import { DEFAULT_SUMMARY_MAX_TOKENS, summaryText } from "../../Summary.ts"
@@ -387,7 +381,8 @@ export function* replaySteps(
   const compact = (model: string | undefined): boolean => {
     const plan = prepareCompaction(state.view, compactionPolicy, {
       unboundThinking: state.unboundThinking,
-      trigger: state.usage === undefined ? undefined : contextTokens(state.usage.usage)
+      // what the trigger read (`prepareStep`, no head): the reported usage plus what the view gained since
+      trigger: state.usage === undefined ? undefined : triggerContext(state, 0).tokens
     })
     if (plan._tag === "Skip") {
       failedCompactions++
