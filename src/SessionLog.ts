@@ -109,8 +109,8 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
  * In every mode the file holds whole lines in acknowledged order, and an append of several entries (a compaction with
  * its offloads, several messages) is whole or absent: a torn tail (a write cut short by a crash: a torn last line, or
  * the lines of an append whose later lines are missing) is never read as part of the log, and is cut off when the
- * session is next opened for writing. A write that is not deferred (up to 1 MiB) is one
- * synchronous write to the page cache, so the event loop waits for it (microseconds; the fsync stays asynchronous).
+ * session is next opened for writing. A write that is not deferred (up to 1 MiB) is one synchronous write to the page
+ * cache, so the event loop waits for it (microseconds; the fsync stays asynchronous).
  * @category models
  */
 export type SyncMode = "compaction" | "always" | "never" | "deferred"

@@ -102,8 +102,9 @@ export interface SessionStoreShape {
   /**
    * Appends `entries` (all or none, also when the process dies during the write: a store that cannot write them at
    * once never reads a part of them, as the JSONL file tells one by the entries' `more`) right after `expectedSeq`, or
-   * answers `AlreadyWritten` / `Conflict` without writing. The ids are checked before the sequence number, so a retry of an append that landed is recognised even
-   * when others appended since. `NotFound` when the session does not exist.
+   * answers `AlreadyWritten` / `Conflict` without writing. The ids are checked before the sequence number, so a retry
+   * of an append that landed is recognised even when others appended since. `NotFound` when the session does not
+   * exist.
    */
   readonly append: (
     sessionId: string,

@@ -1076,8 +1076,9 @@ export const listSessions = (
   Effect.flatMap(makeJsonlStore(directory), (store) => store.list)
 
 /**
- * Reads a stored session without opening it for writing: no lock, nothing changed on disk (a torn tail, a torn last line
- * or the lines of an append whose later lines are missing, is only reported and left out). The same checks as `SessionLog.load`; `NotFound` when there is no such session.
+ * Reads a stored session without opening it for writing: no lock, nothing changed on disk (a torn tail, a torn last
+ * line or the lines of an append whose later lines are missing, is only reported and left out). The same checks as
+ * `SessionLog.load`; `NotFound` when there is no such session.
  * @category sessions
  */
 export const readJsonl = (
