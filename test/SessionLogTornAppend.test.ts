@@ -494,7 +494,8 @@ describe("SIGKILL while a child writes compactions with their offloads", () => {
         try {
           const problems: Array<string> = []
           let between = 0
-          for (let round = 0; round < 6; round++) {
+          // six rounds, and more (up to sixteen) until a kill cut a write between its two lines
+          for (let round = 0; round < 16 && (round < 6 || between === 0); round++) {
             const sessionId = `k${round}`
             const file = join(directory, `${sessionId}.jsonl`)
             const child = spawnWriter(["torn-append", directory, sessionId, "0", "never"])
