@@ -107,9 +107,11 @@ export const alreadyWrittenCounter: Metric.Counter<number> = Metric.counter(
  *   file is always a prefix of what was acknowledged. A queued write that fails (a full disk) fails every later
  *   operation of the log, naming the lines lost; reopen the session.
  *
- * In every mode the file holds whole lines in acknowledged order, and a torn last line (a write cut short by a crash)
- * is cut off when the session is next opened for writing. A write that is not deferred (up to 1 MiB) is one
- * synchronous write to the page cache, so the event loop waits for it (microseconds; the fsync stays asynchronous).
+ * In every mode the file holds whole lines in acknowledged order, and an append of several entries (a compaction with
+ * its offloads, several messages) is whole or absent: a torn tail (a write cut short by a crash: a torn last line, or
+ * the lines of an append whose later lines are missing) is never read as part of the log, and is cut off when the
+ * session is next opened for writing. A write that is not deferred (up to 1 MiB) is one synchronous write to the page
+ * cache, so the event loop waits for it (microseconds; the fsync stays asynchronous).
  * @category models
  */
 export type SyncMode = "compaction" | "always" | "never" | "deferred"
@@ -506,6 +508,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           (timestamp): PendingWrite<ReadonlyArray<string>> => {
             const entries: Array<SessionEntry.MessageEntry> = []
             let parentId = live.head
+            const last = messages.length - 1
             for (let i = 0; i < messages.length; i++) {
               const id = ids[i]!
               const m = meta[i]
@@ -514,7 +517,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
                 type: "message",
                 message: messages[i]!
               }
-              entries.push(m === undefined ? entry : { ...entry, meta: m })
+              const withMeta = m === undefined ? entry : { ...entry, meta: m }
+              // each entry but the last of an append of several says how many follow it (`more`), as its last member
+              entries.push(i === last ? withMeta : { ...withMeta, more: last - i })
               parentId = id
             }
             return { entries, fold: foldEach(entries), value: () => ids }
@@ -553,7 +558,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     input: CompactionInput,
     view: ReadonlyArray<Message>,
     id: string,
-    timestamp: number
+    timestamp: number,
+    more: number | undefined
   ): PendingWrite<SessionEntry.CompactionEntry> | SessionLogError => {
     const { cut, snapshot } = input
     // the snapshot must still be a prefix of the live view: only appends and evictions may have happened since
@@ -602,7 +608,9 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         snapshot.entryIds,
         lastCompactionId(live.entries),
         kept === undefined ? [] : snapshot.view.slice(cut)
-      )
+      ),
+      // the entries of its append that follow it (the offloads applied with it), as its last member
+      ...(more === undefined ? {} : { more })
     }
     return {
       entries: [entry],
@@ -646,7 +654,7 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
         condition.ifHead === undefined ? compactionWrite : compactionWriteOnce,
         condition.ifHead,
         (timestamp) => {
-          const pending = deriveCompaction(input, view, id, timestamp)
+          const pending = deriveCompaction(input, view, id, timestamp, evictionId === undefined ? undefined : 1)
           if (evictionId === undefined || pending instanceof SessionLogError) return pending
           return followedBy(pending, evictionEntry(evictionId, id, timestamp, evictions))
         }

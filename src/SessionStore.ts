@@ -41,11 +41,14 @@ export type AppendResult =
   | { readonly _tag: "AlreadyWritten"; readonly seq: number }
   | { readonly _tag: "Conflict"; readonly seq: number }
 
-/** What a read returns: the entries in `seq` order, and what the store found on the way (a torn last line). @category models */
+/** What a read returns: the entries in `seq` order, and what the store found on the way (a torn tail). @category models */
 export interface ReadResult {
   /** The stored entries in `seq` order. */
   readonly entries: ReadonlyArray<StoredEntry>
-  /** What the read found and did not fail on (a torn last line); empty when nothing. */
+  /**
+   * What the read found and did not fail on (a torn tail: a torn last line, or the lines of an append whose later
+   * lines are missing, none of which the entries hold); empty when nothing.
+   */
   readonly issues: ReadonlyArray<LoadIssue>
 }
 
@@ -82,8 +85,8 @@ export interface SessionStoreShape {
   readonly name: string
   /**
    * Opens a session for writing for the scope, creating it (empty) when missing. A store that allows one writer at a
-   * time (the JSONL file) takes its lock here (`Locked` while another live process holds it) and cuts a torn last
-   * line, which it reports in the returned issues.
+   * time (the JSONL file) takes its lock here (`Locked` while another live process holds it) and cuts a torn tail (a
+   * torn last line, or the lines of an append whose later lines are missing), which it reports in the returned issues.
    */
   readonly acquire: (sessionId: string) => Effect.Effect<ReadonlyArray<LoadIssue>, SessionLogError, Scope.Scope>
   /** The entries with `seq > afterSeq`, in order. `NotFound` when the session does not exist. */
@@ -97,9 +100,11 @@ export interface SessionStoreShape {
    */
   readonly readTail?: (sessionId: string) => Effect.Effect<ReadResult, SessionLogError>
   /**
-   * Appends `entries` (all or none) right after `expectedSeq`, or answers `AlreadyWritten` / `Conflict` without
-   * writing. The ids are checked before the sequence number, so a retry of an append that landed is recognised even
-   * when others appended since. `NotFound` when the session does not exist.
+   * Appends `entries` (all or none, also when the process dies during the write: a store that cannot write them at
+   * once never reads a part of them, as the JSONL file tells one by the entries' `more`) right after `expectedSeq`, or
+   * answers `AlreadyWritten` / `Conflict` without writing. The ids are checked before the sequence number, so a retry
+   * of an append that landed is recognised even when others appended since. `NotFound` when the session does not
+   * exist.
    */
   readonly append: (
     sessionId: string,

@@ -5,8 +5,10 @@
  * number), written through Effect's `FileSystem`. Files are created with mode 0600 (the directory 0700); appends are
  * whole lines in one write, cut back when a write fails part way: on the platform's own file, one synchronous write on
  * its descriptor (no round trip through the thread pool); deferred appends (`AppendOptions.defer`) are queued and
- * written together a few milliseconds later, in order, through `FileSystem`; a torn last line (a write that never
- * finished, so was never acknowledged) is reported on read and cut off when a writer opens the session. One writer per
+ * written together a few milliseconds later, in order, through `FileSystem`; a torn tail (a write that never finished,
+ * so was never acknowledged: a torn last line, and the whole lines before it of an append of several entries whose
+ * later lines are missing, which each entry but the last of such an append tells by its `more`) is reported and left
+ * out on read, and cut off when a writer opens the session, so an append lands whole or not at all. One writer per
  * session: a `<sessionId>.lock` file holding the writer's pid, taken over when that process is dead. Session ids are
  * checked, so they cannot leave the directory. `<sessionId>.tail` is the tail index the writer leaves (where the log's
  * tail starts: its `seq`, byte offset and entry id), so a tail read and the writer's open read the file from there on;
@@ -39,8 +41,10 @@ import {
   PREFIX_CHARS,
   type Region,
   regionLines,
-  regionOf
+  regionOf,
+  unfinishedFrom
 } from "./internal/sessionTail.ts"
+import { moreOfLine } from "./internal/sessionEntry.ts"
 import type { Loaded, LoadIssue, LoadOptions } from "./SessionEntry.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
 import type { StoredEntry } from "./SessionEntry.ts"
@@ -324,11 +328,18 @@ const textOf = (bytes: Uint8Array): string => {
   return text
 }
 
-/** The complete lines of a file's bytes (each one entry, `seq` = line number) and its torn tail, if any. */
+/**
+ * The lines of a file's bytes that end whole appends (each one entry, `seq` = line number), and its torn tail, if any:
+ * a torn last line, and the whole lines of an unfinished last append (`unfinishedFrom`) before it.
+ */
 const splitLines = (bytes: Uint8Array) => {
-  const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
-  const lines = textOf(bytes.subarray(0, completeBytes)).split("\n")
+  const lineBytes = bytes.lastIndexOf(NEWLINE) + 1
+  const lines = textOf(bytes.subarray(0, lineBytes)).split("\n")
   lines.pop()
+  const kept = unfinishedFrom(lines.length, (seq) => moreOfLine(lines[seq - 1]!)) - 1
+  let completeBytes = lineBytes
+  for (let i = lines.length - 1; i >= kept; i--) completeBytes -= Buffer.byteLength(lines[i]!, "utf8") + 1
+  lines.length = kept
   const issues: Array<LoadIssue> = completeBytes < bytes.length
     ? [{ _tag: "TornTail", line: lines.length + 1, offset: completeBytes, bytes: bytes.length - completeBytes }]
     : []
@@ -374,7 +385,10 @@ interface Scanned {
   readonly region: Region
 }
 
-/** The torn last line of a scan, if any, as a load issue (its line number and byte offset in the whole file). */
+/**
+ * The torn tail of a scan (a torn last line, the lines of an unfinished append before it), if any, as a load issue
+ * (its first line's number and byte offset in the whole file).
+ */
 const tornTail = (scanned: Scanned): ReadonlyArray<LoadIssue> => {
   const { base, bytes, region } = scanned
   return region.completeBytes < bytes.length
@@ -504,7 +518,9 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
         if (read < 2 || bytes[0] !== NEWLINE) return { mismatch: `no line starts at byte ${index.offset}` }
         const tail = bytes.subarray(1, read)
         const region = regionOf(tail, index.seq)
-        if (region.starts.length === 0) return { mismatch: `the line at byte ${index.offset} is torn` }
+        if (region.starts.length === 0) {
+          return { mismatch: `the line at byte ${index.offset} is torn, or in an append whose later lines are missing` }
+        }
         if (idOfLine(region.prefix(0)) !== index.id) {
           return { mismatch: `the line at byte ${index.offset} is not entry ${index.id}` }
         }
@@ -620,9 +636,12 @@ const makeJsonlStore = Effect.fnUntraced(function* (directory: string) {
       const issues = tornTail(scanned)
       const completeBytes = base + region.completeBytes
       if (issues.length > 0) {
-        // a torn write was never acknowledged: cut it off so the next line does not glue onto it
+        // a torn write was never acknowledged: cut it off (a torn line, and the whole lines of its append before it)
+        // so the next line does not glue onto it and the log never holds part of an append
         yield* Effect.logWarning(
-          `effect-compaction: ${file}: cut a torn last line (${bytes.length - region.completeBytes} bytes)`
+          `effect-compaction: ${file}: cut a torn tail from line ${issues[0]!.line} (${
+            bytes.length - region.completeBytes
+          } bytes)`
         )
         yield* fs.truncate(file, completeBytes).pipe(Effect.mapError(io))
       }
@@ -1037,8 +1056,8 @@ export interface JsonlOptions extends SessionLogOptions {
 
 /**
  * The session log in `<directory>/<sessionId>.jsonl`, created with mode 0600: `SessionLog.layer` over this store, the
- * embedded default. Opening takes the session's lock (`Locked` if a live process holds it) and cuts off a torn last
- * line.
+ * embedded default. Opening takes the session's lock (`Locked` if a live process holds it) and cuts off a torn tail (a
+ * torn last line, and the lines of an append whose later lines are missing).
  * @category layers
  */
 export const layerSessionLog = (
@@ -1057,8 +1076,9 @@ export const listSessions = (
   Effect.flatMap(makeJsonlStore(directory), (store) => store.list)
 
 /**
- * Reads a stored session without opening it for writing: no lock, nothing changed on disk (a torn last line is only
- * reported). The same checks as `SessionLog.load`; `NotFound` when there is no such session.
+ * Reads a stored session without opening it for writing: no lock, nothing changed on disk (a torn tail, a torn last
+ * line or the lines of an append whose later lines are missing, is only reported and left out). The same checks as
+ * `SessionLog.load`; `NotFound` when there is no such session.
  * @category sessions
  */
 export const readJsonl = (

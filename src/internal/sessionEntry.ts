@@ -28,7 +28,11 @@ import { blocksOf, isToolResult } from "./blocks.ts"
  * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
  * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
  * A compaction's removal record (`removed`, optional on every version, and never part of the view) came later without
- * a new version: a reader that does not know it ignores it, and a malformed one is `Corrupt` like any bad field.
+ * a new version: a reader that does not know it ignores it, and a malformed one is `Corrupt` like any bad field. So did
+ * `more` (v3 only, on every kind of entry): on each entry but the last of a store append of several entries, how many
+ * entries of that append follow it, so a reader tells a complete line whose append's later lines are missing (a write
+ * cut short) and drops the whole append (`moreOfLine`). A reader that does not know it ignores it (Effect Schema drops
+ * unknown fields; no version refuses it) and reads what it read before: every complete line.
  * @category models
  */
 export const CURRENT_VERSION = 3 as const
@@ -61,6 +65,13 @@ const Header: HeaderFields = {
 }
 
 /**
+ * How many entries of the same store append follow an entry (`more`, v3): written on each entry but the last of an
+ * append of several entries (the last of them has none, and so has the entry of a single append, byte for byte as
+ * before), as the entry's last member, right before its checksum. The view never depends on it. @category schemas
+ */
+export const More: Schema.Int = Schema.Int.check(Schema.isGreaterThan(0))
+
+/**
  * Step metadata: what the layer that appended a message or recorded a compaction keeps beside it (usage, the
  * request's epoch, renamed ids, a resume checkpoint…), a JSON object whose top-level keys name its owner
  * (`Conversation` writes `conversation`). It is covered by the line's checksum and never part of the view. @category schemas
@@ -78,12 +89,14 @@ export const MessageEntry: Schema.Struct<
     readonly type: Schema.Literal<"message">
     readonly message: Schema.declare<Message>
     readonly meta: Schema.optionalKey<typeof StepMeta>
+    readonly more: Schema.optionalKey<typeof More>
   }
 > = Schema.Struct({
   ...Header,
   type: Schema.Literal("message"),
   message: MessageSchema,
-  meta: Schema.optionalKey(StepMeta)
+  meta: Schema.optionalKey(StepMeta),
+  more: Schema.optionalKey(More)
 })
 /** The decoded type of `MessageEntry`. */
 export type MessageEntry = typeof MessageEntry.Type
@@ -108,11 +121,13 @@ export const EvictionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"eviction">
     readonly evictions: Schema.$Array<typeof Eviction>
+    readonly more: Schema.optionalKey<typeof More>
   }
 > = Schema.Struct({
   ...Header,
   type: Schema.Literal("eviction"),
-  evictions: Schema.Array(Eviction)
+  evictions: Schema.Array(Eviction),
+  more: Schema.optionalKey(More)
 })
 /** The decoded type of `EvictionEntry`. */
 export type EvictionEntry = typeof EvictionEntry.Type
@@ -183,6 +198,7 @@ export const CompactionEntry: Schema.Struct<
     readonly viewHash: Schema.String
     readonly meta: Schema.optionalKey<typeof StepMeta>
     readonly removed: Schema.optionalKey<Schema.$Array<typeof RemovedItem>>
+    readonly more: Schema.optionalKey<typeof More>
   }
 > = Schema.Struct({
   ...Header,
@@ -196,7 +212,8 @@ export const CompactionEntry: Schema.Struct<
   kept: Schema.optionalKey(KeptMessages),
   viewHash: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
   meta: Schema.optionalKey(StepMeta),
-  removed: Schema.optionalKey(Schema.Array(RemovedItem))
+  removed: Schema.optionalKey(Schema.Array(RemovedItem)),
+  more: Schema.optionalKey(More)
 })
 /** The decoded type of `CompactionEntry`. */
 export type CompactionEntry = typeof CompactionEntry.Type
@@ -686,14 +703,47 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
   if (entry.type !== "eviction" && entry.meta !== undefined && entry.v < 3) {
     return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
   }
+  if (entry.more !== undefined && entry.v < 3) {
+    return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry more (v3 added it)` })
+  }
   return Result.succeed(entry)
+}
+
+/** The end of a line whose entry carries `more`, where the log writes it: right before the checksum. */
+const MORE_AT_END = /,"more":[1-9][0-9]*,"sum":"[0-9a-f]{32}"\}$/
+
+/** How many characters of a line's end `moreOfLine` looks at first (a longer `more` goes unseen). */
+export const MORE_SUFFIX_CHARS = 72
+
+/**
+ * True when a line's end (its last `MORE_SUFFIX_CHARS` characters, or more) shows `more` where the log writes it: the
+ * line may belong to an append whose later lines follow it (`moreOfLine` decides).
+ * @category lines
+ */
+export const mayHaveMore = (end: string): boolean => MORE_AT_END.test(end)
+
+/**
+ * How many entries of its store append follow the entry stored as `line` (its `more`): 0 for the last entry of an
+ * append (every single one), and for a line that does not decode (loading reports it). A line is decoded in full only
+ * when its end shows `more` (`mayHaveMore`), so the check costs a look at the line's end.
+ * @category lines
+ */
+export const moreOfLine = (line: string): number => {
+  if (!mayHaveMore(line.slice(-MORE_SUFFIX_CHARS))) return 0
+  const decoded = decodeLine(line)
+  return Result.isSuccess(decoded) ? decoded.success.more ?? 0 : 0
 }
 
 // ============================================================================
 // Loading: lines → entries → the view
 // ============================================================================
 
-/** Something loading found and did not fail on: a torn last line, or (with `repair`) damage it skipped. @category models */
+/**
+ * Something loading found and did not fail on: a torn tail, or (with `repair`) damage it skipped. A `TornTail` is the
+ * end of a file that a write cut short, never acknowledged and not loaded: from line `line` (at byte `offset`, `bytes`
+ * long) on, a torn last line, or the lines of an append whose later lines are missing (`more`), whole or torn.
+ * @category models
+ */
 export type LoadIssue =
   | { readonly _tag: "TornTail"; readonly line: number; readonly offset: number; readonly bytes: number }
   | { readonly _tag: "CorruptLine"; readonly line: number; readonly detail: string }
@@ -716,7 +766,7 @@ export interface Loaded extends Snapshot {
   readonly entries: ReadonlyArray<Entry>
   /** The `seq` of the last stored entry (0 for an empty session). */
   readonly seq: number
-  /** What loading found and did not fail on (a torn last line, or damage `repair` skipped). */
+  /** What loading found and did not fail on (a torn tail, or damage `repair` skipped). */
   readonly issues: ReadonlyArray<LoadIssue>
   /**
    * Set by a read of the log's tail (`tail: true`) that did not start at the first line: the `seq` of the first line

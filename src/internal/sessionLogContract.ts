@@ -83,10 +83,11 @@ export interface SessionLogShape {
   readonly sessionId: string
   /**
    * Appends each message as one entry, in order, after every entry already written, with its step metadata when
-   * given. Returns their entry ids. With `ifHead`, only right after that entry (`WriteCondition`). A failure that
-   * names `entryIds` (`SessionLogError`) may have stored them all: the store failed while or after it wrote. Appending
-   * the messages again would store them twice; `catchUp` first, and the log's head is the last of those ids when they
-   * landed. So with `recordEviction` and `recordCompaction`.
+   * given, all in one store append: a crash leaves all of them or none. Returns their entry ids. With `ifHead`, only
+   * right after that entry (`WriteCondition`). A failure that names `entryIds` (`SessionLogError`) may have stored
+   * them all: the store failed while or after it wrote. Appending the messages again would store them twice;
+   * `catchUp` first, and the log's head is the last of those ids when they landed. So with `recordEviction` and
+   * `recordCompaction`.
    */
   readonly append: (
     messages: ReadonlyArray<Message>,
@@ -128,10 +129,11 @@ export interface SessionLogShape {
    * Reads the stored log again and rebuilds the view, checking every line's checksum, the parent chain and every
    * compaction's hash. Fails with `Corrupt`, `HashMismatch` or `FutureVersion`, naming the line; with
    * `{ repair: true }` corrupt lines are skipped and mismatched hashes accepted, each reported in `issues` (a future
-   * version still fails). A torn last line is always reported and skipped.
+   * version still fails). A torn tail (a torn last line, or the lines of an append whose later lines are missing) is
+   * always reported and skipped.
    */
   readonly load: (options?: LoadOptions) => Effect.Effect<Loaded, SessionLogError>
-  /** What opening the session found and fixed (a torn last line, which the writer cuts off before appending). */
+  /** What opening the session found and fixed (a torn tail, which the writer cuts off before appending). */
   readonly recovered: ReadonlyArray<LoadIssue>
 }
 

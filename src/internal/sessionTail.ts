@@ -9,7 +9,7 @@
 import * as Result from "effect/Result"
 import { decodeLine, type Loaded, type LoadIssue, loadStored, type StoredEntry } from "../SessionEntry.ts"
 import { SessionLogError } from "./sessionLogError.ts"
-import { applyStored, LiveView } from "./sessionEntry.ts"
+import { applyStored, LiveView, mayHaveMore, MORE_SUFFIX_CHARS, moreOfLine } from "./sessionEntry.ts"
 
 /** How many characters of a line's start `isBoundaryLine` and `idOfLine` need at most (longer headers go unseen). */
 export const PREFIX_CHARS = 512
@@ -118,19 +118,33 @@ export const keptAnchors = (line: string): ReadonlyArray<string> | undefined => 
   return entry.kept.through === null ? undefined : [...first, entry.kept.through]
 }
 
+/**
+ * The `seq` of the first line of the append that lines `first` to `last` end in when its later lines are missing (a
+ * write cut short after whole lines: the last line, or one before it in the same append, names more entries than
+ * follow it, `moreOfLine`), else `last + 1`. Only the last append can be unfinished (appends are written one after
+ * another), so the walk goes back from `last` while a line's append reaches past it; at `first` when the unfinished
+ * append holds every line from `first` on (it may start before `first`). `moreAt(seq)` is line `seq`'s `more`.
+ */
+export const unfinishedFrom = (last: number, moreAt: (seq: number) => number, first = 1): number => {
+  let seq = last
+  while (seq >= first && seq + moreAt(seq) > last) seq--
+  return seq + 1
+}
+
 const NEWLINE = 0x0a
 const decoder = new TextDecoder()
 
 /**
- * The complete lines of a stretch of a JSONL file (`bytes`, whose first line is `seq` `first`; `seq` = line number),
- * and the `seq` its tail starts at (`from`, by `tailStart` given `first`: 1 when the tail needs the file's first line,
- * or a line before the stretch).
+ * The lines of a stretch of a JSONL file (`bytes`, whose first line is `seq` `first`; `seq` = line number) that end
+ * whole appends, and the `seq` its tail starts at (`from`, by `tailStart` given `first`: 1 when the tail needs the
+ * file's first line, or a line before the stretch). A torn last line, and the whole lines of an unfinished last
+ * append (`unfinishedFrom`), follow them: a write cut short, never acknowledged, is not part of the log.
  */
 export interface Region {
   readonly first: number
-  /** Where each complete line starts in `bytes`: `starts[i]` is line `first + i`. */
+  /** Where each line of a whole append starts in `bytes`: `starts[i]` is line `first + i`. */
   readonly starts: ReadonlyArray<number>
-  /** The bytes of complete lines (a torn last line follows them). */
+  /** The bytes of the lines of whole appends (what a write cut short left follows them). */
   readonly completeBytes: number
   readonly from: number
   /**
@@ -140,11 +154,25 @@ export interface Region {
   readonly prefix: (i: number) => string
 }
 
-/** The lines of `bytes` (see `Region`) and where its tail starts; only boundary lines are decoded in full. */
+/**
+ * The lines of `bytes` (see `Region`) and where its tail starts; only boundary lines, and the lines of an unfinished
+ * last append, are decoded in full (a line's end tells whether it may be one).
+ */
 export const regionOf = (bytes: Uint8Array, first = 1): Region => {
-  const completeBytes = bytes.lastIndexOf(NEWLINE) + 1
+  const lineBytes = bytes.lastIndexOf(NEWLINE) + 1
   const starts: Array<number> = []
-  for (let at = 0; at < completeBytes; at = bytes.indexOf(NEWLINE, at) + 1) starts.push(at)
+  for (let at = 0; at < lineBytes; at = bytes.indexOf(NEWLINE, at) + 1) starts.push(at)
+  const lineEnd = (i: number) => i === starts.length - 1 ? lineBytes - 1 : starts[i + 1]! - 1
+  // the whole lines of an unfinished last append go with the torn rest
+  const moreAt = (seq: number) => {
+    const i = seq - first
+    const end = lineEnd(i)
+    const tail = decoder.decode(bytes.subarray(Math.max(starts[i]!, end - MORE_SUFFIX_CHARS), end))
+    return mayHaveMore(tail) ? moreOfLine(decoder.decode(bytes.subarray(starts[i]!, end))) : 0
+  }
+  const kept = unfinishedFrom(first + starts.length - 1, moreAt, first) - first
+  const completeBytes = kept === starts.length ? lineBytes : starts[kept]!
+  starts.length = kept
   const last = first + starts.length - 1
   const endOf = (seq: number) => seq === last ? completeBytes - 1 : starts[seq - first + 1]! - 1
   const lineAt = (seq: number) => decoder.decode(bytes.subarray(starts[seq - first], endOf(seq)))
