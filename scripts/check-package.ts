@@ -408,8 +408,14 @@ for (const example of ["agent-loop.ts", "agent-loop-promise.ts"]) {
       if (part.violations.length > 0) fail(`requests the checker rejects:\n${part.violations.join("\n")}`)
       if (part.requests.length !== replies) fail(`${runtime} ${example} (${which}) printed\n${part.stdout}`)
     }
+    // the resumed run's first request carries what the first run recorded: its last call's result, and the task and
+    // the steps before it as they were or, when that request compacts, in the summary
     const resumed = second.requests[0]!.body["messages"] as ReadonlyArray<unknown>
-    if (resumed.length < 7) fail(`${runtime} ${example} did not resume from its log: ${resumed.length} messages`)
+    const sent = JSON.stringify(resumed)
+    if (
+      !sent.includes(`"tool_use_id":"toolu_03"`) ||
+      (resumed.length < 7 && !sent.includes("[Summary of the earlier conversation]"))
+    ) fail(`${runtime} ${example} did not resume from its log: ${resumed.length} messages, ${sent.slice(0, 300)}`)
     console.log(`  ${runtime} ${example}: ${first.stdout.trim()} | resumed: ${second.stdout.trim()}`)
   }
 }
