@@ -575,14 +575,11 @@ const planCut = <M extends Message>(
     manifest,
     summaryBudget: {
       budgetTokens: policy.summaryBudgetTokens,
-      // never more than the fresh content it absorbs (a server's summary it carries counts: the API dropped what it
-      // summarized), nor than what leaves the pass its `minFreedTokens`
+      // never more than what it replaces: the fresh content and the earlier summary it updates (ours, or the server's
+      // it carries: the API dropped what that summarized), nor than what leaves the pass its `minFreedTokens`
       spanTokens: Math.max(
         0,
-        Math.min(
-          tokensBefore - plan.keptTokens - minFreedTokens,
-          estimateTokens(fresh) + (server === undefined ? 0 : Math.ceil(server.block.content.length / CHARS_PER_TOKEN))
-        )
+        Math.min(tokensBefore - plan.keptTokens - minFreedTokens, estimateTokens(fresh) + earlierTokens(first, server))
       )
     },
     systemMessages: headToolChanges(messages, plan.cut, server, afterServer),
@@ -597,6 +594,17 @@ const planCut = <M extends Message>(
     classifier: options.classifier,
     ...(waitingFrom === undefined ? {} : { waitingFrom })
   }
+}
+
+/**
+ * The tokens of the earlier summary a new one replaces along with the fresh span: the server's block's content when
+ * one opens the head's API view, else this library's summary opening the head (its message, without the blocks merged
+ * into it after the summary text, which are fresh content), else 0.
+ */
+const earlierTokens = (first: Message, server: ViewCompaction | undefined): number => {
+  if (server !== undefined) return Math.ceil(server.block.content.length / CHARS_PER_TOKEN)
+  if (SummaryModule.summaryText(first) === undefined) return 0
+  return estimateTokens([typeof first.content === "string" ? first : { ...first, content: first.content.slice(0, 1) }])
 }
 
 /** The skip of a pass whose cut is 0, explained: the setting that would give it a cut. */

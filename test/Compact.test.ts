@@ -601,6 +601,48 @@ describe("Compact", () => {
       assert.isAtLeast(repaired, 1, "some real compaction needed a repaired tail")
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("a second compaction of a small span keeps what the earlier summary carried: it replaces that summary too", () =>
+    Effect.gen(function* () {
+      const budget = policy({ compactAtTokens: 20_000 })
+      const rule = (r: number) =>
+        `RULE-${r}: ${"keep the API stable and run the linter before each commit. ".repeat(10)}`
+      let id = 0
+      const turn = (text: string, calls: number, size: number): Array<Message> => [
+        { role: "user", content: text },
+        ...Array.from({ length: calls }, (): Array<Message> => {
+          const call = `toolu_${++id}`
+          return [
+            {
+              role: "assistant",
+              content: [{ type: "tool_use", id: call, name: "bash", input: { command: `make ${id}` } }]
+            },
+            { role: "user", content: [{ type: "tool_result", tool_use_id: call, content: "o\n".repeat(size) }] }
+          ]
+        }).flat(),
+        { role: "assistant", content: "ok" }
+      ]
+      const rules = Array.from({ length: 16 }, (_, r) => rule(r + 1))
+      const session = [
+        ...rules.flatMap((text) => turn(text, 1, 1_500)),
+        ...[0, 1, 2].flatMap((t) => turn(`filler ${t}`, 4, 1_500))
+      ]
+      // a rule is carried when its whole text is in the summary, judged here
+      const carried = (summary: string) => rules.filter((text) => summary.includes(text.trim()))
+      const first = yield* compactContext(session, budget)
+      compactedInfo(first.outcome)
+      const earlier = summaryText(first.messages[0]!)!
+      assert.deepStrictEqual(carried(earlier), rules, "the first summary carries every rule")
+      // a small new turn, and /compact again: its fresh span is smaller than the earlier summary it replaces too
+      const grown = [...first.messages, ...turn("filler b", 1, 2_500)]
+      const second = yield* compactContext(grown, budget)
+      const info = compactedInfo(second.outcome)
+      const fresh = grown.slice(1, info.cut.removed.to).filter((m) => m.role !== "system")
+      assert.isBelow(estimateTokens(fresh), estimateTokens([grown[0]!]), "the fresh span is the smaller")
+      const summary = summaryText(second.messages[0]!)!
+      assert.deepStrictEqual(carried(summary), carried(earlier), "every rule the earlier summary carried is kept")
+      assert.isAtMost(estimateTokens([second.messages[0]!]), budget.summaryBudgetTokens)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
   it.effect("real sessions compacted at several points validate, and the appendix lists the files the head touched", () =>
     Effect.gen(function* () {
       let compactions = 0
