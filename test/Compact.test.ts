@@ -601,6 +601,44 @@ describe("Compact", () => {
       assert.isAtLeast(repaired, 1, "some real compaction needed a repaired tail")
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("callsWaiting: the cut stays before the reply whose calls wait, and the tail leaves them open", () =>
+    Effect.gen(function* () {
+      const session = generateSession(5, { messages: 120, maxOutput: 3_000 })
+      const waiting: ReadonlyArray<Message> = [
+        {
+          role: "assistant",
+          content: [
+            { type: "tool_use", id: "toolu_wait", name: "bash", input: { command: "npm run migrate" } },
+            { type: "tool_use", id: "toolu_done", name: "bash", input: { command: "ls" } }
+          ]
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_done", content: "src" }] }
+      ]
+      const messages = [...session, ...waiting]
+      const answers = (view: ReadonlyArray<Message>) =>
+        view.flatMap((m) =>
+          typeof m.content === "string"
+            ? []
+            : m.content.filter((b) =>
+              b.type === "tool_result" && (b as { readonly tool_use_id: string }).tool_use_id === "toolu_wait"
+            )
+        )
+      const open = yield* compactContext(messages, small, { upTo: messages.length, callsWaiting: true })
+      const info = compactedInfo(open.outcome)
+      assert.isAtMost(info.cut.kept.from, session.length, "the cut lies before the waiting reply")
+      assert.deepStrictEqual(open.messages.slice(-waiting.length), [...waiting], "the waiting turn is kept as it was")
+      assert.deepStrictEqual(answers(open.messages), [], "the waiting call is not answered")
+      // the request after the result comes is valid, judged by the independent checker
+      const answered = [...open.messages, {
+        role: "user" as const,
+        content: [{ type: "tool_result" as const, tool_use_id: "toolu_wait", content: "migrated" }]
+      }]
+      assert.deepStrictEqual(checkApiRules(answered as never), [])
+      // without it, a call with no result in the kept tail is answered as interrupted (the list is all there is)
+      const closed = yield* compactContext(messages, small)
+      assert.strictEqual(answers(closed.messages).length, 1)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
   it.effect("a second compaction of a small span keeps what the earlier summary carried: it replaces that summary too", () =>
     Effect.gen(function* () {
       const budget = policy({ compactAtTokens: 20_000 })
