@@ -212,6 +212,14 @@ export interface CompactOptions {
    * the same bound on the trigger's scale. Default 1 (estimates taken for the API's tokens).
    */
   readonly tokensPerEstimate?: number | undefined
+  /**
+   * The list ends on calls still waiting for their results: the `tool_use` blocks of its last assistant turn that no
+   * result after it answers are running (a `Conversation`'s pending calls, when `compact()` is asked while a tool
+   * runs). The cut stays before that assistant turn (`upTo` too), so the turn and everything after it stay in the
+   * kept tail as they are, the calls open for the results to come instead of answered as interrupted. A pass that
+   * this holds back says so in its `Skipped` detail. Default: a call with no result is answered as interrupted.
+   */
+  readonly callsWaiting?: boolean | undefined
 }
 
 /** The result of `compactContext`: the new view and what happened. @category models */
@@ -278,6 +286,11 @@ export interface CompactionPlan<M extends Message> {
   readonly minFreedSetting?: number | undefined
   /** The classifier of the options, which the outcome's retention reads too. */
   readonly classifier?: ToolClassifier | undefined
+  /**
+   * Where the assistant turn whose calls still wait for their results starts (`CompactOptions.callsWaiting`): the
+   * kept tail from there on is left as it is, its calls open. Absent when no call waits.
+   */
+  readonly waitingFrom?: number | undefined
 }
 
 /** A pass that stops before the summary: the input is returned as it was. @category models */
@@ -422,10 +435,65 @@ export const prepareCompaction = <M extends Message>(
   policy: CompactionPolicy,
   options: CompactOptions = {}
 ): CompactionPlan<M> | CompactionSkip<M> => {
-  const tokensBefore = estimateTokens(messages) - tokensAt(messages, options.unboundThinking ?? [])
-  const cutPlan = options.upTo === undefined
+  const waitingFrom = options.callsWaiting === true ? waitingTurnStart(messages) : undefined
+  const requested = options.upTo === undefined
     ? planAfterSummary(messages, policy)
-    : planUpTo(messages, options.upTo, policy)
+    : planUpTo(messages, Math.min(options.upTo, waitingFrom ?? options.upTo), policy)
+  // the policy's cut keeps the newest step whole, so it never passes the waiting turn; held back all the same if it did
+  const cutPlan = waitingFrom !== undefined && requested.cut > waitingFrom
+    ? planUpTo(messages, waitingFrom, policy)
+    : requested
+  const held = waitingFrom !== undefined && (options.upTo ?? requested.cut) > waitingFrom
+  const planned = planCut(messages, policy, options, cutPlan, waitingFrom)
+  return planned._tag === "Skip" && held ? heldBack(planned, waitingFrom) : planned
+}
+
+/**
+ * Where the last assistant turn starts when calls of it wait for their results (`CompactOptions.callsWaiting`): a
+ * `tool_use` of it that none of the messages after it (tool results alone) answers. `undefined` when none waits.
+ */
+const waitingTurnStart = (messages: ReadonlyArray<Message>): number | undefined => {
+  let i = messages.length - 1
+  const answered = new Set<string>()
+  for (; i >= 0 && messages[i]!.role === "user"; i--) {
+    const content = messages[i]!.content
+    if (typeof content === "string") return undefined
+    for (const block of content) {
+      if (block.type !== "tool_result") return undefined
+      answered.add((block as { readonly tool_use_id: string }).tool_use_id)
+    }
+  }
+  if (i < 0 || messages[i]!.role !== "assistant") return undefined
+  if (!blocksOf(messages[i]!).some((b) => isToolUse(b) && !answered.has(b.id))) return undefined
+  while (i > 0 && messages[i - 1]!.role === "assistant") i--
+  return i
+}
+
+/** `skip` with its detail saying that calls waiting for their results held the cut back to `at`. */
+const heldBack = <M extends Message>(skip: CompactionSkip<M>, at: number): CompactionSkip<M> => {
+  const outcome = skip.result.outcome as Skipped
+  return {
+    _tag: "Skip",
+    result: {
+      messages: skip.result.messages,
+      outcome: CompactOutcome.Skipped({
+        ...outcome,
+        detail: `${outcome.detail}; calls of the reply at message ${at} are waiting for their results, so the cut ` +
+          "stays before it (that reply and everything after it are kept)"
+      })
+    }
+  }
+}
+
+/** `prepareCompaction` from its cut (`cutPlan`), held before `waitingFrom` when calls wait there. */
+const planCut = <M extends Message>(
+  messages: ReadonlyArray<M>,
+  policy: CompactionPolicy,
+  options: CompactOptions,
+  cutPlan: CutPlan,
+  waitingFrom: number | undefined
+): CompactionPlan<M> | CompactionSkip<M> => {
+  const tokensBefore = estimateTokens(messages) - tokensAt(messages, options.unboundThinking ?? [])
   // the summary changes the prefix of every thinking block the tail keeps: the API drops them all (API-RULES 29)
   const plan = cutPlan.cut === 0 ? cutPlan : {
     ...cutPlan,
@@ -507,14 +575,11 @@ export const prepareCompaction = <M extends Message>(
     manifest,
     summaryBudget: {
       budgetTokens: policy.summaryBudgetTokens,
-      // never more than the fresh content it absorbs (a server's summary it carries counts: the API dropped what it
-      // summarized), nor than what leaves the pass its `minFreedTokens`
+      // never more than what it replaces: the fresh content and the earlier summary it updates (ours, or the server's
+      // it carries: the API dropped what that summarized), nor than what leaves the pass its `minFreedTokens`
       spanTokens: Math.max(
         0,
-        Math.min(
-          tokensBefore - plan.keptTokens - minFreedTokens,
-          estimateTokens(fresh) + (server === undefined ? 0 : Math.ceil(server.block.content.length / CHARS_PER_TOKEN))
-        )
+        Math.min(tokensBefore - plan.keptTokens - minFreedTokens, estimateTokens(fresh) + earlierTokens(first, server))
       )
     },
     systemMessages: headToolChanges(messages, plan.cut, server, afterServer),
@@ -526,8 +591,20 @@ export const prepareCompaction = <M extends Message>(
     minFreedTokens,
     minFreedField: min.field,
     ...(min.setting === undefined ? {} : { minFreedSetting: min.setting }),
-    classifier: options.classifier
+    classifier: options.classifier,
+    ...(waitingFrom === undefined ? {} : { waitingFrom })
   }
+}
+
+/**
+ * The tokens of the earlier summary a new one replaces along with the fresh span: the server's block's content when
+ * one opens the head's API view, else this library's summary opening the head (its message, without the blocks merged
+ * into it after the summary text, which are fresh content), else 0.
+ */
+const earlierTokens = (first: Message, server: ViewCompaction | undefined): number => {
+  if (server !== undefined) return Math.ceil(server.block.content.length / CHARS_PER_TOKEN)
+  if (SummaryModule.summaryText(first) === undefined) return 0
+  return estimateTokens([typeof first.content === "string" ? first : { ...first, content: first.content.slice(0, 1) }])
 }
 
 /** The skip of a pass whose cut is 0, explained: the setting that would give it a cut. */
@@ -722,10 +799,15 @@ export const finishCompaction = <M extends Message>(
   // the tail is repaired on its own, so the summary stays a message of its own (a tail that starts with an assistant
   // message gets no filler in front of it: the summary, or the files message after a block, is its user message)
   // (a tail with nothing to send leaves the summary alone)
-  const repairedTail = repairResult(tail)
-  const repaired = Result.isSuccess(repairedTail)
+  // the turn whose calls wait for their results goes on as it is, after the repaired rest: repair would answer them
+  const waiting = plan.waitingFrom === undefined ? [] : plan.messages.slice(Math.max(cut, plan.waitingFrom))
+  const repairedTail = repairResult(waiting.length === 0 ? tail : tail.slice(0, tail.length - waiting.length))
+  const repairedRest = Result.isSuccess(repairedTail)
     ? repairedTail.success
     : { messages: [], report: repairedTail.failure.report }
+  const repaired = waiting.length === 0
+    ? repairedRest
+    : { messages: [...repairedRest.messages, ...waiting], report: repairedRest.report }
   // the newest MCP tool listing of each server the kept part still calls goes with it (API-RULES 30)
   const listings = carriedListings(plan.messages, apiViewStart(plan.messages), cut)
   const repairedKept = withListings(

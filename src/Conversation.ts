@@ -41,7 +41,6 @@ import {
 import type { Offloaded } from "./Offload.ts"
 import { type Request, requestOf, type RequestOptions } from "./Request.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
-import { closePending } from "./internal/conversation/steps.ts"
 import { logSkip } from "./internal/conversation/skipLog.ts"
 import { finishCounted, prepareCounted } from "./internal/conversation/counted.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
@@ -190,7 +189,10 @@ export const threadReplay = (prepared: Prepared, error: unknown): Request | unde
 
 /** What `compact` returns: the request after it and the outcome. @category models */
 export interface RequestAfterCompaction {
-  /** The request to send next, built from the state after the compaction. */
+  /**
+   * The request to send next, built from the state after the compaction. While calls of the latest reply wait for
+   * their results (`compact` asked while a tool runs), it ends on them: append the results, then `prepare`.
+   */
   readonly request: Request
   /** What the compaction did: `Skipped` (with why), `Compacted` or `FellBack`. */
   readonly outcome: CompactOutcome
@@ -255,6 +257,9 @@ export interface ConversationShape {
   /**
    * Compacts now (`/compact <focus>`), whatever the trigger says; with `upTo`, summarizes the messages of the view
    * before that index ("summarize up to here", moved to the nearest safe cut at or before it: `CompactOptions.upTo`).
+   * Calls still waiting for their results (`state.pending`) are left waiting: the cut stays before the reply that made
+   * them, which stays in the kept tail with everything after it (`CompactOptions.callsWaiting`), so the results that
+   * arrive next answer them. A `Skipped` pass changes nothing, in the state or in the log.
    */
   readonly compact: (
     options?: { readonly instructions?: string | undefined; readonly upTo?: number | undefined } | undefined
@@ -614,7 +619,6 @@ const make = (
       arrived?: ArrivedSummary
     ) =>
       Effect.gen(function* () {
-        yield* persist(closePending(state), fallback)
         // with an exact count before and after, `minFreedTokens` is checked on them (internal/conversation/counted.ts)
         const before = counted ?? (yield* countOf(state))
         const plan = arrived !== undefined ?
@@ -625,6 +629,8 @@ const make = (
             minFreedTokens: options.minFreedTokens,
             classifier: options.classifier,
             unboundThinking: state.unboundThinking,
+            // `compact()` while calls wait for their results: they stay open, in the kept tail
+            callsWaiting: state.pending.length > 0,
             ...(atTrigger === true ? atTheTrigger(state, before, head) : {})
           }, before)
         if (plan._tag === "Skip") return { outcome: plan.result.outcome, offloaded: [] }

@@ -601,6 +601,86 @@ describe("Compact", () => {
       assert.isAtLeast(repaired, 1, "some real compaction needed a repaired tail")
     }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
 
+  it.effect("callsWaiting: the cut stays before the reply whose calls wait, and the tail leaves them open", () =>
+    Effect.gen(function* () {
+      const session = generateSession(5, { messages: 120, maxOutput: 3_000 })
+      const waiting: ReadonlyArray<Message> = [
+        {
+          role: "assistant",
+          content: [
+            { type: "tool_use", id: "toolu_wait", name: "bash", input: { command: "npm run migrate" } },
+            { type: "tool_use", id: "toolu_done", name: "bash", input: { command: "ls" } }
+          ]
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_done", content: "src" }] }
+      ]
+      const messages = [...session, ...waiting]
+      const answers = (view: ReadonlyArray<Message>) =>
+        view.flatMap((m) =>
+          typeof m.content === "string"
+            ? []
+            : m.content.filter((b) =>
+              b.type === "tool_result" && (b as { readonly tool_use_id: string }).tool_use_id === "toolu_wait"
+            )
+        )
+      const open = yield* compactContext(messages, small, { upTo: messages.length, callsWaiting: true })
+      const info = compactedInfo(open.outcome)
+      assert.isAtMost(info.cut.kept.from, session.length, "the cut lies before the waiting reply")
+      assert.deepStrictEqual(open.messages.slice(-waiting.length), [...waiting], "the waiting turn is kept as it was")
+      assert.deepStrictEqual(answers(open.messages), [], "the waiting call is not answered")
+      // the request after the result comes is valid, judged by the independent checker
+      const answered = [...open.messages, {
+        role: "user" as const,
+        content: [{ type: "tool_result" as const, tool_use_id: "toolu_wait", content: "migrated" }]
+      }]
+      assert.deepStrictEqual(checkApiRules(answered as never), [])
+      // without it, a call with no result in the kept tail is answered as interrupted (the list is all there is)
+      const closed = yield* compactContext(messages, small)
+      assert.strictEqual(answers(closed.messages).length, 1)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
+  it.effect("a second compaction of a small span keeps what the earlier summary carried: it replaces that summary too", () =>
+    Effect.gen(function* () {
+      const budget = policy({ compactAtTokens: 20_000 })
+      const rule = (r: number) =>
+        `RULE-${r}: ${"keep the API stable and run the linter before each commit. ".repeat(10)}`
+      let id = 0
+      const turn = (text: string, calls: number, size: number): Array<Message> => [
+        { role: "user", content: text },
+        ...Array.from({ length: calls }, (): Array<Message> => {
+          const call = `toolu_${++id}`
+          return [
+            {
+              role: "assistant",
+              content: [{ type: "tool_use", id: call, name: "bash", input: { command: `make ${id}` } }]
+            },
+            { role: "user", content: [{ type: "tool_result", tool_use_id: call, content: "o\n".repeat(size) }] }
+          ]
+        }).flat(),
+        { role: "assistant", content: "ok" }
+      ]
+      const rules = Array.from({ length: 16 }, (_, r) => rule(r + 1))
+      const session = [
+        ...rules.flatMap((text) => turn(text, 1, 1_500)),
+        ...[0, 1, 2].flatMap((t) => turn(`filler ${t}`, 4, 1_500))
+      ]
+      // a rule is carried when its whole text is in the summary, judged here
+      const carried = (summary: string) => rules.filter((text) => summary.includes(text.trim()))
+      const first = yield* compactContext(session, budget)
+      compactedInfo(first.outcome)
+      const earlier = summaryText(first.messages[0]!)!
+      assert.deepStrictEqual(carried(earlier), rules, "the first summary carries every rule")
+      // a small new turn, and /compact again: its fresh span is smaller than the earlier summary it replaces too
+      const grown = [...first.messages, ...turn("filler b", 1, 2_500)]
+      const second = yield* compactContext(grown, budget)
+      const info = compactedInfo(second.outcome)
+      const fresh = grown.slice(1, info.cut.removed.to).filter((m) => m.role !== "system")
+      assert.isBelow(estimateTokens(fresh), estimateTokens([grown[0]!]), "the fresh span is the smaller")
+      const summary = summaryText(second.messages[0]!)!
+      assert.deepStrictEqual(carried(summary), carried(earlier), "every rule the earlier summary carried is kept")
+      assert.isAtMost(estimateTokens([second.messages[0]!]), budget.summaryBudgetTokens)
+    }).pipe(Effect.provide(ExtractiveSummarizer.layer)))
+
   it.effect("real sessions compacted at several points validate, and the appendix lists the files the head touched", () =>
     Effect.gen(function* () {
       let compactions = 0

@@ -1,8 +1,8 @@
 /**
  * The building blocks of `ConversationState`'s transitions, over any state with a view, hot paths, a carry and the
  * pending calls: the change a transition records (`Change`), a transition that changes nothing, appending one message,
- * and answering the calls still pending (which the service's `compact` runs too, before it plans). Generic in the
- * state, so the state module re-exports `Change` and the service shares `closePending` without a public name.
+ * and answering the calls still pending (a `prepare`, a new reply, a system message). Generic in the state, so the
+ * state module re-exports `Change` without a public name for the rest.
  *
  * @internal
  */
@@ -70,8 +70,9 @@ export const appendStep = <S extends SteppedState>(
 
 /**
  * Answers every call still pending with an interrupted error result (one user message), so nothing but results ever
- * follows a `tool_use`. No change when nothing is pending. `prepareStep` does this first; a compaction run outside it
- * (`Conversation#compact`) must start from its state.
+ * follows a `tool_use`. No change when nothing is pending. `prepareStep` does this first (the calls a crash or the
+ * caller left unanswered), as do a new reply and a system message; `Conversation#compact` does not: it leaves the
+ * calls waiting, in its kept tail.
  */
 export const closePending = <S extends SteppedState>(state: S): TransitionOf<S> => {
   if (state.pending.length === 0) return none(state)
