@@ -8,12 +8,14 @@
 import {
   type Anchor,
   ANCHOR_LIMITS,
+  caselessKind,
   checklistItems,
   clipped,
   commandOf,
   type CommandOutcome,
   errorLine,
   firstLine,
+  type IdentifierAnchor,
   identifiersOf,
   normalize,
   printedValues,
@@ -260,11 +262,14 @@ export type ManifestEntry =
 
 /**
  * What a summary keeps by rule, computed by code from the summarized messages (`nextManifest`): entries grouped by
- * kind in `MANIFEST_KINDS` order, newest first within a kind.
+ * kind in `MANIFEST_KINDS` order, newest first within a kind (identifiers: the most mentioned first).
  * @category models
  */
 export interface Manifest {
-  /** The kept entries, grouped by kind in `MANIFEST_KINDS` order, newest first within a kind. */
+  /**
+   * The kept entries, grouped by kind in `MANIFEST_KINDS` order, newest first within a kind (identifiers: the most
+   * mentioned first).
+   */
   readonly entries: ReadonlyArray<ManifestEntry>
 }
 
@@ -447,8 +452,11 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  *   successful run printed worth keeping (`printedValues`: its last two lines, not code, holding a count or an
  *   identifier: "Tests: 42 passed", a version, a hash; folded, 160 code units each; an offloaded output's, as its
  *   pointer kept them) is kept with it; the last outcome is the latest.
- * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
- *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
+ * - **identifier**: the identifiers (`Retention.anchorsOf`'s: hashes, UUIDs, URLs, digests, ARNs, paths with a line
+ *   number, versions, error codes, ids) of the user's and assistant's text and of what tools printed (not file
+ *   reads), those held by more messages first, then the newest; then those of the earlier model text (so what the
+ *   earlier model kept is not lost when the next one drops it). None that an instruction's kept text shows; within
+ *   `MANIFEST_IDENTIFIER_CHARS`.
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
  *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
  *
@@ -572,7 +580,7 @@ export const nextManifest = (
       ...(ref !== undefined && isRef(ref) ? { ref } : {})
     })
   }
-  for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
+  for (const a of anchors.flatMap((a) => a.category === "identifier" ? [a] : []).sort(mostMentioned)) {
     fresh.push({ kind: "identifier", text: a.text, age: 0 })
   }
   const recent = [...new Set([...modified].reverse())].slice(0, MANIFEST_MAX_FILES)
@@ -595,7 +603,38 @@ export const nextManifest = (
   if (earlier.body !== undefined) {
     for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
   }
-  return { entries: mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent) }
+  return { entries: boundIdentifiers(mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent)) }
+}
+
+/** Identifiers held by more messages first, then the newest. */
+const mostMentioned = (a: IdentifierAnchor, b: IdentifierAnchor): number =>
+  b.mentions - a.mentions || b.messageIndex - a.messageIndex
+
+/**
+ * The most code units the identifier lines of a manifest take: 2,400 (about 600 tokens, under a tenth of the default
+ * summary budget). The identifiers beyond it, the lowest in the manifest's order (the span's own first, the most
+ * mentioned and newest first; then the earlier ones), are left out. @category constants
+ */
+export const MANIFEST_IDENTIFIER_CHARS = 2_400
+
+/**
+ * `entries` with their identifiers bounded: none that is no longer one (`identifiersOf`), none already visible in an
+ * instruction's kept text (case aside for hashes, digests and UUIDs), and within `MANIFEST_IDENTIFIER_CHARS`.
+ */
+const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>): ReadonlyArray<ManifestEntry> => {
+  const kept = normalize(entries.flatMap((e) => e.kind === "instruction" ? [e.text] : []).join("\n"))
+  const keptLower = kept.toLowerCase()
+  let room = MANIFEST_IDENTIFIER_CHARS
+  return entries.filter((entry) => {
+    if (entry.kind !== "identifier") return true
+    const id = identifiersOf(entry.text).find((found) => found.text === entry.text)
+    if (id === undefined) return false
+    if (caselessKind(id.kind) ? keptLower.includes(id.text.toLowerCase()) : kept.includes(id.text)) return false
+    const cost = renderEntry(entry).length + 1
+    if (cost > room) return false
+    room -= cost
+    return true
+  })
 }
 
 /** The raw items of the plan found in `span[messageIndex]` (the latest one), in order. */
