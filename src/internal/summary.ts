@@ -34,6 +34,7 @@ import { isHumanMessage } from "../Turns.ts"
 import type { BuiltMessage } from "./wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./blocks.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
+import { textRef } from "./textRef.ts"
 
 /**
  * The longest summary, in tokens: 8,192. It is the `max_tokens` a summarizer asks for by default, and the cap the
@@ -358,25 +359,37 @@ const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max
 /**
  * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
  * message of the user when no earlier summary exists) 8,000, any other 3,000. A longer message keeps its head and
- * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
- * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
+ * its tail (`INSTRUCTION_TAIL_SHARE` of the cap less the omission line), so its closing request survives; each text
+ * block of a message (a follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long
+ * block before it.
  */
 const INSTRUCTION_CAP = { first: 8_000, other: 3_000 } as const
 
 /** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
 const INSTRUCTION_TAIL_SHARE = 0.4
 
-/** The line that stands for the middle of a long user message the manifest left out. */
-const omittedMiddle = (chars: number): string => `[… ${chars} characters of the user's message left out here …]`
+/**
+ * The line that stands for the middle of a long text the manifest left out (`of`: whose text it is): how much, and
+ * the reference `recall` answers with the whole text (`textRef` of the text as it was written).
+ */
+const omittedMiddle = (chars: number, of: string, ref: string): string =>
+  `[… ${chars} characters of ${of} left out here; recall ref ${ref} gives the whole text …]`
 
-/** `text` (trimmed) within `max` code units: itself, or its head, an omission line and its tail. */
-const headAndTail = (text: string, max: number): string => {
+/**
+ * `text` (trimmed) within `max` code units: itself, or its head, an omission line naming the reference of `text`
+ * (as given, untrimmed) and its tail, the three within `max` (the tail `INSTRUCTION_TAIL_SHARE` of what the line
+ * leaves).
+ */
+const headAndTail = (text: string, max: number, of: string): string => {
   const whole = text.trim()
   if (whole.length <= max) return whole
-  const tailChars = Math.floor(max * INSTRUCTION_TAIL_SHARE)
-  const head = headOf(whole, max - tailChars).trimEnd()
+  const ref = textRef(text)
+  // the line counting the whole text is at least as long as the one written
+  const room = Math.max(0, max - omittedMiddle(whole.length, of, ref).length - 2)
+  const tailChars = Math.floor(room * INSTRUCTION_TAIL_SHARE)
+  const head = headOf(whole, room - tailChars).trimEnd()
   const tail = tailOf(whole, tailChars).trimStart()
-  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length)}\n${tail}`
+  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length, of, ref)}\n${tail}`
 }
 
 /**
@@ -387,14 +400,15 @@ const instructionText = (message: Message, cap: number): string => {
   const blocks = typeof message.content === "string"
     ? [message.content]
     : message.content.flatMap((b) => isText(b) ? [b.text] : [])
-  const parts = blocks.map((b) => b.trim()).filter((b) => b.length > 0)
-  const whole = parts.join("\n")
+  // each block as written (its reference is of that text), and trimmed
+  const parts = blocks.map((raw) => ({ raw, text: raw.trim() })).filter((b) => b.text.length > 0)
+  const whole = parts.map((part) => part.text).join("\n")
   if (whole.length <= cap) return whole
-  const short = (part: string) => part.length <= cap / 4
-  const shortChars = parts.reduce((n, part) => short(part) ? n + part.length + 1 : n, 0)
+  const short = (part: { readonly text: string }) => part.text.length <= cap / 4
+  const shortChars = parts.reduce((n, part) => short(part) ? n + part.text.length + 1 : n, 0)
   const long = parts.filter((part) => !short(part)).length
   const each = Math.max(Math.floor(cap / 4), Math.floor((cap - shortChars) / Math.max(1, long)))
-  return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
+  return parts.map((part) => short(part) ? part.text : headAndTail(part.raw, each, "the user's message")).join("\n")
 }
 
 /** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
@@ -440,10 +454,11 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  * optional) and the messages `span` after it: the earlier entries one compaction older, merged with the span's.
  *
  * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
- *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
+ *   first task statement the largest), beyond it head and tail around a line that names the reference `recall`
+ *   answers with the whole text block; each text block of a merged message clipped apart.
  * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
  *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
- *   head and tail); it replaces the earlier one.
+ *   head and tail, the line between naming its reference as an instruction's does); it replaces the earlier one.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
@@ -487,9 +502,11 @@ export const nextManifest = (
   let status: string | undefined
   for (const message of span) {
     if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (isText(block)) status = statusBoard(block.text) ?? status
+    for (const block of message.content) if (isText(block) && statusBoard(block.text) !== undefined) status = block.text
   }
-  if (status !== undefined) fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX), age: 0 })
+  if (status !== undefined) {
+    fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX, "the assistant's status board"), age: 0 })
+  }
   // tool calls and their results, in order
   const calls = new Map<string, ToolUseBlock>()
   const succeeded: Array<{ readonly source: string; readonly index: number }> = []
