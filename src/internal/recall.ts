@@ -22,6 +22,7 @@ import { headOf } from "./text.ts"
 import {
   MAX_REGEX_LINE,
   messageText,
+  opaqueField,
   type RecallHit,
   type RecallKind,
   type RecallSource,
@@ -215,7 +216,8 @@ const foldSources = (
         ...(copy ? { copy: true as const } : {}),
         role: message.role,
         ...(tool === undefined ? {} : { tool }),
-        text: recallText(block.content)
+        text: recallText(block.content),
+        ...opaqueField(block.content)
       })
     })
   }
@@ -525,10 +527,10 @@ export const answerFromSources = (
     if ("_tag" in source) {
       return RecallAnswer.Ambiguous({
         ref: request.ref,
-        sources: source.sources.map(({ text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
+        sources: source.sources.map(({ opaque: _, text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
       })
     }
-    const { text, ...rest } = source
+    const { opaque: _, text, ...rest } = source
     // the reference is in the header and in the next-page line, the tool in the header
     const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
     const page = pageOf(text, { lines: request.lines, page: request.page, maxChars: Math.max(CHARS_PER_TOKEN, room) })
