@@ -345,7 +345,7 @@ describe("recall of a tool result with several blocks", () => {
   it.effect("each block comes back exactly, in pages; a search finds the text and not the image's data", () =>
     Effect.gen(function* () {
       const conversation = yield* Conversation
-      const data = Buffer.from(Array.from({ length: 9_000 }, (_, i) => (i * 7919) % 251)).toString("base64")
+      const data = btoa(String.fromCharCode(...Array.from({ length: 9_000 }, (_, i) => (i * 7919) % 251)))
       const content = [
         { type: "text", text: "screenshot of the failing page\n\n  (indented, trailing newline)\n" },
         { type: "image", source: { type: "base64", media_type: "image/png", data } },
