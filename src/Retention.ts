@@ -9,9 +9,10 @@
  * **Normalization.** Every anchor and every piece of view text is compared *folded*: each run of white space
  * (JavaScript's `\s`, newlines included) becomes one space, and the ends are trimmed (`normalize`). Case is kept:
  * paths, commands, errors, URLs and instructions are compared case-sensitively (a path's case matters on most file
- * systems); only hashes and UUIDs, whose hex digits mean the same in either case, are compared in lower case. An
- * anchor is present in a view when its folded text is a substring of one folded piece of the view's text, or when
- * its JSON-escaped form is (a summary that quotes paths as JSON strings, like the files appendix, still keeps them).
+ * systems); only hashes, digests and UUIDs, whose hex digits mean the same in either case, are compared in lower
+ * case. An anchor is present in a view when its folded text is a substring of one folded piece of the view's text, or
+ * when its JSON-escaped form is (a summary that quotes paths as JSON strings, like the files appendix, still keeps
+ * them).
  *
  * Pure: plain values in, plain values out.
  *
@@ -107,12 +108,18 @@ export interface AnchorOptions {
  *   `ANCHOR_LIMITS.error`. The library's own result for an interrupted call (the text `Validate.repair` gives a missing result) is not an
  *   error of the session.
  * - **identifier**: in the text blocks of user-written messages and of assistant messages (not thinking, not tool
- *   input or output), cut into words at white space and `` "'`()[]{}<>;|* ``, each word without trailing `.,:!?`: a
- *   URL (`http://`, `https://`), a UUID, a hash (7–64 hex digits with a digit and a letter), a version (`1.2.3`,
- *   `v1.2.3-rc.1`, `v1.2`, or the part after the last `@` of `name@1.2.3`), a number with a unit (`12ms`, `3.5 MB`,
- *   `100k`, `40%`, `2x`, `500 tokens`: ms, s, sec, µs, us, ns, min, h, B, KB, kB, MB, GB, TB, KiB, MiB, GiB, bytes, k,
- *   K, tokens, lines, px, %, x) or an id (`#123`, or letters, `_` and six or more letters and digits with at least one
- *   of each, like `toolu_01AbC9`).
+ *   input), and in the text of every tool result but those of calls the classifier calls a read (the path stands for
+ *   a file's content) and offload pointers; cut into words at white space and `` "'`()[]{}<>;|* ``, each word
+ *   without trailing `.,:!?`: a URL (`http://`, `https://`: the whole word); else the word, or the part after its
+ *   last `=` (`request-id=…`), or the version after its last `@` (`name@1.2.3`), when it is a digest (`sha1:`,
+ *   `sha224:`, `sha256:`, `sha384:`, `sha512:` or `md5:` and 7–128 hex digits), an ARN (`arn:partition:service:
+ *   region:account:resource`), a path with a line number (a path holding a `/` whose last segment has an extension
+ *   starting with a letter, then `:line` and maybe `:column`; only that much of a word like `a/b.py:7:text`), a UUID,
+ *   a hash (7–64 hex digits with a digit and a letter), a version (`1.2.3`, `v1.2.3-rc.1`, `v1.2`), an error code
+ *   (`ERR_` and capitals, digits and underscores; one to four capitals and three to five digits, like `TS2345`; or an
+ *   `errno`, libuv, getaddrinfo or npm `E` code, like `ECONNREFUSED`) or an id (`#123`, or letters, `_` and six or
+ *   more letters and digits with at least one of each, like `toolu_01AbC9`). A number is none, with a unit (`12ms`)
+ *   or without. Each says how many messages of the span hold it (`mentions`).
  * - **instruction**: the text blocks of each message the user wrote (`Turns.isHumanMessage`), joined by newlines and
  *   cut to `ANCHOR_LIMITS.instruction`; not the library's summary and files messages, nor its leading user message.
  * - **plan**: the items of the latest todo list in the span: a `TodoWrite` / `todo_write` / `todo` / `write_todos` /

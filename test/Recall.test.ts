@@ -57,13 +57,24 @@ const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 // The test's own reading of texts (independent of the library's rendering)
 // ----------------------------------------------------------------------------
 
-/** A tool result's payload as text: a string itself, blocks' texts one per line, anything else a `[type]` marker. */
-const payloadText = (content: ToolResultBlock["content"]): string =>
-  content === undefined
-    ? ""
-    : typeof content === "string"
-    ? content
-    : content.map((b) => b.type === "text" ? (b as { text: string }).text : `[${b.type}]`).join("\n")
+/**
+ * A tool result's payload as text: a string itself, one text block its text; else each block under a numbered header
+ * line (`[block 1 of 2: text, 5 chars]`, `[block 2 of 2: image]`), a text as it is, any other block as its JSON.
+ */
+const payloadText = (content: ToolResultBlock["content"]): string => {
+  if (content === undefined) return ""
+  if (typeof content === "string") return content
+  if (content.length === 1 && content[0]!.type === "text") return (content[0] as { text: string }).text
+  let out = ""
+  content.forEach((b, i) => {
+    if (i > 0) out += "\n"
+    const text = b.type === "text" ? (b as { text: string }).text : undefined
+    out += text === undefined
+      ? `[block ${i + 1} of ${content.length}: ${b.type}]\n${JSON.stringify(b)}`
+      : `[block ${i + 1} of ${content.length}: text, ${text.length} chars]\n${text}`
+  })
+  return out
+}
 
 /** The text of a user message made of text only (string, or text blocks joined by a blank line); else undefined. */
 const userTextOf = (message: Message): string | undefined => {

@@ -130,15 +130,23 @@ describe("anchorsOf, by category", () => {
     assert.deepStrictEqual(reference, texts(anchorsOf(span), "error"))
   })
 
-  it("identifiers: URLs, UUIDs, hashes, versions, numbers with units and ids, from the user's and the assistant's text", () => {
+  it("identifiers: URLs, UUIDs, hashes, digests, ARNs, paths with a line, versions, codes and ids, from the user's and the assistant's text and what tools printed; no number", () => {
     const span = [
       user(
         "See https://example.com/a?b=1. Commit 3f2a9c1 (not abc123), run 123e4567-E89B-12d3-a456-426614174000 on v1.2 and " +
           "pkg@2.0.1-rc.1; it took 12ms, then 3.5 MB and 40%. Ticket #482, call toolu_01AbC9x."
       ),
-      assistant("Upgraded to 1.10.0 (was 1.9.3): 2,048 tokens, 2x faster. Plain 8471 and abcdefgh and 3.14 are not."),
+      assistant(
+        "Upgraded to 1.10.0 (was 1.9.3): 2,048 tokens, 2x faster. Plain 8471 and abcdefgh and 3.14 are not. " +
+          "TS2345 at src/a.ts:12:5, ERR_PNPM_OUTDATED_LOCKFILE; ERROR and EXIT are words, ENOENT is not."
+      ),
       call("1", "bash", { command: "echo 9f9f9f9f1" }),
-      result("1", "deadbeef12 v9.9.9")
+      result(
+        "1",
+        "deadbeef12 v9.9.9\nrequest-id=req_011CUv4x in 96ms\ndigest sha256:4f1c9a7be2d03c58 arn:aws:s3:::bucket"
+      ),
+      call("2", "read", { path: "src/b.ts" }),
+      result("2", "cafe0123 is in the file, v7.7.7 too")
     ]
     const ids = of(anchorsOf(span), "identifier").map((a) => a.category === "identifier" ? `${a.kind} ${a.text}` : "")
     assert.deepStrictEqual(ids, [
@@ -147,15 +155,19 @@ describe("anchorsOf, by category", () => {
       "uuid 123e4567-E89B-12d3-a456-426614174000",
       "version v1.2",
       "version 2.0.1-rc.1",
-      "quantity 12ms",
-      "quantity 3.5 MB",
-      "quantity 40%",
       "id #482",
       "id toolu_01AbC9x",
       "version 1.10.0",
       "version 1.9.3",
-      "quantity 2,048 tokens",
-      "quantity 2x"
+      "code TS2345",
+      "path src/a.ts:12:5",
+      "code ERR_PNPM_OUTDATED_LOCKFILE",
+      "code ENOENT",
+      "hash deadbeef12",
+      "version v9.9.9",
+      "id req_011CUv4x",
+      "digest sha256:4f1c9a7be2d03c58",
+      "arn arn:aws:s3:::bucket"
     ])
   })
 

@@ -10,6 +10,7 @@ import { isHumanMessage } from "../Turns.ts"
 import { headOf } from "./text.ts"
 import { blocksOf, isToolResult, isToolUse } from "./blocks.ts"
 import { MISSING_RESULT_TEXT } from "./repair.ts"
+import { MAX_POINTER_LENGTH, parsePointer } from "./pointer.ts"
 
 // ============================================================================
 // Models
@@ -25,7 +26,7 @@ export const CATEGORIES: ReadonlyArray<Category> = ["path", "command", "error", 
 export type CommandOutcome = "ok" | "failed" | "unanswered"
 
 /** What an identifier is (see `anchorsOf` for the rule of each). @category models */
-export type IdentifierKind = "url" | "uuid" | "hash" | "version" | "quantity" | "id"
+export type IdentifierKind = "url" | "uuid" | "hash" | "digest" | "arn" | "path" | "version" | "code" | "id"
 
 interface AnchorFields {
   /** The anchor's folded text: what is looked for in a view. */
@@ -60,12 +61,17 @@ export interface ErrorAnchor extends AnchorFields {
   readonly category: "error"
 }
 
-/** A hash, UUID, URL, version, number with a unit or id written in the user's or the assistant's text. @category models */
+/**
+ * A hash, UUID, URL, digest, ARN, path with a line number, version, error code or id written in the user's or the
+ * assistant's text or printed by a tool (not a file read). @category models
+ */
 export interface IdentifierAnchor extends AnchorFields {
   /** The anchor's category. */
   readonly category: "identifier"
   /** What sort of identifier it is (a hash, a UUID, a URL, …). */
   readonly kind: IdentifierKind
+  /** How many messages of the span hold it. */
+  readonly mentions: number
 }
 
 /** The text of a message the user wrote (its head, up to `INSTRUCTION_MAX`). @category models */
@@ -99,12 +105,14 @@ export const normalize = (text: string): string => text.replace(/\s+/g, " ").tri
 
 export const clipped = (text: string, max: number): string => headOf(normalize(text), max).trimEnd()
 
-/** True for the identifiers compared in lower case (hashes and UUIDs). */
-export const caseless = (anchor: Anchor): boolean =>
-  anchor.category === "identifier" && (anchor.kind === "hash" || anchor.kind === "uuid")
+/** True for the kinds of identifier compared in lower case (hashes, digests and UUIDs). */
+export const caselessKind = (kind: IdentifierKind): boolean => kind === "hash" || kind === "uuid" || kind === "digest"
+
+/** True for the identifiers compared in lower case (hashes, digests and UUIDs). */
+export const caseless = (anchor: Anchor): boolean => anchor.category === "identifier" && caselessKind(anchor.kind)
 
 /**
- * The key two anchors of one category are the same by: the folded text, in lower case for hashes and UUIDs.
+ * The key two anchors of one category are the same by: the folded text, in lower case for hashes, digests and UUIDs.
  * @category normalization
  */
 export const anchorKey = (anchor: Anchor): string =>
@@ -180,7 +188,7 @@ export const errorLine = (text: string): string => {
     lines.find((line) => EXIT_LINE.test(line)) ?? lines.at(-1) ?? all.at(-1) ?? ""
 }
 
-/** The units of a quantity (`identifiersOf`): a number before one is an identifier. */
+/** The units of a quantity (`printedValues`): a number before one is a value a command printed. */
 const UNITS_PATTERN = "ms|s|sec|µs|us|ns|min|h|B|KB|kB|MB|GB|TB|KiB|MiB|GiB|bytes|k|K|tokens|lines|px|%|x"
 
 /** A line that prints a count of something (tests, files, errors, rows, changes). */
@@ -197,6 +205,9 @@ const VALUE_CANDIDATE = new RegExp(
   "i"
 )
 
+/** What every line holding a code, an ARN or a path with a line number matches (and more), case kept. */
+const CODE_CANDIDATE = /\bE[A-Z0-9]{2,}|ERR_|arn:|\.[A-Za-z][A-Za-z0-9]*:\d|[A-Z]\d{3}/
+
 /** The most value lines `printedValues` keeps, and the longest each may be, in code units. */
 const PRINTED_LINES = 2
 const PRINTED_LINE_MAX = 160
@@ -210,7 +221,7 @@ const PRINTED_LINE_READ = 400
 /**
  * What a successful tool output printed worth keeping: among the lines of its last `PRINTED_WINDOW` code units, the
  * last `PRINTED_LINES` (at most `PRINTED_LINE_READ` long, so no code or dump) that hold a count (`COUNT_LINE`: "Tests:
- * 42 passed") or an identifier (a version, hash, id, URL, quantity), each folded and cut to `PRINTED_LINE_MAX`, in
+ * 42 passed"), an identifier (`identifiersOf`) or a number with a unit (`12ms`, `3.5 MB`), each folded and cut to `PRINTED_LINE_MAX`, in
  * order, joined by ` | `; empty when it printed none. The one rule for a command's values in a summary's manifest and
  * in the pointer of an offloaded output, so a value survives either way.
  */
@@ -226,8 +237,8 @@ export const printedValues = (text: string): string => {
     const lineStart = at < start ? start : at + 1
     const line = text.slice(lineStart, end)
     end = at < start ? start : at
-    if (line.length > PRINTED_LINE_READ || !VALUE_CANDIDATE.test(line)) continue
-    if (!COUNT_LINE.test(line) && identifiersOf(line).length === 0) continue
+    if (line.length > PRINTED_LINE_READ || !(VALUE_CANDIDATE.test(line) || CODE_CANDIDATE.test(line))) continue
+    if (!COUNT_LINE.test(line) && !holdsValue(line)) continue
     const value = clipped(line, PRINTED_LINE_MAX)
     if (value.length > 0) found.push(value)
   }
@@ -280,43 +291,100 @@ const WORD_BREAK = /[\s"'`()[\]{}<>;|*]+/
 /** What a word loses at its end: sentence punctuation. */
 const TRAILING_PUNCTUATION = /[.,:!?]+$/
 
+const URL = /^https?:\/\/./
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const HASH = /^[0-9a-f]{7,64}$/i
+const DIGEST = /^(?:sha1|sha224|sha256|sha384|sha512|md5):[0-9a-f]{7,128}$/i
+const ARN = /^arn:[a-z0-9-]+:[a-z0-9-]+:[a-z0-9-]*:[0-9]*:\S+$/
+/**
+ * A path with a line number at the start of a word (`src/a.ts:12`, `/srv/x.js:10:5`, grep's `a/b.py:7:text`): a
+ * path holding a `/`, whose last segment has an extension that starts with a letter, then `:line` and maybe `:column`.
+ */
+const PATH_LINE =
+  /^(?:~|\.{1,2})?(?:[\w@+-][\w.@+-]*)?(?:\/[\w@+-][\w.@+-]*)*\/[\w@+-][\w.@+-]*\.[A-Za-z][A-Za-z0-9]*:\d+(?::\d+)?(?=:|$)/
 const VERSION = /^(?:v?\d+(?:\.\d+){2,}(?:[-+][0-9A-Za-z.-]+)?|v\d+\.\d+)$/
-const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
-const UNITS = UNITS_PATTERN
-const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS})$`)
-const UNIT = new RegExp(`^(?:${UNITS})$`)
+/** A code of Node or a package manager: `ERR_` and capitals, digits and underscores (`ERR_PNPM_OUTDATED_LOCKFILE`). */
+const ERR_CODE = /^ERR_[A-Z0-9]+(?:_[A-Z0-9]+)*$/
+/** A compiler's or linter's diagnostic code: one to four capitals and three to five digits (`TS2345`, `E0308`). */
+const DIAGNOSTIC_CODE = /^[A-Z]{1,4}\d{3,5}$/
+/** An `E` code (`ECONNREFUSED`): a word of this shape counts when it is one of `E_CODES`. */
+const E_CODE = /^E[A-Z0-9]{2,}(?:_[A-Z0-9]+)*$/
+/**
+ * The `E` codes that are identifiers: the POSIX and Linux `errno` names, libuv's and getaddrinfo's, and npm's. A
+ * capitalized word that merely starts with `E` (`ERROR`, `EXIT`) is not one.
+ */
+const E_CODES: ReadonlySet<string> = new Set(
+  (
+    "E2BIG EACCES EADDRINUSE EADDRNOTAVAIL EADV EAFNOSUPPORT EAGAIN EAI_ADDRFAMILY EAI_AGAIN EAI_BADFLAGS " +
+    "EAI_BADHINTS EAI_CANCELED EAI_FAIL EAI_FAMILY EAI_MEMORY EAI_NODATA EAI_NONAME EAI_OVERFLOW EAI_PROTOCOL " +
+    "EAI_SERVICE EAI_SOCKTYPE EAI_SYSTEM EALREADY EBADE EBADF EBADFD EBADMSG EBADR EBADRQC EBADSLT EBFONT EBUSY " +
+    "ECANCELED ECHARSET ECHILD ECHRNG ECOMM ECONNABORTED ECONNREFUSED ECONNRESET EDEADLK EDEADLOCK EDESTADDRREQ EDOM " +
+    "EDOTDOT EDQUOT EEXIST EFAULT EFBIG EFTYPE EHOSTDOWN EHOSTUNREACH EHWPOISON EIDRM EILSEQ EINPROGRESS EINTR " +
+    "EINVAL EIO EISCONN EISDIR EISNAM EKEYEXPIRED EKEYREJECTED EKEYREVOKED EL2HLT EL2NSYNC EL3HLT EL3RST ELIBACC " +
+    "ELIBBAD ELIBEXEC ELIBMAX ELIBSCN ELNRNG ELOOP EMEDIUMTYPE EMFILE EMLINK EMSGSIZE EMULTIHOP ENAMETOOLONG " +
+    "ENAVAIL ENETDOWN ENETRESET ENETUNREACH ENFILE ENOANO ENOBUFS ENOCSI ENODATA ENODEV ENOENT ENOEXEC ENOKEY " +
+    "ENOLCK ENOLINK ENOMEDIUM ENOMEM ENOMSG ENONET ENOPKG ENOPROTOOPT ENOSPC ENOSR ENOSTR ENOSYS ENOTBLK ENOTCONN " +
+    "ENOTDIR ENOTEMPTY ENOTNAM ENOTRECOVERABLE ENOTSOCK ENOTSUP ENOTTY ENOTUNIQ ENXIO EOPNOTSUPP EOVERFLOW " +
+    "EOWNERDEAD EPERM EPFNOSUPPORT EPIPE EPROTO EPROTONOSUPPORT EPROTOTYPE ERANGE EREMCHG EREMOTE EREMOTEIO " +
+    "ERESTART ERFKILL EROFS ESHUTDOWN ESOCKTNOSUPPORT ESPIPE ESRCH ESRMNT ESTALE ESTRPIPE ETIME ETIMEDOUT " +
+    "ETOOMANYREFS ETXTBSY EUCLEAN EUNATCH EUSERS EWOULDBLOCK EXDEV EXFULL " +
+    "EBADENGINE EBADPLATFORM EINTEGRITY EJSONPARSE ELIFECYCLE ELOCKVERIFY ENEEDAUTH ENOAUDIT ENOLOCK ENOTARGET " +
+    "ENOVERSIONS ENOWORKSPACES EOTP EPUBLISHCONFLICT ERESOLVE ETARGET EUNSUPPORTEDPROTOCOL EUSAGE"
+  ).split(" ")
+)
 const ID = /^(?:#\d{1,7}|[A-Za-z]+_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{6,})$/
 
-const kindOfWord = (word: string): IdentifierKind | undefined => {
-  if (/^https?:\/\/./.test(word)) return "url"
-  if (UUID.test(word)) return "uuid"
-  if (HASH.test(word) && /\d/.test(word) && /[a-f]/i.test(word)) return "hash"
-  if (VERSION.test(word)) return "version"
-  if (QUANTITY.test(word)) return "quantity"
-  if (ID.test(word)) return "id"
+const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
+const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS_PATTERN})$`)
+const UNIT = new RegExp(`^(?:${UNITS_PATTERN})$`)
+
+/** The identifier a word (or the part after its last `=`) is, with its kind; `undefined` when it is none. */
+const identifierOfWord = (word: string): { readonly text: string; readonly kind: IdentifierKind } | undefined => {
+  if (URL.test(word)) return { text: word, kind: "url" }
+  // `key=value`: the value
+  const equals = word.lastIndexOf("=")
+  const part = equals === -1 ? word : word.slice(equals + 1)
+  if (part.length === 0) return undefined
+  const at = part.lastIndexOf("@")
+  const candidate = at > 0 && VERSION.test(part.slice(at + 1)) ? part.slice(at + 1) : part
+  if (DIGEST.test(candidate)) return { text: candidate, kind: "digest" }
+  if (ARN.test(candidate)) return { text: candidate, kind: "arn" }
+  const path = PATH_LINE.exec(candidate)
+  if (path !== null) return { text: path[0], kind: "path" }
+  if (UUID.test(candidate)) return { text: candidate, kind: "uuid" }
+  if (HASH.test(candidate) && /\d/.test(candidate) && /[a-f]/i.test(candidate)) return { text: candidate, kind: "hash" }
+  if (VERSION.test(candidate)) return { text: candidate, kind: "version" }
+  if (
+    ERR_CODE.test(candidate) || DIAGNOSTIC_CODE.test(candidate) || (E_CODE.test(candidate) && E_CODES.has(candidate))
+  ) return { text: candidate, kind: "code" }
+  if (ID.test(candidate)) return { text: candidate, kind: "id" }
   return undefined
 }
 
-/** The identifiers of a text, in order, each with its kind. */
+/**
+ * The identifiers of a text, in order, each with its kind (the rules are `Retention.anchorsOf`'s). A number, with a
+ * unit or without, is none. Each one's text occurs in `text` as it is.
+ */
 export const identifiersOf = (
   text: string
 ): ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> => {
-  const words = text.split(WORD_BREAK).map((w) => w.replace(TRAILING_PUNCTUATION, "")).filter((w) => w.length > 0)
   const found: Array<{ readonly text: string; readonly kind: IdentifierKind }> = []
-  for (let i = 0; i < words.length; i++) {
-    const word = words[i]!
-    const at = word.lastIndexOf("@")
-    const candidate = at > 0 && VERSION.test(word.slice(at + 1)) ? word.slice(at + 1) : word
-    const kind = kindOfWord(candidate)
-    if (kind !== undefined) found.push({ text: candidate, kind })
-    else if (NUMBER.test(word) && i + 1 < words.length && UNIT.test(words[i + 1]!)) {
-      found.push({ text: `${word} ${words[i + 1]}`, kind: "quantity" })
-      i++
-    }
+  for (const raw of text.split(WORD_BREAK)) {
+    const word = raw.replace(TRAILING_PUNCTUATION, "")
+    if (word.length === 0) continue
+    const id = identifierOfWord(word)
+    if (id !== undefined) found.push(id)
   }
   return found
+}
+
+/** True when `line` holds an identifier or a number with a unit (`12ms`, `3.5 MB`): a value a command printed. */
+const holdsValue = (line: string): boolean => {
+  const words = line.split(WORD_BREAK).map((w) => w.replace(TRAILING_PUNCTUATION, "")).filter((w) => w.length > 0)
+  return words.some((word, i) =>
+    identifierOfWord(word) !== undefined || QUANTITY.test(word) ||
+    (NUMBER.test(word) && i + 1 < words.length && UNIT.test(words[i + 1]!))
+  )
 }
 
 // ============================================================================
@@ -341,13 +409,27 @@ export const spanAnchors = (
     // a key set again keeps its place: the order stays that of first appearance
     found.set(key, earlier === undefined ? anchor : merge(earlier, anchor))
   }
-  // outcomes of tool calls by id, read first so a command's result may come after it
+  /** An identifier's key → how many messages hold it, and the last message counted. */
+  const mentions = new Map<string, { count: number; at: number }>()
+  const addIdentifiers = (text: string, messageIndex: number): void => {
+    for (const id of identifiersOf(text)) {
+      const anchor: IdentifierAnchor = { category: "identifier", ...id, mentions: 1, messageIndex }
+      add(anchor)
+      const key = anchorKey(anchor)
+      const seen = mentions.get(key)
+      if (seen === undefined) mentions.set(key, { count: 1, at: messageIndex })
+      else if (seen.at !== messageIndex) mentions.set(key, { count: seen.count + 1, at: messageIndex })
+    }
+  }
+  // outcomes of tool calls by id, read first so a command's result may come after it; and the calls that read a file
   const outcomes = new Map<string, boolean>()
+  const reads = new Set<string>()
   for (const message of messages) {
     // a system message may have no content (API-RULES 26)
     if (!Array.isArray(message.content)) continue
     for (const block of message.content) {
       if (isToolResult(block)) outcomes.set(block.tool_use_id, block.is_error === true)
+      else if (isToolUse(block) && classify(block)._tag === "Read") reads.add(block.id)
     }
   }
   let plan: { readonly items: ReadonlyArray<string>; readonly messageIndex: number } | undefined
@@ -357,13 +439,15 @@ export const spanAnchors = (
       if (isHumanMessage(message) && !isLibraryMessage(message)) {
         const text = textOf(message)
         add({ category: "instruction", text: clipped(text, ANCHOR_LIMITS.instruction), messageIndex })
-        for (const id of identifiersOf(text)) add({ category: "identifier", ...id, messageIndex })
+        addIdentifiers(text, messageIndex)
       }
       if (typeof message.content === "string") return
       for (const block of message.content) {
-        if (!isToolResult(block) || block.is_error !== true) continue
+        if (!isToolResult(block)) continue
         const text = resultText(block.content)
-        if (normalize(text) === MISSING_RESULT_TEXT) continue
+        // what a tool printed, but not a file a read returned (its path stands for it) nor an offload pointer
+        if (!reads.has(block.tool_use_id) && !isPointer(text)) addIdentifiers(text, messageIndex)
+        if (block.is_error !== true || normalize(text) === MISSING_RESULT_TEXT) continue
         add({ category: "error", text: clipped(errorLine(text), ANCHOR_LIMITS.error), messageIndex })
       }
       return
@@ -371,7 +455,7 @@ export const spanAnchors = (
     for (const block of blocksOf(message)) {
       if (block.type === "text") {
         const text = (block as { readonly text: string }).text
-        for (const id of identifiersOf(text)) add({ category: "identifier", ...id, messageIndex })
+        addIdentifiers(text, messageIndex)
         const items = checklistItems(text)
         if (items !== undefined) plan = { items, messageIndex }
         continue
@@ -407,9 +491,14 @@ export const spanAnchors = (
       add({ category: "plan", text: clipped(item, ANCHOR_LIMITS.plan), messageIndex: plan.messageIndex })
     }
   }
-  const all = [...found.values()]
+  const all = [...found.entries()].map(([key, anchor]) =>
+    anchor.category === "identifier" ? { ...anchor, mentions: mentions.get(key)?.count ?? 1 } : anchor
+  )
   return CATEGORIES.flatMap((category) => all.filter((a) => a.category === category))
 }
+
+/** True when `text` is an offload pointer (what an eviction left of a tool result). */
+const isPointer = (text: string): boolean => text.length <= MAX_POINTER_LENGTH && parsePointer(text) !== undefined
 
 /** A later sighting of the same anchor: its message, and for a command its run counted and its outcome the last. */
 const merge = (earlier: Anchor, later: Anchor): Anchor => {

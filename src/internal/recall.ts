@@ -10,7 +10,8 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Message, ToolUseBlock } from "../Message.ts"
-import { isToolResult, isToolUse } from "./blocks.ts"
+import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { isTextRef, textRef } from "./textRef.ts"
 import { decodeLine, type Entry } from "../SessionEntry.ts"
 import type { RemovedItem as EntryRemovedItem } from "./sessionEntry.ts"
 import { SessionStore } from "../SessionStore.ts"
@@ -21,6 +22,7 @@ import { headOf } from "./text.ts"
 import {
   MAX_REGEX_LINE,
   messageText,
+  opaqueField,
   type RecallHit,
   type RecallKind,
   type RecallSource,
@@ -214,7 +216,8 @@ const foldSources = (
         ...(copy ? { copy: true as const } : {}),
         role: message.role,
         ...(tool === undefined ? {} : { tool }),
-        text: recallText(block.content)
+        text: recallText(block.content),
+        ...opaqueField(block.content)
       })
     })
   }
@@ -288,6 +291,48 @@ export const qualifiedRef = (toolUseId: string, entryId: string): string => `${t
  * @category sources
  */
 export const recallSources = (entries: ReadonlyArray<Entry>): ReadonlyArray<RecallSource> => foldSources(entries)
+
+/**
+ * The text a text reference (`textRef`, which a summary names where it shortened a text) stands for, as a source:
+ * the first text block (or string content) of a message, summary or kept message of `entries` whose reference it is,
+ * one the view no longer holds first; `undefined` when none is. Pure.
+ * @category sources
+ */
+export const textSourceOf = (
+  entries: ReadonlyArray<Entry>,
+  sources: ReadonlyArray<RecallSource>,
+  ref: string
+): RecallSource | undefined => {
+  if (!isTextRef(ref)) return undefined
+  const removed = new Map(sources.flatMap((s) => s.kind === "tool_result" ? [] : [[s.entryId, s.removed] as const]))
+  let found: RecallSource | undefined
+  const look = (entryId: string, message: Message): boolean => {
+    const texts = typeof message.content === "string"
+      ? [message.content]
+      : message.content.flatMap((b) => isText(b) ? [b.text] : [])
+    const text = texts.find((t) => textRef(t) === ref)
+    if (text === undefined) return false
+    const source: RecallSource = {
+      ref,
+      kind: "message",
+      entryId,
+      role: message.role,
+      text,
+      removed: removed.get(entryId) ?? false
+    }
+    found ??= source
+    if (!source.removed) return false
+    found = source
+    return true
+  }
+  for (const entry of entries) {
+    if (entry.type === "message" && look(entry.id, entry.message)) break
+    if (entry.type !== "compaction") continue
+    if (look(entry.id, entry.summary)) break
+    if (entry.kept?.messages.some((m, i) => look(`${entry.id}#${i + 1}`, m)) === true) break
+  }
+  return found
+}
 
 /**
  * What a reference names: a message or summary by entry id; a tool result by its `ref` (its `tool_use_id`, or
@@ -482,10 +527,10 @@ export const answerFromSources = (
     if ("_tag" in source) {
       return RecallAnswer.Ambiguous({
         ref: request.ref,
-        sources: source.sources.map(({ text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
+        sources: source.sources.map(({ opaque: _, text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
       })
     }
-    const { text, ...rest } = source
+    const { opaque: _, text, ...rest } = source
     // the reference is in the header and in the next-page line, the tool in the header
     const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
     const page = pageOf(text, { lines: request.lines, page: request.page, maxChars: Math.max(CHARS_PER_TOKEN, room) })
@@ -577,7 +622,8 @@ export const renderAnswer = (answer: RecallAnswer): string => {
 /**
  * Answers a recall tool call's `input` from a session's entries, read by `read` only when the input is valid:
  * `Invalid` (without a read) when it cannot be decoded, else the answer of `answerFromSources` over what the entries
- * (every stored entry, oldest first) removed.
+ * (every stored entry, oldest first) removed; a text reference no source has is answered by the text it stands for
+ * (`textSourceOf`).
  * @category answers
  */
 export const answerFrom = <E, R>(
@@ -588,7 +634,15 @@ export const answerFrom = <E, R>(
   const request = decodeRecallInput(input)
   return Result.isFailure(request)
     ? Effect.succeed(RecallAnswer.Invalid({ error: request.failure }))
-    : Effect.map(read, (entries) => answerFromSources(recallSources(entries), request.success, options))
+    : Effect.map(read, (entries) => {
+      const sources = recallSources(entries)
+      const asked = request.success
+      // a text reference stands for a text block a summary shortened: found by its content
+      const text = asked._tag === "ByRef" && sourceOf(sources, asked.ref) === undefined
+        ? textSourceOf(entries, sources, asked.ref)
+        : undefined
+      return answerFromSources(text === undefined ? sources : [...sources, text], asked, options)
+    })
 }
 
 // ============================================================================

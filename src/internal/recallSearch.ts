@@ -33,19 +33,47 @@ export interface RecallSource {
   readonly tool?: string
   /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
   readonly text: string
+  /** The lines (from 0) of `text` that hold a block other than text as its JSON (`recallText`): never searched. */
+  readonly opaque?: ReadonlyArray<number>
   /** The current view no longer holds it as stored: summarized away or offloaded. */
   readonly removed: boolean
 }
 
 /**
- * The text of a tool result's content: a string as it is; blocks as their texts, one after the other, an image or
- * other non-text block as a one-line marker (`[image]`), separated by a newline.
+ * The text of a tool result's content, from which the content comes back exactly: a string as it is, a single text
+ * block as its text; any other list of blocks as each block under a header line (`[block 2 of 3: text, 120 chars]`,
+ * `[block 3 of 3: image]`), separated by a newline: a text block's text as it is (its length in code units in its
+ * header), any other block (an image, a document) as its JSON on one line.
  * @category text
  */
 export const recallText = (content: ToolResultBlock["content"]): string => {
   if (content === undefined) return ""
   if (typeof content === "string") return content
-  return content.map(blockText).join("\n")
+  if (content.length === 1 && isText(content[0]!)) return content[0].text
+  return content.map((block, i) => {
+    const position = `block ${i + 1} of ${content.length}`
+    return isText(block)
+      ? `[${position}: text, ${block.text.length} chars]\n${block.text}`
+      : `[${position}: ${block.type}]\n${JSON.stringify(block)}`
+  }).join("\n")
+}
+
+/**
+ * The lines (from 0) of `recallText(content)` that hold a block other than text as its JSON, or `undefined` when
+ * there is none (what a search leaves out: an image's data is not text).
+ */
+export const opaqueLines = (content: ToolResultBlock["content"]): ReadonlyArray<number> | undefined => {
+  if (content === undefined || typeof content === "string") return undefined
+  if (content.length === 1 && isText(content[0]!)) return undefined
+  const lines: Array<number> = []
+  let line = 0
+  for (const block of content) {
+    // the header, then the body
+    line += 1
+    if (isText(block)) line += lineCount(block.text) + 1
+    else lines.push(line++)
+  }
+  return lines.length === 0 ? undefined : lines
 }
 
 const blockText = (block: ContentBlock): string => {
@@ -94,12 +122,21 @@ export const removedSources = (messages: ReadonlyArray<Message>, from = 0): Read
           toolUseId: block.tool_use_id,
           role: message.role,
           text: recallText(block.content),
+          ...opaqueField(block.content),
           removed: true
         }]
         : []
     )
     return [own, ...results]
   })
+
+/** The `opaque` field of a tool result's source: present only when its content holds a block other than text. */
+export const opaqueField = (
+  content: ToolResultBlock["content"]
+): { readonly opaque?: ReadonlyArray<number> } => {
+  const opaque = opaqueLines(content)
+  return opaque === undefined ? {} : { opaque }
+}
 
 /** One search hit: the source's reference, the matching line and a few lines around it. @category models */
 export interface RecallHit {
@@ -220,9 +257,10 @@ export const searchSources = (
     // a message's text repeats its tool results: search each tool result once, in its own source (the message's
     // other blocks, a user's text beside a tool result, in the message)
     const skip = source.kind === "tool_result" ? undefined : ownResultLines(sources, s)
+    const opaque = source.opaque === undefined ? undefined : new Set(source.opaque)
     const lines = source.text.split("\n")
     lines.forEach((line, i) => {
-      if (skip?.has(i) === true || !matches(line)) return
+      if (skip?.has(i) === true || opaque?.has(i) === true || !matches(line)) return
       const excerpt = lines.slice(Math.max(0, i - context), i + context + 1).map((l) => headOf(l, MAX_EXCERPT_LINE))
       hits.push({
         ref: source.ref,

@@ -8,12 +8,14 @@
 import {
   type Anchor,
   ANCHOR_LIMITS,
+  caselessKind,
   checklistItems,
   clipped,
   commandOf,
   type CommandOutcome,
   errorLine,
   firstLine,
+  type IdentifierAnchor,
   identifiersOf,
   normalize,
   printedValues,
@@ -32,6 +34,7 @@ import { isHumanMessage } from "../Turns.ts"
 import type { BuiltMessage } from "./wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./blocks.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
+import { textRef } from "./textRef.ts"
 
 /**
  * The longest summary, in tokens: 8,192. It is the `max_tokens` a summarizer asks for by default, and the cap the
@@ -260,11 +263,14 @@ export type ManifestEntry =
 
 /**
  * What a summary keeps by rule, computed by code from the summarized messages (`nextManifest`): entries grouped by
- * kind in `MANIFEST_KINDS` order, newest first within a kind.
+ * kind in `MANIFEST_KINDS` order, newest first within a kind (identifiers: the most mentioned first).
  * @category models
  */
 export interface Manifest {
-  /** The kept entries, grouped by kind in `MANIFEST_KINDS` order, newest first within a kind. */
+  /**
+   * The kept entries, grouped by kind in `MANIFEST_KINDS` order, newest first within a kind (identifiers: the most
+   * mentioned first).
+   */
   readonly entries: ReadonlyArray<ManifestEntry>
 }
 
@@ -353,25 +359,37 @@ const verbatim = (text: string, max: number): string => clipEnd(text.trim(), max
 /**
  * The longest user message a manifest keeps whole, in code units: the conversation's first task statement (the first
  * message of the user when no earlier summary exists) 8,000, any other 3,000. A longer message keeps its head and
- * its tail (`INSTRUCTION_TAIL_SHARE` of the cap), so its closing request survives; each text block of a message (a
- * follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long block before it.
+ * its tail (`INSTRUCTION_TAIL_SHARE` of the cap less the omission line), so its closing request survives; each text
+ * block of a message (a follow-up merged into it) is clipped on its own, so a short follow-up is never cut with a long
+ * block before it.
  */
 const INSTRUCTION_CAP = { first: 8_000, other: 3_000 } as const
 
 /** The share of an instruction's cap its tail keeps when the message is longer than the cap. */
 const INSTRUCTION_TAIL_SHARE = 0.4
 
-/** The line that stands for the middle of a long user message the manifest left out. */
-const omittedMiddle = (chars: number): string => `[… ${chars} characters of the user's message left out here …]`
+/**
+ * The line that stands for the middle of a long text the manifest left out (`of`: whose text it is): how much, and
+ * the reference `recall` answers with the whole text (`textRef` of the text as it was written).
+ */
+const omittedMiddle = (chars: number, of: string, ref: string): string =>
+  `[… ${chars} characters of ${of} left out here; recall ref ${ref} gives the whole text …]`
 
-/** `text` (trimmed) within `max` code units: itself, or its head, an omission line and its tail. */
-const headAndTail = (text: string, max: number): string => {
+/**
+ * `text` (trimmed) within `max` code units: itself, or its head, an omission line naming the reference of `text`
+ * (as given, untrimmed) and its tail, the three within `max` (the tail `INSTRUCTION_TAIL_SHARE` of what the line
+ * leaves).
+ */
+const headAndTail = (text: string, max: number, of: string): string => {
   const whole = text.trim()
   if (whole.length <= max) return whole
-  const tailChars = Math.floor(max * INSTRUCTION_TAIL_SHARE)
-  const head = headOf(whole, max - tailChars).trimEnd()
+  const ref = textRef(text)
+  // the line counting the whole text is at least as long as the one written
+  const room = Math.max(0, max - omittedMiddle(whole.length, of, ref).length - 2)
+  const tailChars = Math.floor(room * INSTRUCTION_TAIL_SHARE)
+  const head = headOf(whole, room - tailChars).trimEnd()
   const tail = tailOf(whole, tailChars).trimStart()
-  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length)}\n${tail}`
+  return `${head}\n${omittedMiddle(whole.length - head.length - tail.length, of, ref)}\n${tail}`
 }
 
 /**
@@ -382,14 +400,15 @@ const instructionText = (message: Message, cap: number): string => {
   const blocks = typeof message.content === "string"
     ? [message.content]
     : message.content.flatMap((b) => isText(b) ? [b.text] : [])
-  const parts = blocks.map((b) => b.trim()).filter((b) => b.length > 0)
-  const whole = parts.join("\n")
+  // each block as written (its reference is of that text), and trimmed
+  const parts = blocks.map((raw) => ({ raw, text: raw.trim() })).filter((b) => b.text.length > 0)
+  const whole = parts.map((part) => part.text).join("\n")
   if (whole.length <= cap) return whole
-  const short = (part: string) => part.length <= cap / 4
-  const shortChars = parts.reduce((n, part) => short(part) ? n + part.length + 1 : n, 0)
+  const short = (part: { readonly text: string }) => part.text.length <= cap / 4
+  const shortChars = parts.reduce((n, part) => short(part) ? n + part.text.length + 1 : n, 0)
   const long = parts.filter((part) => !short(part)).length
   const each = Math.max(Math.floor(cap / 4), Math.floor((cap - shortChars) / Math.max(1, long)))
-  return parts.map((part) => short(part) ? part : headAndTail(part, each)).join("\n")
+  return parts.map((part) => short(part) ? part.text : headAndTail(part.raw, each, "the user's message")).join("\n")
 }
 
 /** The key two entries of one kind are the same by (errors and the rest by text; files by path). */
@@ -435,10 +454,11 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  * optional) and the messages `span` after it: the earlier entries one compaction older, merged with the span's.
  *
  * - **instruction**: each message the user wrote (not the library's), whole up to its cap (`INSTRUCTION_CAP`: the
- *   first task statement the largest), beyond it head and tail; each text block of a merged message clipped apart.
+ *   first task statement the largest), beyond it head and tail around a line that names the reference `recall`
+ *   answers with the whole text block; each text block of a merged message clipped apart.
  * - **status**: the assistant's latest status board, todo list or plan written as text (a text block with at least two
  *   status lines: checklist items, `task: in-progress`, `Next action: …`), verbatim up to 3,000 code units (beyond it
- *   head and tail); it replaces the earlier one.
+ *   head and tail, the line between naming its reference as an instruction's does); it replaces the earlier one.
  * - **error**: each failed tool result's error line (as `Retention` reads it), with the call it came from; it is
  *   `resolved` once a later call of the same command (or tool and path) succeeds, in this span or a later one.
  * - **plan**: the items of the span's latest todo list or checklist (verbatim up to `MANIFEST_PLAN_ITEM_MAX`); it
@@ -447,8 +467,11 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  *   successful run printed worth keeping (`printedValues`: its last two lines, not code, holding a count or an
  *   identifier: "Tests: 42 passed", a version, a hash; folded, 160 code units each; an offloaded output's, as its
  *   pointer kept them) is kept with it; the last outcome is the latest.
- * - **identifier**: the hashes, ids, URLs, versions and quantities of the user's and assistant's text, and those of
- *   the earlier model text (so what the earlier model kept is not lost when the next one drops it).
+ * - **identifier**: the identifiers (`Retention.anchorsOf`'s: hashes, UUIDs, URLs, digests, ARNs, paths with a line
+ *   number, versions, error codes, ids) of the user's and assistant's text and of what tools printed (not file
+ *   reads), those held by more messages first, then the newest; then those of the earlier model text (so what the
+ *   earlier model kept is not lost when the next one drops it). None that an instruction's kept text shows; within
+ *   `MANIFEST_IDENTIFIER_CHARS`.
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
  *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
  *
@@ -479,9 +502,11 @@ export const nextManifest = (
   let status: string | undefined
   for (const message of span) {
     if (message.role !== "assistant" || typeof message.content === "string") continue
-    for (const block of message.content) if (isText(block)) status = statusBoard(block.text) ?? status
+    for (const block of message.content) if (isText(block) && statusBoard(block.text) !== undefined) status = block.text
   }
-  if (status !== undefined) fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX), age: 0 })
+  if (status !== undefined) {
+    fresh.push({ kind: "status", text: headAndTail(status, STATUS_MAX, "the assistant's status board"), age: 0 })
+  }
   // tool calls and their results, in order
   const calls = new Map<string, ToolUseBlock>()
   const succeeded: Array<{ readonly source: string; readonly index: number }> = []
@@ -572,7 +597,7 @@ export const nextManifest = (
       ...(ref !== undefined && isRef(ref) ? { ref } : {})
     })
   }
-  for (const a of anchors.filter((a) => a.category === "identifier").sort(newestFirst)) {
+  for (const a of anchors.flatMap((a) => a.category === "identifier" ? [a] : []).sort(mostMentioned)) {
     fresh.push({ kind: "identifier", text: a.text, age: 0 })
   }
   const recent = [...new Set([...modified].reverse())].slice(0, MANIFEST_MAX_FILES)
@@ -595,7 +620,38 @@ export const nextManifest = (
   if (earlier.body !== undefined) {
     for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
   }
-  return { entries: mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent) }
+  return { entries: boundIdentifiers(mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent)) }
+}
+
+/** Identifiers held by more messages first, then the newest. */
+const mostMentioned = (a: IdentifierAnchor, b: IdentifierAnchor): number =>
+  b.mentions - a.mentions || b.messageIndex - a.messageIndex
+
+/**
+ * The most code units the identifier lines of a manifest take: 2,400 (about 600 tokens, under a tenth of the default
+ * summary budget). The identifiers beyond it, the lowest in the manifest's order (the span's own first, the most
+ * mentioned and newest first; then the earlier ones), are left out. @category constants
+ */
+export const MANIFEST_IDENTIFIER_CHARS = 2_400
+
+/**
+ * `entries` with their identifiers bounded: none that is no longer one (`identifiersOf`), none already visible in an
+ * instruction's kept text (case aside for hashes, digests and UUIDs), and within `MANIFEST_IDENTIFIER_CHARS`.
+ */
+const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>): ReadonlyArray<ManifestEntry> => {
+  const kept = normalize(entries.flatMap((e) => e.kind === "instruction" ? [e.text] : []).join("\n"))
+  const keptLower = kept.toLowerCase()
+  let room = MANIFEST_IDENTIFIER_CHARS
+  return entries.filter((entry) => {
+    if (entry.kind !== "identifier") return true
+    const id = identifiersOf(entry.text).find((found) => found.text === entry.text)
+    if (id === undefined) return false
+    if (caselessKind(id.kind) ? keptLower.includes(id.text.toLowerCase()) : kept.includes(id.text)) return false
+    const cost = renderEntry(entry).length + 1
+    if (cost > room) return false
+    room -= cost
+    return true
+  })
 }
 
 /** The raw items of the plan found in `span[messageIndex]` (the latest one), in order. */
