@@ -193,6 +193,44 @@ describe("nextManifest", () => {
     assert.include(rendered, "neither is the user's")
   })
 
+  it("marks the user's first message and the one that opened a turn still running; each message has its reference", () => {
+    const noted = (id: string, note: string): Message => ({
+      role: "user",
+      content: [{ type: "tool_result", tool_use_id: id, content: "ok" }, { type: "text", text: note }]
+    })
+    const span: ReadonlyArray<Message> = [
+      user("The task: port the parser."),
+      ...bash("p1", "make", "ok"),
+      assistant("Done."),
+      user("Now the lexer."),
+      call("l1", "bash", { command: "make lexer" }),
+      noted("l1", "good, go on")
+    ]
+    const tasks = (m: Manifest) =>
+      ofKind(m, "instruction").flatMap((e) => e.task === undefined ? [] : [`${e.task}: ${e.text}`])
+    // the turn "Now the lexer." goes on in the kept tail: it is the turn's task, the note that rides a result is not
+    const first = nextManifest({}, span, undefined, { turnGoesOn: true })
+    assert.deepStrictEqual(tasks(first), ["turn: Now the lexer.", "first: The task: port the parser."])
+    // each instruction names its message by a digest of its words, the same for the same words
+    const refs = ofKind(first, "instruction").map((e) => e.ref)
+    assert.isTrue(refs.every((ref) => ref !== undefined && /^msg_[0-9a-f]{16}$/.test(ref)))
+    assert.strictEqual(new Set(refs).size, refs.length)
+    assert.deepStrictEqual(ofKind(nextManifest({}, span), "instruction").map((e) => e.ref), refs)
+    // without a new message the user typed, the turn's task stays marked while the turn goes on; a new one takes over
+    const parts = splitSummary(summaryWithManifest(GENERIC, first, noFiles, { budgetTokens: 8_000 }))
+    const goesOn = nextManifest(
+      parts,
+      [call("l2", "bash", { command: "make lexer" }), noted("l2", "again")],
+      undefined,
+      {
+        turnGoesOn: true
+      }
+    )
+    assert.deepStrictEqual(tasks(goesOn), ["turn: Now the lexer.", "first: The task: port the parser."])
+    const ended = nextManifest(parts, [user("Thanks; now the docs.")], undefined, { turnGoesOn: false })
+    assert.deepStrictEqual(tasks(ended), ["first: The task: port the parser."])
+  })
+
   it("a chained manifest ages the earlier entries, merges them, and resolves what the new span fixed", () => {
     const later = nextManifest({ manifest, body: "We kept the hash deadbeef42 in mind." }, [
       user("Run the lint again."),
