@@ -50,6 +50,7 @@ export type { BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 import {
+  isPrompt,
   mergeFiles,
   nextManifest,
   noFiles,
@@ -553,9 +554,12 @@ const planCut = <M extends Message>(
   )
   // after a server's compaction, the manifest is that of what follows its block (the server's summary, carried as
   // the earlier text, holds the part before it: its identifiers are carried, and it held the first task statement)
+  // the turn the head ends in goes on in the kept tail when the tail holds no message the user typed apart from tool
+  // results: its task is kept before the user's other messages
+  const spanOptions = { turnGoesOn: !messages.slice(plan.cut).some(isPrompt) }
   const manifest = server === undefined
-    ? nextManifest(earlier ?? {}, sinceSummary, options.classifier)
-    : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier)
+    ? nextManifest(earlier ?? {}, sinceSummary, options.classifier, spanOptions)
+    : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier, spanOptions)
   // the summary carries the head's manifest whatever the model writes: a head too short to free enough with it waits
   const floor = summaryFloorTokens(manifest, files, policy.summaryBudgetTokens)
   if (tokensBefore - plan.keptTokens - floor < minFreedTokens) {

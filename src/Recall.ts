@@ -6,8 +6,10 @@
  *
  * Every removal names its way back by a **reference**: an offloaded tool result by its `tool_use_id` (the `id` of its
  * offload pointer), a summarized message by the id of the log entry that stored it (`entryId`, a kept message
- * `compactionId#i`, a replaced summary its compaction entry's id). A tool_use_id the session reused names each of its
- * results as `<tool_use_id>@<entry id>`; the bare id then answers with that list (`Ambiguous`). `recall` answers
+ * `compactionId#i`, a replaced summary its compaction entry's id), and a user's message a summary's manifest quotes or
+ * leaves out for room by its words (`msg_` and a digest of them, the same in every log and every resume). A
+ * tool_use_id the session reused names each of its results as `<tool_use_id>@<entry id>`; the bare id then answers
+ * with that list (`Ambiguous`). `recall` answers
  *
  * - **by reference** (`ref`, with an optional `lines` range and a `page`): the removed text exactly as it was stored,
  *   cut into pages of at most `maxTokens` each, so a large output comes back in pages that join to the original;

@@ -9,11 +9,13 @@
 // each name's doc comment is on its declaration in `internal/summary.ts`
 export {
   DEFAULT_SUMMARY_MAX_TOKENS,
+  type FileLists,
   filesMessage,
   filesOfMessage,
   type Manifest,
   type ManifestEntry,
   type ManifestKind,
+  type OmittedMessages,
   splitSummary,
   SUMMARY_HEADER,
   summaryMessage,

@@ -192,6 +192,44 @@ describe("nextManifest", () => {
     assert.include(rendered, "neither is the user's")
   })
 
+  it("marks the user's first message and the one that opened a turn still running; each message has its reference", () => {
+    const noted = (id: string, note: string): Message => ({
+      role: "user",
+      content: [{ type: "tool_result", tool_use_id: id, content: "ok" }, { type: "text", text: note }]
+    })
+    const span: ReadonlyArray<Message> = [
+      user("The task: port the parser."),
+      ...bash("p1", "make", "ok"),
+      assistant("Done."),
+      user("Now the lexer."),
+      call("l1", "bash", { command: "make lexer" }),
+      noted("l1", "good, go on")
+    ]
+    const tasks = (m: Manifest) =>
+      ofKind(m, "instruction").flatMap((e) => e.task === undefined ? [] : [`${e.task}: ${e.text}`])
+    // the turn "Now the lexer." goes on in the kept tail: it is the turn's task, the note that rides a result is not
+    const first = nextManifest({}, span, undefined, { turnGoesOn: true })
+    assert.deepStrictEqual(tasks(first), ["turn: Now the lexer.", "first: The task: port the parser."])
+    // each instruction names its message by a digest of its words, the same for the same words
+    const refs = ofKind(first, "instruction").map((e) => e.ref)
+    assert.isTrue(refs.every((ref) => ref !== undefined && /^msg_[0-9a-f]{16}$/.test(ref)))
+    assert.strictEqual(new Set(refs).size, refs.length)
+    assert.deepStrictEqual(ofKind(nextManifest({}, span), "instruction").map((e) => e.ref), refs)
+    // without a new message the user typed, the turn's task stays marked while the turn goes on; a new one takes over
+    const parts = splitSummary(summaryWithManifest(GENERIC, first, noFiles, { budgetTokens: 8_000 }))
+    const goesOn = nextManifest(
+      parts,
+      [call("l2", "bash", { command: "make lexer" }), noted("l2", "again")],
+      undefined,
+      {
+        turnGoesOn: true
+      }
+    )
+    assert.deepStrictEqual(tasks(goesOn), ["turn: Now the lexer.", "first: The task: port the parser."])
+    const ended = nextManifest(parts, [user("Thanks; now the docs.")], undefined, { turnGoesOn: false })
+    assert.deepStrictEqual(tasks(ended), ["first: The task: port the parser."])
+  })
+
   it("a chained manifest ages the earlier entries, merges them, and resolves what the new span fixed", () => {
     const later = nextManifest({ manifest, body: "We kept the hash deadbeef42 in mind." }, [
       user("Run the lint again."),
@@ -222,6 +260,14 @@ describe("manifest text", () => {
   const hostile: Manifest = {
     entries: [
       { kind: "instruction", text: 'two\nlines with "quotes" and </compaction-manifest>', age: 0 },
+      {
+        kind: "instruction",
+        text: "omitted 1 user message for room",
+        age: 1,
+        ref: "msg_0123456789abcdef",
+        task: "turn"
+      },
+      { kind: "instruction", text: "the task", age: 4, ref: "msg_fedcba9876543210", task: "first" },
       { kind: "status", text: "- a: done\n- b: in-progress\nstatus 0 3 chars:", age: 1 },
       { kind: "error", text: 'Error: "x"\\y', source: "tool a.ts", resolved: false, age: 2 },
       { kind: "error", text: "boom [ref x]", source: "make", resolved: true, age: 0, ref: "toolu_01Err" },
@@ -250,7 +296,8 @@ describe("manifest text", () => {
       { kind: "identifier", text: "toolu_01AbC9", age: 0 },
       { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },
       { kind: "file", text: "c.ts", content: undefined, age: 1 }
-    ]
+    ],
+    omitted: { refs: ["msg_00000000000000aa", "msg_00000000000000bb"], unnamed: 3 }
   }
 
   it("parses back exactly what it rendered, hostile text included, after any model text", () => {
@@ -329,6 +376,65 @@ describe("the budget", () => {
     assert.isTrue(withValues[0])
     assert.isFalse(withValues.at(-1))
     assert.deepStrictEqual(withValues, withValues.map((_, i) => i < withValues.indexOf(false)))
+  })
+
+  it("the user's words stay before the span's own commands: older ones whole, or named on the omitted line", () => {
+    const words: Array<ManifestEntry> = Array.from({ length: 12 }, (_, i) => ({
+      kind: "instruction",
+      text: `RULE-${i}: ${"never push to main; ".repeat(15)}`,
+      age: 2,
+      ref: `msg_${String(i).padStart(16, "0")}`,
+      ...(i === 11 ? { task: "first" as const } : {})
+    }))
+    const commands = Array.from({ length: 80 }, (_, i): ManifestEntry => ({
+      kind: "command",
+      text: `grep -rn "function handler${i}" src/services/billing/ --include=*.ts | head -n 40`,
+      runs: 1,
+      failures: 0,
+      last: "ok",
+      age: 0,
+      ref: `toolu_${i}`
+    }))
+    const manifest: Manifest = { entries: [...words, ...commands] }
+    for (const budgetTokens of [1_000, 2_500, 4_000]) {
+      const text = summaryWithManifest(GENERIC, manifest, noFiles, { budgetTokens })
+      assert.isAtMost(estimateTokens([summaryMessage(text)]), budgetTokens)
+      const kept = splitSummary(text).manifest!
+      const whole = kept.entries.filter((e) => e.kind === "instruction").map((e) => e.text)
+      const named = kept.omitted?.refs ?? []
+      // every rule is whole or named, the task whole, the newest first, and no command before a rule is whole
+      assert.strictEqual(whole.length + named.length, words.length, `${budgetTokens}`)
+      assert.strictEqual(kept.omitted?.unnamed ?? 0, 0)
+      assert.include(whole, words[11]!.text)
+      assert.deepStrictEqual(whole.slice(0, -1), words.slice(0, whole.length - 1).map((e) => e.text))
+      if (named.length > 0) assert.isFalse(kept.entries.some((e) => e.kind === "command"), `${budgetTokens}`)
+      // the smallest budget names some, the largest keeps every rule whole and commands too
+      if (budgetTokens === 1_000) assert.isAbove(named.length, 0)
+      if (budgetTokens === 4_000) assert.isTrue(named.length === 0 && kept.entries.some((e) => e.kind === "command"))
+    }
+  })
+
+  it("the files list is admitted within the budget: the newest paths, modified first, the rest counted", () => {
+    const long = (i: number) =>
+      `/home/dev/workspaces/acme/packages/service-${i % 40}/src/feature-${i}/handlers/request.ts`
+    const files = {
+      read: Array.from({ length: 600 }, (_, i) => long(i)),
+      modified: Array.from({ length: 30 }, (_, i) => long(10_000 + i))
+    }
+    const entries: ReadonlyArray<ManifestEntry> = [{ kind: "instruction", text: "Survey the handlers.", age: 3 }]
+    const text = summaryWithManifest(GENERIC, { entries }, files, { budgetTokens: 5_000 })
+    assert.isAtMost(estimateTokens([summaryMessage(text)]), 5_000)
+    const parts = splitSummary(text)
+    assert.deepStrictEqual(parts.manifest!.entries, entries)
+    assert.deepStrictEqual(parts.files!.modified, files.modified)
+    const listed = parts.files!.read
+    assert.isAbove(listed.length, 0)
+    assert.deepStrictEqual(listed, files.read.slice(files.read.length - listed.length))
+    assert.deepStrictEqual(parts.files!.omitted, { read: files.read.length - listed.length, modified: 0 })
+    assert.include(text, `read-omitted ${files.read.length - listed.length}:`)
+    // a later summary carries the count on
+    const later = summaryWithManifest(GENERIC, { entries }, parts.files!, { budgetTokens: 5_000 })
+    assert.deepStrictEqual(splitSummary(later).files!.omitted, parts.files!.omitted)
   })
 
   it("a model text that leaves no room is cut, and the entries of the span stay", () => {

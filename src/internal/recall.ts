@@ -19,6 +19,8 @@ import { CHARS_PER_TOKEN } from "./estimate.ts"
 import type { ToolAction } from "../Tools.ts"
 import type { SessionLogError } from "./sessionLogError.ts"
 import { headOf } from "./text.ts"
+import { isHumanMessage } from "./turns.ts"
+import { isWordsRef, wordsRef } from "./userWords.ts"
 import {
   MAX_REGEX_LINE,
   messageText,
@@ -196,7 +198,8 @@ const foldSources = (
     sources.push(source)
   }
   const addMessage = (entryId: string, message: Message, kind: RecallKind, kept: boolean) => {
-    add(entryId, { ref: entryId, kind, entryId, role: message.role, text: messageText(message) })
+    const words = kind === "message" && isHumanMessage(message) ? { words: wordsRef(message) } : {}
+    add(entryId, { ref: entryId, kind, entryId, role: message.role, ...words, text: messageText(message) })
     if (typeof message.content === "string") return
     message.content.forEach((block, index) => {
       if (isToolUse(block)) toolNames.set(block.id, block.name)
@@ -335,7 +338,8 @@ export const textSourceOf = (
 }
 
 /**
- * What a reference names: a message or summary by entry id; a tool result by its `ref` (its `tool_use_id`, or
+ * What a reference names: a message or summary by entry id; a user's message by its words (`msg_…`, as a summary
+ * names one it left out: the first message with those words); a tool result by its `ref` (its `tool_use_id`, or
  * `<tool_use_id>@<entry id>` for a reused id or a kept copy); else `Ambiguous` for a `tool_use_id` the session
  * reused (the results it names), or `undefined`. Pure.
  * @category sources
@@ -344,6 +348,10 @@ export const sourceOf = (
   sources: ReadonlyArray<RecallSource>,
   ref: string
 ): RecallSource | { readonly _tag: "Ambiguous"; readonly sources: ReadonlyArray<RecallSource> } | undefined => {
+  if (isWordsRef(ref)) {
+    const byWords = sources.find((s) => s.words === ref)
+    if (byWords !== undefined) return byWords
+  }
   const named = sources.find((s) => s.ref === ref && s.kind !== "tool_result") ?? sources.find((s) => s.ref === ref)
   if (named !== undefined) return named
   const at = ref.lastIndexOf("@")
@@ -530,7 +538,7 @@ export const answerFromSources = (
         sources: source.sources.map(({ opaque: _, text, ...rest }) => ({ ...rest, head: headOf(firstLine(text), 120) }))
       })
     }
-    const { opaque: _, text, ...rest } = source
+    const { opaque: _, words: __, text, ...rest } = source
     // the reference is in the header and in the next-page line, the tool in the header
     const room = maxChars - 2 * JSON.stringify(source.ref).length - JSON.stringify(source.tool ?? "").length
     const page = pageOf(text, { lines: request.lines, page: request.page, maxChars: Math.max(CHARS_PER_TOKEN, room) })

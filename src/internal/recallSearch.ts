@@ -31,6 +31,11 @@ export interface RecallSource {
   readonly role?: "user" | "assistant" | "system"
   /** The tool whose call it answers (tool results only, when the call is in the log). */
   readonly tool?: string
+  /**
+   * A user's message with human content: the reference by its words (`msg_…`, `userWords`' `wordsRef`) a summary
+   * names it by when it left the message out. Not part of an answer.
+   */
+  readonly words?: string
   /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
   readonly text: string
   /** The lines (from 0) of `text` that hold a block other than text as its JSON (`recallText`): never searched. */

@@ -33,6 +33,7 @@ import { defaultToolClassifier, type FilesTouched, type ToolClassifier } from ".
 import { isHumanMessage } from "../Turns.ts"
 import type { BuiltMessage } from "./wireTypes.ts"
 import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { wordsRef } from "./userWords.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
 import { textRef } from "./textRef.ts"
 
@@ -119,42 +120,77 @@ const APPENDIX_INTRO = "Files touched so far (computed from the conversation by 
 export const APPENDIX_MAX_FILES = 300
 
 /**
+ * The file lists a summary carries: the paths it lists, and how many more of each list an earlier summary left out
+ * (counted, not listed; absent when none was).
+ * @category models
+ */
+export interface FileLists extends FilesTouched {
+  /** How many paths of each list an earlier summary left out for room, when any. */
+  readonly omitted?: { readonly read: number; readonly modified: number } | undefined
+}
+
+/**
  * An empty `FilesTouched`. @category constructors
  */
 export const noFiles: FilesTouched = { read: [], modified: [] }
 
 /**
  * Merges an earlier summary's lists with the head's: order of first appearance, no duplicates, and a path modified in
- * either is listed under `modified` only. `mergeFiles(noFiles, x)` lists the same paths as `x`.
+ * either is listed under `modified` only; the counts of paths left out add up. `mergeFiles(noFiles, x)` lists the
+ * same paths as `x`.
  * @category appendix
  */
-export const mergeFiles = (earlier: FilesTouched, later: FilesTouched): FilesTouched => {
+export const mergeFiles = (earlier: FileLists, later: FileLists): FileLists => {
   const modified = new Set([...earlier.modified, ...later.modified])
   const read = new Set([...earlier.read, ...later.read].filter((path) => !modified.has(path)))
-  return { read: [...read], modified: [...modified] }
+  const omitted = {
+    read: (earlier.omitted?.read ?? 0) + (later.omitted?.read ?? 0),
+    modified: (earlier.omitted?.modified ?? 0) + (later.omitted?.modified ?? 0)
+  }
+  return omitted.read + omitted.modified === 0
+    ? { read: [...read], modified: [...modified] }
+    : { read: [...read], modified: [...modified], omitted }
+}
+
+/** How many paths of each list an appendix keeps: the newest that many. */
+interface KeptFiles {
+  readonly read: number
+  readonly modified: number
 }
 
 /**
  * The deterministic appendix that ends a summary message: an intro line and a `<compaction-files version="1">` block
  * with one line per path, `read "<json string>"` or `modified "<json string>"`. Paths are JSON strings, so any path
  * (newlines, quotes, tags) fits on one line and `parseAppendix` gets it back exactly. At most `maxFiles` paths per
- * list are kept (the newest); the count of the others is written as `read-omitted N` / `modified-omitted N`.
+ * list are kept (the newest); the count of the others (with those an earlier summary left out) is written first, as
+ * `read-omitted N: …` / `modified-omitted N: …`, with the way back to them.
  * @category appendix
  */
-export const renderAppendix = (files: FilesTouched, maxFiles: number = APPENDIX_MAX_FILES): string => {
+export const renderAppendix = (files: FileLists, maxFiles: number = APPENDIX_MAX_FILES): string =>
+  renderKept(files, { read: maxFiles, modified: maxFiles })
+
+/** `renderAppendix` keeping the newest `keep.read` read paths and `keep.modified` modified ones. */
+const renderKept = (files: FileLists, keep: KeptFiles): string => {
   const lines = [APPENDIX_INTRO, APPENDIX_OPEN]
   for (const kind of ["read", "modified"] as const) {
     const list = files[kind]
-    const kept = list.slice(Math.max(0, list.length - Math.max(0, maxFiles)))
-    if (kept.length < list.length) lines.push(`${kind}-omitted ${list.length - kept.length}`)
-    for (const path of kept) lines.push(`${kind} ${JSON.stringify(path)}`)
+    const kept = list.slice(Math.max(0, list.length - Math.max(0, keep[kind])))
+    const left = list.length - kept.length + (files.omitted?.[kind] ?? 0)
+    if (left > 0) lines.push(omittedPaths(kind, left))
+    for (const path of kept) lines.push(pathLine(kind, path))
   }
   lines.push(APPENDIX_CLOSE)
   return lines.join("\n")
 }
 
+const pathLine = (kind: "read" | "modified", path: string): string => `${kind} ${JSON.stringify(path)}`
+
+/** The line that counts the paths of a list left out, and says how to get them back. */
+const omittedPaths = (kind: "read" | "modified", count: number): string =>
+  `${kind}-omitted ${count}: the oldest paths, left out for room; a \`recall\` query with a path finds its calls`
+
 const ENTRY = /^(read|modified) ("(?:[^"\\]|\\.)*")$/
-const OMITTED = /^(read|modified)-omitted \d+$/
+const OMITTED = /^(read|modified)-omitted (\d+)(?::.*)?$/
 
 /**
  * Splits a summary text into its body and the lists of its appendix. Only an appendix at the very end counts (after
@@ -162,7 +198,7 @@ const OMITTED = /^(read|modified)-omitted \d+$/
  * is not a well-formed appendix, `files` is `undefined` and `body` is the whole text.
  * @category appendix
  */
-export const splitAppendix = (text: string): { readonly body: string; readonly files: FilesTouched | undefined } => {
+export const splitAppendix = (text: string): { readonly body: string; readonly files: FileLists | undefined } => {
   const trimmed = text.trimEnd()
   if (!trimmed.endsWith(APPENDIX_CLOSE)) return { body: text, files: undefined }
   const open = trimmed.lastIndexOf(`\n${APPENDIX_OPEN}\n`)
@@ -171,8 +207,14 @@ export const splitAppendix = (text: string): { readonly body: string; readonly f
   const inner = trimmed.slice(start + APPENDIX_OPEN.length + 1, trimmed.length - APPENDIX_CLOSE.length)
   const read: Array<string> = []
   const modified: Array<string> = []
+  const omitted = { read: 0, modified: 0 }
   for (const line of inner.split("\n")) {
-    if (line.length === 0 || OMITTED.test(line)) continue
+    if (line.length === 0) continue
+    const left = OMITTED.exec(line)
+    if (left !== null) {
+      omitted[left[1] as "read" | "modified"] += Number(left[2])
+      continue
+    }
     const match = ENTRY.exec(line)
     if (match === null) return { body: text, files: undefined }
     let path: unknown
@@ -186,13 +228,14 @@ export const splitAppendix = (text: string): { readonly body: string; readonly f
   }
   let body = trimmed.slice(0, start)
   if (body.endsWith(`${APPENDIX_INTRO}\n`)) body = body.slice(0, body.length - APPENDIX_INTRO.length - 1)
-  return { body: body.trimEnd(), files: { read, modified } }
+  const files = omitted.read + omitted.modified === 0 ? { read, modified } : { read, modified, omitted }
+  return { body: body.trimEnd(), files }
 }
 
 /**
  * The file lists of the appendix that ends `summaryText`, or `undefined` when it has none. @category appendix
  */
-export const parseAppendix = (summaryText: string): FilesTouched | undefined => splitAppendix(summaryText).files
+export const parseAppendix = (summaryText: string): FileLists | undefined => splitAppendix(summaryText).files
 
 /**
  * `summaryText` without its trailing appendix (unchanged when it has none). @category appendix
@@ -229,7 +272,22 @@ export type ManifestKind = typeof MANIFEST_KINDS[number]
  * @category models
  */
 export type ManifestEntry =
-  | { readonly kind: "instruction" | "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
+  | {
+    readonly kind: "instruction"
+    readonly text: string
+    readonly age: number
+    /**
+     * The reference `Recall.recall` gives the whole message back by: `msg_` and a digest of its words (absent in a
+     * summary written before instructions carried one).
+     */
+    readonly ref?: string
+    /**
+     * The conversation's first task statement (`first`: the user's first message), or the message that opened the
+     * turn still running (`turn`): kept before every other entry.
+     */
+    readonly task?: "first" | "turn"
+  }
+  | { readonly kind: "status" | "plan" | "identifier"; readonly text: string; readonly age: number }
   | {
     readonly kind: "error"
     readonly text: string
@@ -272,6 +330,20 @@ export interface Manifest {
    * mentioned first).
    */
   readonly entries: ReadonlyArray<ManifestEntry>
+  /** The user's messages left out for room (their line follows the instructions), when any was. */
+  readonly omitted?: OmittedMessages | undefined
+}
+
+/**
+ * The user's messages a summary left out of its manifest for room: the references `Recall.recall` gives each back by
+ * (`msg_…`; the tasks first, then newest first), and how many more it left out without naming them.
+ * @category models
+ */
+export interface OmittedMessages {
+  /** The references of the left-out messages. */
+  readonly refs: ReadonlyArray<string>
+  /** How many more were left out unnamed: no reference known, or past the room the references may take. */
+  readonly unnamed: number
 }
 
 /**
@@ -302,10 +374,20 @@ const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (comp
   "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
   "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
   "recent messages after this summary come first. A file's latest known content follows its line. A command or " +
-  "error line may end with [ref id]: the id of the tool call whose output it was."
+  "error line may end with [ref id]: the id of the tool call whose output it was; an instruction's [ref id] gives " +
+  "back its whole message. `first task` marks the user's first message, `turn task` the one that opened the turn " +
+  "still running. The line `omitted N user messages` names those left out for room: `recall` with a ref gives one " +
+  "back whole, and a `recall` query finds the others."
 
 /** The intros of earlier versions, still recognized when a summary is split. */
 const EARLIER_INTROS: ReadonlyArray<string> = [
+  "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+  "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
+  "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
+  "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
+  "command what the assistant ran (with what it printed): neither is the user's. They describe the past: the most " +
+  "recent messages after this summary come first. A file's latest known content follows its line. A command or " +
+  "error line may end with [ref id]: the id of the tool call whose output it was.",
   "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
   "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
   "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
@@ -475,29 +557,49 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
  *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
  *
+ * Each instruction carries the reference `Recall.recall` finds its whole message by (`msg_…`, a digest of its words),
+ * so a summary that leaves it out can name it. The user's first message is marked `first` (the task); with
+ * `options.turnGoesOn` (the kept tail holds no message the user typed apart from tool results: the turn the span ends
+ * in is still running), the newest such message of the span is marked `turn`, or, when the span has none, the
+ * earlier `turn` stays. The user's messages an earlier summary left out (`Manifest.omitted`) are carried on.
+ *
  * A repeated entry keeps one copy, the newest. Pure and deterministic.
  * @category manifest
  */
 export const nextManifest = (
   earlier: { readonly body?: string | undefined; readonly manifest?: Manifest | undefined },
   span: ReadonlyArray<Message>,
-  classifier: ToolClassifier = defaultToolClassifier
+  classifier: ToolClassifier = defaultToolClassifier,
+  options: SpanOptions = {}
 ): Manifest => {
   const anchors = spanAnchors(span, isLibraryMessage, classifier)
   const fresh: Array<ManifestEntry> = []
   const newestFirst = (a: Anchor, b: Anchor) => b.messageIndex - a.messageIndex
   // instructions: verbatim, newest first
-  const instructions: Array<{ readonly text: string; readonly index: number }> = []
+  const instructions: Array<ManifestEntry & { readonly kind: "instruction" }> = []
   // the first task statement: the user's first message, when no earlier summary holds it
   let first = earlier.manifest === undefined && earlier.body === undefined
-  span.forEach((message, index) => {
-    if (message.role !== "user" || !isHumanMessage(message) || isLibraryMessage(message)) return
+  /** The newest message of the span the user typed apart from tool results, by its index in `instructions`. */
+  let prompt = -1
+  for (const message of span) {
+    if (message.role !== "user" || !isHumanMessage(message) || isLibraryMessage(message)) continue
     const text = instructionText(message, first ? INSTRUCTION_CAP.first : INSTRUCTION_CAP.other)
-    if (text.length === 0) return
+    if (text.length === 0) continue
+    if (isPrompt(message)) prompt = instructions.length
+    instructions.push({
+      kind: "instruction",
+      text,
+      age: 0,
+      ref: wordsRef(message),
+      ...(first ? { task: "first" as const } : {})
+    })
     first = false
-    instructions.push({ text, index })
-  })
-  for (const { text } of instructions.reverse()) fresh.push({ kind: "instruction", text, age: 0 })
+  }
+  const turnGoesOn = options.turnGoesOn === true
+  if (turnGoesOn && prompt !== -1 && instructions[prompt]!.task === undefined) {
+    instructions[prompt] = { ...instructions[prompt]!, task: "turn" }
+  }
+  fresh.push(...instructions.reverse())
   // the assistant's latest status board, verbatim
   let status: string | undefined
   for (const message of span) {
@@ -620,7 +722,35 @@ export const nextManifest = (
   if (earlier.body !== undefined) {
     for (const id of identifiersOf(earlier.body)) older.push({ kind: "identifier", text: id.text, age: 1 })
   }
-  return { entries: boundIdentifiers(mergeEntries(fresh, older, plan.length > 0, status !== undefined, recent)) }
+  // an earlier turn's task stays marked only while that turn goes on (no newer message the user typed)
+  const carried = turnGoesOn && prompt === -1
+    ? older
+    : older.map((e) => e.kind === "instruction" && e.task === "turn" ? withoutTask(e) : e)
+  const entries = boundIdentifiers(mergeEntries(fresh, carried, plan.length > 0, status !== undefined, recent))
+  const omitted = earlier.manifest?.omitted
+  return omitted === undefined ? { entries } : { entries, omitted }
+}
+
+/**
+ * What `nextManifest` knows of a span beyond its messages. @category models
+ */
+export interface SpanOptions {
+  /** The turn the span ends in goes on after it: the kept tail holds no message the user typed apart from results. */
+  readonly turnGoesOn?: boolean | undefined
+}
+
+/**
+ * A message the user typed apart from tool results: a user message with human content and no tool result (a text
+ * that rides with tool results is the user's too, but it steers a turn rather than opening one).
+ */
+export const isPrompt = (message: Message): boolean =>
+  message.role === "user" && isHumanMessage(message) && !isLibraryMessage(message) &&
+  (typeof message.content === "string" || !message.content.some(isToolResult))
+
+/** An instruction without its task mark. */
+const withoutTask = (entry: ManifestEntry & { readonly kind: "instruction" }): ManifestEntry => {
+  const { task: _, ...rest } = entry
+  return rest
 }
 
 /** Identifiers held by more messages first, then the newest. */
@@ -702,6 +832,11 @@ const mergeEntries = (
       })
     } else if (seen.kind === "error" && entry.kind === "error" && seen.age === 0 && !seen.resolved) {
       merged.set(key, seen)
+    } else if (seen.kind === "instruction" && entry.kind === "instruction") {
+      // the user repeated an earlier message: the newest copy, with the earlier one's task mark and reference
+      const task = seen.task === "first" || entry.task === "first" ? "first" : seen.task ?? entry.task
+      const ref = seen.ref ?? entry.ref
+      merged.set(key, { ...seen, ...(task === undefined ? {} : { task }), ...(ref === undefined ? {} : { ref }) })
     }
   }
   const all = [...merged.values()]
@@ -743,9 +878,11 @@ const splitRef = (
 /** One entry's text in a manifest block (a file's content follows its line). */
 const renderEntry = (entry: ManifestEntry): string => {
   // an instruction keeps its lines: its length, then the text itself on the lines that follow
-  if (entry.kind === "instruction" || entry.kind === "status") {
-    return `${entry.kind} ${entry.age} ${entry.text.length} chars:\n${entry.text}`
+  if (entry.kind === "instruction") {
+    const task = entry.task === undefined ? "" : `, ${TASK_WORDS[entry.task]}`
+    return `${entry.kind} ${entry.age} ${entry.text.length} chars${task}${refSuffix(entry.ref)}:\n${entry.text}`
   }
+  if (entry.kind === "status") return `${entry.kind} ${entry.age} ${entry.text.length} chars:\n${entry.text}`
   const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
   switch (entry.kind) {
     case "command":
@@ -765,17 +902,58 @@ const renderEntry = (entry: ManifestEntry): string => {
   }
 }
 
+/** How an instruction's task mark is written after its length. */
+const TASK_WORDS = { first: "first task", turn: "turn task" } as const
+
+/**
+ * The line that names the user's messages left out for room: `omitted N user messages for room`, then the named
+ * ones' references (`; by ref: [ref a] [ref b]`) and how many are unnamed (`; K not named`).
+ */
+const renderOmitted = (omitted: OmittedMessages): string => {
+  const total = omitted.refs.length + omitted.unnamed
+  const named = omitted.refs.length === 0 ? "" : `; by ref: ${omitted.refs.map((ref) => `[ref ${ref}]`).join(" ")}`
+  const unnamed = omitted.unnamed === 0 ? "" : `; ${omitted.unnamed} not named`
+  return `omitted ${total} user message${total === 1 ? "" : "s"} for room${named}${unnamed}`
+}
+
+const OMITTED_LINE =
+  /^omitted (\d+) user messages? for room(?:; by ref: ((?:\[ref [^\s\]]+\] ?)+))?(?:; (\d+) not named)?$/
+
+/** The left-out messages of an omitted line, or `undefined` when `line` is not one (its count must add up). */
+const parseOmitted = (line: string): OmittedMessages | undefined => {
+  const match = OMITTED_LINE.exec(line)
+  if (match === null) return undefined
+  const refs = match[2] === undefined ? [] : [...match[2].matchAll(/\[ref ([^\s\]]+)\]/g)].map((m) => m[1]!)
+  const unnamed = match[3] === undefined ? 0 : Number(match[3])
+  if (refs.length + unnamed !== Number(match[1]) || refs.length + unnamed === 0) return undefined
+  const omitted = { refs, unnamed }
+  return renderOmitted(omitted) === line ? omitted : undefined
+}
+
+/** True when a manifest has an omitted line to write: some message left out. */
+const hasOmitted = (omitted: OmittedMessages | undefined): omitted is OmittedMessages =>
+  omitted !== undefined && omitted.refs.length + omitted.unnamed > 0
+
 /**
  * A manifest as the block that follows the model's text in a summary: an intro line, then
- * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; a file's content, its length
- * given, follows its line) and `</compaction-manifest>`. `parseManifest` reads it back exactly.
+ * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; an instruction's or a status
+ * board's text, and a file's content, their length given, follow their line), the omitted line after the
+ * instructions when some user message was left out, and `</compaction-manifest>`. `parseManifest` reads it back
+ * exactly.
  * @category manifest
  */
-export const renderManifest = (manifest: Manifest): string =>
-  [MANIFEST_INTRO, MANIFEST_OPEN, ...manifest.entries.map(renderEntry), MANIFEST_CLOSE].join("\n")
+export const renderManifest = (manifest: Manifest): string => {
+  const lines = manifest.entries.map(renderEntry)
+  if (hasOmitted(manifest.omitted)) {
+    const after = manifest.entries.findIndex((e) => e.kind !== "instruction")
+    lines.splice(after === -1 ? lines.length : after, 0, renderOmitted(manifest.omitted))
+  }
+  return [MANIFEST_INTRO, MANIFEST_OPEN, ...lines, MANIFEST_CLOSE].join("\n")
+}
 
 const JSON_STRING = '("(?:[^"\\\\]|\\\\.)*")'
-const INSTRUCTION_LINE = /^(instruction|status) (\d+) (\d+) chars:$/
+const INSTRUCTION_LINE =
+  /^(instruction|status) (\d+) (\d+) chars(?:, (first task|turn task))?(?: \[ref ([^\s\]]+)\])?:$/
 const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JSON_STRING}(?: (.*))?$`)
 const COMMAND_SUFFIX = new RegExp(
   `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
@@ -795,25 +973,44 @@ const jsonString = (text: string): string | undefined => {
 const outcomeOf = (word: string): CommandOutcome =>
   word === "passed" ? "ok" : word === "failed" ? "failed" : "unanswered"
 
-/** The entries of a manifest block's inside (`text` from just after the open line), or `undefined` when malformed. */
-const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined => {
+/** The manifest of a block's inside (`text` from just after the open line), or `undefined` when malformed. */
+const parseEntries = (text: string): Manifest | undefined => {
   const entries: Array<ManifestEntry> = []
+  let omitted: OmittedMessages | undefined
   let at = 0
   while (at < text.length) {
     const end = text.indexOf("\n", at)
     const line = text.slice(at, end === -1 ? text.length : end)
     at = end === -1 ? text.length : end + 1
-    if (line === MANIFEST_CLOSE) return at >= text.length ? entries : undefined
+    if (line === MANIFEST_CLOSE) {
+      if (at < text.length) return undefined
+      return omitted === undefined ? { entries } : { entries, omitted }
+    }
     const instruction = INSTRUCTION_LINE.exec(line)
     if (instruction !== null) {
       const length = Number(instruction[3])
       if (end === -1 || at + length > text.length || text[at + length] !== "\n") return undefined
-      entries.push({
-        kind: instruction[1] === "status" ? "status" : "instruction",
-        text: text.slice(at, at + length),
-        age: Number(instruction[2])
-      })
+      const entryText = text.slice(at, at + length)
+      const age = Number(instruction[2])
+      if (instruction[1] === "status") {
+        if (instruction[4] !== undefined || instruction[5] !== undefined) return undefined
+        entries.push({ kind: "status", text: entryText, age })
+      } else {
+        const task = instruction[4] === undefined ? undefined : instruction[4] === TASK_WORDS.first ? "first" : "turn"
+        entries.push({
+          kind: "instruction",
+          text: entryText,
+          age,
+          ...(instruction[5] === undefined ? {} : { ref: instruction[5] }),
+          ...(task === undefined ? {} : { task })
+        })
+      }
       at += length + 1
+      continue
+    }
+    const left = omitted === undefined ? parseOmitted(line) : undefined
+    if (left !== undefined) {
+      omitted = left
       continue
     }
     const match = ENTRY_LINE.exec(line)
@@ -823,7 +1020,7 @@ const parseEntries = (text: string): ReadonlyArray<ManifestEntry> | undefined =>
     const entryText = jsonString(match[3]!)
     const suffix = match[4]
     if (entryText === undefined) return undefined
-    if (kind === "instruction" || kind === "status" || kind === "plan" || kind === "identifier") {
+    if (kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
     } else if (kind === "command") {
@@ -885,8 +1082,8 @@ export const splitManifest = (text: string): { readonly body: string; readonly m
   const open = `${MANIFEST_OPEN}\n`
   for (let start = trimmed.indexOf(open); start !== -1; start = trimmed.indexOf(open, start + 1)) {
     if (start > 0 && trimmed[start - 1] !== "\n") continue
-    const entries = parseEntries(trimmed.slice(start + open.length))
-    if (entries === undefined) continue
+    const manifest = parseEntries(trimmed.slice(start + open.length))
+    if (manifest === undefined) continue
     let body = trimmed.slice(0, start)
     for (const intro of [MANIFEST_INTRO, ...EARLIER_INTROS]) {
       if (body.endsWith(`${intro}\n`)) {
@@ -894,7 +1091,7 @@ export const splitManifest = (text: string): { readonly body: string; readonly m
         break
       }
     }
-    return { body: body.trimEnd(), manifest: { entries } }
+    return { body: body.trimEnd(), manifest }
   }
   return { body: text, manifest: undefined }
 }
@@ -905,8 +1102,8 @@ export interface SummaryParts {
   readonly body: string
   /** The manifest the summary carries, if any. */
   readonly manifest: Manifest | undefined
-  /** The files appendix's read and modified lists, if any. */
-  readonly files: FilesTouched | undefined
+  /** The files appendix's read and modified lists (with the counts of paths it left out), if any. */
+  readonly files: FileLists | undefined
 }
 
 /**
@@ -925,36 +1122,52 @@ export const splitSummary = (summaryText: string): SummaryParts => {
 // ----------------------------------------------------------------------------
 
 /** What decides where an entry stands when the budget is short: its kind, and for an error whether it was resolved. */
-type KeepClass = Exclude<ManifestEntry["kind"], "error"> | "open error" | "resolved error" | "command with values"
+type KeepClass =
+  | Exclude<ManifestEntry["kind"], "error">
+  | "task"
+  | "open error"
+  | "resolved error"
+  | "command with values"
 
 /**
- * The order in which entries are kept when the budget is short, by class: an entry's rank is its class's `rank`
- * (lower is kept first) plus its age times `ageWeight`, how fast it falls behind. The user's instructions age slowest
- * (a quarter per compaction), the status board, open errors, plans, identifiers and commands that printed values by
- * half, other commands, resolved errors and file contents by one, so an instruction seen four compactions ago ranks
- * with a fresh command.
+ * The order in which entries are kept when the budget is short, by class. `tier` comes first: every entry of a tier is
+ * considered before any entry of the next, newest first within it: the user's tasks (the first task statement, the
+ * message that opened the turn still running), then the user's other messages, then unresolved errors, then the
+ * assistant's latest status board and plan. The files list comes next (`SUMMARY_FILES_SHARE`), then the rest (tier 4),
+ * ranked by the class's `rank` (lower is kept first) plus its age times `ageWeight`, how fast it falls behind:
+ * identifiers and commands that printed values by half, other commands, resolved errors and file contents by one.
  */
-const KEEP_ORDER: Readonly<Record<KeepClass, { readonly rank: number; readonly ageWeight: number }>> = {
-  instruction: { rank: 0, ageWeight: 0.25 },
-  status: { rank: 0, ageWeight: 0.5 },
-  "open error": { rank: 0, ageWeight: 0.5 },
-  plan: { rank: 1, ageWeight: 0.5 },
-  identifier: { rank: 1, ageWeight: 0.5 },
-  command: { rank: 1, ageWeight: 1 },
-  "command with values": { rank: 1, ageWeight: 0.5 },
-  "resolved error": { rank: 2, ageWeight: 1 },
-  file: { rank: 3, ageWeight: 1 }
+const KEEP_ORDER: Readonly<
+  Record<KeepClass, { readonly tier: number; readonly rank: number; readonly ageWeight: number }>
+> = {
+  task: { tier: 0, rank: 0, ageWeight: 0 },
+  instruction: { tier: 1, rank: 0, ageWeight: 0 },
+  "open error": { tier: 2, rank: 0, ageWeight: 0 },
+  status: { tier: 3, rank: 0, ageWeight: 0 },
+  plan: { tier: 3, rank: 0, ageWeight: 0 },
+  identifier: { tier: 4, rank: 1, ageWeight: 0.5 },
+  command: { tier: 4, rank: 1, ageWeight: 1 },
+  "command with values": { tier: 4, rank: 1, ageWeight: 0.5 },
+  "resolved error": { tier: 4, rank: 2, ageWeight: 1 },
+  file: { tier: 4, rank: 3, ageWeight: 1 }
 }
 
-/** An entry's rank under `KEEP_ORDER`: lower is kept first. */
+/** The tier of the rest: the entries ranked by `rank` and age, kept after the files list. */
+const REST_TIER = 4
+
+/** An entry's class under `KEEP_ORDER`. */
+const keepClass = (entry: ManifestEntry): KeepClass =>
+  entry.kind === "instruction"
+    ? entry.task === undefined ? "instruction" : "task"
+    : entry.kind === "error"
+    ? entry.resolved ? "resolved error" : "open error"
+    : entry.kind === "command" && entry.printed !== undefined
+    ? "command with values"
+    : entry.kind
+
+/** An entry's rank among the rest under `KEEP_ORDER`: lower is kept first. */
 const keepRank = (entry: ManifestEntry): number => {
-  const order = KEEP_ORDER[
-    entry.kind === "error"
-      ? entry.resolved ? "resolved error" : "open error"
-      : entry.kind === "command" && entry.printed !== undefined
-      ? "command with values"
-      : entry.kind
-  ]
+  const order = KEEP_ORDER[keepClass(entry)]
   return order.rank + entry.age * order.ageWeight
 }
 
@@ -989,11 +1202,26 @@ const inText = (entry: ManifestEntry, folded: string): boolean => {
 export const SUMMARY_TEXT_SHARE = 0.25
 
 /**
- * The share of the manifest's room the entries of earlier spans (older than the span just summarized) may fill: 0.85.
- * The span's own entries may use the whole room; earlier ones give way first, oldest first, so a summary aims below
- * its budget instead of growing to it and staying there hop after hop.
+ * The share of the manifest's room the rest's entries of earlier spans (older than the span just summarized) may
+ * fill: 0.85. The span's own entries may use the whole room; earlier ones give way first, oldest first, so a summary
+ * aims below its budget instead of growing to it and staying there hop after hop. The user's messages, unresolved
+ * errors, the status board and the plan are not held to it.
  */
 const SUMMARY_OLDER_SHARE = 0.85
+
+/**
+ * The share of the manifest's room the files list may take: a fifth. Past it the newest paths are listed (modified
+ * ones first) and the others counted.
+ * @category constants
+ */
+export const SUMMARY_FILES_SHARE = 0.2
+
+/**
+ * The share of the manifest's room the references of the user's messages left out may take: a tenth. Past it they are
+ * counted, not named.
+ * @category constants
+ */
+export const SUMMARY_REFS_SHARE = 0.1
 
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
@@ -1001,7 +1229,7 @@ const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * 
 /**
  * An entry's shorter form, kept when the budget is short rather than dropping the entry: a command without what it
  * printed (its `ref`, the way back to that output, stays), a file's path without its content; `undefined` for an
- * entry that has none.
+ * entry that has none. (A user's message left out has its own shorter form: its reference on the omitted line.)
  */
 const shorterForm = (entry: ManifestEntry): ManifestEntry | undefined => {
   if (entry.kind === "command" && entry.printed !== undefined) {
@@ -1012,71 +1240,160 @@ const shorterForm = (entry: ManifestEntry): ManifestEntry | undefined => {
   return undefined
 }
 
+/** One step of `admit`, in order, so that the last can be taken back first. */
+type Admission =
+  | { readonly _tag: "Entry"; readonly index: number; readonly form: ManifestEntry; readonly before?: ManifestEntry }
+  | { readonly _tag: "Path"; readonly kind: "read" | "modified" }
+
 /**
- * `body`, then the entries of `candidates` admitted within `limit` tokens, in manifest order, then the appendix. The
- * span's own entries come first (file contents aside), then the earlier ones (within `SUMMARY_OLDER_SHARE` of the
- * room); within each group, every entry by rank (the kind's plus the age) in its shorter form (`shorterForm`), then
- * by rank again each whole where the room allows. One that does not fit is skipped and a smaller one may still enter.
+ * `body`, then the manifest's entries admitted within `limit` tokens, in manifest order, then the files list, each
+ * part admitted by `KEEP_ORDER`: the user's tasks, then the user's other messages, newest first, each whole where
+ * the room allows and else named by its reference on the omitted line (with the messages an earlier summary left
+ * out, within `SUMMARY_REFS_SHARE` of the room; the others counted); then unresolved errors, the status board and the
+ * plan; then the files list, the newest paths (modified first) within `SUMMARY_FILES_SHARE` of the room, the others
+ * counted; then the rest, the span's own entries first (file contents aside), then the earlier ones within
+ * `SUMMARY_OLDER_SHARE` of the room, each by rank in its shorter form (`shorterForm`), then by rank again whole
+ * where the room allows. One that does not fit is skipped and a smaller one may still enter. The result is within
+ * `limit` unless the bare message (the body, the omitted line naming nothing and the empty files list) is not.
  */
-const admit = (body: string, candidates: ReadonlyArray<ManifestEntry>, appendix: string, limit: number): string => {
-  const compose = (entries: ReadonlyArray<ManifestEntry>): string =>
-    entries.length === 0 ? `${body}\n\n${appendix}` : `${body}\n\n${renderManifest({ entries })}\n\n${appendix}`
-  const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
-  const order = candidates.map((entry, index) => ({
-    entry,
-    index,
-    rank: keepRank(entry)
-  }))
-    .sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
+const admit = (body: string, manifest: Manifest, files: FileLists, limit: number): string => {
+  const candidates = manifest.entries
+  const earlier = manifest.omitted ?? { refs: [], unnamed: 0 }
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
   const overhead = messageTokens("")
   const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
-  let used = compose([]).length + renderManifest({ entries: [] }).length + 2
+  const classed = candidates.map((entry, index) => ({ entry, index, order: KEEP_ORDER[keepClass(entry)] }))
+  const tier = (t: number) =>
+    classed.filter((c) => c.order.tier === t).sort((a, b) => a.entry.age - b.entry.age || a.index - b.index)
+  const instructions = [...tier(0), ...tier(1)]
   /** The form each admitted entry is kept in, by its index in `candidates`. */
   const admitted = new Map<number, ManifestEntry>()
+  const keep = { read: 0, modified: 0 }
+  const steps: Array<Admission> = []
+  let refRoom = Math.floor(limit * SUMMARY_REFS_SHARE) * CHARS_PER_TOKEN
+  /** The user's messages left out (`skip` counted as admitted): the tasks first, then newest first, then earlier. */
+  const omittedNow = (skip = -1): OmittedMessages => {
+    const refs: Array<string> = []
+    const named = new Set<string>()
+    let unnamed = earlier.unnamed
+    let chars = 0
+    const name = (ref: string | undefined) => {
+      if (ref !== undefined && named.has(ref)) return
+      const cost = ref === undefined ? 0 : ref.length + 7
+      if (ref === undefined || chars + cost > refRoom) {
+        unnamed++
+        return
+      }
+      named.add(ref)
+      chars += cost
+      refs.push(ref)
+    }
+    for (const c of instructions) {
+      if (c.index !== skip && !admitted.has(c.index)) name(c.entry.kind === "instruction" ? c.entry.ref : undefined)
+    }
+    for (const ref of earlier.refs) name(ref)
+    return { refs, unnamed }
+  }
+  const lineChars = (omitted: OmittedMessages): number => hasOmitted(omitted) ? renderOmitted(omitted).length + 1 : 0
+  const admitEntry = (index: number, form: ManifestEntry, cost: number) => {
+    const before = admitted.get(index)
+    admitted.set(index, form)
+    steps.push(before === undefined ? { _tag: "Entry", index, form } : { _tag: "Entry", index, form, before })
+    used += cost
+  }
+  const compose = (): string => {
+    const entries = candidates.flatMap((_, i) => admitted.get(i) ?? [])
+    const omitted = omittedNow()
+    const kept: Manifest = hasOmitted(omitted) ? { entries, omitted } : { entries }
+    const block = entries.length === 0 && !hasOmitted(omitted) ? "" : `${renderManifest(kept)}\n\n`
+    return `${body}\n\n${block}${renderKept(files, keep)}`
+  }
+  // the bare message: the body, an empty manifest block and the files list with every path counted, not listed (the
+  // omitted line is counted apart)
+  let used = `${body}\n\n${renderKept(files, keep)}`.length + renderManifest({ entries: [] }).length + 2
+  // the user's messages: each whole where the room allows, beside the omitted line naming those not (yet) admitted;
+  // a second sweep admits those the line's room kept out, now that it names fewer
+  for (const _ of [0, 1]) {
+    for (const c of instructions) {
+      if (admitted.has(c.index)) continue
+      const cost = renderEntry(c.entry).length + 1
+      if (fits(used + cost + lineChars(omittedNow(c.index)), limit)) admitEntry(c.index, c.entry, cost)
+    }
+  }
+  const line = lineChars(omittedNow())
+  // unresolved errors, the status board, the plan
+  for (const c of [...tier(2), ...tier(3)]) {
+    const cost = renderEntry(c.entry).length + 1
+    if (fits(used + line + cost, limit)) admitEntry(c.index, c.entry, cost)
+  }
+  // the files list: the newest paths, modified first, within `chars` and `room`; a list kept whole loses its omitted
+  // line
+  const admitPaths = (chars: number, room: number) => {
+    for (const kind of ["modified", "read"] as const) {
+      const list = files[kind]
+      const counted = (files.omitted?.[kind] ?? 0) > 0
+      for (let i = list.length - 1 - keep[kind]; i >= 0; i--) {
+        const cost = pathLine(kind, list[i]!).length + 1
+        // the last path of a list with nothing else left out takes the omitted line's place
+        const saved = i === 0 && !counted ? omittedPaths(kind, 1).length + 1 : 0
+        if (cost - saved > chars || !fits(used + line + cost - saved, room)) return
+        chars -= cost - saved
+        used += cost - saved
+        keep[kind]++
+        steps.push({ _tag: "Path", kind })
+      }
+    }
+  }
+  admitPaths(Math.floor(limit * SUMMARY_FILES_SHARE) * CHARS_PER_TOKEN, limit)
+  // the rest: the span's own entries first, then the earlier ones; shorter forms first, then whole
+  const rest = classed.filter((c) => c.order.tier >= REST_TIER).map((c) => ({ ...c, rank: keepRank(c.entry) }))
+  const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
+  rest.sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
   for (const group of [0, 1]) {
     const room = group === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE)
-    const members = order.filter((o) => fresh(o.entry) === group)
+    const members = rest.filter((c) => fresh(c.entry) === group)
     for (const { entry, index } of members) {
       const form = shorterForm(entry) ?? entry
       const cost = renderEntry(form).length + 1
-      if (!fits(used + cost, room)) continue
-      used += cost
-      admitted.set(index, form)
+      if (fits(used + line + cost, room)) admitEntry(index, form, cost)
     }
     for (const { entry, index } of members) {
       const form = admitted.get(index)
       if (form === undefined || form === entry) continue
       const extra = renderEntry(entry).length - renderEntry(form).length
-      if (!fits(used + extra, room)) continue
-      used += extra
-      admitted.set(index, entry)
+      if (fits(used + line + extra, room)) admitEntry(index, entry, extra)
     }
   }
-  const kept = (): ReadonlyArray<ManifestEntry> => candidates.flatMap((_, i) => admitted.get(i) ?? [])
-  // the estimate per entry is close, not exact: drop the lowest-ranked until the whole message fits
-  let result = compose(kept())
-  for (let i = order.length - 1; i >= 0 && admitted.size > 0 && messageTokens(result) > limit; i--) {
-    if (!admitted.delete(order[i]!.index)) continue
-    result = compose(kept())
+  // the files list again, in the room the rest left under the earlier entries' share
+  admitPaths(Number.POSITIVE_INFINITY, Math.floor(limit * SUMMARY_OLDER_SHARE))
+  // the estimate per part is close, not exact: take back the last admitted until the whole message fits, and at the
+  // end, the references of the omitted line
+  let result = compose()
+  while (messageTokens(result) > limit && (steps.length > 0 || refRoom > 0)) {
+    const step = steps.pop()
+    if (step === undefined) refRoom = 0
+    else if (step._tag === "Path") keep[step.kind]--
+    else if (step.before === undefined) admitted.delete(step.index)
+    else admitted.set(step.index, step.before)
+    result = compose()
   }
   return result
 }
 
 /**
  * The tokens of the smallest summary message that keeps what the manifest keeps under `budgetTokens`: the entries
- * admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), `SUMMARY_TEXT_RESERVE_TOKENS` for
- * the text, and the files appendix. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head would not free
- * `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more turns instead
- * of squeezing it.
+ * and the files list admitted within the budget less the model text's share (`SUMMARY_TEXT_SHARE`), and
+ * `SUMMARY_TEXT_RESERVE_TOKENS` for the text. `Compact.prepareCompaction` skips a pass (`TooLittleFreed`) whose head
+ * would not free `minFreedTokens` with a summary this large, so a head too short to hold the manifest waits for more
+ * turns instead of squeezing it.
  * @category manifest
  */
-export const summaryFloorTokens = (manifest: Manifest, files: FilesTouched, budgetTokens: number): number =>
-  manifestTokens(manifest.entries, renderAppendix(files), budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
+export const summaryFloorTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number =>
+  manifestTokens(manifest, files, budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
 
-/** The tokens of a summary message with an empty text and the entries admitted under the budget less the text's share. */
-const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string, budgetTokens: number): number =>
-  messageTokens(admit("", entries, appendix, budgetTokens - textReserve(budgetTokens)))
+/** The tokens of a summary message with an empty text and the parts admitted under the budget less the text's share. */
+const manifestTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number =>
+  messageTokens(admit("", manifest, files, budgetTokens - textReserve(budgetTokens)))
 
 /**
  * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
@@ -1086,30 +1403,33 @@ const manifestTokens = (entries: ReadonlyArray<ManifestEntry>, appendix: string,
 export const SUMMARY_TEXT_RESERVE_TOKENS = 256
 
 /**
- * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files appendix
- * (`renderAppendix(files)`, always whole), within `limit = min(budgetTokens, spanTokens)`. The model's text claims up
- * to `SUMMARY_TEXT_SHARE` of the budget first; the entries are admitted in the rest (the span's own entries first,
- * then by rank: instructions and unresolved errors, then plan, commands and identifiers, then resolved errors, then
- * file contents, each one rank lower per compaction of age; one that does not fit is skipped and a smaller one may
- * still enter); the text then gets what they leave, and a longer text is cut at its end (and marked). Identifiers the
- * model's text holds are not repeated (unless the text had to be cut). The message exceeds the budget only when the
- * files appendix alone does.
+ * The text of a summary message: the model's `text`, then the manifest's entries that fit, then the files list, all
+ * within `limit = min(budgetTokens, spanTokens)`. The model's text claims up to `SUMMARY_TEXT_SHARE` of the budget
+ * first; the manifest and the files list are admitted in the rest by `KEEP_ORDER` (`admit`: the user's messages
+ * first, the tasks before the others and then newest first, each whole or named by its reference on the omitted
+ * line; then unresolved errors, the status board and the plan; then the newest paths within `SUMMARY_FILES_SHARE`;
+ * then the rest, each one rank lower per compaction of age); the text then gets what they leave, and a longer text
+ * is cut at its end (and marked). Identifiers the model's text holds are not repeated (unless the text had to be
+ * cut). The message never exceeds `limit`, unless the bare message (header, an omitted line naming nothing, an empty
+ * files list) does.
  * @category manifest
  */
 export const summaryWithManifest = (
   text: string,
   manifest: Manifest,
-  files: FilesTouched,
+  files: FileLists,
   budget: SummaryBudget
 ): string => {
-  const appendix = renderAppendix(files)
   const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
   const whole = text.trim()
   const folded = normalize(whole)
-  const unrepeated = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  const unrepeated: Manifest = {
+    ...manifest,
+    entries: manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  }
   // the text claims up to its share of the budget, but not the room the floor promised the manifest (beyond the
   // floor's own reserve for the text)
-  const promised = manifestTokens(unrepeated, appendix, budget.budgetTokens)
+  const promised = manifestTokens(unrepeated, files, budget.budgetTokens)
   const textClaim = Math.max(
     0,
     Math.min(
@@ -1119,7 +1439,7 @@ export const summaryWithManifest = (
     )
   )
   // the manifest's share, measured with an empty text; the text gets what it leaves
-  const withEntries = (entries: ReadonlyArray<ManifestEntry>) => admit("", entries, appendix, limit - textClaim)
+  const withEntries = (kept: Manifest) => admit("", kept, files, limit - textClaim)
   let manifestPart = withEntries(unrepeated)
   const cut = (room: number): string =>
     room < CUT_NOTE.length ? "" : headOf(whole, room - CUT_NOTE.length).trimEnd() + CUT_NOTE
@@ -1131,7 +1451,7 @@ export const summaryWithManifest = (
   let room = textRoom(manifestPart)
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
-  manifestPart = withEntries(manifest.entries)
+  manifestPart = withEntries(manifest)
   room = textRoom(manifestPart)
   return `${cut(room)}${manifestPart}`
 }
