@@ -78,7 +78,8 @@ const listedIdentifiers = (summary: string): ReadonlyArray<string> =>
 /** The quoted blocks of a manifest (`instruction|status <age> <n> chars:` then n code units), by kind. */
 const quotedBlocks = (summary: string, kind: "instruction" | "status"): ReadonlyArray<string> => {
   const out: Array<string> = []
-  const header = new RegExp(`^${kind} \\d+ (\\d+) chars:$`, "gm")
+  // the header may carry a task mark and a reference before its colon
+  const header = new RegExp(`^${kind} \\d+ (\\d+) chars[^:\\n]*:$`, "gm")
   for (const match of summary.matchAll(header)) {
     const start = match.index + match[0].length + 1
     out.push(summary.slice(start, start + Number(match[1])))
