@@ -163,6 +163,13 @@ const liveRun = (steps: ReadonlyArray<Step>, store: Layer.Layer<SessionStore>) =
     return live
   })
 
+/** How many of the live run's append boundaries fall inside a step (the step had not ended there). */
+const cutsInsideSteps = (live: LiveRun): number =>
+  [...new Set(live.writes)].filter((cut) => {
+    const k = live.afterStep.findIndex((seq) => seq >= cut)
+    return live.afterStep[k] !== cut
+  }).length
+
 /** Stores the first `cut` entries of `stored` as session `sessionId` (what a crash after them left). */
 const storeCut = (
   store: Layer.Layer<SessionStore>,
@@ -238,14 +245,19 @@ describe("a compaction and the offloads it applies are stored together", () => {
     "memory store: every append boundary of two seeded runs resumes to the live next request",
     () =>
       Effect.gen(function* () {
-        for (const seed of [35, 45]) {
+        // the first two seeds (from 30) whose runs apply offloads with at least two compactions and write more than one
+        // append in some step: found by their live runs, so a change of where the policy compacts keeps the test's reach
+        let checked = 0
+        for (let seed = 30; checked < 2; seed++) {
+          assert.isBelow(seed, 130, "no seed from 30 to 129 writes more than one append in a step")
           const steps = script(seed)
           const store = SessionStore.layerMemory(new Map() as MemorySessions)
           const live = yield* liveRun(steps, store)
-          assert.isAtLeast(live.compactionsWithOffloads, 2, `seed ${seed}: compactions that apply offloads`)
+          if (live.compactionsWithOffloads < 2 || cutsInsideSteps(live) === 0) continue
           const { inside, problems } = yield* checkCuts(`seed-${seed}`, steps, live, store, "every")
           assert.deepStrictEqual(problems, [])
           assert.isAbove(inside, 0, `seed ${seed}: some steps write more than one append`)
+          checked++
         }
       }),
     300_000
