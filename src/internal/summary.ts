@@ -1453,5 +1453,12 @@ export const summaryWithManifest = (
   // a cut text may have lost identifiers it held: none is left out then
   manifestPart = withEntries(manifest)
   room = textRoom(manifestPart)
+  // a limit so small that the manifest's bare frame leaves the text less than its claim: the text goes first (it
+  // carries an earlier summary, which nothing else does), and the manifest is left out
+  const claimed = textClaim * CHARS_PER_TOKEN - 8
+  if (room < Math.min(claimed, whole.length)) {
+    const alone = Math.max(room, textRoom(""))
+    return whole.length <= alone ? whole : cut(alone)
+  }
   return `${cut(room)}${manifestPart}`
 }
