@@ -11,8 +11,11 @@ const PREFIX = "text-"
 
 const TEXT_REF = /^text-[0-9a-f]{16}$/
 
-/** Two 32-bit mixes of the UTF-16 code units of `text` (different seeds), as 16 lowercase hex digits. */
-const digest = (text: string): string => {
+/**
+ * Two 32-bit mixes of the UTF-16 code units of `text` (different seeds), as 16 lowercase hex digits: the digest of
+ * every reference by content (a text's here, a user's words' in `userWords`).
+ */
+export const contentDigest = (text: string): string => {
   let h1 = 0xdeadbeef
   let h2 = 0x41c6ce57
   for (let i = 0; i < text.length; i++) {
@@ -27,7 +30,7 @@ const digest = (text: string): string => {
 }
 
 /** The reference of `text` exactly as it is (no trimming): `text-` and 16 hex digits. */
-export const textRef = (text: string): string => `${PREFIX}${digest(text)}`
+export const textRef = (text: string): string => `${PREFIX}${contentDigest(text)}`
 
 /** True when `ref` has the form of a text reference. */
 export const isTextRef = (ref: string): boolean => TEXT_REF.test(ref)

@@ -8,6 +8,7 @@
  */
 import type { Message } from "../Message.ts"
 import { isText } from "./blocks.ts"
+import { contentDigest } from "./textRef.ts"
 
 /** The words of a message: a string content as it is, else its text blocks' texts joined by newlines. */
 export const userWords = (message: Message): string =>
@@ -15,27 +16,11 @@ export const userWords = (message: Message): string =>
     ? message.content
     : message.content.flatMap((block) => isText(block) ? [block.text] : []).join("\n")
 
-/** Two 32-bit hashes of `text`'s code units (cyrb53's mixing, both lanes kept), as 16 hex digits. */
-const digest = (text: string): string => {
-  let h1 = 0xdeadbeef
-  let h2 = 0x41c6ce57
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i)
-    h1 = Math.imul(h1 ^ code, 2654435761)
-    h2 = Math.imul(h2 ^ code, 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507)
-  h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507)
-  h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  return (h2 >>> 0).toString(16).padStart(8, "0") + (h1 >>> 0).toString(16).padStart(8, "0")
-}
-
 /** The prefix of a reference by words. */
 const PREFIX = "msg_"
 
 /** The reference of a user's message by its words (`userWords`): `msg_` and 16 hex digits. */
-export const wordsRef = (message: Message): string => `${PREFIX}${digest(userWords(message))}`
+export const wordsRef = (message: Message): string => `${PREFIX}${contentDigest(userWords(message))}`
 
 const WORDS_REF = /^msg_[0-9a-f]{16}$/
 
