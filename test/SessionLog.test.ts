@@ -14,15 +14,15 @@ import {
   Result,
   Schema
 } from "effect"
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import process from "node:process"
-import { fileURLToPath } from "node:url"
 import type { Message } from "../src/Message.ts"
 import { CURRENT_VERSION, encodeEntry, type Entry } from "../src/SessionEntry.ts"
 import { SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { type MemorySessions as MemoryStore, validateSessionId } from "../src/SessionStore.ts"
 import { layerSessionLog as layerJsonl, listSessions, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
+import { isDeno, kill, spawnWriter, waitFor } from "./fixtures/childWriter.ts"
 import { crashScript } from "./fixtures/session-writer.ts"
 import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
 import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
@@ -83,39 +83,6 @@ const read = (directory: string, sessionId: string, repair = false) =>
 // ============================================================================
 // Child processes (crash and lock tests), under the runtime running this test
 // ============================================================================
-
-const writerScript = fileURLToPath(new URL("./fixtures/session-writer.ts", import.meta.url))
-const isDeno = typeof (globalThis as { readonly Deno?: unknown }).Deno !== "undefined"
-
-const spawnWriter = (args: ReadonlyArray<string>): ChildProcess =>
-  isDeno
-    ? spawn(process.execPath, ["run", "-A", writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
-    : spawn(process.execPath, [writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
-
-/** Waits until the child has printed a line that satisfies `until`; returns that line. */
-const waitFor = (child: ChildProcess, until: (line: string) => boolean): Effect.Effect<string> =>
-  Effect.callback<string>((resume) => {
-    let buffer = ""
-    const onData = (chunk: Buffer) => {
-      buffer += chunk.toString()
-      const lines = buffer.split("\n")
-      buffer = lines.pop()!
-      const hit = lines.find(until)
-      if (hit !== undefined) {
-        child.stdout!.off("data", onData)
-        resume(Effect.succeed(hit))
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.once("exit", (code) => resume(Effect.die(new Error(`child exited early with ${code}: ${buffer}`))))
-  })
-
-const kill = (child: ChildProcess) =>
-  Effect.callback<void>((resume) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-    child.once("exit", () => resume(Effect.void))
-    child.kill("SIGKILL")
-  })
 
 describe("SessionLog", () => {
   it("runs under the runtime the suite expects", () => {

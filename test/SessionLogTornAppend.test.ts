@@ -12,12 +12,10 @@
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, Result } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import process from "node:process"
-import { fileURLToPath } from "node:url"
 import { Conversation } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
@@ -28,6 +26,7 @@ import { decodeLine, encodeEntry, type Entry, type Loaded, type LoadIssue } from
 import { SessionLog, type SessionLogError, type SessionLogShape } from "../src/SessionLog.ts"
 import { SessionStore } from "../src/SessionStore.ts"
 import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../src/SessionStoreJsonl.ts"
+import { kill, spawnWriter, waitFor } from "./fixtures/childWriter.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { exactState } from "./fixtures/ResumeReference.ts"
 
@@ -420,38 +419,6 @@ describe("a conversation resumed from a cut inside its compaction's append", () 
 // ============================================================================
 // SIGKILL while appending compactions with their offloads
 // ============================================================================
-
-const writerScript = fileURLToPath(new URL("./fixtures/session-writer.ts", import.meta.url))
-const isDeno = typeof (globalThis as { readonly Deno?: unknown }).Deno !== "undefined"
-
-const spawnWriter = (args: ReadonlyArray<string>): ChildProcess =>
-  isDeno
-    ? spawn(process.execPath, ["run", "-A", writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
-    : spawn(process.execPath, [writerScript, ...args], { stdio: ["ignore", "pipe", "inherit"] })
-
-/** Waits until the child has printed a line that satisfies `until`. */
-const waitFor = (child: ChildProcess, until: (line: string) => boolean): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    let buffer = ""
-    const onData = (chunk: Buffer) => {
-      buffer += chunk.toString()
-      const lines = buffer.split("\n")
-      buffer = lines.pop()!
-      if (lines.some(until)) {
-        child.stdout!.off("data", onData)
-        resume(Effect.void)
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.once("exit", (code) => resume(Effect.die(new Error(`child exited early with ${code}: ${buffer}`))))
-  })
-
-const kill = (child: ChildProcess) =>
-  Effect.callback<void>((resume) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-    child.once("exit", () => resume(Effect.void))
-    child.kill("SIGKILL")
-  })
 
 /** The compactions of `entries` each followed by the eviction entry of its append, as `recordCompaction` wrote them. */
 const halfAppends = (entries: ReadonlyArray<Entry>): ReadonlyArray<string> =>
