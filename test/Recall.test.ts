@@ -655,6 +655,81 @@ describe("Removal records", () => {
       assert.isTrue(found._tag === "Hits" && found.hits[0]!.ref === first!.id && found.hits[0]!.kind === "summary")
     }))
 
+  it.effect("a removed message's blocks without text of their own come back as their JSON, never searched; a server summary's text", () =>
+    Effect.gen(function* () {
+      const store = SessionStore.layerMemory(new Map())
+      const document: ContentBlock = {
+        type: "document",
+        source: { type: "text", media_type: "text/plain", data: "the contract says: deliver by March" },
+        title: "contract.txt"
+      } as ContentBlock
+      const image: ContentBlock = {
+        type: "image",
+        source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgoAAAANSUhEUg" }
+      } as ContentBlock
+      const search: ContentBlock = {
+        type: "server_tool_use",
+        id: "srvtoolu_1",
+        name: "web_search",
+        input: { query: "effect compaction" }
+      } as ContentBlock
+      const serverSummary: ContentBlock = {
+        type: "compaction",
+        content: "the server's summary of the start"
+      } as ContentBlock
+      const asked: Message = {
+        role: "user",
+        content: [{ type: "text", text: "read the attached contract" }, document, image]
+      }
+      const answered: Message = {
+        role: "assistant",
+        content: [serverSummary, search, { type: "text", text: "searched" }]
+      }
+      yield* Effect.gen(function* () {
+        const log = yield* SessionLog
+        yield* log.append([asked, answered, { role: "user", content: "next" }])
+        const snapshot = yield* log.snapshot
+        yield* log.recordCompaction({
+          snapshot,
+          cut: 2,
+          view: [{ role: "user", content: "summary" }, ...snapshot.view.slice(2)],
+          summarizer: "test"
+        })
+      }).pipe(Effect.provide(SessionLog.layer({ sessionId: "blocks", sync: "never" }).pipe(Layer.provide(store))))
+      const entries = yield* readEntries("blocks").pipe(Effect.provide(store))
+      const back = (ref: string) =>
+        Effect.map(
+          recall("blocks", { ref }).pipe(Effect.provide(store)),
+          (a) => a._tag === "Found" ? a.page.text : a._tag
+        )
+      // each block is in the message's text: a document's and an image's JSON whole (so the block comes back exactly)
+      const user = (yield* back(entries[0]!.id)).split("\n\n")
+      assert.deepStrictEqual(user, [
+        "read the attached contract",
+        `[document]\n${JSON.stringify(document)}`,
+        `[image]\n${JSON.stringify(image)}`
+      ])
+      assert.deepStrictEqual(JSON.parse(user[1]!.split("\n")[1]!), document)
+      assert.strictEqual(
+        yield* back(entries[1]!.id),
+        "[compaction] the server's summary of the start\n\n" +
+          `[server_tool_use web_search id=srvtoolu_1] {"query":"effect compaction"}\n\nsearched`
+      )
+      const search1 = (query: string) =>
+        Effect.map(
+          recall("blocks", { query }).pipe(Effect.provide(store)),
+          (a) => a._tag === "Hits" ? a.hits.map((h) => [h.ref, h.line]) : []
+        )
+      // the texts are searched (a server tool's input, a server summary), a block's JSON is not
+      assert.deepStrictEqual(yield* search1("server's summary"), [[entries[1]!.id, 1]])
+      assert.deepStrictEqual(yield* search1("effect compaction"), [[entries[1]!.id, 3]])
+      assert.deepStrictEqual(yield* search1("iVBORw0KGgo"), [])
+      // the same from the sources a retention measure searches
+      const sources = removedSources([asked, answered])
+      assert.deepStrictEqual(sources[0]!.opaque, [3, 6])
+      assert.deepStrictEqual(searchSources(sources, "attached").map((h) => [h.ref, h.line]), [["removed#0", 1]])
+    }))
+
   it.effect("a compaction's outcome lists every message and tool result of the removed span, results by reference", () =>
     Effect.gen(function* () {
       const { messages } = plantedSession(12, 41)

@@ -23,7 +23,7 @@ import { isHumanMessage } from "./turns.ts"
 import { isWordsRef, wordsRef } from "./userWords.ts"
 import {
   MAX_REGEX_LINE,
-  messageText,
+  messageSource,
   opaqueField,
   type RecallHit,
   type RecallKind,
@@ -36,7 +36,6 @@ import {
 export {
   DEFAULT_CONTEXT_LINES,
   MAX_REGEX_LINE,
-  messageText,
   type RecallHit,
   type RecallKind,
   type RecallSource,
@@ -199,7 +198,7 @@ const foldSources = (
   }
   const addMessage = (entryId: string, message: Message, kind: RecallKind, kept: boolean) => {
     const words = kind === "message" && isHumanMessage(message) ? { words: wordsRef(message) } : {}
-    add(entryId, { ref: entryId, kind, entryId, role: message.role, ...words, text: messageText(message) })
+    add(entryId, { ref: entryId, kind, entryId, role: message.role, ...words, ...messageSource(message) })
     if (typeof message.content === "string") return
     message.content.forEach((block, index) => {
       if (isToolUse(block)) toolNames.set(block.id, block.name)

@@ -6,7 +6,7 @@
  * @internal
  */
 import type { ContentBlock, Message, ToolResultBlock } from "../Message.ts"
-import { isText, isToolResult, isToolUse } from "./blocks.ts"
+import { isCompaction, isServerToolUse, isText, isThinking, isToolResult, isToolUse } from "./blocks.ts"
 import { headOf } from "./text.ts"
 
 /** What a source is: a tool call's result, a message, or a summary a later compaction replaced. @category models */
@@ -36,9 +36,9 @@ export interface RecallSource {
    * names it by when it left the message out. Not part of an answer.
    */
   readonly words?: string
-  /** The text `recall` returns: `recallText` of a tool result's content, `messageText` of a message. */
+  /** The text `recall` returns: `recallText` of a tool result's content, `messageSource`'s of a message. */
   readonly text: string
-  /** The lines (from 0) of `text` that hold a block other than text as its JSON (`recallText`): never searched. */
+  /** The lines (from 0) of `text` that hold a block as its JSON (`recallText`, `messageSource`): never searched. */
   readonly opaque?: ReadonlyArray<number>
   /** The current view no longer holds it as stored: summarized away or offloaded. */
   readonly removed: boolean
@@ -81,23 +81,51 @@ export const opaqueLines = (content: ToolResultBlock["content"]): ReadonlyArray<
   return lines.length === 0 ? undefined : lines
 }
 
-const blockText = (block: ContentBlock): string => {
-  if (isText(block)) return block.text
-  if (isToolUse(block)) return `[tool_use ${block.name} id=${block.id}] ${JSON.stringify(block.input)}`
-  if (isToolResult(block)) return `[tool_result id=${block.tool_use_id}]\n${recallText(block.content)}`
-  if (block.type === "thinking" && typeof (block as { thinking?: unknown }).thinking === "string") {
-    return `[thinking] ${(block as { thinking: string }).thinking}`
+/**
+ * A message block as text, and whether that text is the block's JSON (a block with no text of its own: an image, a
+ * document, a server tool's result, a redacted thinking), which a search skips as it skips a tool result's.
+ */
+const blockText = (block: ContentBlock): { readonly text: string; readonly opaque: boolean } => {
+  if (isText(block)) return { text: block.text, opaque: false }
+  if (isToolUse(block) || isServerToolUse(block)) {
+    return { text: `[${block.type} ${block.name} id=${block.id}] ${JSON.stringify(block.input)}`, opaque: false }
   }
-  return `[${block.type}]`
+  if (isToolResult(block)) {
+    return { text: `[tool_result id=${block.tool_use_id}]\n${recallText(block.content)}`, opaque: false }
+  }
+  if (isThinking(block) && typeof block.thinking === "string") {
+    return { text: `[thinking] ${block.thinking}`, opaque: false }
+  }
+  if (isCompaction(block) && typeof block.content === "string") {
+    return { text: `[compaction] ${block.content}`, opaque: false }
+  }
+  return { text: `[${block.type}]\n${JSON.stringify(block)}`, opaque: true }
 }
 
 /**
- * The text of a message: a string content as it is; blocks as their texts (`recallText`'s forms, a tool call as
- * `[tool_use name id=…] input`, a tool result under a `[tool_result id=…]` line), separated by a blank line.
+ * The text of a message and the lines (from 0) of it that are a block's JSON (`opaque`, absent when none): a string
+ * content as it is; blocks as their texts, separated by a blank line: a tool call (a server tool's too) as
+ * `[tool_use name id=…] input`, a tool result under a `[tool_result id=…]` line (`recallText`'s forms), a thinking
+ * block's or a server compaction's text after `[thinking]` or `[compaction]`, any other block (an image, a
+ * document, a server tool's result) as its JSON on the line after `[type]`.
  * @category text
  */
-export const messageText = (message: Message): string =>
-  typeof message.content === "string" ? message.content : message.content.map(blockText).join("\n\n")
+export const messageSource = (
+  message: Message
+): { readonly text: string; readonly opaque?: ReadonlyArray<number> } => {
+  if (typeof message.content === "string") return { text: message.content }
+  const texts: Array<string> = []
+  let opaque: Array<number> | undefined
+  let line = 0
+  for (const block of message.content) {
+    const part = blockText(block)
+    // the JSON is the line after the header; each part is followed by a blank line
+    if (part.opaque) (opaque ??= []).push(line + 1)
+    texts.push(part.text)
+    line += lineCount(part.text) + 2
+  }
+  return opaque === undefined ? { text: texts.join("\n\n") } : { text: texts.join("\n\n"), opaque }
+}
 
 /**
  * The sources of messages that are all removed (the measure of `Retention` asks what one search finds in them): each
@@ -113,7 +141,7 @@ export const removedSources = (messages: ReadonlyArray<Message>, from = 0): Read
       kind: "message",
       entryId,
       role: message.role,
-      text: messageText(message),
+      ...messageSource(message),
       removed: true
     }
     if (typeof message.content === "string") return [own]
@@ -281,7 +309,7 @@ export const searchSources = (
 
 /**
  * The lines (from 0) of the message source at `index` that hold its own tool results (the tool result sources of its
- * entry that follow it, each as `messageText` writes it: a `[tool_result id=…]` line, then its text).
+ * entry that follow it, each as `messageSource` writes it: a `[tool_result id=…]` line, then its text).
  */
 const ownResultLines = (sources: ReadonlyArray<RecallSource>, index: number): ReadonlySet<number> | undefined => {
   const message = sources[index]!
