@@ -232,8 +232,9 @@ type ReplyReport = NonNullable<ConversationState["reply"]>
 
 /**
  * One change a transition made, the service records each in the log: `Appended` (a message and, for a reply, its
- * step metadata), `Offloaded` (the tool results an offload replaced), `CompactionApplied` (the compaction's record);
- * and its constructors. @category models
+ * step metadata), `EmptyReply` (the step metadata of a reply with empty content, which adds no message), `Offloaded`
+ * (the tool results an offload replaced), `CompactionApplied` (the compaction's record); and its constructors.
+ * @category models
  */
 export { Change }
 
@@ -431,8 +432,10 @@ export interface SdkReply {
  * prepared in, by default the current one). The reply is a `MessageParam` or the SDK's reply (`SdkReply`): its
  * content is stored as an assistant message, its `usage` is the usage unless one is given, and its `id` and
  * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
- * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An empty reply
- * adds no message (its stop reason and usage are still kept, in the state only). Its last block, when it is text, is
+ * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An SDK reply
+ * with empty content (or only blank text) adds no message, and leaves the calls pending: its usage, id and stop reason
+ * are kept all the same (the trigger reads them), in one `EmptyReply` change that the log stores; a `MessageParam`
+ * with empty content changes nothing. Its last block, when it is text, is
  * stored without trailing whitespace: a continued turn sends it as the final assistant message, which the API refuses
  * ending in whitespace. The reply is taken as checked (the `Conversation` service refuses first what is not one).
  *
@@ -478,11 +481,7 @@ export const recordReply = (
   }
   const onThread = thread !== undefined && "sent" in thread ? thread : undefined
   const clean = wireReply(message)
-  if (clean === undefined) {
-    if (sdk === undefined) return none(state)
-    const kept = reported === undefined ? state.usage : { usage: usageOf(reported), requestEpoch: report.requestEpoch }
-    return none(withThread({ ...state, usage: kept, reply: report }, undefined))
-  }
+  if (clean === undefined) return sdk === undefined ? none(state) : emptyReply(state, report, reported)
   return chain(chain(closePending(state), leadingUser), (s) => {
     const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
     // the ids this reply's calls take, in order (a reply holds a few: a scan)
@@ -555,6 +554,27 @@ export const recordReply = (
     const final: ConversationState = withThread(t.state, anchor)
     return final === t.state ? t : { steps: [{ ...t.steps[0]!, state: final }], state: final }
   })
+}
+
+/**
+ * An SDK reply with empty content (`report` its report, `reported` its usage): no message, but its usage (when it
+ * reports one), its report and the end of the thread, which the change carries as the reply's step metadata, so the
+ * log keeps them and a resume restores them.
+ */
+const emptyReply = (state: ConversationState, report: ReplyReport, reported: ReportedUsage | undefined): Transition => {
+  const kept = reported === undefined ? undefined : usageOf(reported)
+  const meta: ReplyMeta = {
+    ...(kept === undefined ? {} : { usage: kept }),
+    requestEpoch: report.requestEpoch,
+    ...(report.id === undefined ? {} : { replyId: report.id }),
+    ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
+    ...(report.unthreaded === true ? { unthreaded: true as const } : {}),
+    ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
+    ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
+  }
+  const usage = kept === undefined ? state.usage : { usage: kept, requestEpoch: report.requestEpoch }
+  const next = withThread({ ...state, usage, reply: report }, undefined)
+  return { steps: [{ change: Change.EmptyReply({ meta }), state: next }], state: next }
 }
 
 /** The reasons the API reports without a diagnosis to compare (the previous reply unknown to it, or none given). */

@@ -31,6 +31,7 @@ import { randomUUID } from "node:crypto"
 import {
   type AppendOptions,
   type CompactionInput,
+  type EvictionOptions,
   SessionLog as SessionLogService,
   type WriteCondition
 } from "./internal/sessionLogContract.ts"
@@ -60,7 +61,13 @@ import {
   viewHash as hashOfView
 } from "./internal/sessionEntry.ts"
 
-export type { AppendOptions, CompactionInput, SessionLogShape, WriteCondition } from "./internal/sessionLogContract.ts"
+export type {
+  AppendOptions,
+  CompactionInput,
+  EvictionOptions,
+  SessionLogShape,
+  WriteCondition
+} from "./internal/sessionLogContract.ts"
 export { SessionLogError, SessionLogErrorReason } from "./internal/sessionLogError.ts"
 
 // ============================================================================
@@ -373,13 +380,20 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     timestamp
   })
 
-  /** The eviction entry recording `evictions` (its own, or the offloads applied with a compaction). */
+  /**
+   * The eviction entry recording `evictions` (its own, or the offloads applied with a compaction), with the step
+   * metadata `meta` when given.
+   */
   const evictionEntry = (
     id: string,
     parentId: string | null,
     timestamp: number,
-    evictions: ReadonlyArray<SessionEntry.Eviction>
-  ): SessionEntry.EvictionEntry => ({ ...header(id, parentId, timestamp), type: "eviction", evictions })
+    evictions: ReadonlyArray<SessionEntry.Eviction>,
+    meta?: SessionEntry.StepMeta | undefined
+  ): SessionEntry.EvictionEntry =>
+    meta === undefined
+      ? { ...header(id, parentId, timestamp), type: "eviction", evictions }
+      : { ...header(id, parentId, timestamp), type: "eviction", evictions, meta }
 
   /** What is wrong with `evictions`, if anything: each block must be a `tool_result` for its tool use id. */
   const evictionProblem = (evictions: ReadonlyArray<SessionEntry.Eviction>): SessionLogError | undefined => {
@@ -528,16 +542,19 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       }))
     )
 
-  const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>, condition: WriteCondition = {}) =>
+  const recordEviction = (evictions: ReadonlyArray<SessionEntry.Eviction>, condition: EvictionOptions = {}) =>
     serialized(Effect.gen(function* () {
       const badEviction = evictionProblem(evictions)
       if (badEviction !== undefined) return yield* badEviction
+      if (condition.meta !== undefined && !isStepMeta(condition.meta)) {
+        return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
+      }
       const id = randomUUID() as string
       return yield* appendDerived(
         condition.ifHead === undefined ? entryWrite : entryWriteOnce,
         condition.ifHead,
         (timestamp): PendingWrite<SessionEntry.EvictionEntry> => {
-          const entry = evictionEntry(id, live.head, timestamp, evictions)
+          const entry = evictionEntry(id, live.head, timestamp, evictions, condition.meta)
           return {
             entries: [entry],
             fold: foldEach([entry]),

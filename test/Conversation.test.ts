@@ -296,15 +296,19 @@ describe("Conversation: failures lose nothing", () => {
   )
 })
 
+/** `comparable` and the latest reply (its id, stop reason and request epoch), which the trigger reads too. */
+const replied = (state: ConversationState) => ({ ...comparable(state), reply: state.reply })
+
 describe("Conversation: property, resume at every step equals the live state", () => {
   it.effect(
-    "generated sessions with parallel calls, interrupted replies, many compactions and evictions",
+    "generated sessions with parallel calls, interrupted replies, empty replies, many compactions and evictions",
     () =>
       Effect.gen(function* () {
         let requests = 0
         let compactions = 0
         let evictions = 0
         let interruptions = 0
+        let empties = 0
         // Node takes seeds 1-12, Deno 13-24: a CI run (both) covers all 24
         const first = "Deno" in globalThis ? 13 : 1
         for (let seed = first; seed < first + 12; seed++) {
@@ -313,15 +317,33 @@ describe("Conversation: property, resume at every step equals the live state", (
           const store: MemorySessions = new Map()
           yield* Effect.gen(function* () {
             const conversation = yield* Conversation
+            /** Prepares a request (counted and judged), and answers with the usage the request is billed. */
+            const prepare = Effect.gen(function* () {
+              const prepared: Prepared = yield* conversation.prepare
+              requests++
+              if (prepared.offloaded.length > 0) evictions++
+              if (prepared.compaction?._tag === "Compacted") compactions++
+              assertValid(prepared.request, `seed ${seed}, request ${requests}`)
+              return { prepared, usage: usage(estimateTokens(prepared.request.messages) * 2) }
+            })
             for (const message of session) {
               if (message.role === "assistant") {
-                const prepared: Prepared = yield* conversation.prepare
-                requests++
-                if (prepared.offloaded.length > 0) evictions++
-                if (prepared.compaction?._tag === "Compacted") compactions++
-                assertValid(prepared.request, `seed ${seed}, request ${requests}`)
-                const tokens = estimateTokens(prepared.request.messages)
-                yield* conversation.recordReply(message, usage(tokens * 2), { requestEpoch: prepared.epoch })
+                if (rand() < 0.15) {
+                  // the API answered with empty content first (nothing to say, or the request did not fit): the state
+                  // keeps its usage, id and stop reason, and so must the log
+                  const { prepared, usage: billed } = yield* prepare
+                  empties++
+                  const stop = rand() < 0.3 ? "model_context_window_exceeded" : "end_turn"
+                  const reply = { id: `msg_e${empties}`, type: "message", role: "assistant", content: [] } as const
+                  yield* conversation.recordReply({ ...reply, stop_reason: stop, usage: billed }, undefined, {
+                    requestEpoch: prepared.epoch
+                  })
+                  const live = yield* conversation.state
+                  const resumed = yield* resumedFrom(store)
+                  assert.deepStrictEqual(replied(resumed), replied(live), `seed ${seed}, empty reply ${empties}`)
+                }
+                const { prepared, usage: billed } = yield* prepare
+                yield* conversation.recordReply(message, billed, { requestEpoch: prepared.epoch })
               } else if (
                 typeof message.content !== "string" && message.content[0]?.type === "tool_result" && rand() < 0.15
               ) {
@@ -331,11 +353,12 @@ describe("Conversation: property, resume at every step equals the live state", (
               } else yield* conversation.append(message)
               const live = yield* conversation.state
               const resumed = yield* resumedFrom(store)
-              assert.deepStrictEqual(comparable(resumed), comparable(live), `seed ${seed}`)
+              assert.deepStrictEqual(replied(resumed), replied(live), `seed ${seed}`)
             }
           }).pipe(Effect.provide(logged(store, small, 3)))
         }
-        console.log({ requests, compactions, evictions, interruptions })
+        console.log({ requests, compactions, evictions, interruptions, empties })
+        assert.isAbove(empties, 40)
         assert.isAbove(compactions, 12)
         assert.isAbove(evictions, 12)
         assert.isAbove(interruptions, 12)

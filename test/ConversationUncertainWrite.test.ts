@@ -7,8 +7,9 @@
  * loopback proxy that cuts every connection). The next step catches up with the log: the same step taken again adopts a
  * change that landed without writing it again, and writes one that did not; another step adopts it first and goes on;
  * another writer's entries since then fail the step with `Conflict` until a reopen. The log holds every step once, the
- * state is the log's, and a resume equals the live state. Then a property over random agent loops on a JSONL log with
- * such failures (landed or not) injected into random steps, each retried or followed by another step.
+ * state is the log's, and a resume equals the live state. Then a property over random agent loops (some replies with
+ * empty content) on a JSONL log with such failures (landed or not) injected into random steps, each retried or followed
+ * by another step.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
@@ -16,7 +17,7 @@ import { Context, Effect, Exit, FileSystem, Layer, Logger, PlatformError, Schema
 import * as net from "node:net"
 import { afterAll, beforeAll } from "vitest"
 import { Conversation, ConversationError } from "../src/Conversation.ts"
-import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
+import type { ConversationState, MessageParam, SdkReply } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import type { Entry } from "../src/SessionEntry.ts"
@@ -36,14 +37,30 @@ const user = (text: string): MessageParam => ({ role: "user", content: text })
 const reply = (text: string): MessageParam => ({ role: "assistant", content: [{ type: "text", text }] })
 const words = (label: string, n: number) => `${label}: ${"the parser reads the config file ".repeat(n)}`
 const usage = (input_tokens: number) => ({ input_tokens, output_tokens: 20 })
+/** A reply with empty content as the SDK returns it (`end_turn` with nothing to say). */
+const emptyReply = (id: string, input_tokens: number): SdkReply => ({
+  id,
+  type: "message",
+  role: "assistant",
+  content: [],
+  stop_reason: "end_turn",
+  usage: usage(input_tokens)
+})
 const json = (value: unknown) => JSON.stringify(value)
 /** What a state holds that the log stores (the bookkeeping of the request in flight left out). */
 const stored = (state: ConversationState) =>
   json({ view: state.view, epoch: state.epoch, pending: state.pending, usage: state.usage, reply: state.reply })
 
-/** The label of each stored message entry (its text up to the first colon), in order. */
+/**
+ * The label of each stored message entry (its text up to the first colon) and each empty reply (its id, stored on an
+ * eviction entry with no evictions), in order.
+ */
 const labels = (entries: ReadonlyArray<Entry>) =>
   entries.flatMap((e) => {
+    if (e.type === "eviction") {
+      const id = (e.meta?.["conversation"] as { readonly replyId?: string } | undefined)?.replyId
+      return e.evictions.length === 0 && id !== undefined ? [id] : []
+    }
     if (e.type !== "message") return []
     const content = e.message.content
     const text = typeof content === "string" ? content : (content[0] as { readonly text: string }).text
@@ -489,8 +506,10 @@ describe("random agent loops with writes failing after they may have landed (JSO
             : preparedEpoch === undefined
             ? "prepare"
             : "reply"
-          const label = `step ${n} (${kind})`
-          const text = kind === "append" ? words(`u${n}`, step.big ? 300 : 80) : `r${n}: answered`
+          // one reply in six comes back with empty content: no message, its usage and id logged all the same
+          const empty = kind === "reply" && step.action === 1
+          const label = `step ${n} (${empty ? "empty reply" : kind})`
+          const text = kind === "append" ? words(`u${n}`, step.big ? 300 : 80) : empty ? `e${n}` : `r${n}: answered`
           const call: () => Effect.Effect<void, ConversationError<unknown>> = kind === "compact"
             ? () => Effect.asVoid(c.compact())
             : kind === "append"
@@ -498,7 +517,11 @@ describe("random agent loops with writes failing after they may have landed (JSO
             : kind === "prepare"
             ? () => Effect.map(c.prepare, (p) => void (preparedEpoch = p.epoch))
             : () =>
-              Effect.asVoid(c.recordReply(reply(text), usage(step.big ? 20_000 : 800), { requestEpoch: preparedEpoch }))
+              Effect.asVoid(
+                empty
+                  ? c.recordReply(emptyReply(text, step.big ? 20_000 : 900), undefined, { requestEpoch: preparedEpoch })
+                  : c.recordReply(reply(text), usage(step.big ? 20_000 : 800), { requestEpoch: preparedEpoch })
+              )
           session.faults.sync = step.fault === 0 ? 1 : 0
           session.faults.write = step.fault === 1 ? 1 : 0
           const entriesBefore = (yield* session.loaded).entries.length

@@ -2,7 +2,7 @@
  * Resume without a second read: `SessionLog.loaded` is the live fold (equal to a fresh `load`), a closed session's
  * fold is reused by the next open through the same `ClosedFolds` only while the stored lines are the ones it folded,
  * and step
- * metadata (v3 `meta` of a message entry) is stored under the line's checksum, returned in `entries` and never in the
+ * metadata (v3 `meta` of a message, compaction or eviction entry) is stored under the line's checksum, returned in `entries` and never in the
  * view; v2 logs still read.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -266,6 +266,52 @@ describe("SessionLog: step metadata", () => {
       const error = yield* loadFailure(sessions)
       assert.strictEqual(error.reason, "Corrupt")
       assert.strictEqual(error.line, 4)
+    }))
+
+  it.effect("an eviction's meta is stored under its checksum; one with no evictions changes nothing in the view", () =>
+    Effect.gen(function* () {
+      const sessions: MemoryStore = new Map()
+      const meta = { conversation: { requestEpoch: 0, stopReason: "end_turn" }, other: { future: [1, null] } }
+      yield* withLog(logOver(backend(sessions)), (log) => log.append([user("q"), reply("a"), user("next")]))
+      for (const bad of [[1], { n: Number.NaN }, { u: undefined }, "text"]) {
+        const error = failure(
+          yield* Effect.exit(
+            withLog(logOver(backend(sessions)), (log) => log.recordEviction([], { meta: bad as never }))
+          )
+        )
+        assert.strictEqual(error.reason, "InvalidInput", JSON.stringify(bad))
+      }
+      assert.strictEqual(sessions.get("s")!.length, 3, "a refused eviction writes nothing")
+      const entry = yield* withLog(logOver(backend(sessions)), (log) => log.recordEviction([], { meta }))
+      assert.deepStrictEqual(entry.meta, meta)
+      const loaded = yield* withLog(logOver(backend(sessions)), (log) => log.load())
+      assert.deepStrictEqual(loaded.view, [user("q"), reply("a"), user("next")])
+      assert.deepStrictEqual((loaded.entries.at(-1) as Entry & { readonly meta?: unknown }).meta, meta)
+      // under the checksum: a changed byte of it is a corrupt line
+      const stored = sessions.get("s")!
+      stored[3] = { ...stored[3]!, line: stored[3]!.line.replace('"end_turn"', '"max_tokens"') }
+      const error = yield* loadFailure(sessions)
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.strictEqual(error.line, 4)
+    }))
+
+  it.effect("a v2 eviction line carrying meta is corrupt", () =>
+    Effect.gen(function* () {
+      const sessions: MemoryStore = new Map()
+      yield* withLog(logOver(backend(sessions)), (log) =>
+        Effect.andThen(log.append([user("q"), reply("a")]), log.recordEviction([])))
+      const stored = sessions.get("s")!
+      const eviction = JSON.parse(stored[2]!.line.replace(/,"sum":"[0-9a-f]+"\}$/, "}")) as Record<string, unknown>
+      stored[2] = { ...stored[2]!, line: encodeEntry({ ...eviction, v: 2, meta: { k: 1 } } as unknown as Entry) }
+      const error = yield* loadFailure(sessions)
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.strictEqual(error.line, 3)
+      assert.include(error.message, "cannot carry meta")
+      // without meta, the same v2 eviction reads
+      stored[2] = { ...stored[2]!, line: encodeEntry({ ...eviction, v: 2 } as unknown as Entry) }
+      const loaded = yield* withLog(logOver(backend(sessions)), (l) =>
+        l.load())
+      assert.deepStrictEqual(loaded.view, [user("q"), reply("a")])
     }))
 
   it.effect("a v2 compaction line carrying meta is corrupt", () =>

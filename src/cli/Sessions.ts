@@ -155,10 +155,14 @@ export const readLogInput = (
       : readStored(source.sessionId).pipe(Effect.provide(pgStore(source.url)))).pipe(
         Effect.mapError(storeFailure(source))
       )
-    const count = (type: string) => loaded.entries.filter((e) => e.type === type).length
+    // an eviction entry with no evictions holds only a step's metadata (a reply with empty content)
+    const count = (type: string) =>
+      loaded.entries.filter((e) => e.type === type && (e.type !== "eviction" || e.evictions.length > 0)).length
     const issues = loaded.issues.length === 0
       ? ""
-      : `; ${loaded.issues.length} issues (${loaded.issues.map((i) => `${i._tag} at line ${i.line}`).join(", ")})`
+      : `; ${loaded.issues.length} issues (${
+        loaded.issues.map((i) => `${i._tag} at line ${i.line}`).join(", ")
+      })`
     const messages = reading === "view"
       ? loaded.view
       : loaded.entries.flatMap((e) => e.type === "message" ? [e.message] : [])

@@ -230,6 +230,8 @@ const foldSources = (
         view.push(entry.id)
         break
       case "eviction": {
+        // none: the entry holds only a step's metadata (a reply with empty content), and removes nothing
+        if (entry.evictions.length === 0) break
         // an eviction replaces every result of its id the view holds
         const inView = new Set(view)
         const removed = entry.evictions.flatMap((e) =>

@@ -26,7 +26,8 @@ import { blocksOf, isToolResult } from "./blocks.ts"
  * The entry format version this module writes: 3. v2 is v1 plus a checksum at the end of every line; v3 is v2 plus
  * the optional step metadata of a message or compaction entry (`meta`). Entries with a higher `v` are refused, never
  * guessed at; v1 and v2 lines are still read (a v1 or v2 line carrying `meta` is corrupt: no writer of those versions
- * wrote it). A reader of v3 from before compaction entries carried `meta` ignores it, as it ignores any unknown field.
+ * wrote it). A reader of v3 from before compaction or eviction entries carried `meta` ignores it, as it ignores any
+ * unknown field.
  * A compaction's removal record (`removed`, optional on every version, and never part of the view) came later without
  * a new version: a reader that does not know it ignores it, and a malformed one is `Corrupt` like any bad field. So did
  * `more` (v3 only, on every kind of entry): on each entry but the last of a store append of several entries, how many
@@ -115,18 +116,23 @@ export const Eviction: Schema.Struct<{
 export type Eviction = typeof Eviction.Type
 
 /**
- * Tool results offloaded from the view. Applies to every matching tool result still in the view. @category schemas
+ * Tool results offloaded from the view. Applies to every matching tool result still in the view. `meta` (v3) is the
+ * recording layer's step metadata, as on the other kinds; an entry with no evictions changes nothing in the view and
+ * holds only that: a step of the writer that added no message (`Conversation`: a reply with empty content, its usage
+ * and stop reason). A reader that does not know `meta` on an eviction ignores it and reads the same view. @category schemas
  */
 export const EvictionEntry: Schema.Struct<
   HeaderFields & {
     readonly type: Schema.Literal<"eviction">
     readonly evictions: Schema.$Array<typeof Eviction>
+    readonly meta: Schema.optionalKey<typeof StepMeta>
     readonly more: Schema.optionalKey<typeof More>
   }
 > = Schema.Struct({
   ...Header,
   type: Schema.Literal("eviction"),
   evictions: Schema.Array(Eviction),
+  meta: Schema.optionalKey(StepMeta),
   more: Schema.optionalKey(More)
 })
 /** The decoded type of `EvictionEntry`. */
@@ -700,7 +706,7 @@ export const decodeLine = (line: string): Result.Result<Entry, LineProblem> => {
   }
   if (Result.isFailure(decoded)) return Result.fail({ reason: "Corrupt", detail: invalid ?? "" })
   const entry = decoded.success
-  if (entry.type !== "eviction" && entry.meta !== undefined && entry.v < 3) {
+  if (entry.meta !== undefined && entry.v < 3) {
     return Result.fail({ reason: "Corrupt", ...named, detail: `a v${entry.v} entry cannot carry meta (v3 added it)` })
   }
   if (entry.more !== undefined && entry.v < 3) {

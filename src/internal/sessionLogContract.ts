@@ -77,6 +77,15 @@ export interface AppendOptions extends WriteCondition {
   readonly meta?: ReadonlyArray<StepMeta | undefined>
 }
 
+/** Options of `SessionLogShape.recordEviction`. @category models */
+export interface EvictionOptions extends WriteCondition {
+  /**
+   * The entry's step metadata (a JSON object), returned by `load` in `entries`, never in the view. With no evictions
+   * the entry holds only it: a step of the writer that changed no message.
+   */
+  readonly meta?: StepMeta
+}
+
 /** The service over one session. @category services */
 export interface SessionLogShape {
   /** The session this log reads and appends to. */
@@ -94,12 +103,12 @@ export interface SessionLogShape {
     options?: AppendOptions
   ) => Effect.Effect<ReadonlyArray<string>, SessionLogError>
   /**
-   * Records offloaded tool results (`block` must be a tool_result for `toolUseId`). With `ifHead`, only right after
-   * that entry (`WriteCondition`).
+   * Records offloaded tool results (`block` must be a tool_result for `toolUseId`), with the step metadata `meta` when
+   * given (none: an entry that only carries it). With `ifHead`, only right after that entry (`WriteCondition`).
    */
   readonly recordEviction: (
     evictions: ReadonlyArray<Eviction>,
-    options?: WriteCondition
+    options?: EvictionOptions
   ) => Effect.Effect<EvictionEntry, SessionLogError>
   /**
    * Records a compaction boundary as one atomic entry, derived from `input.view`, followed by an eviction entry of

@@ -225,7 +225,7 @@ const recordedLast = (context: InputContext, reply: SdkReplyFields): boolean => 
  * message or the SDK's reply (a Promise not awaited, `{ data, response }`, a stream, a bare content array, a user or
  * system message), a message or reply content that does not decode, a `tool_result` block in it, or the SDK's reply
  * the conversation recorded last, given again (its `id` and content: recorded twice, its calls would be answered as interrupted
- * and asked again). A reply with empty content is taken (its stop reason and usage are kept).
+ * and asked again). A reply with empty content is taken (its stop reason and usage are kept, and logged).
  */
 export const replyRefusal = (context: InputContext, reply: unknown): MessageDecodeError | undefined => {
   const at = context.view.length

@@ -1,10 +1,11 @@
 /**
  * How a conversation's change is stored in its `SessionLog`, the one mapping for `Conversation.layerLogged` and the
- * replay engine's log: an appended message with its step metadata under `conversation`, an offload as an eviction
- * entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when the log's
- * view before it is the conversation's (no other writer appended in between), with the eviction entry of the offloads
- * applied with it in the same append (`recordCompaction`); and back, what an eviction entry tells the hot paths
- * (`offloadsOf`). A conversation names the log's head it knows with each change (`WriteCondition.ifHead`) and learns
+ * replay engine's log: an appended message with its step metadata under `conversation`, a reply with empty content as
+ * its step metadata alone (on an eviction entry with no evictions: the view does not change), an offload as an
+ * eviction entry, a compaction as its boundary carrying the checkpoint of the state after it (`checkpoint.ts`) when
+ * the log's view before it is the conversation's (no other writer appended in between), with the eviction entry of the
+ * offloads applied with it in the same append (`recordCompaction`); and back, what an eviction entry tells the hot
+ * paths (`offloadsOf`). A conversation names the log's head it knows with each change (`WriteCondition.ifHead`) and learns
  * the new one from what was written (`headAfter`), so it never records a change after entries it has not seen.
  *
  * @internal
@@ -68,6 +69,7 @@ export interface ReplyMeta {
 /** What a stored change reads of a conversation's change (`ConversationState.Change` is one). */
 export type StoredChange =
   | { readonly _tag: "Appended"; readonly message: object; readonly meta: object | undefined }
+  | { readonly _tag: "EmptyReply"; readonly meta: object }
   | {
     readonly _tag: "Offloaded"
     readonly offloaded: ReadonlyArray<{ readonly block: ToolResultBlock; readonly toolUseId: string }>
@@ -89,13 +91,15 @@ export interface StoredState {
 export type Written = ReadonlyArray<string> | EvictionEntry | CompactionEntry
 
 /**
- * True when `a` and `b` store the same message entry: the same message (identity or canonical JSON) and, for a reply,
- * the same reply id. What a step tried again stores, when the failed try stored `a`.
+ * True when `a` and `b` store the same entry: the same message (identity or canonical JSON) and, for a reply, the same
+ * reply id; or two empty replies with the same reply id. What a step tried again stores, when the failed try stored `a`.
  */
 export const storesSame = (a: StoredChange, b: StoredChange): boolean =>
-  a._tag === "Appended" && b._tag === "Appended" &&
-  sameMessage(a.message as Message, b.message as Message) &&
-  (a.meta as ReplyMeta | undefined)?.replyId === (b.meta as ReplyMeta | undefined)?.replyId
+  a._tag === "Appended"
+    ? b._tag === "Appended" && sameMessage(a.message as Message, b.message as Message) &&
+      (a.meta as ReplyMeta | undefined)?.replyId === (b.meta as ReplyMeta | undefined)?.replyId
+    : a._tag === "EmptyReply" && b._tag === "EmptyReply" &&
+      (a.meta as ReplyMeta).replyId === (b.meta as ReplyMeta).replyId
 
 /** The log's head once `written` was stored: the id of its last entry. */
 export const headAfter = (written: Written): string =>
@@ -118,6 +122,11 @@ export const recordChange = (
       const meta = [change.meta === undefined ? undefined : { [META_KEY]: change.meta as StepMeta }]
       // the entry ids, left as they are: no `map` per logged message
       return log.append([change.message as Message], ifHead === undefined ? { meta } : { meta, ifHead })
+    }
+    case "EmptyReply": {
+      // no message: an eviction entry with no evictions carries the reply's step metadata, and no view changes
+      const meta = { [META_KEY]: change.meta as StepMeta }
+      return log.recordEviction([], ifHead === undefined ? { meta } : { meta, ifHead })
     }
     case "Offloaded": {
       const condition = ifHead === undefined ? undefined : { ifHead }

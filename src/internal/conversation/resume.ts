@@ -39,7 +39,8 @@ const metaOf = (entry: MessageEntry): ReplyMeta | undefined =>
 
 /**
  * The state a log holds: the view it rebuilds (wire messages), the hot paths replayed over every entry in order
- * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason,
+ * (messages observed, offloads observed), the epoch (its compactions), the latest reply's usage, id and stop reason
+ * (a reply with empty content has them in the step metadata of an eviction entry with no evictions),
  * the thread anchor (the latest reply's, when its metadata holds one and no offload or compaction followed it), and
  * the calls of the last reply not yet answered, and the background summary's cut the latest reply recorded (unless a
  * compaction followed it). Equal to the live state that wrote the log. When a compaction entry
@@ -102,8 +103,15 @@ const foldEntries = (
     }
     flush()
     thread = undefined
-    if (entry.type === "eviction") hot = hot.observeOffloads(offloadsOf(entry.evictions))
-    else epoch++
+    if (entry.type === "eviction") {
+      hot = hot.observeOffloads(offloadsOf(entry.evictions))
+      // a reply with empty content: its step metadata alone (no evictions)
+      const meta = entry.meta === undefined ? undefined : asReplyMeta(entry.meta[META_KEY])
+      if (meta !== undefined) {
+        if (meta.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
+        reply = replyOf(meta)
+      }
+    } else epoch++
   }
   flush()
   return { hot, epoch, usage, reply, thread, appendOnly }

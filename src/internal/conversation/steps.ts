@@ -14,9 +14,13 @@ import { CarriedIndex } from "./carried.ts"
 import type { ReplyMeta } from "./record.ts"
 import { asMessages, interrupted, type MessageParam } from "./wire.ts"
 
-/** One change a transition made; the service records each in the log. */
+/**
+ * One change a transition made; the service records each in the log. `EmptyReply`: a reply with empty content, which
+ * adds no message; its step metadata (its usage, id and stop reason) is the change.
+ */
 export type Change = Data.TaggedEnum<{
   Appended: { readonly message: MessageParam; readonly meta: ReplyMeta | undefined }
+  EmptyReply: { readonly meta: ReplyMeta }
   Offloaded: { readonly offloaded: ReadonlyArray<Offloaded> }
   CompactionApplied: { readonly record: CompactionRecord<MessageParam> }
 }>
@@ -29,6 +33,7 @@ const tagged = Data.taggedEnum<Change>()
  */
 export const Change: Data.TaggedEnum.Constructor<Change> = {
   Appended: tagged.Appended,
+  EmptyReply: tagged.EmptyReply,
   Offloaded: tagged.Offloaded,
   CompactionApplied: tagged.CompactionApplied,
   $is: tagged.$is,
