@@ -33,7 +33,7 @@
  * the operation on one schedule until its `retryDeadline` (default 30 s), so a restart of the server is ridden out.
  *
  * An idle store does not keep the process alive. `layerPg`'s pool closes a connection left unused for `idleTimeout`
- * (default 5 s), and its own timers do not hold the event loop, so a program that never closes the layer (a
+ * (default 10 s, as node-postgres's pool), and its own timers do not hold the event loop, so a program that never closes the layer (a
  * `PromiseConversation` never closed, a runtime never disposed) ends within twice that after its last statement, as
  * on the JSONL store; closing it ends the pool at once. Nothing answered is lost: an append is acknowledged only
  * after its transaction committed, a statement in flight holds the process through its connection, and the log's
@@ -72,7 +72,7 @@ const MIGRATIONS_TABLE = "compaction_migrations"
 const DEFAULT_LOCK_SECONDS = 10
 
 /** How long a pooled connection may sit unused before the pool closes it (`PgOptions.idleTimeout`). */
-const DEFAULT_IDLE_TIMEOUT: Duration.Input = "5 seconds"
+const DEFAULT_IDLE_TIMEOUT: Duration.Input = "10 seconds"
 
 /** The longest delay a timer takes (a longer one fires at once, with a warning). */
 const MAX_TIMER_MILLIS = 2 ** 31 - 1
@@ -443,7 +443,7 @@ export interface PgOptions {
   /** Run the migrations when the layer is built (default true). */
   readonly migrate?: boolean
   /**
-   * How long a pooled connection may sit unused before the pool closes it (default 5 seconds). An idle connection
+   * How long a pooled connection may sit unused before the pool closes it (default 10 seconds, as node-postgres's pool). An idle connection
    * keeps the process alive: a process whose layer (or Promise conversation) is never closed exits within twice this
    * after its last statement; a longer one spares a reconnect to a worker whose steps are further apart.
    */

@@ -48,7 +48,8 @@ describe.concurrent("PromiseConversation on PostgreSQL, never closed", () => {
       const { schema, url, context, drop } = await makeSchema(database)
       try {
         const storeUrl = `${url}${url.includes("?") ? "&" : "?"}options=-c%20search_path%3D${schema}`
-        const run = await runUnclosed([storeUrl, "unclosed", "3"])
+        // a short idle timeout: the test waits for the pool to let go of its idle connection
+        const run = await runUnclosed([storeUrl, "unclosed", "3", "2 seconds"])
         assert.isFalse(run.hung, `still running ${HANG_BOUND_MS / 1000} s after its last append: ${run.stdout}`)
         assert.strictEqual(run.code, 0)
         assert.include(run.stdout, "appended 3")
