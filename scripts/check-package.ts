@@ -16,7 +16,9 @@
  *   and, without Effect, `examples/agent-loop-promise.ts`) runs the same way under Node and under Deno with the README's
  *   permissions, stopped after three requests and resumed from its JSONL log (`test/fixtures/AgentLoopScript.ts`).
  *
- * It prints what each install weighs (`du` of node_modules). Run it from the repository root.
+ * It prints what each install weighs (`du` of node_modules). Run it from the repository root. It refuses to start when
+ * a `node_modules` directory exists in the temp dir (`TMPDIR`) or above it, where Node would find packages the fresh
+ * projects lack.
  */
 import { execFile, execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -45,6 +47,30 @@ const run = (command: string, args: ReadonlyArray<string>, cwd: string): string 
   return result.stdout
 }
 
+/**
+ * The `node_modules` directories in the temp dir or above it (as given and as its real path): Node resolves a
+ * consumer project's imports there too, so one of them could hold what a check says the project lacks (the CLI
+ * without `@effect/platform-node` would find it there).
+ */
+const modulesAbove = (dir: string): Array<string> => {
+  const found = new Set<string>()
+  for (const start of new Set([path.resolve(dir), fs.realpathSync(dir)])) {
+    for (let at = start;; at = path.dirname(at)) {
+      const candidate = path.join(at, "node_modules")
+      if (fs.existsSync(candidate)) found.add(candidate)
+      if (path.dirname(at) === at) break
+    }
+  }
+  return [...found]
+}
+const outside = modulesAbove(os.tmpdir())
+if (outside.length > 0) {
+  fail(
+    `${outside.join(", ")} exists above the temp dir ${os.tmpdir()}: Node would resolve the consumer projects' ` +
+      "imports there too, so the checks of what an install lacks (the CLI without @effect/platform-node) would not " +
+      "hold; remove it, or point TMPDIR at a directory with no node_modules above it"
+  )
+}
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "effect-compaction-package-"))
 if (process.env["KEEP_PACKAGE_CHECK"] === undefined) {
   process.on("exit", () => fs.rmSync(work, { recursive: true, force: true }))

@@ -11,6 +11,7 @@
  * @since 0.2.0
  */
 import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -30,14 +31,18 @@ import type { Summarizer } from "./Summarizer.ts"
 /**
  * Where the conversation is recorded: nowhere (`memory`, the default: nothing survives the process), a JSONL file
  * `<directory>/<sessionId>.jsonl` (it needs `@effect/platform-node`, loaded only then), or PostgreSQL at `url` (it
- * needs `@effect/sql-pg`, loaded only then; the tables are created on first use). A logged conversation resumes from
- * its log when opened again with the same `sessionId`.
+ * needs `@effect/sql-pg`, loaded only then; the tables are created on first use; `idleTimeout`: how long an unused
+ * connection stays open, see `SessionStoreSql.PgOptions`). A logged conversation resumes from its log when opened
+ * again with the same `sessionId`.
  * @category models
  */
 export type LogOptions =
   | { readonly type: "memory" }
   | ({ readonly type: "jsonl"; readonly directory: string } & SessionLogOptions)
-  | ({ readonly type: "postgres"; readonly url: string } & SessionLogOptions)
+  | (
+    & { readonly type: "postgres"; readonly url: string; readonly idleTimeout?: Duration.Input }
+    & SessionLogOptions
+  )
 
 /** Options of `open`: the conversation's own (see `Conversation.ConversationOptions`), its log and summarizer. @category models */
 export interface OpenOptions extends ConversationOptions {
@@ -141,7 +146,9 @@ const conversationLayer = (options: OpenOptions): Layer.Layer<Conversation, unkn
  * lock) until `close`. Rejects with the layer's error (`SessionLogError`: `Locked` when another live process holds the
  * JSONL session, `Corrupt` for a damaged log, …) and then holds nothing. PostgreSQL takes no lock: a step taken after
  * another writer appended to the session rejects with `ConversationError` `Persist` (its cause `SessionLogError`
- * `Conflict`), nothing written; open the conversation again to continue from the log. A step that rejects with
+ * `Conflict`), nothing written; open the conversation again to continue from the log. A PostgreSQL conversation never
+ * closed does not keep the process alive: once no step is under way, its idle connections close (within twice
+ * `idleTimeout`) and the process can end, with every step that resolved stored. A step that rejects with
  * `Persist` after its entry may have reached the store (its cause names `entryIds`) is settled by the next step, which
  * reads the log first: taking the same step again stores it once.
  * @category constructors

@@ -32,15 +32,24 @@
  * `08xxx`, `ECONNREFUSED`, `ECONNRESET`…), which makes it `isRetryable`: `SessionLog` then retries every statement of
  * the operation on one schedule until its `retryDeadline` (default 30 s), so a restart of the server is ridden out.
  *
+ * An idle store does not keep the process alive. `layerPg`'s pool closes a connection left unused for `idleTimeout`
+ * (default 10 s, as node-postgres's pool), and its own timers do not hold the event loop, so a program that never closes the layer (a
+ * `PromiseConversation` never closed, a runtime never disposed) ends within twice that after its last statement, as
+ * on the JSONL store; closing it ends the pool at once. Nothing answered is lost: an append is acknowledged only
+ * after its transaction committed, a statement in flight holds the process through its connection, and the log's
+ * retries and the queue's waits through their timers.
+ *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
+import { clearTimeout, setTimeout } from "node:timers"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import { BOUNDARY_SQL_PATTERN, isBoundaryLine, keptAnchors, tailStartAt } from "./internal/sessionTail.ts"
 import { SessionLog, type SessionLogOptions } from "./SessionLog.ts"
@@ -61,6 +70,39 @@ const MIGRATIONS_TABLE = "compaction_migrations"
  * How long a transaction may sit idle, or wait for a session's row, before PostgreSQL ends it. @category models
  */
 const DEFAULT_LOCK_SECONDS = 10
+
+/** How long a pooled connection may sit unused before the pool closes it (`PgOptions.idleTimeout`). */
+const DEFAULT_IDLE_TIMEOUT: Duration.Input = "10 seconds"
+
+/** The longest delay a timer takes (a longer one fires at once, with a warning). */
+const MAX_TIMER_MILLIS = 2 ** 31 - 1
+
+/**
+ * `clock`, but its sleeps do not keep the process alive (unref'd timers): the clock of the connection pool, whose
+ * reaper of idle connections sleeps for ever while the pool is open and would hold the event loop of a process whose
+ * pool is never closed. A statement in flight still holds it (through its socket), and so do the store's and the
+ * log's own waits (retries, queue turns), which run on the caller's clock.
+ */
+const unrefClock = (clock: Clock.Clock): Clock.Clock => {
+  const sleepMillis = (millis: number): Effect.Effect<void> =>
+    millis <= 0 ? Effect.yieldNow : !Number.isFinite(millis) ? Effect.never : Effect.callback<void>((resume) => {
+      const handle = setTimeout(
+        () => resume(millis > MAX_TIMER_MILLIS ? sleepMillis(millis - MAX_TIMER_MILLIS) : Effect.void),
+        Math.min(millis, MAX_TIMER_MILLIS)
+      )
+      handle.unref()
+      return Effect.sync(() => clearTimeout(handle))
+    })
+  return {
+    currentTimeMillisUnsafe: () => clock.currentTimeMillisUnsafe(),
+    currentTimeMillis: clock.currentTimeMillis,
+    currentTimeNanosUnsafe: () => clock.currentTimeNanosUnsafe(),
+    currentTimeNanos: clock.currentTimeNanos,
+    monotonicTimeNanosUnsafe: () => clock.monotonicTimeNanosUnsafe(),
+    monotonicTimeNanos: clock.monotonicTimeNanos,
+    sleep: (duration) => sleepMillis(Duration.toMillis(duration))
+  }
+}
 
 /** The database driver's own error under an `effect/sql` one (its reason's cause): PostgreSQL's message and code. */
 const driverError = (e: SqlError): { readonly message?: string; readonly code?: string } => {
@@ -400,6 +442,12 @@ export interface PgOptions {
   readonly startupParameters?: Readonly<Record<string, string>>
   /** Run the migrations when the layer is built (default true). */
   readonly migrate?: boolean
+  /**
+   * How long a pooled connection may sit unused before the pool closes it (default 10 seconds, as node-postgres's pool). An idle connection
+   * keeps the process alive: a process whose layer (or Promise conversation) is never closed exits within twice this
+   * after its last statement; a longer one spares a reconnect to a worker whose steps are further apart.
+   */
+  readonly idleTimeout?: Duration.Input
 }
 
 /** The SQL store (PostgreSQL through `effect/sql`). @category services */
@@ -446,8 +494,10 @@ export const SessionStoreSql: {
           startupParameters: {
             idle_in_transaction_session_timeout: `${DEFAULT_LOCK_SECONDS}s`,
             ...options.startupParameters
-          }
+          },
+          idleTimeout: options.idleTimeout ?? DEFAULT_IDLE_TIMEOUT
         }).pipe(
+          Layer.provide(Layer.effect(Clock.Clock, Clock.clockWith((clock) => Effect.succeed(unrefClock(clock))))),
           Layer.catchTag("SqlError", (e) =>
             Layer.effect(
               SqlClient.SqlClient,
@@ -477,10 +527,14 @@ export const layerSessionLog = (
 
 /**
  * The session log in PostgreSQL at `url`, with the migrations run first: `SessionLog.layer` over
- * `SessionStoreSql.layerPg`.
+ * `SessionStoreSql.layerPg` (`idleTimeout` is its pool's, see `PgOptions.idleTimeout`).
  * @category layers
  */
 export const layerSessionLogPg = (
-  options: SessionLogOptions & { readonly url: string }
-): Layer.Layer<SessionLog, SessionLogError> =>
-  SessionLog.layer(options).pipe(Layer.provide(SessionStoreSql.layerPg({ url: options.url })))
+  options: SessionLogOptions & { readonly url: string; readonly idleTimeout?: Duration.Input }
+): Layer.Layer<SessionLog, SessionLogError> => {
+  const { url, idleTimeout, ...log } = options
+  return SessionLog.layer(log).pipe(
+    Layer.provide(SessionStoreSql.layerPg(idleTimeout === undefined ? { url } : { url, idleTimeout }))
+  )
+}
