@@ -555,8 +555,8 @@ const planCut = <M extends Message>(
   // after a server's compaction, the manifest is that of what follows its block (the server's summary, carried as
   // the earlier text, holds the part before it: its identifiers are carried, and it held the first task statement)
   // the turn the head ends in goes on in the kept tail when the tail holds no message the user typed apart from tool
-  // results: its task is kept before the user's other messages
-  const spanOptions = { turnGoesOn: !messages.slice(plan.cut).some(isPrompt) }
+  // results: its task is kept before the user's other messages; the identifiers' room follows the summary's budget
+  const spanOptions = { turnGoesOn: !messages.slice(plan.cut).some(isPrompt), budgetTokens: policy.summaryBudgetTokens }
   const manifest = server === undefined
     ? nextManifest(earlier ?? {}, sinceSummary, options.classifier, spanOptions)
     : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier, spanOptions)

@@ -553,7 +553,7 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  *   number, versions, error codes, ids) of the user's and assistant's text and of what tools printed (not file
  *   reads), those held by more messages first, then the newest; then those of the earlier model text (so what the
  *   earlier model kept is not lost when the next one drops it). None that an instruction's kept text shows; within
- *   `MANIFEST_IDENTIFIER_CHARS`.
+ *   `MANIFEST_IDENTIFIER_SHARE` of the summary's budget (`options.budgetTokens`).
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
  *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
  *
@@ -726,7 +726,10 @@ export const nextManifest = (
   const carried = turnGoesOn && prompt === -1
     ? older
     : older.map((e) => e.kind === "instruction" && e.task === "turn" ? withoutTask(e) : e)
-  const entries = boundIdentifiers(mergeEntries(fresh, carried, plan.length > 0, status !== undefined, recent))
+  const entries = boundIdentifiers(
+    mergeEntries(fresh, carried, plan.length > 0, status !== undefined, recent),
+    identifierRoom(options.budgetTokens)
+  )
   const omitted = earlier.manifest?.omitted
   return omitted === undefined ? { entries } : { entries, omitted }
 }
@@ -737,6 +740,11 @@ export const nextManifest = (
 export interface SpanOptions {
   /** The turn the span ends in goes on after it: the kept tail holds no message the user typed apart from results. */
   readonly turnGoesOn?: boolean | undefined
+  /**
+   * The summary's budget (`CompactionPolicy#summaryBudgetTokens`), which the identifiers' room follows
+   * (`MANIFEST_IDENTIFIER_SHARE`); absent, they get `MANIFEST_IDENTIFIER_CHARS`.
+   */
+  readonly budgetTokens?: number | undefined
 }
 
 /**
@@ -758,20 +766,40 @@ const mostMentioned = (a: IdentifierAnchor, b: IdentifierAnchor): number =>
   b.mentions - a.mentions || b.messageIndex - a.messageIndex
 
 /**
- * The most code units the identifier lines of a manifest take: 2,400 (about 600 tokens, under a tenth of the default
- * summary budget). The identifiers beyond it, the lowest in the manifest's order (the span's own first, the most
- * mentioned and newest first; then the earlier ones), are left out. @category constants
+ * The share of the summary's budget the identifier lines of a manifest take: 7.5% (2,400 code units, about 600 tokens,
+ * at the default budget of 8,000 tokens), within `MANIFEST_IDENTIFIER_CHARS` and `MANIFEST_IDENTIFIER_MAX_CHARS`. The
+ * identifiers beyond it, the lowest in the manifest's order (the span's own first, the most mentioned and newest first;
+ * then the earlier ones), are left out. @category constants
+ */
+export const MANIFEST_IDENTIFIER_SHARE = 0.075
+
+/**
+ * The least room the identifier lines of a manifest get, in code units: 2,400, their share of the default budget. A
+ * smaller budget keeps it: the user's words, open errors, the status, the plan and the files list are admitted before
+ * any identifier, so these lines never crowd them out, and a smaller room only drops identifiers. @category constants
  */
 export const MANIFEST_IDENTIFIER_CHARS = 2_400
 
+/** The most room the identifier lines of a manifest get, in code units: 24,000 (their share of an 80,000-token budget). @category constants */
+export const MANIFEST_IDENTIFIER_MAX_CHARS = 24_000
+
+/**
+ * The code units the identifier lines of a manifest may take under a summary budget of `budgetTokens`:
+ * `MANIFEST_IDENTIFIER_SHARE` of it, within `MANIFEST_IDENTIFIER_CHARS` and `MANIFEST_IDENTIFIER_MAX_CHARS`.
+ */
+const identifierRoom = (budgetTokens: number | undefined): number =>
+  budgetTokens === undefined ? MANIFEST_IDENTIFIER_CHARS : Math.min(
+    MANIFEST_IDENTIFIER_MAX_CHARS,
+    Math.max(MANIFEST_IDENTIFIER_CHARS, Math.floor(budgetTokens * MANIFEST_IDENTIFIER_SHARE) * CHARS_PER_TOKEN)
+  )
+
 /**
  * `entries` with their identifiers bounded: none that is no longer one (`identifiersOf`), none already visible in an
- * instruction's kept text (case aside for hashes, digests and UUIDs), and within `MANIFEST_IDENTIFIER_CHARS`.
+ * instruction's kept text (case aside for hashes, digests and UUIDs), and within `room` code units.
  */
-const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>): ReadonlyArray<ManifestEntry> => {
+const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>, room: number): ReadonlyArray<ManifestEntry> => {
   const kept = normalize(entries.flatMap((e) => e.kind === "instruction" ? [e.text] : []).join("\n"))
   const keptLower = kept.toLowerCase()
-  let room = MANIFEST_IDENTIFIER_CHARS
   return entries.filter((entry) => {
     if (entry.kind !== "identifier") return true
     const id = identifiersOf(entry.text).find((found) => found.text === entry.text)
