@@ -87,13 +87,50 @@ export const FILES_HEADER = "[Files of the earlier conversation]"
 /**
  * The user-role message that follows a server compaction block opening a view: the block's summary is the server's
  * and is sent back verbatim, so the deterministic file lists (`renderAppendix`) travel in this message instead, and a
- * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`.
+ * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`. Within `maxTokens`
+ * when given (`filesRoom`: what the summary's budget leaves beside the server's summary), the newest paths, modified
+ * ones first, are listed and the others counted (unless even the bare message, every path counted, is over it);
+ * without it, the newest `APPENDIX_MAX_FILES` of each list.
  * @category constructors
  */
-export const filesMessage = (files: FilesTouched): BuiltMessage => ({
-  role: "user",
-  content: [{ type: "text", text: `${FILES_HEADER}\n${renderAppendix(files)}` }]
-})
+export const filesMessage = (files: FileLists, maxTokens?: number): BuiltMessage => {
+  const message = (keep: KeptFiles): BuiltMessage => ({
+    role: "user",
+    content: [{ type: "text", text: `${FILES_HEADER}\n${renderKept(files, keep)}` }]
+  })
+  if (maxTokens === undefined) return message({ read: APPENDIX_MAX_FILES, modified: APPENDIX_MAX_FILES })
+  const keep = { read: 0, modified: 0 }
+  // the estimate counts characters (`Tokens`): the bare message's tokens, then the characters each path adds
+  let room = (maxTokens - estimateTokens([message(keep)])) * CHARS_PER_TOKEN
+  for (const kind of ["modified", "read"] as const) {
+    const list = files[kind]
+    const counted = (files.omitted?.[kind] ?? 0) > 0
+    for (let i = list.length - 1; i >= 0; i--) {
+      // the last path of a list with nothing else left out takes the omitted line's place
+      const cost = pathLine(kind, list[i]!).length + 1 - (i === 0 && !counted ? omittedPaths(kind, 1).length + 1 : 0)
+      if (cost > room) break
+      room -= cost
+      keep[kind]++
+    }
+    if (keep[kind] < list.length) break
+  }
+  // the estimate per path is close, not exact: the oldest listed path goes until the message fits
+  while (estimateTokens([message(keep)]) > maxTokens && keep.read + keep.modified > 0) {
+    if (keep.read > 0) keep.read--
+    else keep.modified--
+  }
+  return message(keep)
+}
+
+/**
+ * The tokens the files message after a server's compaction block may take (`filesMessage`): what the summary's budget
+ * (`budgetTokens`, `CompactionPolicy#summaryBudgetTokens`) leaves beside the server's summary (`summaryTokens`), and
+ * never less than the files list's share of a summary of ours (`SUMMARY_FILES_SHARE` of what the model's text leaves),
+ * so a server summary at or over the budget still lets the newest paths be listed.
+ * @category appendix
+ */
+export const filesRoom = (budgetTokens: number, summaryTokens: number): number =>
+  Math.max(Math.floor((budgetTokens - textReserve(budgetTokens)) * SUMMARY_FILES_SHARE), budgetTokens - summaryTokens)
 
 /**
  * The file lists of a message built by `filesMessage`, or `undefined` for any other message.
