@@ -50,6 +50,7 @@ export type { BuiltMessage } from "./internal/wireTypes.ts"
 import { isTurnStart } from "./internal/turns.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "./internal/compactDefaults.ts"
 import {
+  filesRoom,
   isPrompt,
   mergeFiles,
   nextManifest,
@@ -555,8 +556,8 @@ const planCut = <M extends Message>(
   // after a server's compaction, the manifest is that of what follows its block (the server's summary, carried as
   // the earlier text, holds the part before it: its identifiers are carried, and it held the first task statement)
   // the turn the head ends in goes on in the kept tail when the tail holds no message the user typed apart from tool
-  // results: its task is kept before the user's other messages
-  const spanOptions = { turnGoesOn: !messages.slice(plan.cut).some(isPrompt) }
+  // results: its task is kept before the user's other messages; the identifiers' room follows the summary's budget
+  const spanOptions = { turnGoesOn: !messages.slice(plan.cut).some(isPrompt), budgetTokens: policy.summaryBudgetTokens }
   const manifest = server === undefined
     ? nextManifest(earlier ?? {}, sinceSummary, options.classifier, spanOptions)
     : nextManifest({ ...earlier, body: server.block.content }, summarized, options.classifier, spanOptions)
@@ -777,8 +778,9 @@ const afterBlock = (message: Message, blockIndex: number): ReadonlyArray<Message
  * **A server compaction block** (`summary.compaction`, from `ServerCompactionSummarizer`): the API's keep-tail shape,
  * `[{ role: "assistant", content: [block] }, ...kept, filesMessage(plan.files)]`, with `kept` exactly as it was
  * (`keptVerbatim`: its thinking stays valid on models with preserved thinking). The block is the server's, sent back
- * verbatim and first, so the deterministic files appendix cannot go inside it: it follows in a user
- * text message of its own (`Summary.filesMessage`), which a later compaction reads back and carries forward. `kept` is
+ * verbatim and first, so the deterministic files appendix cannot go inside it: it follows in a user text message of
+ * its own (`Summary.filesMessage`), within what the summary's budget leaves beside the block's summary (the newest
+ * paths, the others counted), which a later compaction reads back and carries forward. `kept` is
  * `messages.slice(plan.compactionCut)`: what the server did not read stays. When the kept turns cannot follow the block
  * unchanged (they need a repair beyond merging neighbours, a carried tool listing or the head's system messages, their
  * first message is a system message or has the role of the last one the server read, or they end on an open call),
@@ -829,11 +831,15 @@ export const finishCompaction = <M extends Message>(
   // the API's keep-tail shape: the block, then the kept turns as they were (their thinking stays valid)
   const verbatim = block !== undefined && headSystems.length === 0 &&
     keepsTurnsVerbatim(plan.messages, cut, repaired.report, listings.length)
-  const next: Array<M | BuiltMessage> = block === undefined
+  // the files message keeps within what the summary's budget leaves beside the server's summary
+  const files = block === undefined
+    ? undefined
+    : filesMessage(plan.files, filesRoom(plan.summaryBudget.budgetTokens, estimateTokens([summaryMsg])))
+  const next: Array<M | BuiltMessage> = files === undefined
     ? withSystemMessages(summaryMsg, repairedKept, headSystems)
     : verbatim
-    ? [summaryMsg, ...tail, filesMessage(plan.files)]
-    : withSystemMessages<M | BuiltMessage>(summaryMsg, [filesMessage(plan.files), ...repairedKept], headSystems)
+    ? [summaryMsg, ...tail, files]
+    : withSystemMessages<M | BuiltMessage>(summaryMsg, [files, ...repairedKept], headSystems)
   // every thinking block of the new view was bound to the head the summary replaced: the API drops them (not those
   // of turns kept verbatim after the server's block)
   const tokensAfter = estimateTokens(next) - (verbatim ? 0 : tokensAt(next, allThinking(next)))

@@ -85,7 +85,8 @@ import { HotPaths } from "./HotPaths.ts"
 import { decodeMessagesSync, type Message } from "./Message.ts"
 import { type CompactionPolicy, defaultPolicy, type ReportedUsage } from "./Policy.ts"
 import { filesMessage, filesOfMessage, summaryText } from "./Summary.ts"
-import { mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
+import { filesRoom, mergeFiles, noFiles, parseAppendix } from "./internal/summary.ts"
+import { estimateTokens } from "./Tokens.ts"
 import { filesTouched, type ToolClassifier } from "./Tools.ts"
 import { LEADING_USER_TEXT } from "./internal/repair.ts"
 
@@ -797,8 +798,10 @@ export const prepareStep = (
   cacheCold?: boolean | undefined
 ): PrepareStep => {
   if (continuesPausedTurn(state)) return { transition: none(state), compact: false }
-  if (resumesServerCompaction(state)) return { transition: filesAfterBlock(state, options.classifier), compact: false }
   const policy = options.policy ?? defaultPolicy
+  if (resumesServerCompaction(state)) {
+    return { transition: filesAfterBlock(state, policy, options.classifier), compact: false }
+  }
   // append-only (`OffloadOptions.appendOnly`): no offload between compactions; the compaction applies them
   const reason = appendOnlyReason(options, state.appendOnly)
   const closed = closePending(reason === state.appendOnly ? state : { ...state, appendOnly: reason })
@@ -835,10 +838,16 @@ const deferredToCompaction = (
 
 /**
  * Appends `Summary.filesMessage` of the files the view read and modified before the server's block (an earlier
- * summary's appendix and files messages merged in), as after a compaction of our own; nothing when there are none.
+ * summary's appendix and files messages merged in), as after a compaction of our own, within what the policy's
+ * summary budget leaves beside the block's reply (`filesRoom`); nothing when there are none.
  */
-const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | undefined): Transition => {
-  const before = asMessages(state.view.slice(0, -1))
+const filesAfterBlock = (
+  state: ConversationState,
+  policy: CompactionPolicy,
+  classifier: ToolClassifier | undefined
+): Transition => {
+  const view = asMessages(state.view)
+  const before = view.slice(0, -1)
   const opening = before[0] === undefined ? undefined : summaryText(before[0])
   const files = [
     ...(opening === undefined ? [] : [parseAppendix(opening) ?? noFiles]),
@@ -846,7 +855,8 @@ const filesAfterBlock = (state: ConversationState, classifier: ToolClassifier | 
     filesTouched(before, classifier)
   ].reduce(mergeFiles, noFiles)
   if (files.read.length === 0 && files.modified.length === 0) return none(state)
-  return appendStep(state, filesMessage(files) as MessageParam)
+  const room = filesRoom(policy.summaryBudgetTokens, estimateTokens(view.slice(-1)))
+  return appendStep(state, filesMessage(files, room) as MessageParam)
 }
 
 /**

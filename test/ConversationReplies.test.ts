@@ -22,6 +22,7 @@ import { SessionLog } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { CompactionPolicy } from "../src/Policy.ts"
 import { filesOfMessage } from "../src/Summary.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { resumedFrom } from "./fixtures/ConversationReplay.ts"
 import { FILES_HEADER } from "../src/internal/summary.ts"
@@ -320,5 +321,39 @@ describe("Conversation: stop reasons (rule 31)", () => {
       // once: the next prepare adds nothing
       const again = yield* conversation.prepare
       assert.strictEqual(again.request.messages.length, messages.length)
+    }).pipe(Effect.provide(memory(wide))))
+
+  it.effect("compaction (threshold mode): the files message keeps within what the summary budget leaves the block", () =>
+    Effect.gen(function* () {
+      const conversation = yield* Conversation
+      yield* conversation.append(user("audit every module"))
+      const path = (i: number) =>
+        `/home/dev/projects/acme-platform/packages/service-${i % 40}/src/feature-${i}/index.ts`
+      for (let i = 0; i < 600; i++) {
+        yield* conversation.recordReply({
+          role: "assistant",
+          content: [{ type: "tool_use", id: `r${i}`, name: "read", input: { path: path(i) } }]
+        })
+        yield* conversation.append({
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: `r${i}`, content: "ok" }]
+        })
+      }
+      const block = {
+        type: "compaction",
+        content: `Audited the modules. ${"Notes. ".repeat(2_000)}`,
+        encrypted_content: null
+      }
+      yield* conversation.recordReply(sdkReply("msg_07", [block as never], "compaction" as never))
+      const prepared = yield* conversation.prepare
+      const messages = prepared.request.messages
+      const files = filesOfMessage(messages.at(-1)! as never)
+      assert.isDefined(files)
+      const sent = estimateTokens(messages.slice(-2) as never)
+      assert.isAtMost(sent, wide.summaryBudgetTokens, "the block and the files message")
+      const omitted = (files as { readonly omitted?: { readonly read: number } }).omitted
+      assert.strictEqual(files!.read.length + (omitted?.read ?? 0), 600, "every path listed or counted")
+      assert.strictEqual(files!.read.at(-1), path(599))
+      assertValid(prepared.request, "the request that resumes after the compaction")
     }).pipe(Effect.provide(memory(wide))))
 })

@@ -28,6 +28,7 @@ import {
 } from "../src/Summarizer.ts"
 import { filesOfMessage, summaryText } from "../src/Summary.ts"
 import { parseAppendix } from "../src/internal/summary.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { filesTouched } from "../src/Tools.ts"
 import { checkApiRules } from "./fixtures/ApiRules.ts"
 import { conversationArbitrary, generateSession } from "./fixtures/Conversation.ts"
@@ -448,6 +449,46 @@ const serverSummary = (content: string, toolChanges: ReadonlyArray<unknown> = []
 }
 
 describe("finishCompaction with a server compaction block (pure)", () => {
+  it("the files message after the block keeps within what the summary budget leaves it; the paths left out are counted", () => {
+    // a head that read 400 files and wrote 400 more, under long absolute paths
+    const path = (kind: string, i: number) =>
+      `/home/dev/projects/acme-platform/packages/service-${i % 40}/src/modules/${kind}-${i}/index.ts`
+    const list: Array<Message> = [user("Audit every module, then fix each.")]
+    for (let i = 0; i < 800; i++) {
+      const write = i % 2 === 1
+      list.push({
+        role: "assistant",
+        content: [{
+          type: "tool_use",
+          id: `toolu_f${i}`,
+          name: write ? "write" : "read",
+          input: write ? { path: path("fixed", i), content: "x" } : { path: path("feature", i) }
+        }]
+      })
+      list.push({ role: "user", content: [{ type: "tool_result", tool_use_id: `toolu_f${i}`, content: "ok" }] })
+    }
+    list.push(assistant("Done."), user("Now run the tests."), assistant("Running."))
+    const p = CompactionPolicy.makeUnsafe({ compactAtTokens: 40_000, keepRecentTokens: 300, keepRecentTurns: 1 })
+    const plan = prepareCompaction(list, p, { minFreedTokens: 1 })
+    assert.strictEqual(plan._tag, "Planned")
+    if (plan._tag !== "Planned") return
+    const summary = serverSummary(`Server summary: audited and fixed the modules. ${"Details. ".repeat(800)}`)
+    const { messages } = finishCompaction(plan, summary)
+    const at = messages.findIndex((m) => filesOfMessage(m) !== undefined)
+    assert.isAbove(at, 0)
+    const block = estimateTokens([messages[0]!])
+    assert.isAtMost(block + estimateTokens([messages[at]!]), p.summaryBudgetTokens, "the block and the files message")
+    // nothing silently dropped: each list's paths are listed or counted, the newest listed, modified ones first
+    const files = filesOfMessage(messages[at]!)!
+    const omitted = (files as { readonly omitted?: { readonly read: number; readonly modified: number } }).omitted
+    assert.isAbove(plan.files.read.length, 350)
+    assert.strictEqual(files.read.length + (omitted?.read ?? 0), plan.files.read.length)
+    assert.strictEqual(files.modified.length + (omitted?.modified ?? 0), plan.files.modified.length)
+    assert.isAbove(files.modified.length, 0)
+    assert.strictEqual(files.modified.at(-1), plan.files.modified.at(-1))
+    assert.deepStrictEqual(checkApiRules(messages, { mode: "on-demand" }), [])
+  })
+
   it("the head's system messages are re-emitted as text only: the block's tool_changes carry their tool changes", () => {
     const removal = { type: "tool_removal", tool: { name: "web" } }
     const list: Array<Message> = [

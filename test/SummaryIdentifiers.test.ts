@@ -317,6 +317,60 @@ describe("identifiers of prose and of what tools printed", () => {
 })
 
 // ----------------------------------------------------------------------------
+// Many identifiers: their room follows the summary's budget
+// ----------------------------------------------------------------------------
+
+/** The release hash of service `i`: 40 hex digits, each its own. */
+const releaseHash = (i: number): string =>
+  Array.from({ length: 5 }, (_, k) => ((i + 1) * 2654435761 * (k + 3) >>> 0).toString(16).padStart(8, "a")).join("")
+
+/**
+ * A span where the assistant names the release of 120 services, one a step (its prose, beside a call whose output holds
+ * no identifier, so no command's printed values keep the hash); then short turns, and one compaction.
+ */
+const manyHashes = Effect.gen(function* () {
+  const conversation = yield* Conversation
+  yield* conversation.append({ role: "user", content: "Find the release of every service." })
+  for (let i = 0; i < 120; i++) {
+    yield* reply([
+      { type: "text", text: `svc-${i} runs release ${releaseHash(i)}; next one.` },
+      { type: "tool_use", id: `toolu_rel${i}`, name: "bash", input: { command: `releases next --after ${i}` } }
+    ])
+    yield* answer(`toolu_rel${i}`, "built from the main branch\n".repeat(40))
+  }
+  yield* reply([{ type: "text", text: "Listed." }])
+  for (let t = 0; t < 3; t++) {
+    yield* conversation.append({ role: "user", content: `next ${t}` })
+    yield* reply([{ type: "text", text: `Ok ${t}.` }])
+  }
+  const { outcome } = yield* conversation.compact()
+  assert.strictEqual(outcome._tag, "Compacted", JSON.stringify(outcome))
+  return summaryOf((yield* conversation.state).view) ?? assert.fail("no summary")
+})
+
+describe("identifiers' room follows the summary's budget", () => {
+  it.effect("a large budget keeps every identifier of a span that holds many; the default keeps its 2,400 characters", () =>
+    Effect.gen(function* () {
+      const hashes = Array.from({ length: 120 }, (_, i) => releaseHash(i))
+      assert.deepStrictEqual(hashes.filter((h) => judgedIdentifiers(h).length !== 1), [], "the judge reads each")
+      const large = CompactionPolicy.makeUnsafe({
+        compactAtTokens: 160_000,
+        summaryBudgetTokens: 30_000,
+        keepRecentTokens: 200
+      })
+      const summary = yield* manyHashes.pipe(Effect.provide(logged(ExtractiveSummarizer.layer, large, "large")))
+      assert.deepStrictEqual(hashes.filter((h) => !summary.includes(h)), [], "identifiers lost with room to spare")
+      assert.isBelow(summary.length / 4, 30_000)
+      // the default budget: the identifier lines keep to the room they had
+      const fallback = CompactionPolicy.makeUnsafe({ compactAtTokens: 60_000, keepRecentTokens: 200 })
+      const small = yield* manyHashes.pipe(Effect.provide(logged(ExtractiveSummarizer.layer, fallback, "default")))
+      const lines = small.split("\n").filter((line) => line.startsWith("identifier "))
+      assert.isAbove(lines.length, 20)
+      assert.isAtMost(lines.reduce((n, line) => n + line.length + 1, 0), 2_400)
+    }))
+})
+
+// ----------------------------------------------------------------------------
 // A tool result of several blocks, by recall
 // ----------------------------------------------------------------------------
 

@@ -87,13 +87,50 @@ export const FILES_HEADER = "[Files of the earlier conversation]"
 /**
  * The user-role message that follows a server compaction block opening a view: the block's summary is the server's
  * and is sent back verbatim, so the deterministic file lists (`renderAppendix`) travel in this message instead, and a
- * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`.
+ * later compaction carries them forward (`filesOfMessage`). Assignable to the SDK's `MessageParam`. Within `maxTokens`
+ * when given (`filesRoom`: what the summary's budget leaves beside the server's summary), the newest paths, modified
+ * ones first, are listed and the others counted (unless even the bare message, every path counted, is over it);
+ * without it, the newest `APPENDIX_MAX_FILES` of each list.
  * @category constructors
  */
-export const filesMessage = (files: FilesTouched): BuiltMessage => ({
-  role: "user",
-  content: [{ type: "text", text: `${FILES_HEADER}\n${renderAppendix(files)}` }]
-})
+export const filesMessage = (files: FileLists, maxTokens?: number): BuiltMessage => {
+  const message = (keep: KeptFiles): BuiltMessage => ({
+    role: "user",
+    content: [{ type: "text", text: `${FILES_HEADER}\n${renderKept(files, keep)}` }]
+  })
+  if (maxTokens === undefined) return message({ read: APPENDIX_MAX_FILES, modified: APPENDIX_MAX_FILES })
+  const keep = { read: 0, modified: 0 }
+  // the estimate counts characters (`Tokens`): the bare message's tokens, then the characters each path adds
+  let room = (maxTokens - estimateTokens([message(keep)])) * CHARS_PER_TOKEN
+  for (const kind of ["modified", "read"] as const) {
+    const list = files[kind]
+    const counted = (files.omitted?.[kind] ?? 0) > 0
+    for (let i = list.length - 1; i >= 0; i--) {
+      // the last path of a list with nothing else left out takes the omitted line's place
+      const cost = pathLine(kind, list[i]!).length + 1 - (i === 0 && !counted ? omittedPaths(kind, 1).length + 1 : 0)
+      if (cost > room) break
+      room -= cost
+      keep[kind]++
+    }
+    if (keep[kind] < list.length) break
+  }
+  // the estimate per path is close, not exact: the oldest listed path goes until the message fits
+  while (estimateTokens([message(keep)]) > maxTokens && keep.read + keep.modified > 0) {
+    if (keep.read > 0) keep.read--
+    else keep.modified--
+  }
+  return message(keep)
+}
+
+/**
+ * The tokens the files message after a server's compaction block may take (`filesMessage`): what the summary's budget
+ * (`budgetTokens`, `CompactionPolicy#summaryBudgetTokens`) leaves beside the server's summary (`summaryTokens`), and
+ * never less than the files list's share of a summary of ours (`SUMMARY_FILES_SHARE` of what the model's text leaves),
+ * so a server summary at or over the budget still lets the newest paths be listed.
+ * @category appendix
+ */
+export const filesRoom = (budgetTokens: number, summaryTokens: number): number =>
+  Math.max(Math.floor((budgetTokens - textReserve(budgetTokens)) * SUMMARY_FILES_SHARE), budgetTokens - summaryTokens)
 
 /**
  * The file lists of a message built by `filesMessage`, or `undefined` for any other message.
@@ -553,7 +590,7 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  *   number, versions, error codes, ids) of the user's and assistant's text and of what tools printed (not file
  *   reads), those held by more messages first, then the newest; then those of the earlier model text (so what the
  *   earlier model kept is not lost when the next one drops it). None that an instruction's kept text shows; within
- *   `MANIFEST_IDENTIFIER_CHARS`.
+ *   `MANIFEST_IDENTIFIER_SHARE` of the summary's budget (`options.budgetTokens`).
  * - **file**: the `MANIFEST_MAX_FILES` most recently modified files with their latest known content (a full write,
  *   a full read, then exact single replacements applied; an earlier manifest's content counts as known).
  *
@@ -726,7 +763,10 @@ export const nextManifest = (
   const carried = turnGoesOn && prompt === -1
     ? older
     : older.map((e) => e.kind === "instruction" && e.task === "turn" ? withoutTask(e) : e)
-  const entries = boundIdentifiers(mergeEntries(fresh, carried, plan.length > 0, status !== undefined, recent))
+  const entries = boundIdentifiers(
+    mergeEntries(fresh, carried, plan.length > 0, status !== undefined, recent),
+    identifierRoom(options.budgetTokens)
+  )
   const omitted = earlier.manifest?.omitted
   return omitted === undefined ? { entries } : { entries, omitted }
 }
@@ -737,6 +777,11 @@ export const nextManifest = (
 export interface SpanOptions {
   /** The turn the span ends in goes on after it: the kept tail holds no message the user typed apart from results. */
   readonly turnGoesOn?: boolean | undefined
+  /**
+   * The summary's budget (`CompactionPolicy#summaryBudgetTokens`), which the identifiers' room follows
+   * (`MANIFEST_IDENTIFIER_SHARE`); absent, they get `MANIFEST_IDENTIFIER_CHARS`.
+   */
+  readonly budgetTokens?: number | undefined
 }
 
 /**
@@ -758,20 +803,40 @@ const mostMentioned = (a: IdentifierAnchor, b: IdentifierAnchor): number =>
   b.mentions - a.mentions || b.messageIndex - a.messageIndex
 
 /**
- * The most code units the identifier lines of a manifest take: 2,400 (about 600 tokens, under a tenth of the default
- * summary budget). The identifiers beyond it, the lowest in the manifest's order (the span's own first, the most
- * mentioned and newest first; then the earlier ones), are left out. @category constants
+ * The share of the summary's budget the identifier lines of a manifest take: 7.5% (2,400 code units, about 600 tokens,
+ * at the default budget of 8,000 tokens), within `MANIFEST_IDENTIFIER_CHARS` and `MANIFEST_IDENTIFIER_MAX_CHARS`. The
+ * identifiers beyond it, the lowest in the manifest's order (the span's own first, the most mentioned and newest first;
+ * then the earlier ones), are left out. @category constants
+ */
+export const MANIFEST_IDENTIFIER_SHARE = 0.075
+
+/**
+ * The least room the identifier lines of a manifest get, in code units: 2,400, their share of the default budget. A
+ * smaller budget keeps it: the user's words, open errors, the status, the plan and the files list are admitted before
+ * any identifier, so these lines never crowd them out, and a smaller room only drops identifiers. @category constants
  */
 export const MANIFEST_IDENTIFIER_CHARS = 2_400
 
+/** The most room the identifier lines of a manifest get, in code units: 24,000 (their share of an 80,000-token budget). @category constants */
+export const MANIFEST_IDENTIFIER_MAX_CHARS = 24_000
+
+/**
+ * The code units the identifier lines of a manifest may take under a summary budget of `budgetTokens`:
+ * `MANIFEST_IDENTIFIER_SHARE` of it, within `MANIFEST_IDENTIFIER_CHARS` and `MANIFEST_IDENTIFIER_MAX_CHARS`.
+ */
+const identifierRoom = (budgetTokens: number | undefined): number =>
+  budgetTokens === undefined ? MANIFEST_IDENTIFIER_CHARS : Math.min(
+    MANIFEST_IDENTIFIER_MAX_CHARS,
+    Math.max(MANIFEST_IDENTIFIER_CHARS, Math.floor(budgetTokens * MANIFEST_IDENTIFIER_SHARE) * CHARS_PER_TOKEN)
+  )
+
 /**
  * `entries` with their identifiers bounded: none that is no longer one (`identifiersOf`), none already visible in an
- * instruction's kept text (case aside for hashes, digests and UUIDs), and within `MANIFEST_IDENTIFIER_CHARS`.
+ * instruction's kept text (case aside for hashes, digests and UUIDs), and within `room` code units.
  */
-const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>): ReadonlyArray<ManifestEntry> => {
+const boundIdentifiers = (entries: ReadonlyArray<ManifestEntry>, room: number): ReadonlyArray<ManifestEntry> => {
   const kept = normalize(entries.flatMap((e) => e.kind === "instruction" ? [e.text] : []).join("\n"))
   const keptLower = kept.toLowerCase()
-  let room = MANIFEST_IDENTIFIER_CHARS
   return entries.filter((entry) => {
     if (entry.kind !== "identifier") return true
     const id = identifiersOf(entry.text).find((found) => found.text === entry.text)
