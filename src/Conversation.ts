@@ -228,9 +228,11 @@ export interface ConversationShape {
    * request until a reply reports one; the next `prepare` logs a warning saying so, once per conversation.
    * Anything else (a Promise not awaited, `withResponse()`'s `{ data, response }`, a stream, a bare content array, a
    * user or system message), a reply that does not decode or that holds a `tool_result`, is refused (`ConversationError`
-   * `Refused`, a `MessageDecodeError` cause; nothing changed or logged). A reply with empty content is taken and adds
-   * no message (after a system message, the assistant's turn is then still to come: see `append`); an SDK reply's
-   * usage, id and stop reason are kept all the same, and logged, so a resumed conversation compacts as this one does.
+   * `Refused`, a `MessageDecodeError` cause; nothing changed or logged), as is the SDK's reply recorded last given
+   * again (its id). A reply with empty content (or only blank text) is taken and adds no message (after a system
+   * message, the assistant's turn is then still to come: see `append`); its usage (an SDK reply's, or the `usage`
+   * given beside a `MessageParam`), id and stop reason are kept all the same, and logged, so a resumed conversation
+   * compacts as this one does.
    * `unthreaded`: the request went without `thread` (`threadReplay`'s answer to `thread_unsupported_request`), so the
    * reply anchors no thread and, with threads on, every later request goes without `thread`: the reply's metadata
    * keeps it, so a conversation resumed from the log does not try a thread again. `replayedAfter`: the error the
@@ -474,7 +476,7 @@ const make = (
 
     /**
      * Records each change, then makes the state after it current; on failure the state is the last stored one. A
-     * transition with no change (a `MessageParam` reply with empty content) only sets the state.
+     * transition with no change only sets the state.
      */
     const persist = <A>(t: Transition, fallback: () => A): Effect.Effect<void, ConversationError<A>> =>
       t.steps.length === 0

@@ -141,6 +141,11 @@ export interface ConversationState {
      * library's estimate of the request until a reply reports one (`prepareStep`).
      */
     readonly noUsage?: true
+    /**
+     * The reply had empty content (or only blank text): it added no message. The SDK's reply with this `id` recorded
+     * again is refused, as the latest reply with content is.
+     */
+    readonly empty?: true
     /** The reply's `input_transformations` (the thinking blocks the API dropped or let pass), if any. */
     readonly inputTransformations?: ReadonlyArray<InputTransformation>
     /**
@@ -433,10 +438,10 @@ export interface SdkReply {
  * prepared in, by default the current one). The reply is a `MessageParam` or the SDK's reply (`SdkReply`): its
  * content is stored as an assistant message, its `usage` is the usage unless one is given, and its `id` and
  * `stop_reason` go in the state's `reply` and the log entry's step metadata. Calls still pending are answered as
- * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. An SDK reply
- * with empty content (or only blank text) adds no message, and leaves the calls pending: its usage, id and stop reason
- * are kept all the same (the trigger reads them), in one `EmptyReply` change that the log stores; a `MessageParam`
- * with empty content changes nothing. Its last block, when it is text, is
+ * interrupted first; a `tool_use` id already in the view is renamed; the reply's calls become pending. A reply with
+ * empty content (or only blank text), the SDK's or a `MessageParam`, adds no message and leaves the calls pending: its
+ * usage (the SDK reply's, or the one given), id and stop reason are kept all the same (the trigger reads them), the
+ * state's `reply` marked `empty`, in one `EmptyReply` change that the log stores. Its last block, when it is text, is
  * stored without trailing whitespace: a continued turn sends it as the final assistant message, which the API refuses
  * ending in whitespace. The reply is taken as checked (the `Conversation` service refuses first what is not one).
  *
@@ -482,7 +487,7 @@ export const recordReply = (
   }
   const onThread = thread !== undefined && "sent" in thread ? thread : undefined
   const clean = wireReply(message)
-  if (clean === undefined) return sdk === undefined ? none(state) : emptyReply(state, report, reported)
+  if (clean === undefined) return emptyReply(state, report, reported)
   return chain(chain(closePending(state), leadingUser), (s) => {
     const inView = CarriedIndex.toolUseIds(asMessages(s.view), s.carried)
     // the ids this reply's calls take, in order (a reply holds a few: a scan)
@@ -558,9 +563,9 @@ export const recordReply = (
 }
 
 /**
- * An SDK reply with empty content (`report` its report, `reported` its usage): no message, but its usage (when it
- * reports one), its report and the end of the thread, which the change carries as the reply's step metadata, so the
- * log keeps them and a resume restores them.
+ * A reply with empty content (`report` its report, `reported` its usage, the SDK reply's or the one given): no
+ * message, but its usage (when there is one), its report (marked `empty`) and the end of the thread, which the change
+ * carries as the reply's step metadata, so the log keeps them and a resume restores them.
  */
 const emptyReply = (state: ConversationState, report: ReplyReport, reported: ReportedUsage | undefined): Transition => {
   const kept = reported === undefined ? undefined : usageOf(reported)
@@ -574,7 +579,7 @@ const emptyReply = (state: ConversationState, report: ReplyReport, reported: Rep
     ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
   }
   const usage = kept === undefined ? state.usage : { usage: kept, requestEpoch: report.requestEpoch }
-  const next = withThread({ ...state, usage, reply: report }, undefined)
+  const next = withThread({ ...state, usage, reply: { ...report, empty: true } }, undefined)
   return { steps: [{ change: Change.EmptyReply({ meta }), state: next }], state: next }
 }
 

@@ -12,14 +12,16 @@
  * signed by `bindThinking` over the request it answers, as the API binds it; and the SDK agent toolset's shapes
  * (issue 42, API-RULES 41): `read { file_path, view_range }` ranged reads, `write`, `edit`, and `bash` whose long
  * output is saved to a temp file that a later ranged read opens, with MCP tool listings before MCP calls. No summary
- * lists a bash saved output among the files read. Each session runs in segments: a
- * segment opens `Conversation.layerLogged` on the session's store, so every segment after the first resumes from the
- * log, and the resumed state must equal the live one.
+ * lists a bash saved output among the files read. Some answers come back with empty content (a `MessageParam` with its
+ * usage beside it, or the SDK's reply, some stopped by an overflow): no message, but the state's usage is the reported
+ * one after every reply. Each session runs in segments: a segment opens `Conversation.layerLogged` on the session's
+ * store, so every segment after the first resumes from the log, and the resumed state (its latest usage and reply
+ * too) must equal the live one.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Conversation } from "../src/Conversation.ts"
-import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
+import type { ConversationState, MessageParam, SdkReply } from "../src/ConversationState.ts"
 import type { Request } from "../src/Request.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
 import type { Message } from "../src/Message.ts"
@@ -159,12 +161,29 @@ const agent = (seed: number) => {
     }
   }
 
-  /** The reply to `request` and what follows it (tool results, a user message, a system message). */
+  /**
+   * The reply to `request` and what follows it (tool results, a user message, a system message); one in twenty has
+   * empty content and nothing follows it (the request goes again): a `MessageParam` with its usage given beside it, or
+   * the SDK's reply carrying its own (some stopped because the request did not fit the window).
+   */
   const answer = (request: Request): {
-    readonly reply: MessageParam
-    readonly usage: Record<string, unknown>
+    readonly reply: MessageParam | SdkReply
+    readonly usage: Record<string, unknown> | undefined
     readonly then: ReadonlyArray<MessageParam>
   } => {
+    if (random() < 0.05) {
+      const reported = { ...usage(request, 1), output_tokens: 0 }
+      if (random() < 0.5) return { reply: { role: "assistant", content: [] }, usage: reported, then: [] }
+      const sdk: SdkReply = {
+        id: id("msg_"),
+        type: "message",
+        role: "assistant",
+        content: [],
+        stop_reason: random() < 0.2 ? "model_context_window_exceeded" : "end_turn",
+        usage: reported
+      }
+      return { reply: sdk, usage: undefined, then: [] }
+    }
     const content: Array<Block> = []
     const r = random()
     if (random() < 0.8) content.push(think(request, content))
@@ -267,12 +286,14 @@ const agent = (seed: number) => {
   return { answer }
 }
 
-/** The comparable part of a state: what a resume must restore. */
+/** The comparable part of a state: what a resume must restore (the latest usage and reply: the trigger reads them). */
 const restored = (s: ConversationState) => ({
   view: s.view,
   epoch: s.epoch,
   pending: s.pending,
-  unboundThinking: s.unboundThinking ?? []
+  unboundThinking: s.unboundThinking ?? [],
+  usage: s.usage,
+  reply: s.reply
 })
 
 describe("agent sessions through Conversation (issue 27's property)", () => {
@@ -292,7 +313,8 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
           appendOnlyOffloadsBetween: 0,
           rangedReads: 0,
           savedOutputReads: 0,
-          summaries: 0
+          summaries: 0,
+          emptyReplies: 0
         }
         for (let seed = FIRST_SEED; seed < FIRST_SEED + SESSIONS; seed++) {
           // every RESUME_EVERY-th session is logged and resumed at each segment; the others run in memory
@@ -343,14 +365,23 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
                   counts.appendOnlyOffloadsBetween += prepared.offloaded.length
                 }
                 const { reply, then, usage } = answer(request)
-                for (const b of blocksOf(reply)) {
+                for (const b of blocksOf(reply as MessageParam)) {
                   if (b.type !== "tool_use") continue
                   if (b.name === "db_query") counts.dbCalls++
                   const range = (b.input as { readonly view_range?: unknown }).view_range
                   if (b.name === "read" && range !== undefined) counts.rangedReads++
                   if (JSON.stringify(b.input).includes("/bash-output-")) counts.savedOutputReads++
                 }
-                yield* conversation.recordReply(reply, usage as never)
+                const after = yield* conversation.recordReply(reply, usage as never)
+                // every reply's usage is the state's, an empty reply's too (it adds no message)
+                assert.deepStrictEqual(after.usage, {
+                  usage: usage ?? (reply as SdkReply).usage,
+                  requestEpoch: prepared.epoch
+                }, where)
+                if (then.length === 0) {
+                  counts.emptyReplies++
+                  assert.strictEqual(after.view, state.view, `${where}: an empty reply adds no message`)
+                }
                 for (const message of then) yield* conversation.append(message)
               }
               return yield* conversation.state
@@ -371,6 +402,7 @@ describe("agent sessions through Conversation (issue 27's property)", () => {
         assert.isAbove(counts.rangedReads, 0)
         assert.isAbove(counts.savedOutputReads, 0)
         assert.isAbove(counts.summaries, 0)
+        assert.isAbove(counts.emptyReplies, 0)
       }),
     240_000
   )

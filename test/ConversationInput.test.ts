@@ -314,8 +314,8 @@ describe("recordReply: what is not an assistant message or the SDK's reply is re
       })
     ))
 
-  it.effect("an empty reply stays allowed: no message, its stop reason and usage kept", () =>
-    onEveryLayer(() =>
+  it.effect("an empty reply stays allowed: no message, its stop reason and usage kept; the same one again refused", () =>
+    onEveryLayer((store) =>
       Effect.gen(function* () {
         const conversation = yield* Conversation
         yield* conversation.append(user("Anything to add?"))
@@ -323,9 +323,34 @@ describe("recordReply: what is not an assistant message or the SDK's reply is re
         const state = yield* conversation.recordReply(sdkReply([], "end_turn", "msg_empty"))
         assert.deepStrictEqual(state.view, before)
         assert.strictEqual(state.reply?.stopReason, "end_turn")
+        assert.strictEqual(state.reply?.empty, true)
         assert.strictEqual(state.usage?.usage.input_tokens, 1_000)
-        const plain = yield* conversation.recordReply({ role: "assistant", content: [] })
-        assert.deepStrictEqual(plain.view, before)
+        // recorded again (its id), refused as a reply with content is; only blank text is empty content too
+        for (const content of [[], [{ type: "text", text: " " }]]) {
+          yield* refused(
+            store,
+            conversation.recordReply(sdkReply(content, "end_turn", "msg_empty")),
+            /reply msg_empty is the one recorded last: record each reply once/,
+            [1, "id"]
+          )
+        }
+        // the same id with content: another reply (a recycled id), taken
+        const recycled = yield* conversation.recordReply(
+          sdkReply([{ type: "text", text: "Yes." }], "end_turn", "msg_empty")
+        )
+        assert.strictEqual(recycled.view.length, 2)
+        yield* conversation.append(user("Anything else?"))
+        // a MessageParam: the usage given beside it is kept; with none, the trigger goes back to the estimate
+        const plain = yield* conversation.recordReply({ role: "assistant", content: [] }, {
+          input_tokens: 3_000,
+          output_tokens: 0
+        })
+        assert.strictEqual(plain.view.length, 3)
+        assert.deepStrictEqual(plain.usage, { usage: { input_tokens: 3_000, output_tokens: 0 }, requestEpoch: 0 })
+        assert.deepStrictEqual(plain.reply, { requestEpoch: 0, empty: true })
+        const none = yield* conversation.recordReply({ role: "assistant", content: [{ type: "text", text: "\n" }] })
+        assert.strictEqual(none.view.length, 3)
+        assert.deepStrictEqual(none.reply, { requestEpoch: 0, noUsage: true, empty: true })
       })
     ))
 })

@@ -215,6 +215,60 @@ describe("a logged conversation whose JSONL write failed after the line was writ
       yield* reopened.close
     }).pipe(Effect.scoped))
 
+  it.live("an empty reply taken again after its entry landed stores it once; another one after it is taken", () =>
+    Effect.gen(function* () {
+      const session = yield* jsonlSession
+      const { conversation: c, close } = yield* openConversation(session.log())
+      /** The input tokens of each empty reply the log holds (an eviction entry with no evictions), in order. */
+      const empties = Effect.map(
+        session.loaded,
+        ({ entries }) =>
+          entries.flatMap((e) =>
+            e.type === "eviction" && e.evictions.length === 0
+              ? [(e.meta?.["conversation"] as { readonly usage: { readonly input_tokens: number } }).usage.input_tokens]
+              : []
+          )
+      )
+      yield* c.append(user("u1: hello"))
+      const prepared = yield* c.prepare
+      // the SDK's empty reply: the same one taken again (its id) adopts the entry that landed
+      session.faults.sync = 1
+      assertUncertain(
+        yield* Effect.exit(c.recordReply(emptyReply("e1", 900), undefined, { requestEpoch: prepared.epoch })),
+        "empty reply e1",
+        "Io"
+      )
+      assert.deepStrictEqual(yield* empties, [900], "the entry landed")
+      const adopted = yield* c.recordReply(emptyReply("e1", 900), undefined, { requestEpoch: prepared.epoch })
+      assert.deepStrictEqual(yield* empties, [900], "nothing written again")
+      assert.strictEqual(adopted.reply?.id, "e1")
+      // a MessageParam with empty content and the usage beside it: the same one taken again stores it once too
+      const plain: MessageParam = { role: "assistant", content: [] }
+      session.faults.sync = 1
+      assertUncertain(
+        yield* Effect.exit(c.recordReply(plain, usage(1_000), { requestEpoch: prepared.epoch })),
+        "empty reply (usage 1,000)",
+        "Io"
+      )
+      yield* c.recordReply(plain, usage(1_000), { requestEpoch: prepared.epoch })
+      assert.deepStrictEqual(yield* empties, [900, 1_000], "stored once")
+      // one with another usage after a landed one is another reply: adopted first, then taken
+      session.faults.sync = 1
+      assertUncertain(
+        yield* Effect.exit(c.recordReply(plain, usage(2_000), { requestEpoch: prepared.epoch })),
+        "empty reply (usage 2,000)",
+        "Io"
+      )
+      const live = yield* c.recordReply(plain, usage(20_000), { requestEpoch: prepared.epoch })
+      assert.deepStrictEqual(yield* empties, [900, 1_000, 2_000, 20_000])
+      assert.strictEqual(live.usage?.usage.input_tokens, 20_000, "the latest usage is the state's")
+      assert.strictEqual(json(live.view), json([user("u1: hello")]), "no message added")
+      yield* close
+      const reopened = yield* openConversation(session.log())
+      assert.strictEqual(stored(yield* reopened.conversation.state), stored(live), "a resume equals the live state")
+      yield* reopened.close
+    }).pipe(Effect.scoped))
+
   it.live("another step after a landed reply adopts it first: the request holds it, the next append follows it", () =>
     Effect.gen(function* () {
       const session = yield* jsonlSession

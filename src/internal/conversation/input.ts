@@ -17,7 +17,7 @@ import { isSdkReply, type MessageParam } from "./wire.ts"
 export interface InputContext {
   readonly view: ReadonlyArray<MessageParam>
   readonly pending: ReadonlyArray<{ readonly originalId: string }>
-  readonly reply?: { readonly id?: string | undefined } | undefined
+  readonly reply?: { readonly id?: string | undefined; readonly empty?: true | undefined } | undefined
 }
 
 /** Blocks only the assistant's replies hold: the API refuses them in a user message. */
@@ -210,12 +210,21 @@ interface SdkReplyFields {
   readonly content: unknown
 }
 
+/** Content with nothing the API takes: no block, or only blank text (what `wireReply` leaves nothing of). */
+const emptyContent = (content: unknown): boolean =>
+  Array.isArray(content) &&
+  content.every((b: { readonly type?: unknown; readonly text?: unknown } | null) =>
+    b?.type === "text" && typeof b.text === "string" && isBlank(b.text)
+  )
+
 /**
  * Whether `reply` is the SDK reply the conversation recorded last, given again: the same `id` as the latest reply, and
- * the same content as the view's last message (a reply that arrived with a recycled id but other content is taken).
+ * the same content as the view's last message, or empty content when the latest reply had none (it added no message).
+ * A reply that arrived with a recycled id but other content is taken.
  */
 const recordedLast = (context: InputContext, reply: SdkReplyFields): boolean => {
   if (context.reply?.id === undefined || reply.id !== context.reply.id) return false
+  if (context.reply.empty === true) return emptyContent(reply.content)
   const last = context.view.at(-1)
   return last?.role === "assistant" && JSON.stringify(last.content) === JSON.stringify(reply.content)
 }
@@ -225,7 +234,8 @@ const recordedLast = (context: InputContext, reply: SdkReplyFields): boolean => 
  * message or the SDK's reply (a Promise not awaited, `{ data, response }`, a stream, a bare content array, a user or
  * system message), a message or reply content that does not decode, a `tool_result` block in it, or the SDK's reply
  * the conversation recorded last, given again (its `id` and content: recorded twice, its calls would be answered as interrupted
- * and asked again). A reply with empty content is taken (its stop reason and usage are kept, and logged).
+ * and asked again; an empty one would be logged twice). A reply with empty content is taken (its usage, id and stop
+ * reason are kept, and logged).
  */
 export const replyRefusal = (context: InputContext, reply: unknown): MessageDecodeError | undefined => {
   const at = context.view.length

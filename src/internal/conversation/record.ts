@@ -92,14 +92,19 @@ export type Written = ReadonlyArray<string> | EvictionEntry | CompactionEntry
 
 /**
  * True when `a` and `b` store the same entry: the same message (identity or canonical JSON) and, for a reply, the same
- * reply id; or two empty replies with the same reply id. What a step tried again stores, when the failed try stored `a`.
+ * reply id; or two empty replies with the same reply id, stop reason, request epoch and usage (a `MessageParam`'s has no
+ * id: its usage tells it apart). What a step tried again stores, when the failed try stored `a`.
  */
 export const storesSame = (a: StoredChange, b: StoredChange): boolean =>
   a._tag === "Appended"
     ? b._tag === "Appended" && sameMessage(a.message as Message, b.message as Message) &&
       (a.meta as ReplyMeta | undefined)?.replyId === (b.meta as ReplyMeta | undefined)?.replyId
-    : a._tag === "EmptyReply" && b._tag === "EmptyReply" &&
-      (a.meta as ReplyMeta).replyId === (b.meta as ReplyMeta).replyId
+    : a._tag === "EmptyReply" && b._tag === "EmptyReply" && sameEmptyReply(a.meta as ReplyMeta, b.meta as ReplyMeta)
+
+/** Two empty replies' step metadata name the same reply: its id, stop reason, request epoch and usage. */
+const sameEmptyReply = (a: ReplyMeta, b: ReplyMeta): boolean =>
+  a.replyId === b.replyId && a.stopReason === b.stopReason && a.requestEpoch === b.requestEpoch &&
+  JSON.stringify(a.usage) === JSON.stringify(b.usage)
 
 /** The log's head once `written` was stored: the id of its last entry. */
 export const headAfter = (written: Written): string =>

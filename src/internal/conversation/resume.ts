@@ -109,7 +109,7 @@ const foldEntries = (
       const meta = entry.meta === undefined ? undefined : asReplyMeta(entry.meta[META_KEY])
       if (meta !== undefined) {
         if (meta.usage !== undefined) usage = { usage: meta.usage, requestEpoch: meta.requestEpoch }
-        reply = replyOf(meta)
+        reply = { ...replyOf(meta), empty: true }
       }
     } else epoch++
   }
