@@ -10,6 +10,11 @@
 import { readFileSync } from "node:fs"
 import { DEFAULT_KEEP_RECENT, FIXED_MIN_SAVINGS } from "../src/Evict.ts"
 import { DEFAULT_MIN_FREED_TOKENS } from "../src/internal/compactDefaults.ts"
+import {
+  MANIFEST_IDENTIFIER_CHARS,
+  MANIFEST_IDENTIFIER_MAX_CHARS,
+  MANIFEST_IDENTIFIER_SHARE
+} from "../src/internal/summary.ts"
 import { CompactionPolicy, defaultPolicy } from "../src/Policy.ts"
 
 /** The docs whose figures are checked. */
@@ -473,5 +478,24 @@ export const ALLOWED: ReadonlyArray<Allowed> = [
   { figure: "0.6", near: "backgroundAt: 0.6", why: "an example value of CompactionPolicy#backgroundAt" },
   { figure: "0.6", near: "passes 0.6 of `compactAtTokens`", why: "the same example value, explained" },
   { figure: "40k", near: "compacts at a 40k-token window", why: "the logged-step bench's policy (contextWindow)" },
-  { figure: "64 KiB", near: "per byte from 64 KiB on", why: "the size the logged-step bench's notes split requests at" }
+  {
+    figure: "64 KiB",
+    near: "per byte from 64 KiB on",
+    why: "the size the logged-step bench's notes split requests at"
+  },
+  {
+    figure: `${MANIFEST_IDENTIFIER_SHARE * 100}%`,
+    near: "of the budget, never less than",
+    why: "the manifest's identifiers' share of the summary budget (MANIFEST_IDENTIFIER_SHARE)"
+  },
+  {
+    figure: int(MANIFEST_IDENTIFIER_CHARS),
+    near: "of the budget, never less than",
+    why: "the least room of the manifest's identifiers (MANIFEST_IDENTIFIER_CHARS)"
+  },
+  {
+    figure: int(MANIFEST_IDENTIFIER_MAX_CHARS),
+    near: "characters nor more than",
+    why: "the most room of the manifest's identifiers (MANIFEST_IDENTIFIER_MAX_CHARS)"
+  }
 ]
