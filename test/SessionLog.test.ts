@@ -23,8 +23,14 @@ import { type MemorySessions as MemoryStore, validateSessionId } from "../src/Se
 import { layerSessionLog as layerJsonl, listSessions, readJsonl } from "../src/SessionStoreJsonl.ts"
 import { conversationArbitrary } from "./fixtures/Conversation.ts"
 import { isDeno, kill, spawnWriter, waitFor } from "./fixtures/childWriter.ts"
-import { crashScript } from "./fixtures/session-writer.ts"
-import { applyStep, interleave, modelSteps, performStep, prefixProblems } from "./fixtures/SessionScript.ts"
+import {
+  applyStep,
+  crashScript,
+  interleave,
+  modelSteps,
+  performStep,
+  prefixProblems
+} from "./fixtures/SessionScript.ts"
 import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
 import { SessionLogError as SessionLogErrorClass, withFields } from "../src/internal/sessionLogError.ts"
 

@@ -1,9 +1,11 @@
 /**
  * The `compaction` CLI, run as a real child process (Node 22 type stripping, or `deno run` under Deno).
  *
- * To stay fast on a small machine, every process is started once in `beforeAll`, a few at a time, and each test
- * asserts on the results. A local HTTP server stands in for the Messages API (`ANTHROPIC_BASE_URL`), so the model
- * paths (streamed success, 401, 400 with `--fallback`, 529 with retries) run offline.
+ * To stay fast on a small machine, every run happens once in `beforeAll`: each command as a real child (a few at a
+ * time), and, for checks of a command's output and exit code alone, the same command in this process
+ * (`runInProcess`); each test asserts on the results. A local HTTP server stands in for the Messages API
+ * (`ANTHROPIC_BASE_URL`), so the model paths (streamed success, 401, 400 with `--fallback`, 529 with retries) run
+ * offline.
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -25,7 +27,7 @@ import type { Message } from "../../src/Message.ts"
 import { readJsonl } from "../../src/SessionStoreJsonl.ts"
 import { validate } from "../../src/Validate.ts"
 import { rawFile } from "../fixtures/Corpus.ts"
-import { example, pool, type Run, run } from "./Process.ts"
+import { example, pool, type Run, run, runInProcess } from "./Process.ts"
 import { summaryText } from "../../src/Summary.ts"
 
 // ============================================================================
@@ -121,25 +123,33 @@ beforeAll(async () => {
     evict: () => run(["evict", example, "--keep-recent", "5"]),
     validateBroken: () => run(["validate", path("broken.json"), "--json"]),
     repair: () => run(["repair", path("broken.json"), "--out", path("fixed.json")]),
-    evictBroken: () => run(["evict", path("broken.json"), "--out", path("evicted-broken.json")]),
-    evictBrokenStrict: () => run(["evict", path("broken.json"), "--strict", "--out", path("evicted-strict.json")]),
-    compactBrokenStrict: () => run(["compact", path("broken.json"), "--strict", "--out", path("compact-strict.json")]),
     simulate: () => run(["simulate", example, "--json"]),
-    missingFile: () => run(["inspect", path("nope.json")]),
-    badFormat: () => run(["validate", path("notes.txt")]),
-    missingKey: () => run([...anthropic, "--out", path("nokey.json")]),
     missingArg: () => run(["evict"]),
-    unknownFlag: () => run(["inspect", example, "--bogus"]),
-    modelOk: () => run([...anthropic, "--out", path("model.json")], model("ok")),
-    model401: () => run([...anthropic, "--out", path("401.json")], model("unauthorized")),
-    model400Fallback: () => run([...anthropic, "--fallback", "extractive", "--out", path("fb.json")], model("bad")),
+    modelOk: () => run([...anthropic, "--out", path("model.json")], model("ok"))
+  }, 4)
+  // the same command in this process (`runInProcess`): what these check is the command's output and exit code, which
+  // each command also shows as a real child above; a child's start-up each saved
+  const inProcess: Record<string, () => Promise<Run>> = {
+    evictBroken: () => runInProcess(["evict", path("broken.json"), "--out", path("evicted-broken.json")]),
+    evictBrokenStrict: () =>
+      runInProcess(["evict", path("broken.json"), "--strict", "--out", path("evicted-strict.json")]),
+    compactBrokenStrict: () =>
+      runInProcess(["compact", path("broken.json"), "--strict", "--out", path("compact-strict.json")]),
+    missingFile: () => runInProcess(["inspect", path("nope.json")]),
+    badFormat: () => runInProcess(["validate", path("notes.txt")]),
+    missingKey: () => runInProcess([...anthropic, "--out", path("nokey.json")]),
+    unknownFlag: () => runInProcess(["inspect", example, "--bogus"]),
+    model401: () => runInProcess([...anthropic, "--out", path("401.json")], model("unauthorized")),
+    model400Fallback: () =>
+      runInProcess([...anthropic, "--fallback", "extractive", "--out", path("fb.json")], model("bad")),
     model529: () =>
-      run([...anthropic, "--out", path("529.json")], {
+      runInProcess([...anthropic, "--out", path("529.json")], {
         ...model("overloaded"),
         COMPACTION_SUMMARIZER_RETRIES: "1"
-      })
-  }, 4)
-  r["validateFixed"] = await run(["validate", path("fixed.json")])
+      }),
+    validateFixed: () => runInProcess(["validate", path("fixed.json")])
+  }
+  for (const [key, job] of Object.entries(inProcess)) r[key] = await job()
 }, 240_000)
 
 afterAll(() => {
