@@ -327,11 +327,14 @@ const atTheTrigger = (state: ConversationState, count: TokenCounter.Count | unde
 
 /**
  * The transition with `cut` (the background summary's, or none) in its reply's step metadata (the log's record of the
- * pending summary) and as the `backgroundCut` of the states from the reply on, as a resume of that log gives it.
+ * pending summary; an empty reply's `EmptyReply` change carries it too) and as the `backgroundCut` of the states from
+ * the reply on, as a resume of that log gives it.
  */
 const withBackgroundCut = (t: Transition, cut: number | undefined): Transition => {
   const at = t.steps.findIndex((step) =>
-    step.change._tag === "Appended" && step.change.meta !== undefined && step.change.message.role === "assistant"
+    step.change._tag === "Appended"
+      ? step.change.meta !== undefined && step.change.message.role === "assistant"
+      : step.change._tag === "EmptyReply"
   )
   if (at < 0) return t
   // the usual step: no summary pending, and states that already say so
@@ -342,8 +345,12 @@ const withBackgroundCut = (t: Transition, cut: number | undefined): Transition =
   return {
     steps: t.steps.map((step, k) => {
       if (k < at) return step
-      const change = k === at && cut !== undefined && step.change._tag === "Appended"
+      const change = k !== at || cut === undefined
+        ? step.change
+        : step.change._tag === "Appended"
         ? Change.Appended({ message: step.change.message, meta: { ...step.change.meta!, backgroundCut: cut } })
+        : step.change._tag === "EmptyReply"
+        ? Change.EmptyReply({ meta: { ...step.change.meta, backgroundCut: cut } })
         : step.change
       return { change, state: withCut(step.state) }
     }),

@@ -4,7 +4,9 @@
  * SDK's reply, or a `MessageParam` with its usage passed beside it, taken alike. A logged conversation stores them, so
  * a conversation resumed from its log (memory, JSONL, PostgreSQL) holds the live state and sends the live request: the
  * compaction the empty reply's usage or stop reason calls for, and no empty assistant message. The SDK's empty reply
- * recorded again (its id) is refused, as a reply with content is: the log holds it once.
+ * recorded again (its id) is refused, as a reply with content is: the log holds it once. With `backgroundAt`, an empty
+ * reply records the cut of the summary pending in the background, as a reply with content does, so a conversation
+ * resumed right after it starts that summary again and goes on as the live one.
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -15,10 +17,12 @@ import { join } from "node:path"
 import { Conversation, ConversationError } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam, SdkReply } from "../src/ConversationState.ts"
 import { ExtractiveSummarizer } from "../src/ExtractiveSummarizer.ts"
+import type { Message } from "../src/Message.ts"
 import { CompactionPolicy, type ReportedUsage } from "../src/Policy.ts"
 import { SessionLog, type SessionLogError } from "../src/SessionLog.ts"
 import type { MemorySessions } from "../src/SessionStore.ts"
 import { layerSessionLog } from "../src/SessionStoreJsonl.ts"
+import { estimateTokens } from "../src/Tokens.ts"
 import { checkRequest, formatApiViolations } from "./fixtures/ApiRules.ts"
 import { makeSchema } from "./fixtures/Pg.ts"
 import { exactState } from "./fixtures/ResumeReference.ts"
@@ -210,4 +214,134 @@ describe("an empty reply's usage and stop reason are logged: the resumed convers
       )
       yield* checkOn(log).pipe(Effect.ensuring(Effect.promise(() => db.drop())))
     }), 60_000)
+})
+
+/**
+ * With `backgroundAt`: the summary made in the background starts at the prepare right before an empty reply, so the
+ * cut it is for is the empty reply's to record (the latest reply with content recorded none).
+ */
+const inBackground = CompactionPolicy.makeUnsafe({
+  compactAtTokens: 20_000,
+  keepRecentTokens: 2_000,
+  keepRecentTurns: 1,
+  backgroundAt: 0.5
+})
+
+/** The turn whose reply comes back empty: its prepare is the first past the pre-trigger (10,000 tokens). */
+const EMPTY_AT = 7
+/** The turns of the script: the trigger fires at the 14th, two more follow the compaction. */
+const TURNS = 16
+
+/** An empty reply to a request of `inputTokens`: the SDK's, or a `MessageParam` with the usage passed beside it. */
+const EMPTY_IN_BACKGROUND: ReadonlyArray<{
+  readonly name: string
+  readonly reply: (inputTokens: number) => { readonly reply: SdkReply | MessageParam; readonly usage?: ReportedUsage }
+}> = [
+  { name: "the SDK's empty reply", reply: (input) => ({ reply: sdkReply("msg_empty", [], "end_turn", input) }) },
+  {
+    name: "a MessageParam with empty content, its usage beside it",
+    reply: (input) => ({ reply: { role: "assistant", content: [] }, usage: { input_tokens: input, output_tokens: 0 } })
+  }
+]
+
+/** What one turn did: the request it sent, its compaction, and the state after its reply. */
+interface Turned {
+  readonly request: string
+  readonly compaction: string | undefined
+  readonly state: ConversationState
+}
+
+/** Turns `from..to` of the script on the conversation: each a user message, a prepare and a reply with its usage. */
+const turns = (from: number, to: number, empty: (typeof EMPTY_IN_BACKGROUND)[number]) =>
+  Effect.gen(function* () {
+    const conversation = yield* Conversation
+    const out: Array<Turned> = []
+    for (let i = from; i <= to; i++) {
+      yield* conversation.append(user(i))
+      const prepared = yield* conversation.prepare
+      const input = estimateTokens(prepared.request.messages as unknown as ReadonlyArray<Message>)
+      const { reply, usage } = i === EMPTY_AT
+        ? empty.reply(input)
+        : { reply: sdkReply(`msg_${i}`, [{ type: "text", text: `answer ${i}` }], "end_turn", input), usage: undefined }
+      const state = yield* conversation.recordReply(reply, usage, { requestEpoch: prepared.epoch })
+      out.push({ request: JSON.stringify(prepared.request), compaction: prepared.compaction?._tag, state })
+    }
+    return out
+  })
+
+/** A conversation in the background policy reopened on the log (a fresh one per call: it resumes). */
+const loggedInBackground = (log: LogLayer) =>
+  Conversation.layerLogged({ policy: inBackground }).pipe(
+    Layer.provideMerge(log()),
+    Layer.provide(ExtractiveSummarizer.layer)
+  )
+
+/** The parts of two states a resume must restore, the background summary's cut among them. */
+const assertSameState = (actual: ConversationState, expected: ConversationState, where: string) => {
+  assert.deepStrictEqual(exactState(actual), exactState(expected), where)
+  assert.strictEqual(actual.backgroundCut, expected.backgroundCut, `${where}: the background summary's cut`)
+}
+
+/**
+ * The whole script in one conversation (the live one), then the same script on a new session, closed right after the
+ * empty reply and resumed from its log for the rest: the resumed state is the live one, and every later turn sends
+ * the live request (the compaction at the trigger applies the same background summary) and leaves the live state.
+ */
+const checkBackgroundOn = (log: LogLayer) =>
+  Effect.gen(function* () {
+    for (const empty of EMPTY_IN_BACKGROUND) {
+      const { name } = empty
+      const live = yield* Effect.provide(turns(1, TURNS, empty), loggedInBackground(log))
+      yield* log.reset()
+      assert.isUndefined(live[EMPTY_AT - 2]!.state.backgroundCut, `${name}: no summary before the pre-trigger`)
+      assert.isTrue(
+        live.slice(EMPTY_AT).some((t) => t.compaction === "Compacted"),
+        `${name}: the trigger fires after the empty reply`
+      )
+      yield* Effect.provide(turns(1, EMPTY_AT, empty), loggedInBackground(log))
+      const resumed = yield* Effect.provide(
+        Effect.gen(function* () {
+          const state = yield* Conversation.use((c) => c.state)
+          return { state, rest: yield* turns(EMPTY_AT + 1, TURNS, empty) }
+        }),
+        loggedInBackground(log)
+      )
+      yield* log.reset()
+      assertSameState(resumed.state, live[EMPTY_AT - 1]!.state, `${name}: resumed after the empty reply`)
+      resumed.rest.forEach((t, k) => {
+        const where = `${name}: turn ${EMPTY_AT + 1 + k}`
+        const expected = live[EMPTY_AT + k]!
+        assert.strictEqual(t.compaction, expected.compaction, where)
+        assert.isTrue(t.request === expected.request, `${where}: the live request`)
+        assertSameState(t.state, expected.state, where)
+      })
+      // the summary started at the empty reply's prepare: the cut the resume started again is the empty reply's
+      assert.isDefined(live[EMPTY_AT - 1]!.state.backgroundCut, `${name}: the empty reply records the pending cut`)
+    }
+  })
+
+describe("an empty reply records the background summary's cut: the resumed conversation applies the live one's", () => {
+  it.effect("memory store", () => {
+    let store: MemorySessions = new Map()
+    const log = Object.assign(() => SessionLog.layerMemory({ store }), {
+      reset: () => Effect.sync(() => void (store = new Map()))
+    })
+    return checkBackgroundOn(log)
+  })
+
+  it.effect("JSONL store", () => {
+    const directory = mkdtempSync(join(tmpdir(), "conversation-empty-reply-background-"))
+    let session = 0
+    const log = Object.assign(
+      () =>
+        layerSessionLog({ directory, sessionId: `s${session}`, sync: "never" }).pipe(
+          Layer.provide(platform),
+          Layer.fresh
+        ),
+      { reset: () => Effect.sync(() => void session++) }
+    )
+    return checkBackgroundOn(log).pipe(
+      Effect.ensuring(Effect.sync(() => rmSync(directory, { recursive: true, force: true })))
+    )
+  })
 })

@@ -22,9 +22,9 @@
  *   trigger's cut instead, with only the messages between the two cuts (the summarizer's request with it as
  *   `previousSummary`). A later cut, a changed head, a failed or interrupted fiber, a failed update or a server
  *   compaction block gives `undefined`: the caller falls back to the blocking path;
- * - a resumed conversation recomputes it: the cut of the pending summary goes in each reply's step metadata
- *   (`ReplyMeta.backgroundCut`: a cut, never a summary), and opening the log starts the summary of that cut again
- *   (`resumeCut`), so a resumed conversation applies what the live one would have;
+ * - a resumed conversation recomputes it: the cut of the pending summary goes in each reply's step metadata, an
+ *   empty reply's too (`ReplyMeta.backgroundCut`: a cut, never a summary), and opening the log starts the summary of
+ *   that cut again (`resumeCut`), so a resumed conversation applies what the live one would have;
  * - closing the conversation's scope interrupts the fiber.
  */
 import * as Effect from "effect/Effect"
@@ -274,15 +274,17 @@ export const makeBackground = (
 
 /**
  * The cut of the summary a logged conversation had pending when it stopped: the `backgroundCut` of the step
- * metadata (under `key`) of the latest reply after the log's last compaction, when that reply holds one. A resumed
- * conversation recomputes that summary.
+ * metadata (under `key`) of the latest reply after the log's last compaction (a reply with empty content: the step
+ * metadata of its eviction entry with no evictions), when that reply holds one. A resumed conversation recomputes
+ * that summary.
  */
 export const resumeCut = (loaded: Loaded, key: string): number | undefined => {
   const entries = loaded.entries as ReadonlyArray<Entry>
   for (let k = entries.length - 1; k >= 0; k--) {
     const entry = entries[k]!
     if (entry.type === "compaction") return undefined
-    if (entry.type !== "message" || entry.message.role !== "assistant") continue
+    const reply = entry.type === "message" ? entry.message.role === "assistant" : entry.meta?.[key] !== undefined
+    if (!reply) continue
     const meta = entry.meta?.[key] as { readonly backgroundCut?: unknown } | undefined
     const cut = meta?.backgroundCut
     return typeof cut === "number" && Number.isSafeInteger(cut) && cut > 0 ? cut : undefined
