@@ -1,8 +1,10 @@
 /**
  * The command line's runner (`cli/Run.ts`) end to end: honest input handling, outputs the Messages API accepts, clear
  * failures with their exit codes, fast start-up, context in view and the HTML strip. Every run happens once in
- * `beforeAll`: real child processes (a few at a time), and, for checks of a command's output and exit code alone,
- * the same command in this process (`runInProcess`); each test asserts on the results.
+ * `beforeAll`: a real child process (a few at a time) where the process itself is checked (stdout to a pipe, the
+ * environment, the pre-rendered help, exit codes through `main.ts`, a pipe between two processes, Ctrl-C), and the
+ * other runs, checks of a command's output, exit code and files, as the same command in this process
+ * (`runInProcess`) meanwhile; each test asserts on the results.
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -30,7 +32,7 @@ import { summaryText } from "../../src/Summary.ts"
 let dir = ""
 let server: Server | undefined
 let base = ""
-let r: Record<string, Run> = {}
+const r: Record<string, Run> = {}
 const path = (name: string) => join(dir, name)
 const GARBAGE_LINE = 15
 const piSession = `${DATA_DIR}sessions/pi__large-session.anthropic.json`
@@ -77,6 +79,10 @@ const interrupted = (out: string): Promise<Run> => {
 
 const decodeReport = Schema.decodeUnknownSync(Schema.fromJsonString(InspectReport))
 
+/** The pi session as the importer reads it, and its report: each built once, for the tests that read them. */
+const piImported = Effect.runSync(Effect.cached(importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))))
+const piReport = Effect.runSync(Effect.cached(Effect.flatMap(piImported, (s) => buildReport(s, { file: "pi" }))))
+
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "compaction-cli-run-"))
   const lines = readFileSync(rawFile("claude-code__coverage-test-fix.jsonl"), "utf8").split("\n")
@@ -106,8 +112,19 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   const garbage = path("garbage.jsonl")
   const anthropic = (out: string) => ["compact", example, "--summarizer", "anthropic", "--out", path(out)]
-  const jobs: Record<string, () => Promise<Run>> = {
-    evictPrivate: () => run(["evict", piSession, "--out", path("evicted.json")]),
+  // real children, only where the process itself is what is checked: the session written to stdout and a text report
+  // to a pipe (non-terminal output), a bad environment variable (exit 2), the pre-rendered help answered without
+  // loading Effect, --strict's exit 7 (for validate and simulate, this file's only children of those), a real pipe
+  // between two CLI processes and Ctrl-C; every command this file covers runs at least once among them
+  const children: Record<string, () => Promise<Run>> = {
+    // the longest first: a pipe between two processes, then an inspect of what it wrote
+    inspectPipedText: async () => {
+      const piped = await pipeline(example, path("piped.json"))
+      r["pipeEvict"] = piped.evict
+      r["pipeCompact"] = piped.compact
+      return run(["inspect", path("piped.json")])
+    },
+    interrupted: () => interrupted(path("interrupted.json")),
     stdoutDash: () => run(["repair", example, "--out", "-"]),
     timeoutSoon: () =>
       run(anthropic("soon.json"), {
@@ -115,20 +132,36 @@ beforeAll(async () => {
         ANTHROPIC_BASE_URL: `${base}/never`,
         COMPACTION_SUMMARIZER_TIMEOUT: "soon"
       }),
+    validateStrict: () => run(["validate", garbage, "--strict"]),
+    simulateStrict: () => run(["simulate", garbage, "--strict"]),
+    helpInspect: () => run(["inspect", "--help"])
+  }
+  // the same command in this process (`runInProcess`): what these check is the command's output, exit code and what
+  // it wrote, which each command also shows as a real child above; a child's start-up each saved. In order: a run
+  // reads what the one before it wrote
+  const inProcess: Record<string, () => Promise<Run>> = {
+    evictPrivate: () => runInProcess(["evict", piSession, "--out", path("evicted.json")]),
+    evictKeepPrivate: () => runInProcess(["evict", piSession, "--keep-private", "--out", path("evicted-inline.json")]),
+    evictedAgain: () =>
+      runInProcess([
+        "evict",
+        path("evicted.json"),
+        "--min-savings",
+        "1000000000",
+        "--keep-private",
+        "--out",
+        path("evicted-roundtrip.json")
+      ]),
+    compactPi: () => runInProcess(["compact", piSession, "-o", path("pi-compacted.json")]),
+    inspectPiCompacted: () => runInProcess(["inspect", path("pi-compacted.json"), "--json"]),
+    inspectPiCompactedText: () => runInProcess(["inspect", path("pi-compacted.json")]),
     retriesNegative: () =>
-      run(anthropic("retries.json"), {
+      runInProcess(anthropic("retries.json"), {
         ANTHROPIC_API_KEY: "sk-test",
         ANTHROPIC_BASE_URL: `${base}/never`,
         COMPACTION_SUMMARIZER_RETRIES: "-1"
       }),
-    helpInspect: () => run(["inspect", "--help"]),
-    completions: () => run(["--completions", "bash"]),
-    compactPi: () => run(["compact", piSession, "-o", path("pi-compacted.json")])
-  }
-  // the same command in this process (`runInProcess`): what these check is the command's output and exit code, which
-  // each command also shows as a real child above or below; a child's start-up each saved
-  const inProcess: Record<string, () => Promise<Run>> = {
-    evictKeepPrivate: () => runInProcess(["evict", piSession, "--keep-private", "--out", path("evicted-inline.json")]),
+    completions: () => runInProcess(["--completions", "bash"]),
     missingDir: () => runInProcess(["compact", example, "--out", path("missing/dir/x.json")]),
     intoDirectory: () => runInProcess(["compact", example, "--out", path("a-directory")]),
     sixteen: () => runInProcess(["validate", path("sixteen.json")]),
@@ -144,27 +177,17 @@ beforeAll(async () => {
     const out = command === "evict" || command === "compact" || command === "repair"
     inProcess[`${command}Garbage`] = () =>
       runInProcess([command, garbage, ...(out ? ["--out", path(`${command}.json`)] : [])])
-    jobs[`${command}Strict`] = () =>
-      run([command, garbage, "--strict", ...(out ? ["--out", path(`${command}-strict.json`)] : [])])
+    if (children[`${command}Strict`] === undefined) {
+      inProcess[`${command}Strict`] = () =>
+        runInProcess([command, garbage, "--strict", ...(out ? ["--out", path(`${command}-strict.json`)] : [])])
+    }
   }
-  r = await pool(jobs, 4)
-  for (const [key, job] of Object.entries(inProcess)) r[key] = await job()
-  r["evictedAgain"] = await run([
-    "evict",
-    path("evicted.json"),
-    "--min-savings",
-    "1000000000",
-    "--keep-private",
-    "--out",
-    path("evicted-roundtrip.json")
-  ])
-  const piped = await pipeline(example, path("piped.json"))
-  r["pipeEvict"] = piped.evict
-  r["pipeCompact"] = piped.compact
-  r["inspectPipedText"] = await run(["inspect", path("piped.json")])
-  r["inspectPiCompacted"] = await run(["inspect", path("pi-compacted.json"), "--json"])
-  r["inspectPiCompactedText"] = await run(["inspect", path("pi-compacted.json")])
-  r["interrupted"] = await interrupted(path("interrupted.json"))
+  // the children run while this process runs its own
+  const inOrder = async () => {
+    for (const [key, job] of Object.entries(inProcess)) r[key] = await job()
+  }
+  const [real] = await Promise.all([pool(children, 3), inOrder()])
+  Object.assign(r, real)
 }, 300_000)
 
 afterAll(() => {
@@ -239,7 +262,7 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
       assert.deepStrictEqual(readJson(path("evicted-roundtrip.json")).messages, inline.messages)
       // and what the importer takes from private fields survives the round trip
       const session = yield* importSessionFile(path("evicted-roundtrip.json")).pipe(Effect.provide(NodeServices.layer))
-      const original = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
+      const original = yield* piImported
       assert.deepStrictEqual(session.usage, original.usage)
       assert.deepStrictEqual(session.interrupted, original.interrupted)
     }))
@@ -388,7 +411,7 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
   it.live("inspect reports provider usage only when it belongs to the view inspected", () =>
     Effect.gen(function* () {
       // the raw session: the last usage describes its messages
-      const raw = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
+      const raw = yield* piImported
       assert.isNotNull(analyze(raw, { file: "raw" }).report.provider)
       // the compacted file keeps the replies' usage in meta.messages, but it no longer describes the view
       assert.strictEqual(got("compactPi").code, 0, got("compactPi").stderr)
@@ -412,9 +435,9 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
 
   it.live("the HTML strip draws offloads everywhere, at full colour, with message numbers", () =>
     Effect.gen(function* () {
-      const session = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
+      const session = yield* piImported
       const analysis = analyze(session, { file: "pi" })
-      const html = renderHtml(yield* buildReport(session, { file: "pi" }))
+      const html = renderHtml(yield* piReport)
       const blocks = [...html.matchAll(/<div class="msg ([^"]*)" data-index="(\d+)"[^>]*>(.*?)<\/div>/g)]
       assert.strictEqual(blocks.length, session.messages.length)
       const offloadedMessages = new Set(
@@ -432,8 +455,7 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
 
   it.live("the report's total is its cumulative chart's end: the summaries' cost counts with the request after them", () =>
     Effect.gen(function* () {
-      const session = yield* importSessionFile(piSession).pipe(Effect.provide(NodeServices.layer))
-      const { data } = yield* buildReport(session, { file: "pi" })
+      const { data } = yield* piReport
       assert.isAbove(data.chosen.compactions, 0, "the replay compacts, so summaries are priced")
       const chart = data.requests.reduce((sum, r) => sum + r.dollars, 0)
       assert.approximately(chart, data.chosen.dollars, 1e-9)
