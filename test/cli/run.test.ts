@@ -304,7 +304,6 @@ describe("compaction CLI: input, failures, start-up and the context in view", ()
     assert.isFalse(existsSync(path("soon.json")))
   })
 
-  // Fails until src/Summarizer.ts (anthropicConfig) rejects negative retries; see the report of the CLI helper.
   it("COMPACTION_SUMMARIZER_RETRIES=-1 is rejected with the variable named, exit 2", () => {
     const res = got("retriesNegative")
     assert.strictEqual(res.code, ExitCode.Usage, res.stderr)
