@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import { stringHashHalves } from "./stringHash.ts"
 
 /** The prefix of every text reference. */
 const PREFIX = "text-"
@@ -12,22 +13,15 @@ const PREFIX = "text-"
 const TEXT_REF = /^text-[0-9a-f]{16}$/
 
 /**
- * Two 32-bit mixes of the UTF-16 code units of `text` (different seeds), as 16 lowercase hex digits: the digest of
- * every reference by content (a text's here, a user's words' in `userWords`).
+ * The two 32-bit halves of `stringHashHalves(text)` as 16 lowercase hex digits: the digest of every reference by
+ * content (a text's here, a user's words' in `userWords`).
  */
 export const contentDigest = (text: string): string => {
-  let h1 = 0xdeadbeef
-  let h2 = 0x41c6ce57
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    h1 = Math.imul(h1 ^ c, 2654435761)
-    h2 = Math.imul(h2 ^ c, 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  const hex = (n: number) => (n >>> 0).toString(16).padStart(8, "0")
-  return hex(h2) + hex(h1)
+  const [high, low] = stringHashHalves(text)
+  return hex(high) + hex(low)
 }
+
+const hex = (n: number) => n.toString(16).padStart(8, "0")
 
 /** The reference of `text` exactly as it is (no trimming): `text-` and 16 hex digits. */
 export const textRef = (text: string): string => `${PREFIX}${contentDigest(text)}`

@@ -11,6 +11,7 @@
  */
 import { ttlMs as lifetimeMs } from "../cacheTtl.ts"
 import { LOOKBACK_BLOCKS } from "../breakpoints.ts"
+import { stringHashHalves } from "../stringHash.ts"
 
 /** One prompt, ready to price: per unit, the prefix identity and the tokens up to and including it. */
 export interface PricedPrompt {
@@ -81,18 +82,10 @@ export class PromptCache {
 
 const hashes = new WeakMap<object, number>()
 
-/** A 52-bit hash of a string (cyrb53). */
+/** A 52-bit hash of a string (cyrb53: `stringHashHalves`' high half and 21 bits of its low one). */
 const hashString = (text: string, seed = 0): number => {
-  let h1 = 0xdeadbeef ^ seed
-  let h2 = 0x41c6ce57 ^ seed
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    h1 = Math.imul(h1 ^ c, 2654435761)
-    h2 = Math.imul(h2 ^ c, 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  return 2097152 * (h2 >>> 0) + (h1 >>> 11)
+  const [high, low] = stringHashHalves(text, seed)
+  return 2097152 * high + (low >>> 11)
 }
 
 /** The content identity of a block (or of system and tools), without `cache_control`; cached per object. */
