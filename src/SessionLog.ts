@@ -232,6 +232,12 @@ const isEviction = Schema.is(SessionEntry.Eviction)
 const invalid = (sessionId: string, detail: string) =>
   new SessionLogError({ reason: "InvalidInput", sessionId, detail })
 
+/** Why `meta` (named `name` in the error) is not step metadata, or `undefined` when it is one or absent. */
+const metaProblem = (sessionId: string, name: string, meta: unknown): SessionLogError | undefined =>
+  meta === undefined || isStepMeta(meta)
+    ? undefined
+    : invalid(sessionId, `${name}: step metadata must be a JSON object (finite numbers, no undefined)`)
+
 /** `e` naming `sessionId` when it names no session. */
 const withSession = (sessionId: string) => (e: SessionLogError): SessionLogError =>
   e.sessionId === undefined ? withFields(e, { sessionId }) : e
@@ -498,9 +504,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
       return invalid(sessionId, `${meta.length} step metadata for ${messages.length} messages`)
     }
     for (let i = 0; i < meta.length; i++) {
-      if (meta[i] !== undefined && !isStepMeta(meta[i])) {
-        return invalid(sessionId, `meta ${i}: step metadata must be a JSON object (finite numbers, no undefined)`)
-      }
+      const problem = metaProblem(sessionId, `meta ${i}`, meta[i])
+      if (problem !== undefined) return problem
     }
     return undefined
   }
@@ -546,9 +551,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
     serialized(Effect.gen(function* () {
       const badEviction = evictionProblem(evictions)
       if (badEviction !== undefined) return yield* badEviction
-      if (condition.meta !== undefined && !isStepMeta(condition.meta)) {
-        return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
-      }
+      const badMeta = metaProblem(sessionId, "meta", condition.meta)
+      if (badMeta !== undefined) return yield* badMeta
       const id = randomUUID() as string
       return yield* appendDerived(
         condition.ifHead === undefined ? entryWrite : entryWriteOnce,
@@ -658,9 +662,8 @@ const makeSessionLog = Effect.fnUntraced(function* (store: SessionStoreShape, op
           if (error !== undefined) return yield* invalid(sessionId, `kept: ${error.message}`)
         }
       }
-      if (input.meta !== undefined && !isStepMeta(input.meta)) {
-        return yield* invalid(sessionId, "meta: step metadata must be a JSON object (finite numbers, no undefined)")
-      }
+      const badMeta = metaProblem(sessionId, "meta", input.meta)
+      if (badMeta !== undefined) return yield* badMeta
       const evictions = input.evictions ?? []
       const badEviction = evictionProblem(evictions)
       if (badEviction !== undefined) return yield* badEviction
