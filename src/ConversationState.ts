@@ -534,17 +534,11 @@ export const recordReply = (
       : undefined
     const appendOnly = reasonAfterReply(s.appendOnly, stored as unknown as Message)
     const meta: ReplyMeta = {
-      ...(kept === undefined ? {} : { usage: kept }),
-      requestEpoch: epoch,
+      ...reportMeta(report, kept, epoch),
       ...(Object.keys(renamed).length === 0 ? {} : { toolUseIds: renamed }),
-      ...(report.id === undefined ? {} : { replyId: report.id }),
-      ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
       ...(anchor === undefined ? {} : { threadHeld: anchor.held }),
       ...(anchor?.replacesLost === true ? { threadReplacesLost: true as const } : {}),
-      ...(report.unthreaded === true ? { unthreaded: true as const } : {}),
-      ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
       ...(rewrittenFrom === undefined ? {} : { rewrittenFrom }),
-      ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis }),
       ...(appendOnly === undefined ? {} : { appendOnly })
     }
     const unbound = rewrittenFrom === undefined
@@ -563,21 +557,28 @@ export const recordReply = (
 }
 
 /**
+ * The step metadata every reply's record carries, with content or without (resume reads it back into the report): its
+ * usage when it has one (`kept`), the epoch of the request it answers, and its report's id, stop reason, thread
+ * opt-out, input transformations and cache diagnosis.
+ */
+const reportMeta = (report: ReplyReport, kept: ReplyMeta["usage"], epoch: number): ReplyMeta => ({
+  ...(kept === undefined ? {} : { usage: kept }),
+  requestEpoch: epoch,
+  ...(report.id === undefined ? {} : { replyId: report.id }),
+  ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
+  ...(report.unthreaded === true ? { unthreaded: true as const } : {}),
+  ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
+  ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
+})
+
+/**
  * A reply with empty content (`report` its report, `reported` its usage, the SDK reply's or the one given): no
  * message, but its usage (when there is one), its report (marked `empty`) and the end of the thread, which the change
  * carries as the reply's step metadata, so the log keeps them and a resume restores them.
  */
 const emptyReply = (state: ConversationState, report: ReplyReport, reported: ReportedUsage | undefined): Transition => {
   const kept = reported === undefined ? undefined : usageOf(reported)
-  const meta: ReplyMeta = {
-    ...(kept === undefined ? {} : { usage: kept }),
-    requestEpoch: report.requestEpoch,
-    ...(report.id === undefined ? {} : { replyId: report.id }),
-    ...(report.stopReason === undefined ? {} : { stopReason: report.stopReason }),
-    ...(report.unthreaded === true ? { unthreaded: true as const } : {}),
-    ...(report.inputTransformations === undefined ? {} : { inputTransformations: report.inputTransformations }),
-    ...(report.cacheDiagnosis === undefined ? {} : { cacheDiagnosis: report.cacheDiagnosis })
-  }
+  const meta = reportMeta(report, kept, report.requestEpoch)
   const usage = kept === undefined ? state.usage : { usage: kept, requestEpoch: report.requestEpoch }
   const next = withThread({ ...state, usage, reply: { ...report, empty: true } }, undefined)
   return { steps: [{ change: Change.EmptyReply({ meta }), state: next }], state: next }
