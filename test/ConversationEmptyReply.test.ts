@@ -177,28 +177,33 @@ const checkOn = (log: LogLayer) =>
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
-describe("an empty reply's usage and stop reason are logged: the resumed conversation is the live one", () => {
-  it.effect("memory store", () => {
-    let store: MemorySessions = new Map()
-    const log = Object.assign(() => SessionLog.layerMemory({ store }), {
-      reset: () => Effect.sync(() => void (store = new Map()))
-    })
-    return checkOn(log)
+/** Logs on the memory store, a new store at each `reset`. */
+const memoryLog = (): LogLayer => {
+  let store: MemorySessions = new Map()
+  return Object.assign(() => SessionLog.layerMemory({ store }), {
+    reset: () => Effect.sync(() => void (store = new Map()))
   })
+}
 
-  it.effect("JSONL store", () => {
-    const directory = mkdtempSync(join(tmpdir(), "conversation-empty-reply-"))
-    let session = 0
-    const log = Object.assign(
-      () =>
-        layerSessionLog({ directory, sessionId: `s${session}`, sync: "never" }).pipe(
-          Layer.provide(platform),
-          Layer.fresh
-        ),
-      { reset: () => Effect.sync(() => void session++) }
-    )
-    return checkOn(log).pipe(Effect.ensuring(Effect.sync(() => rmSync(directory, { recursive: true, force: true }))))
-  })
+/** `check` on logs of the JSONL store in a temporary directory (a new session at each `reset`), removed after. */
+const onJsonlLog = <E>(check: (log: LogLayer) => Effect.Effect<void, E>) => {
+  const directory = mkdtempSync(join(tmpdir(), "conversation-empty-reply-"))
+  let session = 0
+  const log = Object.assign(
+    () =>
+      layerSessionLog({ directory, sessionId: `s${session}`, sync: "never" }).pipe(
+        Layer.provide(platform),
+        Layer.fresh
+      ),
+    { reset: () => Effect.sync(() => void session++) }
+  )
+  return check(log).pipe(Effect.ensuring(Effect.sync(() => rmSync(directory, { recursive: true, force: true }))))
+}
+
+describe("an empty reply's usage and stop reason are logged: the resumed conversation is the live one", () => {
+  it.effect("memory store", () => checkOn(memoryLog()))
+
+  it.effect("JSONL store", () => onJsonlLog(checkOn))
 
   it.effect("SQL store (PostgreSQL)", () =>
     Effect.gen(function* () {
@@ -321,27 +326,7 @@ const checkBackgroundOn = (log: LogLayer) =>
   })
 
 describe("an empty reply records the background summary's cut: the resumed conversation applies the live one's", () => {
-  it.effect("memory store", () => {
-    let store: MemorySessions = new Map()
-    const log = Object.assign(() => SessionLog.layerMemory({ store }), {
-      reset: () => Effect.sync(() => void (store = new Map()))
-    })
-    return checkBackgroundOn(log)
-  })
+  it.effect("memory store", () => checkBackgroundOn(memoryLog()))
 
-  it.effect("JSONL store", () => {
-    const directory = mkdtempSync(join(tmpdir(), "conversation-empty-reply-background-"))
-    let session = 0
-    const log = Object.assign(
-      () =>
-        layerSessionLog({ directory, sessionId: `s${session}`, sync: "never" }).pipe(
-          Layer.provide(platform),
-          Layer.fresh
-        ),
-      { reset: () => Effect.sync(() => void session++) }
-    )
-    return checkBackgroundOn(log).pipe(
-      Effect.ensuring(Effect.sync(() => rmSync(directory, { recursive: true, force: true })))
-    )
-  })
+  it.effect("JSONL store", () => onJsonlLog(checkBackgroundOn))
 })
