@@ -324,9 +324,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     if (kind === "anthropic") {
       // by name, never the whole environment: under Deno the CLI needs only --allow-env of the variables it reads,
       // and a variable it may not read is a failure that names the flag, not an unset key
-      const key = yield* readConfig(Config.option(Config.String("ANTHROPIC_API_KEY"))).pipe(
-        Effect.mapError(configFailure)
-      )
+      const key = yield* readConfig(Config.option(Config.String("ANTHROPIC_API_KEY"))).pipe(Effect.catch(configFailure))
       if (Option.isNone(key) || key.value.trim().length === 0) {
         if (!fallback) return yield* new CliFailure({ code: ExitCode.Summarizer, message: missingKey })
         yield* status("ANTHROPIC_API_KEY is not set; compacting with the extractive summarizer (--fallback extractive)")
@@ -340,7 +338,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
     const { ExtractiveSummarizer } = yield* Effect.promise(() => import("../ExtractiveSummarizer.ts"))
     const { anthropicConfig } = yield* Effect.promise(() => import("../internal/anthropicConfig.ts"))
     // a configuration error is reported before anything is read or sent
-    if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.mapError(configFailure))
+    if (kind === "anthropic") yield* readConfig(anthropicConfig).pipe(Effect.catch(configFailure))
     const read = yield* readInput(input.file, { strict: input.strict, reading: "view" })
     yield* checkedInput("compact", read, input.strict)
     const session = read.session
@@ -354,7 +352,7 @@ export const compact = (input: CompactInput): Effect.Effect<void, CliFailure, En
           (fallback ? AnthropicSummarizer.layerWithFallback : AnthropicSummarizer.layerConfig)({
             onProgress: progress.update
           })
-      )).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, Effect.fail(configFailure(e)))))
+      )).pipe(Layer.catchTag("ConfigError", (e) => Layer.effect(Summarizer, configFailure(e))))
     if (kind === "anthropic") yield* status(`summarizing with the anthropic summarizer…`)
 
     const run = (messages: ReadonlyArray<Message>) =>

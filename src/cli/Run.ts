@@ -10,6 +10,7 @@
 import type { ConversationState } from "../ConversationState.ts"
 import * as Cause from "effect/Cause"
 import type * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -512,17 +513,17 @@ const EXPECTED_FORMS: Readonly<Record<string, string>> = {
 }
 
 /**
- * A configuration error as one line naming the environment variable, its value and the expected form; exit `Usage`
- * (the user set something wrong, as with a bad flag).
+ * A configuration error as one line naming the environment variable, its value (read from the current
+ * `ConfigProvider`, the one the configuration was read from) and the expected form; exit `Usage` (the user set
+ * something wrong, as with a bad flag). The effect fails with that `CliFailure`.
  * @category errors
  */
-export const configFailure = (error: Config.ConfigError): CliFailure => {
+export const configFailure = (error: Config.ConfigError): Effect.Effect<never, CliFailure> => {
   const cause = error.cause
   if (cause._tag !== "SchemaError") {
-    return new CliFailure({
-      code: ExitCode.Usage,
-      message: `cannot read the configuration: ${firstLine(cause.message)}`
-    })
+    return Effect.fail(
+      new CliFailure({ code: ExitCode.Usage, message: `cannot read the configuration: ${firstLine(cause.message)}` })
+    )
   }
   const path: Array<string> = []
   let issue: SchemaIssue.Issue = cause.issue
@@ -531,14 +532,21 @@ export const configFailure = (error: Config.ConfigError): CliFailure => {
     issue = issue.issue
   }
   const variable = path.join("_")
-  const value = variable === "" ? undefined : process.env[variable]
   const expected = EXPECTED_FORMS[variable] ??
     firstLine(cause.message).replace(/^Expected /, "").replace(/\s+at \[.*$/, "")
-  const shown = value === undefined ? `${variable} is missing` : `${variable}=${JSON.stringify(value)} is not valid`
-  return new CliFailure({
-    code: ExitCode.Usage,
-    message: `${shown}: expected ${expected}; fix it or unset it to use the default`
-  })
+  const failure = (value: string | undefined) =>
+    new CliFailure({
+      code: ExitCode.Usage,
+      message: `${
+        value === undefined ? `${variable} is missing` : `${variable}=${JSON.stringify(value)} is not valid`
+      }: expected ${expected}; fix it or unset it to use the default`
+    })
+  if (variable === "") return Effect.fail(failure(undefined))
+  return Effect.flatMap(ConfigProvider.ConfigProvider, (provider) => provider.load(path)).pipe(
+    Effect.map((node) => node?.value),
+    Effect.orElseSucceed(() => undefined),
+    Effect.flatMap((value) => Effect.fail(failure(value)))
+  )
 }
 
 // ============================================================================

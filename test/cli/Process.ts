@@ -89,8 +89,7 @@ export const pool = async <K extends string>(
 
 /**
  * Runs the CLI inside this process, as `main.ts` does (the same command, presenter, CLI config and stderr logging;
- * the environment of `baseEnv` plus `env` as its configuration, and `env` also set in `process.env` while it runs,
- * where a configuration error line reads the value it names), capturing what it prints and the exit code
+ * the environment of `baseEnv` plus `env` as its configuration, `process.env` untouched), capturing what it prints and the exit code
  * `Run.exitWithCode` chose. For tests about what a command does, not about the process: it saves a child's start-up
  * (about a second each). Runs one at a time (it redirects `process.stdout.write` while it runs).
  */
@@ -124,8 +123,6 @@ export const runInProcess = async (args: ReadonlyArray<string>, env: Record<stri
     stdout += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk)
     return true
   }) as typeof process.stdout.write
-  const saved = Object.keys(env).map((k) => [k, process.env[k]] as const)
-  Object.assign(process.env, env)
   try {
     const exit = await Effect.runPromiseExit(program)
     if (Exit.isSuccess(exit)) return { code: 0, signal: null, stdout, stderr }
@@ -135,9 +132,5 @@ export const runInProcess = async (args: ReadonlyArray<string>, env: Record<stri
     throw new Error(`the CLI ended without an exit code: ${String(exit.cause)}`)
   } finally {
     process.stdout.write = write
-    for (const [k, v] of saved) {
-      if (v === undefined) delete process.env[k]
-      else process.env[k] = v
-    }
   }
 }
