@@ -8,10 +8,12 @@
  * counted on the summary's `omitted N command runs` line; every message the user wrote is whole in the view; the
  * summary's characters, over four, stay within `summaryBudgetTokens`. Sessions: seeded generated ones
  * (long commands in many directories, some run again) at a 20k trigger, and the real `pi__before-compaction` at a 24k
- * trigger (read from the shared data folder: a missing folder fails loudly, naming it).
+ * trigger (read from the shared data folder: a missing folder fails loudly, naming it). And the short form itself, on
+ * generated commands: a verbatim piece of the command, within its cap, the same when shortened again.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Policy, PromiseConversation } from "../src/index.ts"
+import { BRIEF_COMMAND_MAX, briefCommand } from "../src/internal/commandTrail.ts"
 import { prng } from "./fixtures/Conversation.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
 
@@ -179,4 +181,32 @@ describe("the summary keeps the command trail over many compactions, the user's 
     },
     300_000
   )
+})
+
+describe("a command's short form", () => {
+  it("is a verbatim piece of the command (a recall query finds it), within its cap, the same when shortened again", () => {
+    const rand = prng(7)
+    const pick = <A>(xs: ReadonlyArray<A>): A => xs[Math.floor(rand() * xs.length)]!
+    const parts = [
+      "cd /srv/app &&",
+      "cd 'a b';",
+      "git",
+      "status",
+      '-m "x y"',
+      "|",
+      "grep -n",
+      "/very/long/path/to/a/file.ts"
+    ]
+    for (let i = 0; i < 500; i++) {
+      const command = Array.from({ length: 1 + Math.floor(rand() * 20) }, () => pick(parts)).join(" ")
+      const brief = briefCommand(command)
+      assert.isAtMost(brief.length, BRIEF_COMMAND_MAX, command)
+      assert.strictEqual(briefCommand(brief), brief, command)
+      assert.include(command, brief.endsWith("…") ? brief.slice(0, -1) : brief, command)
+      // no leading cd with a command after it
+      assert.notMatch(brief, /^cd (?:\S+ &&|'[^']*';) \S/, command)
+    }
+    assert.strictEqual(briefCommand("cd /srv/app && cd 'a b'; npm test"), "npm test")
+    assert.strictEqual(briefCommand("cd /srv/app"), "cd /srv/app")
+  })
 })
