@@ -302,7 +302,16 @@ describe("manifest text", () => {
         age: 4,
         brief: true
       },
-      { kind: "command", text: "make …", runs: 1, failures: 1, last: "failed", age: 5, brief: true },
+      {
+        kind: "command",
+        text: "make …",
+        runs: 1,
+        failures: 1,
+        last: "failed",
+        age: 5,
+        ref: "toolu_01Brief",
+        brief: true
+      },
       { kind: "command", text: "make lint", runs: 2, failures: 0, last: "unanswered", age: 6, brief: true },
       { kind: "identifier", text: "toolu_01AbC9", age: 0 },
       { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },

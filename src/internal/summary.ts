@@ -349,8 +349,8 @@ export type ManifestEntry =
     /** The tool_use_id of its latest answered run (the reference `Recall.recall` answers), when it is known. */
     readonly ref?: string
     /**
-     * Kept in its short form (`briefCommand`: its leading `cd` dropped, clipped), with its runs and last outcome only
-     * (no failures counted, nothing printed, no ref): a `recall` query with its words finds its runs.
+     * Kept in its short form (`briefCommand`: its leading `cd` dropped, clipped), with its runs and last outcome (no
+     * failures counted), and its ref and what it printed where the room allowed.
      */
     readonly brief?: true
   }
@@ -429,7 +429,7 @@ const INTRO_BEFORE_TRAIL =
   "back whole, and a `recall` query finds the others."
 
 const MANIFEST_INTRO = INTRO_BEFORE_TRAIL + " A command with no colon after its count is in short form: its leading " +
-  "`cd` dropped, clipped, no ref."
+  "`cd` dropped, clipped."
 
 /** The intros of earlier versions, still recognized when a summary is split. */
 const EARLIER_INTROS: ReadonlyArray<string> = [
@@ -614,7 +614,8 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  * so a summary that leaves it out can name it. The user's first message is marked `first` (the task); with
  * `options.turnGoesOn` (the kept tail holds no message the user typed apart from tool results: the turn the span ends
  * in is still running), the newest such message of the span is marked `turn`, or, when the span has none, the
- * earlier `turn` stays. The user's messages an earlier summary left out (`Manifest.omitted`) are carried on.
+ * earlier `turn` stays. The user's messages an earlier summary left out (`Manifest.omitted`) are carried on, and so is
+ * its count of the runs of commands left out (`Manifest.omittedRuns`).
  *
  * A repeated entry keeps one copy, the newest. Pure and deterministic.
  * @category manifest
@@ -986,11 +987,9 @@ const renderEntry = (entry: ManifestEntry): string => {
   const head = `${entry.kind} ${entry.age} ${JSON.stringify(entry.text)}`
   switch (entry.kind) {
     case "command":
-      return entry.brief === true ?
-        `${head} ${commandSuffix(entry)}` :
-        `${head} ${commandSuffix(entry)}${
-          entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
-        }${refSuffix(entry.ref)}`
+      return `${head} ${commandSuffix(entry)}${
+        entry.printed === undefined ? "" : ` printed ${JSON.stringify(entry.printed)}`
+      }${refSuffix(entry.ref)}`
     case "error":
       return `${head} from ${JSON.stringify(entry.source)} ${entry.resolved ? "resolved later" : "unresolved"}${
         refSuffix(entry.ref)
@@ -1040,8 +1039,8 @@ const hasOmitted = (omitted: OmittedMessages | undefined): omitted is OmittedMes
  * A manifest as the block that follows the model's text in a summary: an intro line, then
  * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; an instruction's or a status
  * board's text, and a file's content, their length given, follow their line), the omitted line after the
- * instructions when some user message was left out, the line counting the commands left out after the commands when
- * any was, and `</compaction-manifest>`. `parseManifest` reads it back exactly.
+ * instructions when some user message was left out, the line counting the runs of commands left out after the
+ * commands when any was, and `</compaction-manifest>`. `parseManifest` reads it back exactly.
  * @category manifest
  */
 export const renderManifest = (manifest: Manifest): string => {
@@ -1064,7 +1063,7 @@ const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JS
 const COMMAND_SUFFIX = new RegExp(
   `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
 )
-const BRIEF_COMMAND_SUFFIX = /^×(\d+)(?:, last (failed|no result))?$/
+const BRIEF_COMMAND_SUFFIX = new RegExp(`^×(\\d+)(?:, last (failed|no result))?(?: printed ${JSON_STRING})?$`)
 const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
 const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
 
@@ -1140,11 +1139,23 @@ const parseEntries = (text: string): Manifest | undefined => {
     if (kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
-    } else if (kind === "command" && suffix !== undefined && BRIEF_COMMAND_SUFFIX.test(suffix)) {
-      const m = BRIEF_COMMAND_SUFFIX.exec(suffix)!
+    } else if (kind === "command" && BRIEF_COMMAND_SUFFIX.test(splitRef(suffix).rest ?? "")) {
+      const { rest, ref } = splitRef(suffix)
+      const m = BRIEF_COMMAND_SUFFIX.exec(rest!)!
       const last = m[2] === undefined ? "ok" : outcomeOf(m[2])
-      const runs = Number(m[1])
-      entries.push({ kind, text: entryText, age, runs, failures: last === "failed" ? 1 : 0, last, brief: true })
+      const printed = m[3] === undefined ? undefined : jsonString(m[3])
+      if (m[3] !== undefined && printed === undefined) return undefined
+      entries.push({
+        kind,
+        text: entryText,
+        age,
+        runs: Number(m[1]),
+        failures: last === "failed" ? 1 : 0,
+        last,
+        ...(printed === undefined ? {} : { printed }),
+        ...(ref === undefined ? {} : { ref }),
+        brief: true
+      })
     } else if (kind === "command") {
       const { rest, ref } = splitRef(suffix)
       const m = rest === undefined ? null : COMMAND_SUFFIX.exec(rest)
@@ -1352,34 +1363,33 @@ const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * 
 /** A command entry of a manifest. */
 type CommandEntry = Extract<ManifestEntry, { kind: "command" }>
 
-/** A command in its short form (`briefCommand`): its runs and last outcome, nothing printed, no ref. */
-const briefForm = (entry: CommandEntry): CommandEntry =>
-  entry.brief === true ? entry : {
-    kind: "command",
-    text: briefCommand(entry.text),
-    age: entry.age,
-    runs: entry.runs,
-    failures: entry.last === "failed" ? 1 : 0,
-    last: entry.last,
-    brief: true
-  }
+/**
+ * A command in its short form (`briefCommand`): its runs and last outcome, with its ref when `ref`, with what it
+ * printed when `printed`.
+ */
+const briefForm = (entry: CommandEntry, ref: boolean, printed: boolean): CommandEntry => ({
+  kind: "command",
+  text: briefCommand(entry.text),
+  age: entry.age,
+  runs: entry.runs,
+  failures: entry.last === "failed" ? 1 : 0,
+  last: entry.last,
+  ...(printed && entry.printed !== undefined ? { printed: entry.printed } : {}),
+  ...(ref && entry.ref !== undefined ? { ref: entry.ref } : {}),
+  brief: true
+})
 
 /**
- * The form of an entry kept at `level` (0, 1 or 2) when the budget is short, rather than dropping the entry: a command
- * in its short form (0: `briefForm`), then without what it printed (1: its `ref`, the way back to that output,
- * stays), then whole (2); a file's path without its content (0, 1), then with it (2); any other entry whole at every
- * level. (A user's message left out has its own shorter form: its reference on the omitted line.)
+ * The form of an entry kept at `level` (0 to 3) when the budget is short, rather than dropping the entry: a command in
+ * its short form (0: `briefForm`), then with its `ref`, the way back to its output (1), then with what it printed (2),
+ * then whole, its text unshortened (3); a file's path without its content (0 to 2), then with it (3); any other entry
+ * whole at every level. (A user's message left out has its own shorter form: its reference on the omitted line.)
  */
 const formAt = (entry: ManifestEntry, level: number): ManifestEntry => {
   if (entry.kind === "command") {
-    if (level === 0) return briefForm(entry)
-    if (level === 1 && entry.printed !== undefined) {
-      const { printed: _, ...rest } = entry
-      return rest
-    }
-    return entry
+    return level === 3 && entry.brief !== true ? entry : briefForm(entry, level > 0, level > 1)
   }
-  if (entry.kind === "file" && entry.content !== undefined && level < 2) return { ...entry, content: undefined }
+  if (entry.kind === "file" && entry.content !== undefined && level < 3) return { ...entry, content: undefined }
   return entry
 }
 
@@ -1552,7 +1562,7 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   const rest = classed.filter((c) => c.order.tier >= REST_TIER).map((c) => ({ ...c, rank: keepRank(c.entry) }))
   const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
   rest.sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
-  for (const level of [0, 1, 2]) {
+  for (const level of [0, 1, 2, 3]) {
     for (const group of [0, 1]) {
       const room = group === 0 ? limit : olderRoom
       for (const { entry, index } of rest) {
@@ -1560,8 +1570,8 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
         const form = formAt(entry, level)
         const now = admitted.get(index)
         if (now === undefined) {
-          // a command whose short form another one's line already shows enters in its longer form
-          const least = entry.kind === "command" && briefs.has(briefCommand(entry.text)) ? 1 : 0
+          // a command whose short form another one's line already shows enters whole
+          const least = entry.kind === "command" && briefs.has(briefCommand(entry.text)) ? 3 : 0
           if (level !== least) continue
           const cost = renderEntry(form).length + 1
           if (fits(used + line + cost, room)) admitEntry(index, form, cost)
@@ -1618,9 +1628,10 @@ export const SUMMARY_TEXT_RESERVE_TOKENS = 256
  * first; the manifest and the files list are admitted in the rest by `KEEP_ORDER` (`admit`: the user's messages
  * first, the tasks before the others and then newest first, each whole or named by its reference on the omitted
  * line; then unresolved errors, the status board and the plan; then the newest paths within `SUMMARY_FILES_SHARE`;
- * then the rest, each one rank lower per compaction of age); the text then gets what they leave, and a longer text
- * is cut at its end (and marked). Identifiers the model's text holds are not repeated (unless the text had to be
- * cut). The message never exceeds `limit`, unless the bare message (header, an omitted line naming nothing, an empty
+ * then every command in its short form, newest first, within `SUMMARY_TRAIL_SHARE`; then the rest, each one rank
+ * lower per compaction of age); the text then gets what they leave, and a longer text is cut at its end (and marked).
+ * Identifiers the model's text holds are not repeated (unless the text had to be cut). The message never exceeds
+ * `limit`, unless the bare message (header, omitted lines naming nothing or counting every run of a command, an empty
  * files list) does.
  * @category manifest
  */
