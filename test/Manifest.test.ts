@@ -293,11 +293,32 @@ describe("manifest text", () => {
         age: 0,
         ref: "call_9|fc-1"
       },
+      {
+        kind: "command",
+        text: 'npm run check 2>&1 | grep "×2" ×1: passed',
+        runs: 3,
+        failures: 0,
+        last: "ok",
+        age: 4,
+        brief: true
+      },
+      {
+        kind: "command",
+        text: "make …",
+        runs: 1,
+        failures: 1,
+        last: "failed",
+        age: 5,
+        ref: "toolu_01Brief",
+        brief: true
+      },
+      { kind: "command", text: "make lint", runs: 2, failures: 0, last: "unanswered", age: 6, brief: true },
       { kind: "identifier", text: "toolu_01AbC9", age: 0 },
       { kind: "file", text: "a\nb.ts", content: '<compaction-manifest version="1">\nfile 0 "x" path only\n', age: 0 },
       { kind: "file", text: "c.ts", content: undefined, age: 1 }
     ],
-    omitted: { refs: ["msg_00000000000000aa", "msg_00000000000000bb"], unnamed: 3 }
+    omitted: { refs: ["msg_00000000000000aa", "msg_00000000000000bb"], unnamed: 3 },
+    omittedRuns: 12
   }
 
   it("parses back exactly what it rendered, hostile text included, after any model text", () => {

@@ -36,6 +36,7 @@ import { isText, isToolResult, isToolUse } from "./blocks.ts"
 import { wordsRef } from "./userWords.ts"
 import { CHARS_PER_TOKEN } from "./estimate.ts"
 import { textRef } from "./textRef.ts"
+import { briefCommand, omittedRuns, parseOmittedRuns, SUMMARY_TRAIL_SHARE } from "./commandTrail.ts"
 
 /**
  * The longest summary, in tokens: 8,192. It is the `max_tokens` a summarizer asks for by default, and the cap the
@@ -347,6 +348,11 @@ export type ManifestEntry =
     readonly printed?: string
     /** The tool_use_id of its latest answered run (the reference `Recall.recall` answers), when it is known. */
     readonly ref?: string
+    /**
+     * Kept in its short form (`briefCommand`: its leading `cd` dropped, clipped), with its runs and last outcome (no
+     * failures counted), and its ref and what it printed where the room allowed.
+     */
+    readonly brief?: true
   }
   | {
     readonly kind: "file"
@@ -369,6 +375,11 @@ export interface Manifest {
   readonly entries: ReadonlyArray<ManifestEntry>
   /** The user's messages left out for room (their line follows the instructions), when any was. */
   readonly omitted?: OmittedMessages | undefined
+  /**
+   * How many runs of commands were left out for room, not even in short form (their line follows the commands), when
+   * any was.
+   */
+  readonly omittedRuns?: number | undefined
 }
 
 /**
@@ -405,7 +416,8 @@ export const MANIFEST_FILE_CONTENT_MAX = 4_000
 
 const MANIFEST_OPEN = '<compaction-manifest version="1">'
 const MANIFEST_CLOSE = "</compaction-manifest>"
-const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
+const INTRO_BEFORE_TRAIL =
+  "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
   "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
   "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
   "(newest first; a long one as its head and its tail); a status is the assistant's own latest status board and a " +
@@ -416,8 +428,12 @@ const MANIFEST_INTRO = "A record of the earlier conversation, kept by rule (comp
   "still running. The line `omitted N user messages` names those left out for room: `recall` with a ref gives one " +
   "back whole, and a `recall` query finds the others."
 
+const MANIFEST_INTRO = INTRO_BEFORE_TRAIL + " A command with no colon after its count is in short form: its leading " +
+  "`cd` dropped, clipped."
+
 /** The intros of earlier versions, still recognized when a summary is split. */
 const EARLIER_INTROS: ReadonlyArray<string> = [
+  INTRO_BEFORE_TRAIL,
   "A record of the earlier conversation, kept by rule (computed from it by code, not written " +
   "by the model). Each line: what it is, how many compactions ago it was last seen (0: in the part just summarized), " +
   "the exact text as a JSON string. An instruction is a message the user wrote, quoted in the user's own words " +
@@ -598,7 +614,8 @@ const valuesOf = (content: ToolResultBlock["content"]): string => {
  * so a summary that leaves it out can name it. The user's first message is marked `first` (the task); with
  * `options.turnGoesOn` (the kept tail holds no message the user typed apart from tool results: the turn the span ends
  * in is still running), the newest such message of the span is marked `turn`, or, when the span has none, the
- * earlier `turn` stays. The user's messages an earlier summary left out (`Manifest.omitted`) are carried on.
+ * earlier `turn` stays. The user's messages an earlier summary left out (`Manifest.omitted`) are carried on, and so is
+ * its count of the runs of commands left out (`Manifest.omittedRuns`).
  *
  * A repeated entry keeps one copy, the newest. Pure and deterministic.
  * @category manifest
@@ -768,7 +785,12 @@ export const nextManifest = (
     identifierRoom(options.budgetTokens)
   )
   const omitted = earlier.manifest?.omitted
-  return omitted === undefined ? { entries } : { entries, omitted }
+  const runs = earlier.manifest?.omittedRuns
+  return {
+    entries,
+    ...(omitted === undefined ? {} : { omitted }),
+    ...(runs === undefined ? {} : { omittedRuns: runs })
+  }
 }
 
 /**
@@ -863,7 +885,7 @@ const rawPlanItems = (span: ReadonlyArray<Message>, messageIndex: number): Reado
 
 /**
  * `fresh` then `older`, one per key (the fresh one), grouped by kind; an older plan or status board gives way to a new
- * one.
+ * one; an older command in its short form merges into the span's newest command with that short form.
  */
 const mergeEntries = (
   fresh: ReadonlyArray<ManifestEntry>,
@@ -873,11 +895,20 @@ const mergeEntries = (
   recentFiles: ReadonlyArray<string>
 ): ReadonlyArray<ManifestEntry> => {
   const merged = new Map<string, ManifestEntry>()
-  for (const entry of fresh) merged.set(entryKey(entry), entry)
+  /** The short form of each of the span's commands → the key of the newest with it. */
+  const byBrief = new Map<string, string>()
+  for (const entry of fresh) {
+    merged.set(entryKey(entry), entry)
+    if (entry.kind === "command" && !byBrief.has(briefCommand(entry.text))) {
+      byBrief.set(briefCommand(entry.text), entryKey(entry))
+    }
+  }
   let files = recentFiles.length
   for (const entry of older) {
     if ((entry.kind === "plan" && newPlan) || (entry.kind === "status" && newStatus)) continue
-    const key = entryKey(entry)
+    const key = entry.kind === "command" && entry.brief === true
+      ? byBrief.get(entry.text) ?? `${entryKey(entry)}\u0000brief`
+      : entryKey(entry)
     const seen = merged.get(key)
     if (seen === undefined) {
       if (entry.kind === "file") {
@@ -918,9 +949,14 @@ const OUTCOME_WORDS: { readonly [O in CommandOutcome]: string } = {
   unanswered: "no result"
 }
 
-/** The command line of a manifest: `"npm test" ×7: 5 failed, last passed` (`×1: passed` for one run). */
+/**
+ * The command line of a manifest: `"npm test" ×7: 5 failed, last passed` (`×1: passed` for one run); in its short
+ * form, `"npm test" ×7` when its last run passed, else `"npm test" ×7, last failed` (no colon).
+ */
 const commandSuffix = (entry: Extract<ManifestEntry, { kind: "command" }>): string =>
-  entry.runs === 1
+  entry.brief === true
+    ? `×${entry.runs}${entry.last === "ok" ? "" : `, last ${OUTCOME_WORDS[entry.last]}`}`
+    : entry.runs === 1
     ? `×1: ${OUTCOME_WORDS[entry.last]}`
     : `×${entry.runs}: ${entry.failures} failed, last ${OUTCOME_WORDS[entry.last]}`
 
@@ -1003,12 +1039,16 @@ const hasOmitted = (omitted: OmittedMessages | undefined): omitted is OmittedMes
  * A manifest as the block that follows the model's text in a summary: an intro line, then
  * `<compaction-manifest version="1">`, one line per entry (`kind age "json text" …`; an instruction's or a status
  * board's text, and a file's content, their length given, follow their line), the omitted line after the
- * instructions when some user message was left out, and `</compaction-manifest>`. `parseManifest` reads it back
- * exactly.
+ * instructions when some user message was left out, the line counting the runs of commands left out after the
+ * commands when any was, and `</compaction-manifest>`. `parseManifest` reads it back exactly.
  * @category manifest
  */
 export const renderManifest = (manifest: Manifest): string => {
   const lines = manifest.entries.map(renderEntry)
+  if ((manifest.omittedRuns ?? 0) > 0) {
+    const after = manifest.entries.findIndex((e) => e.kind === "identifier" || e.kind === "file")
+    lines.splice(after === -1 ? lines.length : after, 0, omittedRuns(manifest.omittedRuns!))
+  }
   if (hasOmitted(manifest.omitted)) {
     const after = manifest.entries.findIndex((e) => e.kind !== "instruction")
     lines.splice(after === -1 ? lines.length : after, 0, renderOmitted(manifest.omitted))
@@ -1023,6 +1063,7 @@ const ENTRY_LINE = new RegExp(`^(plan|identifier|command|error|file) (\\d+) ${JS
 const COMMAND_SUFFIX = new RegExp(
   `^×(\\d+): (?:(\\d+) failed, last )?(passed|failed|no result)(?: printed ${JSON_STRING})?$`
 )
+const BRIEF_COMMAND_SUFFIX = new RegExp(`^×(\\d+)(?:, last (failed|no result))?(?: printed ${JSON_STRING})?$`)
 const ERROR_SUFFIX = new RegExp(`^from ${JSON_STRING} (resolved later|unresolved)$`)
 const FILE_SUFFIX = /^(?:path only|(\d+) chars:)$/
 
@@ -1042,6 +1083,7 @@ const outcomeOf = (word: string): CommandOutcome =>
 const parseEntries = (text: string): Manifest | undefined => {
   const entries: Array<ManifestEntry> = []
   let omitted: OmittedMessages | undefined
+  let runsLeft: number | undefined
   let at = 0
   while (at < text.length) {
     const end = text.indexOf("\n", at)
@@ -1049,7 +1091,11 @@ const parseEntries = (text: string): Manifest | undefined => {
     at = end === -1 ? text.length : end + 1
     if (line === MANIFEST_CLOSE) {
       if (at < text.length) return undefined
-      return omitted === undefined ? { entries } : { entries, omitted }
+      return {
+        entries,
+        ...(omitted === undefined ? {} : { omitted }),
+        ...(runsLeft === undefined ? {} : { omittedRuns: runsLeft })
+      }
     }
     const instruction = INSTRUCTION_LINE.exec(line)
     if (instruction !== null) {
@@ -1078,6 +1124,11 @@ const parseEntries = (text: string): Manifest | undefined => {
       omitted = left
       continue
     }
+    const runsCounted = runsLeft === undefined ? parseOmittedRuns(line) : undefined
+    if (runsCounted !== undefined) {
+      runsLeft = runsCounted
+      continue
+    }
     const match = ENTRY_LINE.exec(line)
     if (match === null) return undefined
     const kind = match[1] as ManifestKind
@@ -1088,6 +1139,23 @@ const parseEntries = (text: string): Manifest | undefined => {
     if (kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
+    } else if (kind === "command" && BRIEF_COMMAND_SUFFIX.test(splitRef(suffix).rest ?? "")) {
+      const { rest, ref } = splitRef(suffix)
+      const m = BRIEF_COMMAND_SUFFIX.exec(rest!)!
+      const last = m[2] === undefined ? "ok" : outcomeOf(m[2])
+      const printed = m[3] === undefined ? undefined : jsonString(m[3])
+      if (m[3] !== undefined && printed === undefined) return undefined
+      entries.push({
+        kind,
+        text: entryText,
+        age,
+        runs: Number(m[1]),
+        failures: last === "failed" ? 1 : 0,
+        last,
+        ...(printed === undefined ? {} : { printed }),
+        ...(ref === undefined ? {} : { ref }),
+        brief: true
+      })
     } else if (kind === "command") {
       const { rest, ref } = splitRef(suffix)
       const m = rest === undefined ? null : COMMAND_SUFFIX.exec(rest)
@@ -1198,9 +1266,10 @@ type KeepClass =
  * The order in which entries are kept when the budget is short, by class. `tier` comes first: every entry of a tier is
  * considered before any entry of the next, newest first within it: the user's tasks (the first task statement, the
  * message that opened the turn still running), then the user's other messages, then unresolved errors, then the
- * assistant's latest status board and plan. The files list comes next (`SUMMARY_FILES_SHARE`), then the rest (tier 4),
- * ranked by the class's `rank` (lower is kept first) plus its age times `ageWeight`, how fast it falls behind:
- * identifiers and commands that printed values by half, other commands, resolved errors and file contents by one.
+ * assistant's latest status board and plan. The files list comes next (`SUMMARY_FILES_SHARE`), then every command in
+ * its short form, newest first (`SUMMARY_TRAIL_SHARE`), then the rest (tier 4), ranked by the class's `rank` (lower is
+ * kept first) plus its age times `ageWeight`, how fast it falls behind: identifiers and commands that printed values
+ * by half, other commands, resolved errors and file contents by one.
  */
 const KEEP_ORDER: Readonly<
   Record<KeepClass, { readonly tier: number; readonly rank: number; readonly ageWeight: number }>
@@ -1291,18 +1360,37 @@ export const SUMMARY_REFS_SHARE = 0.1
 /** The tokens the model's text may claim ahead of the manifest under `budgetTokens`. */
 const textReserve = (budgetTokens: number): number => Math.floor(budgetTokens * SUMMARY_TEXT_SHARE)
 
+/** A command entry of a manifest. */
+type CommandEntry = Extract<ManifestEntry, { kind: "command" }>
+
 /**
- * An entry's shorter form, kept when the budget is short rather than dropping the entry: a command without what it
- * printed (its `ref`, the way back to that output, stays), a file's path without its content; `undefined` for an
- * entry that has none. (A user's message left out has its own shorter form: its reference on the omitted line.)
+ * A command in its short form (`briefCommand`): its runs and last outcome, with its ref when `ref`, with what it
+ * printed when `printed`.
  */
-const shorterForm = (entry: ManifestEntry): ManifestEntry | undefined => {
-  if (entry.kind === "command" && entry.printed !== undefined) {
-    const { printed: _, ...rest } = entry
-    return rest
+const briefForm = (entry: CommandEntry, ref: boolean, printed: boolean): CommandEntry => ({
+  kind: "command",
+  text: briefCommand(entry.text),
+  age: entry.age,
+  runs: entry.runs,
+  failures: entry.last === "failed" ? 1 : 0,
+  last: entry.last,
+  ...(printed && entry.printed !== undefined ? { printed: entry.printed } : {}),
+  ...(ref && entry.ref !== undefined ? { ref: entry.ref } : {}),
+  brief: true
+})
+
+/**
+ * The form of an entry kept at `level` (0 to 3) when the budget is short, rather than dropping the entry: a command in
+ * its short form (0: `briefForm`), then with its `ref`, the way back to its output (1), then with what it printed (2),
+ * then whole, its text unshortened (3); a file's path without its content (0 to 2), then with it (3); any other entry
+ * whole at every level. (A user's message left out has its own shorter form: its reference on the omitted line.)
+ */
+const formAt = (entry: ManifestEntry, level: number): ManifestEntry => {
+  if (entry.kind === "command") {
+    return level === 3 && entry.brief !== true ? entry : briefForm(entry, level > 0, level > 1)
   }
-  if (entry.kind === "file" && entry.content !== undefined) return { ...entry, content: undefined }
-  return undefined
+  if (entry.kind === "file" && entry.content !== undefined && level < 3) return { ...entry, content: undefined }
+  return entry
 }
 
 /** One step of `admit`, in order, so that the last can be taken back first. */
@@ -1316,14 +1404,20 @@ type Admission =
  * the room allows and else named by its reference on the omitted line (with the messages an earlier summary left
  * out, within `SUMMARY_REFS_SHARE` of the room; the others counted); then unresolved errors, the status board and the
  * plan; then the files list, the newest paths (modified first) within `SUMMARY_FILES_SHARE` of the room, the others
- * counted; then the rest, the span's own entries first (file contents aside), then the earlier ones within
- * `SUMMARY_OLDER_SHARE` of the room, each by rank in its shorter form (`shorterForm`), then by rank again whole
- * where the room allows. One that does not fit is skipped and a smaller one may still enter. The result is within
- * `limit` unless the bare message (the body, the omitted line naming nothing and the empty files list) is not.
+ * counted; then, when every message of the user is whole, the command trail: every command in its short form, newest
+ * first, within `SUMMARY_TRAIL_SHARE` of the room (those of earlier spans within `SUMMARY_OLDER_SHARE` of it too),
+ * leaving the identifiers' lines room; then the rest, by rank in its shortest form (`formAt`), the span's own entries
+ * first (file contents aside), then the earlier ones within `SUMMARY_OLDER_SHARE` of the room, then in the same order
+ * in each longer form where the room allows (commands only when every message of the user is whole). One that does
+ * not fit is skipped and a smaller one may still enter. A command with no form kept adds its runs to the kept short
+ * line of the same short form, or else to the count of runs left out (with an earlier summary's). The result is
+ * within `limit` unless the bare message (the body, the omitted lines naming nothing and counting every run, the empty
+ * files list) is not.
  */
 const admit = (body: string, manifest: Manifest, files: FileLists, limit: number): string => {
   const candidates = manifest.entries
   const earlier = manifest.omitted ?? { refs: [], unnamed: 0 }
+  const earlierRuns = manifest.omittedRuns ?? 0
   // the estimate counts characters (`Tokens`): a message of `n` more characters costs at most `ceil(n / 4)` more
   const overhead = messageTokens("")
   const fits = (chars: number, room: number): boolean => overhead + Math.ceil(chars / CHARS_PER_TOKEN) <= room
@@ -1333,6 +1427,8 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   const instructions = [...tier(0), ...tier(1)]
   /** The form each admitted entry is kept in, by its index in `candidates`. */
   const admitted = new Map<number, ManifestEntry>()
+  /** The short forms of the commands admitted (in any form). */
+  const briefs = new Set<string>()
   const keep = { read: 0, modified: 0 }
   const steps: Array<Admission> = []
   let refRoom = Math.floor(limit * SUMMARY_REFS_SHARE) * CHARS_PER_TOKEN
@@ -1359,23 +1455,57 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     for (const ref of earlier.refs) name(ref)
     return { refs, unnamed }
   }
+  /**
+   * The admitted entries, and the runs of commands left out (with an earlier summary's count): a command with no form
+   * kept whose short form a kept short line shows adds its runs to that line; any other adds them to the count.
+   */
+  const keptNow = (): { readonly entries: ReadonlyArray<ManifestEntry>; readonly runsLeft: number } => {
+    const lines = new Map<string, number>()
+    for (const [index, form] of admitted) {
+      if (form.kind === "command" && form.brief === true) lines.set(form.text, index)
+    }
+    const more = new Map<number, number>()
+    let runsLeft = earlierRuns
+    candidates.forEach((entry, index) => {
+      if (entry.kind !== "command" || admitted.has(index)) return
+      const line = lines.get(briefCommand(entry.text))
+      if (line === undefined) runsLeft += entry.runs
+      else more.set(line, (more.get(line) ?? 0) + entry.runs)
+    })
+    const entries = candidates.flatMap((_, index) => {
+      const form = admitted.get(index)
+      return form === undefined ?
+        [] :
+        form.kind === "command" && more.has(index)
+        ? [{ ...form, runs: form.runs + more.get(index)! }]
+        : [form]
+    })
+    return { entries, runsLeft }
+  }
   const lineChars = (omitted: OmittedMessages): number => hasOmitted(omitted) ? renderOmitted(omitted).length + 1 : 0
   const admitEntry = (index: number, form: ManifestEntry, cost: number) => {
     const before = admitted.get(index)
     admitted.set(index, form)
+    if (form.kind === "command") briefs.add(briefCommand(form.text))
     steps.push(before === undefined ? { _tag: "Entry", index, form } : { _tag: "Entry", index, form, before })
     used += cost
   }
   const compose = (): string => {
-    const entries = candidates.flatMap((_, i) => admitted.get(i) ?? [])
+    const { entries, runsLeft } = keptNow()
     const omitted = omittedNow()
-    const kept: Manifest = hasOmitted(omitted) ? { entries, omitted } : { entries }
-    const block = entries.length === 0 && !hasOmitted(omitted) ? "" : `${renderManifest(kept)}\n\n`
+    const kept: Manifest = {
+      entries,
+      ...(hasOmitted(omitted) ? { omitted } : {}),
+      ...(runsLeft > 0 ? { omittedRuns: runsLeft } : {})
+    }
+    const block = entries.length === 0 && !hasOmitted(omitted) && runsLeft === 0 ? "" : `${renderManifest(kept)}\n\n`
     return `${body}\n\n${block}${renderKept(files, keep)}`
   }
-  // the bare message: the body, an empty manifest block and the files list with every path counted, not listed (the
-  // omitted line is counted apart)
-  let used = `${body}\n\n${renderKept(files, keep)}`.length + renderManifest({ entries: [] }).length + 2
+  // the bare message: the body, an empty manifest block, the line counting every run of a command and the files list
+  // with every path counted, not listed (the omitted line is counted apart)
+  const allRuns = candidates.reduce((n, e) => e.kind === "command" ? n + e.runs : n, earlierRuns)
+  let used = `${body}\n\n${renderKept(files, keep)}`.length + renderManifest({ entries: [] }).length + 2 +
+    (allRuns > 0 ? omittedRuns(allRuns).length + 1 : 0)
   // the user's messages: each whole where the room allows, beside the omitted line naming those not (yet) admitted;
   // a second sweep admits those the line's room kept out, now that it names fewer
   for (const _ of [0, 1]) {
@@ -1410,27 +1540,52 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     }
   }
   admitPaths(Math.floor(limit * SUMMARY_FILES_SHARE) * CHARS_PER_TOKEN, limit)
-  // the rest: the span's own entries first, then the earlier ones; shorter forms first, then whole
+  const olderRoom = Math.floor(limit * SUMMARY_OLDER_SHARE)
+  // the command trail: every command in its short form, newest first, within a room of its own (and the earlier
+  // entries' share for those of earlier spans), until one does not fit (one whose short form is already kept is named
+  // by it); the identifiers rank above it, and their lines (within a room of their own too) are kept free of it. None
+  // while a message of the user is left out.
+  const identifiers = candidates.reduce((n, e) => e.kind === "identifier" ? n + renderEntry(e).length + 1 : n, 0)
+  const wordsWhole = instructions.every((c) => admitted.has(c.index))
+  let trailRoom = Math.floor(limit * SUMMARY_TRAIL_SHARE) * CHARS_PER_TOKEN
+  const commands = classed.filter((c) => c.entry.kind === "command")
+  commands.sort((a, b) => a.entry.age - b.entry.age || a.index - b.index)
+  for (const { entry, index } of wordsWhole ? commands : []) {
+    const brief = formAt(entry, 0)
+    if (briefs.has(brief.text)) continue
+    const cost = renderEntry(brief).length + 1
+    if (cost > trailRoom || !fits(used + line + identifiers + cost, entry.age === 0 ? limit : olderRoom)) break
+    trailRoom -= cost
+    admitEntry(index, brief, cost)
+  }
+  // the rest: shortest forms first, then longer ones; at each, the span's own entries first, then the earlier ones
   const rest = classed.filter((c) => c.order.tier >= REST_TIER).map((c) => ({ ...c, rank: keepRank(c.entry) }))
   const fresh = (e: ManifestEntry): number => e.age === 0 && e.kind !== "file" ? 0 : 1
   rest.sort((a, b) => fresh(a.entry) - fresh(b.entry) || a.rank - b.rank || a.index - b.index)
-  for (const group of [0, 1]) {
-    const room = group === 0 ? limit : Math.floor(limit * SUMMARY_OLDER_SHARE)
-    const members = rest.filter((c) => fresh(c.entry) === group)
-    for (const { entry, index } of members) {
-      const form = shorterForm(entry) ?? entry
-      const cost = renderEntry(form).length + 1
-      if (fits(used + line + cost, room)) admitEntry(index, form, cost)
-    }
-    for (const { entry, index } of members) {
-      const form = admitted.get(index)
-      if (form === undefined || form === entry) continue
-      const extra = renderEntry(entry).length - renderEntry(form).length
-      if (fits(used + line + extra, room)) admitEntry(index, entry, extra)
+  for (const level of [0, 1, 2, 3]) {
+    for (const group of [0, 1]) {
+      const room = group === 0 ? limit : olderRoom
+      for (const { entry, index } of rest) {
+        if (fresh(entry) !== group || (entry.kind === "command" && !wordsWhole)) continue
+        const form = formAt(entry, level)
+        const now = admitted.get(index)
+        if (now === undefined) {
+          // a command whose short form another one's line already shows enters whole
+          const least = entry.kind === "command" && briefs.has(briefCommand(entry.text)) ? 3 : 0
+          if (level !== least) continue
+          const cost = renderEntry(form).length + 1
+          if (fits(used + line + cost, room)) admitEntry(index, form, cost)
+          continue
+        }
+        const [longer, kept] = [renderEntry(form), renderEntry(now)]
+        if (longer !== kept && fits(used + line + longer.length - kept.length, room)) {
+          admitEntry(index, form, longer.length - kept.length)
+        }
+      }
     }
   }
   // the files list again, in the room the rest left under the earlier entries' share
-  admitPaths(Number.POSITIVE_INFINITY, Math.floor(limit * SUMMARY_OLDER_SHARE))
+  admitPaths(Number.POSITIVE_INFINITY, olderRoom)
   // the estimate per part is close, not exact: take back the last admitted until the whole message fits, and at the
   // end, the references of the omitted line
   let result = compose()
@@ -1473,9 +1628,10 @@ export const SUMMARY_TEXT_RESERVE_TOKENS = 256
  * first; the manifest and the files list are admitted in the rest by `KEEP_ORDER` (`admit`: the user's messages
  * first, the tasks before the others and then newest first, each whole or named by its reference on the omitted
  * line; then unresolved errors, the status board and the plan; then the newest paths within `SUMMARY_FILES_SHARE`;
- * then the rest, each one rank lower per compaction of age); the text then gets what they leave, and a longer text
- * is cut at its end (and marked). Identifiers the model's text holds are not repeated (unless the text had to be
- * cut). The message never exceeds `limit`, unless the bare message (header, an omitted line naming nothing, an empty
+ * then every command in its short form, newest first, within `SUMMARY_TRAIL_SHARE`; then the rest, each one rank
+ * lower per compaction of age); the text then gets what they leave, and a longer text is cut at its end (and marked).
+ * Identifiers the model's text holds are not repeated (unless the text had to be cut). The message never exceeds
+ * `limit`, unless the bare message (header, omitted lines naming nothing or counting every run of a command, an empty
  * files list) does.
  * @category manifest
  */
