@@ -14,7 +14,8 @@
  * measures these in a child process of their own, `ownProcess`), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
- * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
+ * an order that keeps the sides of each budget close in time (the four sides of `growth/step-10k` are measured together,
+ * in alternation: `stepGrowth`). Last, the heap a 50k-message state holds against its
  * messages' (after full collections: a size, which load does not move), and background compaction's replay of the
  * three pi sessions in scripted time (`bench/background.bench.ts`: simulated milliseconds, which load does not move
  * either), and the CLI's start to `--help` and `--version` against a bare runtime's start, each the CPU time of a fresh
@@ -99,7 +100,8 @@ const loadBefore = os.loadavg()
 /**
  * The regression knob of the budgets' own test: `BENCH_CI_SLOWDOWN=eviction` runs every timed eviction twice per call,
  * `estimation` every timed estimate (each time on objects no cache has seen, so the second run costs what the first
- * does). Read only here: the library's code is untouched. A 2x regression must fail its budgets in every run.
+ * does), `rescan` adds a scan of the view to every timed `Conversation` step (`stepOf`). Read only here: the library's
+ * code is untouched. A 2x regression must fail its budgets in every run.
  */
 const SLOWDOWN = process.env.BENCH_CI_SLOWDOWN ?? ""
 if (!["", "eviction", "estimation", "rescan"].includes(SLOWDOWN)) {
@@ -314,7 +316,7 @@ const perCall = (stats: CpuStats, steps: number): CpuStats => ({
  * Samples of `steps` steps, each from a fresh state of `session` built untimed and moved out of the young generation
  * (`aged`, as the state of a live conversation was built turns ago; left young, the first collection inside the timed
  * steps copies the whole state, a cost that grows with the session and belongs to the setup: the 10k step measured
- * 250 to 410 us so, 110 to 150 aged): the 1k and 10k states, stepped on for a whole measurement (thousands of steps,
+ * 170 to 370 us so, 117 to 190 aged): the 1k and 10k states, stepped on for a whole measurement (thousands of steps,
  * two messages each), would end several times past their size while their bodies' stringify stays at it. The 50k
  * state grows by a small part of its size (`stepCalls`).
  */
@@ -336,8 +338,8 @@ const FLOOR_SAMPLE_NS = 2e7
  * The four sides of `growth/step-10k` measured together, one sample of each a round (`measureInterleaved`: the floors
  * over the two sessions, then the steps at 1k and 10k, `STEPS_1K` and `STEPS_10K` a sample), so that all four see the
  * same load, heap and caches: measured one after the other, the same code read 0.35 and 0.48 in back-to-back runs.
- * A floor sample is a batch of at least `FLOOR_SAMPLE_NS` (batched to 2 ms, the 10k floor read its arrays from memory
- * after each step sample: 14 to 55 times the 1k floor, against 11 to 16 in a loop of its own). The CPU time of the four
+ * A floor sample is a batch of at least `FLOOR_SAMPLE_NS`: batched to 2 ms, as `timed` batches, the 10k floor read its
+ * arrays from memory after each step sample and grew 24 to 31 times from 1k (11 to 16 in a loop of its own). The CPU time of the four
  * calls it replaces, at least 16 rounds. The first of the four calls of an attempt measures them; the others read it
  * (the step rows also serve `step/stringify-1k` and `-10k`).
  */
