@@ -14,7 +14,8 @@
  * measures these in a child process of their own, `ownProcess`), plus the floors the budgets divide by (string-length scans
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
- * an order that keeps the sides of each budget close in time. Last, the heap a 50k-message state holds against its
+ * an order that keeps the sides of each budget close in time (the four sides of `growth/step-10k` are measured together,
+ * in alternation: `stepGrowth`). Last, the heap a 50k-message state holds against its
  * messages' (after full collections: a size, which load does not move), and background compaction's replay of the
  * three pi sessions in scripted time (`bench/background.bench.ts`: simulated milliseconds, which load does not move
  * either), and the CLI's start to `--help` and `--version` against a bare runtime's start, each the CPU time of a fresh
@@ -74,7 +75,7 @@ import { RECENT_REQUESTS, type SteppedConversation, steppedConversation, stringi
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
-import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync } from "./cpuTime.ts"
+import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync, measureInterleaved } from "./cpuTime.ts"
 import { checkConversationResume, checkTailFold, conversationOpen, jsonlOpens, tailSession } from "./tailSession.ts"
 import { type SqlTail, sqlTailSession } from "./tailSql.ts"
 import {
@@ -86,6 +87,7 @@ import {
   warmEviction
 } from "./peers/adapters.ts"
 import { apiViewStart } from "../src/internal/apiView.ts"
+import { aged } from "./util.ts"
 
 const started = performance.now()
 /** The CPU time this process has used, in milliseconds. */
@@ -98,14 +100,27 @@ const loadBefore = os.loadavg()
 /**
  * The regression knob of the budgets' own test: `BENCH_CI_SLOWDOWN=eviction` runs every timed eviction twice per call,
  * `estimation` every timed estimate (each time on objects no cache has seen, so the second run costs what the first
- * does). Read only here: the library's code is untouched. A 2x regression must fail its budgets in every run.
+ * does), `rescan` adds a scan of the view to every timed `Conversation` step (`stepOf`). Read only here: the library's
+ * code is untouched. A 2x regression must fail its budgets in every run.
  */
 const SLOWDOWN = process.env.BENCH_CI_SLOWDOWN ?? ""
-if (!["", "eviction", "estimation"].includes(SLOWDOWN)) {
-  throw new Error(`BENCH_CI_SLOWDOWN=${SLOWDOWN}: eviction or estimation`)
+if (!["", "eviction", "estimation", "rescan"].includes(SLOWDOWN)) {
+  throw new Error(`BENCH_CI_SLOWDOWN=${SLOWDOWN}: eviction, estimation or rescan`)
 }
 const slowEviction = SLOWDOWN === "eviction"
 const slowEstimation = SLOWDOWN === "estimation"
+/**
+ * `BENCH_CI_SLOWDOWN=rescan`: every timed `Conversation` step also reads every block of its view once (`visitBlocks`,
+ * eviction's floor), as a step that rescans the history would: not a constant factor, which a growth budget cannot
+ * see, but a linear term, which `growth/step-10k` must fail.
+ */
+const stepOf: typeof conversationStep = SLOWDOWN === "rescan"
+  ? (state, n) => {
+    const next = conversationStep(state, n)
+    do_not_optimize(visitBlocks(next.view as unknown as ReadonlyArray<Message>))
+    return next
+  }
+  : conversationStep
 const evictStaleToolResults: typeof evictOnce = slowEviction
   ? (messages, keepRecent, options) => {
     do_not_optimize(evictOnce(messages, keepRecent, options))
@@ -286,30 +301,68 @@ const timedAsync = (f: () => Promise<unknown>, maxSamples = 1_000): Timed => () 
 const stepCalls = (start: Parameters<typeof conversationStep>[0]): Timed => {
   let state = start
   let n = 0
-  return timed(() => (state = conversationStep(state, n++)))
+  return timed(() => (state = stepOf(state, n++)))
 }
 
+/** Statistics of samples of `steps` calls each, per call. */
+const perCall = (stats: CpuStats, steps: number): CpuStats => ({
+  ...stats,
+  cpuP50: stats.cpuP50 / steps,
+  cpuMin: stats.cpuMin / steps,
+  wallP50: stats.wallP50 / steps
+})
+
 /**
- * `steps` more steps per sample, each sample from a fresh state of `session` built untimed, at most `maxSamples`: the
- * 1k and 10k states, stepped on for a whole measurement (thousands of steps, two messages each), would end several
- * times past their size while their bodies' stringify stays at it. The 50k state grows by a small part of its size
- * (`stepCalls`).
+ * Samples of `steps` steps, each from a fresh state of `session` built untimed and moved out of the young generation
+ * (`aged`, as the state of a live conversation was built turns ago; left young, the first collection inside the timed
+ * steps copies the whole state, a cost that grows with the session and belongs to the setup: the 10k step measured
+ * 170 to 370 us so, 117 to 190 aged): the 1k and 10k states, stepped on for a whole measurement (thousands of steps,
+ * two messages each), would end several times past their size while their bodies' stringify stays at it. The 50k
+ * state grows by a small part of its size (`stepCalls`).
  */
-const freshStepCalls = (session: ReadonlyArray<Message>, steps: number, maxSamples: number): Timed => {
-  const samples = timedPerSample(() => stateOf(session), (start) => {
+const freshSteps = (session: ReadonlyArray<Message>, steps: number) =>
+  callsOn(() => aged(stateOf(session)), (start) => {
     let state = start
-    for (let n = 0; n < steps; n++) state = conversationStep(state, n)
+    for (let n = 0; n < steps; n++) state = stepOf(state, n)
     return state
-  }, maxSamples)
-  // per step: a sample's call is `steps` steps
-  return () =>
-    samples().then((stats) => ({
-      ...stats,
-      cpuP50: stats.cpuP50 / steps,
-      cpuMin: stats.cpuMin / steps,
-      wallP50: stats.wallP50 / steps
-    }))
-}
+  }, 1)
+
+/** How many steps a sample of the 1k and the 10k step takes. */
+const STEPS_1K = 20
+const STEPS_10K = 100
+
+/** How long a floor sample of `growth/step-10k` lasts at least: its first call, after a step sample, reads from memory. */
+const FLOOR_SAMPLE_NS = 2e7
+
+/**
+ * The four sides of `growth/step-10k` measured together, one sample of each a round (`measureInterleaved`: the floors
+ * over the two sessions, then the steps at 1k and 10k, `STEPS_1K` and `STEPS_10K` a sample), so that all four see the
+ * same load, heap and caches: measured one after the other, the same code read 0.35 and 0.48 in back-to-back runs.
+ * A floor sample is a batch of at least `FLOOR_SAMPLE_NS`: batched to 2 ms, as `timed` batches, the 10k floor read its
+ * arrays from memory after each step sample and grew 24 to 31 times from 1k (11 to 16 in a loop of its own). The CPU time of the four
+ * calls it replaces, at least 16 rounds. The first of the four calls of an attempt measures them; the others read it
+ * (the step rows also serve `step/stringify-1k` and `-10k`).
+ */
+const stepGrowth = (() => {
+  let made: { readonly attempt: number; readonly stats: ReadonlyArray<CpuStats> } | undefined
+  const measure = (): ReadonlyArray<CpuStats> => {
+    if (made?.attempt !== attempts) {
+      const [floor10k, floor1k, step1k, step10k] = measureInterleaved([
+        batchOf(() => sumStringLengths(s10k), FLOOR_SAMPLE_NS),
+        batchOf(() => sumStringLengths(s1k), FLOOR_SAMPLE_NS),
+        freshSteps(s1k, STEPS_1K),
+        freshSteps(s10k, STEPS_10K)
+      ], { cpuBudgetNs: 4 * CPU_BUDGET_NS, minSamples: 16, maxSamples: 60 })
+      made = {
+        attempt: attempts,
+        stats: [perCall(step1k!, STEPS_1K), perCall(step10k!, STEPS_10K), floor1k!, floor10k!]
+      }
+    }
+    return made.stats
+  }
+  return (side: "step1k" | "step10k" | "floor1k" | "floor10k"): Timed => () =>
+    Promise.resolve(measure()[["step1k", "step10k", "floor1k", "floor10k"].indexOf(side)]!)
+})()
 
 /**
  * A heap size as a timed row (a median of one): the messages' side measures both (`stateMemory`), the state's side,
@@ -372,7 +425,6 @@ const sizeRow = (bytes: number): Timed => () =>
 /** Every measured call, in the order an attempt times them: each budget's two sides are neighbours. */
 const plainCalls: ReadonlyArray<readonly [string, () => unknown]> = [
   [M.floor10k, () => sumStringLengths(s10k)],
-  [M.floor1k, () => sumStringLengths(s1k)],
   [M.estimateCold10k, () => estimateCold(s10k)],
   [M.piEstimate10k, () => peers.piEstimate(prepared10k)],
   [M.estimateWarm10k, () => ours.estimate(prepared10k)],
@@ -404,10 +456,12 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.pruneReal, timed(() => peers.aiPrune(real))],
   [M.evictColdReal, timed(() => evictStaleToolResults(real.messages, KEEP_RECENT_TOOL_RESULTS, { minSavings: 0 }))],
   [M.evictWarmReal, timedPerSample(warm.input, warm.evict, 1000)],
-  [M.step1k, freshStepCalls(s1k, 20, 300)],
+  [M.step1k, stepGrowth("step1k")],
   [M.stringify1k, timed(() => JSON.stringify(body1k))],
-  [M.step10k, freshStepCalls(s10k, 100, 40)],
+  [M.step10k, stepGrowth("step10k")],
   [M.stringify10k, timed(() => JSON.stringify(body10k))],
+  [M.floorStep1k, stepGrowth("floor1k")],
+  [M.floorStep10k, stepGrowth("floor10k")],
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
   [M.stringify50k, timed(() => JSON.stringify(body50k))],

@@ -31,8 +31,11 @@ const cpuNow = (): number => {
 /** How much CPU time one sample of a fast call lasts at least: 2 ms, so the microsecond clock is 0.05% of it. */
 const SAMPLE_NS = 2e6
 
-/** Samples of `f` called as is, batched so a sample lasts at least `SAMPLE_NS` of CPU time (found on the first). */
-export const calls = (f: () => unknown): () => Batch => {
+/**
+ * Samples of `f` called as is, batched so a sample lasts at least `sampleNs` (default `SAMPLE_NS`) of CPU time (found
+ * on the first).
+ */
+export const calls = (f: () => unknown, sampleNs = SAMPLE_NS): () => Batch => {
   let k = 1
   return () => {
     for (;;) {
@@ -41,7 +44,7 @@ export const calls = (f: () => unknown): () => Batch => {
       for (let i = 0; i < k; i++) do_not_optimize(f())
       const cpuNs = cpuNow() - t0
       const wallNs = (performance.now() - w0) * 1e6
-      if (cpuNs >= SAMPLE_NS || k >= 1 << 24) return { calls: k, cpuNs, wallNs }
+      if (cpuNs >= sampleNs || k >= 1 << 24) return { calls: k, cpuNs, wallNs }
       k *= 2
     }
   }
@@ -57,6 +60,28 @@ export const callsOn = <I>(input: () => I, f: (i: I) => unknown, perSample: numb
   const t0 = cpuNow()
   for (const i of inputs) do_not_optimize(f(i))
   return { calls: perSample, cpuNs: cpuNow() - t0, wallNs: (performance.now() - w0) * 1e6 }
+}
+
+/**
+ * Samples of several calls taken in alternation: `measureCpu` of each `sides[i]`, one sample of each a round (in
+ * order, after one warm-up sample of each), so every side is measured under the same load, heap and caches as the
+ * others. Rounds go on until `minSamples` and `cpuBudgetNs` of CPU time over all sides, at most `maxSamples`.
+ */
+export const measureInterleaved = (
+  sides: ReadonlyArray<() => Batch>,
+  options: MeasureOptions = {}
+): Array<CpuStats> => {
+  for (const sample of sides) sample()
+  const samples = sides.map((): Array<Batch> => [])
+  const all: Array<Batch> = []
+  while (more(all, options, sides.length)) {
+    sides.forEach((sample, i) => {
+      const batch = sample()
+      samples[i]!.push(batch)
+      all.push(batch)
+    })
+  }
+  return samples.map(statsOf)
 }
 
 /** Options of `measureCpu`. */
@@ -101,12 +126,15 @@ export const cpuOfCall = async (f: () => Promise<unknown>): Promise<number> => {
   return cpuNow() - t0
 }
 
+/** Whether to take another sample (another round of `perRound` samples, one per side). */
 const more = (
   samples: ReadonlyArray<Batch>,
-  { cpuBudgetNs = 4e8, maxSamples = 1_000, minSamples = 12 }: MeasureOptions
+  { cpuBudgetNs = 4e8, maxSamples = 1_000, minSamples = 12 }: MeasureOptions,
+  perRound = 1
 ): boolean => {
   const spent = samples.reduce((n, b) => n + b.cpuNs, 0)
-  return samples.length < maxSamples && (samples.length < minSamples || spent < cpuBudgetNs)
+  const rounds = samples.length / perRound
+  return rounds < maxSamples && (rounds < minSamples || spent < cpuBudgetNs)
 }
 
 const statsOf = (samples: ReadonlyArray<Batch>): CpuStats => {

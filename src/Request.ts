@@ -18,13 +18,14 @@ import { evictionFrontier } from "./internal/eviction.ts"
 import { CarriedIndex } from "./internal/conversation/carried.ts"
 import { systemAndToolsTokens } from "./internal/estimate.ts"
 import { boundTokensBefore, carriesBinding, DROP_BLOCK, THINKING_BINDING_BETA } from "./internal/thinkingBinding.ts"
-import { withoutThinkingAt } from "./internal/conversation/appendOnly.ts"
+import { strippedMessage, withoutThinkingAt } from "./internal/conversation/appendOnly.ts"
 import type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
 
 /** A request's `thread` parameter, and the reply a thread continues from. */
 export type { ThreadAnchor, ThreadParam } from "./internal/conversation/thread.ts"
 import type { ThinkingConfig } from "./internal/conversation/thinking.ts"
 import { asMessages } from "./internal/conversation/wire.ts"
+import type { Message } from "./Message.ts"
 import type { ToolClassifier } from "./Tools.ts"
 
 /**
@@ -128,22 +129,18 @@ export const requestOf = (
   system?: string | Array<Anthropic.TextBlockParam> | undefined,
   options: RequestOptions = {}
 ): Request => {
-  if (options.thread !== true) {
-    return withSendableThinking(state, options, buildRequest(state, system, options, undefined))
-  }
+  if (options.thread !== true) return buildRequest(state, system, options, undefined)
   const anchor = state.thread
   if (anchor === undefined || anchor.held > state.view.length) {
-    return withSendableThinking(state, options, {
-      ...buildRequest(state, system, options, undefined),
-      thread: { type: "create" }
-    })
+    return { ...buildRequest(state, system, options, undefined), thread: { type: "create" } }
   }
-  return withSendableThinking(state, options, buildRequest(state, system, options, anchor))
+  return buildRequest(state, system, options, anchor)
 }
 
 /**
  * `requestOf` off threads (`anchor` undefined), or the `continue` of `anchor`'s thread: only the messages after the
- * anchored reply, each as the whole request has it (its breakpoints included), the view never copied.
+ * anchored reply, each as the whole request has it (its breakpoints included), the view never copied. Its messages
+ * are sendable (`thinkingLeftOut`).
  */
 const buildRequest = (
   state: ConversationState,
@@ -155,6 +152,12 @@ const buildRequest = (
   const tools = options.tools === undefined || options.tools.length === 0 ? undefined : [...options.tools]
   const view = asMessages(state.view)
   const thinking = thinkingOf(state, options.thinking)
+  const leftOut = thinkingLeftOut(state, options, from)
+  // the request's messages are its own fresh array (the view is copied): changed in place
+  const sendable = (messages: Array<MessageParam>): Array<MessageParam> =>
+    leftOut === undefined
+      ? messages
+      : withoutThinkingAt(asMessages(messages), leftOut, true) as unknown as Array<MessageParam>
   const withMessages = (messages: Array<MessageParam>): Request => ({
     ...(system === undefined ? {} : { system }),
     ...(tools === undefined ? {} : { tools }),
@@ -167,7 +170,7 @@ const buildRequest = (
     thread: { type: "continue", previous_message_id: anchor!.previousMessageId }
   })
   if (options.breakpoints === false) {
-    return anchor === undefined ? withMessages([...state.view]) : continued(state.view.slice(from))
+    return anchor === undefined ? withMessages(sendable([...state.view])) : continued(sendable(state.view.slice(from)))
   }
   const frontier = frontierBreakpoint(state, options.classifier)
   // the state itself as `before` (a step that offloaded nothing) has the same frontier
@@ -193,9 +196,20 @@ const buildRequest = (
     messageTokensBefore: boundTokensBefore(view, state.unboundThinking ?? [], carried?.tokensBefore),
     messageTokens: carried?.tokensOf
   })
-  const messages = carried === undefined
-    ? (applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from)
-    : breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl, from)
+  const placed = (): Array<MessageParam> => {
+    if (carried === undefined) {
+      return sendable((applyBreakpoints(view, plan.blocks, options.ttl) as unknown as Array<MessageParam>).slice(from))
+    }
+    // thinking left out of the whole view: from the copy without it that the carry keeps up to date, when it has one
+    const stripped = leftOut === undefined || from !== 0
+      ? undefined
+      : CarriedIndex.withoutThinking(view, state.carried, leftOut)
+    const marked = stripped === undefined
+      ? undefined
+      : strippedBreakpointsAt(view, stripped, leftOut!, plan.blocks, carried.cacheControlled, options.ttl)
+    return marked ?? sendable(breakpointsAt(state.view, plan.blocks, carried.cacheControlled, options.ttl, from))
+  }
+  const messages = placed()
   if (anchor !== undefined) return continued(messages)
   const marker = cacheControlOf(options.ttl)
   if (!plan.system) return withMessages(messages)
@@ -230,27 +244,64 @@ const thinkingOf = (
 }
 
 /**
- * `request` with the thinking a rewrite invalidated (`state.unboundThinking`) left out of its messages when its config
- * cannot ask the API to drop it (no config, or one without `block_binding`: `disabled`, `between_tools`): the API
- * would refuse it (API-RULES 29, 43), and leaving it out is what the docs allow ("keeps no stale thinking"). A config
- * that sets its own `block_binding` gets what it asked for. A `continue` holds only the messages after the anchor
- * (a rewrite restarts the thread, so the held ones have nothing to leave out). The request itself without any.
+ * The positions, in a request's messages from the view's message `from` on, of the thinking a rewrite invalidated
+ * (`state.unboundThinking`) that the request leaves out when its config cannot ask the API to drop it (no config, or
+ * one without `block_binding`: `disabled`, `between_tools`): the API would refuse it (API-RULES 29, 43), and leaving it
+ * out is what the docs allow ("keeps no stale thinking"). `undefined` when there is none to leave out: a config that
+ * sets its own `block_binding` gets what it asked for. A `continue` holds only the messages after the anchor (a
+ * rewrite restarts the thread, so the held ones have nothing to leave out).
  */
-const withSendableThinking = (state: ConversationState, options: RequestOptions, request: Request): Request => {
+const thinkingLeftOut = (
+  state: ConversationState,
+  options: RequestOptions,
+  from: number
+): ReadonlyArray<BlockPosition> | undefined => {
   const unbound = state.unboundThinking ?? []
   const config = options.thinking
   if (unbound.length === 0 || (config !== undefined && (config.block_binding != null || carriesBinding(config)))) {
-    return request
+    return undefined
   }
-  const from = request.thread?.type === "continue" ? state.thread?.held ?? 0 : 0
-  const sent = from === 0
+  return from === 0
     ? unbound
     : unbound.filter((p) => p.message >= from).map((p) => ({ message: p.message - from, block: p.block }))
-  // the request's messages are its own fresh array (`buildRequest` copies the view): changed in place
-  const messages = withoutThinkingAt(asMessages(request.messages), sent, true)
-  return messages === asMessages(request.messages)
-    ? request
-    : { ...request, messages: messages as unknown as Array<MessageParam> }
+}
+
+/**
+ * `withoutThinkingAt(breakpointsAt(view, blocks, cacheControlled, ttl, 0), positions)` from `stripped`, a fresh
+ * `withoutThinkingAt(view, positions)`: only the planned and the carrying messages are rewritten, each marked as
+ * `breakpointsAt` marks it, then its thinking left out as `withoutThinkingAt` leaves it out. `undefined` (build it the
+ * other way) should a marked message be left empty (the list would close up).
+ */
+const strippedBreakpointsAt = (
+  view: ReadonlyArray<Message>,
+  stripped: Array<Message>,
+  positions: ReadonlyArray<BlockPosition>,
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>,
+  ttl: "5m" | "1h" | undefined
+): Array<MessageParam> | undefined => {
+  const marker = cacheControlOf(ttl)
+  for (const m of touchedBy(blocks, cacheControlled, 0, view.length)) {
+    const marks: Array<number> = []
+    for (const p of blocks) if (p.message === m) marks.push(p.block)
+    const message = strippedMessage(positions, m, markedMessage(view[m]!, marks, marker))
+    if (message === null) return undefined
+    stripped[m] = message
+  }
+  return stripped as unknown as Array<MessageParam>
+}
+
+/** The messages a request rewrites from `from` on: the planned ones, then the ones that carry a `cache_control`. */
+const touchedBy = (
+  blocks: ReadonlyArray<BlockPosition>,
+  cacheControlled: ReadonlyArray<number>,
+  from: number,
+  length: number
+): Array<number> => {
+  const touched: Array<number> = []
+  for (const p of blocks) if (p.message >= from && !touched.includes(p.message)) touched.push(p.message)
+  for (const m of cacheControlled) if (m >= from && m < length && !touched.includes(m)) touched.push(m)
+  return touched
 }
 
 /**
@@ -267,10 +318,7 @@ const breakpointsAt = (
 ): Array<MessageParam> => {
   const messages = from === 0 ? view.slice() : view.slice(from)
   const marker = cacheControlOf(ttl)
-  const touched: Array<number> = []
-  for (const p of blocks) if (p.message >= from && !touched.includes(p.message)) touched.push(p.message)
-  for (const m of cacheControlled) if (m >= from && m < view.length && !touched.includes(m)) touched.push(m)
-  for (const m of touched) {
+  for (const m of touchedBy(blocks, cacheControlled, from, view.length)) {
     const marks: Array<number> = []
     for (const p of blocks) if (p.message === m) marks.push(p.block)
     messages[m - from] = markedMessage(view[m]!, marks, marker)

@@ -416,8 +416,10 @@ export const decide = <M extends Message>(
   }
   open.length = kept
   if (offloaded.length === 0) return rules.unchanged(messages)
-  // rebuild the changed messages, newest first (the order the backward scan summed in)
-  let out: Array<M> | undefined
+  // rebuild the changed messages, newest first (the order the backward scan summed in); the view is copied only once
+  // the eviction pays (most steps that find a candidate keep the view as it is)
+  const changed: Array<number> = []
+  const replacements: Array<M> = []
   let tokensFreed = 0
   let readsPaid = 0
   for (let t = offloaded.length - 1; t >= 0;) {
@@ -432,8 +434,8 @@ export const decide = <M extends Message>(
     }
     const replaced = { ...message, content: newContent } as M
     tokensFreed += rules.freedBy(message, replaced)
-    out ??= messages.slice()
-    out[i] = replaced
+    changed.push(i)
+    replacements.push(replaced)
     t = u
   }
   const firstChange = offloaded[0]!.messageIndex
@@ -441,7 +443,9 @@ export const decide = <M extends Message>(
   const behind = () => tokens.prefix(tokens.length) - tokens.prefix(firstChange) - tokensFreed
   const dropped = () => options.droppedThinking?.(firstChange) ?? 0
   if (!rules.worthIt(options, tokensFreed, readsPaid, behind, dropped)) return rules.unchanged(messages)
-  return { messages: out!, offloaded, tokensFreed }
+  const out = messages.slice()
+  for (let k = 0; k < changed.length; k++) out[changed[k]!] = replacements[k]!
+  return { messages: out, offloaded, tokensFreed }
 }
 
 /**

@@ -177,15 +177,29 @@ export const boundTokensBefore = (
 
 /**
  * The estimated tokens of the thinking blocks after `from` that are not yet in `unbound` (sorted): what a rewrite at
- * `from` would newly make the API drop.
+ * `from` would newly make the API drop. O(log unbound) plus the blocks after `from`: the unbound positions before it
+ * are skipped by a binary search, the rest walked beside the thinking blocks after it.
  */
 export const newlyUnboundTokens = (
   view: ReadonlyArray<Message>,
   from: BlockPosition,
   unbound: ReadonlyArray<BlockPosition>
 ): number => {
-  const known = new Set(unbound.map((p) => `${p.message}.${p.block}`))
-  return tokensAt(view, thinkingAfter(view, from).filter((p) => !known.has(`${p.message}.${p.block}`)))
+  // the first unbound position strictly after `from`
+  let lo = 0
+  let hi = unbound.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (before(from, unbound[mid]!)) hi = mid
+    else lo = mid + 1
+  }
+  let total = 0
+  for (const p of thinkingAfter(view, from)) {
+    while (lo < unbound.length && before(unbound[lo]!, p)) lo++
+    const known = lo < unbound.length && unbound[lo]!.message === p.message && unbound[lo]!.block === p.block
+    if (!known) total += tokensAt(view, [p])
+  }
+  return total
 }
 
 /** A value with every `cache_control` key removed, as the binding reads it. */

@@ -128,6 +128,35 @@ export const withoutThinkingAt = <M extends Message>(
 }
 
 /**
+ * The message `withoutThinkingAt(view, positions)` holds in place of `message`, the view's message at `index`: itself
+ * when `positions` name none of its thinking, `null` when leaving that thinking out empties it (the list then closes
+ * up). Found through the plan `withoutThinkingAt` remembers for `positions` (a binary search), so a caller that keeps
+ * such a list up to date reads only the messages that changed.
+ */
+export const strippedMessage = <M extends Message>(
+  positions: ReadonlyArray<BlockPosition>,
+  index: number,
+  message: M
+): M | null => {
+  if (positions.length === 0 || typeof message.content === "string" || message.content === undefined) return message
+  const plan = planOf(positions)
+  let lo = 0
+  let hi = plan.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (plan[mid]!.message < index) lo = mid + 1
+    else hi = mid
+  }
+  const group = plan[lo]
+  if (group === undefined || group.message !== index) return message
+  if (message !== group.original) {
+    group.original = message
+    group.stripped = strip(message, positions, group.first, group.end)
+  }
+  return group.stripped as M | null
+}
+
+/**
  * One message's share of a list of positions (`positions[first..end)`), and the message last stripped by it: a view
  * that holds the same message object there gets the same stripped message.
  */

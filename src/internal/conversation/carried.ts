@@ -1,8 +1,9 @@
 /**
  * What a conversation state carries from the transition that made it (`ConversationState.carried`), so the next step
  * decides in proportion to what changed: the eviction index of its view, the positions of the messages that carry a
- * `cache_control`, and, once the index moved on, the view's eviction frontier. Every function here takes it as an
- * argument; nothing is kept beside the state.
+ * `cache_control`, once the index moved on, the view's eviction frontier, and, once a request left unbound thinking
+ * out, the view without it (kept up to date by the same hand-on). Every function here takes it as an argument;
+ * nothing is kept beside the state.
  *
  * A view array is immutable; each transition makes a new one and a new `CarriedIndex` for it. The index itself is
  * mutable and describes one view at a time, the newest it was handed: a transition hands it from its input's view to
@@ -22,6 +23,8 @@ import { defaultToolClassifier } from "../../Tools.ts"
 import { applyOffloads, buildIndex, decide, type EvictionIndex, extendIndex, indexedFrontier } from "../eviction.ts"
 import { type Decision, keepOf } from "../evictionRules.ts"
 import { blocksOf } from "../blocks.ts"
+import type { BlockPosition } from "../../Cache.ts"
+import { strippedMessage, withoutThinkingAt } from "./appendOnly.ts"
 
 /** An eviction index, the view it describes now (the newest it was handed) and that view's `cache_control` positions. */
 interface OwnedIndex {
@@ -29,6 +32,19 @@ interface OwnedIndex {
   owner: ReadonlyArray<Message>
   /** Positions of the messages that carry a `cache_control` (an offload keeps every other field of a block). */
   readonly cacheControlled: Array<number>
+  /** The owner with some unbound thinking left out, once a request asked for it (`CarriedIndex.withoutThinking`). */
+  stripped: StrippedCopy | undefined
+}
+
+/**
+ * `withoutThinkingAt(owner, positions)` as of the owner it was last brought up to date with: its first `messages.length`
+ * messages, less the ones at `changed` (replaced by an offload since). `messages` is `undefined` when leaving that
+ * thinking out empties a message (the list closes up, which a copy by position cannot follow).
+ */
+interface StrippedCopy {
+  readonly positions: ReadonlyArray<BlockPosition>
+  readonly messages: Array<Message> | undefined
+  readonly changed: Array<number>
 }
 
 type Frontier = { readonly message: number; readonly block: number } | undefined
@@ -110,7 +126,7 @@ export class CarriedIndex {
     const classify = options.classifier ?? defaultToolClassifier
     let owned = own?.ownedBy(view)
     if (owned === undefined || owned.index.classify !== classify) {
-      owned = { index: buildIndex(view, classify), owner: view, cacheControlled: [] }
+      owned = { index: buildIndex(view, classify), owner: view, cacheControlled: [], stripped: undefined }
       noteCacheControl(owned, view, 0)
       if (own !== undefined) own.owned = owned
     }
@@ -122,6 +138,11 @@ export class CarriedIndex {
     applyOffloads(owned.index, decision.messages, decision.offloaded)
     own?.keepFrontier(owned)
     owned.owner = decision.messages
+    if (owned.stripped !== undefined) {
+      for (const o of decision.offloaded) {
+        owned.stripped.changed.push(o.messageIndex)
+      }
+    }
     return { decision, carried: new CarriedIndex(decision.messages, owned) }
   }
 
@@ -168,6 +189,44 @@ export class CarriedIndex {
     }
   }
 
+  /**
+   * `withoutThinkingAt(view, positions)` as a fresh array, when the carry holds the index of `view`: a copy of the list
+   * kept with the index, brought up to date with the messages appended and replaced since the last request (with the
+   * same `positions` array, as a state keeps its unbound thinking), so a request reads what changed, not every position.
+   * `undefined` when the carry cannot tell, or when leaving that thinking out empties a message.
+   */
+  static withoutThinking(
+    view: ReadonlyArray<Message>,
+    carried: CarriedIndex | undefined,
+    positions: ReadonlyArray<BlockPosition>
+  ): Array<Message> | undefined {
+    const owned = fits(carried, view) ? carried.ownedBy(view) : undefined
+    if (owned === undefined) return undefined
+    let copy = owned.stripped
+    if (copy === undefined || copy.positions !== positions || (copy.messages?.length ?? 0) > view.length) {
+      // one walk of every position, as a request without the copy makes
+      const whole = withoutThinkingAt(view, positions)
+      if (whole.length !== view.length) return emptied(owned, positions)
+      copy = { positions, messages: whole === view ? view.slice() : whole as Array<Message>, changed: [] }
+      owned.stripped = copy
+    }
+    const messages = copy.messages
+    if (messages === undefined) return undefined
+    for (const m of copy.changed) {
+      if (m >= messages.length) continue
+      const stripped = strippedMessage(positions, m, view[m]!)
+      if (stripped === null) return emptied(owned, positions)
+      messages[m] = stripped
+    }
+    copy.changed.length = 0
+    for (let m = messages.length; m < view.length; m++) {
+      const stripped = strippedMessage(positions, m, view[m]!)
+      if (stripped === null) return emptied(owned, positions)
+      messages.push(stripped)
+    }
+    return messages.slice()
+  }
+
   /** The `tool_use` ids of `view`'s assistant messages: from its carried index when that covers every message. */
   static toolUseIds(view: ReadonlyArray<Message>, carried: CarriedIndex | undefined): { has(id: string): boolean } {
     const owned = fits(carried, view) ? carried.ownedBy(view) : undefined
@@ -197,6 +256,12 @@ export class CarriedIndex {
       this.kept = { classify: owned.index.classify, at: indexedFrontier(owned.index, this.view) }
     }
   }
+}
+
+/** No copy for `positions` (leaving their thinking out empties a message): `withoutThinking` answers `undefined`. */
+const emptied = (owned: OwnedIndex, positions: ReadonlyArray<BlockPosition>): undefined => {
+  owned.stripped = { positions, messages: undefined, changed: [] }
+  return undefined
 }
 
 /** The carry applies to `view`: a carry made for this very array (not one spread into a plain object, or a copy's). */
