@@ -658,7 +658,7 @@ export const budgets: ReadonlyArray<Budget> = [
     subject: M.step10k,
     baseline: M.step1k,
     floor: { subject: M.floorStep10k, baseline: M.floorStep1k },
-    max: 0.28,
+    max: 0.3,
     why: "flatness where the outer-array copies are cheap (the view copies of two appends and a request grow with " +
       "the view), each size stepped from fresh aged states of its own size, the four sides in alternation (bench/ci.ts " +
       "stepGrowth; the floor's growth so measured is 12 to 22 from 1k to 10k). 2026-12-08 (STEP_RUNS, " +
@@ -666,8 +666,9 @@ export const budgets: ReadonlyArray<Budget> = [
       "(the step 49 to 95 us at 1k, 117 to 190 us at 10k), up to 0.19 in later attempts, 0.10 to 0.17 at load 3 to " +
       "6.6, 0.04 to 0.09 beside two busy loops (the 10k floor slows most). BENCH_CI_SLOWDOWN=rescan (each step also " +
       "reads every block of its view, a step that rescans the history): 0.34 to 0.57 in all 27 attempts of 3 runs at " +
-      "load 1.4 to 2.3, 0.28 to 0.38 at load 3 to 7, once 0.16 beside two busy loops. 0.28 is 1.5x the worst attempt " +
-      "of the step and fails the rescan on a quiet machine (0.34 at least), as CI runs it, not beside busy loops. The sides measured one after the other, the 10k state " +
+      "load 1.4 to 2.3, 0.28 to 0.38 at load 3 to 7, once 0.16 beside two busy loops. 0.3 is 1.6x the worst attempt " +
+      "of the step measured alone and 1.4x a whole run's (0.22, 01:20 UTC, load 0.9 to 2.1), and fails the rescan on a " +
+      "quiet machine (0.34 at least), as CI runs it, not beside busy loops. The sides measured one after the other, the 10k state " +
       "left young (its first collection in the timed steps copied it), read the same code 0.35 to 0.8 (0.4 was the " +
       "limit; CI failed once)"
   },
