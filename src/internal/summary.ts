@@ -1393,6 +1393,17 @@ const formAt = (entry: ManifestEntry, level: number): ManifestEntry => {
   return entry
 }
 
+/**
+ * The characters of the omitted line (`renderOmitted`) and its line break for `count` references taking `chars`
+ * (each one's length and 7) and `unnamed` more; 0 when none is left out.
+ */
+const omittedChars = (count: number, chars: number, unnamed: number): number => {
+  const total = count + unnamed
+  if (total === 0) return 0
+  return `omitted ${total} user message${total === 1 ? "" : "s"} for room`.length + (count === 0 ? 0 : 9 + chars) +
+    (unnamed === 0 ? 0 : `; ${unnamed} not named`.length) + 1
+}
+
 /** One step of `admit`, in order, so that the last can be taken back first. */
 type Admission =
   | { readonly _tag: "Entry"; readonly index: number; readonly form: ManifestEntry; readonly before?: ManifestEntry }
@@ -1483,6 +1494,46 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     return { entries, runsLeft }
   }
   const lineChars = (omitted: OmittedMessages): number => hasOmitted(omitted) ? renderOmitted(omitted).length + 1 : 0
+  // `omittedNow`'s references as numbers (one per distinct reference, -1 for none), for `lineWithout`
+  const refIds = new Map<string, number>()
+  const idOf = (ref: string | undefined): number => {
+    if (ref === undefined) return -1
+    const id = refIds.get(ref)
+    if (id !== undefined) return id
+    refIds.set(ref, refIds.size)
+    return refIds.size - 1
+  }
+  const instructionRefs = instructions.map((c) => idOf(c.entry.kind === "instruction" ? c.entry.ref : undefined))
+  const earlierRefs = earlier.refs.map(idOf)
+  const refCosts = Array.from(refIds.keys(), (ref) => ref.length + 7)
+  /** The call of `lineWithout` that named each reference last. */
+  const namedIn = new Int32Array(refIds.size)
+  let call = 0
+  /**
+   * `lineChars(omittedNow(skip))` without building the line: the same pass over the same references, counted in
+   * numbers.
+   */
+  const lineWithout = (skip: number): number => {
+    call++
+    let [count, chars, unnamed] = [0, 0, earlier.unnamed]
+    const name = (id: number): void => {
+      if (id !== -1 && namedIn[id] === call) return
+      const cost = id === -1 ? 0 : refCosts[id]!
+      if (id === -1 || chars + cost > refRoom) {
+        unnamed++
+        return
+      }
+      namedIn[id] = call
+      chars += cost
+      count++
+    }
+    for (let i = 0; i < instructions.length; i++) {
+      const index = instructions[i]!.index
+      if (index !== skip && !admitted.has(index)) name(instructionRefs[i]!)
+    }
+    for (const id of earlierRefs) name(id)
+    return omittedChars(count, chars, unnamed)
+  }
   const admitEntry = (index: number, form: ManifestEntry, cost: number) => {
     const before = admitted.get(index)
     admitted.set(index, form)
@@ -1512,7 +1563,7 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     for (const c of instructions) {
       if (admitted.has(c.index)) continue
       const cost = renderEntry(c.entry).length + 1
-      if (fits(used + cost + lineChars(omittedNow(c.index)), limit)) admitEntry(c.index, c.entry, cost)
+      if (fits(used + cost + lineWithout(c.index), limit)) admitEntry(c.index, c.entry, cost)
     }
   }
   const line = lineChars(omittedNow())
