@@ -378,6 +378,27 @@ export const identifiersOf = (
   return found
 }
 
+/** The identifiers last found in the text of a message or block, with that text. */
+const identifiersFound = new WeakMap<
+  object,
+  { readonly text: string; readonly found: ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> }
+>()
+
+/**
+ * `identifiersOf(text)`, where `text` is what `source` (a message or a block) holds: found once per source while its
+ * text stays the same (a compaction reads the span's messages for its manifest and again for its retention).
+ */
+const identifiersIn = (
+  text: string,
+  source: object
+): ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> => {
+  const known = identifiersFound.get(source)
+  if (known !== undefined && known.text === text) return known.found
+  const found = identifiersOf(text)
+  identifiersFound.set(source, { text, found })
+  return found
+}
+
 /** True when `line` holds an identifier or a number with a unit (`12ms`, `3.5 MB`): a value a command printed. */
 const holdsValue = (line: string): boolean => {
   const words = line.split(WORD_BREAK).map((w) => w.replace(TRAILING_PUNCTUATION, "")).filter((w) => w.length > 0)
@@ -411,8 +432,8 @@ export const spanAnchors = (
   }
   /** An identifier's key → how many messages hold it, and the last message counted. */
   const mentions = new Map<string, { count: number; at: number }>()
-  const addIdentifiers = (text: string, messageIndex: number): void => {
-    for (const id of identifiersOf(text)) {
+  const addIdentifiers = (text: string, messageIndex: number, source: object): void => {
+    for (const id of identifiersIn(text, source)) {
       const anchor: IdentifierAnchor = { category: "identifier", ...id, mentions: 1, messageIndex }
       add(anchor)
       const key = anchorKey(anchor)
@@ -439,14 +460,14 @@ export const spanAnchors = (
       if (isHumanMessage(message) && !isLibraryMessage(message)) {
         const text = textOf(message)
         add({ category: "instruction", text: clipped(text, ANCHOR_LIMITS.instruction), messageIndex })
-        addIdentifiers(text, messageIndex)
+        addIdentifiers(text, messageIndex, message)
       }
       if (typeof message.content === "string") return
       for (const block of message.content) {
         if (!isToolResult(block)) continue
         const text = resultText(block.content)
         // what a tool printed, but not a file a read returned (its path stands for it) nor an offload pointer
-        if (!reads.has(block.tool_use_id) && !isPointer(text)) addIdentifiers(text, messageIndex)
+        if (!reads.has(block.tool_use_id) && !isPointer(text)) addIdentifiers(text, messageIndex, block)
         if (block.is_error !== true || normalize(text) === MISSING_RESULT_TEXT) continue
         add({ category: "error", text: clipped(errorLine(text), ANCHOR_LIMITS.error), messageIndex })
       }
@@ -455,7 +476,7 @@ export const spanAnchors = (
     for (const block of blocksOf(message)) {
       if (block.type === "text") {
         const text = (block as { readonly text: string }).text
-        addIdentifiers(text, messageIndex)
+        addIdentifiers(text, messageIndex, block)
         const items = checklistItems(text)
         if (items !== undefined) plan = { items, messageIndex }
         continue
