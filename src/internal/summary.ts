@@ -1663,8 +1663,22 @@ export const summaryFloorTokens = (manifest: Manifest, files: FileLists, budgetT
   manifestTokens(manifest, files, budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
 
 /** The tokens of a summary message with an empty text and the parts admitted under the budget less the text's share. */
-const manifestTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number =>
-  messageTokens(admit("", manifest, files, budgetTokens - textReserve(budgetTokens)))
+const manifestTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number => {
+  const known = manifestTokensFound.get(manifest)
+  if (known !== undefined && known.files === files && known.budgetTokens === budgetTokens) return known.tokens
+  const tokens = messageTokens(admit("", manifest, files, budgetTokens - textReserve(budgetTokens)))
+  manifestTokensFound.set(manifest, { files, budgetTokens, tokens })
+  return tokens
+}
+
+/**
+ * The last `manifestTokens` of each manifest, with the files list and budget it was for: a compaction's floor
+ * (`summaryFloorTokens`) and its summary (`summaryWithManifest`) ask for the same one.
+ */
+const manifestTokensFound = new WeakMap<
+  Manifest,
+  { readonly files: FileLists; readonly budgetTokens: number; readonly tokens: number }
+>()
 
 /**
  * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
@@ -1695,10 +1709,8 @@ export const summaryWithManifest = (
   const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
   const whole = text.trim()
   const folded = normalize(whole)
-  const unrepeated: Manifest = {
-    ...manifest,
-    entries: manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
-  }
+  const entries = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  const unrepeated: Manifest = entries.length === manifest.entries.length ? manifest : { ...manifest, entries }
   // the text claims up to its share of the budget, but not the room the floor promised the manifest (beyond the
   // floor's own reserve for the text)
   const promised = manifestTokens(unrepeated, files, budget.budgetTokens)
@@ -1723,7 +1735,7 @@ export const summaryWithManifest = (
   let room = textRoom(manifestPart)
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
-  manifestPart = withEntries(manifest)
+  if (unrepeated !== manifest) manifestPart = withEntries(manifest)
   room = textRoom(manifestPart)
   // a limit so small that the manifest's bare frame leaves the text less than its claim: the text goes first (it
   // carries an earlier summary, which nothing else does), and the manifest is left out
