@@ -334,12 +334,15 @@ const E_CODES: ReadonlySet<string> = new Set(
 )
 const ID = /^(?:#\d{1,7}|[A-Za-z]+_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{6,})$/
 
+const LETTERS = /^[A-Za-z]+$/
 const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
 const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS_PATTERN})$`)
 const UNIT = new RegExp(`^(?:${UNITS_PATTERN})$`)
 
 /** The identifier a word (or the part after its last `=`) is, with its kind; `undefined` when it is none. */
 const identifierOfWord = (word: string): { readonly text: string; readonly kind: IdentifierKind } | undefined => {
+  // a word of letters alone can only be an `E` code: every other kind needs a digit or a sign
+  if (LETTERS.test(word)) return E_CODE.test(word) && E_CODES.has(word) ? { text: word, kind: "code" } : undefined
   if (URL.test(word)) return { text: word, kind: "url" }
   // `key=value`: the value
   const equals = word.lastIndexOf("=")
@@ -585,11 +588,35 @@ export interface ViewText {
  * The searchable text of `messages` (see `ViewText`). @category presence
  */
 export const viewText = (messages: ReadonlyArray<Message>): ViewText => {
-  const pieces: Array<string> = []
-  for (const message of messages) for (const block of blocksOf(message)) blockPieces(block, pieces)
-  const folded = pieces.map(normalize).join("\n")
-  return { folded, lower: folded.toLowerCase() }
+  const folded: Array<string> = []
+  for (const message of messages) {
+    for (const block of blocksOf(message)) {
+      const pieces: Array<string> = []
+      blockPieces(block, pieces)
+      const known = piecesFolded.get(block)
+      if (known !== undefined && samePieces(known.pieces, pieces)) folded.push(...known.folded)
+      else {
+        const now = pieces.map(normalize)
+        piecesFolded.set(block, { pieces, folded: now })
+        folded.push(...now)
+      }
+    }
+  }
+  const text = folded.join("\n")
+  return { folded: text, lower: text.toLowerCase() }
 }
+
+/**
+ * The pieces of a block last folded for `viewText`, as they were and folded: a compaction searches its new view and
+ * its kept tail, which holds the same blocks.
+ */
+const piecesFolded = new WeakMap<
+  object,
+  { readonly pieces: ReadonlyArray<string>; readonly folded: ReadonlyArray<string> }
+>()
+
+const samePieces = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((piece, i) => piece === b[i])
 
 /**
  * True when `anchor` is present in `text`: its folded text, or its JSON-escaped form, is a substring. @category presence
