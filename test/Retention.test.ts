@@ -225,8 +225,8 @@ describe("anchorsOf, by category", () => {
 
 describe("normalization and presence", () => {
   it("a message or block read again after its text changed is read as it is now, not as it was", () => {
-    const message = { role: "assistant", content: [{ type: "text", text: "deployed v1.2.3" }] } as Message
-    const block = (message.content as Array<{ text: string }>)[0]!
+    const block = { type: "text" as const, text: "deployed v1.2.3" }
+    const message: Message = { role: "assistant", content: [block] }
     const texts = (messages: ReadonlyArray<Message>) =>
       anchorsOf(messages).filter((a) => a.category === "identifier").map((a) => a.text)
     assert.deepStrictEqual(texts([message]), ["v1.2.3"])
