@@ -1494,6 +1494,25 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     return { entries, runsLeft }
   }
   const lineChars = (omitted: OmittedMessages): number => hasOmitted(omitted) ? renderOmitted(omitted).length + 1 : 0
+  /** Each entry's line, rendered once: the passes below weigh the same entries and forms again and again. */
+  const lines = new Map<ManifestEntry, string>()
+  const rendered = (entry: ManifestEntry): string => {
+    const known = lines.get(entry)
+    if (known !== undefined) return known
+    const line = renderEntry(entry)
+    lines.set(entry, line)
+    return line
+  }
+  /** `formAt(candidates[index], level)`, made once per entry and level (so that its line is rendered once). */
+  const forms = new Map<number, ManifestEntry>()
+  const formOf = (index: number, level: number): ManifestEntry => {
+    const key = index * 4 + level
+    const known = forms.get(key)
+    if (known !== undefined) return known
+    const form = formAt(candidates[index]!, level)
+    forms.set(key, form)
+    return form
+  }
   // `omittedNow`'s references as numbers (one per distinct reference, -1 for none), for `lineWithout`
   const refIds = new Map<string, number>()
   const idOf = (ref: string | undefined): number => {
@@ -1562,14 +1581,14 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   for (const _ of [0, 1]) {
     for (const c of instructions) {
       if (admitted.has(c.index)) continue
-      const cost = renderEntry(c.entry).length + 1
+      const cost = rendered(c.entry).length + 1
       if (fits(used + cost + lineWithout(c.index), limit)) admitEntry(c.index, c.entry, cost)
     }
   }
   const line = lineChars(omittedNow())
   // unresolved errors, the status board, the plan
   for (const c of [...tier(2), ...tier(3)]) {
-    const cost = renderEntry(c.entry).length + 1
+    const cost = rendered(c.entry).length + 1
     if (fits(used + line + cost, limit)) admitEntry(c.index, c.entry, cost)
   }
   // the files list: the newest paths, modified first, within `chars` and `room`; a list kept whole loses its omitted
@@ -1596,15 +1615,15 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   // entries' share for those of earlier spans), until one does not fit (one whose short form is already kept is named
   // by it); the identifiers rank above it, and their lines (within a room of their own too) are kept free of it. None
   // while a message of the user is left out.
-  const identifiers = candidates.reduce((n, e) => e.kind === "identifier" ? n + renderEntry(e).length + 1 : n, 0)
+  const identifiers = candidates.reduce((n, e) => e.kind === "identifier" ? n + rendered(e).length + 1 : n, 0)
   const wordsWhole = instructions.every((c) => admitted.has(c.index))
   let trailRoom = Math.floor(limit * SUMMARY_TRAIL_SHARE) * CHARS_PER_TOKEN
   const commands = classed.filter((c) => c.entry.kind === "command")
   commands.sort((a, b) => a.entry.age - b.entry.age || a.index - b.index)
   for (const { entry, index } of wordsWhole ? commands : []) {
-    const brief = formAt(entry, 0)
+    const brief = formOf(index, 0)
     if (briefs.has(brief.text)) continue
-    const cost = renderEntry(brief).length + 1
+    const cost = rendered(brief).length + 1
     if (cost > trailRoom || !fits(used + line + identifiers + cost, entry.age === 0 ? limit : olderRoom)) break
     trailRoom -= cost
     admitEntry(index, brief, cost)
@@ -1618,17 +1637,17 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
       const room = group === 0 ? limit : olderRoom
       for (const { entry, index } of rest) {
         if (fresh(entry) !== group || (entry.kind === "command" && !wordsWhole)) continue
-        const form = formAt(entry, level)
+        const form = formOf(index, level)
         const now = admitted.get(index)
         if (now === undefined) {
           // a command whose short form another one's line already shows enters whole
           const least = entry.kind === "command" && briefs.has(briefCommand(entry.text)) ? 3 : 0
           if (level !== least) continue
-          const cost = renderEntry(form).length + 1
+          const cost = rendered(form).length + 1
           if (fits(used + line + cost, room)) admitEntry(index, form, cost)
           continue
         }
-        const [longer, kept] = [renderEntry(form), renderEntry(now)]
+        const [longer, kept] = [rendered(form), rendered(now)]
         if (longer !== kept && fits(used + line + longer.length - kept.length, room)) {
           admitEntry(index, form, longer.length - kept.length)
         }
