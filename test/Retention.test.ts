@@ -224,6 +224,20 @@ describe("anchorsOf, by category", () => {
 })
 
 describe("normalization and presence", () => {
+  it("a message or block read again after its text changed is read as it is now, not as it was", () => {
+    const block = { type: "text" as const, text: "deployed v1.2.3" }
+    const message: Message = { role: "assistant", content: [block] }
+    const texts = (messages: ReadonlyArray<Message>) =>
+      anchorsOf(messages).filter((a) => a.category === "identifier").map((a) => a.text)
+    assert.deepStrictEqual(texts([message]), ["v1.2.3"])
+    assert.isTrue(presentIn(anchorsOf([message])[0]!, viewText([message])))
+    block.text = "deployed v2.0.0"
+    assert.deepStrictEqual(texts([message]), ["v2.0.0"])
+    const [old] = anchorsOf([assistant("deployed v1.2.3")])
+    assert.isFalse(presentIn(old!, viewText([message])))
+    assert.isTrue(presentIn(anchorsOf([message])[0]!, viewText([message])))
+  })
+
   it("folds white space, keeps case for paths, ignores it for hashes", () => {
     const [path, hash] = anchorsOf([
       call("1", "read", { path: "src/Foo.ts" }),

@@ -334,12 +334,15 @@ const E_CODES: ReadonlySet<string> = new Set(
 )
 const ID = /^(?:#\d{1,7}|[A-Za-z]+_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{6,})$/
 
+const LETTERS = /^[A-Za-z]+$/
 const NUMBER = /^\d+(?:,\d{3})*(?:\.\d+)?$/
 const QUANTITY = new RegExp(`^\\d+(?:,\\d{3})*(?:\\.\\d+)?(?:${UNITS_PATTERN})$`)
 const UNIT = new RegExp(`^(?:${UNITS_PATTERN})$`)
 
 /** The identifier a word (or the part after its last `=`) is, with its kind; `undefined` when it is none. */
 const identifierOfWord = (word: string): { readonly text: string; readonly kind: IdentifierKind } | undefined => {
+  // a word of letters alone can only be an `E` code: every other kind needs a digit or a sign
+  if (LETTERS.test(word)) return E_CODE.test(word) && E_CODES.has(word) ? { text: word, kind: "code" } : undefined
   if (URL.test(word)) return { text: word, kind: "url" }
   // `key=value`: the value
   const equals = word.lastIndexOf("=")
@@ -378,6 +381,27 @@ export const identifiersOf = (
   return found
 }
 
+/** The identifiers last found in the text of a message or block, with that text. */
+const identifiersFound = new WeakMap<
+  object,
+  { readonly text: string; readonly found: ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> }
+>()
+
+/**
+ * `identifiersOf(text)`, where `text` is what `source` (a message or a block) holds: found once per source while its
+ * text stays the same (a compaction reads the span's messages for its manifest and again for its retention).
+ */
+const identifiersIn = (
+  text: string,
+  source: object
+): ReadonlyArray<{ readonly text: string; readonly kind: IdentifierKind }> => {
+  const known = identifiersFound.get(source)
+  if (known !== undefined && known.text === text) return known.found
+  const found = identifiersOf(text)
+  identifiersFound.set(source, { text, found })
+  return found
+}
+
 /** True when `line` holds an identifier or a number with a unit (`12ms`, `3.5 MB`): a value a command printed. */
 const holdsValue = (line: string): boolean => {
   const words = line.split(WORD_BREAK).map((w) => w.replace(TRAILING_PUNCTUATION, "")).filter((w) => w.length > 0)
@@ -411,8 +435,8 @@ export const spanAnchors = (
   }
   /** An identifier's key → how many messages hold it, and the last message counted. */
   const mentions = new Map<string, { count: number; at: number }>()
-  const addIdentifiers = (text: string, messageIndex: number): void => {
-    for (const id of identifiersOf(text)) {
+  const addIdentifiers = (text: string, messageIndex: number, source: object): void => {
+    for (const id of identifiersIn(text, source)) {
       const anchor: IdentifierAnchor = { category: "identifier", ...id, mentions: 1, messageIndex }
       add(anchor)
       const key = anchorKey(anchor)
@@ -439,14 +463,14 @@ export const spanAnchors = (
       if (isHumanMessage(message) && !isLibraryMessage(message)) {
         const text = textOf(message)
         add({ category: "instruction", text: clipped(text, ANCHOR_LIMITS.instruction), messageIndex })
-        addIdentifiers(text, messageIndex)
+        addIdentifiers(text, messageIndex, message)
       }
       if (typeof message.content === "string") return
       for (const block of message.content) {
         if (!isToolResult(block)) continue
         const text = resultText(block.content)
         // what a tool printed, but not a file a read returned (its path stands for it) nor an offload pointer
-        if (!reads.has(block.tool_use_id) && !isPointer(text)) addIdentifiers(text, messageIndex)
+        if (!reads.has(block.tool_use_id) && !isPointer(text)) addIdentifiers(text, messageIndex, block)
         if (block.is_error !== true || normalize(text) === MISSING_RESULT_TEXT) continue
         add({ category: "error", text: clipped(errorLine(text), ANCHOR_LIMITS.error), messageIndex })
       }
@@ -455,7 +479,7 @@ export const spanAnchors = (
     for (const block of blocksOf(message)) {
       if (block.type === "text") {
         const text = (block as { readonly text: string }).text
-        addIdentifiers(text, messageIndex)
+        addIdentifiers(text, messageIndex, block)
         const items = checklistItems(text)
         if (items !== undefined) plan = { items, messageIndex }
         continue
@@ -564,11 +588,35 @@ export interface ViewText {
  * The searchable text of `messages` (see `ViewText`). @category presence
  */
 export const viewText = (messages: ReadonlyArray<Message>): ViewText => {
-  const pieces: Array<string> = []
-  for (const message of messages) for (const block of blocksOf(message)) blockPieces(block, pieces)
-  const folded = pieces.map(normalize).join("\n")
-  return { folded, lower: folded.toLowerCase() }
+  const folded: Array<string> = []
+  for (const message of messages) {
+    for (const block of blocksOf(message)) {
+      const pieces: Array<string> = []
+      blockPieces(block, pieces)
+      const known = piecesFolded.get(block)
+      if (known !== undefined && samePieces(known.pieces, pieces)) folded.push(...known.folded)
+      else {
+        const now = pieces.map(normalize)
+        piecesFolded.set(block, { pieces, folded: now })
+        folded.push(...now)
+      }
+    }
+  }
+  const text = folded.join("\n")
+  return { folded: text, lower: text.toLowerCase() }
 }
+
+/**
+ * The pieces of a block last folded for `viewText`, as they were and folded: a compaction searches its new view and
+ * its kept tail, which holds the same blocks.
+ */
+const piecesFolded = new WeakMap<
+  object,
+  { readonly pieces: ReadonlyArray<string>; readonly folded: ReadonlyArray<string> }
+>()
+
+const samePieces = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolean =>
+  a.length === b.length && a.every((piece, i) => piece === b[i])
 
 /**
  * True when `anchor` is present in `text`: its folded text, or its JSON-escaped form, is a substring. @category presence

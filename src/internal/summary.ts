@@ -1393,6 +1393,17 @@ const formAt = (entry: ManifestEntry, level: number): ManifestEntry => {
   return entry
 }
 
+/**
+ * The characters of the omitted line (`renderOmitted`) and its line break for `count` references taking `chars`
+ * (each one's length and 7) and `unnamed` more; 0 when none is left out.
+ */
+const omittedChars = (count: number, chars: number, unnamed: number): number => {
+  const total = count + unnamed
+  if (total === 0) return 0
+  return `omitted ${total} user message${total === 1 ? "" : "s"} for room`.length + (count === 0 ? 0 : 9 + chars) +
+    (unnamed === 0 ? 0 : `; ${unnamed} not named`.length) + 1
+}
+
 /** One step of `admit`, in order, so that the last can be taken back first. */
 type Admission =
   | { readonly _tag: "Entry"; readonly index: number; readonly form: ManifestEntry; readonly before?: ManifestEntry }
@@ -1483,6 +1494,65 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
     return { entries, runsLeft }
   }
   const lineChars = (omitted: OmittedMessages): number => hasOmitted(omitted) ? renderOmitted(omitted).length + 1 : 0
+  /** Each entry's line, rendered once: the passes below weigh the same entries and forms again and again. */
+  const lines = new Map<ManifestEntry, string>()
+  const rendered = (entry: ManifestEntry): string => {
+    const known = lines.get(entry)
+    if (known !== undefined) return known
+    const line = renderEntry(entry)
+    lines.set(entry, line)
+    return line
+  }
+  /** `formAt(candidates[index], level)`, made once per entry and level (so that its line is rendered once). */
+  const forms = new Map<number, ManifestEntry>()
+  const formOf = (index: number, level: number): ManifestEntry => {
+    const key = index * 4 + level
+    const known = forms.get(key)
+    if (known !== undefined) return known
+    const form = formAt(candidates[index]!, level)
+    forms.set(key, form)
+    return form
+  }
+  // `omittedNow`'s references as numbers (one per distinct reference, -1 for none), for `lineWithout`
+  const refIds = new Map<string, number>()
+  const idOf = (ref: string | undefined): number => {
+    if (ref === undefined) return -1
+    const id = refIds.get(ref)
+    if (id !== undefined) return id
+    refIds.set(ref, refIds.size)
+    return refIds.size - 1
+  }
+  const instructionRefs = instructions.map((c) => idOf(c.entry.kind === "instruction" ? c.entry.ref : undefined))
+  const earlierRefs = earlier.refs.map(idOf)
+  const refCosts = Array.from(refIds.keys(), (ref) => ref.length + 7)
+  /** The call of `lineWithout` that named each reference last. */
+  const namedIn = new Int32Array(refIds.size)
+  let call = 0
+  /**
+   * `lineChars(omittedNow(skip))` without building the line: the same pass over the same references, counted in
+   * numbers.
+   */
+  const lineWithout = (skip: number): number => {
+    call++
+    let [count, chars, unnamed] = [0, 0, earlier.unnamed]
+    const name = (id: number): void => {
+      if (id !== -1 && namedIn[id] === call) return
+      const cost = id === -1 ? 0 : refCosts[id]!
+      if (id === -1 || chars + cost > refRoom) {
+        unnamed++
+        return
+      }
+      namedIn[id] = call
+      chars += cost
+      count++
+    }
+    for (let i = 0; i < instructions.length; i++) {
+      const index = instructions[i]!.index
+      if (index !== skip && !admitted.has(index)) name(instructionRefs[i]!)
+    }
+    for (const id of earlierRefs) name(id)
+    return omittedChars(count, chars, unnamed)
+  }
   const admitEntry = (index: number, form: ManifestEntry, cost: number) => {
     const before = admitted.get(index)
     admitted.set(index, form)
@@ -1511,14 +1581,14 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   for (const _ of [0, 1]) {
     for (const c of instructions) {
       if (admitted.has(c.index)) continue
-      const cost = renderEntry(c.entry).length + 1
-      if (fits(used + cost + lineChars(omittedNow(c.index)), limit)) admitEntry(c.index, c.entry, cost)
+      const cost = rendered(c.entry).length + 1
+      if (fits(used + cost + lineWithout(c.index), limit)) admitEntry(c.index, c.entry, cost)
     }
   }
   const line = lineChars(omittedNow())
   // unresolved errors, the status board, the plan
   for (const c of [...tier(2), ...tier(3)]) {
-    const cost = renderEntry(c.entry).length + 1
+    const cost = rendered(c.entry).length + 1
     if (fits(used + line + cost, limit)) admitEntry(c.index, c.entry, cost)
   }
   // the files list: the newest paths, modified first, within `chars` and `room`; a list kept whole loses its omitted
@@ -1545,15 +1615,15 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
   // entries' share for those of earlier spans), until one does not fit (one whose short form is already kept is named
   // by it); the identifiers rank above it, and their lines (within a room of their own too) are kept free of it. None
   // while a message of the user is left out.
-  const identifiers = candidates.reduce((n, e) => e.kind === "identifier" ? n + renderEntry(e).length + 1 : n, 0)
+  const identifiers = candidates.reduce((n, e) => e.kind === "identifier" ? n + rendered(e).length + 1 : n, 0)
   const wordsWhole = instructions.every((c) => admitted.has(c.index))
   let trailRoom = Math.floor(limit * SUMMARY_TRAIL_SHARE) * CHARS_PER_TOKEN
   const commands = classed.filter((c) => c.entry.kind === "command")
   commands.sort((a, b) => a.entry.age - b.entry.age || a.index - b.index)
   for (const { entry, index } of wordsWhole ? commands : []) {
-    const brief = formAt(entry, 0)
+    const brief = formOf(index, 0)
     if (briefs.has(brief.text)) continue
-    const cost = renderEntry(brief).length + 1
+    const cost = rendered(brief).length + 1
     if (cost > trailRoom || !fits(used + line + identifiers + cost, entry.age === 0 ? limit : olderRoom)) break
     trailRoom -= cost
     admitEntry(index, brief, cost)
@@ -1567,17 +1637,17 @@ const admit = (body: string, manifest: Manifest, files: FileLists, limit: number
       const room = group === 0 ? limit : olderRoom
       for (const { entry, index } of rest) {
         if (fresh(entry) !== group || (entry.kind === "command" && !wordsWhole)) continue
-        const form = formAt(entry, level)
+        const form = formOf(index, level)
         const now = admitted.get(index)
         if (now === undefined) {
           // a command whose short form another one's line already shows enters whole
           const least = entry.kind === "command" && briefs.has(briefCommand(entry.text)) ? 3 : 0
           if (level !== least) continue
-          const cost = renderEntry(form).length + 1
+          const cost = rendered(form).length + 1
           if (fits(used + line + cost, room)) admitEntry(index, form, cost)
           continue
         }
-        const [longer, kept] = [renderEntry(form), renderEntry(now)]
+        const [longer, kept] = [rendered(form), rendered(now)]
         if (longer !== kept && fits(used + line + longer.length - kept.length, room)) {
           admitEntry(index, form, longer.length - kept.length)
         }
@@ -1612,8 +1682,22 @@ export const summaryFloorTokens = (manifest: Manifest, files: FileLists, budgetT
   manifestTokens(manifest, files, budgetTokens) + SUMMARY_TEXT_RESERVE_TOKENS
 
 /** The tokens of a summary message with an empty text and the parts admitted under the budget less the text's share. */
-const manifestTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number =>
-  messageTokens(admit("", manifest, files, budgetTokens - textReserve(budgetTokens)))
+const manifestTokens = (manifest: Manifest, files: FileLists, budgetTokens: number): number => {
+  const known = manifestTokensFound.get(manifest)
+  if (known !== undefined && known.files === files && known.budgetTokens === budgetTokens) return known.tokens
+  const tokens = messageTokens(admit("", manifest, files, budgetTokens - textReserve(budgetTokens)))
+  manifestTokensFound.set(manifest, { files, budgetTokens, tokens })
+  return tokens
+}
+
+/**
+ * The last `manifestTokens` of each manifest, with the files list and budget it was for: a compaction's floor
+ * (`summaryFloorTokens`) and its summary (`summaryWithManifest`) ask for the same one.
+ */
+const manifestTokensFound = new WeakMap<
+  Manifest,
+  { readonly files: FileLists; readonly budgetTokens: number; readonly tokens: number }
+>()
 
 /**
  * The room a summary floor (`summaryFloorTokens`) keeps for the model's text beyond the manifest: 256 tokens. A text
@@ -1644,10 +1728,8 @@ export const summaryWithManifest = (
   const limit = Math.min(budget.budgetTokens, budget.spanTokens ?? Number.POSITIVE_INFINITY)
   const whole = text.trim()
   const folded = normalize(whole)
-  const unrepeated: Manifest = {
-    ...manifest,
-    entries: manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
-  }
+  const entries = manifest.entries.filter((e) => !(e.kind === "identifier" && inText(e, folded)))
+  const unrepeated: Manifest = entries.length === manifest.entries.length ? manifest : { ...manifest, entries }
   // the text claims up to its share of the budget, but not the room the floor promised the manifest (beyond the
   // floor's own reserve for the text)
   const promised = manifestTokens(unrepeated, files, budget.budgetTokens)
@@ -1672,7 +1754,7 @@ export const summaryWithManifest = (
   let room = textRoom(manifestPart)
   if (whole.length <= room) return `${whole}${manifestPart}`
   // a cut text may have lost identifiers it held: none is left out then
-  manifestPart = withEntries(manifest)
+  if (unrepeated !== manifest) manifestPart = withEntries(manifest)
   room = textRoom(manifestPart)
   // a limit so small that the manifest's bare frame leaves the text less than its claim: the text goes first (it
   // carries an earlier summary, which nothing else does), and the manifest is left out
