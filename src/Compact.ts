@@ -29,7 +29,7 @@ import { allThinking, thinkingAfter, tokensAt } from "./internal/thinkingBinding
 import { carriedListings, liveHeadSystems, withListings } from "./internal/headSystems.ts"
 import { referencedTools } from "./internal/toolReferences.ts"
 import type { CompactionPolicy } from "./Policy.ts"
-import { measure, type Retention } from "./Retention.ts"
+import { anchorsOf, type Retention, retention } from "./Retention.ts"
 import { type CompactionInput, SessionLog, type SessionLogShape } from "./internal/sessionLogContract.ts"
 import { SessionLogError } from "./internal/sessionLogError.ts"
 import type { SummarizeError } from "./SummarizeError.ts"
@@ -94,8 +94,9 @@ export interface CompactedInfo {
   readonly cut: CompactionCut
   /**
    * What of the removed span survives in the new view: `Retention.measure(removed span, new view)` with the kept
-   * tail's anchors counted apart (`tail`: the kept messages as they are in the new view). Computed once per
-   * compaction, never on a request that does not compact.
+   * tail's anchors counted apart (`tail`: the kept messages as they are in the new view). The span's anchors are
+   * found when the compaction runs; their presence in the new view is measured when this is first read (once), so a
+   * conversation whose caller never reads it does not pay for it.
    */
   readonly retention: Retention
   /**
@@ -850,12 +851,14 @@ export const finishCompaction = <M extends Message>(
       setting: plan.minFreedSetting
     }).result
   }
+  // the removed span's anchors now (the outcome holds them, not the span); their presence in the new view when read
+  const retentionOptions = { tail: verbatim ? tail : repairedKept, classifier: plan.classifier }
+  const anchors = anchorsOf(plan.messages.slice(0, cut), retentionOptions)
+  let measured: Retention | undefined
   const info: CompactedInfo = {
     cut: { removed: { from: 0, to: cut }, kept: { from: cut, to: plan.messages.length } },
-    retention: measure(plan.messages.slice(0, cut), next, {
-      tail: verbatim ? tail : repairedKept,
-      classifier: plan.classifier
-    }),
+    // set as an accessor below: an object spread reads a getter, and the outcome is one
+    retention: undefined as unknown as Retention,
     removed: removedRecords(plan.messages.slice(0, cut)),
     turnsSummarized: plan.turnsSummarized,
     messagesBefore: plan.messages.length,
@@ -873,6 +876,11 @@ export const finishCompaction = <M extends Message>(
     ...info,
     primary: summary.fellBackFrom.summarizer,
     primaryError: summary.fellBackFrom.error.message
+  })
+  Object.defineProperty(outcome, "retention", {
+    enumerable: true,
+    configurable: true,
+    get: (): Retention => (measured ??= retention(anchors, next, retentionOptions))
   })
   return {
     messages: next,
