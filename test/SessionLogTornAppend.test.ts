@@ -14,7 +14,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, Result } from "effect"
 import type { ChildProcess } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Conversation } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
@@ -29,6 +28,7 @@ import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../src/SessionSto
 import { kill, spawnWriter, waitFor } from "./fixtures/childWriter.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { exactState } from "./fixtures/ResumeReference.ts"
+import { scratch } from "./fixtures/Scratch.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
@@ -146,12 +146,6 @@ const checkCut = (
     assert.deepStrictEqual(state(again), reference, `${label}: a tail read after the writer's open`)
     assert.deepStrictEqual(again.issues, [], `${label}: nothing torn is left`)
   })
-
-/**
- * Where the cut-at-every-byte checks lay their files: memory (`/dev/shm`) where there is one, since each of a thousand
- * lays truncates and rewrites the log, which a disk's journal makes the slowest part of the check.
- */
-const scratch = existsSync("/dev/shm") ? "/dev/shm" : tmpdir()
 
 /** How many cuts are checked at once, each in a directory of its own. */
 const LANES = 4
@@ -437,7 +431,9 @@ describe("a conversation resumed from a cut inside its compaction's append", () 
         )
       } finally {
         rmSync(directory, { recursive: true, force: true })
-        for (const copy of copies) rmSync(copy, { recursive: true, force: true })
+        for (const copy of copies) {
+          rmSync(copy, { recursive: true, force: true })
+        }
       }
     }), 120_000)
 })
