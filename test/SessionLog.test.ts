@@ -31,6 +31,7 @@ import {
   performStep,
   prefixProblems
 } from "./fixtures/SessionScript.ts"
+import { scratch } from "./fixtures/Scratch.ts"
 import { canonicalJson, rebuildView, viewHash } from "../src/internal/sessionEntry.ts"
 import { SessionLogError as SessionLogErrorClass, withFields } from "../src/internal/sessionLogError.ts"
 
@@ -66,7 +67,10 @@ const withMemory = <A, E>(
     Effect.provide(SessionLog.layerMemory({ store }), { local: true })
   )
 
-const tempDir = Effect.flatMap(Effect.service(FileSystem.FileSystem), (fs) => fs.makeTempDirectoryScoped()).pipe(
+const tempDir = Effect.flatMap(
+  Effect.service(FileSystem.FileSystem),
+  (fs) => fs.makeTempDirectoryScoped({ directory: scratch })
+).pipe(
   Effect.provide(platform)
 )
 

@@ -14,7 +14,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, Result } from "effect"
 import type { ChildProcess } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Conversation } from "../src/Conversation.ts"
 import type { ConversationState, MessageParam } from "../src/ConversationState.ts"
@@ -29,6 +28,7 @@ import { layerSessionLog, readJsonl, SessionStoreJsonl } from "../src/SessionSto
 import { kill, spawnWriter, waitFor } from "./fixtures/childWriter.ts"
 import { generateSession, prng } from "./fixtures/Conversation.ts"
 import { exactState } from "./fixtures/ResumeReference.ts"
+import { scratch } from "./fixtures/Scratch.ts"
 
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
@@ -147,33 +147,47 @@ const checkCut = (
     assert.deepStrictEqual(again.issues, [], `${label}: nothing torn is left`)
   })
 
+/** How many cuts are checked at once, each in a directory of its own. */
+const LANES = 4
+
 /**
  * Checks every cut of the append of `around`, from its first byte to its end, beside the index before it (and, with
  * `newerIndexToo`, beside the newer index the append left).
  */
 const checkEveryCut = (around: Around, label: string, newerIndexToo: boolean) =>
   Effect.gen(function* () {
-    const directory = mkdtempSync(join(tmpdir(), "torn-append-"))
+    // the cuts are independent: LANES directories take turns, so one cut's file I/O overlaps another's work
+    const directories = Array.from({ length: LANES }, () => mkdtempSync(join(scratch, "torn-append-")))
     try {
       const reference = (bytes: Uint8Array) =>
         Effect.suspend(() => {
-          lay(directory, bytes, undefined)
-          return readOnly(directory, false)
+          lay(directories[0]!, bytes, undefined)
+          return readOnly(directories[0]!, false)
         })
       const references = { before: yield* reference(around.before.bytes), after: yield* reference(around.after.bytes) }
       assert.strictEqual(references.before.seq, around.firstSeq - 1)
+      const checks: Array<{ readonly cut: number; readonly index: string | undefined; readonly label: string }> = []
       for (let cut = around.before.bytes.length; cut <= around.after.bytes.length; cut++) {
-        yield* checkCut(directory, around, references, cut, around.before.index, `${label}, cut at byte ${cut}`)
+        checks.push({ cut, index: around.before.index, label: `${label}, cut at byte ${cut}` })
         // a newer index than the file (sync "never" and a power loss): passed over, then written again (every few
         // bytes, and around each line's end)
         const edge = [-1, 0, 1].some((d) => around.after.bytes[cut + d] === 0x0a)
         if (newerIndexToo && (edge || cut % 7 === 0)) {
-          const newer = `${label}, cut at byte ${cut}, newer index`
-          yield* checkCut(directory, around, references, cut, around.after.index, newer)
+          checks.push({ cut, index: around.after.index, label: `${label}, cut at byte ${cut}, newer index` })
         }
       }
+      yield* Effect.forEach(
+        directories,
+        (directory, lane) =>
+          Effect.forEach(
+            checks.filter((_, k) => k % LANES === lane),
+            (c) => checkCut(directory, around, references, c.cut, c.index, c.label),
+            { discard: true }
+          ),
+        { concurrency: "unbounded", discard: true }
+      )
     } finally {
-      rmSync(directory, { recursive: true, force: true })
+      for (const directory of directories) rmSync(directory, { recursive: true, force: true })
     }
   })
 
@@ -219,7 +233,7 @@ describe("a store append of several entries on the JSONL file is whole or absent
     "a compaction with its offloads, cut at every byte of its append: the log before it, or after it",
     () =>
       Effect.gen(function* () {
-        const directory = mkdtempSync(join(tmpdir(), "torn-append-"))
+        const directory = mkdtempSync(join(scratch, "torn-append-"))
         try {
           const written = yield* around(directory, setUpSession, (log) => compactWithOffloads(log, 3, ["t2"]))
           const lines = written.after.bytes.subarray(written.before.bytes.length).toString("utf8").split("\n")
@@ -241,7 +255,7 @@ describe("a store append of several entries on the JSONL file is whole or absent
     "an append of three messages, cut at every byte: the log before it, or after it",
     () =>
       Effect.gen(function* () {
-        const directory = mkdtempSync(join(tmpdir(), "torn-append-"))
+        const directory = mkdtempSync(join(scratch, "torn-append-"))
         try {
           const written = yield* around(
             directory,
@@ -258,7 +272,7 @@ describe("a store append of several entries on the JSONL file is whole or absent
 
   it.effect("only the entries of an append of several carry more, last before the checksum", () =>
     Effect.gen(function* () {
-      const directory = mkdtempSync(join(tmpdir(), "torn-append-"))
+      const directory = mkdtempSync(join(scratch, "torn-append-"))
       try {
         yield* around(directory, setUpSession, (log) => log.append([user("alone")]))
         const lines = readFileSync(join(directory, "s.jsonl"), "utf8").split("\n").slice(0, -1)
@@ -381,8 +395,8 @@ const runUntilCompactionWithOffloads = (directory: string, seed: number) =>
 describe("a conversation resumed from a cut inside its compaction's append", () => {
   it.effect("is the live state before the compaction, or after it", () =>
     Effect.gen(function* () {
-      const directory = mkdtempSync(join(tmpdir(), "torn-append-live-"))
-      const copy = mkdtempSync(join(tmpdir(), "torn-append-resume-"))
+      const directory = mkdtempSync(join(scratch, "torn-append-live-"))
+      const copies = Array.from({ length: LANES }, () => mkdtempSync(join(scratch, "torn-append-resume-")))
       try {
         const { after, before } = yield* runUntilCompactionWithOffloads(directory, 32)
         const bytes = readFileSync(join(directory, "s.jsonl")).subarray(0, after.bytes)
@@ -390,7 +404,7 @@ describe("a conversation resumed from a cut inside its compaction's append", () 
         const lines = bytes.subarray(before.bytes).toString("utf8").split("\n").slice(0, -1)
         assert.deepStrictEqual(lines.map((l) => Result.getOrThrow(decodeLine(l)).type), ["compaction", "eviction"])
         assert.notStrictEqual(after.state, before.state)
-        const resumeAt = (cut: number) =>
+        const resumeAt = (copy: string, cut: number) =>
           Effect.suspend(() => {
             lay(copy, bytes.subarray(0, cut), undefined)
             return Effect.flatMap(Effect.service(Conversation), (c) => Effect.map(c.state, comparable)).pipe(
@@ -405,13 +419,21 @@ describe("a conversation resumed from a cut inside its compaction's append", () 
           for (let cut = from; cut < to; cut += cut - from < 24 || to - cut <= 24 ? 1 : 29) cuts.push(cut)
         }
         cuts.push(after.bytes)
-        for (const cut of cuts) {
-          const resumed = yield* resumeAt(cut)
-          assert.strictEqual(resumed, cut === after.bytes ? after.state : before.state, `cut at byte ${cut}`)
-        }
+        // the cuts are independent: LANES copies take turns
+        yield* Effect.forEach(
+          copies,
+          (copy, lane) =>
+            Effect.forEach(cuts.filter((_, k) => k % LANES === lane), (cut) =>
+              Effect.map(resumeAt(copy, cut), (resumed) => {
+                assert.strictEqual(resumed, cut === after.bytes ? after.state : before.state, `cut at byte ${cut}`)
+              }), { discard: true }),
+          { concurrency: "unbounded", discard: true }
+        )
       } finally {
         rmSync(directory, { recursive: true, force: true })
-        rmSync(copy, { recursive: true, force: true })
+        for (const copy of copies) {
+          rmSync(copy, { recursive: true, force: true })
+        }
       }
     }), 120_000)
 })
@@ -456,7 +478,7 @@ describe("SIGKILL while a child writes compactions with their offloads", () => {
     "every kill leaves whole appends: a read-only load and a reopen hold no compaction without its offloads",
     () =>
       Effect.gen(function* () {
-        const directory = mkdtempSync(join(tmpdir(), "torn-append-kill-"))
+        const directory = mkdtempSync(join(scratch, "torn-append-kill-"))
         const random = prng(11)
         try {
           const problems: Array<string> = []
