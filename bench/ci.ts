@@ -15,7 +15,7 @@
  * of the same arrays), each by its CPU time (`bench/cpuTime.ts`: the median of at least 12 samples over 0.4 s of CPU
  * time; calls that need a new input per sample, fresh message objects or one more agent step, build it untimed), in
  * an order that keeps the sides of each budget close in time (the four sides of `growth/step-10k` are measured together,
- * in alternation: `stepGrowth`). Last, the heap a 50k-message state holds against its
+ * in alternation: `stepGrowth`, and so are a size's logged-step sides: `loggedSide`). Last, the heap a 50k-message state holds against its
  * messages' (after full collections: a size, which load does not move), and background compaction's replay of the
  * three pi sessions in scripted time (`bench/background.bench.ts`: simulated milliseconds, which load does not move
  * either), and the CLI's start to `--help` and `--version` against a bare runtime's start, each the CPU time of a fresh
@@ -75,7 +75,16 @@ import { RECENT_REQUESTS, type SteppedConversation, steppedConversation, stringi
 import { TICK_MS } from "../test/fixtures/BackgroundReplay.ts"
 import { backgroundFigures } from "./background.bench.ts"
 import { THREAD_SYSTEM, threadSteps } from "./thread.bench.ts"
-import { calls as batchOf, callsOn, type CpuStats, measureCpu, measureCpuAsync, measureInterleaved } from "./cpuTime.ts"
+import {
+  callAsync,
+  calls as batchOf,
+  callsOn,
+  type CpuStats,
+  measureCpu,
+  measureCpuAsync,
+  measureInterleaved,
+  measureInterleavedAsync
+} from "./cpuTime.ts"
 import { checkConversationResume, checkTailFold, conversationOpen, jsonlOpens, tailSession } from "./tailSession.ts"
 import { type SqlTail, sqlTailSession } from "./tailSql.ts"
 import {
@@ -268,11 +277,44 @@ const loggedSteps = measured.some((b) => b.id.startsWith(LOGGED_PREFIX))
   ? { s1k: await stepped(1_000), s10k: await stepped(10_000), s100k: await steppedLogged(100_000) }
   : undefined
 /** One step of a stepped conversation, timed; it throws (its budgets fail as not measured) when none was set up. */
-const steppedCall = (pick: (steps: NonNullable<typeof loggedSteps>) => SteppedConversation) => () =>
-  loggedSteps === undefined ? Promise.reject(new Error("no logged conversation")) : pick(loggedSteps).step()
-/** `JSON.stringify` of the logged conversation's next recent request (each step against its own request). */
-const stringifyOf = (pick: (steps: NonNullable<typeof loggedSteps>) => () => string) => () =>
-  loggedSteps === undefined ? undefined : pick(loggedSteps)()
+/** How many rounds a size's logged-step sides are measured in, and how many step samples each kind takes a round. */
+const LOGGED_ROUNDS = 50
+const LOGGED_STEPS_PER_ROUND = 20
+/**
+ * The logged-step sides of one size (the JSONL step, with deferred writes, on `layerMemory`, and the stringify of the
+ * JSONL conversation's own requests), measured in alternation once per attempt (`measureInterleavedAsync`): rounds of
+ * `LOGGED_STEPS_PER_ROUND` steps of each kind, one a sample, then one stringify sample batched to 2 ms, so a ratio's
+ * two sides see the same stretches of the machine (measured one after the other, 1,000 steps then the stringify, the
+ * same code read 0.15 to 0.32 of it in one day).
+ */
+const loggedSide = (() => {
+  const made = new Map<string, { readonly attempt: number; readonly stats: ReadonlyMap<string, CpuStats> }>()
+  return (size: "s1k" | "s10k" | "s100k", side: "logged" | "deferred" | "memory" | "stringify"): Timed => async () => {
+    if (loggedSteps === undefined) throw new Error("no logged conversation")
+    let measuredSize = made.get(size)
+    if (measuredSize?.attempt !== attempts) {
+      const steps = loggedSteps[size]
+      const kinds: ReadonlyArray<readonly [string, SteppedConversation]> = "deferred" in steps
+        ? [["logged", steps.logged], ["deferred", steps.deferred], ["memory", steps.memory]]
+        : [["logged", steps.logged]]
+      const stats = await measureInterleavedAsync([
+        ...kinds.map(([, conversation]) => ({
+          sample: callAsync(() => conversation.step()),
+          perRound: LOGGED_STEPS_PER_ROUND
+        })),
+        { sample: batchOf(steps.stringify), perRound: 1 }
+      ], LOGGED_ROUNDS)
+      measuredSize = {
+        attempt: attempts,
+        stats: new Map([...kinds.map(([name]) => name), "stringify"].map((name, i) => [name, stats[i]!]))
+      }
+      made.set(size, measuredSize)
+    }
+    const stats = measuredSize.stats.get(side)
+    if (stats === undefined) throw new Error(`no ${side} side at ${size}`)
+    return stats
+  }
+})()
 const setupMs = performance.now() - started
 /** The CPU time the setup used (the drives of the logged-step conversations are most of it). */
 const setupCpuMs = cpuMs()
@@ -465,16 +507,16 @@ const calls: ReadonlyArray<readonly [string, Timed]> = [
   [M.evictFull50k, timed(() => evictStaleToolResults(s50k, 10))],
   [M.step50k, stepCalls(step50k)],
   [M.stringify50k, timed(() => JSON.stringify(body50k))],
-  [M.loggedStep1k, timedAsync(steppedCall((s) => s.s1k.logged))],
-  [M.loggedStringify1k, timed(stringifyOf((s) => s.s1k.stringify))],
-  [M.memoryStep1k, timedAsync(steppedCall((s) => s.s1k.memory))],
-  [M.deferredStep1k, timedAsync(steppedCall((s) => s.s1k.deferred))],
-  [M.loggedStep10k, timedAsync(steppedCall((s) => s.s10k.logged))],
-  [M.loggedStringify10k, timed(stringifyOf((s) => s.s10k.stringify))],
-  [M.memoryStep10k, timedAsync(steppedCall((s) => s.s10k.memory))],
-  [M.deferredStep10k, timedAsync(steppedCall((s) => s.s10k.deferred))],
-  [M.loggedStep100k, timedAsync(steppedCall((s) => s.s100k.logged))],
-  [M.loggedStringify100k, timed(stringifyOf((s) => s.s100k.stringify))],
+  [M.loggedStep1k, loggedSide("s1k", "logged")],
+  [M.loggedStringify1k, loggedSide("s1k", "stringify")],
+  [M.memoryStep1k, loggedSide("s1k", "memory")],
+  [M.deferredStep1k, loggedSide("s1k", "deferred")],
+  [M.loggedStep10k, loggedSide("s10k", "logged")],
+  [M.loggedStringify10k, loggedSide("s10k", "stringify")],
+  [M.memoryStep10k, loggedSide("s10k", "memory")],
+  [M.deferredStep10k, loggedSide("s10k", "deferred")],
+  [M.loggedStep100k, loggedSide("s100k", "logged")],
+  [M.loggedStringify100k, loggedSide("s100k", "stringify")],
   [M.floorFiles100, timed(() => sumStringLengths(files100))],
   [M.hotStep100, timed(() => hot100.observe(hotPathStep))],
   [M.hotStep10k, timed(() => hot10k.observe(hotPathStep))],

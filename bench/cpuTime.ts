@@ -107,16 +107,38 @@ export const measureCpu = (sample: () => Batch, options: MeasureOptions = {}): C
  * the process counted (a file read's thread pool included), the time it waits on nothing running not.
  */
 export const measureCpuAsync = async (f: () => Promise<unknown>, options: MeasureOptions = {}): Promise<CpuStats> => {
-  const sample = async (): Promise<Batch> => {
-    const w0 = performance.now()
-    const t0 = cpuNow()
-    do_not_optimize(await f())
-    return { calls: 1, cpuNs: cpuNow() - t0, wallNs: (performance.now() - w0) * 1e6 }
-  }
+  const sample = callAsync(f)
   await sample()
   const samples: Array<Batch> = []
   while (more(samples, options)) samples.push(await sample())
   return statsOf(samples)
+}
+
+/** Samples of the asynchronous `f`, one call a sample. */
+export const callAsync = (f: () => Promise<unknown>) => async (): Promise<Batch> => {
+  const w0 = performance.now()
+  const t0 = cpuNow()
+  do_not_optimize(await f())
+  return { calls: 1, cpuNs: cpuNow() - t0, wallNs: (performance.now() - w0) * 1e6 }
+}
+
+/**
+ * Asynchronous sides measured in alternation, `rounds` rounds after one warm-up sample of each: each round takes
+ * `perRound` samples of every side in turn (a side timed one call a sample takes many a round beside one batched to a
+ * few milliseconds), so every side sees the same stretches of the machine's speed and load.
+ */
+export const measureInterleavedAsync = async (
+  sides: ReadonlyArray<{ readonly sample: () => Promise<Batch> | Batch; readonly perRound: number }>,
+  rounds: number
+): Promise<Array<CpuStats>> => {
+  for (const side of sides) await side.sample()
+  const samples = sides.map((): Array<Batch> => [])
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < sides.length; i++) {
+      for (let k = 0; k < sides[i]!.perRound; k++) samples[i]!.push(await sides[i]!.sample())
+    }
+  }
+  return samples.map(statsOf)
 }
 
 /** The CPU time of one call of the asynchronous `f`, in nanoseconds, every thread of the process counted. */
