@@ -18,6 +18,7 @@ import type { ContentBlock, Message } from "../Message.ts"
 import { estimateMessageTokens } from "../Tokens.ts"
 import { blocksOf } from "./blocks.ts"
 import { estimateContentTokensUncached } from "./estimate.ts"
+import { partitionPoint } from "./partitionPoint.ts"
 
 /** One entry of a reply's `input_transformations`: what the API did to a block of the request. */
 export interface InputTransformation {
@@ -164,14 +165,7 @@ export const boundTokensBefore = (
   const of = base
   return (message) => {
     // the number of unbound blocks in messages before `message`: the first index whose message is at or after it
-    let lo = 0
-    let hi = unbound.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (unbound[mid]!.message < message) lo = mid + 1
-      else hi = mid
-    }
-    return of(message) - dropped[lo]!
+    return of(message) - dropped[partitionPoint(unbound.length, (i) => unbound[i]!.message < message)]!
   }
 }
 
@@ -186,13 +180,7 @@ export const newlyUnboundTokens = (
   unbound: ReadonlyArray<BlockPosition>
 ): number => {
   // the first unbound position strictly after `from`
-  let lo = 0
-  let hi = unbound.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if (before(from, unbound[mid]!)) hi = mid
-    else lo = mid + 1
-  }
+  let lo = partitionPoint(unbound.length, (i) => !before(from, unbound[i]!))
   let total = 0
   for (const p of thinkingAfter(view, from)) {
     while (lo < unbound.length && before(unbound[lo]!, p)) lo++

@@ -17,6 +17,7 @@
  */
 import type { BlockPosition } from "../../Cache.ts"
 import type { Message } from "../../Message.ts"
+import { partitionPoint } from "../partitionPoint.ts"
 import { placeSystemMessages } from "../repair.ts"
 import { allThinking, carriesBinding } from "../thinkingBinding.ts"
 
@@ -140,14 +141,7 @@ export const strippedMessage = <M extends Message>(
 ): M | null => {
   if (positions.length === 0 || typeof message.content === "string" || message.content === undefined) return message
   const plan = planOf(positions)
-  let lo = 0
-  let hi = plan.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if (plan[mid]!.message < index) lo = mid + 1
-    else hi = mid
-  }
-  const group = plan[lo]
+  const group = plan[partitionPoint(plan.length, (i) => plan[i]!.message < index)]
   if (group === undefined || group.message !== index) return message
   if (message !== group.original) {
     group.original = message
