@@ -1079,6 +1079,34 @@ const jsonString = (text: string): string | undefined => {
 const outcomeOf = (word: string): CommandOutcome =>
   word === "passed" ? "ok" : word === "failed" ? "failed" : "unanswered"
 
+/**
+ * A command line's suffix after its text and ref (what `commandSuffix` wrote): its runs, failures and last outcome,
+ * what it printed (still a JSON string), and whether it is the short form (`×N[, last …]`, no failure count: one when
+ * the last run failed); `undefined` when it is neither form.
+ */
+const parseCommandSuffix = (
+  rest: string
+):
+  | {
+    readonly runs: number
+    readonly failures: number
+    readonly last: CommandOutcome
+    readonly printed: string | undefined
+    readonly brief: boolean
+  }
+  | undefined => {
+  const brief = BRIEF_COMMAND_SUFFIX.exec(rest)
+  if (brief !== null) {
+    const last: CommandOutcome = brief[2] === undefined ? "ok" : outcomeOf(brief[2])
+    return { runs: Number(brief[1]), failures: last === "failed" ? 1 : 0, last, printed: brief[3], brief: true }
+  }
+  const whole = COMMAND_SUFFIX.exec(rest)
+  if (whole === null) return undefined
+  const last = outcomeOf(whole[3]!)
+  const failures = whole[2] === undefined ? (last === "failed" ? 1 : 0) : Number(whole[2])
+  return { runs: Number(whole[1]), failures, last, printed: whole[4], brief: false }
+}
+
 /** The manifest of a block's inside (`text` from just after the open line), or `undefined` when malformed. */
 const parseEntries = (text: string): Manifest | undefined => {
   const entries: Array<ManifestEntry> = []
@@ -1139,41 +1167,22 @@ const parseEntries = (text: string): Manifest | undefined => {
     if (kind === "plan" || kind === "identifier") {
       if (suffix !== undefined) return undefined
       entries.push({ kind, text: entryText, age })
-    } else if (kind === "command" && BRIEF_COMMAND_SUFFIX.test(splitRef(suffix).rest ?? "")) {
-      const { rest, ref } = splitRef(suffix)
-      const m = BRIEF_COMMAND_SUFFIX.exec(rest!)!
-      const last = m[2] === undefined ? "ok" : outcomeOf(m[2])
-      const printed = m[3] === undefined ? undefined : jsonString(m[3])
-      if (m[3] !== undefined && printed === undefined) return undefined
-      entries.push({
-        kind,
-        text: entryText,
-        age,
-        runs: Number(m[1]),
-        failures: last === "failed" ? 1 : 0,
-        last,
-        ...(printed === undefined ? {} : { printed }),
-        ...(ref === undefined ? {} : { ref }),
-        brief: true
-      })
     } else if (kind === "command") {
       const { rest, ref } = splitRef(suffix)
-      const m = rest === undefined ? null : COMMAND_SUFFIX.exec(rest)
-      if (m === null) return undefined
-      const runs = Number(m[1])
-      const last = outcomeOf(m[3]!)
-      const failures = m[2] === undefined ? (last === "failed" ? 1 : 0) : Number(m[2])
-      const printed = m[4] === undefined ? undefined : jsonString(m[4])
-      if (m[4] !== undefined && printed === undefined) return undefined
+      const command = rest === undefined ? undefined : parseCommandSuffix(rest)
+      if (command === undefined) return undefined
+      const printed = command.printed === undefined ? undefined : jsonString(command.printed)
+      if (command.printed !== undefined && printed === undefined) return undefined
       entries.push({
         kind,
         text: entryText,
         age,
-        runs,
-        failures,
-        last,
+        runs: command.runs,
+        failures: command.failures,
+        last: command.last,
         ...(printed === undefined ? {} : { printed }),
-        ...(ref === undefined ? {} : { ref })
+        ...(ref === undefined ? {} : { ref }),
+        ...(command.brief ? { brief: true as const } : {})
       })
     } else if (kind === "error") {
       const { rest, ref } = splitRef(suffix)
