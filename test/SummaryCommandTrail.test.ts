@@ -16,16 +16,7 @@ import { Policy, PromiseConversation } from "../src/index.ts"
 import { BRIEF_COMMAND_MAX, briefCommand } from "../src/internal/commandTrail.ts"
 import { prng } from "./fixtures/Conversation.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
-
-type Block = { readonly type: string; readonly [key: string]: unknown }
-type Msg = { readonly role: string; readonly content: string | ReadonlyArray<Block> }
-
-const HEADER = "[Summary of the earlier conversation]"
-const fold = (text: string): string => text.replace(/\s+/g, " ").trim()
-const blocksOf = (m: Msg): ReadonlyArray<Block> =>
-  typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content
-const textOf = (m: Msg): string =>
-  blocksOf(m).flatMap((b) => b.type === "text" && typeof b.text === "string" ? [b.text] : []).join("\n")
+import { type Block, blocksOf, fold, type Msg, summaryOf, textOf } from "./fixtures/SummaryJudge.ts"
 
 /**
  * The head a bash call's command is known by: its first non-blank line, folded, without a leading `cd <dir> &&` (or
@@ -73,8 +64,7 @@ const drive = async (messages: ReadonlyArray<Msg>, compactAtTokens: number) => {
       const prepared = await conversation.prepare()
       if (prepared.compaction !== undefined && prepared.compaction._tag !== "Skipped") {
         const view = (await conversation.state()).view as unknown as ReadonlyArray<Msg>
-        const first = view[0] === undefined ? "" : textOf(view[0])
-        const summary = view[0]?.role === "user" && first.startsWith(HEADER) ? first : ""
+        const summary = summaryOf(view) ?? ""
         const folded = fold(summary)
         const held = new Set(view.flatMap((m) => blocksOf(m).flatMap((b) => b.type === "tool_use" ? [b.id] : [])))
         const inView = new Set([...runs].filter(([id]) => held.has(id)).map(([, command]) => command))

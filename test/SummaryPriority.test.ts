@@ -16,26 +16,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Policy, PromiseConversation, Recall } from "../src/index.ts"
 import { corpus, DATA_DIR } from "./fixtures/Corpus.ts"
+import { blocksOf, fold, type Msg, summaryOf, textOf } from "./fixtures/SummaryJudge.ts"
 
-type Block = { readonly type: string; readonly [key: string]: unknown }
-type Msg = { readonly role: string; readonly content: string | ReadonlyArray<Block> }
-
-const HEADER = "[Summary of the earlier conversation]"
-const fold = (text: string): string => text.replace(/\s+/g, " ").trim()
-const blocksOf = (m: Msg): ReadonlyArray<Block> =>
-  typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content
-const textOf = (m: Msg): string =>
-  blocksOf(m).flatMap((b) => b.type === "text" && typeof b.text === "string" ? [b.text] : []).join("\n")
 /** The words a user message holds (its text blocks), `undefined` for one of tool results only. */
 const wordsOf = (m: Msg): string | undefined => {
   if (m.role !== "user") return undefined
   const text = textOf(m)
   return text.trim().length === 0 ? undefined : text
-}
-/** The summary message's whole text, when the view opens with one. */
-const summaryOf = (view: ReadonlyArray<Msg>): string | undefined => {
-  const text = view[0] === undefined || view[0].role !== "user" ? "" : textOf(view[0])
-  return text.startsWith(HEADER) ? text : undefined
 }
 
 /** The way the judge reads a recall answer: every page joined, the header and next-page lines dropped. */
