@@ -443,8 +443,10 @@ const LOGGED_CALIBRATION =
   "one process the two codes' steps differ by 3.5%. So the limit is 0.45, about 1.4x the worst best of either code. Since 2026-12-08 the sides are measured in " +
   "alternation (bench/ci.ts loggedSide): BENCH_CI_ONLY=logged-step/ at 02:00 UTC, load 0.7 to 1.0, read 0.25, 0.31, " +
   "0.30 and 0.30, 0.32, 0.31 (1k, 10k, 100k): the step as before (78 to 85 us), the stringify 256 to 326 us a " +
-  "request, against 410 to 550 us measured in a loop of its own after the steps (the collections of its own garbage " +
-  "billed to it). An agent loop serializes one request between two steps, as the alternation does"
+  "request, against 410 to 550 us measured in a loop of its own after the steps that day. An agent loop serializes " +
+  "one request between two steps, as the alternation does. The CI run of 02:19 UTC (load 2.2 to 3.8), in " +
+  "alternation too, read 0.18, 0.20, 0.19: the stringify 427 to 530 us, the step 85 to 98 us. The stringify's own " +
+  "speed wanders about 2x from one process to the next"
 const DEFERRED_CALIBRATION =
   "the same two runs: the deferred step / stringify measured 0.18 to 0.24 per attempt (best per run 0.18 and 0.18 " +
   "at 1k, 0.19 and 0.19 at 10k), the deferred / in-memory step 2.28 to 2.71 (best 2.28 to 2.52). At 17:22 to " +
